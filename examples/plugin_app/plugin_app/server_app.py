@@ -1,0 +1,19 @@
+"""ServerApp of the example: flowergraph's WeightedAveraging inside a plain server_fn."""
+
+from flwr.common import Context
+from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+
+from flowergraph.results import RunRecorder
+from flowergraph.strategies.weighted import WeightedAveraging
+
+
+def server_fn(context: Context):
+    rounds = int(context.run_config["num-server-rounds"])
+    recorder = RunRecorder(f"{context.run_config['results-dir']}/run-{context.run_id}", dict(context.run_config),
+                           total_rounds=rounds)
+    strategy = WeightedAveraging(num_clients=int(context.run_config["num-clients"]), weighting="uniform",
+                                 num_rounds=rounds, recorder=recorder)
+    return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds, round_timeout=300))
+
+
+app = ServerApp(server_fn=server_fn)

@@ -1,0 +1,82 @@
+"""NumPyClients for node classification on a client's own subgraph (the wire format is in
+:mod:`flowergraph.strategies.weighted`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from flwr.client import NumPyClient
+
+from ..tasks.federated_graph import ClientGraph
+from ..tasks.models import build_node_model, get_weights, set_weights
+from ..tasks.training import TrainConfig, evaluate_masks, train_steps
+
+
+def round_seed(seed: int, server_round: int, client_id: int) -> int:
+    """The torch seed of one client's local training in one round (dropout masks): reproducible runs."""
+    return int(np.random.SeedSequence([seed, server_round, client_id, 0xF17]).generate_state(1)[0])
+
+
+class NodeClassificationClient(NumPyClient):
+    """Trains the global model on the client's own subgraph; cross-client edges are ignored.
+
+    ``model_kwargs`` are :func:`flowergraph.tasks.models.build_node_model` keyword arguments (kind, hidden,
+    layers, dropout, heads, input_dropout); ``seed`` fixes the initial model and each round's dropout.
+    """
+
+    def __init__(self, graph: ClientGraph, train_config: TrainConfig, model_kwargs: dict | None = None,
+                 seed: int = 0) -> None:
+        train_config.validate()
+        self.graph = graph
+        self.train_config = train_config
+        self.seed = seed
+        kwargs = {"kind": "gcn", **(model_kwargs or {})}
+        self.model = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=seed, **kwargs)
+        self.data = graph.to_pyg()
+
+    # The forward pass on the client's own subgraph. Subclasses (FedGCN) change what the model sees.
+    def forward(self) -> torch.Tensor:
+        return self.model(self.data.x, self.data.edge_index)
+
+    def get_parameters(self, config):
+        return get_weights(self.model)
+
+    def fit(self, parameters, config):
+        set_weights(self.model, parameters)
+        server_round = int(config.get("server_round", 0))
+        torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
+        loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config)
+        n_train = self.graph.num_train
+        metrics = {"partition_id": self.graph.client_id, "train_loss": float(loss), "num_train": n_train,
+                   "batch_size": n_train}
+        return get_weights(self.model), n_train, metrics
+
+    def evaluate(self, parameters, config):
+        set_weights(self.model, parameters)
+        g = self.data
+        r = evaluate_masks(self.model, self.forward, g.y,
+                           {"test": g.test_mask, "val": g.val_mask, "train": g.train_mask})
+        metrics = {"partition_id": self.graph.client_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
+                   "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
+                   "num_val": r["num_val"], "train_accuracy": r["train_accuracy"]}
+        loss = r["test_loss"] if not math.isnan(r["test_loss"]) else 0.0
+        return float(loss), int(r["num_test"]), metrics
+
+
+class NoOpClient(NumPyClient):
+    """Does no work: returns what it receives. Runs the federation's own cost (the benchmark floor)."""
+
+    def __init__(self, initial_arrays, client_id: int = 0) -> None:
+        self.initial_arrays = initial_arrays
+        self.client_id = client_id
+
+    def get_parameters(self, config):
+        return self.initial_arrays
+
+    def fit(self, parameters, config):
+        return parameters, 1, {"partition_id": self.client_id}
+
+    def evaluate(self, parameters, config):
+        return 0.0, 1, {"partition_id": self.client_id}

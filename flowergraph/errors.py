@@ -1,0 +1,21 @@
+"""Errors raised by flowergraph. Every message names the bad value and, where there is a list, the valid choices."""
+
+
+class FlowergraphError(Exception):
+    """Base class of every error flowergraph raises on purpose."""
+
+
+class ConfigError(FlowergraphError, ValueError):
+    """A configuration value is invalid (unknown name, out of range, inconsistent with another value)."""
+
+
+class DatasetUnavailableError(FlowergraphError, FileNotFoundError):
+    """A dataset's raw files are missing and could not be downloaded."""
+
+
+class PartitionError(FlowergraphError, ValueError):
+    """A partition cannot be built with the requested settings."""
+
+
+class KeyFileError(FlowergraphError, ValueError):
+    """A key file is missing, unreadable or not what it should be."""

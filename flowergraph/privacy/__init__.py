@@ -1,0 +1,1 @@
+"""Flower-free privacy primitives (CKKS contexts and key provisioning, packing, byte accounting)."""

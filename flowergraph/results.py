@@ -1,0 +1,145 @@
+"""Run results on disk (Flower-free): the resolved configuration, per-round metrics and a summary.
+
+An output directory holds::
+
+    config.json     the resolved run configuration (every key, defaults filled in) + environment
+    rounds.jsonl    one JSON object per round (appended as the round ends; see ``RoundRecord`` keys below)
+    summary.json    status ("running" / "completed" / "failed"), rounds done, final and best accuracy,
+                    total time and bytes; rewritten after every round, so a crashed run still has one
+
+Round record keys: ``round``, ``time_s`` (wall time of the round), ``elapsed_s`` (since the first round
+started), ``accuracy`` / ``loss`` (client-side test accuracy / loss, weighted by test-node counts),
+``val_accuracy``, ``train_loss`` (weighted like the aggregation), ``bytes_down`` / ``bytes_up`` (payload
+bytes sent to / received from clients this round: serialised arrays plus config/metric values),
+``num_fit`` / ``num_failures`` / ``rejected`` (updates aggregated / failed / rejected as malformed),
+``clients`` (per-client metrics, keyed by partition id) and, when enabled, ``server_accuracy`` /
+``server_loss`` (the global model on the global test nodes). Methods add their own keys (e.g. FedGCN's
+pre-training bytes as round 0).
+
+Plots are drawn from these files by :mod:`flowergraph.plot`, never from memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _jsonable(value.item())
+    return value
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} GB"
+
+
+class RunRecorder:
+    """Writes one run's results; ``log`` receives one human-readable progress line per round."""
+
+    def __init__(self, out_dir: str | os.PathLike, config: dict[str, Any], *, total_rounds: int | None = None,
+                 log: Callable[[str], None] | None = print, resume: bool = False):
+        self.out_dir = Path(out_dir).expanduser().resolve()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.total_rounds = total_rounds
+        self.log = log or (lambda _line: None)
+        self.rounds: list[dict[str, Any]] = []
+        self.started = time.time()
+        rounds_path = self.out_dir / "rounds.jsonl"
+        if rounds_path.exists() and not resume:
+            raise FileExistsError(f"out-dir {str(self.out_dir)!r} already holds the results of a run "
+                                  f"(rounds.jsonl); choose another out-dir so nothing is overwritten")
+        if resume and rounds_path.exists():
+            self.rounds = [json.loads(line) for line in rounds_path.read_text().splitlines() if line.strip()]
+        meta = {"config": _jsonable(config), "python": platform.python_version(), "host": platform.node(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        _write_atomic(self.out_dir / "config.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        self._write_summary("running")
+
+    def write_round(self, record: dict[str, Any]) -> None:
+        record = _jsonable(record)
+        self.rounds.append(record)
+        with open(self.out_dir / "rounds.jsonl", "a") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+        self.log(self.progress_line(record))
+        self._write_summary("running")
+
+    def progress_line(self, r: dict[str, Any]) -> str:
+        total = f"/{self.total_rounds}" if self.total_rounds else ""
+        parts = []
+        for key, label in (("accuracy", "acc"), ("val_accuracy", "val"), ("loss", "loss"),
+                           ("server_accuracy", "server acc")):
+            if r.get(key) is not None:
+                parts.append(f"{label} {r[key]:.4f}")
+        if r.get("time_s") is not None:
+            parts.append(f"{r['time_s']:.2f} s")
+        parts.append(f"down {human_bytes(r.get('bytes_down', 0))} up {human_bytes(r.get('bytes_up', 0))}")
+        if r.get("num_failures") or r.get("rejected"):
+            parts.append(f"failures {r.get('num_failures', 0)} rejected {len(r.get('rejected') or [])}")
+        return f"[round {r['round']}{total}] " + " | ".join(parts)
+
+    def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
+        training = [r for r in self.rounds if r.get("round", 0) >= 1]
+        accs = [(r["round"], r["accuracy"]) for r in training if r.get("accuracy") is not None]
+        final = training[-1] if training else {}
+        best = max(accs, key=lambda t: t[1]) if accs else (None, None)
+        out: dict[str, Any] = {
+            "status": status,
+            "rounds_completed": len(training),
+            "total_rounds": self.total_rounds,
+            "final_accuracy": final.get("accuracy"),
+            "final_val_accuracy": final.get("val_accuracy"),
+            "final_loss": final.get("loss"),
+            "final_server_accuracy": final.get("server_accuracy"),
+            "best_accuracy": best[1],
+            "best_round": best[0],
+            "train_time_s": sum(r.get("time_s") or 0.0 for r in training),
+            "mean_round_time_s": (sum(r.get("time_s") or 0.0 for r in training) / len(training)) if training else None,
+            "bytes_down": sum(r.get("bytes_down", 0) for r in self.rounds),
+            "bytes_up": sum(r.get("bytes_up", 0) for r in self.rounds),
+            "out_dir": str(self.out_dir),
+        }
+        if error:
+            out["error"] = error
+        return out
+
+    def _write_summary(self, status: str, error: str | None = None) -> dict[str, Any]:
+        summary = _jsonable(self.summary(status, error))
+        _write_atomic(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        return summary
+
+    def finish(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
+        return self._write_summary(status, error)
+
+
+def read_run(out_dir: str | os.PathLike) -> dict[str, Any]:
+    """Load a results directory: ``{"config": ..., "rounds": [...], "summary": ...}``."""
+    path = Path(out_dir)
+    if not (path / "rounds.jsonl").is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a flowergraph results directory (no rounds.jsonl)")
+    rounds = [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines() if line.strip()]
+    config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
+    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    return {"config": config.get("config", {}), "rounds": rounds, "summary": summary, "path": str(path)}

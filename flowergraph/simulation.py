@@ -1,0 +1,390 @@
+"""Run any method in Flower's Ray-backed simulation, from Python or the shell.
+
+    python -m flowergraph.simulation --method fedavg --num-clients 3 --rounds 2 --dataset Cora --out DIR \\
+        [--data-dir ../shared/datasets] [--set key=value ...]
+
+    from flowergraph.simulation import run_simulation
+    result = run_simulation("fedavg", num_clients=3, rounds=2, dataset="Cora", out="DIR")
+    result.summary["final_accuracy"]
+
+What it does: validates the configuration and builds the data once in this process (so bad input fails in
+seconds, before any Flower process starts); writes a throw-away Flower app (this package + a pyproject with
+every run-config key) and a private ``FLWR_HOME``; starts its own ``flower-superlink --simulation`` on a free
+port; runs ``flwr run <app> --stream`` with ``num-supernodes = num-clients`` and one CPU per client; prints one
+progress line per round; reads the run's status with ``flwr ls`` (``flwr run`` exits 0 even when the run
+failed); stops the SuperLink and every process under it by PID; and returns/prints where the results are.
+Exit status: 0 when the run completed, 1 when it failed, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .config import OPTION_BY_KEY, RunSettings, parse_run_config, toml_table
+from .errors import ConfigError, FlowergraphError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+GRAPH_LEVEL_METHODS = ("fedstar",)
+
+
+@dataclass
+class SimulationResult:
+    status: str  # "completed" or "failed"
+    out_dir: Path
+    summary: dict[str, Any] = field(default_factory=dict)
+    log_file: Path | None = None
+    wall_time_s: float = 0.0
+    pids: list[int] = field(default_factory=list)  # every process the run started (all stopped on return)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+
+
+def write_app(app_dir: Path) -> None:
+    """A minimal Flower app: this package (Python files only) + a pyproject with every run-config key."""
+    shutil.copytree(PACKAGE_DIR, app_dir / "flowergraph", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (app_dir / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "flowergraph-run"\nversion = "0.1.0"\ndescription = "flowergraph simulation run"\n'
+        'license = "Apache-2.0"\ndependencies = []\n\n'
+        '[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["flowergraph/**/*.py"]\n\n'
+        '[tool.flwr.app.components]\nserverapp = "flowergraph.server_app:app"\n'
+        'clientapp = "flowergraph.client_app:app"\n\n'
+        f"[tool.flwr.app.config]\n{toml_table()}\n")
+
+
+def preflight(settings: RunSettings) -> dict[str, Any]:
+    """Build the data once here: fails fast on impossible settings and warms the dataset cache."""
+    from .tasks.federated_graph import load_global_graph, node_assignment
+
+    data = load_global_graph(settings.graph_spec())
+    assignment = node_assignment(settings.graph_spec(), settings.partition_spec())
+    import numpy as np
+
+    sizes = np.bincount(assignment, minlength=settings.partition_spec().num_clients)
+    return {"num_nodes": int(data.num_nodes), "num_edges": int(data.num_edges), "client_sizes": sizes.tolist()}
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _kill_tree(pid: int) -> None:
+    """Stop a process and all its descendants, by PID (SIGTERM, then SIGKILL after 5 s)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    procs = root.children(recursive=True) + [root]
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, log_file: Path, timeout: float = 60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with code {proc.returncode}; see {log_file}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"flower-superlink did not become healthy within {timeout:.0f} s; see {log_file}")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NOISE = ("default simulated SuperNodes changed", "FutureWarning", "warnings.warn(")
+
+
+def _display(line: str) -> str | None:
+    """The line to show in progress mode (ANSI colours and Flower's level prefix removed), or None."""
+    plain = _ANSI.sub("", line)
+    if any(n in plain for n in _NOISE):
+        return None
+    if not any(tag in plain for tag in ("[round ", "flowergraph:", "WARNING", "ERROR", "Traceback", "Error",
+                                        "rejected", "failed")):
+        return None
+    return re.sub(r"^INFO\s*:\s*", "", plain)
+
+
+@dataclass
+class AppRun:
+    status: str  # "completed" or "failed"
+    flwr_status: str  # what `flwr ls` reported, e.g. "finished:completed"
+    log_file: Path
+    pids: list[int]
+
+
+def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_config: dict[str, Any] | None = None,
+                   log_dir: str | os.PathLike, cpus_per_client: int = 1, verbose: bool = False,
+                   stream: TextIO | None = None, timeout: float | None = None,
+                   extra_env: dict[str, str] | None = None) -> AppRun:
+    """Run any Flower app directory in simulation with a private SuperLink; stop every process afterwards.
+
+    Writes Flower's streamed log to ``log_dir/flower.log`` and the SuperLink's to ``log_dir/superlink.log``.
+    The status comes from ``flwr ls`` (``flwr run`` itself exits 0 when a run failed).
+    """
+    stream = stream or sys.stdout
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / "flower.log"
+    work = Path(tempfile.mkdtemp(prefix="flowergraph-flwr-"))
+    superlink = None
+    pids: list[int] = []
+    status, flwr_status = "failed", "not started"
+    try:
+        flwr_home = work / "flwr-home"
+        flwr_home.mkdir()
+        port = _free_port()
+        (flwr_home / "config.toml").write_text(
+            f'[superlink]\ndefault = "fg"\n\n[superlink.fg]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
+        cmd_tail: list[str] = []
+        if run_config:
+            run_config_file = work / "run_config.toml"
+            run_config_file.write_text("".join(f"{k} = {_toml_value(v)}\n" for k, v in run_config.items()))
+            cmd_tail = ["--run-config", str(run_config_file)]
+        env = dict(os.environ, FLWR_HOME=str(flwr_home), FLWR_TELEMETRY_ENABLED="0",
+                   FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", FLWR_DISABLE_UPDATE_CHECK="1",
+                   RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0", RAY_DEDUP_LOGS="0", PYTHONUNBUFFERED="1",
+                   **(extra_env or {}))
+        bin_dir = Path(sys.executable).parent
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        superlink_log = log_dir / "superlink.log"
+        with open(superlink_log, "ab") as sl_out:
+            superlink = subprocess.Popen(
+                [str(bin_dir / "flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
+                 "--host", "127.0.0.1", "--port", str(port), "--disable-runtime-dependency-installation"],
+                cwd=str(log_dir), env=env, stdout=sl_out, stderr=subprocess.STDOUT, start_new_session=True)
+        pids.append(superlink.pid)
+        _wait_healthy(port, superlink, superlink_log)
+        federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"
+        cmd = [str(bin_dir / "flwr"), "run", str(Path(app_dir).resolve()), "fg", "--stream",
+               "--federation-config", federation, *cmd_tail]
+        timed_out = threading.Event()
+        started = time.monotonic()
+        with open(log_file, "a") as log_out:
+            proc = subprocess.Popen(cmd, cwd=str(log_dir), env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
+            pids.append(proc.pid)
+
+            def stop_on_timeout() -> None:  # the watchdog: stop everything; the read loop then ends
+                timed_out.set()
+                pids.extend(_descendants(superlink.pid))
+                _kill_tree(proc.pid)
+                _kill_tree(superlink.pid)
+
+            watchdog = None
+            if timeout is not None:
+                watchdog = threading.Timer(max(1.0, timeout - (time.monotonic() - started)), stop_on_timeout)
+                watchdog.daemon = True
+                watchdog.start()
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    log_out.write(line)
+                    shown = line if verbose else _display(line)
+                    if shown:
+                        stream.write(shown)
+                        stream.flush()
+                proc.wait()
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
+                if proc.poll() is None:
+                    _kill_tree(proc.pid)
+        if timed_out.is_set():
+            flwr_status = "timed out"
+            print(f"flowergraph: stopped after the {timeout:.0f} s timeout", file=stream, flush=True)
+        else:
+            listing = subprocess.run([str(bin_dir / "flwr"), "ls", "fg", "--format", "json"], env=env,
+                                     capture_output=True, text=True, timeout=60)
+            try:
+                runs = json.loads(listing.stdout).get("runs", [])
+            except json.JSONDecodeError:
+                runs = []
+            flwr_status = runs[-1].get("status", "unknown") if runs else "unknown"
+            status = "completed" if flwr_status == "finished:completed" else "failed"
+            if status != "completed":
+                print(f"flowergraph: the Flower run ended with status {flwr_status!r}; full log: {log_file}",
+                      file=stream, flush=True)
+    finally:
+        if superlink is not None:
+            pids.extend(_descendants(superlink.pid))
+            _kill_tree(superlink.pid)
+        shutil.rmtree(work, ignore_errors=True)
+    return AppRun(status=status, flwr_status=flwr_status, log_file=log_file, pids=sorted(set(pids)))
+
+
+def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | None, out: str | os.PathLike | None,
+                     overrides: dict[str, Any] | None) -> dict[str, Any]:
+    config: dict[str, Any] = dict(overrides or {})
+    config.update({"method": method, "num-clients": num_clients, "rounds": rounds})
+    if dataset is not None:
+        config["dataset"] = dataset
+    if out is not None:
+        config["out-dir"] = str(Path(out).expanduser().resolve())
+    if config.get("data-dir"):
+        config["data-dir"] = str(Path(str(config["data-dir"])).expanduser().resolve())
+    return config
+
+
+def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2, dataset: str | None = None,
+                   out: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None, *,
+                   cpus_per_client: int = 1, verbose: bool = False, stream: TextIO | None = None,
+                   timeout: float | None = None) -> SimulationResult:
+    """Run one federated experiment in Flower's simulation engine and wait for it.
+
+    Raises ConfigError (before anything starts) for bad input; returns a :class:`SimulationResult` whose
+    ``status`` is ``"completed"`` or ``"failed"``. Every process started here is stopped before returning.
+    """
+    stream = stream or sys.stdout
+    started = time.monotonic()
+    config = build_run_config(method, num_clients, rounds, dataset, out, overrides)
+    settings = parse_run_config(config)
+    if not config.get("out-dir"):
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        config["out-dir"] = str(Path("results").resolve() / f"{settings.method}-{settings.dataset}-{stamp}")
+        settings = parse_run_config(config)
+    out_dir = Path(config["out-dir"])
+    if (out_dir / "rounds.jsonl").exists():
+        raise ConfigError(f"out-dir {str(out_dir)!r} already holds the results of a run (rounds.jsonl); "
+                          f"choose another so nothing is overwritten")
+    if cpus_per_client < 1:
+        raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
+    info = preflight(settings)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    supernodes = settings.effective_num_clients
+    print(f"flowergraph: {settings.method} on {settings.dataset} ({info['num_nodes']} nodes), {supernodes} "
+          f"client(s), {settings.rounds} round(s); client sizes {info['client_sizes']}", file=stream, flush=True)
+
+    work = Path(tempfile.mkdtemp(prefix="flowergraph-sim-"))
+    try:
+        app_dir = work / "app"
+        app_dir.mkdir()
+        write_app(app_dir)
+        app_run = run_flower_app(app_dir, num_supernodes=supernodes, run_config=config, log_dir=out_dir,
+                                 cpus_per_client=cpus_per_client, verbose=verbose, stream=stream,
+                                 timeout=None if timeout is None else max(1.0, timeout - (time.monotonic() - started)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    status, log_file = app_run.status, app_run.log_file
+    summary = {}
+    summary_file = out_dir / "summary.json"
+    if summary_file.exists():
+        summary = json.loads(summary_file.read_text())
+        if status == "failed" and summary.get("status") != "failed":
+            summary["status"] = "failed"
+            summary.setdefault("error", f"Flower run status was not finished:completed; see {log_file}")
+            summary_file.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    elif status == "completed":
+        status = "failed"  # the ServerApp must have written a summary
+    return SimulationResult(status=status, out_dir=out_dir, summary=summary, log_file=log_file,
+                            wall_time_s=time.monotonic() - started, pids=app_run.pids)
+
+
+def _parse_set(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {pair!r}: expected key=value")
+        key = key.strip()
+        if key not in OPTION_BY_KEY:
+            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(OPTION_BY_KEY)}")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value  # a bare string
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flowergraph.simulation",
+                                     description="Run a flowergraph method in Flower's Ray-backed simulation.")
+    parser.add_argument("--method", default="fedavg", help="fedavg, centralized, noop, ...")
+    parser.add_argument("--num-clients", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--dataset", default=None, help="node-level: one name; graph-level methods: a "
+                        "comma-separated list, one dataset per client")
+    parser.add_argument("--data-dir", default=None, help="raw files in PyG layout (else $FLOWERGRAPH_DATA)")
+    parser.add_argument("--out", default=None, help="results folder (default: results/<method>-<dataset>-<time>)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any run-config key (repeatable), e.g. --set beta=1 --set partitioner=metis")
+    parser.add_argument("--cpus-per-client", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
+    parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
+    args = parser.parse_args(argv)
+    try:
+        overrides = _parse_set(args.set)
+        if args.data_dir is not None:
+            overrides["data-dir"] = args.data_dir
+        result = run_simulation(args.method, args.num_clients, args.rounds, args.dataset, args.out, overrides,
+                                cpus_per_client=args.cpus_per_client, verbose=args.verbose, timeout=args.timeout)
+    except FlowergraphError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; every process started was stopped", file=sys.stderr)
+        return 130
+    s = result.summary
+    acc = s.get("final_accuracy")
+    print(f"flowergraph: run {result.status} in {result.wall_time_s:.1f} s; rounds {s.get('rounds_completed')}"
+          f"/{s.get('total_rounds')}; final test accuracy {acc if acc is None else f'{acc:.4f}'}")
+    print(f"results: {result.out_dir}")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

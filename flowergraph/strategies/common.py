@@ -1,0 +1,75 @@
+"""Helpers shared by the strategies: payload byte counts, update validation, weighted averages."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+from flwr.common import Parameters
+
+
+def config_bytes(values: Mapping[str, Any] | None) -> int:
+    """Bytes of a config/metrics mapping's values as they travel (bytes/str by length, numbers 8 B, bool 1 B)."""
+    if not values:
+        return 0
+    total = 0
+    for key, value in values.items():
+        total += len(str(key).encode())
+        if isinstance(value, (bytes, bytearray)):
+            total += len(value)
+        elif isinstance(value, str):
+            total += len(value.encode())
+        elif isinstance(value, bool):
+            total += 1
+        else:
+            total += 8
+    return total
+
+
+def parameters_bytes(parameters: Parameters | None) -> int:
+    """Bytes of the serialised arrays in a Parameters object (the tensors as they go on the wire)."""
+    if parameters is None:
+        return 0
+    return sum(len(t) for t in parameters.tensors)
+
+
+def check_update(arrays: list[np.ndarray], reference: list[np.ndarray] | None) -> str | None:
+    """Return why a client update is malformed (count, shape, dtype kind, non-finite values), or None."""
+    if reference is not None:
+        if len(arrays) != len(reference):
+            return f"{len(arrays)} arrays, expected {len(reference)}"
+        for i, (a, r) in enumerate(zip(arrays, reference)):
+            if a.shape != r.shape:
+                return f"array {i} has shape {a.shape}, expected {r.shape}"
+    for i, a in enumerate(arrays):
+        if a.dtype.kind not in "fiu":
+            return f"array {i} has dtype {a.dtype}, expected a numeric array"
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            return f"array {i} holds NaN or infinite values"
+    return None
+
+
+def weighted_average(updates: list[list[np.ndarray]], weights: list[float]) -> list[np.ndarray]:
+    """sum_i w_i * u_i / sum_i w_i, accumulated in float64 and cast back to each array's dtype."""
+    total = float(sum(weights))
+    if not updates or total <= 0:
+        raise ValueError("weighted_average needs at least one update with positive weight")
+    out = []
+    for layer in zip(*updates):
+        acc = np.zeros(layer[0].shape, dtype=np.float64)
+        for w, arr in zip(weights, layer):
+            acc += (w / total) * arr.astype(np.float64)
+        out.append(acc.astype(layer[0].dtype))
+    return out
+
+
+def weighted_metric(pairs: Iterable[tuple[float | None, float]]) -> float | None:
+    """Weighted mean of (value, weight) pairs, skipping missing/NaN values and zero weights; None if empty."""
+    num = den = 0.0
+    for value, weight in pairs:
+        if value is None or weight <= 0 or (isinstance(value, float) and math.isnan(value)):
+            continue
+        num += float(value) * weight
+        den += weight
+    return num / den if den > 0 else None

@@ -1,0 +1,151 @@
+"""The federated graph for node-level methods: one global graph, K clients, disjoint node sets.
+
+Client k holds (DESIGN.md, "The federated graph"):
+
+* its own nodes (``global_ids``), their features, labels and split masks;
+* the edges among its own nodes (``edge_index``, local indices 0..n_k-1, both directions);
+* its **cross-client edges**: ``cross_edges[0]`` a local index of one of its nodes, ``cross_edges[1]`` the global
+  id of a node owned by another client, ``cross_owner`` that client's id. It knows these edges exist, never
+  the remote nodes' features.
+
+Every directed edge (u, v) of the global graph appears exactly once over all clients: as an internal edge of
+owner(u) when owner(u) == owner(v), else as a cross-client edge of owner(u).
+
+Loaded and partitioned data is memoised per process (``functools.lru_cache``): Ray actors are reused across
+rounds, so a client loads and partitions once, never per round.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from .datasets import dataset_info, node_dataset_from_pyg
+from .partition import partition_nodes
+from .splits import apply_split, parse_split
+from .synthetic import CSBMParams, make_csbm
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """Which global graph and split: hashable, so it can key the per-process cache."""
+
+    dataset: str = "synthetic"
+    data_dir: str = ""
+    split: str = "auto"
+    seed: int = 0
+    synthetic: CSBMParams = field(default_factory=CSBMParams)
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    partitioner: str = "dirichlet"
+    num_clients: int = 3
+    beta: float = 10000.0
+    min_size: int = 10
+    seed: int = 0
+
+
+@dataclass
+class ClientGraph:
+    """What client ``client_id`` holds. Tensors are CPU tensors; indices are int64."""
+
+    client_id: int
+    num_clients: int
+    global_ids: torch.Tensor  # [n_k] global id of each local node
+    x: torch.Tensor  # [n_k, d]
+    y: torch.Tensor  # [n_k]
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    edge_index: torch.Tensor  # [2, E_int] local indices
+    cross_edges: torch.Tensor  # [2, E_cross]: (local index, remote global id)
+    cross_owner: torch.Tensor  # [E_cross] owner of the remote node
+    num_global_nodes: int
+    num_classes: int
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.global_ids.numel())
+
+    @property
+    def num_features(self) -> int:
+        return int(self.x.size(1))
+
+    @property
+    def num_train(self) -> int:
+        return int(self.train_mask.sum())
+
+    @property
+    def num_val(self) -> int:
+        return int(self.val_mask.sum())
+
+    @property
+    def num_test(self) -> int:
+        return int(self.test_mask.sum())
+
+    def to_pyg(self):
+        """The client's own subgraph as a PyG ``Data`` (cross-client edges left out)."""
+        from torch_geometric.data import Data
+
+        return Data(x=self.x, y=self.y, edge_index=self.edge_index, train_mask=self.train_mask,
+                    val_mask=self.val_mask, test_mask=self.test_mask, num_nodes=self.num_nodes)
+
+
+@functools.lru_cache(maxsize=4)
+def load_global_graph(spec: GraphSpec):
+    """The global node-classification graph with split masks (memoised per process)."""
+    info = dataset_info(spec.dataset)
+    if info.task != "node":
+        raise ConfigError(f"dataset {info.name!r} is a graph-classification dataset; node-level methods need "
+                          f"one of Cora, CiteSeer, PubMed, synthetic")
+    if info.family == "synthetic":
+        data = make_csbm(spec.synthetic, seed=spec.seed)
+    else:
+        data = node_dataset_from_pyg(info.name, spec.data_dir or None)
+    apply_split(data, parse_split(spec.split, info.family), seed=spec.seed)
+    return data
+
+
+@functools.lru_cache(maxsize=8)
+def node_assignment(gspec: GraphSpec, pspec: PartitionSpec) -> np.ndarray:
+    """``assignment[v]`` = owner of node v (memoised per process)."""
+    data = load_global_graph(gspec)
+    assignment = partition_nodes(
+        pspec.partitioner, num_clients=pspec.num_clients, labels=data.y.numpy(),
+        edge_index=data.edge_index.numpy(), num_nodes=int(data.num_nodes), beta=pspec.beta,
+        min_size=pspec.min_size, seed=pspec.seed)
+    assignment.setflags(write=False)
+    return assignment
+
+
+def build_client_graph(data, assignment: np.ndarray, client_id: int, num_clients: int | None = None) -> ClientGraph:
+    """Cut client ``client_id``'s part out of the global graph ``data``."""
+    num_clients = int(num_clients or int(assignment.max()) + 1)
+    if not 0 <= client_id < num_clients:
+        raise ConfigError(f"partition-id {client_id} out of range [0, {num_clients - 1}]")
+    owner = torch.as_tensor(np.array(assignment, dtype=np.int64))
+    own = torch.nonzero(owner == client_id, as_tuple=True)[0]
+    local = torch.full((int(data.num_nodes),), -1, dtype=torch.long)
+    local[own] = torch.arange(own.numel())
+    src, dst = data.edge_index
+    mine = owner[src] == client_id
+    internal = mine & (owner[dst] == client_id)
+    cross = mine & (owner[dst] != client_id)
+    return ClientGraph(
+        client_id=client_id, num_clients=num_clients, global_ids=own, x=data.x[own], y=data.y[own],
+        train_mask=data.train_mask[own], val_mask=data.val_mask[own], test_mask=data.test_mask[own],
+        edge_index=torch.stack([local[src[internal]], local[dst[internal]]]),
+        cross_edges=torch.stack([local[src[cross]], dst[cross]]), cross_owner=owner[dst[cross]],
+        num_global_nodes=int(data.num_nodes), num_classes=int(data.num_classes))
+
+
+@functools.lru_cache(maxsize=64)
+def client_graph(gspec: GraphSpec, pspec: PartitionSpec, client_id: int) -> ClientGraph:
+    """Client ``client_id``'s data: a pure function of (graph spec, partition spec, client id)."""
+    return build_client_graph(load_global_graph(gspec), node_assignment(gspec, pspec), client_id,
+                              pspec.num_clients)

@@ -1,0 +1,137 @@
+import os
+import shutil
+import urllib.error
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from flowergraph.errors import ConfigError, DatasetUnavailableError
+from flowergraph.tasks import datasets as ds
+from flowergraph.tasks.federated_graph import GraphSpec, load_global_graph
+from flowergraph.tasks.splits import apply_split, parse_split
+from flowergraph.tasks.synthetic import CSBMParams, make_csbm
+
+
+def test_cora_public_split_and_shape(cora, shared_data):
+    assert (cora.num_nodes, cora.edge_index.size(1), cora.num_features, cora.num_classes) == (2708, 10556, 1433, 7)
+    assert (int(cora.train_mask.sum()), int(cora.val_mask.sum()), int(cora.test_mask.sum())) == (140, 500, 1000)
+    # Nothing was written into the (read-only) shared folder: PyG processed a copy in the cache.
+    assert not (shared_data / "Planetoid" / "Cora" / "processed").exists()
+    assert (ds.cache_dir() / "Planetoid" / "Cora" / "processed").is_dir()
+
+
+def test_citeseer_and_tu_load(shared_data):
+    data = load_global_graph(GraphSpec(dataset="citeseer", data_dir=str(shared_data)))  # case-insensitive
+    assert (data.num_nodes, data.num_features, data.num_classes) == (3327, 3703, 6)
+    mutag = ds.load_pyg_dataset("MUTAG", shared_data)
+    assert len(mutag) == 188 and mutag.num_classes == 2
+
+
+def test_data_dir_from_environment(shared_data, monkeypatch):
+    monkeypatch.setenv("FLOWERGRAPH_DATA", str(shared_data))
+    assert ds.resolve_data_dir("") == shared_data.resolve()
+    assert len(ds.load_pyg_dataset("PTC_MR")) == 344
+
+
+def test_per_class_and_random_splits(cora):
+    data = cora.clone()
+    apply_split(data, parse_split("per-class", "Planetoid"), seed=1)
+    counts = np.bincount(data.y[data.train_mask].numpy(), minlength=7)
+    assert counts.tolist() == [20] * 7
+    assert int(data.val_mask.sum()) == 500 and int(data.test_mask.sum()) == 1000
+    assert not (data.train_mask & data.val_mask).any() and not (data.val_mask & data.test_mask).any()
+    apply_split(data, parse_split("random:60/20/20", "Planetoid"), seed=1)
+    assert int(data.train_mask.sum()) == round(0.6 * 2708) and int(data.val_mask.sum()) == round(0.2 * 2708)
+    assert int((data.train_mask | data.val_mask | data.test_mask).sum()) == 2708
+    other = cora.clone()
+    apply_split(other, parse_split("random:0.6/0.2/0.2", "Planetoid"), seed=1)
+    assert torch.equal(other.train_mask, data.train_mask)  # same seed, same split
+
+
+@pytest.mark.parametrize("text,match", [
+    ("stratified", "unknown split 'stratified'; valid choices: auto, public, random"),
+    ("random:0.7/0.2/0.2", "fractions sum to 1.1 > 1"),
+    ("per-class:2.5/10/10", "per-class takes integers"),
+    ("random:a/b/c", "expected three numbers"),
+])
+def test_bad_splits(text, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_split(text, "Planetoid")
+
+
+def test_public_split_needs_planetoid():
+    with pytest.raises(ConfigError, match="public split exists only for Planetoid"):
+        parse_split("public", "synthetic")
+
+
+def test_synthetic_graph_statistics_match_the_model():
+    p = CSBMParams(num_nodes=3000, num_classes=3, p_in=0.01, p_out=0.001, num_features=16, signal=0.5)
+    data = make_csbm(p, seed=0)
+    again = make_csbm(p, seed=0)
+    assert torch.equal(data.edge_index, again.edge_index) and torch.equal(data.x, again.x)
+    y = data.y
+    src, dst = data.edge_index
+    same = int((y[src] == y[dst]).sum()) // 2
+    diff = int((y[src] != y[dst]).sum()) // 2
+    n_c = 1000
+    expected_same = 3 * p.p_in * n_c * (n_c - 1) / 2
+    expected_diff = 3 * p.p_out * n_c * n_c
+    assert abs(same - expected_same) < 0.05 * expected_same
+    assert abs(diff - expected_diff) < 0.1 * expected_diff
+    assert not torch.any(src == dst)
+    # Class means: the feature mean of each class has norm ~signal * sqrt(d); the noise is N(0, I).
+    for c in range(3):
+        assert abs(float(data.x[y == c].mean(0).norm()) - 0.5 * 4) < 0.4
+    centred = data.x - torch.stack([data.x[y == c].mean(0) for c in range(3)])[y]
+    assert abs(float(centred.var()) - 1.0) < 0.05
+
+
+def test_synthetic_scales_to_100k_nodes():
+    data = make_csbm(CSBMParams(num_nodes=100_000, num_classes=5, p_in=1e-4, p_out=1e-5, num_features=8), seed=0)
+    assert data.num_nodes == 100_000 and data.edge_index.size(1) > 100_000
+
+
+def test_unknown_dataset_names_valid_choices():
+    with pytest.raises(ConfigError, match=r"unknown dataset 'Corra'; valid choices: node classification Cora, "
+                                          r"CiteSeer, PubMed, synthetic; graph classification MUTAG"):
+        ds.canonical_name("Corra")
+
+
+def test_missing_data_dir_is_named():
+    with pytest.raises(ConfigError, match="data-dir '/no/such/folder' does not exist"):
+        ds.load_pyg_dataset("Cora", "/no/such/folder")
+
+
+def test_offline_download_failure_says_where_to_put_files(tmp_path, monkeypatch):
+    from torch_geometric.io import fs
+
+    def offline(*args, **kwargs):  # what PyG's download (fsspec copy from GitHub) does offline
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(fs, "cp", offline)
+    monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "cache"))
+    empty = tmp_path / "data"
+    empty.mkdir()
+    with pytest.raises(DatasetUnavailableError) as err:
+        ds.load_pyg_dataset("Cora", empty)
+    msg = str(err.value)
+    assert "raw files not found and the download failed (URLError" in msg
+    assert f"{empty.resolve()}/Planetoid/Cora/raw/ind.cora.{{x,tx,allx,y,ty,ally,graph,test.index}}" in msg
+
+
+def test_read_only_data_dir_is_copied(tmp_path, shared_data, monkeypatch):
+    data_dir = tmp_path / "ro"
+    shutil.copytree(shared_data / "TUDataset" / "MUTAG", data_dir / "TUDataset" / "MUTAG")
+    for p in sorted(data_dir.rglob("*"), reverse=True):
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    data_dir.chmod(0o555)
+    monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "cache"))
+    try:
+        assert len(ds.load_pyg_dataset("MUTAG", data_dir)) == 188
+        assert sorted(os.listdir(data_dir / "TUDataset" / "MUTAG")) == ["raw"]
+        assert (tmp_path / "cache" / "datasets" / "TUDataset" / "MUTAG" / "processed").is_dir()
+    finally:
+        for p in [data_dir, *data_dir.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)

@@ -1,0 +1,41 @@
+import json
+
+import pytest
+
+from flowergraph.plot import main as plot_main
+from flowergraph.results import RunRecorder, read_run
+
+
+def _fake_run(path, method, accs):
+    rec = RunRecorder(path, {"method": method, "dataset": "Cora", "num-clients": 3, "partitioner": "dirichlet",
+                             "beta": 1.0}, total_rounds=len(accs), log=None)
+    for i, acc in enumerate(accs, start=1):
+        rec.write_round({"round": i, "accuracy": acc, "elapsed_s": 0.5 * i, "time_s": 0.5,
+                         "bytes_down": 100, "bytes_up": 50})
+    return rec.finish()
+
+
+def test_summary_tracks_final_and_best(tmp_path):
+    summary = _fake_run(tmp_path / "a", "fedavg", [0.2, 0.6, float("nan"), 0.5])
+    assert summary["status"] == "completed" and summary["rounds_completed"] == 4
+    assert summary["best_accuracy"] == 0.6 and summary["best_round"] == 2
+    assert summary["final_accuracy"] == 0.5
+    assert summary["bytes_down"] == 400 and summary["mean_round_time_s"] == pytest.approx(0.5)
+    rows = [json.loads(line) for line in (tmp_path / "a" / "rounds.jsonl").read_text().splitlines()]
+    assert rows[2]["accuracy"] is None  # NaN is stored as null, never as invalid JSON
+    assert read_run(tmp_path / "a")["config"]["method"] == "fedavg"
+
+
+def test_plot_several_runs(tmp_path, capsys):
+    _fake_run(tmp_path / "a", "fedavg", [0.2, 0.5, 0.7])
+    _fake_run(tmp_path / "b", "centralized", [0.4, 0.7, 0.8])
+    assert plot_main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "plots")]) == 0
+    for name in ("accuracy_vs_round.png", "accuracy_vs_time.png"):
+        data = (tmp_path / "plots" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    assert "accuracy_vs_round.png" in capsys.readouterr().out
+
+
+def test_plot_rejects_non_results_folder(tmp_path, capsys):
+    assert plot_main([str(tmp_path)]) == 2
+    assert "is not a flowergraph results directory (no rounds.jsonl)" in capsys.readouterr().err

@@ -1,0 +1,190 @@
+import math
+
+import numpy as np
+import pytest
+from flwr.common import (
+    Code,
+    EvaluateRes,
+    FitRes,
+    GetParametersRes,
+    Status,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.client_manager import SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from flowergraph.results import RunRecorder, read_run
+from flowergraph.strategies.common import config_bytes, parameters_bytes
+from flowergraph.strategies.weighted import WeightedAveraging
+
+OK = Status(code=Code.OK, message="")
+
+
+class FakeProxy(ClientProxy):
+    def __init__(self, cid, arrays=None):
+        super().__init__(cid)
+        self.arrays = arrays
+
+    def get_properties(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def get_parameters(self, ins, timeout, group_id):
+        return GetParametersRes(status=OK, parameters=ndarrays_to_parameters(self.arrays))
+
+    def fit(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def evaluate(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def reconnect(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+
+def fit_res(arrays, n, pid, **metrics):
+    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n,
+                  metrics={"partition_id": pid, **metrics})
+
+
+GLOBAL = [np.zeros((2, 2), dtype=np.float32), np.zeros(3, dtype=np.float32)]
+A = [np.full((2, 2), 1.0, np.float32), np.array([1.0, 2.0, 3.0], np.float32)]
+B = [np.full((2, 2), 5.0, np.float32), np.array([3.0, 2.0, -1.0], np.float32)]
+
+
+def _strategy(**kw):
+    s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, **kw)
+    s.global_arrays = GLOBAL
+    return s
+
+
+def test_weighted_average_matches_hand_computation():
+    s = _strategy()
+    params, metrics = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=30)),
+                                          (FakeProxy("b"), fit_res(B, 3, 1, batch_size=10))], [])
+    out = parameters_to_ndarrays(params)
+    # (1 * A + 3 * B) / 4
+    np.testing.assert_allclose(out[0], np.full((2, 2), (1 * 1 + 3 * 5) / 4))
+    np.testing.assert_allclose(out[1], [(1 * 1 + 3 * 3) / 4, 2.0, (1 * 3 + 3 * -1) / 4])
+    assert out[0].dtype == np.float32 and metrics["num_fit"] == 2
+
+
+def test_uniform_and_batch_size_weighting():
+    res = [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=30)), (FakeProxy("b"), fit_res(B, 3, 1, batch_size=10))]
+    uni = parameters_to_ndarrays(_strategy(weighting="uniform").aggregate_fit(1, res, [])[0])
+    np.testing.assert_allclose(uni[1], [2.0, 2.0, 1.0])
+    bat = parameters_to_ndarrays(_strategy(weighting="batch-size").aggregate_fit(1, res, [])[0])
+    np.testing.assert_allclose(bat[0], np.full((2, 2), (30 * 1 + 10 * 5) / 40))
+
+
+def test_malformed_updates_rejected_and_logged(caplog):
+    nan = [A[0].copy(), np.array([np.nan, 0, 0], np.float32)]
+    wrong_shape = [np.zeros((3, 2), np.float32), A[1]]
+    s = _strategy()
+    with caplog.at_level("WARNING", logger="flwr"):
+        params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0)), (FakeProxy("b"), fit_res(nan, 5, 1)),
+                                        (FakeProxy("c"), fit_res(wrong_shape, 5, 2))], [RuntimeError("boom")])
+    out = parameters_to_ndarrays(params)
+    np.testing.assert_array_equal(out[1], A[1])  # only the valid update counts
+    assert all(np.isfinite(o).all() for o in out)
+    text = caplog.text
+    assert "rejected the update of client 1: array 1 holds NaN or infinite values" in text
+    assert "rejected the update of client 2: array 0 has shape (3, 2), expected (2, 2)" in text
+    assert "a client failed: boom" in text
+    rec = s._pending
+    assert rec["num_fit"] == 1 and rec["num_failures"] == 1
+    assert [r["client"] for r in rec["rejected"]] == ["1", "2"]
+
+
+def test_too_few_valid_updates_keep_the_global_model():
+    s = _strategy(min_clients=2)
+    nan = [A[0], np.array([np.inf, 0, 0], np.float32)]
+    params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0)), (FakeProxy("b"), fit_res(nan, 1, 1))], [])
+    assert params is None  # Flower keeps the previous global parameters
+    assert s._pending["aggregated"] is False
+
+
+def test_zero_weight_round_keeps_model():
+    s = _strategy()
+    params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 0, 0))], [])
+    assert params is None
+
+
+def test_evaluation_weighted_by_test_nodes_and_recorded(tmp_path):
+    recorder = RunRecorder(tmp_path / "run", {"method": "fedavg"}, total_rounds=1, log=None)
+    s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, recorder=recorder, num_rounds=1)
+    manager = SimpleClientManager()
+    for cid in ("a", "b"):
+        manager.register(FakeProxy(cid))
+    params = ndarrays_to_parameters(GLOBAL)
+    ins = s.configure_fit(1, params, manager)
+    assert [p.cid for p, _ in ins] == ["a", "b"] and ins[0][1].config == {"server_round": 1}
+    down_fit = 2 * (parameters_bytes(params) + config_bytes({"server_round": 1}))
+    s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5)),
+                        (FakeProxy("b"), fit_res(B, 3, 1, train_loss=1.5))], [])
+    ev = s.configure_evaluate(1, params, manager)
+    assert len(ev) == 2
+    res = [(FakeProxy("a"), EvaluateRes(status=OK, loss=1.0, num_examples=100,
+                                        metrics={"partition_id": 0, "accuracy": 0.9, "loss": 1.0, "num_test": 100,
+                                                 "val_accuracy": 0.5, "num_val": 10})),
+           (FakeProxy("b"), EvaluateRes(status=OK, loss=2.0, num_examples=300,
+                                        metrics={"partition_id": 1, "accuracy": 0.5, "loss": 2.0, "num_test": 300,
+                                                 "val_accuracy": math.nan, "num_val": 0}))]
+    loss, metrics = s.aggregate_evaluate(1, res, [])
+    assert metrics["accuracy"] == pytest.approx((0.9 * 100 + 0.5 * 300) / 400)
+    assert loss == pytest.approx((1.0 * 100 + 2.0 * 300) / 400)
+    assert metrics["val_accuracy"] == pytest.approx(0.5)  # the empty validation set is skipped
+    run = read_run(tmp_path / "run")
+    (row,) = run["rounds"]
+    assert row["round"] == 1 and row["accuracy"] == pytest.approx(0.6)
+    assert row["train_loss"] == pytest.approx((0.5 * 1 + 1.5 * 3) / 4)
+    assert row["bytes_down"] == down_fit + 2 * (parameters_bytes(params) + config_bytes({"server_round": 1}))
+    assert row["bytes_up"] > 2 * sum(a.nbytes for a in A)
+    assert set(row["clients"]) == {"0", "1"} and row["clients"]["1"]["accuracy"] == 0.5
+    assert run["summary"]["status"] == "running" and run["summary"]["final_accuracy"] == pytest.approx(0.6)
+    assert recorder.finish()["status"] == "completed"
+
+
+def test_eval_every_skips_rounds_but_still_records(tmp_path):
+    recorder = RunRecorder(tmp_path / "run", {}, log=None)
+    s = WeightedAveraging(num_clients=1, initial_parameters=GLOBAL, recorder=recorder, eval_every=2, num_rounds=3)
+    manager = SimpleClientManager()
+    manager.register(FakeProxy("a"))
+    params = ndarrays_to_parameters(GLOBAL)
+    assert s.configure_evaluate(1, params, manager) == []  # round 1 skipped, its record flushed
+    assert len(s.configure_evaluate(2, params, manager)) == 1
+    assert len(s.configure_evaluate(3, params, manager)) == 1  # the last round is always evaluated
+    assert [r["round"] for r in read_run(tmp_path / "run")["rounds"]] == [1]
+
+
+def test_initial_parameters_requested_from_a_client():
+    s = WeightedAveraging(num_clients=2, connect_timeout=1)
+    manager = SimpleClientManager()
+    manager.register(FakeProxy("b", B))
+    manager.register(FakeProxy("a", A))
+    got = parameters_to_ndarrays(s.initialize_parameters(manager))
+    np.testing.assert_array_equal(got[0], A[0])  # the lowest node id answers
+
+
+def test_missing_clients_fail_clearly():
+    s = WeightedAveraging(num_clients=3, initial_parameters=GLOBAL, connect_timeout=1)
+    manager = SimpleClientManager()
+    manager.register(FakeProxy("a"))
+    with pytest.raises(RuntimeError, match="only 1 of num_clients=3 clients connected within 1 s"):
+        s.initialize_parameters(manager)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(weighting="median"), "unknown weighting 'median'; valid choices: train-size, batch-size, uniform"),
+    (dict(fraction_fit=1.5), r"fraction_fit must be in \[0, 1\]"),
+    (dict(min_clients=5), r"min_clients must be in \[0, num_clients=2\]"),
+])
+def test_bad_constructor_arguments(kw, match):
+    with pytest.raises(ValueError, match=match):
+        WeightedAveraging(num_clients=2, **kw)
+
+
+def test_recorder_refuses_to_overwrite(tmp_path):
+    RunRecorder(tmp_path, {}, log=None).write_round({"round": 1})
+    with pytest.raises(FileExistsError, match="already holds the results of a run"):
+        RunRecorder(tmp_path, {}, log=None)
