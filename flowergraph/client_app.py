@@ -2,7 +2,8 @@
 
 Node identity comes from the node configuration: ``partition-id`` and ``num-partitions`` (simulation sets
 both; in deployment pass them with ``flower-supernode --node-config``). A SuperNode may also name its own
-data there: node-config keys ``data-dir`` and ``dataset`` override the run configuration for that node.
+data and key there: node-config keys ``data-dir``, ``dataset`` and ``key-file`` override the run configuration
+for that node.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from flwr.client import ClientApp
 from .config import RunSettings, parse_run_config
 from .errors import ConfigError
 
-NODE_CONFIG_OVERRIDES = ("data-dir", "dataset")
+NODE_CONFIG_OVERRIDES = ("data-dir", "dataset", "key-file")
 
 
 @functools.lru_cache(maxsize=16)
@@ -68,6 +69,14 @@ def build_client(context: Context):
     if s.method == "centralized":
         pid = 0  # every node holds the whole graph; the strategy trains one of them
     graph = client_graph(s.graph_spec(), s.partition_spec(), pid)
+    if s.method == "fedgcn":
+        from .clients.fedgcn import FedGCNClient
+
+        if s.he and not s.key_file:
+            raise ConfigError("he=true needs a CKKS key file: set key-file in the node config (deployment) or "
+                              "the run config (create one with `python -m flowergraph.privacy.ckks keygen PATH`)")
+        return FedGCNClient(graph, s.train_config(), model_kwargs(s), seed=s.seed, hops=s.hops,
+                            state=context.state, key_file=s.key_file if s.he else None)
     return NodeClassificationClient(graph, s.train_config(), model_kwargs(s), seed=s.seed)
 
 

@@ -27,7 +27,7 @@ _CSBM = CSBMParams()
 _TRAIN = TrainConfig()
 
 # Methods by name (DESIGN.md). ``noop`` is the benchmark floor: clients that return what they receive.
-NODE_METHODS = ("fedavg", "centralized")
+NODE_METHODS = ("fedavg", "centralized", "fedgcn")
 BENCHMARK_METHODS = ("noop",)
 METHODS = NODE_METHODS + BENCHMARK_METHODS
 WEIGHTINGS = ("train-size", "batch-size", "uniform")
@@ -101,6 +101,13 @@ OPTIONS: tuple[Option, ...] = (
            check=_min(0.0, False)),
     Option("out-dir", "", "Results folder for this run; empty: `results/<method>-<dataset>-<time>` in the "
            "working directory of the ServerApp."),
+    Option("hops", 2, "FedGCN: neighbour-aggregation hops exchanged before training (0 = FedAvg on local "
+           "subgraphs, 1 = own nodes, 2 = own nodes and their 1-hop neighbours: exact for a 2-layer GCN).",
+           (0, 1, 2)),
+    Option("he", False, "FedGCN: sum the aggregations under CKKS homomorphic encryption (TenSEAL); the server "
+           "holds no key."),
+    Option("key-file", "", "FedGCN with he=true: the clients' CKKS key file (node config may override per node); "
+           "the simulation launcher creates one per run when empty."),
     Option("synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=_min(2)),
     Option("synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=_min(2)),
     Option("synthetic-p-in", _CSBM.p_in, "Synthetic CSBM: edge probability within a class.", check=_range(0.0, 1.0)),
@@ -244,6 +251,15 @@ def _check_combination(s: RunSettings) -> None:
     if s.method in NODE_METHODS + BENCHMARK_METHODS and info.task != "node":
         raise ConfigError(f"method {s.method!r} does node classification but dataset {s.dataset!r} is a "
                           f"graph-classification dataset; valid node datasets: Cora, CiteSeer, PubMed, synthetic")
+    if s.method == "fedgcn":
+        if s.hops > 0 and (s.model != "gcn" or s.layers != 2):
+            raise ConfigError(f"method 'fedgcn' trains a 2-layer GCN; got model={s.model!r} layers={s.layers} "
+                              f"(valid: model='gcn', layers=2)")
+        if s.hops > 0 and s.input_dropout > 0:
+            raise ConfigError(f"input-dropout={s.input_dropout} with fedgcn: features arrive pre-aggregated, so "
+                              f"input-dropout must be 0")
+        if s.he and s.hops == 0:
+            raise ConfigError("he=true needs hops=1 or hops=2 (hops=0 has no communication phase)")
     if s.data_dir:
         path = os.path.expanduser(s.data_dir)
         if not os.path.isdir(path):

@@ -98,7 +98,8 @@ class RunRecorder:
         parts.append(f"down {human_bytes(r.get('bytes_down', 0))} up {human_bytes(r.get('bytes_up', 0))}")
         if r.get("num_failures") or r.get("rejected"):
             parts.append(f"failures {r.get('num_failures', 0)} rejected {len(r.get('rejected') or [])}")
-        return f"[round {r['round']}{total}] " + " | ".join(parts)
+        label = f"[round {r['round']}: {r['phase']}]" if r.get("phase") else f"[round {r['round']}{total}]"
+        return f"{label} " + " | ".join(parts)
 
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         training = [r for r in self.rounds if r.get("round", 0) >= 1]

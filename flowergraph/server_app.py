@@ -52,6 +52,12 @@ def build_strategy(s: RunSettings, recorder: RunRecorder | None = None):
                   connect_timeout=s.round_timeout, round_timeout=s.round_timeout, eval_every=s.eval_every)
     if s.method == "centralized":
         return WeightedAveraging(num_clients=1, clients_per_round=1, **common)
+    if s.method == "fedgcn":
+        from .strategies.fedgcn import FedGCNStrategy
+
+        return FedGCNStrategy(num_clients=s.num_clients, hops=s.hops, he=s.he, weighting=s.weighting,
+                              fraction_fit=s.fraction_fit, fraction_evaluate=s.fraction_evaluate,
+                              min_clients=s.min_clients or None, **common)
     if s.method in ("fedavg", "noop"):
         return WeightedAveraging(num_clients=s.num_clients, weighting=s.weighting, fraction_fit=s.fraction_fit,
                                  fraction_evaluate=s.fraction_evaluate, min_clients=s.min_clients or None,

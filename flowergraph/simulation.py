@@ -275,8 +275,9 @@ def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | 
         config["dataset"] = dataset
     if out is not None:
         config["out-dir"] = str(Path(out).expanduser().resolve())
-    if config.get("data-dir"):
-        config["data-dir"] = str(Path(str(config["data-dir"])).expanduser().resolve())
+    for key in ("data-dir", "key-file"):
+        if config.get(key):
+            config[key] = str(Path(str(config[key])).expanduser().resolve())
     return config
 
 
@@ -311,6 +312,15 @@ def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2
 
     work = Path(tempfile.mkdtemp(prefix="flowergraph-sim-"))
     try:
+        if settings.method == "fedgcn" and settings.he:
+            from .privacy import ckks
+
+            if settings.key_file:
+                ckks.load_key_file(settings.key_file)  # KeyFileError before anything starts
+            else:  # keys provisioned per run, for the clients only; deleted with the run's work folder
+                config["key-file"] = str(ckks.write_key_file(work / "keys" / "ckks-secret.bin"))
+                print(f"flowergraph: created a CKKS key file for this run's clients: {config['key-file']}",
+                      file=stream, flush=True)
         app_dir = work / "app"
         app_dir.mkdir()
         write_app(app_dir)

@@ -50,7 +50,7 @@ class PartitionSpec:
     seed: int = 0
 
 
-@dataclass
+@dataclass(eq=False)  # identity hash: memoised per process and used as a cache key
 class ClientGraph:
     """What client ``client_id`` holds. Tensors are CPU tensors; indices are int64."""
 

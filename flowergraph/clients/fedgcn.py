@@ -1,0 +1,131 @@
+"""FedGCN client: answers the communication phase, then trains the 2-layer GCN on the received aggregations.
+
+The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept in
+``context.state`` (an ArrayRecord named ``fedgcn``: ``rows`` int64 and ``sums`` float32 [r, d + 1]) because
+Flower re-creates the client for every message; the extended graph built from them is memoised per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, RecordDict
+
+from ..privacy import ckks
+from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
+from ..tasks.fedgcn import check_fedgcn_model, check_hops, contributions, extended_graph, fedgcn_forward
+from ..tasks.federated_graph import ClientGraph
+from ..tasks.training import TrainConfig
+from .node import NodeClassificationClient
+
+STATE_KEY = "fedgcn"
+
+
+@functools.lru_cache(maxsize=32)
+def _contributions(graph: ClientGraph, hops: int):
+    return contributions(graph, hops)
+
+
+_EXT_CACHE: dict[tuple, object] = {}
+
+
+class FedGCNClient(NodeClassificationClient):
+    """``hops`` 0: plain local GCN (FedAvg); 1 or 2: GCN on the exchanged aggregations.
+
+    ``state`` is the node's ``context.state`` (persists across messages of a run); ``key_file`` the CKKS key
+    file, read only in the encrypted communication phase.
+    """
+
+    def __init__(self, graph: ClientGraph, train_config: TrainConfig, model_kwargs: dict | None = None,
+                 seed: int = 0, *, hops: int = 2, state: RecordDict | None = None,
+                 key_file: str | None = None) -> None:
+        super().__init__(graph, train_config, model_kwargs, seed)
+        self.hops = check_hops(hops)
+        if hops > 0:
+            check_fedgcn_model(self.model)
+        self.state = state if state is not None else RecordDict()
+        self.key_file = key_file
+
+    # ------------------------------------------------------------------------------------ training
+    def _extended(self):
+        record = self.state.array_records.get(STATE_KEY)
+        if record is None:
+            raise RuntimeError(f"FedGCN client {self.graph.client_id}: no neighbour aggregations in context.state; "
+                               f"the {self.hops}-hop communication phase must run first (use FedGCNStrategy)")
+        rows, sums = record["rows"].numpy(), record["sums"].numpy()
+        key = (id(self.graph), self.hops, hashlib.sha1(rows.tobytes() + sums.tobytes()).hexdigest())
+        ext = _EXT_CACHE.get(key)
+        if ext is None:
+            ext = extended_graph(self.graph, self.hops, rows, sums)
+            if len(_EXT_CACHE) > 16:
+                _EXT_CACHE.clear()
+            _EXT_CACHE[key] = ext
+        return ext
+
+    def forward(self):
+        if self.hops == 0:
+            return super().forward()
+        return fedgcn_forward(self.model, self._extended())
+
+    def fit(self, parameters, config):
+        phase = config.get("fedgcn_phase")
+        if phase is None:
+            return super().fit(parameters, config)
+        handler = {"upload": self._upload, "download": self._download, "index": self._index}.get(str(phase))
+        if handler is None:
+            raise ValueError(f"unknown fedgcn_phase {phase!r}; valid choices: index, upload, download")
+        arrays, metrics = handler(parameters, config)
+        return arrays, 0, {"partition_id": self.graph.client_id, **metrics}
+
+    # ------------------------------------------------------------------------- communication phase
+    def _store(self, rows: np.ndarray, sums: np.ndarray) -> dict:
+        order = np.argsort(rows, kind="stable")  # canonical order (the CKKS layout orders rows by group)
+        rows, sums = np.asarray(rows)[order], np.asarray(sums)[order]
+        self.state.array_records[STATE_KEY] = ArrayRecord(
+            array_dict={"rows": Array(np.asarray(rows, np.int64)), "sums": Array(np.asarray(sums, np.float32))})
+        self._extended()  # check the reply is complete now, not in round 1
+        return {"stored_rows": int(len(rows))}
+
+    def _check_hops(self, config) -> None:
+        if int(config.get("hops", self.hops)) != self.hops:
+            raise ValueError(f"the server runs {config['hops']}-hop FedGCN but this client was configured with "
+                             f"hops={self.hops}")
+
+    def _upload(self, parameters, config):
+        if "slots" in config:  # CKKS: encrypt the rows at the offsets the server assigned
+            rows, offsets = (a.astype(np.int64) for a in parameters)
+            c = _contributions(self.graph, self.hops)
+            pos = np.searchsorted(c.ids, rows)
+            if len(rows) and (pos.max() >= len(c.ids) or not np.array_equal(c.ids[pos], rows)):
+                raise ValueError("the server asked for rows this client does not contribute to")
+            if int(config["width"]) != c.values.shape[1]:
+                raise ValueError(f"layout width {config['width']} != this client's {c.values.shape[1]}")
+            ctx = ckks.load_key_file(self.key_file or "")
+            ct_index, blobs = ckks.encrypt_rows(ctx, c.values[pos], offsets, int(config["slots"]))
+            lengths, blob = pack_blobs(blobs)
+            return [ct_index, lengths, blob], {"ciphertexts": int(len(ct_index))}
+        self._check_hops(config)
+        c = _contributions(self.graph, self.hops)
+        arrays, encoding = encode_rows(c.values)
+        return [c.ids, c.request, *arrays], {"encoding": encoding, "width": int(c.values.shape[1])}
+
+    def _index(self, parameters, config):
+        self._check_hops(config)
+        ctx = ckks.load_key_file(self.key_file or "")
+        c = _contributions(self.graph, self.hops)
+        return [c.ids, c.request], {"width": int(c.values.shape[1]), "key_fingerprint": ckks.fingerprint(ctx),
+                                    "server_context": ckks.server_context_bytes(ctx)}
+
+    def _download(self, parameters, config):
+        width = int(config["width"])
+        if "slots" in config:
+            rows, offsets, ct_index, lengths, blob = parameters
+            ctx = ckks.load_key_file(self.key_file or "")
+            sums = ckks.decrypt_rows(ctx, ct_index.astype(np.int64), unpack_blobs(lengths, blob),
+                                     offsets.astype(np.int64), width, int(config["slots"]))
+            return [], self._store(rows, sums)
+        rows = parameters[0].astype(np.int64)
+        sums = decode_rows(parameters[1:], str(config["encoding"]), len(rows), width)
+        return [], self._store(rows, sums)

@@ -1,0 +1,267 @@
+"""CKKS homomorphic encryption for additive aggregation (TenSEAL), Flower-free.
+
+Keys. All clients share one CKKS secret context, provisioned out of band as a *key file* (the simulation
+launcher creates one per run; in deployment each SuperNode's node config names its copy). The server only ever
+holds a context without keys (it adds ciphertexts, which needs the parameters, not a key), so it cannot
+decrypt. :func:`load_key_file` refuses a file that is not a CKKS context or holds no secret key;
+:func:`load_server_context` refuses a context that holds one.
+
+Parameters. The server only adds, so one data prime suffices: N = 4096 (2048 slots), coefficient moduli
+[60, 49] bits (109 bits: the 128-bit-security maximum for N = 4096), scale 2^40. Precision after summing ten
+vectors of magnitude ~10 is ~1e-8. A ciphertext serialises to ~65.7 KB (32 B per slot; float32 plaintext is
+4 B per value).
+
+Packing (:func:`he_layout`). Ciphertexts can only be added slot by slot, so every client must put a row at the
+same slots. The server, which knows which rows each client contributes to and requests (it learns this in the
+plaintext protocol too), groups rows by (contributor set, requester set); each group starts at a fresh
+ciphertext and its rows follow each other (width d + 1 slots each, rows may straddle ciphertexts inside a
+group). Every ciphertext therefore carries rows of one group only: a client receives sums only of rows it
+requested, and uploads ciphertexts only for groups it contributes to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import KeyFileError
+
+POLY_MODULUS_DEGREE = 4096
+COEFF_MOD_BIT_SIZES = (60, 49)
+SCALE_BITS = 40
+
+
+def _ts():
+    import tenseal as ts
+
+    return ts
+
+
+def create_secret_context(poly_modulus_degree: int = POLY_MODULUS_DEGREE,
+                          coeff_mod_bit_sizes: tuple[int, ...] = COEFF_MOD_BIT_SIZES, scale_bits: int = SCALE_BITS):
+    ts = _ts()
+    ctx = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=poly_modulus_degree,
+                     coeff_mod_bit_sizes=list(coeff_mod_bit_sizes))
+    ctx.global_scale = 2.0 ** scale_bits
+    return ctx
+
+
+def write_key_file(path: str | os.PathLike, ctx=None) -> Path:
+    """Write a CKKS secret context (parameters + secret and public key) readable only by its owner."""
+    ctx = ctx or create_secret_context()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = ctx.serialize(save_public_key=True, save_secret_key=True, save_galois_keys=False, save_relin_keys=False)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def load_key_file(path: str | os.PathLike):
+    """A client's secret context from its key file; KeyFileError names the file and what is wrong."""
+    ts = _ts()
+    path = Path(path)
+    if not str(path) or not path.is_file():
+        raise KeyFileError(f"key-file {str(path)!r} does not exist; create one with "
+                           f"`python -m flowergraph.privacy.ckks keygen <path>` and give every client a copy")
+    try:
+        ctx = ts.context_from(path.read_bytes())
+    except Exception as exc:
+        raise KeyFileError(f"key-file {str(path)!r} is not a TenSEAL CKKS context ({exc})") from None
+    if not ctx.is_private():
+        raise KeyFileError(f"key-file {str(path)!r} holds no secret key (a public context); clients need the "
+                           f"secret context")
+    try:
+        ts.ckks_vector(ctx, [1.0])
+    except Exception as exc:
+        raise KeyFileError(f"key-file {str(path)!r} is not a usable CKKS context ({exc})") from None
+    return ctx
+
+
+def server_context_bytes(ctx) -> bytes:
+    """The context the server gets: encryption parameters only, no key of any kind."""
+    return ctx.serialize(save_public_key=False, save_secret_key=False, save_galois_keys=False,
+                         save_relin_keys=False)
+
+
+def fingerprint(ctx) -> str:
+    """Identifies a key: clients with different key files give different fingerprints."""
+    data = ctx.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=False, save_relin_keys=False)
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def load_server_context(data: bytes):
+    ts = _ts()
+    try:
+        ctx = ts.context_from(bytes(data))
+    except Exception as exc:
+        raise ValueError(f"the server context is not a TenSEAL context ({exc})") from None
+    if ctx.is_private():
+        raise ValueError("refusing a context that holds a secret key: the server must not be able to decrypt")
+    return ctx
+
+
+def num_slots(ctx) -> int:
+    """CKKS packs N/2 values per ciphertext."""
+    return int(ctx.seal_context().data.key_context_data().parms().poly_modulus_degree()) // 2
+
+
+@dataclass
+class HELayout:
+    """Where every row lives in the ciphertexts: flat slot offset = ciphertext index * slots + position."""
+
+    width: int
+    slots: int
+    row_ids: np.ndarray  # int64, rows in layout order
+    offsets: np.ndarray  # int64, flat slot offset of each row
+    groups: list[tuple[frozenset, frozenset, int, int]] = field(default_factory=list)  # (contrib, req, ct0, n)
+    num_ciphertexts: int = 0
+
+    def rows_for(self, client: int, role: str) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, offsets) of the rows a client contributes to (``role="contributor"``) or requested."""
+        pos = 0 if role == "contributor" else 1
+        ids, offs = [], []
+        for g in self.groups:
+            if client in g[pos]:
+                ct0, n_ct = g[2], g[3]
+                lo, hi = ct0 * self.slots, (ct0 + n_ct) * self.slots
+                sel = (self.offsets >= lo) & (self.offsets < hi)
+                ids.append(self.row_ids[sel])
+                offs.append(self.offsets[sel])
+        if not ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(ids), np.concatenate(offs)
+
+
+def he_layout(contributed: dict[int, np.ndarray], requested: dict[int, np.ndarray], width: int,
+              slots: int) -> HELayout:
+    """Group rows by (contributor set, requester set) and give each group its own run of ciphertexts."""
+    members: dict[int, list[set, set]] = {}
+    for client, ids in contributed.items():
+        for r in np.asarray(ids).tolist():
+            members.setdefault(r, [set(), set()])[0].add(client)
+    for client, ids in requested.items():
+        for r in np.asarray(ids).tolist():
+            if r not in members:
+                raise ValueError(f"client {client} requested row {r} that no client contributes to")
+            members[r][1].add(client)
+    by_group: dict[tuple[frozenset, frozenset], list[int]] = {}
+    for r, (contrib, req) in members.items():
+        by_group.setdefault((frozenset(contrib), frozenset(req)), []).append(r)
+    keys = sorted(by_group, key=lambda k: (sorted(k[0]), sorted(k[1])))
+    row_ids, offsets, groups = [], [], []
+    ct = 0
+    for key in keys:
+        rows = sorted(by_group[key])
+        n_ct = math.ceil(len(rows) * width / slots)
+        base = ct * slots
+        row_ids.extend(rows)
+        offsets.extend(base + i * width for i in range(len(rows)))
+        groups.append((key[0], key[1], ct, n_ct))
+        ct += n_ct
+    return HELayout(width=width, slots=slots, row_ids=np.asarray(row_ids, np.int64),
+                    offsets=np.asarray(offsets, np.int64), groups=groups, num_ciphertexts=ct)
+
+
+def _scatter(rows_values: np.ndarray, offsets: np.ndarray, slots: int) -> dict[int, np.ndarray]:
+    """Place rows at their flat offsets; returns ciphertext index -> slot vector (float64)."""
+    width = rows_values.shape[1]
+    out: dict[int, np.ndarray] = {}
+    for values, off in zip(rows_values, offsets.tolist()):
+        pos = 0
+        while pos < width:
+            ct, start = divmod(off + pos, slots)
+            take = min(width - pos, slots - start)
+            vec = out.get(ct)
+            if vec is None:
+                vec = out[ct] = np.zeros(slots, dtype=np.float64)
+            vec[start:start + take] = values[pos:pos + take]
+            pos += take
+    return out
+
+
+def encrypt_rows(ctx, values: np.ndarray, offsets: np.ndarray, slots: int) -> tuple[np.ndarray, list[bytes]]:
+    """Encrypt rows placed at their offsets: (ciphertext indices, serialised ciphertexts)."""
+    ts = _ts()
+    vectors = _scatter(np.asarray(values, dtype=np.float64), np.asarray(offsets), slots)
+    index = np.array(sorted(vectors), dtype=np.int64)
+    return index, [ts.ckks_vector(ctx, vectors[i]).serialize() for i in index.tolist()]
+
+
+class CiphertextSum:
+    """Server side: adds ciphertexts per index without any key."""
+
+    def __init__(self, server_ctx):
+        self.ctx = server_ctx
+        self.sums: dict[int, object] = {}
+
+    def add(self, index: np.ndarray, blobs: list[bytes]) -> None:
+        ts = _ts()
+        if len(index) != len(blobs):
+            raise ValueError(f"{len(index)} ciphertext indices for {len(blobs)} ciphertexts")
+        for i, blob in zip(np.asarray(index).tolist(), blobs):
+            vec = ts.ckks_vector_from(self.ctx, blob)
+            if i in self.sums:
+                self.sums[i] += vec
+            else:
+                self.sums[i] = vec
+
+    def serialized(self, index: np.ndarray) -> list[bytes]:
+        missing = [int(i) for i in index if int(i) not in self.sums]
+        if missing:
+            raise ValueError(f"no client contributed to ciphertexts {missing[:5]}")
+        return [self.sums[int(i)].serialize() for i in index]
+
+
+def ciphertexts_for(offsets: np.ndarray, width: int, slots: int) -> np.ndarray:
+    """Indices of the ciphertexts that hold rows at ``offsets`` (each ``width`` slots long)."""
+    if len(offsets) == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    first, last = offsets // slots, (offsets + width - 1) // slots
+    return np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist())]))
+
+
+def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray, width: int,
+                 slots: int) -> np.ndarray:
+    """Decrypt the ciphertexts and read the rows at ``offsets``: [len(offsets), width] float32."""
+    ts = _ts()
+    plain = {int(i): np.asarray(ts.ckks_vector_from(ctx, b).decrypt(), dtype=np.float64)
+             for i, b in zip(np.asarray(index).tolist(), blobs)}
+    out = np.zeros((len(offsets), width), dtype=np.float64)
+    for r, off in enumerate(np.asarray(offsets).tolist()):
+        pos = 0
+        while pos < width:
+            ct, start = divmod(off + pos, slots)
+            take = min(width - pos, slots - start)
+            if ct not in plain:
+                raise ValueError(f"ciphertext {ct} (row at offset {off}) is missing from the reply")
+            out[r, pos:pos + take] = plain[ct][start:start + take]
+            pos += take
+    return out.astype(np.float32)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flowergraph.privacy.ckks keygen PATH``: create a key file to give every client."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m flowergraph.privacy.ckks")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    keygen = sub.add_parser("keygen", help="write a new CKKS secret context (share it with clients only)")
+    keygen.add_argument("path")
+    keygen.add_argument("--poly-modulus-degree", type=int, default=POLY_MODULUS_DEGREE, choices=(4096, 8192))
+    args = parser.parse_args(argv)
+    bits = COEFF_MOD_BIT_SIZES if args.poly_modulus_degree == 4096 else (60, 60)
+    path = write_key_file(args.path, create_secret_context(args.poly_modulus_degree, bits))
+    print(f"wrote {path} (CKKS N={args.poly_modulus_degree}, secret key included: give it to clients only)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

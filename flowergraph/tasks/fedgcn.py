@@ -1,0 +1,239 @@
+"""FedGCN's neighbour-feature aggregation, exact symmetric normalisation, and the 2-layer GCN on it (Flower-free).
+
+Notation: A is the global adjacency (undirected, no self loops), d_u = 1 + deg(u) the degree of u in A + I, and
+Â = D^{-1/2} (A + I) D^{-1/2} the GCN propagation matrix. A centralized 2-layer GCN computes
+
+    H = relu(Â X W1 + b1),    Z = Â H W2 + b2.
+
+Client k owns nodes V_k. It knows d_u for its own nodes (it knows every edge at them, cross-client ones
+included) but not for remote nodes. The trick that makes the normalisation exact anyway:
+
+* each client contributes, for a row u, ``c_{k,u} = sum_{l in V_k, l in N(u) + {u}} d_l^{-1/2} x_l`` (only its
+  own nodes, scaled by its own degrees), plus one extra column holding ``d_u^{-1/2}`` when it owns u (0
+  otherwise);
+* the server sums contributions per row: ``S_u = sum_k c_{k,u} = [sum_{l in N(u)+{u}} d_l^{-1/2} x_l, d_u^{-1/2}]``;
+* the receiving client computes ``(Â X)_u = d_u^{-1/2} S_u[:d]`` and also learns ``d_u^{-1/2}`` for remote u,
+  which is all it needs for the second layer's weights ``Â_iu = d_i^{-1/2} d_u^{-1/2}``.
+
+Which rows travel: only rows u with at least one cross-client edge ("boundary" rows) get contributions from
+more than one client; every other row is computed locally and never sent. Client k contributes to its own
+boundary rows and to every remote endpoint of its cross-client edges; it requests back its own boundary rows
+(1-hop) plus the remote endpoints of its cross-client edges (2-hop). In 2-hop mode the rows a client requests
+are exactly the rows it contributes to.
+
+With 2-hop communication and full participation, the client's forward pass on its own nodes equals the
+centralized GCN's (same weights, same normalisation); with 1-hop the first layer is exact and the second layer
+keeps only the terms whose hidden states the client can compute (its own nodes), with the global weights Â_iu.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from .federated_graph import ClientGraph
+
+HOPS = (0, 1, 2)
+
+
+def check_hops(hops: int) -> int:
+    if hops not in HOPS:
+        raise ConfigError(f"hops={hops!r}: FedGCN communicates 0, 1 or 2 hops; valid choices: 0, 1, 2")
+    return hops
+
+
+def global_degrees(graph: ClientGraph) -> torch.Tensor:
+    """d_u = 1 + deg(u) in the global graph for the client's own nodes (self loops ignored)."""
+    n = graph.num_nodes
+    src, dst = graph.edge_index
+    deg = torch.bincount(src[src != dst], minlength=n)
+    deg += torch.bincount(graph.cross_edges[0], minlength=n)
+    return (deg + 1).to(torch.float64)
+
+
+@dataclass
+class Contributions:
+    """What a client sends in the communication phase (before encoding)."""
+
+    ids: np.ndarray  # int64 [m]: global ids of the rows it contributes to (sorted)
+    values: np.ndarray  # float32 [m, d + 1]: contributions (last column: d_u^{-1/2} for own rows, else 0)
+    request: np.ndarray  # int64 [q]: global ids of the rows it needs back (sorted)
+
+
+def _boundary_local(graph: ClientGraph) -> torch.Tensor:
+    """Local indices of own nodes with at least one cross-client edge (sorted)."""
+    return torch.unique(graph.cross_edges[0])
+
+
+def contributions(graph: ClientGraph, hops: int) -> Contributions:
+    """Client k's contributions c_{k,u} for every row u that crosses the server, and its request."""
+    check_hops(hops)
+    d_inv_sqrt = global_degrees(graph).rsqrt()
+    x = graph.x.to(torch.float64)
+    scaled = x * d_inv_sqrt[:, None]  # d_l^{-1/2} x_l for own nodes l
+    n, dim = graph.num_nodes, graph.num_features
+    boundary = _boundary_local(graph)
+    remote = torch.unique(graph.cross_edges[1])  # remote endpoints (global ids), sorted
+    # Rows: own boundary rows (as global ids) and remote rows, indexed 0..m-1 in sorted global-id order.
+    ids = torch.cat([graph.global_ids[boundary], remote])
+    ids, order = torch.sort(ids)
+    m = ids.numel()
+    row_of_global = {int(g): i for i, g in enumerate(ids.tolist())}
+    values = torch.zeros((m, dim + 1), dtype=torch.float64)
+    if m:
+        # Own boundary rows u: own term + own neighbours l of u (internal edges l -> u).
+        own_row = torch.full((n,), -1, dtype=torch.long)
+        own_row[boundary] = torch.tensor([row_of_global[int(g)] for g in graph.global_ids[boundary].tolist()],
+                                         dtype=torch.long)
+        values[own_row[boundary], :dim] += scaled[boundary]
+        values[own_row[boundary], dim] = d_inv_sqrt[boundary]
+        src, dst = graph.edge_index
+        keep = (own_row[dst] >= 0) & (src != dst)
+        values.index_add_(0, own_row[dst[keep]], torch.cat(
+            [scaled[src[keep]], torch.zeros((int(keep.sum()), 1), dtype=torch.float64)], dim=1))
+        # Remote rows u: own nodes l with a cross edge l -> u.
+        remote_row = torch.tensor([row_of_global[int(g)] for g in graph.cross_edges[1].tolist()], dtype=torch.long)
+        values.index_add_(0, remote_row, torch.cat(
+            [scaled[graph.cross_edges[0]], torch.zeros((remote_row.numel(), 1), dtype=torch.float64)], dim=1))
+    if hops == 0:
+        request = torch.empty(0, dtype=torch.long)
+    elif hops == 1:
+        request = torch.sort(graph.global_ids[boundary])[0]
+    else:
+        request = ids.clone()
+    return Contributions(ids=ids.numpy().astype(np.int64), values=values.numpy().astype(np.float32),
+                         request=request.numpy().astype(np.int64))
+
+
+@dataclass
+class ExtendedGraph:
+    """What the client trains on after the communication phase.
+
+    ``features``: (Â X)_u for own nodes (rows 0..n-1) and, with 2-hop, remote neighbours (rows n..n+m-1);
+    ``prop_index`` [2, E] (row = own node i, column = u in 0..n+m-1) and ``prop_weight`` [E] hold Â_iu for
+    own i: the second layer's weights.
+    """
+
+    features: torch.Tensor
+    prop_index: torch.Tensor
+    prop_weight: torch.Tensor
+    remote_ids: torch.Tensor
+
+    @property
+    def num_own(self) -> int:
+        return int(self.features.size(0) - self.remote_ids.numel())
+
+
+def extended_graph(graph: ClientGraph, hops: int, rows: np.ndarray | None = None,
+                   sums: np.ndarray | None = None) -> ExtendedGraph:
+    """Assemble (Â X) rows and the second-layer weights from the server's sums.
+
+    ``rows``/``sums`` are the server's per-row sums S_u (global ids, [r, d + 1]) for the rows this client
+    requested. Own non-boundary rows are computed locally (they never cross the server).
+    """
+    check_hops(hops)
+    if hops == 0:
+        raise ConfigError("hops=0 has no communication phase; train on the local subgraph instead")
+    n, dim = graph.num_nodes, graph.num_features
+    d = global_degrees(graph)
+    d_inv_sqrt = d.rsqrt()
+    x = graph.x.to(torch.float64)
+    scaled = x * d_inv_sqrt[:, None]
+    rows = np.zeros(0, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    sums = np.zeros((0, dim + 1)) if sums is None else np.asarray(sums)
+    if sums.shape != (len(rows), dim + 1):
+        raise ValueError(f"expected sums of shape ({len(rows)}, {dim + 1}), got {sums.shape}")
+    received = {int(g): i for i, g in enumerate(rows.tolist())}
+    s_rows = torch.from_numpy(sums).to(torch.float64)
+
+    # Own rows: local sum S_u = d_u^{-1/2} x_u + sum over internal neighbours, replaced by the server's sum for
+    # boundary rows (which also counts remote neighbours).
+    src, dst = graph.edge_index
+    keep = src != dst
+    own_sum = scaled.clone()
+    own_sum.index_add_(0, dst[keep], scaled[src[keep]])
+    boundary = _boundary_local(graph)
+    missing = [int(graph.global_ids[u]) for u in boundary.tolist() if int(graph.global_ids[u]) not in received]
+    if missing:
+        raise ValueError(f"the server's reply lacks {len(missing)} boundary rows of this client (e.g. {missing[:3]})")
+    if boundary.numel():
+        idx = torch.tensor([received[int(graph.global_ids[u])] for u in boundary.tolist()], dtype=torch.long)
+        own_sum[boundary] = s_rows[idx, :dim]
+    own_features = own_sum * d_inv_sqrt[:, None]
+
+    # Second-layer weights among own nodes: self loops 1/d_i and internal edges d_i^{-1/2} d_j^{-1/2}.
+    prop_rows = [torch.arange(n), dst[keep]]
+    prop_cols = [torch.arange(n), src[keep]]
+    prop_vals = [1.0 / d, d_inv_sqrt[dst[keep]] * d_inv_sqrt[src[keep]]]
+    remote_ids = torch.empty(0, dtype=torch.long)
+    features = own_features
+    if hops == 2:
+        remote_ids = torch.unique(graph.cross_edges[1])
+        absent = [int(g) for g in remote_ids.tolist() if int(g) not in received]
+        if absent:
+            raise ValueError(f"the server's reply lacks {len(absent)} remote rows (e.g. {absent[:3]})")
+        ridx = torch.tensor([received[int(g)] for g in remote_ids.tolist()], dtype=torch.long)
+        remote_d_inv_sqrt = s_rows[ridx, dim]
+        if remote_ids.numel() and not torch.all(remote_d_inv_sqrt > 0):
+            raise ValueError("a remote row arrived without its degree term; was every client in the phase?")
+        remote_features = s_rows[ridx, :dim] * remote_d_inv_sqrt[:, None]
+        features = torch.cat([own_features, remote_features])
+        col_of_remote = {int(g): n + i for i, g in enumerate(remote_ids.tolist())}
+        cols = torch.tensor([col_of_remote[int(g)] for g in graph.cross_edges[1].tolist()], dtype=torch.long)
+        local = graph.cross_edges[0]
+        prop_rows.append(local)
+        prop_cols.append(cols)
+        prop_vals.append(d_inv_sqrt[local] * remote_d_inv_sqrt[cols - n])
+    return ExtendedGraph(features=features.to(torch.float32),
+                         prop_index=torch.stack([torch.cat(prop_rows), torch.cat(prop_cols)]),
+                         prop_weight=torch.cat(prop_vals).to(torch.float32), remote_ids=remote_ids)
+
+
+def check_fedgcn_model(model: nn.Module) -> None:
+    convs = getattr(model, "convs", None)
+    if getattr(model, "kind", None) != "gcn" or convs is None or len(convs) != 2:
+        raise ConfigError("FedGCN trains a 2-layer GCN (model=gcn, layers=2): its communication phase carries "
+                          "exactly the first layer's aggregation")
+    if getattr(model, "input_dropout", 0.0) > 0:
+        raise ConfigError("input-dropout must be 0 with FedGCN: features arrive pre-aggregated, so raw input "
+                          "features cannot be dropped")
+
+
+def fedgcn_forward(model: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
+    """The 2-layer GCN on pre-aggregated features: same parameters as ``NodeClassifier("gcn", layers=2)``.
+
+    Layer 1 is ``(Â X)_u W1 + b1`` (the aggregation is already done), layer 2 propagates with Â_iu.
+    Returns log-probabilities for the client's own nodes.
+    """
+    conv1, conv2 = model.convs
+    h = conv1.lin(ext.features)
+    if conv1.bias is not None:
+        h = h + conv1.bias
+    h = F.dropout(F.relu(h), model.dropout, model.training)
+    hw = conv2.lin(h)
+    out = torch.zeros((ext.num_own, hw.size(1)), dtype=hw.dtype)
+    out = out.index_add(0, ext.prop_index[0], hw[ext.prop_index[1]] * ext.prop_weight[:, None])
+    if conv2.bias is not None:
+        out = out + conv2.bias
+    return F.log_softmax(out, dim=-1)
+
+
+def server_sum(uploads: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The server's operation in plaintext: sum contributions per global row id.
+
+    ``uploads``: per client (ids [m], values [m, d+1]). Returns (row ids sorted, sums [r, d+1] float32),
+    accumulated in float64.
+    """
+    if not uploads:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+    all_ids = np.concatenate([ids for ids, _ in uploads])
+    rows, inverse = np.unique(all_ids, return_inverse=True)
+    width = uploads[0][1].shape[1]
+    sums = np.zeros((len(rows), width), dtype=np.float64)
+    np.add.at(sums, inverse, np.concatenate([v for _, v in uploads]).astype(np.float64))
+    return rows, sums.astype(np.float32)
