@@ -1,0 +1,305 @@
+"""Real Flower deployment on 127.0.0.1: a SuperLink and one SuperNode per data owner, with TLS and SuperNode
+authentication (flowergraph.deployment).
+
+The tests marked ``deployment`` start real processes: every message starts a fresh ClientApp process that
+imports torch, so one 2-round run with 3 SuperNodes takes about 1-2 minutes on 2 cores. The unmarked tests
+check credentials, commands and input validation without starting anything (they run with the unit tests).
+
+    .venv/bin/python -m pytest -q -m deployment tests/test_deployment.py
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from cryptography import x509
+
+from flowergraph.deployment import (LoopbackDeployment, check_private_key, list_nodes, make_certificates,
+                                    make_node_key, node_config_string, run_deployment, supernode_command,
+                                    write_connection)
+from flowergraph.errors import ConfigError, KeyFileError
+from flowergraph.results import read_run
+
+REPO = Path(__file__).resolve().parents[1]
+
+# One line per method that must run on a real deployment; a new method is tested here by adding its name.
+DEPLOYMENT_METHODS = ["fedavg"]
+
+TIMEOUT = 900.0  # generous: another job may share the 2 cores
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _assert_all_stopped(pids):
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    assert not alive, f"processes left running: {alive}"
+
+
+def _processes_mentioning(needles):
+    """Processes whose command line names one of our ports (orphans would show up here)."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if any(n in cmd for n in needles):
+            found.append((p.info["pid"], cmd[:200]))
+    return found
+
+
+def _assert_nothing_left(result_pids, ports, before_children):
+    _assert_all_stopped(result_pids)
+    assert not _processes_mentioning([f"127.0.0.1:{p}" for p in ports]), "Flower processes outlived the test"
+    assert _children() <= before_children, f"new child processes left: {_children() - before_children}"
+
+
+def _assert_results(out_dir, rounds, num_clients, dataset):
+    run = read_run(out_dir)
+    assert run["summary"]["status"] == "completed", run["summary"]
+    assert run["summary"]["rounds_completed"] == rounds
+    assert [r["round"] for r in run["rounds"]] == list(range(1, rounds + 1))
+    for row in run["rounds"]:
+        assert set(row["clients"]) == {str(k) for k in range(num_clients)}, row["clients"]
+        assert row["num_fit"] == num_clients and row["num_failures"] == 0
+        assert 0.0 <= row["accuracy"] <= 1.0 and row["bytes_up"] > 0
+    assert run["config"]["dataset"].lower() == dataset.lower() and run["config"]["num-clients"] == num_clients
+    return run
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Real deployments (SuperLink + SuperNodes on 127.0.0.1)
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.deployment
+@pytest.mark.parametrize("method", DEPLOYMENT_METHODS)
+def test_deployment_with_tls_and_node_auth_completes(method, tmp_path):
+    before = _children()
+    started = time.monotonic()
+    result = run_deployment(method, num_nodes=3, rounds=2, out_dir=tmp_path / "run",
+                            run_config_overrides={"dataset": "synthetic"}, timeout=TIMEOUT)
+    elapsed = time.monotonic() - started
+    logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}" for f in sorted((tmp_path / "run").glob("*.log")))
+    assert result.ok and result.flwr_status == "finished:completed", f"{result.error}\n{logs}"
+    _assert_results(result.out_dir, rounds=2, num_clients=3, dataset="synthetic")
+    # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
+    superlink_log = (tmp_path / "run" / "superlink.log").read_text()
+    assert "Uvicorn running on https://" in superlink_log
+    assert len(result.node_ids) == 3
+    for k, node_id in enumerate(result.node_ids):  # each node came online under the id its key was registered as
+        assert f"SuperNode ID: {node_id}" in (tmp_path / "run" / f"supernode-{k}.log").read_text()
+    assert len(result.node_ports) == 3 and result.superlink_address.startswith("127.0.0.1:")
+    _assert_nothing_left(result.pids, [int(result.superlink_address.rsplit(":", 1)[1]), *result.node_ports],
+                         before)
+    print(f"\n{method}: deployment of 3 SuperNodes, 2 rounds: {elapsed:.1f} s")
+
+
+@pytest.mark.deployment
+def test_unregistered_node_is_refused_and_cora_comes_from_node_config(tmp_path, shared_data):
+    """Two things, one deployment (each costs a minute): a SuperNode whose key was never registered is refused
+    (Flower logs exit code 305 and the process exits non-zero) while the run goes on with the registered ones;
+    and every SuperNode reads Cora from the ``data-dir`` in its *node* configuration (the run configuration has
+    none, and offline there is nowhere else to get Cora from)."""
+    from flowergraph.config import parse_run_config
+    from flowergraph.simulation import preflight
+
+    out = tmp_path / "cora"
+    run_config = {"method": "fedavg", "dataset": "Cora", "num-clients": 3, "rounds": 1, "out-dir": str(out)}
+    assert "FLOWERGRAPH_DATA" not in os.environ
+    preflight(parse_run_config(dict(run_config, **{"data-dir": str(shared_data)})))  # warm the shared cache
+    before = _children()
+    with LoopbackDeployment(out) as dep:
+        dep.start_superlink()
+        nodes = [dep.add_node(k, 3, data_dir=shared_data) for k in range(3)]
+        intruder = dep.add_node(0, 3, data_dir=shared_data, register=False)
+        deadline = time.monotonic() + 120
+        while intruder.exit_code is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        log = intruder.log_file.read_text()
+        assert intruder.exit_code not in (None, 0), f"the unregistered SuperNode was not refused:\n{log}"
+        assert "Exit Code: 305" in log and "Failed to activate SuperNode" in log, log
+        dep.wait_for_nodes(3, timeout=180)
+        listed = list_nodes(dep.connection, dep.env)
+        assert sorted(int(n["node-id"]) for n in listed) == sorted(n.node_id for n in nodes)
+        assert all(n["status"] == "online" for n in listed)
+        outcome = dep.run(run_config, timeout=TIMEOUT)
+        assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
+            (out / "flower.log").read_text()[-3000:]
+        ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in dep.nodes]
+    run = _assert_results(out, rounds=1, num_clients=3, dataset="Cora")
+    assert run["config"]["data-dir"] == ""  # the data location came from the node config only
+    clients = run["rounds"][0]["clients"].values()  # Cora's public split: 140 training and 1000 test nodes
+    assert sum(c["num_train"] for c in clients) == 140 and sum(c["num_test"] for c in clients) == 1000
+    _assert_nothing_left(dep.pids, ports, before)
+
+
+@pytest.mark.deployment
+def test_timeout_stops_the_run_and_every_process(tmp_path):
+    before = _children()
+    started = time.monotonic()
+    result = run_deployment("fedavg", num_nodes=2, rounds=100, out_dir=tmp_path / "t", timeout=45, check_data=False)
+    assert time.monotonic() - started < 45 + 45  # the run is stopped at the deadline, then everything quickly
+    assert result.status == "failed" and not result.ok
+    logs = "\n".join(f"--- {f.name}\n{f.read_text()[-1500:]}" for f in sorted((tmp_path / "t").glob("*.log")))
+    # normally the run was under way and got stopped; on a very slow machine start-up itself may hit the deadline
+    assert "timed out" in result.flwr_status or "timeout" in (result.error or ""), \
+        f"{result.flwr_status} {result.error}\n{logs}"
+    if result.summary:
+        assert result.summary["status"] == "failed"
+    ports = [int(result.superlink_address.rsplit(":", 1)[1])] if result.superlink_address else []
+    _assert_nothing_left(result.pids, ports + result.node_ports, before)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fast checks: nothing is started
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [0, -2, True, 2.0, "3"])
+def test_bad_num_nodes_is_refused_before_anything_starts(bad, tmp_path):
+    before = _children()
+    with pytest.raises(ConfigError, match=rf"num_nodes must be an integer >= 1.*got {bad!r}"):
+        run_deployment("fedavg", num_nodes=bad, rounds=2, out_dir=tmp_path / "x")
+    assert not (tmp_path / "x").exists() and _children() <= before
+
+
+def test_missing_data_dir_is_named_before_anything_starts(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    before = _children()
+    with pytest.raises(ConfigError, match=f"data-dir '{missing}' does not exist"):
+        run_deployment("fedavg", num_nodes=3, rounds=2, out_dir=tmp_path / "x", data_dir=missing)
+    with pytest.raises(ConfigError, match="data_dir lists 2 folders for 3 nodes"):
+        run_deployment("fedavg", num_nodes=3, rounds=2, out_dir=tmp_path / "x", data_dir=[tmp_path, tmp_path])
+    assert not (tmp_path / "x").exists() and _children() <= before
+
+
+def test_other_bad_inputs_name_the_value(tmp_path):
+    with pytest.raises(ConfigError, match="nosuch"):
+        run_deployment("nosuch", num_nodes=2, rounds=1, out_dir=tmp_path / "x")
+    with pytest.raises(ConfigError, match="num-clients=5 but num_nodes=3"):
+        run_deployment("fedavg", num_nodes=3, rounds=1, out_dir=tmp_path / "x",
+                       run_config_overrides={"num-clients": 5})
+    with pytest.raises(ConfigError, match="timeout"):
+        run_deployment("fedavg", num_nodes=3, rounds=1, out_dir=tmp_path / "x", timeout=0)
+    with pytest.raises(ConfigError, match="partition-id must be an integer in \\[0, 2\\], got 3"):
+        node_config_string(3, 3)
+    with pytest.raises(ConfigError, match="certificate host 'bad host'"):
+        make_certificates(tmp_path / "c", ["bad host"])
+    assert not (tmp_path / "x").exists()
+
+
+def test_certificates_chain_and_subject_alt_names(tmp_path):
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    paths = make_certificates(tmp_path, ["127.0.0.1", "localhost", "superlink.example.org"])
+    ca = x509.load_pem_x509_certificate(paths["ca_cert"].read_bytes())
+    server = x509.load_pem_x509_certificate(paths["server_cert"].read_bytes())
+    server.verify_directly_issued_by(ca)
+    san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert san.get_values_for_type(x509.DNSName) == ["localhost", "superlink.example.org"]
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert isinstance(server.public_key(), ec.EllipticCurvePublicKey)
+    assert oct(paths["ca_key"].stat().st_mode & 0o777) == "0o600"
+    assert oct(paths["server_key"].stat().st_mode & 0o777) == "0o600"
+    # openssl agrees (the SuperLink's TLS stack is OpenSSL), when it is installed
+    if os.path.exists("/usr/bin/openssl"):
+        out = subprocess.run(["openssl", "verify", "-CAfile", str(paths["ca_cert"]), str(paths["server_cert"])],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    with pytest.raises(ConfigError, match="refusing to overwrite"):
+        make_certificates(tmp_path)
+
+
+def test_node_keys_are_what_flower_loads(tmp_path):
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+
+    private, public = make_node_key(tmp_path / "owner0")
+    key = load_ssh_private_key(private.read_bytes(), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp384r1"
+    assert load_ssh_public_key(public.read_bytes()).public_numbers() == key.public_key().public_numbers()
+    assert public.read_text().startswith("ecdsa-sha2-nistp384 ")
+    assert oct(private.stat().st_mode & 0o777) == "0o600"
+    check_private_key(private)
+    (tmp_path / "junk").write_text("not a key")
+    with pytest.raises(KeyFileError, match="junk"):
+        check_private_key(tmp_path / "junk")
+    with pytest.raises(KeyFileError, match="does not exist"):
+        check_private_key(tmp_path / "nothing")
+
+
+def test_supernode_command_carries_identity_and_data_through_node_config(tmp_path):
+    from flwr.common.config import parse_config_args
+
+    certs = make_certificates(tmp_path / "certs")
+    private, _ = make_node_key(tmp_path / "node1")
+    data = tmp_path / "my data"  # a space in the path survives Flower's --node-config parser
+    data.mkdir()
+    cmd = supernode_command("127.0.0.1:9092", certs["ca_cert"], private, partition_id=1, num_partitions=3,
+                            data_dir=data, dataset="Cora", port=9101)
+    assert cmd[0].endswith("flower-supernode")
+    assert cmd[cmd.index("--root-certificates") + 1] == str(certs["ca_cert"].resolve())
+    assert cmd[cmd.index("--auth-supernode-private-key") + 1] == str(private.resolve())
+    assert "--insecure" not in cmd
+    node_config = parse_config_args([cmd[cmd.index("--node-config") + 1]])
+    assert node_config == {"partition-id": 1, "num-partitions": 3, "data-dir": str(data.resolve()),
+                           "dataset": "Cora"}
+
+
+def test_cli_dry_run_prints_the_flower_commands(tmp_path, capsys):
+    from flowergraph.deployment import main
+
+    def run(*argv):
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert run("certs", "--out", str(tmp_path / "certs"), "--host", "10.1.2.3")[0] == 0
+    assert run("keys", "--out", str(tmp_path / "keys"), "--num-nodes", "2")[0] == 0
+    assert (tmp_path / "keys" / "node1.pub").is_file()
+    code, out, err = run("superlink", "--certs", str(tmp_path / "certs"), "--host", "0.0.0.0", "--dry-run")
+    assert code == 0, err
+    for flag in ("--ssl-ca-certfile", "--ssl-certfile", "--ssl-keyfile", "--enable-supernode-auth",
+                 "--disable-runtime-dependency-installation", "--database", "--host 0.0.0.0"):
+        assert flag in out
+    code, out, err = run("supernode", "--superlink", "10.1.2.3:9092", "--ca", str(tmp_path / "certs" / "ca.crt"),
+                         "--key", str(tmp_path / "keys" / "node1"), "--partition-id", "1", "--num-partitions", "2",
+                         "--dry-run")
+    assert code == 0, err
+    assert "'partition-id=1 num-partitions=2'" in out and "--auth-supernode-private-key" in out
+    code, out, err = run("supernode", "--superlink", "10.1.2.3:9092", "--ca", str(tmp_path / "certs" / "ca.crt"),
+                         "--key", str(tmp_path / "keys" / "node1.pub"), "--partition-id", "1",
+                         "--num-partitions", "2")
+    assert code == 2 and "node1.pub" in err and "private key" in err
+    code, out, err = run("supernode", "--superlink", "10.1.2.3", "--ca", str(tmp_path / "certs" / "ca.crt"),
+                         "--key", str(tmp_path / "keys" / "node1"), "--partition-id", "2", "--num-partitions", "2")
+    assert code == 2 and "'10.1.2.3' must be HOST:PORT" in err
+    # the module entry point itself (one subprocess: importing torch costs seconds)
+    proc = subprocess.run([sys.executable, "-m", "flowergraph.deployment", "loopback", "--num-nodes", "0"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2 and "num_nodes must be an integer >= 1 (one SuperNode per data owner), got 0" \
+        in proc.stderr
+
+
+def test_write_connection_keeps_other_connections(tmp_path):
+    import tomllib
+
+    certs = make_certificates(tmp_path / "certs")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text(
+        '[superlink]\ndefault = "local"\n\n[superlink.local]\noptions.num-supernodes = 10\n')
+    path = write_connection(tmp_path / "home", "prod", "superlink.example.org:9092", certs["ca_cert"])
+    config = tomllib.loads(path.read_text())
+    assert config["superlink"]["default"] == "local"
+    assert config["superlink"]["local"] == {"options": {"num-supernodes": 10}}
+    assert config["superlink"]["prod"] == {"address": "superlink.example.org:9092",
+                                           "root-certificates": str(certs["ca_cert"].resolve())}
