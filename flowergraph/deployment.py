@@ -517,6 +517,17 @@ class Node:
         return self.proc.poll()
 
 
+def stop_trees(pids: Sequence[int]) -> None:
+    """Stop processes and all their descendants, by PID, in parallel (each: SIGTERM, SIGKILL after 5 s)."""
+    from .simulation import _kill_tree
+
+    threads = [threading.Thread(target=_kill_tree, args=(pid,), daemon=True) for pid in pids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+
 def _tail(path: Path, chars: int = 2000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -582,18 +593,13 @@ class LoopbackDeployment:
 
     def stop(self) -> None:
         """Stop every process started here (SuperNodes and SuperLink), with all their descendants, by PID."""
-        from .simulation import _descendants, _kill_tree
+        from .simulation import _descendants
 
         count = 0
-        stoppers = []
-        for name, proc in reversed(self._procs):
+        for name, proc in self._procs:
             self.pids.extend([proc.pid] + _descendants(proc.pid))
             count += proc.poll() is None
-            # trees are stopped in parallel: _kill_tree waits up to 5 s for SIGTERM before SIGKILL
-            stoppers.append(threading.Thread(target=_kill_tree, args=(proc.pid,), daemon=True))
-            stoppers[-1].start()
-        for t in stoppers:
-            t.join(timeout=60)
+        stop_trees([proc.pid for _, proc in self._procs])
         self._procs.clear()
         self.pids = sorted(set(self.pids))
         if count:
@@ -930,17 +936,14 @@ def _cmd_status(a) -> int:
     for run in out.get("runs", []):
         elapsed = run.get("elapsed")
         elapsed = f"{elapsed:.0f} s" if isinstance(elapsed, (int, float)) else str(elapsed)
-        print(f"run {run.get('run-id')}: {run.get('status')}  (app {run.get('app', '?')}, elapsed {elapsed})")
+        print(f"run {run.get('run-id')}: {run.get('status')}  (app {run.get('fab-id', '?')}, elapsed {elapsed})")
     for node in list_nodes(a.connection, env):
         print(f"SuperNode {node.get('node-id')}: {node.get('status')}")
     return 0
 
 
 def _cmd_stop(a) -> int:
-    from .simulation import _kill_tree
-
-    for pid in a.pid:
-        _kill_tree(pid)
+    stop_trees(a.pid)
     print(f"stopped process tree(s) {' '.join(map(str, a.pid))}")
     return 0
 

@@ -27,9 +27,11 @@ export FLWR_TELEMETRY_ENABLED=0
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 PIDS=()   # every process this script starts in the background: stopped (with its children) on exit
+RUN_PID=""
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    [ -n "$RUN_PID" ] && PIDS=("$RUN_PID" "${PIDS[@]}")
     if [ "${#PIDS[@]}" -gt 0 ]; then
         echo "== cleanup: stopping ${PIDS[*]} and their children"
         "${DEPLOY[@]}" stop "${PIDS[@]}" || true
@@ -75,9 +77,14 @@ done
 "${DEPLOY[@]}" wait --address "$SUPERLINK" --ca "$CA" --connection loopback --nodes "$NODES" --timeout 180
 
 echo "== 6. operator: one run ($METHOD, $NODES clients, $ROUNDS rounds); flwr ls gives its real status"
-rc=0
+# in the background + wait, so Ctrl-C or SIGTERM reaches the trap at once (bash defers traps while a
+# foreground command runs); the run step itself stops its `flwr run` when it gets SIGTERM
 "${DEPLOY[@]}" run --connection loopback --method "$METHOD" --num-clients "$NODES" --rounds "$ROUNDS" \
-    --out "$OUT" "$@" || rc=$?
+    --out "$OUT" "$@" &
+RUN_PID=$!
+rc=0
+wait "$RUN_PID" || rc=$?
+RUN_PID=""
 
 echo "== 7. status (flwr ls, flwr supernode list)"
 "${DEPLOY[@]}" status --connection loopback || true
