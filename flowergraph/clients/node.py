@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -12,6 +13,34 @@ from flwr.client import NumPyClient
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.models import build_node_model, get_weights, set_weights
 from ..tasks.training import TrainConfig, evaluate_masks, train_steps
+
+
+_MODELS: dict[tuple, torch.nn.Module] = {}
+
+
+def bound_model(graph: ClientGraph, kwargs: dict, seed: int) -> torch.nn.Module:
+    """The client's model object, built once per process and graph (Flower re-creates the client for every
+    message; rebuilding the model and re-normalising the adjacency each time cost ~5 ms per message). It is
+    scratch space: every message loads the weights it carries before using it."""
+    key = (id(graph), tuple(sorted(kwargs.items())), seed)
+    model = _MODELS.get(key)
+    if model is None:
+        if len(_MODELS) >= 32:
+            _MODELS.clear()
+        model = _MODELS[key] = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes,
+                                                seed=seed, cached=True, **kwargs)
+    return model
+
+
+@functools.lru_cache(maxsize=32)
+def _initial_weights_cached(key: tuple, graph: ClientGraph, seed: int):
+    return get_weights(build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=seed,
+                                        **dict(key)))
+
+
+def _initial_weights(graph: ClientGraph, kwargs: dict, seed: int):
+    """The seeded initial model (what ``get_parameters`` returns; identical on every client)."""
+    return _initial_weights_cached(tuple(sorted(kwargs.items())), graph, seed)
 
 
 def round_seed(seed: int, server_round: int, client_id: int) -> int:
@@ -33,7 +62,8 @@ class NodeClassificationClient(NumPyClient):
         self.train_config = train_config
         self.seed = seed
         kwargs = {"kind": "gcn", **(model_kwargs or {})}
-        self.model = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=seed, **kwargs)
+        self.model = bound_model(graph, kwargs, seed)
+        self.initial_weights = _initial_weights(graph, kwargs, seed)
         self.data = graph.to_pyg()
 
     # The forward pass on the client's own subgraph. Subclasses (FedGCN) change what the model sees.
@@ -41,7 +71,7 @@ class NodeClassificationClient(NumPyClient):
         return self.model(self.data.x, self.data.edge_index)
 
     def get_parameters(self, config):
-        return get_weights(self.model)
+        return [a.copy() for a in self.initial_weights]
 
     def fit(self, parameters, config):
         set_weights(self.model, parameters)

@@ -19,10 +19,11 @@ class NodeClassifier(nn.Module):
     code) also drops input features, as Kipf & Welling (2017) do; on CPU it is the most expensive part of a
     step on bag-of-words features (Cora: 50 of 60 ms), so it is opt-in.
     GAT uses ``heads`` attention heads (concatenated) in hidden layers and one head in the output layer.
+    ``cached`` (GCN) keeps the normalised adjacency of the first graph seen: only for a model bound to one graph.
     """
 
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, layers: int = 2,
-                 dropout: float = 0.5, heads: int = 8, input_dropout: float = 0.0):
+                 dropout: float = 0.5, heads: int = 8, input_dropout: float = 0.0, cached: bool = False):
         super().__init__()
         from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
@@ -41,7 +42,7 @@ class NodeClassifier(nn.Module):
         for i in range(layers):
             last = i == layers - 1
             if kind == "gcn":
-                conv = GCNConv(dims[i], dims[i + 1])
+                conv = GCNConv(dims[i], dims[i + 1], cached=cached)
             elif kind == "sage":
                 conv = SAGEConv(dims[i], dims[i + 1], aggr="mean")
             else:
@@ -63,13 +64,14 @@ class NodeClassifier(nn.Module):
 
 def build_node_model(kind: str, in_dim: int, num_classes: int, hidden: int = 16, layers: int = 2,
                      dropout: float = 0.5, heads: int = 8, input_dropout: float = 0.0,
-                     seed: int | None = None) -> NodeClassifier:
+                     seed: int | None = None, cached: bool = False) -> NodeClassifier:
     """Build a node classifier; with ``seed`` its initial weights are a pure function of the seed."""
+    args = (kind, in_dim, hidden, num_classes, layers, dropout, heads, input_dropout, cached)
     if seed is None:
-        return NodeClassifier(kind, in_dim, hidden, num_classes, layers, dropout, heads, input_dropout)
+        return NodeClassifier(*args)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return NodeClassifier(kind, in_dim, hidden, num_classes, layers, dropout, heads, input_dropout)
+        return NodeClassifier(*args)
 
 
 def get_weights(model: nn.Module) -> list[np.ndarray]:
