@@ -1,0 +1,116 @@
+"""Shared helpers for the benchmark scripts: where the data is, tables, writing docs/results/<name>.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "datasets"
+
+
+def data_dir() -> str:
+    path = Path(os.environ.get("FLOWERGRAPH_DATA", DEFAULT_DATA))
+    if not (path / "Planetoid").is_dir():
+        sys.exit(f"raw datasets not found at {path}; set FLOWERGRAPH_DATA")
+    return str(path.resolve())
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4f}" if abs(v) < 10 else f"{v:.1f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def mean_std(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+
+
+def machine() -> str:
+    import torch
+
+    return (f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
+
+
+def write_result(name: str, title: str, body: str, argv: list[str] | None = None) -> Path:
+    """Write docs/results/<name>.md with the command that produced it, and print it."""
+    argv = sys.argv if argv is None else argv
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(argv[0], REPO), *argv[1:]])
+    text = (f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n.venv/bin/{command}\n```\n\n"
+            f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{body}\n")
+    out = REPO / "docs" / "results" / f"{name}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
+    print(f"written: {out}")
+    return out
+
+
+class TreeMemorySampler:
+    """Samples the summed PSS (proportional set size: shared pages split between their users, so summing
+    over processes does not double-count) of this process and all its descendants every ``interval`` s
+    (1 s by default: reading smaps of ~20 processes is not free on 2 cores).
+
+        with TreeMemorySampler() as mem: ...
+        mem.peak_mb
+    """
+
+    def __init__(self, pid: int | None = None, interval: float = 1.0):
+        import threading
+
+        self.pid = pid or os.getpid()
+        self.interval = interval
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _total(self) -> int:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_full_info().pss
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._total())
+            self.samples += 1
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak / 2**20
