@@ -99,6 +99,9 @@ OPTIONS: tuple[Option, ...] = (
            "(the server then loads the dataset; simulation/benchmarks only)."),
     Option("round-timeout", 600.0, "Seconds to wait for the clients of a round (and for clients to connect).",
            check=_min(0.0, False)),
+    Option("poll-interval", 0.05, "Longest wait (s) between the server's polls for client replies; polls start "
+           "after 2 ms and back off to this. 0 keeps Flower's own fixed polling (0.1 s in simulation, 3 s in "
+           "deployment), which rounds every fit/evaluate phase up to that tick.", check=_min(0.0)),
     Option("out-dir", "", "Results folder for this run; empty: `results/<method>-<dataset>-<time>` in the "
            "working directory of the ServerApp."),
     Option("hops", 2, "FedGCN: neighbour-aggregation hops exchanged before training (0 = FedAvg on local "

@@ -14,6 +14,7 @@ from flwr.server import Grid, ServerApp, ServerConfig
 from flwr.server.compat import start_grid
 
 from .config import RunSettings, parse_run_config
+from .polling import PollingGrid
 from .results import RunRecorder
 
 
@@ -75,6 +76,8 @@ def main(grid: Grid, context: Context) -> None:
     recorder = RunRecorder(out_dir, s.as_dict(), total_rounds=s.rounds, log=lambda line: log(INFO, "%s", line))
     log(INFO, "flowergraph: method=%s dataset=%s clients=%d rounds=%d -> results in %s", s.method, s.dataset,
         s.effective_num_clients, s.rounds, out_dir)
+    if s.poll_interval > 0:
+        grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
     try:
         strategy = build_strategy(s, recorder)
         start_grid(grid=grid, strategy=strategy,

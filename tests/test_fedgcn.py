@@ -9,7 +9,7 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from flowergraph.clients.fedgcn import FedGCNClient
+from flowergraph.clients.fedgcn import FedGCNClient, received_rows
 from flowergraph.config import parse_run_config
 from flowergraph.errors import ConfigError, KeyFileError
 from flowergraph.privacy import ckks
@@ -186,9 +186,9 @@ def test_encrypted_phase_matches_plaintext(key_file):
     plain, _, plain_stats = _federation(SYN, pspec, hops=2)
     enc, proxies, stats = _federation(SYN, pspec, hops=2, he=True, key_files=[key_file] * 4)
     for p, e in zip(plain, enc):
-        a, b = p.state.array_records["fedgcn"], e.state.array_records["fedgcn"]
-        np.testing.assert_array_equal(a["rows"].numpy(), b["rows"].numpy())
-        np.testing.assert_allclose(b["sums"].numpy(), a["sums"].numpy(), atol=1e-4, rtol=1e-5)
+        (rows_a, sums_a), (rows_b, sums_b) = received_rows(p.state), received_rows(e.state)
+        np.testing.assert_array_equal(rows_a, rows_b)
+        np.testing.assert_allclose(sums_b, sums_a, atol=1e-4, rtol=1e-5)
     assert stats["he"] and stats["ciphertexts_up"] > 0 and stats["bytes_up"] > plain_stats["bytes_up"]
     # The index reply carries the key-less context, never a secret one.
     index_res = proxies[0].messages[0][1]

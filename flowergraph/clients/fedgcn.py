@@ -1,8 +1,13 @@
 """FedGCN client: answers the communication phase, then trains the 2-layer GCN on the received aggregations.
 
 The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept in
-``context.state`` (an ArrayRecord named ``fedgcn``: ``rows`` int64 and ``sums`` float32 [r, d + 1]) because
-Flower re-creates the client for every message; the extended graph built from them is memoised per process.
+``context.state`` because Flower re-creates the client for every message (and, in deployment, every message
+is a fresh process): an ArrayRecord named ``fedgcn`` holds ``rows`` (int64 [r]) and the sums [r, d + 1]
+encoded as on the wire (``sums_0``, ``sums_1``, ... dense float32 or CSR, whichever is smaller: Cora's rows
+are ~95% zeros, and in simulation the node state travels with every message), and a ConfigRecord ``fedgcn-meta``
+holds ``encoding``, ``width`` and ``digest`` (SHA-1 of rows and sums, computed once when stored).
+The extended graph built from them is memoised per process under that digest, so a training message neither
+decodes nor hashes the rows again (:func:`received_rows` reads them back).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import functools
 import hashlib
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
@@ -20,7 +25,8 @@ from ..tasks.federated_graph import ClientGraph
 from ..tasks.training import TrainConfig
 from .node import NodeClassificationClient
 
-STATE_KEY = "fedgcn"
+STATE_KEY = "fedgcn"  # the ArrayRecord (rows, encoded sums)
+META_KEY = "fedgcn-meta"  # the ConfigRecord (encoding, parts, width, digest)
 
 
 @functools.lru_cache(maxsize=32)
@@ -29,6 +35,16 @@ def _contributions(graph: ClientGraph, hops: int):
 
 
 _EXT_CACHE: dict[tuple, object] = {}
+
+
+def received_rows(state: RecordDict) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (rows, sums) a FedGCN client stored in its ``context.state``, or None before the phase."""
+    record, meta = state.array_records.get(STATE_KEY), state.config_records.get(META_KEY)
+    if record is None or meta is None:
+        return None
+    rows = record["rows"].numpy()
+    parts = [record[f"sums_{i}"].numpy() for i in range(int(meta["parts"]))]
+    return rows, decode_rows(parts, str(meta["encoding"]), len(rows), int(meta["width"]))
 
 
 class FedGCNClient(NodeClassificationClient):
@@ -50,18 +66,22 @@ class FedGCNClient(NodeClassificationClient):
 
     # ------------------------------------------------------------------------------------ training
     def _extended(self):
-        record = self.state.array_records.get(STATE_KEY)
-        if record is None:
+        """The extended graph, built once per process from ``context.state`` (memoised on the digest)."""
+        if getattr(self, "_ext", None) is not None:
+            return self._ext
+        meta = self.state.config_records.get(META_KEY)
+        if meta is None:
             raise RuntimeError(f"FedGCN client {self.graph.client_id}: no neighbour aggregations in context.state; "
                                f"the {self.hops}-hop communication phase must run first (use FedGCNStrategy)")
-        rows, sums = record["rows"].numpy(), record["sums"].numpy()
-        key = (id(self.graph), self.hops, hashlib.sha1(rows.tobytes() + sums.tobytes()).hexdigest())
+        key = (id(self.graph), self.hops, str(meta["digest"]))
         ext = _EXT_CACHE.get(key)
         if ext is None:
+            rows, sums = received_rows(self.state)
             ext = extended_graph(self.graph, self.hops, rows, sums)
             if len(_EXT_CACHE) > 16:
                 _EXT_CACHE.clear()
             _EXT_CACHE[key] = ext
+        self._ext = ext
         return ext
 
     def forward(self):
@@ -82,9 +102,16 @@ class FedGCNClient(NodeClassificationClient):
     # ------------------------------------------------------------------------- communication phase
     def _store(self, rows: np.ndarray, sums: np.ndarray) -> dict:
         order = np.argsort(rows, kind="stable")  # canonical order (the CKKS layout orders rows by group)
-        rows, sums = np.asarray(rows)[order], np.asarray(sums)[order]
+        rows = np.ascontiguousarray(np.asarray(rows)[order], dtype=np.int64)
+        sums = np.ascontiguousarray(np.asarray(sums)[order], dtype=np.float32)
+        parts, encoding = encode_rows(sums)
         self.state.array_records[STATE_KEY] = ArrayRecord(
-            array_dict={"rows": Array(np.asarray(rows, np.int64)), "sums": Array(np.asarray(sums, np.float32))})
+            array_dict={"rows": Array(rows), **{f"sums_{i}": Array(np.ascontiguousarray(a))
+                                                for i, a in enumerate(parts)}})
+        self.state.config_records[META_KEY] = ConfigRecord({
+            "encoding": encoding, "parts": len(parts), "width": int(sums.shape[1]),
+            "digest": hashlib.sha1(rows.tobytes() + sums.tobytes()).hexdigest()})
+        self._ext = None
         self._extended()  # check the reply is complete now, not in round 1
         return {"stored_rows": int(len(rows))}
 

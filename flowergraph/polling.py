@@ -1,0 +1,86 @@
+"""A Grid wrapper that waits for client replies with short, adaptive polls.
+
+Flower's legacy server loop (``start_grid``: one thread per client, each calling ``grid.send_and_receive``
+with a single message) waits for replies by polling: ``InMemoryGrid`` (simulation) sleeps a fixed 0.1 s
+between polls and ``HttpGrid`` (deployment) a fixed 3 s. A reply that is ready after 5 ms is therefore
+collected 0.1 s (or 3 s) later, and every fit and evaluate phase of a round is rounded up to that tick: with
+fast clients it is most of the round (10 no-op clients on Cora: 0.42 s per fit + evaluate round).
+
+:class:`PollingGrid` delegates everything to the grid it wraps and only replaces ``send_and_receive``: it
+pushes the messages and polls ``pull_messages`` after 2 ms, then backs off geometrically (x1.5) to
+``max_interval``. Fast replies are collected within milliseconds, slow ones cost at most one poll per
+``max_interval``. It uses only the public :class:`flwr.serverapp.Grid` API.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from flwr.app import Message
+from flwr.serverapp import Grid
+
+
+class PollingGrid(Grid):
+    """Wraps ``grid``; ``send_and_receive`` polls after ``min_interval`` s, backing off to ``max_interval`` s."""
+
+    def __init__(self, grid: Grid, *, min_interval: float = 0.002, max_interval: float = 0.05,
+                 backoff: float = 1.5) -> None:
+        if not 0 < min_interval <= max_interval:
+            raise ValueError(f"need 0 < min_interval <= max_interval, got {min_interval} and {max_interval}")
+        if backoff < 1:
+            raise ValueError(f"backoff must be >= 1, got {backoff}")
+        self.grid = grid
+        self.min_interval = min_interval
+        self.max_interval = max_interval
+        self.backoff = backoff
+
+    # ------------------------------------------------------------------------------ delegated API
+    def set_run(self, run) -> None:
+        self.grid.set_run(run)
+
+    @property
+    def run(self):
+        return self.grid.run
+
+    def create_message(self, *args, **kwargs) -> Message:
+        return self.grid.create_message(*args, **kwargs)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return self.grid.get_node_ids()
+
+    def get_nodes(self):
+        return self.grid.get_nodes()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self.grid.pull_messages(message_ids)
+
+    def __getattr__(self, name):  # anything else a grid offers
+        return getattr(self.__dict__["grid"], name)
+
+    # ---------------------------------------------------------------------------------- the change
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        """Push ``messages`` and collect their replies until all arrived or ``timeout`` s passed (None: wait
+        for all), as Flower's grids do, but polling after 2 ms, 3 ms, ... up to ``max_interval``."""
+        pending = set(self.grid.push_messages(messages))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        replies: list[Message] = []
+        delay = self.min_interval
+        while pending:
+            pulled = list(self.grid.pull_messages(pending))
+            replies.extend(pulled)
+            pending.difference_update(m.metadata.reply_to_message_id for m in pulled)
+            if not pending:
+                break
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                time.sleep(min(delay, remaining))
+            else:
+                time.sleep(delay)
+            delay = min(delay * self.backoff, self.max_interval)
+        return replies

@@ -1,0 +1,88 @@
+"""PollingGrid: what it sends, what it returns, how long it waits between polls (sleep is recorded, not timed)."""
+
+import pytest
+
+from flowergraph import polling
+from flowergraph.polling import PollingGrid
+
+
+class _Meta:
+    def __init__(self, reply_to):
+        self.reply_to_message_id = reply_to
+
+
+class _Reply:
+    def __init__(self, reply_to):
+        self.metadata = _Meta(reply_to)
+
+
+class FakeGrid:
+    """Replies to message i after ready[i] pulls; records every call."""
+
+    def __init__(self, ready):
+        self.ready = ready
+        self.pulls = 0
+        self.pushed = []
+        self.other = "delegated"
+
+    def push_messages(self, messages):
+        self.pushed.extend(messages)
+        return [f"id{i}" for i in range(len(self.pushed))]
+
+    def pull_messages(self, ids):
+        self.pulls += 1
+        return [_Reply(i) for i in sorted(ids) if self.ready[int(i[2:])] <= self.pulls]
+
+    # the rest of the Grid API (delegated as is)
+    def set_run(self, run): self.run_ = run
+    def create_message(self, *a, **k): return ("msg", a, k)
+    def get_node_ids(self): return [1, 2]
+    def get_nodes(self): return []
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    recorded = []
+    monkeypatch.setattr(polling.time, "sleep", recorded.append)
+    return recorded
+
+
+def test_collects_every_reply_with_backoff_capped_at_max(sleeps):
+    grid = FakeGrid(ready=[1, 3, 8])
+    replies = PollingGrid(grid, min_interval=0.002, max_interval=0.01).send_and_receive(["a", "b", "c"])
+    assert sorted(r.metadata.reply_to_message_id for r in replies) == ["id0", "id1", "id2"]
+    assert grid.pushed == ["a", "b", "c"] and grid.pulls == 8
+    expected, d = [], 0.002
+    for _ in range(7):
+        expected.append(d)
+        d = min(d * 1.5, 0.01)
+    assert sleeps == pytest.approx(expected)
+    assert max(sleeps) == 0.01
+
+
+def test_reply_ready_at_once_never_sleeps(sleeps):
+    replies = PollingGrid(FakeGrid(ready=[1])).send_and_receive(["a"])
+    assert len(replies) == 1 and sleeps == []
+
+
+def test_timeout_returns_what_arrived(monkeypatch, sleeps):
+    clock = iter(range(0, 1000))
+    monkeypatch.setattr(polling.time, "monotonic", lambda: next(clock) * 1.0)  # 1 s passes per call
+    grid = FakeGrid(ready=[1, 10**6])
+    replies = PollingGrid(grid).send_and_receive(["a", "b"], timeout=3.0)
+    assert [r.metadata.reply_to_message_id for r in replies] == ["id0"]
+    assert grid.pulls < 5
+
+
+def test_delegates_the_rest_of_the_grid_api():
+    grid = FakeGrid(ready=[])
+    wrapped = PollingGrid(grid)
+    assert wrapped.get_node_ids() == [1, 2] and wrapped.create_message(1, x=2) == ("msg", (1,), {"x": 2})
+    wrapped.set_run("r")
+    assert grid.run_ == "r" and wrapped.other == "delegated"
+
+
+@pytest.mark.parametrize("kw", [dict(min_interval=0), dict(min_interval=0.1, max_interval=0.01), dict(backoff=0.5)])
+def test_bad_intervals(kw):
+    with pytest.raises(ValueError):
+        PollingGrid(FakeGrid(ready=[]), **kw)
