@@ -95,6 +95,9 @@ OPTIONS: tuple[Option, ...] = (
            "the old model.",
            check=_min(0)),
     Option("eval-every", 1, "Client-side evaluation every N rounds (and always after the last).", check=_min(1)),
+    Option("fused-eval", True, "Evaluate each round's global model inside the next round's fit message (one "
+           "message per client per round instead of two; same numbers). The last round is evaluated separately. "
+           "Only with fraction-fit = fraction-evaluate = 1; otherwise a separate evaluate phase is used."),
     Option("server-eval", False, "Also evaluate the global model on the global test nodes on the server "
            "(the server then loads the dataset; simulation/benchmarks only)."),
     Option("round-timeout", 600.0, "Seconds to wait for the clients of a round (and for clients to connect).",

@@ -49,7 +49,7 @@ def build_strategy(s: RunSettings, recorder: RunRecorder | None = None):
     from .strategies.weighted import WeightedAveraging
 
     evaluate_fn = server_evaluate_fn(s) if s.server_eval else None
-    common = dict(num_rounds=s.rounds, evaluate_fn=evaluate_fn, recorder=recorder,
+    common = dict(num_rounds=s.rounds, evaluate_fn=evaluate_fn, recorder=recorder, fused_eval=s.fused_eval,
                   connect_timeout=s.round_timeout, round_timeout=s.round_timeout, eval_every=s.eval_every)
     if s.method == "centralized":
         return WeightedAveraging(num_clients=1, clients_per_round=1, **common)
@@ -78,11 +78,15 @@ def main(grid: Grid, context: Context) -> None:
         s.effective_num_clients, s.rounds, out_dir)
     if s.poll_interval > 0:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
+    strategy = None
     try:
         strategy = build_strategy(s, recorder)
         start_grid(grid=grid, strategy=strategy,
                    config=ServerConfig(num_rounds=s.rounds, round_timeout=s.round_timeout))
+        strategy.finish()
     except BaseException as exc:
+        if strategy is not None:
+            strategy.finish()  # rounds held back for fused evaluation are written, not lost
         recorder.finish("failed", error=f"{type(exc).__name__}: {exc}")
         log(ERROR, "flowergraph: run failed: %s\n%s", exc, traceback.format_exc())
         raise

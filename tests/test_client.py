@@ -106,3 +106,21 @@ def test_unknown_model_and_optimizer():
         build_node_model("gin", 4, 2)
     with pytest.raises(ConfigError, match="unknown optimizer 'lbfgs'; valid choices: sgd, adam"):
         _client(0, optimizer="lbfgs")
+
+
+def test_fused_evaluation_reports_what_evaluate_would_and_trains_the_same():
+    client = _client(2)
+    params = client.fit(client.get_parameters({}), {"server_round": 1})[0]
+    loss, n_test, expected = client.evaluate(params, {"server_round": 1})
+    plain, _, m_plain = client.fit(params, {"server_round": 2})
+    fused, _, m_fused = client.fit(params, {"server_round": 2, "evaluate_global": True})
+    for a, b in zip(plain, fused):
+        np.testing.assert_array_equal(a, b)  # the evaluation does not disturb training (same dropout masks)
+    for key, value in expected.items():
+        if key == "partition_id":
+            continue
+        got = m_fused[f"eval_{key}"]
+        assert (math.isnan(got) and math.isnan(value)) or got == pytest.approx(value), key
+    assert m_fused["eval_num_test"] == n_test and m_fused["eval_loss"] == pytest.approx(loss)
+    assert not any(k.startswith("eval_") for k in m_plain)
+    assert all(isinstance(v, ALLOWED) for v in m_fused.values())

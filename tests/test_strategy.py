@@ -188,3 +188,73 @@ def test_recorder_refuses_to_overwrite(tmp_path):
     RunRecorder(tmp_path, {}, log=None).write_round({"round": 1})
     with pytest.raises(FileExistsError, match="already holds the results of a run"):
         RunRecorder(tmp_path, {}, log=None)
+
+
+def _eval_metrics(acc, n_test, pid, prefix=""):
+    return {f"{prefix}accuracy": acc, f"{prefix}loss": 1.0 - acc, f"{prefix}num_test": n_test,
+            f"{prefix}val_accuracy": acc, f"{prefix}num_val": n_test}
+
+
+def test_fused_evaluation_travels_in_the_next_fit_and_matches_separate(tmp_path):
+    """Fused: round r's client evaluation arrives with round r+1's fit replies and is recorded as round r's;
+    the last round is evaluated separately. The records equal those of the separate protocol."""
+    manager = SimpleClientManager()
+    for cid in ("a", "b"):
+        manager.register(FakeProxy(cid))
+    params = ndarrays_to_parameters(GLOBAL)
+    accs = {1: (0.5, 0.7), 2: (0.6, 0.8), 3: (0.9, 0.1)}  # per round, per client
+    runs = {}
+    for fused in (False, True):
+        recorder = RunRecorder(tmp_path / str(fused), {}, log=None)
+        s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, recorder=recorder, num_rounds=3,
+                              fused_eval=fused)
+        s.global_arrays = GLOBAL
+        assert s.fused_eval is fused
+        for r in (1, 2, 3):
+            ins = s.configure_fit(r, params, manager)
+            wants_eval = [bool(fi.config.get("evaluate_global")) for _, fi in ins]
+            assert wants_eval == [fused and r > 1] * 2
+            extra = [_eval_metrics(accs[r - 1][k], 100 * (k + 1), k, "eval_") if fused and r > 1 else {}
+                     for k in range(2)]
+            s.aggregate_fit(r, [(FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5, **extra[0])),
+                                (FakeProxy("b"), fit_res(B, 3, 1, train_loss=1.5, **extra[1]))], [])
+            ev = s.configure_evaluate(r, params, manager)
+            if fused and r < 3:
+                assert ev == []
+                continue
+            assert len(ev) == 2
+            s.aggregate_evaluate(r, [(FakeProxy(c), EvaluateRes(status=OK, loss=0.0, num_examples=100 * (k + 1),
+                                                                 metrics={"partition_id": k, **_eval_metrics(
+                                                                     accs[r][k], 100 * (k + 1), k)}))
+                                     for k, c in enumerate("ab")], [])
+        s.finish()
+        runs[fused] = read_run(tmp_path / str(fused))["rounds"]
+    for sep, fus in zip(runs[False], runs[True], strict=True):
+        assert sep["round"] == fus["round"]
+        assert fus["accuracy"] == pytest.approx(sep["accuracy"])
+        assert fus["accuracy"] == pytest.approx((accs[sep["round"]][0] * 100 + accs[sep["round"]][1] * 200) / 300)
+        assert fus["clients"]["1"]["accuracy"] == sep["clients"]["1"]["accuracy"]
+    # fused sends fewer messages: two fit + (last round only) two evaluate instructions
+    assert sum(r["bytes_down"] for r in runs[True]) < sum(r["bytes_down"] for r in runs[False])
+
+
+@pytest.mark.parametrize("kw", [dict(fraction_fit=0.5), dict(fraction_evaluate=0.5), dict(clients_per_round=1),
+                                dict(num_rounds=None)])
+def test_fused_evaluation_needs_full_participation_and_a_known_length(kw):
+    args = {"num_clients": 2, "num_rounds": 3, "fused_eval": True, **kw}
+    assert WeightedAveraging(**args).fused_eval is False
+
+
+def test_a_held_round_is_written_when_the_run_ends_early(tmp_path):
+    recorder = RunRecorder(tmp_path, {}, log=None)
+    s = WeightedAveraging(num_clients=1, initial_parameters=GLOBAL, recorder=recorder, num_rounds=5, fused_eval=True)
+    manager = SimpleClientManager()
+    manager.register(FakeProxy("a"))
+    s.global_arrays = GLOBAL
+    s.configure_fit(1, ndarrays_to_parameters(GLOBAL), manager)
+    s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5))], [])
+    assert s.configure_evaluate(1, ndarrays_to_parameters(GLOBAL), manager) == []
+    assert not (tmp_path / "rounds.jsonl").exists()  # held for round 2's fit
+    s.finish()  # e.g. the run failed in round 2
+    (row,) = read_run(tmp_path)["rounds"]
+    assert row["round"] == 1 and row["train_loss"] == pytest.approx(0.5) and row.get("accuracy") is None

@@ -75,24 +75,31 @@ class NodeClassificationClient(NumPyClient):
 
     def fit(self, parameters, config):
         set_weights(self.model, parameters)
+        metrics = {}
+        if config.get("evaluate_global"):  # fused evaluation: the received global model, before training
+            metrics.update({f"eval_{k}": v for k, v in self._evaluation().items() if k != "partition_id"})
         server_round = int(config.get("server_round", 0))
         torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
         loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config)
         n_train = self.graph.num_train
-        metrics = {"partition_id": self.graph.client_id, "train_loss": float(loss), "num_train": n_train,
-                   "batch_size": n_train}
+        metrics.update({"partition_id": self.graph.client_id, "train_loss": float(loss), "num_train": n_train,
+                        "batch_size": n_train})
         return get_weights(self.model), n_train, metrics
 
-    def evaluate(self, parameters, config):
-        set_weights(self.model, parameters)
+    def _evaluation(self) -> dict:
+        """Test/validation/training metrics of the model as loaded (the EVALUATE reply's metrics)."""
         g = self.data
         r = evaluate_masks(self.model, self.forward, g.y,
                            {"test": g.test_mask, "val": g.val_mask, "train": g.train_mask})
-        metrics = {"partition_id": self.graph.client_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
-                   "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
-                   "num_val": r["num_val"], "train_accuracy": r["train_accuracy"]}
-        loss = r["test_loss"] if not math.isnan(r["test_loss"]) else 0.0
-        return float(loss), int(r["num_test"]), metrics
+        return {"partition_id": self.graph.client_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
+                "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
+                "num_val": r["num_val"], "train_accuracy": r["train_accuracy"]}
+
+    def evaluate(self, parameters, config):
+        set_weights(self.model, parameters)
+        metrics = self._evaluation()
+        loss = metrics["loss"] if not math.isnan(metrics["loss"]) else 0.0
+        return float(loss), int(metrics["num_test"]), metrics
 
 
 class NoOpClient(NumPyClient):

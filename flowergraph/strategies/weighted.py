@@ -8,14 +8,21 @@ Phase INIT, once: ``get_parameters`` to one connected client (lowest node id), c
     1433x16, 16, 16x7, 7, float32). Model initialisation only; the server learns the architecture.
 
 Phase TRAIN, every round r = 1..R: ``fit`` to the sampled clients.
-    server -> client: parameters = the global arrays; config ``{"server_round": int r}``.
+    server -> client: parameters = the global arrays; config ``{"server_round": int r}``, plus
+    ``"evaluate_global": True`` with fused evaluation when round r-1's model is due for evaluation.
     client -> server: parameters = the locally trained arrays (same count, shapes and dtypes);
     ``num_examples`` = the client's number of training nodes; metrics
     ``{"partition_id": int, "train_loss": float (NaN when it has no training node), "num_train": int,
     "batch_size": int}`` (full batch: batch_size = num_train).
+    With ``evaluate_global`` the client first evaluates the arrays it received (the global model after round
+    r-1) and adds the EVALUATE metrics below, each key prefixed with ``eval_`` (``eval_accuracy``,
+    ``eval_loss``, ``eval_num_test``, ...), then trains.
     The server learns each client's model update, training-set size and mean training loss.
 
-Phase EVALUATE, every ``eval_every`` rounds and after the last: ``evaluate`` to the sampled clients.
+Phase EVALUATE, every ``eval_every`` rounds and after the last: ``evaluate`` to the sampled clients. With
+fused evaluation (``fused_eval=True``) only after the last round; every other evaluation travels inside the
+next round's ``fit`` (one message per client per round instead of two: Flower's simulation dispatches each
+message phase on a 0.1 s tick, so this halves the per-round floor; the numbers are the same).
     server -> client: parameters = the new global arrays; config ``{"server_round": int r}``.
     client -> server: loss = test loss (0.0 when it has no test node); ``num_examples`` = number of test
     nodes; metrics ``{"partition_id": int, "accuracy": float, "loss": float, "num_test": int,
@@ -27,6 +34,10 @@ default), the reported ``batch_size`` (``batch-size``) or 1 (``uniform``, the Fe
 An update with the wrong array count/shapes, a non-numeric dtype or NaN/Inf values is rejected and logged
 with the client's partition id; when fewer than ``min_clients`` valid updates remain, the global model is
 kept unchanged for that round. Accuracy and loss are aggregated weighted by test-node counts.
+
+Records: one per round (see :mod:`flowergraph.results`). ``time_s`` is the round's wall time (fit, server
+evaluation, separate client evaluation); with fused evaluation a round's client evaluation runs inside the
+next round's fit, so its record is written when that fit returns.
 """
 
 from __future__ import annotations
@@ -80,13 +91,19 @@ class WeightedAveraging(Strategy):
     connect_timeout: seconds to wait for ``num_clients`` clients before the first round.
     round_timeout: seconds a direct request (initial parameters, method phases) may take.
     clients_per_round: cap on the clients sampled per round (``centralized`` uses 1).
+    fused_eval: evaluate each round's global model inside the next round's ``fit`` message (clients must
+        honour the ``evaluate_global`` fit-config flag, as :class:`NodeClassificationClient` does); the last
+        round is evaluated separately. Needs ``num_rounds`` and full participation (``fraction_fit`` =
+        ``fraction_evaluate`` = 1, no ``clients_per_round``), otherwise the fit sample is not the evaluation
+        sample: then the separate evaluate phase is used.
     """
 
     def __init__(self, *, num_clients: int, initial_parameters: NDArrays | Parameters | None = None,
                  weighting: str = "train-size", fraction_fit: float = 1.0, fraction_evaluate: float = 1.0,
                  min_clients: int | None = None, eval_every: int = 1, num_rounds: int | None = None,
                  evaluate_fn: EvaluateFn | None = None, recorder=None, connect_timeout: float = 600.0,
-                 round_timeout: float | None = None, clients_per_round: int | None = None) -> None:
+                 round_timeout: float | None = None, clients_per_round: int | None = None,
+                 fused_eval: bool = False) -> None:
         super().__init__()
         if weighting not in WEIGHTINGS:
             raise ValueError(f"unknown weighting {weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
@@ -114,8 +131,11 @@ class WeightedAveraging(Strategy):
         self.connect_timeout = connect_timeout
         self.round_timeout = round_timeout
         self.clients_per_round = clients_per_round
+        self.fused_eval = bool(fused_eval and num_rounds is not None and fraction_fit == 1.0
+                               and fraction_evaluate == 1.0 and clients_per_round is None)
         self.global_arrays: NDArrays | None = None
         self._pending: dict[str, Any] = {}
+        self._held: dict[str, Any] | None = None  # fused: a finished round waiting for its evaluation
         self._t0: float | None = None
         self._round_start: float | None = None
 
@@ -148,17 +168,31 @@ class WeightedAveraging(Strategy):
             self._round_start = now
             self._pending = {"round": server_round, "bytes_down": 0, "bytes_up": 0}
 
-    def _flush_round(self) -> None:
+    def _close_round(self) -> dict[str, Any] | None:
+        """End the current round's clock; returns its record (not yet written)."""
         if not self._pending:
-            return
+            return None
         now = time.perf_counter()
         record = self._pending
         record["time_s"] = now - (self._round_start or now)
         record["elapsed_s"] = now - (self._t0 or now)
         self._pending = {}
         self._round_start = None
-        if self.recorder is not None:
+        return record
+
+    def _write(self, record: dict[str, Any] | None) -> None:
+        if record is not None and self.recorder is not None:
             self.recorder.write_round(record)
+
+    def _flush_round(self) -> None:
+        self._write(self._close_round())
+
+    def finish(self) -> None:
+        """Write any record still held back (fused evaluation whose next fit never came; a failed run)."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._write(held)
+        self._flush_round()
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Config sent with every ``fit`` instruction (subclasses add keys)."""
@@ -194,6 +228,8 @@ class WeightedAveraging(Strategy):
         self.global_arrays = parameters_to_ndarrays(parameters)
         clients = self._sample(client_manager, self.fraction_fit)
         config = self.fit_config(server_round)
+        if self._held is not None:
+            config["evaluate_global"] = True
         self._pending["bytes_down"] += len(clients) * (parameters_bytes(parameters) + config_bytes(config))
         return [(c, FitIns(parameters, dict(config))) for c in clients]
 
@@ -221,6 +257,13 @@ class WeightedAveraging(Strategy):
                     self.client_label(proxy, res.metrics), res.status.message)
         accepted, weights, rejected, clients = [], [], [], {}
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get("partition_id", -1)), pr[0].cid))
+        if self._held is not None:  # fused: these fits evaluated the previous round's global model first
+            held, self._held = self._held, None
+            self._record_evaluation(held, [
+                (self.client_label(proxy, res.metrics),
+                 {k[len("eval_"):]: v for k, v in res.metrics.items() if k.startswith("eval_")})
+                for proxy, res in results])
+            self._write(held)
         for proxy, res in results:
             rec["bytes_up"] += parameters_bytes(res.parameters) + config_bytes(res.metrics)
             label = self.client_label(proxy, res.metrics)
@@ -279,7 +322,11 @@ class WeightedAveraging(Strategy):
     def configure_evaluate(self, server_round: int, parameters: Parameters,
                            client_manager: ClientManager) -> list[tuple[ClientProxy, EvaluateIns]]:
         self._start_round(server_round)
-        clients = self._sample(client_manager, self.fraction_evaluate) if self._evaluate_this_round(server_round) else []
+        due = self._evaluate_this_round(server_round)
+        if due and self.fused_eval and server_round != self.num_rounds:
+            self._held = self._close_round()  # evaluated inside the next round's fit
+            return []
+        clients = self._sample(client_manager, self.fraction_evaluate) if due else []
         if not clients:
             self._flush_round()  # aggregate_evaluate will not be called this round
             return []
@@ -296,22 +343,27 @@ class WeightedAveraging(Strategy):
         for failure in failures:
             if isinstance(failure, BaseException):
                 log(WARNING, "round %s: a client failed to evaluate: %s", server_round, failure)
-        rec.setdefault("clients", {})
-        rows = []
-        for proxy, res in results:
-            rec["bytes_up"] += config_bytes(res.metrics) + 8
-            label = self.client_label(proxy, res.metrics)
-            m = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
-            m.setdefault("num_test", res.num_examples)
-            m.setdefault("loss", res.loss)
-            rec["clients"].setdefault(label, {}).update(m)
-            rows.append(m)
-        metrics: dict[str, Scalar] = {}
-        for key, count in (("accuracy", "num_test"), ("loss", "num_test"), ("val_accuracy", "num_val"),
-                           ("val_loss", "num_val")):
-            value = weighted_metric((r.get(key), float(r.get(count, 0))) for r in rows)
-            rec[key] = value
-            if value is not None:
-                metrics[key] = value
+        for _, res in results:
+            rec["bytes_up"] += config_bytes(res.metrics) + 8  # metrics + the loss
+        self._record_evaluation(rec, [(self.client_label(proxy, res.metrics),
+                                       {**res.metrics, "num_test": res.metrics.get("num_test", res.num_examples),
+                                        "loss": res.metrics.get("loss", res.loss)})
+                                      for proxy, res in results])
+        metrics = {k: rec[k] for k in ("accuracy", "loss", "val_accuracy", "val_loss") if rec.get(k) is not None}
         self._flush_round()
         return metrics.get("loss"), metrics
+
+    @staticmethod
+    def _record_evaluation(rec: dict[str, Any], per_client: list[tuple[str, dict[str, Scalar]]]) -> None:
+        """Per-client evaluation metrics into ``rec``, and their aggregates weighted by set sizes."""
+        rec.setdefault("clients", {})
+        rows = []
+        for label, metrics in per_client:
+            m = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+            if not m:
+                continue
+            rec["clients"].setdefault(label, {}).update(m)
+            rows.append(m)
+        for key, count in (("accuracy", "num_test"), ("loss", "num_test"), ("val_accuracy", "num_val"),
+                           ("val_loss", "num_val")):
+            rec[key] = weighted_metric((r.get(key), float(r.get(count, 0))) for r in rows)
