@@ -344,6 +344,25 @@ def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2
                             wall_time_s=time.monotonic() - started, pids=app_run.pids)
 
 
+def load_preset(path: str | os.PathLike) -> dict[str, Any]:
+    """A run-config preset: a TOML file of run-config keys (the format ``flwr run --run-config FILE`` reads).
+
+    Unknown keys and unreadable files raise ConfigError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"preset {str(path)!r} does not exist; presets are TOML files of run-config keys, "
+                          f"e.g. conf/fedgcn-cora.toml")
+    try:
+        values = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
+    unknown = [k for k in values if k not in OPTION_BY_KEY]
+    if unknown:
+        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}; "
+                          f"valid keys: {', '.join(OPTION_BY_KEY)}")
+    return values
+
+
 def _parse_set(pairs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -363,13 +382,16 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.simulation",
                                      description="Run a flowergraph method in Flower's Ray-backed simulation.")
-    parser.add_argument("--method", default="fedavg", help="fedavg, centralized, noop, ...")
-    parser.add_argument("--num-clients", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--method", default=None, help="fedavg (default), centralized, fedgcn, noop, ...")
+    parser.add_argument("--num-clients", type=int, default=None, help="default 3")
+    parser.add_argument("--rounds", type=int, default=None, help="default 2")
     parser.add_argument("--dataset", default=None, help="node-level: one name; graph-level methods: a "
                         "comma-separated list, one dataset per client")
     parser.add_argument("--data-dir", default=None, help="raw files in PyG layout (else $FLOWERGRAPH_DATA)")
     parser.add_argument("--out", default=None, help="results folder (default: results/<method>-<dataset>-<time>)")
+    parser.add_argument("--config", action="append", default=[], metavar="TOML",
+                        help="a run-config preset file (e.g. conf/fedgcn-cora.toml; repeatable, later files win); "
+                             "--method/--num-clients/--rounds/--dataset given here and --set override it")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any run-config key (repeatable), e.g. --set beta=1 --set partitioner=metis")
     parser.add_argument("--cpus-per-client", type=int, default=1)
@@ -377,10 +399,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)
     try:
-        overrides = _parse_set(args.set)
+        overrides: dict[str, Any] = {}
+        for path in args.config:
+            overrides.update(load_preset(path))
+        overrides.update(_parse_set(args.set))
         if args.data_dir is not None:
             overrides["data-dir"] = args.data_dir
-        result = run_simulation(args.method, args.num_clients, args.rounds, args.dataset, args.out, overrides,
+        def pick(given, key, default):
+            value = overrides.pop(key, default)
+            return value if given is None else given
+
+        method = pick(args.method, "method", "fedavg")
+        num_clients = pick(args.num_clients, "num-clients", 3)
+        rounds = pick(args.rounds, "rounds", 2)
+        dataset = pick(args.dataset, "dataset", None)
+        result = run_simulation(method, num_clients, rounds, dataset, args.out, overrides,
                                 cpus_per_client=args.cpus_per_client, verbose=args.verbose, timeout=args.timeout)
     except FlowergraphError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,56 @@
+"""Run-config presets in conf/: every file is valid, and the launcher reads them (bad ones named)."""
+
+from pathlib import Path
+
+import pytest
+
+from flowergraph.config import parse_run_config
+from flowergraph.errors import ConfigError
+from flowergraph.simulation import load_preset, main
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@pytest.mark.parametrize("path", sorted(CONF.glob("*.toml")), ids=lambda p: p.name)
+def test_every_preset_is_a_valid_run_config(path):
+    values = load_preset(path)
+    settings = parse_run_config(values)
+    assert settings.method == values.get("method", "fedavg")
+
+
+def test_fedgcn_presets_are_the_issue_setting():
+    s = parse_run_config(load_preset(CONF / "fedgcn-cora.toml"))
+    assert (s.method, s.dataset, s.split, s.num_clients, s.rounds, s.local_steps, s.lr, s.optimizer, s.hidden,
+            s.beta, s.weighting) == ("fedgcn", "Cora", "public", 10, 100, 3, 0.5, "sgd", 16, 10000.0, "uniform")
+    he = {**load_preset(CONF / "fedgcn-cora.toml"), **load_preset(CONF / "fedgcn-cora-he.toml")}
+    assert parse_run_config(he).he is True
+
+
+def test_bad_presets_are_named(tmp_path):
+    with pytest.raises(ConfigError, match="preset '/no/such.toml' does not exist"):
+        load_preset("/no/such.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("hopz = 2\n")
+    with pytest.raises(ConfigError, match=r"unknown run-config key\(s\) 'hopz'; valid keys: method, "):
+        load_preset(bad)
+    bad.write_text("hops = [\n")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_preset(bad)
+
+
+def test_launcher_reads_presets_and_flags_override_them(tmp_path, capsys, monkeypatch):
+    """--config then --set/flags; the launcher validates before starting anything (hops=7 is refused)."""
+    import flowergraph.simulation as sim
+
+    seen = {}
+
+    def fake_run(method, num_clients, rounds, dataset, out, overrides, **kw):
+        seen.update(method=method, num_clients=num_clients, rounds=rounds, dataset=dataset, **overrides)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(sim, "run_simulation", fake_run)
+    assert main(["--config", str(CONF / "fedgcn-cora.toml"), "--rounds", "5", "--set", "hops=1"]) == 2
+    assert seen["method"] == "fedgcn" and seen["rounds"] == 5 and seen["num_clients"] == 10
+    assert seen["dataset"] == "Cora" and seen["hops"] == 1 and seen["beta"] == 10000.0
+    assert not {"num-clients", "rounds", "dataset"} & set(seen)  # passed as arguments, not as overrides
+    assert "error: stop here" in capsys.readouterr().err
