@@ -45,12 +45,12 @@ def test_launcher_reads_presets_and_flags_override_them(tmp_path, capsys, monkey
     seen = {}
 
     def fake_run(method, num_clients, rounds, dataset, out, overrides, **kw):
-        seen.update(method=method, num_clients=num_clients, rounds=rounds, dataset=dataset, **overrides)
+        seen.update(method=method, num_clients=num_clients, rounds=rounds, dataset=dataset, overrides=overrides)
         raise ConfigError("stop here")
 
     monkeypatch.setattr(sim, "run_simulation", fake_run)
     assert main(["--config", str(CONF / "fedgcn-cora.toml"), "--rounds", "5", "--set", "hops=1"]) == 2
     assert seen["method"] == "fedgcn" and seen["rounds"] == 5 and seen["num_clients"] == 10
-    assert seen["dataset"] == "Cora" and seen["hops"] == 1 and seen["beta"] == 10000.0
-    assert not {"num-clients", "rounds", "dataset"} & set(seen)  # passed as arguments, not as overrides
+    assert seen["dataset"] == "Cora" and seen["overrides"]["hops"] == 1 and seen["overrides"]["beta"] == 10000.0
+    assert not {"method", "num-clients", "rounds", "dataset"} & set(seen["overrides"])  # arguments, not overrides
     assert "error: stop here" in capsys.readouterr().err
