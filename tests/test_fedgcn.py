@@ -91,7 +91,7 @@ def test_two_hop_forward_equals_centralized_gcn(dataset, partitioner, k, shared_
         torch.testing.assert_close(out, ref[c.graph.global_ids], atol=1e-5, rtol=0)
 
 
-def test_one_hop_first_layer_is_exact_and_second_layer_uses_global_weights():
+def test_one_hop_first_layer_is_exact_and_second_layer_is_the_local_gcn():
     pspec = PartitionSpec(partitioner="random", num_clients=5, seed=2)
     data = load_global_graph(SYN)
     ei, w = gcn_norm(data.edge_index, num_nodes=data.num_nodes, add_self_loops=True)
@@ -102,11 +102,20 @@ def test_one_hop_first_layer_is_exact_and_second_layer_uses_global_weights():
         ext = c._extended()
         assert ext.remote_ids.numel() == 0
         torch.testing.assert_close(ext.features, ax[c.graph.global_ids], atol=1e-5, rtol=1e-5)
-        # Second-layer weights: Â restricted to own rows and own columns.
+        # Second-layer weights: the GCN normalisation of the client's own subgraph, computed independently
+        # from the global graph restricted to the client's nodes.
         own = c.graph.global_ids
+        sub = torch.zeros(data.num_nodes, dtype=torch.bool)
+        sub[own] = True
+        keep = sub[data.edge_index[0]] & sub[data.edge_index[1]]
+        local = torch.full((data.num_nodes,), -1, dtype=torch.long)
+        local[own] = torch.arange(len(own))
+        lei, lw = gcn_norm(local[data.edge_index[:, keep]], num_nodes=len(own), add_self_loops=True)
+        expected = torch.zeros(len(own), len(own)).index_put_((lei[1], lei[0]), lw, accumulate=True)
         dense = torch.zeros(len(own), len(own))
         dense[ext.prop_index[0], ext.prop_index[1]] = ext.prop_weight
-        torch.testing.assert_close(dense, a_hat[own][:, own], atol=1e-6, rtol=0)
+        torch.testing.assert_close(dense, expected, atol=1e-6, rtol=0)
+        assert not torch.allclose(dense, a_hat[own][:, own])  # not the global weights (boundary nodes differ)
 
 
 def test_only_boundary_rows_cross_the_wire(shared_data):

@@ -22,8 +22,14 @@ boundary rows and to every remote endpoint of its cross-client edges; it request
 are exactly the rows it contributes to.
 
 With 2-hop communication and full participation, the client's forward pass on its own nodes equals the
-centralized GCN's (same weights, same normalisation); with 1-hop the first layer is exact and the second layer
-keeps only the terms whose hidden states the client can compute (its own nodes), with the global weights Â_iu.
+centralized GCN's (same weights, same normalisation). With 1-hop the first layer is exact, but the hidden states
+of remote neighbours are unknown (the client holds (ÂX)_u only for its own u), so the second layer is a GCN
+layer over the client's own subgraph with that subgraph's normalisation (D_k^{-1/2} (A_k + I) D_k^{-1/2}, degrees
+counted inside the client). Keeping the global weights Â_iu and dropping the remote terms instead shrinks the
+second-layer input of every boundary node; measured in-process on Cora (10 clients, 100 rounds, 2 seeds) it
+gave 0.750/0.756 test accuracy at beta=10000 against 0.780/0.776 with the local normalisation (beta=1:
+0.781/0.789 against 0.794/0.785). The FedGCN reference code and the fedgraph library likewise run the second
+layer as a GCN over a client-side subgraph.
 """
 
 from __future__ import annotations
@@ -166,10 +172,16 @@ def extended_graph(graph: ClientGraph, hops: int, rows: np.ndarray | None = None
         own_sum[boundary] = s_rows[idx, :dim]
     own_features = own_sum * d_inv_sqrt[:, None]
 
-    # Second-layer weights among own nodes: self loops 1/d_i and internal edges d_i^{-1/2} d_j^{-1/2}.
+    # Second-layer weights among own nodes: self loops 1/d_i and internal edges d_i^{-1/2} d_j^{-1/2}, with the
+    # global degrees (2-hop: exact; the cross-client terms are added below) or, for 1-hop, the degrees inside
+    # the client's own subgraph (see the module docstring).
     prop_rows = [torch.arange(n), dst[keep]]
     prop_cols = [torch.arange(n), src[keep]]
-    prop_vals = [1.0 / d, d_inv_sqrt[dst[keep]] * d_inv_sqrt[src[keep]]]
+    if hops == 1:
+        d_loc = (torch.bincount(dst[keep], minlength=n) + 1).to(torch.float64)
+        prop_vals = [1.0 / d_loc, (d_loc[dst[keep]] * d_loc[src[keep]]).rsqrt()]
+    else:
+        prop_vals = [1.0 / d, d_inv_sqrt[dst[keep]] * d_inv_sqrt[src[keep]]]
     remote_ids = torch.empty(0, dtype=torch.long)
     features = own_features
     if hops == 2:
