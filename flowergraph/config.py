@@ -57,6 +57,10 @@ def _range(lo, hi):
     return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
 
 
+def _half_open_left(lo, hi):
+    return lambda v: None if lo < v <= hi else f"must be in ({lo}, {hi}]"
+
+
 def _half_open(lo, hi):
     return lambda v: None if lo <= v < hi else f"must be in [{lo}, {hi})"
 
@@ -69,7 +73,8 @@ OPTIONS: tuple[Option, ...] = (
            "`$FLOWERGRAPH_DATA`, else download into the cache. May be read-only."),
     Option("split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, `auto` "
            "(public for Planetoid, random 60/20/20 otherwise)."),
-    Option("seed", 0, "Seed of the split, partition, model initialisation and local training."),
+    Option("seed", 0, "Seed of the split, partition, model initialisation, local training and client sampling.",
+           check=_min(0)),
     Option("num-clients", 3, "Number of clients (must equal the number of SuperNodes / `num-partitions`).",
            check=_min(1)),
     Option("rounds", 2, "Training rounds.", check=_min(1)),
@@ -89,7 +94,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("momentum", _TRAIN.momentum, "SGD momentum (restarts each round).", check=_half_open(0.0, 1.0)),
     Option("weighting", "train-size", "Averaging weights: training-node count, reported mini-batch size, or "
            "uniform (the FedGCN reference code).", WEIGHTINGS),
-    Option("fraction-fit", 1.0, "Fraction of clients sampled for training each round.", check=_range(0.0, 1.0)),
+    Option("fraction-fit", 1.0, "Fraction of clients sampled for training each round (seeded per round by `seed`).",
+           check=_half_open_left(0.0, 1.0)),
     Option("fraction-evaluate", 1.0, "Fraction of clients sampled for evaluation.", check=_range(0.0, 1.0)),
     Option("min-clients", 0, "Fewest valid updates that still change the global model (0 means 1); below it the round keeps "
            "the old model.",
@@ -100,13 +106,23 @@ OPTIONS: tuple[Option, ...] = (
            "Only with fraction-fit = fraction-evaluate = 1; otherwise a separate evaluate phase is used."),
     Option("server-eval", False, "Also evaluate the global model on the global test nodes on the server "
            "(the server then loads the dataset; simulation/benchmarks only)."),
-    Option("round-timeout", 600.0, "Seconds to wait for the clients of a round (and for clients to connect).",
-           check=_min(0.0, False)),
+    Option("round-timeout", 600.0, "Seconds a training round waits for its clients' replies (fit and evaluate); a "
+           "client that has not answered by then counts as failed for that round.", check=_min(0.0, False)),
+    Option("init-timeout", 600.0, "Seconds to wait for all clients to connect and to answer the one-off start-up "
+           "messages (identity, initial model, FedGCN's communication phase); simulation start-up (Ray, torch) "
+           "counts here, not in round-timeout.", check=_min(0.0, False)),
     Option("poll-interval", 0.05, "Longest wait (s) between the server's polls for client replies; polls start "
            "after 2 ms and back off to this. 0 keeps Flower's own fixed polling (0.1 s in simulation, 3 s in "
            "deployment), which rounds every fit/evaluate phase up to that tick.", check=_min(0.0)),
     Option("out-dir", "", "Results folder for this run; empty: `results/<method>-<dataset>-<time>` in the "
-           "working directory of the ServerApp."),
+           "working directory of the ServerApp (when resuming: the checkpointed run's folder)."),
+    Option("checkpoint-every", 0, "Save the server's state (global model, strategy state, round, records) every N "
+           "rounds and after the last, to `<out-dir>/checkpoints/round-K.npz`; 0 = off.", check=_min(0)),
+    Option("resume-from", "", "Continue a run from a checkpoint file or a run's out-dir (its latest checkpoint); "
+           "every setting but rounds, out-dir, checkpoint-every, timeouts, data-dir, key-file, inject-faults and "
+           "fused-eval must equal the checkpointed run's."),
+    Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
+           "e.g. `raise:1@2,nan:0@3`; kinds: `raise`, `nan`, `shape`, `exit`, `hang` (README, Reliability)."),
     Option("hops", 2, "FedGCN: neighbour-aggregation hops exchanged before training (0 = FedAvg on local "
            "subgraphs, 1 = own nodes, 2 = own nodes and their 1-hop neighbours: exact for a 2-layer GCN).",
            (0, 1, 2)),
@@ -272,6 +288,14 @@ def _check_combination(s: RunSettings) -> None:
             raise ConfigError(f"data-dir {s.data_dir!r} does not exist or is not a directory")
     if s.min_clients > s.effective_num_clients:
         raise ConfigError(f"min-clients={s.min_clients} exceeds num-clients={s.effective_num_clients}")
+    sampled = max(1, int(round(s.fraction_fit * s.effective_num_clients)))
+    if s.method != "centralized" and s.min_clients > sampled:
+        raise ConfigError(f"min-clients={s.min_clients} but fraction-fit={s.fraction_fit} samples only {sampled} of "
+                          f"num-clients={s.num_clients} per round, so the model would never change; lower "
+                          f"min-clients or raise fraction-fit")
+    from .faults import parse_faults
+
+    parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
     if s.dataset == "synthetic":
         s.graph_spec().synthetic.validate()
     from .tasks.splits import parse_split

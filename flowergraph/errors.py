@@ -19,3 +19,7 @@ class PartitionError(FlowergraphError, ValueError):
 
 class KeyFileError(FlowergraphError, ValueError):
     """A key file is missing, unreadable or not what it should be."""
+
+
+class CheckpointError(FlowergraphError, ValueError):
+    """A checkpoint file is missing, corrupt, or does not fit the run that wants to resume from it."""

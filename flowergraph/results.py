@@ -57,10 +57,18 @@ def human_bytes(n: float) -> str:
 
 
 class RunRecorder:
-    """Writes one run's results; ``log`` receives one human-readable progress line per round."""
+    """Writes one run's results; ``log`` receives one human-readable progress line per round.
+
+    ``resume=True`` continues a run: with ``records`` (a checkpoint's records) ``rounds.jsonl`` is rewritten
+    atomically to hold exactly those, so rounds written after the checkpoint by the interrupted run are
+    dropped and written again by the resumed one (never duplicated, never lost); without ``records`` the
+    existing ``rounds.jsonl`` is kept as it is. ``extra_meta`` goes into ``config.json`` (e.g. where the run
+    was resumed from).
+    """
 
     def __init__(self, out_dir: str | os.PathLike, config: dict[str, Any], *, total_rounds: int | None = None,
-                 log: Callable[[str], None] | None = print, resume: bool = False):
+                 log: Callable[[str], None] | None = print, resume: bool = False,
+                 records: list[dict[str, Any]] | None = None, extra_meta: dict[str, Any] | None = None):
         self.out_dir = Path(out_dir).expanduser().resolve()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.total_rounds = total_rounds
@@ -71,10 +79,13 @@ class RunRecorder:
         if rounds_path.exists() and not resume:
             raise FileExistsError(f"out-dir {str(self.out_dir)!r} already holds the results of a run "
                                   f"(rounds.jsonl); choose another out-dir so nothing is overwritten")
-        if resume and rounds_path.exists():
+        if resume and records is not None:
+            self.rounds = [_jsonable(dict(r)) for r in records]
+            _write_atomic(rounds_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.rounds))
+        elif resume and rounds_path.exists():
             self.rounds = [json.loads(line) for line in rounds_path.read_text().splitlines() if line.strip()]
         meta = {"config": _jsonable(config), "python": platform.python_version(), "host": platform.node(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **_jsonable(extra_meta or {})}
         _write_atomic(self.out_dir / "config.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
         self._write_summary("running")
 

@@ -275,7 +275,7 @@ def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | 
         config["dataset"] = dataset
     if out is not None:
         config["out-dir"] = str(Path(out).expanduser().resolve())
-    for key in ("data-dir", "key-file"):
+    for key in ("data-dir", "key-file", "resume-from"):
         if config.get(key):
             config[key] = str(Path(str(config[key])).expanduser().resolve())
     return config
@@ -294,14 +294,16 @@ def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2
     started = time.monotonic()
     config = build_run_config(method, num_clients, rounds, dataset, out, overrides)
     settings = parse_run_config(config)
+    ckpt = resume_checkpoint(settings)
     if not config.get("out-dir"):
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        config["out-dir"] = str(Path("results").resolve() / f"{settings.method}-{settings.dataset}-{stamp}")
+        if ckpt is not None and ckpt.run_dir is not None:
+            config["out-dir"] = str(ckpt.run_dir)  # continue the checkpointed run's results
+        else:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            config["out-dir"] = str(Path("results").resolve() / f"{settings.method}-{settings.dataset}-{stamp}")
         settings = parse_run_config(config)
     out_dir = Path(config["out-dir"])
-    if (out_dir / "rounds.jsonl").exists():
-        raise ConfigError(f"out-dir {str(out_dir)!r} already holds the results of a run (rounds.jsonl); "
-                          f"choose another so nothing is overwritten")
+    check_out_dir(out_dir, ckpt)
     if cpus_per_client < 1:
         raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
     info = preflight(settings)
@@ -342,6 +344,40 @@ def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2
         status = "failed"  # the ServerApp must have written a summary
     return SimulationResult(status=status, out_dir=out_dir, summary=summary, log_file=log_file,
                             wall_time_s=time.monotonic() - started, pids=app_run.pids)
+
+
+def resume_checkpoint(settings: RunSettings):
+    """The checkpoint ``resume-from`` names, checked against the run's settings (None when not resuming)."""
+    if not settings.resume_from:
+        return None
+    from .checkpoint import check_resumable, load_checkpoint
+
+    ckpt = load_checkpoint(settings.resume_from)
+    check_resumable(ckpt, settings.as_dict())
+    return ckpt
+
+
+def check_out_dir(out_dir: Path, ckpt=None) -> None:
+    """Refuse an out-dir holding another run's results (a resumed run may continue its own folder)."""
+    if not (out_dir / "rounds.jsonl").exists():
+        return
+    if ckpt is not None and ckpt.run_dir is not None and ckpt.run_dir.resolve() == out_dir.resolve():
+        return
+    raise ConfigError(f"out-dir {str(out_dir)!r} already holds the results of a run (rounds.jsonl); "
+                      f"choose another so nothing is overwritten")
+
+
+def resume_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The run configuration of the checkpoint at ``path`` (a file or a run folder) with ``resume-from`` set:
+    ``run_simulation(..., overrides={**resume_config(path), "rounds": R})`` or ``--resume PATH --rounds R``."""
+    from .checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(path)
+    config = {k: v for k, v in ckpt.config.items() if k in OPTION_BY_KEY}
+    config["resume-from"] = str(ckpt.path)
+    if ckpt.run_dir is not None:
+        config["out-dir"] = str(ckpt.run_dir)
+    return config
 
 
 def load_preset(path: str | os.PathLike) -> dict[str, Any]:
@@ -394,12 +430,15 @@ def main(argv: list[str] | None = None) -> int:
                              "--method/--num-clients/--rounds/--dataset given here and --set override it")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any run-config key (repeatable), e.g. --set beta=1 --set partitioner=metis")
+    parser.add_argument("--resume", default=None, metavar="PATH",
+                        help="continue the run checkpointed at PATH (a checkpoint file or the run's out-dir) with "
+                             "its settings, in its out-dir; --rounds sets the new total")
     parser.add_argument("--cpus-per-client", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)
     try:
-        overrides: dict[str, Any] = {}
+        overrides: dict[str, Any] = resume_config(args.resume) if args.resume else {}
         for path in args.config:
             overrides.update(load_preset(path))
         overrides.update(_parse_set(args.set))

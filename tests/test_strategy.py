@@ -15,6 +15,7 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from flowergraph.results import RunRecorder, read_run
+from flowergraph.server import ClientFailure
 from flowergraph.strategies.common import config_bytes, parameters_bytes
 from flowergraph.strategies.weighted import WeightedAveraging
 
@@ -81,19 +82,22 @@ def test_malformed_updates_rejected_and_logged(caplog):
     nan = [A[0].copy(), np.array([np.nan, 0, 0], np.float32)]
     wrong_shape = [np.zeros((3, 2), np.float32), A[1]]
     s = _strategy()
+    s.partition_of = {"d": 3}
     with caplog.at_level("WARNING", logger="flwr"):
         params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0)), (FakeProxy("b"), fit_res(nan, 5, 1)),
-                                        (FakeProxy("c"), fit_res(wrong_shape, 5, 2))], [RuntimeError("boom")])
+                                        (FakeProxy("c"), fit_res(wrong_shape, 5, 2))],
+                                    [ClientFailure(FakeProxy("d"), RuntimeError("boom"))])
     out = parameters_to_ndarrays(params)
     np.testing.assert_array_equal(out[1], A[1])  # only the valid update counts
     assert all(np.isfinite(o).all() for o in out)
     text = caplog.text
     assert "rejected the update of client 1: array 1 holds NaN or infinite values" in text
     assert "rejected the update of client 2: array 0 has shape (3, 2), expected (2, 2)" in text
-    assert "a client failed: boom" in text
+    assert "round 1: client 3 (node d) failed to train: boom" in text
     rec = s._pending
     assert rec["num_fit"] == 1 and rec["num_failures"] == 1
     assert [r["client"] for r in rec["rejected"]] == ["1", "2"]
+    assert rec["failures"] == [{"client": "3", "reason": "boom"}]
 
 
 def test_too_few_valid_updates_keep_the_global_model():

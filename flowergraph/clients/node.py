@@ -70,6 +70,10 @@ class NodeClassificationClient(NumPyClient):
     def forward(self) -> torch.Tensor:
         return self.model(self.data.x, self.data.edge_index)
 
+    def get_properties(self, config):
+        """The client's identity: which partition it holds (the strategy asks every client once)."""
+        return {"partition_id": self.graph.client_id}
+
     def get_parameters(self, config):
         return [a.copy() for a in self.initial_weights]
 
@@ -108,6 +112,9 @@ class NoOpClient(NumPyClient):
     def __init__(self, initial_arrays, client_id: int = 0) -> None:
         self.initial_arrays = initial_arrays
         self.client_id = client_id
+
+    def get_properties(self, config):
+        return {"partition_id": self.client_id}
 
     def get_parameters(self, config):
         return self.initial_arrays

@@ -5,7 +5,8 @@ The maths (what a client contributes and why the normalisation is exact) is in :
 Training rounds are exactly :class:`~flowergraph.strategies.weighted.WeightedAveraging` (see its wire protocol);
 the communication phase runs once, inside ``initialize_parameters``, before round 1, and is recorded as round 0
 of ``rounds.jsonl`` (``phase = "fedgcn-communication"``). All clients must take part (FedGCN's server sum is
-over every client); a client failing in this phase fails the run with its id and reason.
+over every client); a client failing in this phase fails the run with its id and reason. A run resumed from a
+checkpoint runs the phase again (the clients' ``context.state`` did not survive) but does not record it twice.
 
 Wire protocol of the communication phase (``fit`` messages; ``d`` = feature dimension, ``w = d + 1``)
 --------------------------------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ class FedGCNStrategy(WeightedAveraging):
         stats["time_s"] = time.perf_counter() - start
         stats["elapsed_s"] = 0.0
         self.phase_stats = stats
-        if self.recorder is not None:
+        if self.recorder is not None and not self.resumed:  # a resumed run's records already hold round 0
             self.recorder.write_round(dict(stats))
         return stats
 

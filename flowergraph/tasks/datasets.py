@@ -173,7 +173,13 @@ def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None):
         except Exception as exc:  # network errors come as URLError, OSError, fsspec errors ...
             if needs_download:
                 raise _download_error(info, resolved, exc) from exc
-            raise
+            # The raw files are there but PyG cannot read them: drop the cached copy (so fixed files are
+            # copied again next time) and name where they came from.
+            shutil.rmtree(root / info.name, ignore_errors=True)
+            source = f"{resolved}/{_expected_files(info)}" if resolved is not None else f"{root / info.name / 'raw'}"
+            raise DatasetUnavailableError(
+                f"dataset {info.name!r}: the raw files {source} could not be read ({type(exc).__name__}: {exc}); "
+                f"they are probably corrupt or truncated: replace them") from exc
     return dataset
 
 

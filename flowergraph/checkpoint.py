@@ -1,0 +1,184 @@
+"""Checkpoints of a federated run (Flower-free): save every N rounds, resume exactly.
+
+A checkpoint after round k holds everything the server needs to continue as if it had never stopped:
+
+* the global model's arrays after round k (dtype and shape as sent to clients),
+* the strategy's state (:meth:`flowergraph.strategies.weighted.WeightedAveraging.state_dict`: e.g. round k's
+  record while it waits for its fused evaluation; stateful methods add agents, populations, ...),
+* the round records written so far (``rounds.jsonl`` up to the checkpoint), so a resumed run continues the same
+  results files without duplicating or losing a round,
+* the run configuration, so a resumed run with different settings is refused by name.
+
+File format: one ``.npz`` archive (numpy's zip of ``.npy`` members, CRC-checked on read, loaded with
+``allow_pickle=False``: a checkpoint cannot execute code): ``g0, g1, ...`` the global arrays, ``s0, s1, ...``
+arrays found in the strategy state, and ``__meta__`` (UTF-8 JSON: format, version, round, counts, the state
+with arrays replaced by ``{"__ndarray__": "sK"}``, records, config). Files are written to a temporary name,
+fsynced and renamed (atomic on POSIX): a crash mid-write leaves the previous checkpoint intact.
+They live in ``<out-dir>/checkpoints/round-000005.npz``; all are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CheckpointError
+
+FORMAT = "flowergraph-checkpoint"
+VERSION = 1
+CHECKPOINT_DIR = "checkpoints"
+_PATTERN = "round-*.npz"
+
+# Run-config keys a resumed run may set differently from the checkpointed run (they change where and how the
+# run is executed, not what it computes). Every other key must be equal, or the resume is refused.
+RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "round-timeout", "init-timeout",
+                     "poll-interval", "data-dir", "key-file", "inject-faults", "fused-eval")
+
+
+@dataclass
+class Checkpoint:
+    server_round: int
+    arrays: list[np.ndarray]
+    strategy_state: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    path: Path | None = None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The results folder the checkpoint was written into (``<run>/checkpoints/round-K.npz``), if it was."""
+        if self.path is not None and self.path.parent.name == CHECKPOINT_DIR:
+            return self.path.parent.parent
+        return None
+
+
+def checkpoint_file(out_dir: str | os.PathLike, server_round: int) -> Path:
+    return Path(out_dir) / CHECKPOINT_DIR / f"round-{server_round:06d}.npz"
+
+
+# ------------------------------------------------------------------------------------------- (de)serialising
+def _pack(value: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
+    if isinstance(value, np.ndarray):
+        key = f"s{len(arrays)}"
+        arrays[key] = value
+        return {"__ndarray__": key}
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"checkpoint state {where}: keys must be strings, got {k!r}")
+            out[k] = _pack(v, arrays, f"{where}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_pack(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"checkpoint state {where}: cannot store a {type(value).__name__} (use JSON types or numpy "
+                    f"arrays)")
+
+
+def _unpack(value: Any, archive) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__ndarray__"}:
+            return np.array(archive[value["__ndarray__"]])
+        return {k: _unpack(v, archive) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unpack(v, archive) for v in value]
+    return value
+
+
+def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
+    """Write ``ckpt`` to ``path`` atomically (temporary file, fsync, rename, fsync of the folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state_arrays: dict[str, np.ndarray] = {}
+    state = _pack(ckpt.strategy_state, state_arrays, "strategy")
+    meta = {"format": FORMAT, "version": VERSION, "round": int(ckpt.server_round), "num_arrays": len(ckpt.arrays),
+            "strategy_state": state, "records": ckpt.records, "config": ckpt.config,
+            "created": ckpt.created or time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    entries = {f"g{i}": np.asarray(a) for i, a in enumerate(ckpt.arrays)}
+    entries.update(state_arrays)
+    entries["__meta__"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **entries)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Read a checkpoint file (or the latest one of a run folder); CheckpointError names a bad file."""
+    path = find_checkpoint(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            meta = json.loads(bytes(archive["__meta__"]).decode("utf-8"))
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise CheckpointError(f"checkpoint {str(path)!r} is not a flowergraph checkpoint (format "
+                                      f"{meta.get('format') if isinstance(meta, dict) else None!r})")
+            if meta.get("version") != VERSION:
+                raise CheckpointError(f"checkpoint {str(path)!r} has format version {meta.get('version')!r}; this "
+                                      f"flowergraph reads version {VERSION}")
+            arrays = [np.array(archive[f"g{i}"]) for i in range(int(meta["num_arrays"]))]
+            state = _unpack(meta["strategy_state"], archive)
+            ckpt = Checkpoint(server_round=int(meta["round"]), arrays=arrays, strategy_state=state,
+                              records=list(meta["records"]), config=dict(meta["config"]),
+                              created=str(meta.get("created", "")), path=path.resolve())
+    except CheckpointError:
+        raise
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a flowergraph checkpoint "
+                              f"({type(exc).__name__}: {exc})") from None
+    if ckpt.server_round < 1:
+        raise CheckpointError(f"checkpoint {str(path)!r} is at round {ckpt.server_round}; expected >= 1")
+    return ckpt
+
+
+def find_checkpoint(path: str | os.PathLike) -> Path:
+    """``path`` itself if it is a file; for a run folder (or its ``checkpoints`` folder) its latest checkpoint."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p
+    if not p.exists():
+        raise CheckpointError(f"resume-from {str(path)!r} does not exist; give a checkpoint file "
+                              f"(<out-dir>/{CHECKPOINT_DIR}/round-K.npz) or a run's out-dir")
+    folder = p if p.name == CHECKPOINT_DIR else p / CHECKPOINT_DIR
+    found = sorted(folder.glob(_PATTERN)) if folder.is_dir() else []
+    if not found:
+        raise CheckpointError(f"resume-from {str(path)!r} holds no checkpoint ({folder}/{_PATTERN}); was the run "
+                              f"started with checkpoint-every > 0?")
+    return found[-1]
+
+
+def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
+    """Refuse to resume ``ckpt`` under a run configuration that would compute something else."""
+    where = str(ckpt.path) if ckpt.path else "the checkpoint"
+    rounds = config.get("rounds")
+    if rounds is not None and int(rounds) <= ckpt.server_round:
+        raise CheckpointError(f"resume-from {where!r} is at round {ckpt.server_round}; rounds={rounds} must be "
+                              f"larger to continue the run")
+    diffs = [f"{k}={ckpt.config.get(k)!r} in the checkpoint but {config.get(k)!r} now"
+             for k in sorted(set(ckpt.config) | set(config))
+             if k not in RESUME_MAY_CHANGE and ckpt.config.get(k) != config.get(k)]
+    if diffs:
+        raise CheckpointError(f"resume-from {where!r} was made with other settings: {'; '.join(diffs)}. Resume "
+                              f"with the same settings; only {', '.join(RESUME_MAY_CHANGE)} may change")

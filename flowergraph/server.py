@@ -1,0 +1,128 @@
+"""Flower's legacy server loop, able to start at any round and to name the client behind every failure.
+
+:class:`FlowergraphServer` is a :class:`flwr.server.Server` (pass it to ``start_grid(server=...)``) that runs
+exactly Flower's ``Server.fit`` loop (initial parameters, then per round: ``fit_round``, centralised
+``strategy.evaluate``, ``evaluate_round``) with three differences:
+
+* ``start_round``: a resumed run starts at round k + 1 (Flower's ``Server.fit`` always starts at 1) and skips
+  the evaluation of the initial parameters (round 0), which the interrupted run already did;
+* ``on_round_end(server_round, parameters)`` is called after each round's evaluation (checkpoints);
+* a client's exception is handed to the strategy as a :class:`ClientFailure` that carries its ``ClientProxy``
+  (Flower passes bare exceptions, so a strategy cannot tell which client a timeout or a crash belongs to).
+
+Everything else (thread pool, timeouts, the History it returns) is Flower's.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import timeit
+from logging import INFO
+from typing import Callable
+
+from flwr.common import Code, Parameters
+from flwr.common.logger import log
+from flwr.server import Server
+from flwr.server.client_manager import ClientManager, SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.history import History
+from flwr.server.strategy import Strategy
+
+
+class ClientFailure(Exception):
+    """A client's exception, with the client: ``proxy`` and ``cause``; ``str()`` is the cause's text."""
+
+    def __init__(self, proxy: ClientProxy, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.proxy = proxy
+        self.cause = cause
+
+
+def run_clients(instructions, call: str, timeout: float | None, group_id: int, max_workers: int | None):
+    """Send each ``(proxy, ins)`` (``call`` = "fit" or "evaluate") concurrently; (results, failures) as Flower's
+    ``fit_clients`` returns them, except that exceptions are :class:`ClientFailure`."""
+
+    def one(proxy, ins):
+        try:
+            return proxy, getattr(proxy, call)(ins, timeout=timeout, group_id=group_id)
+        except BaseException as exc:  # noqa: BLE001 (handed to the strategy, as Flower does)
+            raise ClientFailure(proxy, exc) from exc
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as pool:
+        futures = [pool.submit(one, proxy, ins) for proxy, ins in instructions]
+        concurrent.futures.wait(futures)
+    results, failures = [], []
+    for future in futures:
+        exc = future.exception()
+        if exc is not None:
+            failures.append(exc)
+            continue
+        proxy, res = future.result()
+        (results if res.status.code == Code.OK else failures).append((proxy, res))
+    return results, failures
+
+
+class FlowergraphServer(Server):
+    """Flower's ``Server`` starting at ``start_round``, with a per-round hook and failures that name clients."""
+
+    def __init__(self, *, strategy: Strategy, client_manager: ClientManager | None = None, start_round: int = 1,
+                 on_round_end: Callable[[int, Parameters], None] | None = None) -> None:
+        super().__init__(client_manager=client_manager or SimpleClientManager(), strategy=strategy)
+        if start_round < 1:
+            raise ValueError(f"start_round must be >= 1, got {start_round}")
+        self.start_round = start_round
+        self.on_round_end = on_round_end
+
+    def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
+        history = History()
+        log(INFO, "[INIT]")
+        self.parameters = self._get_initial_parameters(server_round=0, timeout=timeout)
+        if self.start_round == 1:
+            res = self.strategy.evaluate(0, parameters=self.parameters)
+            if res is not None:
+                history.add_loss_centralized(server_round=0, loss=res[0])
+                history.add_metrics_centralized(server_round=0, metrics=res[1])
+        else:
+            log(INFO, "resuming at round %s of %s", self.start_round, num_rounds)
+        start_time = timeit.default_timer()
+        for current_round in range(self.start_round, num_rounds + 1):
+            log(INFO, "")
+            log(INFO, "[ROUND %s]", current_round)
+            res_fit = self.fit_round(server_round=current_round, timeout=timeout)
+            if res_fit is not None:
+                parameters_prime, fit_metrics, _ = res_fit
+                if parameters_prime:
+                    self.parameters = parameters_prime
+                history.add_metrics_distributed_fit(server_round=current_round, metrics=fit_metrics)
+            res_cen = self.strategy.evaluate(current_round, parameters=self.parameters)
+            if res_cen is not None:
+                history.add_loss_centralized(server_round=current_round, loss=res_cen[0])
+                history.add_metrics_centralized(server_round=current_round, metrics=res_cen[1])
+            res_fed = self.evaluate_round(server_round=current_round, timeout=timeout)
+            if res_fed is not None and res_fed[0] is not None:
+                history.add_loss_distributed(server_round=current_round, loss=res_fed[0])
+                history.add_metrics_distributed(server_round=current_round, metrics=res_fed[1])
+            if self.on_round_end is not None:
+                self.on_round_end(current_round, self.parameters)
+        return history, timeit.default_timer() - start_time
+
+    def fit_round(self, server_round: int, timeout: float | None):
+        instructions = self.strategy.configure_fit(server_round=server_round, parameters=self.parameters,
+                                                   client_manager=self._client_manager)
+        if not instructions:
+            log(INFO, "configure_fit: no clients selected, cancel")
+            return None
+        results, failures = run_clients(instructions, "fit", timeout, server_round, self.max_workers)
+        log(INFO, "aggregate_fit: received %s results and %s failures", len(results), len(failures))
+        parameters, metrics = self.strategy.aggregate_fit(server_round, results, failures)
+        return parameters, metrics, (results, failures)
+
+    def evaluate_round(self, server_round: int, timeout: float | None):
+        instructions = self.strategy.configure_evaluate(server_round=server_round, parameters=self.parameters,
+                                                        client_manager=self._client_manager)
+        if not instructions:
+            return None
+        results, failures = run_clients(instructions, "evaluate", timeout, server_round, self.max_workers)
+        log(INFO, "aggregate_evaluate: received %s results and %s failures", len(results), len(failures))
+        loss, metrics = self.strategy.aggregate_evaluate(server_round, results, failures)
+        return loss, metrics, (results, failures)

@@ -1,0 +1,79 @@
+"""A federation in one process: the real ServerApp code path (``server_app.serve``: strategy, FlowergraphServer,
+checkpoints, resume, results) and the real ClientApp (``client_app.client_fn``) per node, joined by ClientProxies
+that call the client directly instead of going through Flower's transport. Seconds instead of a Ray start-up;
+tests that need Flower's own processes use ``flowergraph.simulation``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from flwr.app import Context, RecordDict
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.server import run_fl
+
+from flowergraph import client_app
+from flowergraph.config import parse_run_config
+from flowergraph.server_app import serve
+
+
+# Flower's server sends a round's messages from a thread pool; clients in one process share torch's global RNG
+# (dropout), so they take turns here, as each of Flower's ClientApp processes answers one message at a time.
+_TURN = threading.Lock()
+
+
+class InProcessProxy(ClientProxy):
+    """One node: its Context (node config + persistent ``state``) and a fresh client per message, as in Flower."""
+
+    def __init__(self, cid: str, node_config: dict, run_config: dict):
+        super().__init__(cid)
+        self.context = Context(run_id=1, node_id=int(cid), node_config=dict(node_config), state=RecordDict(),
+                               run_config=dict(run_config))
+        self.calls: list[str] = []
+
+    def _client(self):
+        return client_app.client_fn(self.context)
+
+    def get_properties(self, ins, timeout, group_id):
+        self.calls.append("get_properties")
+        with _TURN:
+            return self._client().get_properties(ins)
+
+    def get_parameters(self, ins, timeout, group_id):
+        self.calls.append("get_parameters")
+        with _TURN:
+            return self._client().get_parameters(ins)
+
+    def fit(self, ins, timeout, group_id):
+        self.calls.append("fit")
+        with _TURN:
+            return self._client().fit(ins)
+
+    def evaluate(self, ins, timeout, group_id):
+        self.calls.append("evaluate")
+        with _TURN:
+            return self._client().evaluate(ins)
+
+    def reconnect(self, ins, timeout, group_id):
+        from flwr.common import DisconnectRes
+
+        return DisconnectRes(reason="")
+
+
+def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None):
+    """Run ``run_config`` with one in-process node per client; returns (summary, proxies).
+
+    ``node_ids`` (default 1001, 1002, ...) play Flower's random node ids; ``node_configs`` replace the default
+    ``{"partition-id": k, "num-partitions": K}``."""
+    s = parse_run_config(run_config)
+    n = s.effective_num_clients if s.method == "centralized" else s.num_clients
+    node_ids = list(node_ids or range(1001, 1001 + n))
+    node_configs = node_configs or [{"partition-id": k, "num-partitions": n} for k in range(n)]
+    proxies = [InProcessProxy(str(nid), nc, run_config) for nid, nc in zip(node_ids, node_configs)]
+
+    def launch(server, config):
+        for proxy in proxies:
+            server.client_manager().register(proxy)
+        run_fl(server, config)
+
+    return serve(s, launch), proxies
