@@ -13,7 +13,8 @@ By hand (one machine per party; ``docs/deployment.md`` has the full walk-through
     python -m flowergraph.deployment connection --name fg --address superlink.example.org:9092 --ca certs/ca.crt
     python -m flowergraph.deployment register --connection fg keys/owner0.pub        # operator, per owner
     python -m flowergraph.deployment supernode --superlink superlink.example.org:9092 --ca ca.crt \\
-        --key owner0 --partition-id 0 --num-partitions 3 --data-dir /data              # each data owner
+        --key owner0 --partition-id 0 --num-partitions 3 --data-dir /data \\
+        [--key-file ckks.bin]                                                          # each data owner
     python -m flowergraph.deployment run --connection fg --method fedavg --num-clients 3 --rounds 10 --out results/x
     python -m flowergraph.deployment status --connection fg
 
@@ -271,9 +272,19 @@ def superlink_command(certs_dir: str | os.PathLike, *, host: str = "127.0.0.1", 
             "--host", host, "--port", str(port), "--database", str(Path(database).expanduser().resolve())]
 
 
+def _quotable_path(path: Path, what: str) -> str:
+    if '"' in str(path) or "\\" in str(path):
+        raise ConfigError(f"{what} {str(path)!r} contains a quote or backslash, which Flower's --node-config parser "
+                          f"cannot carry; use a path without them")
+    return str(path)
+
+
 def node_config_string(partition_id: int, num_partitions: int, data_dir: str | os.PathLike | None = None,
-                       dataset: str | None = None) -> str:
-    """The ``--node-config`` value that tells a SuperNode which partition (and which local data) it owns."""
+                       dataset: str | None = None, key_file: str | os.PathLike | None = None) -> str:
+    """The ``--node-config`` value that tells a SuperNode which partition (and which local data) it owns.
+
+    ``key_file``: the data owners' shared CKKS key file (FedGCN with ``he=true``), provisioned to data owners
+    out of band; it is checked here (KeyFileError naming it when missing or not a CKKS secret context)."""
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
         raise ConfigError(f"num-partitions must be an integer >= 1, got {num_partitions!r}")
     if isinstance(partition_id, bool) or not isinstance(partition_id, int) \
@@ -284,22 +295,26 @@ def node_config_string(partition_id: int, num_partitions: int, data_dir: str | o
         path = Path(data_dir).expanduser().resolve()
         if not path.is_dir():
             raise ConfigError(f"data-dir {str(data_dir)!r} does not exist or is not a directory")
-        if '"' in str(path) or "\\" in str(path):
-            raise ConfigError(f"data-dir {str(path)!r} contains a quote or backslash, which Flower's "
-                              f"--node-config parser cannot carry; use a path without them")
-        parts.append(f'data-dir="{path}"')
+        parts.append(f'data-dir="{_quotable_path(path, "data-dir")}"')
     if dataset is not None:
         from .tasks.datasets import ALL_DATASETS
 
         if str(dataset).lower() not in {d.lower() for d in ALL_DATASETS}:
             raise ConfigError(f"unknown dataset {dataset!r}; valid choices: {', '.join(ALL_DATASETS)}")
         parts.append(f'dataset="{dataset}"')
+    if key_file is not None:
+        from .privacy import ckks
+
+        path = Path(key_file).expanduser().resolve()
+        ckks.load_key_file(path)  # KeyFileError: missing, not a CKKS context, or no secret key
+        parts.append(f'key-file="{_quotable_path(path, "key-file")}"')
     return " ".join(parts)
 
 
 def supernode_command(superlink: str, ca_cert: str | os.PathLike, private_key: str | os.PathLike, *,
                       partition_id: int, num_partitions: int, data_dir: str | os.PathLike | None = None,
-                      dataset: str | None = None, port: int = 9094) -> list[str]:
+                      dataset: str | None = None, key_file: str | os.PathLike | None = None,
+                      port: int = 9094) -> list[str]:
     """``flower-supernode`` over TLS, authenticated with its private key, told its partition by node config.
 
     ``port`` is the SuperNode's own local Runtime API (127.0.0.1); SuperNodes on one host need different ports.
@@ -309,7 +324,7 @@ def supernode_command(superlink: str, ca_cert: str | os.PathLike, private_key: s
     _check_port(port, "SuperNode")
     ca = check_certificate(ca_cert)
     key = check_private_key(private_key)
-    node_config = node_config_string(partition_id, num_partitions, data_dir, dataset)
+    node_config = node_config_string(partition_id, num_partitions, data_dir, dataset, key_file)
     return [str(BIN_DIR / "flower-supernode"), "--superlink", superlink, "--root-certificates", str(ca.resolve()),
             "--auth-supernode-private-key", str(key.resolve()), "--port", str(port), "--node-config", node_config]
 
@@ -511,6 +526,7 @@ class Node:
     log_file: Path
     proc: subprocess.Popen
     node_id: int | None  # None: its key was deliberately not registered
+    killed: bool = False  # stopped on purpose (kill_node): not a failure of the deployment
 
     @property
     def exit_code(self) -> int | None:
@@ -629,9 +645,13 @@ class LoopbackDeployment:
         return self.superlink_address
 
     def add_node(self, partition_id: int, num_partitions: int, *, data_dir: str | os.PathLike | None = None,
-                 dataset: str | None = None, register: bool = True) -> Node:
+                 dataset: str | None = None, key_file: str | os.PathLike | None = None,
+                 register: bool = True) -> Node:
         """Create a key pair for a data owner, register its public key (unless ``register=False``), and start
-        its SuperNode with ``--node-config "partition-id=K num-partitions=N [data-dir=...]"``."""
+        its SuperNode with ``--node-config "partition-id=K num-partitions=N [data-dir=...] [key-file=...]"``.
+
+        ``key_file`` (CKKS, FedGCN with he=true) is copied into this owner's own folder first, as an out-of-band
+        provisioning would put it on the owner's machine; the node config names the copy."""
         from .simulation import _free_port
 
         if self.superlink_address is None:
@@ -640,17 +660,42 @@ class LoopbackDeployment:
         private, public = make_node_key(self.work / "keys" / name)
         node_id = register_node(public, self.connection, self.env) if register else None
         port = _free_port()
+        if key_file is not None:
+            own = self.work / f"{name}-home" / "ckks-key.bin"
+            own.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(key_file, own)
+            os.chmod(own, 0o600)
+            key_file = own
         cmd = supernode_command(self.superlink_address, self.certs["ca_cert"], private, partition_id=partition_id,
-                                num_partitions=num_partitions, data_dir=data_dir, dataset=dataset, port=port)
+                                num_partitions=num_partitions, data_dir=data_dir, dataset=dataset,
+                                key_file=key_file, port=port)
         log_file = self.log_dir / (f"supernode-{partition_id}.log" if register else f"{name}.log")
         proc = self._start(name, cmd, log_file, flower_env(self.work / f"{name}-home"))
         node = Node(partition_id, private, port, log_file, proc, node_id)
         self.nodes.append(node)
         what = f"registered as node {node_id}" if register else "key NOT registered"
         data = f", data-dir {data_dir}" if data_dir else ""
+        data += ", CKKS key file" if key_file else ""
         self.say(f"SuperNode {name}: partition {partition_id}/{num_partitions}{data}, {what} (pid {proc.pid}, "
                  f"log {log_file})")
         return node
+
+    def kill_node(self, node: Node) -> list[int]:
+        """Kill a SuperNode and every process under it with SIGKILL, now (a data owner's machine failing);
+        the run goes on without it (it is not reported as a dead node). Returns the PIDs killed."""
+        from .simulation import _descendants
+
+        pids = [node.proc.pid] + _descendants(node.proc.pid)
+        self.pids.extend(pids)
+        node.killed = True
+        for pid in reversed(pids):  # children first: nothing is left to re-parent
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        node.proc.wait(timeout=30)
+        self.say(f"killed SuperNode for partition {node.partition_id} (pids {' '.join(map(str, pids))})")
+        return pids
 
     def wait_for_nodes(self, count: int, timeout: float = 120.0) -> None:
         """Wait until ``count`` registered SuperNodes are online (``flwr supernode list``)."""
@@ -658,7 +703,7 @@ class LoopbackDeployment:
         online = 0
         while time.monotonic() < deadline:
             for node in self.nodes:
-                if node.node_id is not None and node.exit_code is not None:
+                if node.node_id is not None and not node.killed and node.exit_code is not None:
                     raise RuntimeError(f"SuperNode for partition {node.partition_id} exited with code "
                                        f"{node.exit_code}; log {node.log_file}:\n{_tail(node.log_file)}")
             online = sum(n.get("status") == "online" for n in list_nodes(self.connection, self.env))
@@ -671,14 +716,15 @@ class LoopbackDeployment:
 
     def _dead_node(self) -> str | None:
         for node in self.nodes:
-            if node.node_id is not None and node.exit_code is not None:
+            if node.node_id is not None and not node.killed and node.exit_code is not None:
                 return (f"SuperNode for partition {node.partition_id} exited with code {node.exit_code} during "
                         f"the run (log {node.log_file})")
         if self.superlink is not None and self.superlink.poll() is not None:
             return f"the SuperLink exited with code {self.superlink.returncode}"
         return None
 
-    def run(self, run_config: dict[str, Any], *, timeout: float | None = None) -> RunOutcome:
+    def run(self, run_config: dict[str, Any], *, timeout: float | None = None,
+            on_started: Callable[[int], None] | None = None) -> RunOutcome:
         """Submit one run of this package's app to the SuperLink and wait for it (see :func:`submit_run`)."""
         from .simulation import write_app
 
@@ -689,7 +735,8 @@ class LoopbackDeployment:
         outcome = submit_run(self.app_dir, self.connection, run_config, env=self.env,
                              log_file=self.log_dir / "flower.log", stream=self.stream, verbose=self.verbose,
                              timeout=timeout, abort_check=self._dead_node,
-                             on_started=lambda rid: self.say(f"run {rid} submitted"))
+                             on_started=lambda rid: (self.say(f"run {rid} submitted"),
+                                                     on_started(rid) if on_started else None))
         self.say(f"run {outcome.run_id}: {outcome.flwr_status}")
         return outcome
 
@@ -733,14 +780,19 @@ def _check_data_dirs(data_dir, num_nodes: int) -> list[Path | None]:
 def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
                    run_config_overrides: dict[str, Any] | None = None, out_dir: str | os.PathLike | None = None,
                    data_dir: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
-                   dataset: str | None = None, timeout: float = 900.0, host: str = "127.0.0.1",
-                   check_data: bool = True, stream: TextIO | None = None, verbose: bool = False) -> DeploymentResult:
+                   dataset: str | None = None, key_file: str | os.PathLike | None = None, timeout: float = 900.0,
+                   host: str = "127.0.0.1", check_data: bool = True, stream: TextIO | None = None,
+                   verbose: bool = False) -> DeploymentResult:
     """Run one experiment on a real (loopback) Flower deployment and wait for it.
 
     Starts a SuperLink with TLS and SuperNode authentication, registers one fresh key per node, starts
     ``num_nodes`` SuperNodes (node ``k`` owns partition ``k``; ``data_dir`` — one folder, or one per node — is
     passed to each through its node configuration, not the run configuration), submits the run, reads its
     status with ``flwr ls`` and stops every process, also on errors, timeouts and Ctrl-C.
+
+    FedGCN with ``he=true``: every SuperNode gets a copy of the CKKS key file ``key_file`` (default: a fresh one
+    for this deployment) through its node configuration; the run configuration, which the server also
+    receives, never names it.
 
     Raises ConfigError (before anything starts) for bad input. ``check_data`` builds the data once here first,
     so impossible settings fail in seconds. ``timeout`` bounds the whole call (start-up included).
@@ -756,11 +808,20 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
         raise ConfigError(f"run config num-clients={overrides['num-clients']!r} but num_nodes={num_nodes}; in a "
                           f"deployment there is one client per SuperNode, so leave num-clients out")
     data_dirs = _check_data_dirs(data_dir, num_nodes)
+    if overrides.get("key-file"):
+        raise ConfigError(f"run config key-file={overrides['key-file']!r}: in a deployment the CKKS key file goes to "
+                          f"each SuperNode's node config (key_file=...), never to the run config, which the server "
+                          f"receives too")
     from .config import parse_run_config
     from .simulation import build_run_config, preflight
 
     config = build_run_config(method, num_nodes, rounds, dataset, out_dir, overrides)
     settings = parse_run_config(config)
+    needs_key = settings.method == "fedgcn" and settings.he
+    if key_file is not None:
+        from .privacy import ckks
+
+        ckks.load_key_file(key_file)  # KeyFileError naming the file, before anything starts
     if not config.get("out-dir"):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         config["out-dir"] = str(Path("results").resolve() / f"deploy-{settings.method}-{settings.dataset}-{stamp}")
@@ -781,8 +842,13 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
     try:
         with dep:
             result.superlink_address = dep.start_superlink(timeout=min(90.0, timeout))
+            if needs_key and key_file is None:  # provisioned to the data owners only (add_node copies it)
+                from .privacy import ckks
+
+                key_file = ckks.write_key_file(dep.work / "owners-ckks-key.bin")
+                dep.say(f"created a CKKS key file for the data owners: {key_file}")
             for k in range(num_nodes):
-                node = dep.add_node(k, num_nodes, data_dir=data_dirs[k])
+                node = dep.add_node(k, num_nodes, data_dir=data_dirs[k], key_file=key_file if needs_key else None)
                 result.node_ports.append(node.port)
                 result.node_ids.append(node.node_id)
             left = timeout - (time.monotonic() - started)
@@ -865,7 +931,7 @@ def _cmd_superlink(a) -> int:
 
 def _cmd_supernode(a) -> int:
     cmd = supernode_command(a.superlink, a.ca, a.key, partition_id=a.partition_id, num_partitions=a.num_partitions,
-                            data_dir=a.data_dir, dataset=a.dataset, port=a.port)
+                            data_dir=a.data_dir, dataset=a.dataset, key_file=a.key_file, port=a.port)
     return _exec(cmd, flower_env(), a.dry_run)
 
 
@@ -953,7 +1019,7 @@ def _cmd_loopback(a) -> int:
 
     overrides = _parse_set(a.set)
     result = run_deployment(a.method, a.num_nodes, a.rounds, overrides, a.out, a.data_dir or None,
-                            dataset=a.dataset, timeout=a.timeout, verbose=a.verbose)
+                            dataset=a.dataset, key_file=a.key_file, timeout=a.timeout, verbose=a.verbose)
     s = result.summary
     acc = s.get("final_accuracy")
     print(f"flowergraph: deployment run {result.status} ({result.flwr_status}) in {result.wall_time_s:.1f} s; "
@@ -1020,6 +1086,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--num-partitions", type=int, required=True)
     s.add_argument("--data-dir", default=None, help="this owner's raw data (PyG layout)")
     s.add_argument("--dataset", default=None, help="override the run's dataset on this node")
+    s.add_argument("--key-file", default=None, help="the data owners' CKKS key file (FedGCN he=true), provisioned "
+                   "out of band; never given to the SuperLink")
     s.add_argument("--port", type=int, default=9094, help="local Runtime API port (unique per host)")
     s.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     s.set_defaults(fn=_cmd_supernode)
@@ -1053,6 +1121,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--dataset", default=None)
     s.add_argument("--data-dir", action="append", default=None,
                    help="data folder passed to SuperNodes by node config (once: all nodes; N times: one each)")
+    s.add_argument("--key-file", default=None, help="CKKS key file copied to every SuperNode's node config "
+                   "(FedGCN he=true; default: a fresh one)")
     s.add_argument("--out", default=None)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     s.add_argument("--timeout", type=float, default=900.0)

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 from cryptography import x509
@@ -26,8 +27,13 @@ from flowergraph.results import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 
-# One line per method that must run on a real deployment; a new method is tested here by adding its name.
-DEPLOYMENT_METHODS = ["fedavg"]
+# Every method that must run on a real deployment, as (label, run-config overrides); a new method is tested here
+# by adding a line. All run on one deployment whose SuperNodes hold the CKKS key file in their node config.
+DEPLOYMENT_METHODS = [
+    ("fedavg", {"method": "fedavg"}),
+    ("fedgcn", {"method": "fedgcn", "hops": 2}),
+    ("fedgcn-he", {"method": "fedgcn", "hops": 2, "he": True}),
+]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
 
@@ -67,8 +73,9 @@ def _assert_results(out_dir, rounds, num_clients, dataset):
     run = read_run(out_dir)
     assert run["summary"]["status"] == "completed", run["summary"]
     assert run["summary"]["rounds_completed"] == rounds
-    assert [r["round"] for r in run["rounds"]] == list(range(1, rounds + 1))
-    for row in run["rounds"]:
+    training = [r for r in run["rounds"] if r["round"] >= 1]  # FedGCN's communication phase is round 0
+    assert [r["round"] for r in training] == list(range(1, rounds + 1))
+    for row in training:
         assert set(row["clients"]) == {str(k) for k in range(num_clients)}, row["clients"]
         assert row["num_fit"] == num_clients and row["num_failures"] == 0
         assert 0.0 <= row["accuracy"] <= 1.0 and row["bytes_up"] > 0
@@ -81,39 +88,82 @@ def _assert_results(out_dir, rounds, num_clients, dataset):
 # ---------------------------------------------------------------------------------------------------------------
 
 @pytest.mark.deployment
-@pytest.mark.parametrize("method", DEPLOYMENT_METHODS)
-def test_deployment_with_tls_and_node_auth_completes(method, tmp_path):
+def test_every_method_on_one_deployment_with_tls_and_node_auth(tmp_path):
+    """One SuperLink and 3 SuperNodes (TLS, registered keys, each given its partition and a copy of the data
+    owners' CKKS key file in its node config); 2 rounds of each method in DEPLOYMENT_METHODS, one after another."""
+    from flowergraph.privacy import ckks
+
     before = _children()
-    started = time.monotonic()
-    result = run_deployment(method, num_nodes=3, rounds=2, out_dir=tmp_path / "run",
-                            run_config_overrides={"dataset": "synthetic"}, timeout=TIMEOUT)
-    elapsed = time.monotonic() - started
-    logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}" for f in sorted((tmp_path / "run").glob("*.log")))
-    assert result.ok and result.flwr_status == "finished:completed", f"{result.error}\n{logs}"
-    _assert_results(result.out_dir, rounds=2, num_clients=3, dataset="synthetic")
+    key_file = ckks.write_key_file(tmp_path / "owners" / "ckks.bin")  # provisioned to data owners, out of band
+    times = {}
+    with LoopbackDeployment(tmp_path / "deploy") as dep:
+        dep.start_superlink()
+        nodes = [dep.add_node(k, 3, key_file=key_file) for k in range(3)]
+        dep.wait_for_nodes(3, timeout=180)
+        ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in nodes]
+        for label, overrides in DEPLOYMENT_METHODS:
+            out = tmp_path / label
+            started = time.monotonic()
+            outcome = dep.run({"num-clients": 3, "rounds": 2, "dataset": "synthetic", "out-dir": str(out),
+                               **overrides}, timeout=TIMEOUT)
+            times[label] = time.monotonic() - started
+            logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}"
+                             for f in sorted((tmp_path / "deploy").glob("*.log")))
+            assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
+                f"{label}: {outcome.flwr_status}\n{logs}"
+            run = _assert_results(out, rounds=2, num_clients=3, dataset="synthetic")
+            assert run["config"]["method"] == overrides["method"]
+            assert run["config"]["key-file"] == ""  # the server never got the key file, not even its path
+            if overrides["method"] == "fedgcn":
+                phase = run["rounds"][0]
+                assert phase["phase"] == "fedgcn-communication" and phase["hops"] == 2
+                assert phase["he"] is overrides.get("he", False) and phase["bytes_up"] > 0
+                if overrides.get("he"):
+                    assert phase["ciphertexts_up"] > 0 and phase["ciphertexts_down"] > 0
+                    assert "holds no secret key" not in logs and "key-file" not in run["summary"].get("error", "")
+                assert run["summary"]["final_accuracy"] > 0.3  # trained on the exchanged aggregations
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
-    superlink_log = (tmp_path / "run" / "superlink.log").read_text()
-    assert "Uvicorn running on https://" in superlink_log
-    assert len(result.node_ids) == 3
-    for k, node_id in enumerate(result.node_ids):  # each node came online under the id its key was registered as
-        assert f"SuperNode ID: {node_id}" in (tmp_path / "run" / f"supernode-{k}.log").read_text()
-    assert len(result.node_ports) == 3 and result.superlink_address.startswith("127.0.0.1:")
-    _assert_nothing_left(result.pids, [int(result.superlink_address.rsplit(":", 1)[1]), *result.node_ports],
-                         before)
-    print(f"\n{method}: deployment of 3 SuperNodes, 2 rounds: {elapsed:.1f} s")
+    assert "Uvicorn running on https://" in (tmp_path / "deploy" / "superlink.log").read_text()
+    for node in nodes:  # each node came online under the id its key was registered as
+        assert f"SuperNode ID: {node.node_id}" in node.log_file.read_text()
+        node_config = node.proc.args[node.proc.args.index("--node-config") + 1]
+        own_copy = dep.work / f"node{node.partition_id}-home" / "ckks-key.bin"
+        assert f'key-file="{own_copy}"' in node_config  # each owner's own copy, named in its node config
+    _assert_nothing_left(dep.pids, ports, before)
+    print("\n" + ", ".join(f"{label}: {t:.1f} s" for label, t in times.items()))
+
+
+def _clientapp_children(node):
+    """The ClientApp processes a SuperNode has started (one per message it is working on)."""
+    try:
+        return [p for p in psutil.Process(node.proc.pid).children(recursive=True)
+                if "flwr-clientapp" in " ".join(p.cmdline())]
+    except psutil.NoSuchProcess:
+        return []
 
 
 @pytest.mark.deployment
-def test_unregistered_node_is_refused_and_cora_comes_from_node_config(tmp_path, shared_data):
-    """Two things, one deployment (each costs a minute): a SuperNode whose key was never registered is refused
-    (Flower logs exit code 305 and the process exits non-zero) while the run goes on with the registered ones;
-    and every SuperNode reads Cora from the ``data-dir`` in its *node* configuration (the run configuration has
-    none, and offline there is nowhere else to get Cora from)."""
+def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round(tmp_path, shared_data):
+    """Three things, one deployment (each costs a minute or more on 2 cores):
+
+    * a SuperNode whose key was never registered is refused (Flower logs exit code 305 and the process exits
+      non-zero) while the run goes on with the registered ones;
+    * every SuperNode reads Cora from the ``data-dir`` in its *node* configuration (the run configuration has
+      none, and offline there is nowhere else to get Cora from);
+    * the SuperNode of partition 2 is killed (SIGKILL, its whole process tree) while it works on its round-2
+      message: round 2 completes with the other two (min-clients=2), the failure is logged with its partition
+      id, the global model stays finite, and the round waits no longer than Flower takes to notice (the node
+      stops sending heartbeats; round-timeout bounds it in any case).
+    """
+    import threading
+
+    from flowergraph.checkpoint import load_checkpoint
     from flowergraph.config import parse_run_config
     from flowergraph.simulation import preflight
 
     out = tmp_path / "cora"
-    run_config = {"method": "fedavg", "dataset": "Cora", "num-clients": 3, "rounds": 1, "out-dir": str(out)}
+    run_config = {"method": "fedavg", "dataset": "Cora", "num-clients": 3, "rounds": 2, "out-dir": str(out),
+                  "min-clients": 2, "round-timeout": 180.0, "checkpoint-every": 2}
     assert "FLOWERGRAPH_DATA" not in os.environ
     preflight(parse_run_config(dict(run_config, **{"data-dir": str(shared_data)})))  # warm the shared cache
     before = _children()
@@ -131,14 +181,44 @@ def test_unregistered_node_is_refused_and_cora_comes_from_node_config(tmp_path, 
         listed = list_nodes(dep.connection, dep.env)
         assert sorted(int(n["node-id"]) for n in listed) == sorted(n.node_id for n in nodes)
         assert all(n["status"] == "online" for n in listed)
-        outcome = dep.run(run_config, timeout=TIMEOUT)
-        assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
+
+        outcome = []
+        runner = threading.Thread(target=lambda: outcome.append(dep.run(run_config, timeout=TIMEOUT)), daemon=True)
+        runner.start()
+        victim = nodes[2]
+        deadline = time.monotonic() + TIMEOUT
+        while "[ROUND 2]" not in ((out / "flower.log").read_text() if (out / "flower.log").exists() else ""):
+            assert runner.is_alive() and time.monotonic() < deadline, "round 2 never started"
+            time.sleep(0.5)
+        busy_until = time.monotonic() + 120  # catch it working on its round-2 message
+        while not _clientapp_children(victim) and time.monotonic() < busy_until:
+            time.sleep(0.1)
+        mid_message = bool(_clientapp_children(victim))
+        killed = dep.kill_node(victim)
+        runner.join(TIMEOUT)
+        assert outcome, "the run did not end"
+        assert outcome[0].status == "completed" and outcome[0].flwr_status == "finished:completed", \
             (out / "flower.log").read_text()[-3000:]
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in dep.nodes]
-    run = _assert_results(out, rounds=1, num_clients=3, dataset="Cora")
+    assert mid_message, "the SuperNode was not working on a message when it was killed"
+    assert not [p for p in killed if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    run = read_run(out)
+    assert run["summary"]["status"] == "completed" and [r["round"] for r in run["rounds"]] == [1, 2]
+    first, second = run["rounds"]
     assert run["config"]["data-dir"] == ""  # the data location came from the node config only
-    clients = run["rounds"][0]["clients"].values()  # Cora's public split: 140 training and 1000 test nodes
-    assert sum(c["num_train"] for c in clients) == 140 and sum(c["num_test"] for c in clients) == 1000
+    assert set(first["clients"]) == {"0", "1", "2"} and first["num_fit"] == 3
+    # Cora's public split: 140 training and 1000 test nodes, over the three owners
+    assert sum(c["num_train"] for c in first["clients"].values()) == 140
+    # round 2: the update of partition 2 never came; the round completed with the other two
+    assert second["num_fit"] == 2 and second["aggregated"] is True
+    assert sorted(k for k, v in second["clients"].items() if "fit_weight" in v) == ["0", "1"]
+    assert [f["client"] for f in second["failures"]] == ["2"], second["failures"]
+    assert second["failures"][0]["reason"] in (
+        "the node went offline (no heartbeat: its SuperNode stopped or lost its connection)",
+        "no reply in time (the message expired after round-timeout, or its node left the federation)")
+    assert "round 2: client 2 (node " in (out / "flower.log").read_text()
+    assert second["time_s"] < run_config["round-timeout"] + 60
+    assert all(np.isfinite(a).all() for a in load_checkpoint(out).arrays)
     _assert_nothing_left(dep.pids, ports, before)
 
 
@@ -303,3 +383,40 @@ def test_write_connection_keeps_other_connections(tmp_path):
     assert config["superlink"]["local"] == {"options": {"num-supernodes": 10}}
     assert config["superlink"]["prod"] == {"address": "superlink.example.org:9092",
                                            "root-certificates": str(certs["ca_cert"].resolve())}
+
+
+def test_key_file_goes_to_the_node_config_only(tmp_path):
+    from flwr.common.config import parse_config_args
+
+    from flowergraph.privacy import ckks
+
+    key = ckks.write_key_file(tmp_path / "owner key.bin")
+    config = parse_config_args([node_config_string(1, 3, key_file=key)])
+    assert config == {"partition-id": 1, "num-partitions": 3, "key-file": str(key.resolve())}
+    with pytest.raises(KeyFileError, match=rf"key-file '{tmp_path}/missing.bin' does not exist"):
+        node_config_string(1, 3, key_file=tmp_path / "missing.bin")
+    (tmp_path / "junk.bin").write_bytes(b"junk")
+    with pytest.raises(KeyFileError, match=r"junk.bin' is not a TenSEAL CKKS context"):
+        node_config_string(1, 3, key_file=tmp_path / "junk.bin")
+    before = _children()
+    with pytest.raises(ConfigError, match=r"run config key-file='/k.bin': in a deployment the CKKS key file goes to "
+                                          r"each SuperNode's node config"):
+        run_deployment("fedgcn", num_nodes=3, rounds=1, out_dir=tmp_path / "x",
+                       run_config_overrides={"he": True, "key-file": "/k.bin"})
+    with pytest.raises(KeyFileError, match="junk.bin"):
+        run_deployment("fedgcn", num_nodes=3, rounds=1, out_dir=tmp_path / "x", key_file=tmp_path / "junk.bin",
+                       run_config_overrides={"he": True})
+    assert not (tmp_path / "x").exists() and _children() <= before
+
+
+def test_supernode_cli_passes_the_key_file(tmp_path, capsys):
+    from flowergraph.deployment import main
+    from flowergraph.privacy import ckks
+
+    certs = make_certificates(tmp_path / "certs")
+    private, _ = make_node_key(tmp_path / "node0")
+    key = ckks.write_key_file(tmp_path / "ckks.bin")
+    code = main(["supernode", "--superlink", "10.1.2.3:9092", "--ca", str(certs["ca_cert"]), "--key", str(private),
+                 "--partition-id", "0", "--num-partitions", "2", "--key-file", str(key), "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0 and f'key-file="{key}"' in out

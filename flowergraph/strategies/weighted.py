@@ -292,7 +292,8 @@ class WeightedAveraging(Strategy):
             label = self.client_label(proxy)
             node = f" (node {proxy.cid})" if proxy is not None and not label.startswith("node") else ""
             if CONFIG_ERROR_MARKER in reason:
-                raise RuntimeError(f"round {server_round}: client {label}{node} {reason[reason.index(CONFIG_ERROR_MARKER):]}")
+                refusal = reason[reason.index(CONFIG_ERROR_MARKER):]
+                raise RuntimeError(f"round {server_round}: client {label}{node} {refusal}")
             log(WARNING, "round %s: client %s%s failed to %s: %s", server_round, label, node, what, reason)
             out.append({"client": label, "reason": reason})
         return out
