@@ -202,3 +202,31 @@ def test_resume_refuses_bad_checkpoints_before_training(tmp_path):
 def test_checkpoint_settings_are_validated():
     with pytest.raises(Exception, match=r"checkpoint-every=-1: must be >= 0"):
         parse_run_config({"checkpoint-every": -1})
+
+
+def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):
+    import subprocess
+    import sys
+
+    from flowergraph.errors import ConfigError
+    from flowergraph.simulation import check_out_dir, resume_config
+
+    run_inprocess({"method": "fedavg", "num-clients": 2, "rounds": 2, "checkpoint-every": 2, "seed": 4,
+                   "out-dir": str(tmp_path / "r")})
+    config = resume_config(tmp_path / "r")  # the checkpointed run's settings, to continue it in its folder
+    assert config["seed"] == 4 and config["out-dir"] == str(tmp_path / "r")
+    assert config["resume-from"] == str(tmp_path / "r" / "checkpoints" / "round-000002.npz")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "rounds.jsonl").write_text('{"round": 1}\n')
+    with pytest.raises(ConfigError, match="already holds the results of a run"):
+        check_out_dir(tmp_path / "other", load_checkpoint(tmp_path / "r"))
+    check_out_dir(tmp_path / "r", load_checkpoint(tmp_path / "r"))  # its own folder: continued
+    for args, message in ((["--resume", str(tmp_path / "r"), "--rounds", "2"],
+                           "error: resume-from '" + str(tmp_path / "r" / "checkpoints" / "round-000002.npz") +
+                           "' is at round 2; rounds=2 must be larger to continue the run"),
+                          (["--resume", str(tmp_path / "nothing")],
+                           f"error: resume-from '{tmp_path / 'nothing'}' does not exist")):
+        proc = subprocess.run([sys.executable, "-m", "flowergraph.simulation", *args], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "r" / "flower.log").exists()  # Flower never started
