@@ -18,7 +18,8 @@ FAULT_KINDS: dict[str, str] = {
     "raise": "raises an exception instead of answering (Flower reports the message as failed)",
     "nan": "trains, then returns its arrays filled with NaN",
     "shape": "trains, then returns its first array with one row too few",
-    "exit": "kills its own process (os._exit) in the middle of the round: a SuperNode/ClientApp process dying",
+    "exit": "kills its own process (os._exit) in the middle of the round, without a reply (simulation: its Ray "
+            "actor; deployment: the ClientApp process of that message)",
     "hang": "sleeps past round-timeout before answering (the server stops waiting at round-timeout)",
 }
 
