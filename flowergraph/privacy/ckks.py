@@ -123,15 +123,24 @@ class HELayout:
     groups: list[tuple[frozenset, frozenset, int, int]] = field(default_factory=list)  # (contrib, req, ct0, n)
     num_ciphertexts: int = 0
 
+    def _ascending(self) -> bool:
+        if getattr(self, "_ascending_cache", None) is None or self._ascending_cache[0] is not self.offsets:
+            self._ascending_cache = (self.offsets, bool(np.all(np.diff(self.offsets) > 0)))
+        return self._ascending_cache[1]
+
     def rows_for(self, client: int, role: str) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, offsets) of the rows a client contributes to (``role="contributor"``) or requested."""
         pos = 0 if role == "contributor" else 1
         ids, offs = [], []
+        ascending = self._ascending()
         for g in self.groups:
             if client in g[pos]:
                 ct0, n_ct = g[2], g[3]
                 lo, hi = ct0 * self.slots, (ct0 + n_ct) * self.slots
-                sel = (self.offsets >= lo) & (self.offsets < hi)
+                if ascending:  # he_layout's offsets ascend: the group's rows are one slice (O(log n), not O(n))
+                    sel = slice(*np.searchsorted(self.offsets, [lo, hi], side="left").tolist())
+                else:
+                    sel = (self.offsets >= lo) & (self.offsets < hi)
                 ids.append(self.row_ids[sel])
                 offs.append(self.offsets[sel])
         if not ids:
@@ -225,7 +234,9 @@ def ciphertexts_for(offsets: np.ndarray, width: int, slots: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
     first, last = offsets // slots, (offsets + width - 1) // slots
-    return np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist())]))
+    counts = last - first + 1  # every ciphertext from first to last, for every row
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.unique(np.repeat(first, counts) + (np.arange(int(counts.sum()), dtype=np.int64) - starts))
 
 
 def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray, width: int,
