@@ -10,7 +10,10 @@ METIS get the seed too), so every process computes the same assignment.
 * ``louvain`` -- Louvain communities (networkx, resolution 1) packed onto K clients largest-first onto the
   currently smallest client (as FedSage+ does); when there are fewer communities than clients, the
   largest community is split in two until there are K.
-* ``metis`` -- METIS k-way (pymetis) with balanced part sizes, minimising cut edges.
+* ``metis`` -- METIS k-way (pymetis) with balanced part sizes, minimising cut edges. pymetis runs in a
+  short-lived Python subprocess: inside a Ray worker (Flower's simulation actors) repeated in-process calls with
+  the same graph and seed returned different partitions (about one call in two on a 30,000-node graph), so
+  clients of one run disagreed on who owns which node; a fresh interpreter gives the same partition every time.
 * ``random`` -- a uniform random permutation cut into K near-equal parts.
 * ``none`` -- every node to client 0 (K must be 1): the centralized reference.
 """
@@ -112,9 +115,35 @@ def louvain_partition(edge_index: np.ndarray, num_nodes: int, num_clients: int, 
     return assignment
 
 
-def metis_partition(edge_index: np.ndarray, num_nodes: int, num_clients: int, seed: int = 0) -> np.ndarray:
-    import pymetis
+_METIS_SCRIPT = """
+import sys
+import numpy as np
+import pymetis
+d = np.load(sys.argv[1])
+_, parts = pymetis.part_graph(int(d["k"]), adjacency=pymetis.CSRAdjacency(d["xadj"], d["adjncy"]),
+                              options=pymetis.Options(seed=int(d["seed"])))
+np.save(sys.argv[2], np.asarray(parts, dtype=np.int64))
+"""
 
+
+def _metis_in_subprocess(num_clients: int, xadj: np.ndarray, adjncy: np.ndarray, seed: int) -> np.ndarray:
+    """pymetis.part_graph in a fresh interpreter (see the module docstring for why)."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="flowergraph-metis-") as tmp:
+        inp, out = Path(tmp) / "graph.npz", Path(tmp) / "parts.npy"
+        np.savez(inp, k=num_clients, xadj=xadj, adjncy=adjncy, seed=seed)
+        proc = subprocess.run([sys.executable, "-c", _METIS_SCRIPT, str(inp), str(out)], capture_output=True,
+                              text=True, timeout=3600)
+        if proc.returncode != 0 or not out.exists():
+            raise PartitionError(f"metis partition failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        return np.load(out)
+
+
+def metis_partition(edge_index: np.ndarray, num_nodes: int, num_clients: int, seed: int = 0) -> np.ndarray:
     check_num_clients(num_nodes, num_clients)
     if num_clients == 1:
         return np.zeros(num_nodes, dtype=np.int64)
@@ -126,9 +155,9 @@ def metis_partition(edge_index: np.ndarray, num_nodes: int, num_clients: int, se
     xadj = np.zeros(num_nodes + 1, dtype=np.int64)
     np.add.at(xadj, pairs[0] + 1, 1)
     xadj = np.cumsum(xadj)
-    options = pymetis.Options(seed=int(seed) % (2**31 - 1))
-    _, parts = pymetis.part_graph(num_clients, adjacency=pymetis.CSRAdjacency(xadj, pairs[1]), options=options)
-    assignment = np.asarray(parts, dtype=np.int64)
+    assignment = _metis_in_subprocess(num_clients, xadj, np.ascontiguousarray(pairs[1]), int(seed) % (2**31 - 1))
+    if assignment.shape != (num_nodes,):
+        raise PartitionError(f"metis returned {assignment.shape[0]} assignments for {num_nodes} nodes")
     empty = [k for k in range(num_clients) if not np.any(assignment == k)]
     for k in empty:  # METIS may leave a part empty on graphs with many isolated nodes: move one node
         donor = int(np.argmax(np.bincount(assignment, minlength=num_clients)))
