@@ -73,8 +73,8 @@ class FedGCNStrategy(WeightedAveraging):
 
     Parameters (besides :class:`WeightedAveraging`'s): ``hops`` in {0, 1, 2} (0 skips the phase: FedAvg on
     local subgraphs); ``he`` sums the aggregations under CKKS; ``max_parallel`` caps the clients served at
-    once in the phase (bounds the server's memory under CKKS). ``weighting`` defaults to ``"uniform"`` as in
-    the FedGCN reference code.
+    once in the phase (default 4 under CKKS, which bounds the ciphertexts in flight on the server; else 16).
+    ``weighting`` defaults to ``"uniform"`` as in the FedGCN reference code.
     """
 
     def __init__(self, *, hops: int = 2, he: bool = False, max_parallel: int | None = None,
@@ -84,7 +84,7 @@ class FedGCNStrategy(WeightedAveraging):
         if he and hops == 0:
             raise ValueError("he=True needs hops 1 or 2: hops=0 has no communication phase")
         self.he = he
-        self.max_parallel = max_parallel or (2 if he else 16)
+        self.max_parallel = max_parallel or (4 if he else 16)
         self.phase_stats: dict = {}
 
     def __repr__(self) -> str:
