@@ -149,7 +149,7 @@ def main() -> None:
         "Pre-training = the one communication phase before round 1 (FedGCN's neighbour aggregations), bytes of "
         "payload to and from all clients; plaintext rows go dense or CSR, whichever is smaller; only rows with a "
         "cross-client edge go through the server ('rows'). CKKS: the same phase with he=true (N=4096, ~65.7 KB "
-        "per ciphertext; seed 0). Training = rounds 1..R, model arrays and metrics both ways (mean over seeds). "
+        "per ciphertext; seed 0). Phase times include each client actor's one-time data load at its first message and were measured in whichever run produced the row (the plaintext runs shared the machine with other jobs); for a side-by-side timing of plaintext vs CKKS see fedgcn_he.md. Training = rounds 1..R, model arrays and metrics both ways (mean over seeds). "
         "'dense N x d up' = what the fedgraph library uploads in its pre-training phase (every client a dense "
         "N x d float32 matrix; it also downloads rows: 202.7 MiB pre-training in total on Cora, 610.7 MiB on "
         "CiteSeer, per its own accounting).\n\n"
