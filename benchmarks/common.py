@@ -81,16 +81,21 @@ class TreeMemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _total(self) -> int:
+    def _processes(self) -> list:
+        """The sampled process and all its descendants now (empty once it has ended)."""
         import psutil
 
         try:
             root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
+            return [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            return 0
+            return []
+
+    def _total(self) -> int:
+        import psutil
+
         total = 0
-        for p in procs:
+        for p in self._processes():
             try:
                 total += p.memory_full_info().pss
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):

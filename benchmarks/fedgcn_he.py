@@ -64,13 +64,8 @@ class RoleMemorySampler(TreeMemorySampler):
     def _total(self) -> int:
         import psutil
 
-        try:
-            root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return 0
         roles: dict[str, int] = {}
-        for p in procs:
+        for p in self._processes():
             try:
                 role = _role(p, self.pid)
                 roles[role] = roles.get(role, 0) + p.memory_full_info().pss

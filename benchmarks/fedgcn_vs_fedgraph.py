@@ -33,12 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
 
+from flowergraph.simulation import _kill_tree, stop_processes  # noqa: E402
+
 ANCHOR = REPO.parent / "shared" / "anchors" / "fedgraph"
 MIB = 2**20
 
 
 def _kill_marked(marker: str) -> list[int]:
-    """Stop (by PID) any process whose command line names this run's private Ray folder."""
+    """Stop (by PID) any process whose command line names this run's private Ray folder: Ray daemonises its GCS
+    and raylet out of the run's process tree, so the tree alone does not find them."""
     import psutil
 
     victims = []
@@ -48,17 +51,7 @@ def _kill_marked(marker: str) -> list[int]:
                 victims.append(p)
         except psutil.Error:
             pass
-    for p in victims:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(victims, timeout=5)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
+    stop_processes(victims)
     return [p.pid for p in victims]
 
 
@@ -72,7 +65,7 @@ def _measured(cmd: list[str], log: Path, env: dict | None = None, timeout: float
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _kill_tree(proc.pid)  # the whole tree: the launcher's Flower and Ray children too
                 rc = proc.wait()
     return rc, time.monotonic() - t0, mem.peak_mb
 

@@ -728,6 +728,11 @@ class LoopbackDeployment:
         """Submit one run of this package's app to the SuperLink and wait for it (see :func:`submit_run`)."""
         from .simulation import write_app
 
+        def started(run_id: int) -> None:
+            self.say(f"run {run_id} submitted")
+            if on_started is not None:
+                on_started(run_id)
+
         if self.app_dir is None:
             self.app_dir = self.work / "app"
             self.app_dir.mkdir()
@@ -735,8 +740,7 @@ class LoopbackDeployment:
         outcome = submit_run(self.app_dir, self.connection, run_config, env=self.env,
                              log_file=self.log_dir / "flower.log", stream=self.stream, verbose=self.verbose,
                              timeout=timeout, abort_check=self._dead_node,
-                             on_started=lambda rid: (self.say(f"run {rid} submitted"),
-                                                     on_started(rid) if on_started else None))
+                             on_started=started)
         self.say(f"run {outcome.run_id}: {outcome.flwr_status}")
         return outcome
 

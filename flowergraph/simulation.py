@@ -112,17 +112,23 @@ def _kill_tree(pid: int) -> None:
         root = psutil.Process(pid)
     except psutil.NoSuchProcess:
         return
-    procs = root.children(recursive=True) + [root]
+    stop_processes(root.children(recursive=True) + [root])
+
+
+def stop_processes(procs: list) -> None:
+    """SIGTERM these ``psutil.Process`` objects, SIGKILL those still alive after 5 s, and reap them."""
+    import psutil
+
     for p in procs:
         try:
             p.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
     _, alive = psutil.wait_procs(procs, timeout=5)
     for p in alive:
         try:
             p.kill()
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
     psutil.wait_procs(alive, timeout=5)
 

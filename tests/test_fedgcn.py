@@ -277,3 +277,36 @@ def test_server_sum_and_contributions_add_up_to_the_global_aggregation():
     ext = extended_graph(graphs[0], 2, rows, sums)
     model = build_node_model("gcn", data.num_features, data.num_classes, seed=0).eval()
     assert fedgcn_forward(model, ext).shape == (graphs[0].num_nodes, data.num_classes)
+
+
+def test_he_layout_places_every_row_once_and_clients_find_exactly_their_rows():
+    """The CKKS packing against a direct computation: every row gets `width` slots of its own, inside its group's
+    ciphertexts; rows_for returns exactly the rows a client contributed to / requested, and ciphertexts_for exactly
+    the ciphertexts those slots touch."""
+    rng = np.random.default_rng(3)
+    width, slots, clients = 7, 16, 4
+    contributed = {c: np.sort(rng.choice(60, size=25, replace=False)) for c in range(clients)}
+    every = np.unique(np.concatenate(list(contributed.values())))
+    requested = {c: np.sort(rng.choice(every, size=15, replace=False)) for c in range(clients)}
+    layout = ckks.he_layout(contributed, requested, width, slots)
+    assert sorted(layout.row_ids.tolist()) == every.tolist()  # each row exactly once
+    used = np.zeros(layout.num_ciphertexts * slots, dtype=int)
+    for off in layout.offsets.tolist():
+        used[off:off + width] += 1
+    assert used.max() == 1  # no two rows share a slot
+    for contrib, req, ct0, n_ct in layout.groups:
+        rows = [r for r in every.tolist()
+                if frozenset(c for c in range(clients) if r in contributed[c]) == contrib
+                and frozenset(c for c in range(clients) if r in requested[c]) == req]
+        mine = [i for i, r in enumerate(layout.row_ids.tolist()) if r in rows]
+        assert all(ct0 * slots <= layout.offsets[i] and layout.offsets[i] + width <= (ct0 + n_ct) * slots
+                   for i in mine)
+    for c in range(clients):
+        for role, expected in (("contributor", contributed[c]), ("requester", requested[c])):
+            ids, offs = layout.rows_for(c, role)
+            assert sorted(ids.tolist()) == expected.tolist()
+            assert offs.tolist() == [int(layout.offsets[layout.row_ids.tolist().index(r)]) for r in ids.tolist()]
+            touched = sorted({s // slots for o in offs.tolist() for s in range(o, o + width)})
+            assert ckks.ciphertexts_for(offs, width, slots).tolist() == touched
+    with pytest.raises(ValueError, match="strictly ascending"):
+        ckks.HELayout(width=width, slots=slots, row_ids=np.array([0, 1]), offsets=np.array([7, 0]))

@@ -123,24 +123,19 @@ class HELayout:
     groups: list[tuple[frozenset, frozenset, int, int]] = field(default_factory=list)  # (contrib, req, ct0, n)
     num_ciphertexts: int = 0
 
-    def _ascending(self) -> bool:
-        if getattr(self, "_ascending_cache", None) is None or self._ascending_cache[0] is not self.offsets:
-            self._ascending_cache = (self.offsets, bool(np.all(np.diff(self.offsets) > 0)))
-        return self._ascending_cache[1]
+    def __post_init__(self):
+        if np.any(np.diff(self.offsets) <= 0):  # rows_for finds a group's rows by binary search
+            raise ValueError("HELayout offsets must be strictly ascending (he_layout builds them so)")
 
     def rows_for(self, client: int, role: str) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, offsets) of the rows a client contributes to (``role="contributor"``) or requested."""
         pos = 0 if role == "contributor" else 1
         ids, offs = [], []
-        ascending = self._ascending()
         for g in self.groups:
             if client in g[pos]:
                 ct0, n_ct = g[2], g[3]
                 lo, hi = ct0 * self.slots, (ct0 + n_ct) * self.slots
-                if ascending:  # he_layout's offsets ascend: the group's rows are one slice (O(log n), not O(n))
-                    sel = slice(*np.searchsorted(self.offsets, [lo, hi], side="left").tolist())
-                else:
-                    sel = (self.offsets >= lo) & (self.offsets < hi)
+                sel = slice(*np.searchsorted(self.offsets, [lo, hi]).tolist())  # offsets ascend: one slice
                 ids.append(self.row_ids[sel])
                 offs.append(self.offsets[sel])
         if not ids:
