@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is stopped")
     args = parser.parse_args()
     work = Path(args.work)
-    base = {"data-dir": data_dir(), "split": "public", "partitioner": "dirichlet", "beta": 10000.0, "hops": 2,
+    base = {"data-dir": data_dir(), "split": "public", "partitioner": "dirichlet", "beta": 10000.0, "fedgcn.hops": 2,
             "model": "gcn", "hidden": 16, "optimizer": "sgd", "lr": 0.5, "local-steps": 3}
 
     runs = []
@@ -167,7 +167,7 @@ def main() -> None:
             print(f"[{len(runs) + 1}/{2 * args.repeats}] {name}: FedGCN 2-hop on Cora, he={he}, seed {rep}",
                   flush=True)
             r = bench_run(work / name, "fedgcn", num_clients=args.clients, rounds=args.rounds, dataset="Cora",
-                          overrides={**base, "seed": rep, "he": he}, fresh=args.fresh, timeout=args.timeout)
+                          overrides={**base, "seed": rep, "fedgcn.he": he}, fresh=args.fresh, timeout=args.timeout)
             if not r["ok"] or r["phase"] is None:
                 sys.exit(f"{name} failed ({r['status']}); see {r['log']}")
             r.update(name=name, he=he, seed=rep)

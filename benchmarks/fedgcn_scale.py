@@ -11,7 +11,11 @@ Every run goes through Flower's Ray
 simulation inside a memory sampler (summed PSS of this process and all its descendants).
 
     .venv/bin/python benchmarks/fedgcn_scale.py [--sizes 10000 30000 100000] [--partitioners random dirichlet:0.1]
-                                                [--modes plain ckks] [--fresh]
+                                                [--modes plain ckks] [--data-source cut files] [--fresh]
+
+``--data-source``: ``cut`` (every client actor builds the global graph and cuts its part, the default) or
+``files`` (the partitions are exported once beforehand, outside the measurement, with ``python -m
+flowergraph.partition export``; each client actor reads only its own file: what a real data owner holds).
 
 Completed runs are reused on a re-run (kept under ``--work``); ``--fresh`` reruns them.
 """
@@ -112,8 +116,29 @@ def graph_stats(nodes: int, features: int, partitioner: str, clients: int, seed:
     src, dst = data.edge_index.numpy()
     cross = int(np.count_nonzero(owner[src] != owner[dst])) // 2  # edge_index holds both directions
     sizes = np.bincount(owner, minlength=clients)
-    return {"edges": int(src.size) // 2, "cross_edges": cross, "load_s": load_s,
-            "client_sizes": f"{int(sizes.min())}-{int(sizes.max())}"}
+    stats = {"edges": int(src.size) // 2, "cross_edges": cross, "load_s": load_s,
+             "client_sizes": f"{int(sizes.min())}-{int(sizes.max())}"}
+    del data, owner, src, dst
+    load_global_graph.cache_clear()  # the benchmark process is measured too: it must not keep the graph
+    node_assignment.cache_clear()
+    import gc
+
+    gc.collect()
+    return stats
+
+
+def export_partitions(folder: Path, overrides: dict, clients: int) -> Path:
+    """Each client's own partition file, written once by a separate process (not measured: a data owner has its
+    file before the run). Reused when the folder already holds the export."""
+    import subprocess
+
+    if (folder / "manifest.json").exists():
+        return folder
+    sets = [f"--set={k}={v}" for k, v in overrides.items() if k.startswith("synthetic-") or k in
+            ("partitioner", "beta", "seed", "split")]
+    subprocess.run([sys.executable, "-m", "flowergraph.partition", "export", "--num-clients", str(clients),
+                    "--out", str(folder), *sets], check=True, stdout=subprocess.DEVNULL)
+    return folder
 
 
 def fit(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -138,51 +163,59 @@ def main() -> None:
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgcn-scale"))
     parser.add_argument("--fresh", action="store_true", help="rerun even runs that completed before")
     parser.add_argument("--timeout", type=float, default=2400.0, help="seconds per run before it is stopped")
+    parser.add_argument("--data-source", nargs="+", default=["cut"], choices=["cut", "files"],
+                        help="clients cut the global graph, or read their own exported partition file")
     args = parser.parse_args()
     work = Path(args.work)
     import torch_geometric.utils  # noqa: F401  (imported before graph_stats times a graph build)
 
     settings = [(n, part) for n in args.sizes for part in args.partitioners]
-    total = len(settings) * len(args.modes)
+    total = len(settings) * len(args.modes) * len(args.data_source)
     runs, failed = [], []
     for i, (n, part) in enumerate(settings):
         stats = graph_stats(n, args.features, part, args.clients, args.seed)
+        pname, beta = parse_partitioner(part)
+        base = {**synthetic_overrides(n, args.features), "partitioner": pname, "fedgcn.hops": 2,
+                **({"beta": beta} if beta else {}), "seed": args.seed, "local-steps": 1}
+        parts_dir = None
+        if "files" in args.data_source:
+            parts_dir = export_partitions(work / f"parts-n{n}-{part.replace(':', '')}", base, args.clients)
         modes = args.modes if i % 2 == 0 else list(reversed(args.modes))  # alternate which mode goes first
         for mode in modes:
-            name = f"n{n}-{part.replace(':', '')}-{mode}"
-            print(f"[{len(runs) + len(failed) + 1}/{total}] {name}: {stats['edges']} edges, {stats['cross_edges']} "
-                  f"cross-client", flush=True)
-            pname, beta = parse_partitioner(part)
-            overrides = {**synthetic_overrides(n, args.features), "partitioner": pname, "hops": 2,
-                         **({"beta": beta} if beta else {}),
-                         "he": mode == "ckks", "seed": args.seed, "local-steps": 1}
-            r = bench_run(work / name, "fedgcn", num_clients=args.clients, rounds=1, dataset="synthetic",
-                          overrides=overrides, fresh=args.fresh, timeout=args.timeout)
-            r.update(name=name, nodes=n, partitioner=part, mode=mode, **stats)
-            if not r["ok"] or r["phase"] is None:
-                print(f"  FAILED ({r['status']}); peak {r['peak_mb']:.0f} MB after {r['wall_s']:.0f} s; "
-                      f"see {r['log']}", flush=True)
-                failed.append(r)
-                continue
-            p = r["phase"]
-            print(f"  phase {p['time_s']:.1f} s, up {fmt_mb(p['bytes_up'])} MB, down {fmt_mb(p['bytes_down'])} MB, "
-                  f"ciphertexts {p.get('ciphertexts_up', '-')}, peak {r['peak_mb']:.0f} MB, wall {r['wall_s']:.1f} s",
-                  flush=True)
-            runs.append(r)
+            for source in args.data_source:
+                name = f"n{n}-{part.replace(':', '')}-{mode}" + ("-files" if source == "files" else "")
+                print(f"[{len(runs) + len(failed) + 1}/{total}] {name}: {stats['edges']} edges, "
+                      f"{stats['cross_edges']} cross-client", flush=True)
+                overrides = {**base, "fedgcn.he": mode == "ckks",
+                             **({"partition-dir": str(parts_dir)} if source == "files" else {})}
+                r = bench_run(work / name, "fedgcn", num_clients=args.clients, rounds=1, dataset="synthetic",
+                              overrides=overrides, fresh=args.fresh, timeout=args.timeout)
+                r.update(name=name, nodes=n, partitioner=part, mode=mode, source=source, **stats)
+                if not r["ok"] or r["phase"] is None:
+                    print(f"  FAILED ({r['status']}); peak {r['peak_mb']:.0f} MB after {r['wall_s']:.0f} s; "
+                          f"see {r['log']}", flush=True)
+                    failed.append(r)
+                    continue
+                p = r["phase"]
+                print(f"  phase {p['time_s']:.1f} s, up {fmt_mb(p['bytes_up'])} MB, down {fmt_mb(p['bytes_down'])} "
+                      f"MB, ciphertexts {p.get('ciphertexts_up', '-')}, peak {r['peak_mb']:.0f} MB, wall "
+                      f"{r['wall_s']:.1f} s", flush=True)
+                runs.append(r)
 
     rows = []
     for r in runs + failed:
         p = r["phase"] or {}
         ok = r["ok"] and r["phase"] is not None
         rows.append([r["nodes"], r["partitioner"], r["client_sizes"], "CKKS" if r["mode"] == "ckks" else "plaintext",
-                     r["edges"],
+                     "own files" if r.get("source") == "files" else "cut", r["edges"],
                      r["cross_edges"], f"{r['cross_edges'] / r['edges']:.0%}", p.get("rows", "-"),
                      p.get("row_contributions", "-"), f"{p['time_s']:.1f}" if ok else r["status"],
                      fmt_mb(p.get("bytes_up")), fmt_mb(p.get("bytes_down")),
                      f"{p['ciphertexts_up']} / {p['ciphertexts_down']} ({p['groups']} groups)"
                      if r["mode"] == "ckks" and ok else "-",
                      f"{r['peak_mb']:.0f}", f"{r['wall_s']:.0f}", f"{r['load_s']:.1f}"])
-    main_table = table(["nodes", "partitioner", "client sizes", "mode", "edges", "cross-client edges", "cross share",
+    main_table = table(["nodes", "partitioner", "client sizes", "mode", "client data", "edges", "cross-client edges",
+                        "cross share",
                         "rows crossing", "row contributions", "phase s", "bytes up MB", "bytes down MB",
                         "ciphertexts up / down", "peak PSS MB (all processes)", "wall s",
                         "graph + partition s (per process)"], rows)

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
 
-from flowergraph.simulation import _kill_tree, stop_processes  # noqa: E402
+from flowergraph.runtime import kill_tree, stop_processes  # noqa: E402
 
 ANCHOR = REPO.parent / "shared" / "anchors" / "fedgraph"
 MIB = 2**20
@@ -65,7 +65,7 @@ def _measured(cmd: list[str], log: Path, env: dict | None = None, timeout: float
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _kill_tree(proc.pid)  # the whole tree: the launcher's Flower and Ray children too
+                kill_tree(proc.pid)  # the whole tree: the launcher's Flower and Ray children too
                 rc = proc.wait()
     return rc, time.monotonic() - t0, mem.peak_mb
 
@@ -98,7 +98,7 @@ def run_ours(dataset: str, hops: int, seed: int, rounds: int, work: Path) -> dic
     shutil.rmtree(out, ignore_errors=True)
     preset = REPO / "conf" / f"fedgcn-{dataset.lower()}.toml"
     cmd = [sys.executable, "-m", "flowergraph.simulation", "--config", str(preset), "--rounds", str(rounds),
-           "--set", f"hops={hops}", "--set", f"seed={seed}", "--data-dir", data_dir(), "--out", str(out)]
+           "--set", f"fedgcn.hops={hops}", "--set", f"seed={seed}", "--data-dir", data_dir(), "--out", str(out)]
     rc, wall, peak = _measured(cmd, work / f"ours-{dataset}-h{hops}-s{seed}.log")
     if rc != 0:
         sys.exit(f"our run failed (exit {rc}); see {work / f'ours-{dataset}-h{hops}-s{seed}.log'}")

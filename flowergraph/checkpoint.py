@@ -19,10 +19,8 @@ They live in ``<out-dir>/checkpoints/round-000005.npz``; all are kept.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CheckpointError
+from .npzio import READ_ERRORS, pack_tree, read_npz, unpack_tree, write_npz
 
 FORMAT = "flowergraph-checkpoint"
 VERSION = 1
@@ -39,7 +38,8 @@ _PATTERN = "round-*.npz"
 # Run-config keys a resumed run may set differently from the checkpointed run (they change where and how the
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
 RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "round-timeout", "init-timeout",
-                     "poll-interval", "data-dir", "key-file", "inject-faults", "fused-eval")
+                     "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir", "inject-faults",
+                     "fused-eval")
 
 
 @dataclass
@@ -64,88 +64,38 @@ def checkpoint_file(out_dir: str | os.PathLike, server_round: int) -> Path:
     return Path(out_dir) / CHECKPOINT_DIR / f"round-{server_round:06d}.npz"
 
 
-# ------------------------------------------------------------------------------------------- (de)serialising
-def _pack(value: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
-    if isinstance(value, np.ndarray):
-        key = f"s{len(arrays)}"
-        arrays[key] = value
-        return {"__ndarray__": key}
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise TypeError(f"checkpoint state {where}: keys must be strings, got {k!r}")
-            out[k] = _pack(v, arrays, f"{where}.{k}")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_pack(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"checkpoint state {where}: cannot store a {type(value).__name__} (use JSON types or numpy "
-                    f"arrays)")
-
-
-def _unpack(value: Any, archive) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__ndarray__"}:
-            return np.array(archive[value["__ndarray__"]])
-        return {k: _unpack(v, archive) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unpack(v, archive) for v in value]
-    return value
-
-
 def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
     """Write ``ckpt`` to ``path`` atomically (temporary file, fsync, rename, fsync of the folder)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state_arrays: dict[str, np.ndarray] = {}
-    state = _pack(ckpt.strategy_state, state_arrays, "strategy")
+    state = pack_tree(ckpt.strategy_state, state_arrays, "strategy", what="checkpoint state")
     meta = {"format": FORMAT, "version": VERSION, "round": int(ckpt.server_round), "num_arrays": len(ckpt.arrays),
             "strategy_state": state, "records": ckpt.records, "config": ckpt.config,
             "created": ckpt.created or time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     entries = {f"g{i}": np.asarray(a) for i, a in enumerate(ckpt.arrays)}
     entries.update(state_arrays)
-    entries["__meta__"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **entries)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return path
+    return write_npz(path, entries, meta)
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read a checkpoint file (or the latest one of a run folder); CheckpointError names a bad file."""
     path = find_checkpoint(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            meta = json.loads(bytes(archive["__meta__"]).decode("utf-8"))
-            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-                raise CheckpointError(f"checkpoint {str(path)!r} is not a flowergraph checkpoint (format "
-                                      f"{meta.get('format') if isinstance(meta, dict) else None!r})")
-            if meta.get("version") != VERSION:
-                raise CheckpointError(f"checkpoint {str(path)!r} has format version {meta.get('version')!r}; this "
-                                      f"flowergraph reads version {VERSION}")
-            arrays = [np.array(archive[f"g{i}"]) for i in range(int(meta["num_arrays"]))]
-            state = _unpack(meta["strategy_state"], archive)
-            ckpt = Checkpoint(server_round=int(meta["round"]), arrays=arrays, strategy_state=state,
-                              records=list(meta["records"]), config=dict(meta["config"]),
-                              created=str(meta.get("created", "")), path=path.resolve())
+        archive, meta = read_npz(path)
+        if meta.get("format") != FORMAT:
+            raise CheckpointError(f"checkpoint {str(path)!r} is not a flowergraph checkpoint (format "
+                                  f"{meta.get('format')!r})")
+        if meta.get("version") != VERSION:
+            raise CheckpointError(f"checkpoint {str(path)!r} has format version {meta.get('version')!r}; this "
+                                  f"flowergraph reads version {VERSION}")
+        arrays = [archive[f"g{i}"] for i in range(int(meta["num_arrays"]))]
+        state = unpack_tree(meta["strategy_state"], archive)
+        config = dict(meta["config"])
+        ckpt = Checkpoint(server_round=int(meta["round"]), arrays=arrays, strategy_state=state,
+                          records=list(meta["records"]), config=config,
+                          created=str(meta.get("created", "")), path=path.resolve())
     except CheckpointError:
         raise
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
+    except READ_ERRORS as exc:
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a flowergraph checkpoint "
                               f"({type(exc).__name__}: {exc})") from None
     if ckpt.server_round < 1:
@@ -172,13 +122,27 @@ def find_checkpoint(path: str | os.PathLike) -> Path:
 def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
     """Refuse to resume ``ckpt`` under a run configuration that would compute something else."""
     where = str(ckpt.path) if ckpt.path else "the checkpoint"
+    saved = _current_names(ckpt.config, config)
     rounds = config.get("rounds")
     if rounds is not None and int(rounds) <= ckpt.server_round:
         raise CheckpointError(f"resume-from {where!r} is at round {ckpt.server_round}; rounds={rounds} must be "
                               f"larger to continue the run")
-    diffs = [f"{k}={ckpt.config.get(k)!r} in the checkpoint but {config.get(k)!r} now"
-             for k in sorted(set(ckpt.config) | set(config))
-             if k not in RESUME_MAY_CHANGE and ckpt.config.get(k) != config.get(k)]
+    diffs = [f"{k}={saved.get(k)!r} in the checkpoint but {config.get(k)!r} now"
+             for k in sorted(set(saved) | set(config))
+             if k not in RESUME_MAY_CHANGE and saved.get(k) != config.get(k)]
     if diffs:
         raise CheckpointError(f"resume-from {where!r} was made with other settings: {'; '.join(diffs)}. Resume "
                               f"with the same settings; only {', '.join(RESUME_MAY_CHANGE)} may change")
+
+
+def _current_names(saved: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's configuration in today's key names (renamed keys under their new names), with keys added
+    since it was written at their defaults (they did not exist, so the run had their default behaviour)."""
+    from .config import RENAMED, defaults
+
+    out = {RENAMED.get(k, k): v for k, v in saved.items()}
+    known = defaults()
+    for key in config:
+        if key not in out and key in known:
+            out[key] = known[key]
+    return out

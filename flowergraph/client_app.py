@@ -1,33 +1,37 @@
-"""The ClientApp: run config + node config -> the method's NumPyClient.
+"""The ClientApp: run config + node config -> the method's NumPyClient (looked up in the method registry).
 
 Node identity comes from the node configuration: ``partition-id`` and ``num-partitions`` (simulation sets
-both; in deployment pass them with ``flower-supernode --node-config``). A SuperNode may also name its own
-data and key there: node-config keys ``data-dir``, ``dataset`` and ``key-file`` override the run configuration
-for that node. Any other node-config key is refused.
+both; in deployment pass them with ``flower-supernode --node-config``). A SuperNode may also name its own data,
+keys and state folder there: node-config keys ``data-dir``, ``dataset``, ``key-file``, ``state-dir`` and
+``partition-dir`` override the run configuration for that node, and ``partition-file`` names the data owner's
+own partition file (``python -m flowergraph.partition export``): the node then reads only that file, never the
+global dataset. Any other node-config key is refused.
 
-Bad input (node config, run config, a missing or corrupt data folder or key file) is checked when the client
-is built, before it trains; the error is re-raised with ``CONFIG_ERROR_MARKER`` in front, which makes the
-strategy fail the run with that message (a transient fault only drops the client from a round).
+Bad input (node config, run config, a missing or corrupt data folder, partition file or key file) is checked
+when the client is built, before it trains; the error is re-raised with ``CONFIG_ERROR_MARKER`` in front, which
+makes the strategy fail the run with that message (a transient fault only drops the client from a round).
 
-Fault injection (run-config ``inject-faults``) wraps the client of each faulty partition in
-:class:`flowergraph.clients.faults.FaultInjectingClient`.
+Every client is wrapped to answer flowergraph's client-checkpoint phases
+(:class:`flowergraph.clients.base.StateCheckpoints`, writing to ``state-dir``), and, with ``inject-faults``,
+to misbehave as planned (:class:`flowergraph.clients.faults.FaultInjectingClient`).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 from flwr.app import Context
-from flwr.client import ClientApp
+from flwr.clientapp import ClientApp
 
 from .config import RunSettings, parse_run_config
 from .errors import ConfigError, FlowergraphError
+from .protocol import CONFIG_ERROR_MARKER
 
-NODE_CONFIG_OVERRIDES = ("data-dir", "dataset", "key-file")
-NODE_CONFIG_KEYS = ("partition-id", "num-partitions") + NODE_CONFIG_OVERRIDES
-# The same text as flowergraph.strategies.weighted.CONFIG_ERROR_MARKER (client and server never import each other).
-CONFIG_ERROR_MARKER = "flowergraph refused the run:"
+NODE_CONFIG_OVERRIDES = ("data-dir", "dataset", "key-file", "state-dir", "partition-dir")
+NODE_ONLY_KEYS = ("partition-file",)
+NODE_CONFIG_KEYS = ("partition-id", "num-partitions") + NODE_CONFIG_OVERRIDES + NODE_ONLY_KEYS
 
 
 @functools.lru_cache(maxsize=16)
@@ -67,7 +71,7 @@ def node_identity(node_config, settings: RunSettings) -> tuple[int, int]:
     pid, nparts = _node_int(node_config, "partition-id"), _node_int(node_config, "num-partitions")
     if nparts < 1:
         raise ConfigError(f"node config num-partitions={nparts}: must be >= 1")
-    if settings.method != "centralized" and nparts != settings.num_clients:
+    if not settings.method_info.whole_graph and nparts != settings.num_clients:
         raise ConfigError(f"num-partitions={nparts} in the node config but num-clients={settings.num_clients} in "
                           f"the run config; they must be equal (simulation: num-supernodes = num-clients)")
     if not 0 <= pid < nparts:
@@ -84,41 +88,31 @@ def settings_for_node(context: Context) -> RunSettings:
     return _settings(tuple(sorted(run.items())))
 
 
-def model_kwargs(s: RunSettings) -> dict:
-    return {"kind": s.model, "hidden": s.hidden, "layers": s.layers, "dropout": s.dropout, "heads": s.heads,
-            "input_dropout": s.input_dropout}
-
-
 def build_client(context: Context):
     """The NumPyClient for this node and run (also used by tests and the plug-in example).
 
-    Raises a FlowergraphError (ConfigError, KeyFileError, DatasetUnavailableError, ...) for bad input."""
-    from .clients.node import NodeClassificationClient, NoOpClient
-    from .tasks.federated_graph import client_graph, load_global_graph
-    from .tasks.models import build_node_model, get_weights
+    Raises a FlowergraphError (ConfigError, KeyFileError, DatasetUnavailableError, PartitionError, ...) for bad
+    input."""
+    from .clients.base import StateCheckpoints
+    from .clients.state import ClientState
+    from .methods import ClientArgs
 
     s = settings_for_node(context)
-    pid, _ = node_identity(context.node_config, s)
-    if s.method == "fedgcn" and s.he:
+    pid, nparts = node_identity(context.node_config, s)
+    if s.needs_key_file:
         if not s.key_file:
-            raise ConfigError("he=true needs a CKKS key file: set key-file in the node config (deployment) or "
-                              "the run config (create one with `python -m flowergraph.privacy.ckks keygen PATH`)")
+            raise ConfigError(f"method {s.method!r} with these settings encrypts, so it needs the data owners' CKKS "
+                              f"key file: set key-file in the node config (deployment) or the run config (create "
+                              f"one with `python -m flowergraph.privacy.ckks keygen PATH`)")
         _check_key_file(s.key_file)
-    if s.method == "noop":
-        data = load_global_graph(s.graph_spec())
-        model = build_node_model(in_dim=data.num_features, num_classes=data.num_classes, seed=s.seed,
-                                 **model_kwargs(s))
-        client = NoOpClient(get_weights(model), pid)
-    else:
-        graph_pid = 0 if s.method == "centralized" else pid  # centralized: every node holds the whole graph
-        graph = client_graph(s.graph_spec(), s.partition_spec(), graph_pid)
-        if s.method == "fedgcn":
-            from .clients.fedgcn import FedGCNClient
-
-            client = FedGCNClient(graph, s.train_config(), model_kwargs(s), seed=s.seed, hops=s.hops,
-                                  state=context.state, key_file=s.key_file if s.he else None)
-        else:
-            client = NodeClassificationClient(graph, s.train_config(), model_kwargs(s), seed=s.seed)
+    partition_file = str(context.node_config.get("partition-file", "") or "")
+    if partition_file and not os.path.isfile(os.path.expanduser(partition_file)):
+        raise ConfigError(f"node config partition-file {partition_file!r} does not exist")
+    state = ClientState(context.state)
+    args = ClientArgs(settings=s, partition_id=pid, num_partitions=nparts, context=context, state=state,
+                      partition_file=partition_file)
+    client = s.method_info.build_client(args)
+    client = StateCheckpoints(client, state, pid, s.state_dir or None)
     return _with_faults(client, s, pid)
 
 
@@ -130,8 +124,6 @@ def _key_file_ok(path: str, mtime: float, size: int) -> None:
 
 
 def _check_key_file(path: str) -> None:
-    import os
-
     try:
         st = os.stat(path)
     except OSError:
@@ -162,3 +154,15 @@ def client_fn(context: Context):
 
 
 app = ClientApp(client_fn=client_fn)
+
+
+def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place
+    if name == "model_kwargs":
+        import warnings
+
+        from .methods.node import model_kwargs
+
+        warnings.warn("flowergraph.client_app.model_kwargs moved to flowergraph.methods.node.model_kwargs",
+                      DeprecationWarning, stacklevel=2)
+        return model_kwargs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

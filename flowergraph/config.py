@@ -1,22 +1,29 @@
 """The run configuration: every key, its default, its type and its check (Flower-free).
 
-This table is the single source of truth for ``[tool.flwr.app.config]`` in ``pyproject.toml`` (a test checks
-they agree), for the README's configuration reference (``python -m flowergraph.config --markdown``) and for
-validation: :func:`parse_run_config` turns Flower's ``context.run_config`` (or any mapping) into a
-:class:`RunSettings` and raises :class:`~flowergraph.errors.ConfigError` naming the bad value and the valid
-choices before anything is trained.
+The keys every run has are :data:`COMMON_OPTIONS` below; each registered method adds its own, named
+``<method>.<key>`` (:mod:`flowergraph.methods`). Together they are the single source of truth for
+``[tool.flwr.app.config]`` in ``pyproject.toml`` (a test checks they agree), for the README's configuration
+reference (``python -m flowergraph.config --markdown``, grouped as the README lists them) and for validation:
+:func:`parse_run_config` turns Flower's ``context.run_config`` (or any mapping) into a :class:`RunSettings` and
+raises :class:`~flowergraph.errors.ConfigError` naming the bad value and the valid choices before anything is
+trained.
+
+Renamed keys keep working for now: :data:`RENAMED` maps an old name to its new one; a run configuration, a
+preset or ``--set`` that uses the old name gets a ``DeprecationWarning`` naming the new one. (``flwr run
+--run-config`` itself only knows the keys in ``pyproject.toml``, which lists the new names.)
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+import warnings
+from types import SimpleNamespace
+from typing import Any, Mapping
 
 from .errors import ConfigError
-from .tasks.datasets import ALL_DATASETS, dataset_info
+from .options import Option, at_least, left_open, right_open, within
+from .tasks.datasets import ALL_DATASETS, canonical_name, dataset_info
 from .tasks.models import MODELS
 from .tasks.partition import PARTITIONERS
 from .tasks.synthetic import CSBMParams
@@ -25,179 +32,182 @@ from .tasks.training import OPTIMIZERS, TrainConfig
 # Defaults of the Flower-free building blocks are the run-config defaults (one source of truth).
 _CSBM = CSBMParams()
 _TRAIN = TrainConfig()
-
-# Methods by name (DESIGN.md). ``noop`` is the benchmark floor: clients that return what they receive.
-NODE_METHODS = ("fedavg", "centralized", "fedgcn")
-BENCHMARK_METHODS = ("noop",)
-METHODS = NODE_METHODS + BENCHMARK_METHODS
 WEIGHTINGS = ("train-size", "batch-size", "uniform")
 
-
-@dataclass(frozen=True)
-class Option:
-    key: str
-    default: Any
-    help: str
-    choices: tuple | None = None
-    check: Callable[[Any], str | None] | None = None  # returns an error text or None
-
-    @property
-    def kind(self) -> type:
-        return type(self.default)
+# Group names, in the order the README lists them (a method's keys follow under the method's name).
+GROUPS = {
+    "run": "The run",
+    "node-task": "Node classification (every node-level method)",
+    "federation": "Federation: sampling, averaging, evaluation",
+    "reliability": "Reliability: timeouts, checkpoints, faults",
+    "data-owners": "Data owners: partition files, keys, client state",
+    "synthetic": "Built-in synthetic graph",
+}
 
 
-def _min(lo, inclusive=True):
-    def check(v):
-        ok = v >= lo if inclusive else v > lo
-        return None if ok else f"must be {'>=' if inclusive else '>'} {lo}"
-    return check
+def _method_names() -> tuple[str, ...]:
+    from .methods import methods
+
+    return tuple(methods())
 
 
-def _range(lo, hi):
-    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
-
-
-def _half_open_left(lo, hi):
-    return lambda v: None if lo < v <= hi else f"must be in ({lo}, {hi}]"
-
-
-def _half_open(lo, hi):
-    return lambda v: None if lo <= v < hi else f"must be in [{lo}, {hi})"
-
-
-OPTIONS: tuple[Option, ...] = (
-    Option("method", "fedavg", "Federated method.", METHODS),
+COMMON_OPTIONS: tuple[Option, ...] = (
+    # -- the run
+    Option("method", "fedavg", "Federated method (the keys of each method follow its name below).", _method_names),
     Option("dataset", "synthetic", "Dataset name (case-insensitive); `synthetic` is the built-in CSBM graph.",
-           ALL_DATASETS),
+           ALL_DATASETS, normalize=canonical_name),
     Option("data-dir", "", "Folder with raw files in PyG layout (`<dir>/Planetoid/Cora/raw/...`); empty: "
-           "`$FLOWERGRAPH_DATA`, else download into the cache. May be read-only."),
+           "`$FLOWERGRAPH_DATA`, else download into the cache. May be read-only; a node may set its own."),
     Option("split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, `auto` "
            "(public for Planetoid, random 60/20/20 otherwise)."),
     Option("seed", 0, "Seed of the split, partition, model initialisation, local training and client sampling.",
-           check=_min(0)),
+           check=at_least(0)),
     Option("num-clients", 3, "Number of clients (must equal the number of SuperNodes / `num-partitions`).",
-           check=_min(1)),
-    Option("rounds", 2, "Training rounds.", check=_min(1)),
-    Option("partitioner", "dirichlet", "Node partitioner.", PARTITIONERS),
-    Option("beta", 10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).", check=_min(0, False)),
-    Option("min-partition-size", 10, "Dirichlet: minimum nodes per client.", check=_min(1)),
-    Option("model", "gcn", "Node classifier.", MODELS),
-    Option("hidden", 16, "Hidden units per layer.", check=_min(1)),
-    Option("layers", 2, "Graph convolution layers.", check=_min(1)),
-    Option("dropout", 0.5, "Dropout after hidden layers.", check=_half_open(0.0, 1.0)),
-    Option("input-dropout", 0.0, "Dropout on input features (Kipf & Welling use 0.5).", check=_half_open(0.0, 1.0)),
-    Option("heads", 8, "GAT attention heads in hidden layers.", check=_min(1)),
-    Option("local-steps", _TRAIN.local_steps, "Full-batch local steps (= local epochs) per round.", check=_min(1)),
-    Option("optimizer", _TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS),
-    Option("lr", _TRAIN.lr, "Learning rate.", check=_min(0.0, False)),
-    Option("weight-decay", _TRAIN.weight_decay, "L2 weight decay.", check=_min(0.0)),
-    Option("momentum", _TRAIN.momentum, "SGD momentum (restarts each round).", check=_half_open(0.0, 1.0)),
-    Option("weighting", "train-size", "Averaging weights: training-node count, reported mini-batch size, or "
-           "uniform (the FedGCN reference code).", WEIGHTINGS),
+           check=at_least(1)),
+    Option("rounds", 2, "Training rounds.", check=at_least(1)),
+    # -- node classification
+    Option("partitioner", "dirichlet", "Node partitioner.", PARTITIONERS, group="node-task"),
+    Option("beta", 10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",
+           check=at_least(0, False), group="node-task"),
+    Option("min-partition-size", 10, "Dirichlet: minimum nodes per client.", check=at_least(1), group="node-task"),
+    Option("model", "gcn", "Node classifier.", MODELS, group="node-task"),
+    Option("hidden", 16, "Hidden units per layer.", check=at_least(1), group="node-task"),
+    Option("layers", 2, "Graph convolution layers.", check=at_least(1), group="node-task"),
+    Option("dropout", 0.5, "Dropout after hidden layers.", check=right_open(0.0, 1.0), group="node-task"),
+    Option("input-dropout", 0.0, "Dropout on input features (Kipf & Welling use 0.5).", check=right_open(0.0, 1.0),
+           group="node-task"),
+    Option("heads", 8, "GAT attention heads in hidden layers.", check=at_least(1), group="node-task"),
+    Option("local-steps", _TRAIN.local_steps, "Full-batch local steps (= local epochs) per round.",
+           check=at_least(1), group="node-task"),
+    Option("optimizer", _TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS, group="node-task"),
+    Option("lr", _TRAIN.lr, "Learning rate.", check=at_least(0.0, False), group="node-task"),
+    Option("weight-decay", _TRAIN.weight_decay, "L2 weight decay.", check=at_least(0.0), group="node-task"),
+    Option("momentum", _TRAIN.momentum, "SGD momentum (restarts each round).", check=right_open(0.0, 1.0),
+           group="node-task"),
+    # -- federation
+    Option("weighting", "train-size", "Averaging weights: training-set size, reported mini-batch size, or "
+           "uniform (the FedGCN reference code).", WEIGHTINGS, group="federation"),
     Option("fraction-fit", 1.0, "Fraction of clients sampled for training each round (seeded per round by `seed`).",
-           check=_half_open_left(0.0, 1.0)),
-    Option("fraction-evaluate", 1.0, "Fraction of clients sampled for evaluation.", check=_range(0.0, 1.0)),
-    Option("min-clients", 0, "Fewest valid updates that still change the global model (0 means 1); below it the round keeps "
-           "the old model.",
-           check=_min(0)),
-    Option("eval-every", 1, "Client-side evaluation every N rounds (and always after the last).", check=_min(1)),
+           check=left_open(0.0, 1.0), group="federation"),
+    Option("fraction-evaluate", 1.0, "Fraction of clients sampled for evaluation.", check=within(0.0, 1.0),
+           group="federation"),
+    Option("min-clients", 0, "Fewest valid updates that still change the global model (0 means 1); below it the "
+           "round keeps the old model.", check=at_least(0), group="federation"),
+    Option("eval-every", 1, "Client-side evaluation every N rounds (and always after the last).", check=at_least(1),
+           group="federation"),
     Option("fused-eval", True, "Evaluate each round's global model inside the next round's fit message (one "
            "message per client per round instead of two; same numbers). The last round is evaluated separately. "
-           "Only with fraction-fit = fraction-evaluate = 1; otherwise a separate evaluate phase is used."),
-    Option("server-eval", False, "Also evaluate the global model on the global test nodes on the server "
-           "(the server then loads the dataset; simulation/benchmarks only)."),
-    Option("round-timeout", 600.0, "Seconds a training round waits for its clients' replies (fit and evaluate); a "
-           "client that has not answered by then counts as failed for that round.", check=_min(0.0, False)),
+           "Only with fraction-fit = fraction-evaluate = 1; otherwise a separate evaluate phase is used.",
+           group="federation"),
+    Option("server-eval", False, "Also evaluate the global model on the global test data on the server (the "
+           "server then loads the dataset; simulation/benchmarks only).", group="federation"),
+    # -- reliability
+    Option("round-timeout", 600.0, "Seconds a training round waits for its clients' replies (fit, evaluate, and "
+           "per-round method phases); a client that has not answered by then counts as failed for that round.",
+           check=at_least(0.0, False), group="reliability"),
     Option("init-timeout", 600.0, "Seconds to wait for all clients to connect and to answer the one-off start-up "
-           "messages (identity, initial model, FedGCN's communication phase); simulation start-up (Ray, torch) "
-           "counts here, not in round-timeout.", check=_min(0.0, False)),
+           "messages (identity, initial model, one-off method phases such as FedGCN's exchange, restoring client "
+           "state); simulation start-up (Ray, torch) counts here, not in round-timeout.",
+           check=at_least(0.0, False), group="reliability"),
     Option("poll-interval", 0.05, "Longest wait (s) between the server's polls for client replies; polls start "
            "after 2 ms and back off to this. 0 keeps Flower's own fixed polling (0.1 s in simulation, 3 s in "
-           "deployment), which rounds every fit/evaluate phase up to that tick.", check=_min(0.0)),
+           "deployment), which rounds every fit/evaluate phase up to that tick.", check=at_least(0.0),
+           group="reliability"),
     Option("out-dir", "", "Results folder for this run; empty: `results/<method>-<dataset>-<time>` in the "
-           "working directory of the ServerApp (when resuming: the checkpointed run's folder)."),
-    Option("checkpoint-every", 0, "Save the server's state (global model, strategy state, round, records) every N "
-           "rounds and after the last, to `<out-dir>/checkpoints/round-K.npz`; 0 = off.", check=_min(0)),
+           "working directory of the ServerApp (when resuming: the checkpointed run's folder).", group="reliability"),
+    Option("checkpoint-every", 0, "Save the server's state (global model, strategy state, round, records) and "
+           "every client's persistent state every N rounds and after the last, to "
+           "`<out-dir>/checkpoints/round-K.npz` and each client's `state-dir`; 0 = off.", check=at_least(0),
+           group="reliability"),
     Option("resume-from", "", "Continue a run from a checkpoint file or a run's out-dir (its latest checkpoint); "
-           "every setting but rounds, out-dir, checkpoint-every, timeouts, data-dir, key-file, inject-faults and "
-           "fused-eval must equal the checkpointed run's."),
+           "every setting but rounds, out-dir, checkpoint-every, timeouts, poll-interval, data-dir, key-file, "
+           "state-dir, partition-dir, inject-faults and fused-eval must equal the checkpointed run's.",
+           group="reliability"),
     Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
-           "e.g. `raise:1@2,nan:0@3`; kinds: `raise`, `nan`, `shape`, `exit`, `hang` (README, Reliability)."),
-    Option("hops", 2, "FedGCN: neighbour-aggregation hops exchanged before training (0 = FedAvg on local "
-           "subgraphs, 1 = own nodes, 2 = own nodes and their 1-hop neighbours: exact for a 2-layer GCN).",
-           (0, 1, 2)),
-    Option("he", False, "FedGCN: sum the aggregations under CKKS homomorphic encryption (TenSEAL); the server "
-           "holds no key."),
-    Option("key-file", "", "FedGCN with he=true: the clients' CKKS key file (node config may override per node); "
-           "the simulation launcher creates one per run when empty."),
-    Option("synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=_min(2)),
-    Option("synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=_min(2)),
-    Option("synthetic-p-in", _CSBM.p_in, "Synthetic CSBM: edge probability within a class.", check=_range(0.0, 1.0)),
-    Option("synthetic-p-out", _CSBM.p_out, "Synthetic CSBM: edge probability across classes.", check=_range(0.0, 1.0)),
-    Option("synthetic-features", _CSBM.num_features, "Synthetic CSBM: feature dimension.", check=_min(1)),
-    Option("synthetic-signal", _CSBM.signal, "Synthetic CSBM: class-mean norm / noise norm.", check=_min(0.0)),
+           "e.g. `raise:1@2,nan:0@3`; kinds: `raise`, `nan`, `shape`, `exit`, `hang` (README, Reliability).",
+           group="reliability"),
+    # -- data owners
+    Option("partition-dir", "", "A folder written by `python -m flowergraph.partition export`: client k reads only "
+           "its own file `client-K.npz` and never the global dataset (a node may name its own file with "
+           "node-config `partition-file`); empty: every client cuts its part out of the global graph.",
+           group="data-owners"),
+    Option("key-file", "", "The data owners' CKKS key file, for methods that encrypt (FedGCN with "
+           "`fedgcn.he=true`); node config may set it per node (deployment: never in the run config); the "
+           "simulation launcher creates one per run when empty.", group="data-owners"),
+    Option("state-dir", "", "Where each client saves its persistent state at checkpoints (node-local; node config "
+           "may set it per node); empty: `$FLOWERGRAPH_CACHE/client-state` (the simulation launcher uses "
+           "`<out-dir>/client-state`).", group="data-owners"),
+    # -- the built-in synthetic graph
+    Option("synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2), group="synthetic"),
+    Option("synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2), group="synthetic"),
+    Option("synthetic-p-in", _CSBM.p_in, "Synthetic CSBM: edge probability within a class.", check=within(0.0, 1.0),
+           group="synthetic"),
+    Option("synthetic-p-out", _CSBM.p_out, "Synthetic CSBM: edge probability across classes.",
+           check=within(0.0, 1.0), group="synthetic"),
+    Option("synthetic-features", _CSBM.num_features, "Synthetic CSBM: feature dimension.", check=at_least(1),
+           group="synthetic"),
+    Option("synthetic-signal", _CSBM.signal, "Synthetic CSBM: class-mean norm / noise norm.", check=at_least(0.0),
+           group="synthetic"),
 )
-OPTION_BY_KEY = {o.key: o for o in OPTIONS}
+
+# Keys that were renamed: old name -> new name (a DeprecationWarning names the new one).
+RENAMED = {"hops": "fedgcn.hops", "he": "fedgcn.he"}
+
+
+def all_options() -> tuple[Option, ...]:
+    """The common keys, then each registered method's own keys (in registration order)."""
+    from .methods import methods
+
+    out = list(COMMON_OPTIONS)
+    for method in methods().values():
+        out.extend(method.options)
+    return tuple(out)
+
+
+def option_by_key() -> dict[str, Option]:
+    return {o.key: o for o in all_options()}
+
+
+def __getattr__(name: str):  # OPTIONS / OPTION_BY_KEY / METHODS: computed, since plugins register late
+    if name == "OPTIONS":
+        return all_options()
+    if name == "OPTION_BY_KEY":
+        return option_by_key()
+    if name == "METHODS":
+        return _method_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def defaults() -> dict[str, Any]:
-    return {o.key: o.default for o in OPTIONS}
+    return {o.key: o.default for o in all_options()}
 
 
-def _coerce(option: Option, value: Any) -> Any:
-    kind = option.kind
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{option.key}={value!r}: expected true or false")
-    if kind is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{option.key}={value!r}: expected an integer")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{option.key}={value!r}: expected an integer")
-    if kind is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{option.key}={value!r}: expected a number")
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{option.key}={value!r}: expected a number") from None
-        if math.isnan(out) or math.isinf(out):
-            raise ConfigError(f"{option.key}={value!r}: expected a finite number")
-        return out
-    if not isinstance(value, str):
-        raise ConfigError(f"{option.key}={value!r}: expected a string")
-    return value
+def canonical_key(key: str, *, stacklevel: int = 3) -> str:
+    """``key``, or its new name when it was renamed (with a DeprecationWarning)."""
+    new = RENAMED.get(key)
+    if new is None:
+        return key
+    warnings.warn(f"run-config key {key!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=stacklevel)
+    return new
 
 
-def _check_option(option: Option, value: Any) -> Any:
-    value = _coerce(option, value)
-    if option.choices is not None:
-        if option.key == "dataset":
-            from .tasks.datasets import canonical_name
-
-            return canonical_name(value)
-        if value not in option.choices:
-            raise ConfigError(f"unknown {option.key} {value!r}; valid choices: {', '.join(map(str, option.choices))}")
-    if option.check is not None:
-        problem = option.check(value)
-        if problem:
-            raise ConfigError(f"{option.key}={value!r}: {problem}")
-    return value
+def renamed_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` with renamed keys under their new names; ConfigError when both names are given differently."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        new = canonical_key(key, stacklevel=4)
+        if new != key and new in raw and raw[new] != value:
+            raise ConfigError(f"run config sets both {key!r} (the old name of {new!r}) = {value!r} and {new!r} = "
+                              f"{raw[new]!r}; use {new!r} only")
+        if new == key and key in out:
+            continue  # the old name already set it to the same value
+        out[new] = value
+    return out
 
 
 class RunSettings:
-    """Validated run configuration; attribute names are the keys with ``-`` replaced by ``_``."""
+    """Validated run configuration; attribute names are the common keys with ``-`` replaced by ``_``
+    (``s.num_clients``); a method's keys: ``s["fedgcn.hops"]`` or ``s.of("fedgcn").hops``."""
 
     def __init__(self, values: dict[str, Any]):
         self._values = dict(values)
@@ -218,10 +228,31 @@ class RunSettings:
     def __repr__(self) -> str:
         return f"RunSettings({self._values!r})"
 
+    def of(self, method: str | None = None) -> SimpleNamespace:
+        """The keys of ``method`` (default: the run's method) without their prefix, ``-`` as ``_``."""
+        prefix = f"{method or self.method}."
+        return SimpleNamespace(**{k[len(prefix):].replace("-", "_"): v for k, v in self._values.items()
+                                  if k.startswith(prefix)})
+
+    @property
+    def method_info(self):
+        """The registered :class:`flowergraph.methods.Method` of this run."""
+        from .methods import get_method
+
+        return get_method(self.method)
+
+    @property
+    def task(self) -> str:
+        return self.method_info.task
+
+    @property
+    def needs_key_file(self) -> bool:
+        """Whether the data owners must hold a CKKS key file for this run."""
+        return self.method_info.key_file_needed(self)
+
     # Specs derived from the settings, shared by the ServerApp, the ClientApp and the launcher.
     def graph_spec(self):
         from .tasks.federated_graph import GraphSpec
-        from .tasks.synthetic import CSBMParams
 
         return GraphSpec(
             dataset=self.dataset, data_dir=self.data_dir, split=self.split, seed=self.seed,
@@ -232,21 +263,19 @@ class RunSettings:
     def partition_spec(self):
         from .tasks.federated_graph import PartitionSpec
 
-        if self.method == "centralized":
+        if self.method_info.whole_graph:
             return PartitionSpec(partitioner="none", num_clients=1, seed=self.seed)
         return PartitionSpec(partitioner=self.partitioner, num_clients=self.num_clients, beta=self.beta,
                              min_size=self.min_partition_size, seed=self.seed)
 
     def train_config(self):
-        from .tasks.training import TrainConfig
-
         return TrainConfig(local_steps=self.local_steps, optimizer=self.optimizer, lr=self.lr,
                            weight_decay=self.weight_decay, momentum=self.momentum)
 
     @property
     def effective_num_clients(self) -> int:
-        """Clients the strategy trains with: 1 for ``centralized`` (one client holds the whole graph)."""
-        return 1 if self.method == "centralized" else self.num_clients
+        """Clients the federation has: 1 for a method where one client holds the whole graph (``centralized``)."""
+        return 1 if self.method_info.whole_graph else self.num_clients
 
 
 def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> RunSettings:
@@ -255,41 +284,39 @@ def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> 
     Raises ConfigError for an unknown key (unless ``allow_unknown``: a user's own app may add keys), a value
     of the wrong type, an unknown choice, an out-of-range number or an inconsistent combination.
     """
-    values = defaults()
-    for key, value in raw.items():
-        option = OPTION_BY_KEY.get(key)
+    by_key = option_by_key()
+    values = {k: o.default for k, o in by_key.items()}
+    for key, value in renamed_keys(raw).items():
+        option = by_key.get(key)
         if option is None:
             if allow_unknown:
                 continue
-            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(OPTION_BY_KEY)}")
-        values[key] = _check_option(option, value)
+            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(by_key)}")
+        values[key] = option.parse(value)
     settings = RunSettings(values)
     _check_combination(settings)
     return settings
 
 
 def _check_combination(s: RunSettings) -> None:
+    method = s.method_info
     info = dataset_info(s.dataset)
-    if s.method in NODE_METHODS + BENCHMARK_METHODS and info.task != "node":
+    if method.task == "node" and info.task != "node":
         raise ConfigError(f"method {s.method!r} does node classification but dataset {s.dataset!r} is a "
                           f"graph-classification dataset; valid node datasets: Cora, CiteSeer, PubMed, synthetic")
-    if s.method == "fedgcn":
-        if s.hops > 0 and (s.model != "gcn" or s.layers != 2):
-            raise ConfigError(f"method 'fedgcn' trains a 2-layer GCN; got model={s.model!r} layers={s.layers} "
-                              f"(valid: model='gcn', layers=2)")
-        if s.hops > 0 and s.input_dropout > 0:
-            raise ConfigError(f"input-dropout={s.input_dropout} with fedgcn: features arrive pre-aggregated, so "
-                              f"input-dropout must be 0")
-        if s.he and s.hops == 0:
-            raise ConfigError("he=true needs hops=1 or hops=2 (hops=0 has no communication phase)")
+    if method.task == "graph" and info.task != "graph":
+        raise ConfigError(f"method {s.method!r} does graph classification but dataset {s.dataset!r} is a "
+                          f"node-classification dataset")
     if s.data_dir:
         path = os.path.expanduser(s.data_dir)
         if not os.path.isdir(path):
             raise ConfigError(f"data-dir {s.data_dir!r} does not exist or is not a directory")
+    if s.partition_dir and not os.path.isdir(os.path.expanduser(s.partition_dir)):
+        raise ConfigError(f"partition-dir {s.partition_dir!r} does not exist or is not a directory")
     if s.min_clients > s.effective_num_clients:
         raise ConfigError(f"min-clients={s.min_clients} exceeds num-clients={s.effective_num_clients}")
     sampled = max(1, int(round(s.fraction_fit * s.effective_num_clients)))
-    if s.method != "centralized" and s.min_clients > sampled:
+    if not method.whole_graph and s.min_clients > sampled:
         raise ConfigError(f"min-clients={s.min_clients} but fraction-fit={s.fraction_fit} samples only {sampled} of "
                           f"num-clients={s.num_clients} per round, so the model would never change; lower "
                           f"min-clients or raise fraction-fit")
@@ -301,37 +328,61 @@ def _check_combination(s: RunSettings) -> None:
     from .tasks.splits import parse_split
 
     parse_split(s.split, info.family)
+    if method.check is not None:
+        method.check(s)
+
+
+def _groups() -> list[tuple[str, str, list[Option]]]:
+    """(group key, title, options) in README order: the common groups, then one group per method."""
+    from .methods import methods
+
+    out = [(g, title, [o for o in COMMON_OPTIONS if o.group == g]) for g, title in GROUPS.items()]
+    for method in methods().values():
+        if method.options:
+            out.append((method.name, f"`{method.name}`: {method.summary}", list(method.options)))
+    return [g for g in out if g[2]]
 
 
 def markdown_table() -> str:
-    lines = ["| key | default | meaning | choices |", "|---|---|---|---|"]
-    for o in OPTIONS:
-        default = f"`{o.default!r}`" if not isinstance(o.default, str) else f'`"{o.default}"`'
-        choices = ", ".join(f"`{c}`" for c in o.choices) if o.choices else ""
-        lines.append(f"| `{o.key}` | {default} | {o.help} | {choices} |")
-    return "\n".join(lines)
+    """The README's configuration reference: one table per group."""
+    blocks = []
+    for _, title, options in _groups():
+        lines = [f"**{title}**", "", "| key | default | meaning | choices |", "|---|---|---|---|"]
+        for o in options:
+            default = f"`{o.default!r}`" if not isinstance(o.default, str) else f'`"{o.default}"`'
+            choices = ", ".join(f"`{c}`" for c in o.valid_choices) if o.valid_choices else ""
+            lines.append(f"| `{o.key}` | {default} | {o.help} | {choices} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def toml_value(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))  # a JSON string is a valid TOML basic string
 
 
 def toml_table() -> str:
-    """The ``[tool.flwr.app.config]`` body for pyproject.toml."""
-    out = []
-    for o in OPTIONS:
-        v = o.default
-        if isinstance(v, bool):
-            text = "true" if v else "false"
-        elif isinstance(v, str):
-            text = f'"{v}"'
-        else:
-            text = repr(v)
-        out.append(f"{o.key} = {text}")
-    return "\n".join(out)
+    """The ``[tool.flwr.app.config]`` body for pyproject.toml: common keys, then one table per method."""
+    from .methods import methods
+
+    lines = [f"{o.key} = {toml_value(o.default)}" for o in COMMON_OPTIONS]
+    for method in methods().values():
+        if method.options:
+            lines.append(f"\n[tool.flwr.app.config.{method.name}]")
+            lines += [f"{o.key[len(method.name) + 1:]} = {toml_value(o.default)}" for o in method.options]
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Print the run-configuration reference.")
-    parser.add_argument("--markdown", action="store_true", help="the README table")
+    parser.add_argument("--markdown", action="store_true", help="the README tables")
     parser.add_argument("--toml", action="store_true", help="the [tool.flwr.app.config] body")
-    parser.add_argument("--update-readme", metavar="README", help="rewrite the table between the README's "
+    parser.add_argument("--update-readme", metavar="README", help="rewrite the tables between the README's "
                         "<!-- config-table --> markers")
     args = parser.parse_args()
     if args.update_readme:

@@ -3,7 +3,9 @@
     python -m flowergraph.plot results/run-a results/run-b --out plots/ [--labels A B] [--metric accuracy]
 
 writes ``plots/accuracy_vs_round.png`` and ``plots/accuracy_vs_time.png``. The curves come from each run's
-``rounds.jsonl`` (see :mod:`flowergraph.results`); time is the cumulative wall time of the training rounds.
+``rounds.jsonl`` (see :mod:`flowergraph.results`); time is the wall time since the run started: one-off phases
+before the first training round (FedGCN's exchange, recorded as round 0) included, so methods that pay for a
+phase up front are not flattered.
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ def default_label(run: dict) -> str:
             parts.append(f"beta={cfg.get('beta'):g}")
         else:
             parts.append(str(cfg.get("partitioner")))
-    if "hops" in cfg and cfg.get("method") == "fedgcn":
-        parts.append(f"{cfg['hops']}-hop")
+    hops = cfg.get("fedgcn.hops", cfg.get("hops"))  # "hops" in runs made before the key was renamed
+    if hops is not None and cfg.get("method") == "fedgcn":
+        parts.append(f"{hops}-hop")
     return " ".join(parts)
+
+
+def setup_time(rounds: list[dict]) -> float:
+    """Seconds spent in one-off phases before round 1 (records with round 0, e.g. FedGCN's exchange)."""
+    return float(sum(r.get("time_s") or 0.0 for r in rounds if r.get("round", 0) < 1))
 
 
 def plot_runs(run_dirs: list[str], out_dir: str, labels: list[str] | None = None,
@@ -47,10 +55,11 @@ def plot_runs(run_dirs: list[str], out_dir: str, labels: list[str] | None = None
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for xkey, xlabel, name in (("round", "round", f"{metric}_vs_round.png"),
-                               ("elapsed_s", "wall time (s)", f"{metric}_vs_time.png")):
+                               ("elapsed_s", "wall time incl. one-off phases (s)", f"{metric}_vs_time.png")):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for i, run in enumerate(runs):
-            pts = [(r.get(xkey), r.get(metric)) for r in run["rounds"]
+            offset = setup_time(run["rounds"]) if xkey == "elapsed_s" else 0.0
+            pts = [(r.get(xkey) + offset, r.get(metric)) for r in run["rounds"]
                    if r.get("round", 0) >= 1 and r.get(metric) is not None and r.get(xkey) is not None]
             if not pts:
                 continue
@@ -81,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for p in paths:
-        print(p)
+    print("plots: " + " ".join(str(p) for p in paths))
     return 0
 
 

@@ -128,6 +128,7 @@ class RunRecorder:
             "best_accuracy": best[1],
             "best_round": best[0],
             "train_time_s": sum(r.get("time_s") or 0.0 for r in training),
+            "phase_time_s": sum(r.get("time_s") or 0.0 for r in self.rounds if r.get("round", 0) < 1),
             "mean_round_time_s": (sum(r.get("time_s") or 0.0 for r in training) / len(training)) if training else None,
             "bytes_down": sum(r.get("bytes_down", 0) for r in self.rounds),
             "bytes_up": sum(r.get("bytes_up", 0) for r in self.rounds),

@@ -1,10 +1,13 @@
-"""The ServerApp: run config -> the method's Strategy, run through Flower's legacy server loop, with results
-written to the output directory (config.json, rounds.jsonl, summary.json; see :mod:`flowergraph.results`).
+"""The ServerApp: run config -> the method's Strategy (looked up in the method registry), run through Flower's
+legacy server loop, with results written to the output directory (config.json, rounds.jsonl, summary.json; see
+:mod:`flowergraph.results`).
 
 Checkpoints (``checkpoint-every``) and resuming (``resume-from``): see :mod:`flowergraph.checkpoint`. The
-server loop is :class:`flowergraph.server.FlowergraphServer` (Flower's, able to start at round k + 1); a
-resumed strategy starts from the checkpoint's arrays and state (``load_state_dict``) and re-runs its
-one-off phases (FedGCN's communication phase: the clients' ``context.state`` is gone with the old run).
+server loop is :class:`flowergraph.server.FlowergraphServer` (Flower's, able to start at round k + 1). At a
+checkpoint, a method whose clients keep state first asks every client to save its ``context.state`` to its
+node-local ``state-dir``; a resumed strategy starts from the checkpoint's arrays and state
+(``load_state_dict``) and asks every client to load its saved state back before anything else, so one-off
+phases (FedGCN's exchange) are not run again.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from pathlib import Path
 from typing import Callable
 
 from flwr.app import Context
-from flwr.common.logger import log
 from flwr.common import Parameters, parameters_to_ndarrays
-from flwr.server import Grid, ServerApp, ServerConfig
+from flwr.common.logger import log
+from flwr.server import ServerConfig
 from flwr.server.compat import start_grid
+from flwr.serverapp import Grid, ServerApp
 
 from .checkpoint import Checkpoint, check_resumable, checkpoint_file, load_checkpoint, save_checkpoint
 from .config import RunSettings, parse_run_config
+from .errors import ConfigError
 from .polling import PollingGrid
 from .results import RunRecorder
 from .server import FlowergraphServer
@@ -38,45 +43,18 @@ def resolve_out_dir(s: RunSettings, run_id: int | str = "", checkpoint: Checkpoi
     return Path("results").resolve() / f"{s.method}-{s.dataset}-{stamp}{suffix}"
 
 
-def server_evaluate_fn(s: RunSettings):
-    """Evaluate the global model on the global graph's test nodes (the server loads the dataset)."""
-    from .tasks.federated_graph import load_global_graph
-    from .tasks.models import build_node_model, set_weights
-    from .tasks.training import evaluate_masks
-    from .client_app import model_kwargs
-
-    data = load_global_graph(s.graph_spec())
-    model = build_node_model(in_dim=data.num_features, num_classes=data.num_classes, **model_kwargs(s))
-
-    def evaluate(server_round, arrays):
-        set_weights(model, arrays)
-        r = evaluate_masks(model, lambda: model(data.x, data.edge_index), data.y, {"test": data.test_mask})
-        return r["test_loss"], {"accuracy": r["test_accuracy"]}
-
-    return evaluate
-
-
 def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_arrays=None):
-    """The strategy for ``s.method`` with the run's settings (``initial_arrays``: a checkpoint's global model)."""
-    from .strategies.weighted import WeightedAveraging
+    """The strategy of ``s.method`` with the run's settings (``initial_arrays``: a checkpoint's global model)."""
+    from .methods import StrategyArgs
 
-    evaluate_fn = server_evaluate_fn(s) if s.server_eval else None
-    common = dict(num_rounds=s.rounds, evaluate_fn=evaluate_fn, recorder=recorder, fused_eval=s.fused_eval,
-                  connect_timeout=s.init_timeout, round_timeout=s.init_timeout, eval_every=s.eval_every,
-                  seed=s.seed, initial_parameters=initial_arrays)
-    if s.method == "centralized":
-        return WeightedAveraging(num_clients=1, clients_per_round=1, **common)
-    if s.method == "fedgcn":
-        from .strategies.fedgcn import FedGCNStrategy
-
-        return FedGCNStrategy(num_clients=s.num_clients, hops=s.hops, he=s.he, weighting=s.weighting,
-                              fraction_fit=s.fraction_fit, fraction_evaluate=s.fraction_evaluate,
-                              min_clients=s.min_clients or None, **common)
-    if s.method in ("fedavg", "noop"):
-        return WeightedAveraging(num_clients=s.num_clients, weighting=s.weighting, fraction_fit=s.fraction_fit,
-                                 fraction_evaluate=s.fraction_evaluate, min_clients=s.min_clients or None,
-                                 **common)
-    raise AssertionError(f"method {s.method!r} passed validation but has no strategy")
+    method = s.method_info
+    evaluate_fn = None
+    if s.server_eval:
+        if method.server_evaluate is None:
+            raise ConfigError(f"server-eval=true: method {s.method!r} has no server-side evaluation")
+        evaluate_fn = method.server_evaluate(s)
+    return method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
+                                              evaluate_fn=evaluate_fn))
 
 
 def resume_state(s: RunSettings) -> Checkpoint | None:
@@ -89,17 +67,21 @@ def resume_state(s: RunSettings) -> Checkpoint | None:
 
 
 class Checkpointer:
-    """The server's ``on_round_end`` hook: writes a checkpoint every ``every`` rounds and after the last."""
+    """The server's ``on_round_end`` hook: writes a checkpoint every ``every`` rounds and after the last (first
+    the clients' state, when the method's clients keep some, then the server's)."""
 
     def __init__(self, out_dir: Path, every: int, num_rounds: int, strategy, recorder: RunRecorder,
                  config: dict) -> None:
         self.out_dir, self.every, self.num_rounds = out_dir, every, num_rounds
         self.strategy, self.recorder, self.config = strategy, recorder, config
+        self.client_manager = None  # set by serve(): the server's, for the client checkpoint phase
         self.written: list[Path] = []
 
     def __call__(self, server_round: int, parameters: Parameters) -> None:
         if self.every <= 0 or (server_round % self.every and server_round != self.num_rounds):
             return
+        if self.client_manager is not None and hasattr(self.strategy, "checkpoint_clients"):
+            self.strategy.checkpoint_clients(server_round, self.client_manager)
         ckpt = Checkpoint(server_round=server_round, arrays=parameters_to_ndarrays(parameters),
                           strategy_state=self.strategy.state_dict(), records=[dict(r) for r in self.recorder.rounds],
                           config=self.config)
@@ -134,6 +116,7 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         checkpointer = Checkpointer(out_dir, s.checkpoint_every, s.rounds, strategy, recorder, s.as_dict())
         server = FlowergraphServer(strategy=strategy, start_round=ckpt.server_round + 1 if ckpt else 1,
                                    on_round_end=checkpointer)
+        checkpointer.client_manager = server.client_manager()
         launch(server, ServerConfig(num_rounds=s.rounds, round_timeout=s.round_timeout))
         strategy.finish()
     except BaseException as exc:
@@ -143,7 +126,7 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         log(ERROR, "flowergraph: run failed: %s\n%s", exc, traceback.format_exc())
         raise
     summary = recorder.finish("completed")
-    log(INFO, "flowergraph: done; final accuracy %s; results in %s", summary.get("final_accuracy"), out_dir)
+    log(INFO, "server done; results in %s", out_dir)  # not a progress line: the launcher prints where results are
     return summary
 
 
@@ -156,3 +139,16 @@ def main(grid: Grid, context: Context) -> None:
     if s.poll_interval > 0:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
     serve(s, lambda server, config: start_grid(grid=grid, server=server, config=config), context.run_id)
+
+
+def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place
+    if name == "server_evaluate_fn":
+        import warnings
+
+        from .methods.node import node_server_evaluate
+
+        warnings.warn("flowergraph.server_app.server_evaluate_fn moved to "
+                      "flowergraph.methods.node.node_server_evaluate (or Method.server_evaluate)",
+                      DeprecationWarning, stacklevel=2)
+        return node_server_evaluate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,10 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,11 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .config import OPTION_BY_KEY, RunSettings, parse_run_config, toml_table
+from .config import RunSettings, canonical_key, option_by_key, parse_run_config, renamed_keys
 from .errors import ConfigError, FlowergraphError
+from .runtime import descendants, free_port, kill_tree, progress_line, write_app, write_run_config
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-GRAPH_LEVEL_METHODS = ("fedstar",)
+_MOVED = {"stop_processes": "flowergraph.runtime.stop_processes", "write_app": "flowergraph.runtime.write_app"}
+
+
+def __getattr__(name: str):  # names that moved to flowergraph.runtime keep working, with a warning
+    if name in _MOVED:
+        import warnings
+
+        from . import runtime
+
+        warnings.warn(f"flowergraph.simulation.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
+        return getattr(runtime, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -56,81 +64,13 @@ class SimulationResult:
         return self.status == "completed"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
-
-
-def write_app(app_dir: Path) -> None:
-    """A minimal Flower app: this package (Python files only) + a pyproject with every run-config key."""
-    shutil.copytree(PACKAGE_DIR, app_dir / "flowergraph", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (app_dir / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        '[project]\nname = "flowergraph-run"\nversion = "0.1.0"\ndescription = "flowergraph simulation run"\n'
-        'license = "Apache-2.0"\ndependencies = []\n\n'
-        '[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["flowergraph/**/*.py"]\n\n'
-        '[tool.flwr.app.components]\nserverapp = "flowergraph.server_app:app"\n'
-        'clientapp = "flowergraph.client_app:app"\n\n'
-        f"[tool.flwr.app.config]\n{toml_table()}\n")
-
-
 def preflight(settings: RunSettings) -> dict[str, Any]:
-    """Build the data once here: fails fast on impossible settings and warms the dataset cache."""
-    from .tasks.federated_graph import load_global_graph, node_assignment
-
-    data = load_global_graph(settings.graph_spec())
-    assignment = node_assignment(settings.graph_spec(), settings.partition_spec())
-    import numpy as np
-
-    sizes = np.bincount(assignment, minlength=settings.partition_spec().num_clients)
-    return {"num_nodes": int(data.num_nodes), "num_edges": int(data.num_edges), "client_sizes": sizes.tolist()}
-
-
-def _descendants(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _kill_tree(pid: int) -> None:
-    """Stop a process and all its descendants, by PID (SIGTERM, then SIGKILL after 5 s)."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return
-    stop_processes(root.children(recursive=True) + [root])
-
-
-def stop_processes(procs: list) -> None:
-    """SIGTERM these ``psutil.Process`` objects, SIGKILL those still alive after 5 s, and reap them."""
-    import psutil
-
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGTERM)
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=5)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=5)
+    """The method's check of the data before Flower starts (fails fast on impossible settings, warms the
+    dataset cache); ``summary`` and ``client_sizes`` describe it."""
+    method = settings.method_info
+    if method.preflight is None:
+        return {"summary": settings.dataset}
+    return method.preflight(settings)
 
 
 def _wait_healthy(port: int, proc: subprocess.Popen, log_file: Path, timeout: float = 60.0) -> None:
@@ -148,21 +88,6 @@ def _wait_healthy(port: int, proc: subprocess.Popen, log_file: Path, timeout: fl
             pass
         time.sleep(0.2)
     raise RuntimeError(f"flower-superlink did not become healthy within {timeout:.0f} s; see {log_file}")
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_NOISE = ("default simulated SuperNodes changed", "FutureWarning", "warnings.warn(")
-
-
-def _display(line: str) -> str | None:
-    """The line to show in progress mode (ANSI colours and Flower's level prefix removed), or None."""
-    plain = _ANSI.sub("", line)
-    if any(n in plain for n in _NOISE):
-        return None
-    if not any(tag in plain for tag in ("[round ", "flowergraph:", "WARNING", "ERROR", "Traceback", "Error",
-                                        "rejected", "failed")):
-        return None
-    return re.sub(r"^INFO\s*:\s*", "", plain)
 
 
 @dataclass
@@ -193,13 +118,12 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
     try:
         flwr_home = work / "flwr-home"
         flwr_home.mkdir()
-        port = _free_port()
+        port = free_port()
         (flwr_home / "config.toml").write_text(
             f'[superlink]\ndefault = "fg"\n\n[superlink.fg]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
         cmd_tail: list[str] = []
         if run_config:
-            run_config_file = work / "run_config.toml"
-            run_config_file.write_text("".join(f"{k} = {_toml_value(v)}\n" for k, v in run_config.items()))
+            run_config_file = write_run_config(work / "run_config.toml", run_config)
             cmd_tail = ["--run-config", str(run_config_file)]
         env = dict(os.environ, FLWR_HOME=str(flwr_home), FLWR_TELEMETRY_ENABLED="0",
                    FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", FLWR_DISABLE_UPDATE_CHECK="1",
@@ -227,9 +151,9 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
 
             def stop_on_timeout() -> None:  # the watchdog: stop everything; the read loop then ends
                 timed_out.set()
-                pids.extend(_descendants(superlink.pid))
-                _kill_tree(proc.pid)
-                _kill_tree(superlink.pid)
+                pids.extend(descendants(superlink.pid))
+                kill_tree(proc.pid)
+                kill_tree(superlink.pid)
 
             watchdog = None
             if timeout is not None:
@@ -240,7 +164,7 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
                 assert proc.stdout is not None
                 for line in proc.stdout:
                     log_out.write(line)
-                    shown = line if verbose else _display(line)
+                    shown = line if verbose else progress_line(line)
                     if shown:
                         stream.write(shown)
                         stream.flush()
@@ -249,7 +173,7 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
                 if watchdog is not None:
                     watchdog.cancel()
                 if proc.poll() is None:
-                    _kill_tree(proc.pid)
+                    kill_tree(proc.pid)
         if timed_out.is_set():
             flwr_status = "timed out"
             print(f"flowergraph: stopped after the {timeout:.0f} s timeout", file=stream, flush=True)
@@ -267,21 +191,21 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
                       file=stream, flush=True)
     finally:
         if superlink is not None:
-            pids.extend(_descendants(superlink.pid))
-            _kill_tree(superlink.pid)
+            pids.extend(descendants(superlink.pid))
+            kill_tree(superlink.pid)
         shutil.rmtree(work, ignore_errors=True)
     return AppRun(status=status, flwr_status=flwr_status, log_file=log_file, pids=sorted(set(pids)))
 
 
 def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | None, out: str | os.PathLike | None,
                      overrides: dict[str, Any] | None) -> dict[str, Any]:
-    config: dict[str, Any] = dict(overrides or {})
+    config: dict[str, Any] = renamed_keys(overrides or {})
     config.update({"method": method, "num-clients": num_clients, "rounds": rounds})
     if dataset is not None:
         config["dataset"] = dataset
     if out is not None:
         config["out-dir"] = str(Path(out).expanduser().resolve())
-    for key in ("data-dir", "key-file", "resume-from"):
+    for key in ("data-dir", "key-file", "resume-from", "state-dir", "partition-dir"):
         if config.get(key):
             config[key] = str(Path(str(config[key])).expanduser().resolve())
     return config
@@ -314,13 +238,17 @@ def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2
         raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
     info = preflight(settings)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not config.get("state-dir") and settings.method_info.stateful_clients and \
+            (settings.checkpoint_every > 0 or ckpt is not None):
+        config["state-dir"] = str(out_dir / "client-state")  # the clients' checkpoints stay with the run
     supernodes = settings.effective_num_clients
-    print(f"flowergraph: {settings.method} on {settings.dataset} ({info['num_nodes']} nodes), {supernodes} "
-          f"client(s), {settings.rounds} round(s); client sizes {info['client_sizes']}", file=stream, flush=True)
+    sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
+    print(f"flowergraph: {settings.method} on {info['summary']}, {supernodes} client(s), {settings.rounds} "
+          f"round(s){sizes}", file=stream, flush=True)
 
     work = Path(tempfile.mkdtemp(prefix="flowergraph-sim-"))
     try:
-        if settings.method == "fedgcn" and settings.he:
+        if settings.needs_key_file:
             from .privacy import ckks
 
             if settings.key_file:
@@ -378,8 +306,11 @@ def resume_config(path: str | os.PathLike) -> dict[str, Any]:
     ``run_simulation(..., overrides={**resume_config(path), "rounds": R})`` or ``--resume PATH --rounds R``."""
     from .checkpoint import load_checkpoint
 
+    from .checkpoint import _current_names
+
     ckpt = load_checkpoint(path)
-    config = {k: v for k, v in ckpt.config.items() if k in OPTION_BY_KEY}
+    known = option_by_key()
+    config = {k: v for k, v in _current_names(ckpt.config, {}).items() if k in known}
     config["resume-from"] = str(ckpt.path)
     if ckpt.run_dir is not None:
         config["out-dir"] = str(ckpt.run_dir)
@@ -395,14 +326,27 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"preset {str(path)!r} does not exist; presets are TOML files of run-config keys, "
                           f"e.g. conf/fedgcn-cora.toml")
     try:
-        values = tomllib.loads(path.read_text())
+        values = _flatten(tomllib.loads(path.read_text()))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
-    unknown = [k for k in values if k not in OPTION_BY_KEY]
+    values = renamed_keys(values)
+    known = option_by_key()
+    unknown = [k for k in values if k not in known]
     if unknown:
         raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}; "
-                          f"valid keys: {', '.join(OPTION_BY_KEY)}")
+                          f"valid keys: {', '.join(known)}")
     return values
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested TOML tables as dotted keys (``[fedgcn] hops = 2`` -> ``fedgcn.hops``), as Flower reads them."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _parse_set(pairs: list[str]) -> dict[str, Any]:
@@ -411,9 +355,10 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--set {pair!r}: expected key=value")
-        key = key.strip()
-        if key not in OPTION_BY_KEY:
-            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(OPTION_BY_KEY)}")
+        key = canonical_key(key.strip())
+        known = option_by_key()
+        if key not in known:
+            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(known)}")
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
@@ -424,11 +369,11 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.simulation",
                                      description="Run a flowergraph method in Flower's Ray-backed simulation.")
-    parser.add_argument("--method", default=None, help="fedavg (default), centralized, fedgcn, noop, ...")
+    parser.add_argument("--method", default=None, help="a registered method (default fedavg): "
+                        + ", ".join(option_by_key()["method"].valid_choices))
     parser.add_argument("--num-clients", type=int, default=None, help="default 3")
     parser.add_argument("--rounds", type=int, default=None, help="default 2")
-    parser.add_argument("--dataset", default=None, help="node-level: one name; graph-level methods: a "
-                        "comma-separated list, one dataset per client")
+    parser.add_argument("--dataset", default=None, help="dataset name (default: the built-in synthetic graph)")
     parser.add_argument("--data-dir", default=None, help="raw files in PyG layout (else $FLOWERGRAPH_DATA)")
     parser.add_argument("--out", default=None, help="results folder (default: results/<method>-<dataset>-<time>)")
     parser.add_argument("--config", action="append", default=[], metavar="TOML",

@@ -1,6 +1,7 @@
 """Shared fixtures. Datasets come from ../shared/datasets (read-only; PyG processes copies in a cache)."""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -9,9 +10,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FLOWERGRAPH_TEST_DATA", REPO.parent / "shared" / "datasets")).resolve()
 
-# One dataset cache per test session (inherited by simulation subprocesses through the environment).
-os.environ.setdefault("FLOWERGRAPH_CACHE", tempfile.mkdtemp(prefix="flowergraph-test-cache-"))
+# One dataset cache per test session (inherited by simulation subprocesses through the environment), removed at
+# the end of the session unless the caller chose its own.
+_OWN_CACHE = None
+if "FLOWERGRAPH_CACHE" not in os.environ:
+    _OWN_CACHE = os.environ["FLOWERGRAPH_CACHE"] = tempfile.mkdtemp(prefix="flowergraph-test-cache-")
 os.environ.pop("FLOWERGRAPH_DATA", None)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

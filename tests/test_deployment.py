@@ -28,14 +28,15 @@ from flowergraph.results import read_run
 REPO = Path(__file__).resolve().parents[1]
 
 # Every method that must run on a real deployment, as (label, run-config overrides); a new method is tested here
-# by adding a line. All run on one deployment whose SuperNodes hold the CKKS key file in their node config.
-# FedGCN runs under CKKS here: it exercises everything the plaintext variant does in deployment (the method,
-# its communication phase, context.state across fresh ClientApp processes) plus key provisioning through node
-# config; the plaintext phase is covered end to end in simulation (tests/test_reliability_simulation.py).
+# by adding a line. All run on one deployment whose SuperNodes hold only their own partition file of Cora and the
+# CKKS key file in their node config. FedGCN runs under CKKS here: it exercises everything the plaintext variant
+# does in deployment (the method, its communication phase, context.state across fresh ClientApp processes, client
+# checkpoints into each node's own state folder) plus key provisioning through node config; the plaintext phase is
+# covered end to end in simulation (tests/test_reliability_simulation.py).
 # Every deployment run costs ~2 minutes (each message starts a ClientApp process that imports torch).
 DEPLOYMENT_METHODS = [
     ("fedavg", {"method": "fedavg"}),
-    ("fedgcn-he", {"method": "fedgcn", "hops": 2, "he": True}),
+    ("fedgcn-he", {"method": "fedgcn", "fedgcn.hops": 2, "fedgcn.he": True, "checkpoint-every": 2}),
 ]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
@@ -91,48 +92,76 @@ def _assert_results(out_dir, rounds, num_clients, dataset):
 # ---------------------------------------------------------------------------------------------------------------
 
 @pytest.mark.deployment
-def test_every_method_on_one_deployment_with_tls_and_node_auth(tmp_path):
-    """One SuperLink and 3 SuperNodes (TLS, registered keys, each given its partition and a copy of the data
-    owners' CKKS key file in its node config); 2 rounds of each method in DEPLOYMENT_METHODS, one after another."""
+def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_files(tmp_path, shared_data,
+                                                                                   monkeypatch):
+    """One SuperLink and 3 SuperNodes (TLS, registered keys). Each data owner holds only its own partition file of
+    Cora (exported here) and a copy of the owners' CKKS key file, both named in its node config; the nodes get no
+    data-dir and an empty dataset cache, so they could not read Cora if they tried. 2 rounds of each method in
+    DEPLOYMENT_METHODS, one after another: each gives the same accuracies as the run on the computed partition."""
+    from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
     from flowergraph.privacy import ckks
 
+    from inprocess import run_inprocess
+
     before = _children()
+    parts = tmp_path / "parts"
+    export_partitions(GraphSpec(dataset="Cora", data_dir=str(shared_data)), PartitionSpec(num_clients=3), parts,
+                      log=None)
     key_file = ckks.write_key_file(tmp_path / "owners" / "ckks.bin")  # provisioned to data owners, out of band
+    monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "empty-cache"))  # the nodes' dataset cache
     times = {}
     with LoopbackDeployment(tmp_path / "deploy") as dep:
         dep.start_superlink()
-        nodes = [dep.add_node(k, 3, key_file=key_file) for k in range(3)]
+        nodes = [dep.add_node(k, 3, key_file=key_file, partition_file=parts / f"client-{k}.npz") for k in range(3)]
         dep.wait_for_nodes(3, timeout=180)
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in nodes]
         for label, overrides in DEPLOYMENT_METHODS:
             out = tmp_path / label
             started = time.monotonic()
-            outcome = dep.run({"num-clients": 3, "rounds": 2, "dataset": "synthetic", "out-dir": str(out),
-                               **overrides}, timeout=TIMEOUT)
+            outcome = dep.run({"num-clients": 3, "rounds": 2, "dataset": "Cora", "out-dir": str(out), **overrides},
+                              timeout=TIMEOUT)
             times[label] = time.monotonic() - started
             logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}"
                              for f in sorted((tmp_path / "deploy").glob("*.log")))
             assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
                 f"{label}: {outcome.flwr_status}\n{logs}"
-            run = _assert_results(out, rounds=2, num_clients=3, dataset="synthetic")
+            run = _assert_results(out, rounds=2, num_clients=3, dataset="Cora")
             assert run["config"]["method"] == overrides["method"]
             assert run["config"]["key-file"] == ""  # the server never got the key file, not even its path
+            assert run["config"]["data-dir"] == "" and run["config"]["partition-dir"] == ""
             if overrides["method"] == "fedgcn":
                 phase = run["rounds"][0]
                 assert phase["phase"] == "fedgcn-communication" and phase["hops"] == 2
-                assert phase["he"] is overrides.get("he", False) and phase["bytes_up"] > 0
-                if overrides.get("he"):
+                assert phase["he"] is overrides.get("fedgcn.he", False) and phase["bytes_up"] > 0
+                if overrides.get("fedgcn.he"):
                     assert phase["ciphertexts_up"] > 0 and phase["ciphertexts_down"] > 0
                     assert "holds no secret key" not in logs and "key-file" not in run["summary"].get("error", "")
                 assert run["summary"]["final_accuracy"] > 0.3  # trained on the exchanged aggregations
+        for node in nodes:  # each owner's folder (deleted with the deployment) holds only its own things
+            node_config = node.proc.args[node.proc.args.index("--node-config") + 1]
+            home = dep.work / f"node{node.partition_id}-home"
+            assert f'key-file="{home / "ckks-key.bin"}"' in node_config  # each owner's own copies
+            assert f'partition-file="{home / f"client-{node.partition_id}.npz"}"' in node_config
+            assert sorted(p.name for p in home.glob("client-*.npz")) == [f"client-{node.partition_id}.npz"]
+            # FedGCN's client checkpoint: each node wrote its own state into its own folder
+            assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000002.npz"))) == 1
+    # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
+    assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
     assert "Uvicorn running on https://" in (tmp_path / "deploy" / "superlink.log").read_text()
     for node in nodes:  # each node came online under the id its key was registered as
         assert f"SuperNode ID: {node.node_id}" in node.log_file.read_text()
-        node_config = node.proc.args[node.proc.args.index("--node-config") + 1]
-        own_copy = dep.work / f"node{node.partition_id}-home" / "ckks-key.bin"
-        assert f'key-file="{own_copy}"' in node_config  # each owner's own copy, named in its node config
     _assert_nothing_left(dep.pids, ports, before)
+    # The same runs on the computed partition (each client cuts the global graph), in this process.
+    monkeypatch.undo()
+    for label, overrides in DEPLOYMENT_METHODS:
+        ref = tmp_path / f"reference-{label}"
+        run_inprocess({"num-clients": 3, "rounds": 2, "dataset": "Cora", "data-dir": str(shared_data),
+                       "out-dir": str(ref), "key-file": str(key_file), **overrides})
+        got = [r["accuracy"] for r in read_run(tmp_path / label)["rounds"] if r["round"] >= 1]
+        want = [r["accuracy"] for r in read_run(ref)["rounds"] if r["round"] >= 1]
+        tolerance = 2e-3 if overrides.get("fedgcn.he") else 1e-6  # CKKS sums are approximate
+        assert got == pytest.approx(want, abs=tolerance), label
     print("\n" + ", ".join(f"{label}: {t:.1f} s" for label, t in times.items()))
 
 
@@ -338,6 +367,24 @@ def test_supernode_command_carries_identity_and_data_through_node_config(tmp_pat
                            "dataset": "Cora"}
 
 
+def test_partition_file_and_state_dir_go_to_the_node_config(tmp_path):
+    from flwr.common.config import parse_config_args
+
+    from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
+    from flowergraph.errors import PartitionError
+
+    export_partitions(GraphSpec(synthetic=__import__("flowergraph.data", fromlist=["CSBMParams"]).CSBMParams(
+        num_nodes=200)), PartitionSpec(num_clients=2), tmp_path / "parts", log=None)
+    mine = tmp_path / "parts" / "client-1.npz"
+    config = parse_config_args([node_config_string(1, 2, partition_file=mine, state_dir=tmp_path / "st")])
+    assert config == {"partition-id": 1, "num-partitions": 2, "partition-file": str(mine.resolve()),
+                      "state-dir": str((tmp_path / "st").resolve())}
+    with pytest.raises(PartitionError, match="was exported for client_id=1, but this run/node has partition-id=0"):
+        node_config_string(0, 2, partition_file=mine)
+    with pytest.raises(PartitionError, match="exported for num_clients=2, but this run/node has num-clients=3"):
+        node_config_string(1, 3, partition_file=mine)
+
+
 def test_cli_dry_run_prints_the_flower_commands(tmp_path, capsys):
     from flowergraph.deployment import main
 
@@ -405,10 +452,10 @@ def test_key_file_goes_to_the_node_config_only(tmp_path):
     with pytest.raises(ConfigError, match=r"run config key-file='/k.bin': in a deployment the CKKS key file goes to "
                                           r"each SuperNode's node config"):
         run_deployment("fedgcn", num_nodes=3, rounds=1, out_dir=tmp_path / "x",
-                       run_config_overrides={"he": True, "key-file": "/k.bin"})
+                       run_config_overrides={"fedgcn.he": True, "key-file": "/k.bin"})
     with pytest.raises(KeyFileError, match="junk.bin"):
         run_deployment("fedgcn", num_nodes=3, rounds=1, out_dir=tmp_path / "x", key_file=tmp_path / "junk.bin",
-                       run_config_overrides={"he": True})
+                       run_config_overrides={"fedgcn.he": True})
     assert not (tmp_path / "x").exists() and _children() <= before
 
 

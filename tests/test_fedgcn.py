@@ -4,16 +4,17 @@ import numpy as np
 import pytest
 import torch
 from flwr.app import RecordDict
-from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from flowergraph.clients.fedgcn import FedGCNClient, received_rows
+from flowergraph import protocol
 from flowergraph.config import parse_run_config
 from flowergraph.errors import ConfigError, KeyFileError
 from flowergraph.privacy import ckks
-from flowergraph.strategies.common import config_bytes, parameters_bytes
+from flowergraph.strategies.common import config_bytes
 from flowergraph.strategies.fedgcn import FedGCNStrategy
 from flowergraph.tasks.fedgcn import contributions, extended_graph, fedgcn_forward, global_degrees, server_sum
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph, load_global_graph
@@ -24,24 +25,23 @@ SYN = GraphSpec(dataset="synthetic", seed=2)
 
 
 class ClientProxyInProcess(ClientProxy):
-    """Delivers FitIns to a real FedGCNClient through the same conversions Flower applies."""
+    """Delivers phase messages (get_properties) to a real FedGCNClient; any other message is an error (the phase
+    must never travel as fit, which Flower's training mods would intercept)."""
 
     def __init__(self, cid, client):
         super().__init__(cid)
         self.client = client
         self.messages = []
 
-    def fit(self, ins, timeout, group_id):
-        arrays, n, metrics = self.client.fit(parameters_to_ndarrays(ins.parameters), dict(ins.config))
-        res = FitRes(status=Status(Code.OK, ""), parameters=ndarrays_to_parameters(arrays), num_examples=n,
-                     metrics=metrics)
+    def get_properties(self, ins, timeout, group_id):
+        res = GetPropertiesRes(status=Status(Code.OK, ""), properties=self.client.get_properties(dict(ins.config)))
         self.messages.append((ins, res))
         return res
 
-    def get_parameters(self, ins, timeout, group_id):
+    def fit(self, ins, timeout, group_id):
         raise NotImplementedError
 
-    def get_properties(self, ins, timeout, group_id):
+    def get_parameters(self, ins, timeout, group_id):
         raise NotImplementedError
 
     def evaluate(self, ins, timeout, group_id):
@@ -128,18 +128,20 @@ def test_only_boundary_rows_cross_the_wire(shared_data):
             boundary = set(g.global_ids[torch.unique(g.cross_edges[0])].tolist())
             remote = set(torch.unique(g.cross_edges[1]).tolist())
             (up_ins, up_res), (down_ins, down_res) = proxy.messages
-            ids, request = parameters_to_ndarrays(up_res.parameters)[:2]
+            assert (up_ins.config[protocol.PHASE], down_ins.config[protocol.PHASE]) == ("fedgcn.upload",
+                                                                                      "fedgcn.download")
+            ids, request = protocol.unpack_arrays(up_res.properties)[:2]
             assert set(ids.tolist()) == boundary | remote  # nothing else leaves the client
             assert ids.dtype == np.int64 and np.all(np.diff(ids) > 0)
             expected_request = boundary if hops == 1 else boundary | remote
             assert set(request.tolist()) == expected_request
-            rows = parameters_to_ndarrays(down_ins.parameters)[0]
+            rows = protocol.unpack_arrays(down_ins.config)[0]
             assert set(rows.tolist()) == expected_request  # only the rows it asked for come back
             own_interior = set(g.global_ids.tolist()) - boundary
             assert not own_interior & set(ids.tolist())
         # Byte accounting equals the payloads that were exchanged.
-        up = sum(parameters_bytes(r.parameters) + config_bytes(r.metrics) for p in proxies for _, r in p.messages)
-        down = sum(parameters_bytes(i.parameters) + config_bytes(i.config) for p in proxies for i, _ in p.messages)
+        up = sum(config_bytes(r.properties) for p in proxies for _, r in p.messages)
+        down = sum(config_bytes(i.config) for p in proxies for i, _ in p.messages)
         assert (stats["bytes_up"], stats["bytes_down"]) == (up, down)
 
 
@@ -147,9 +149,9 @@ def test_upload_wire_format():
     pspec = PartitionSpec(partitioner="random", num_clients=3, seed=1)
     g = client_graph(SYN, pspec, 0)
     client = FedGCNClient(g, TrainConfig(), seed=0, hops=2, state=RecordDict())
-    arrays, n, metrics = client.fit([], {"fedgcn_phase": "upload", "hops": 2})
-    assert n == 0 and metrics["partition_id"] == 0 and metrics["width"] == g.num_features + 1
-    ids, request, *rows = arrays
+    metrics = client.get_properties(protocol.phase_message("fedgcn.upload", hops=2))
+    assert metrics["partition_id"] == 0 and metrics["width"] == g.num_features + 1
+    ids, request, *rows = protocol.unpack_arrays(metrics)
     assert metrics["encoding"] == "dense" and rows[0].shape == (len(ids), g.num_features + 1)
     assert rows[0].dtype == np.float32
     # Last column: d_u^{-1/2} for own rows, 0 for remote rows.
@@ -159,9 +161,11 @@ def test_upload_wire_format():
     np.testing.assert_allclose(rows[0][own, -1], [d[local[int(i)]] ** -0.5 for i in ids[own]], rtol=1e-6)
     assert np.all(rows[0][~own, -1] == 0)
     with pytest.raises(ValueError, match="the server runs 1-hop FedGCN but this client was configured with hops=2"):
-        client.fit([], {"fedgcn_phase": "upload", "hops": 1})
-    with pytest.raises(ValueError, match="unknown fedgcn_phase 'sync'; valid choices: index, upload, download"):
-        client.fit([], {"fedgcn_phase": "sync"})
+        client.get_properties(protocol.phase_message("fedgcn.upload", hops=1))
+    with pytest.raises(ValueError, match="this client does not answer phase 'fedgcn.sync'; valid phases: "
+                                         "fedgcn.download, fedgcn.index, fedgcn.upload"):
+        client.get_properties(protocol.phase_message("fedgcn.sync"))
+    assert client.get_properties({}) == {"partition_id": 0}  # no phase: the identity request
 
 
 def test_training_without_the_phase_fails_clearly():
@@ -201,7 +205,7 @@ def test_encrypted_phase_matches_plaintext(key_file):
     assert stats["he"] and stats["ciphertexts_up"] > 0 and stats["bytes_up"] > plain_stats["bytes_up"]
     # The index reply carries the key-less context, never a secret one.
     index_res = proxies[0].messages[0][1]
-    assert not ckks.load_server_context(index_res.metrics["server_context"]).is_private()
+    assert not ckks.load_server_context(index_res.properties["server_context"]).is_private()
 
 
 def test_encrypted_training_accuracy_matches_plaintext(key_file, shared_data):
@@ -246,16 +250,17 @@ def test_he_without_key_file_fails_at_client_start():
     from flowergraph.client_app import build_client
 
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
-                  run_config={"method": "fedgcn", "he": True, "num-clients": 3})
-    with pytest.raises(ConfigError, match="he=true needs a CKKS key file: set key-file in the node config"):
+                  run_config={"method": "fedgcn", "fedgcn.he": True, "num-clients": 3})
+    with pytest.raises(ConfigError, match="method 'fedgcn' with these settings encrypts, so it needs the data "
+                                          "owners' CKKS key file: set key-file in the node config"):
         build_client(ctx)
 
 
 @pytest.mark.parametrize("raw,match", [
-    ({"method": "fedgcn", "hops": 3}, "unknown hops 3; valid choices: 0, 1, 2"),
+    ({"method": "fedgcn", "fedgcn.hops": 3}, "unknown fedgcn.hops 3; valid choices: 0, 1, 2"),
     ({"method": "fedgcn", "model": "sage"}, "method 'fedgcn' trains a 2-layer GCN; got model='sage'"),
     ({"method": "fedgcn", "layers": 3}, "got model='gcn' layers=3"),
-    ({"method": "fedgcn", "he": True, "hops": 0}, "he=true needs hops=1 or hops=2"),
+    ({"method": "fedgcn", "fedgcn.he": True, "fedgcn.hops": 0}, "fedgcn.he=true needs fedgcn.hops=1 or 2"),
     ({"method": "fedgcn", "input-dropout": 0.5}, "input-dropout must be 0"),
 ])
 def test_bad_fedgcn_settings(raw, match):

@@ -23,7 +23,7 @@ def test_fedgcn_presets_are_the_issue_setting():
     assert (s.method, s.dataset, s.split, s.num_clients, s.rounds, s.local_steps, s.lr, s.optimizer, s.hidden,
             s.beta, s.weighting) == ("fedgcn", "Cora", "public", 10, 100, 3, 0.5, "sgd", 16, 10000.0, "uniform")
     he = {**load_preset(CONF / "fedgcn-cora.toml"), **load_preset(CONF / "fedgcn-cora-he.toml")}
-    assert parse_run_config(he).he is True
+    assert parse_run_config(he)["fedgcn.he"] is True
 
 
 def test_bad_presets_are_named(tmp_path):
@@ -49,8 +49,25 @@ def test_launcher_reads_presets_and_flags_override_them(tmp_path, capsys, monkey
         raise ConfigError("stop here")
 
     monkeypatch.setattr(sim, "run_simulation", fake_run)
-    assert main(["--config", str(CONF / "fedgcn-cora.toml"), "--rounds", "5", "--set", "hops=1"]) == 2
+    assert main(["--config", str(CONF / "fedgcn-cora.toml"), "--rounds", "5", "--set", "fedgcn.hops=1"]) == 2
     assert seen["method"] == "fedgcn" and seen["rounds"] == 5 and seen["num_clients"] == 10
-    assert seen["dataset"] == "Cora" and seen["overrides"]["hops"] == 1 and seen["overrides"]["beta"] == 10000.0
+    assert seen["dataset"] == "Cora" and seen["overrides"]["fedgcn.hops"] == 1 and seen["overrides"]["beta"] == 10000.0
     assert not {"method", "num-clients", "rounds", "dataset"} & set(seen["overrides"])  # arguments, not overrides
     assert "error: stop here" in capsys.readouterr().err
+
+
+def test_renamed_keys_keep_working_with_a_warning(tmp_path):
+    """hops/he became fedgcn.hops/fedgcn.he: presets, --set and run configs with the old names still work."""
+    old = tmp_path / "old.toml"
+    old.write_text('method = "fedgcn"\nhops = 1\nhe = false\n')
+    with pytest.warns(DeprecationWarning, match="run-config key 'hops' is deprecated; use 'fedgcn.hops'"):
+        values = load_preset(old)
+    assert values == {"method": "fedgcn", "fedgcn.hops": 1, "fedgcn.he": False}
+    with pytest.warns(DeprecationWarning, match="use 'fedgcn.he'"):
+        assert parse_run_config({"method": "fedgcn", "he": False})["fedgcn.he"] is False
+    with pytest.warns(DeprecationWarning), pytest.raises(
+            ConfigError, match=r"run config sets both 'hops' \(the old name of 'fedgcn.hops'\) = 1 and 'fedgcn.hops' = 2"):
+        parse_run_config({"hops": 1, "fedgcn.hops": 2})
+    nested = tmp_path / "nested.toml"  # a [fedgcn] table is the same as dotted keys, as Flower reads it
+    nested.write_text('method = "fedgcn"\n[fedgcn]\nhops = 0\n')
+    assert load_preset(nested) == {"method": "fedgcn", "fedgcn.hops": 0}

@@ -15,7 +15,7 @@ from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from flowergraph import client_app
+from flowergraph import client_app, protocol
 from flowergraph.checkpoint import load_checkpoint
 from flowergraph.clients.faults import FaultInjectingClient, InjectedFault
 from flowergraph.clients.node import NodeClassificationClient
@@ -103,8 +103,9 @@ def test_method_phase_messages_are_never_faulted():
 
     inner = FedGCNClient(client_graph(SYN, PART, 0), TrainConfig(), seed=0, hops=2, state=RecordDict())
     wrapped = FaultInjectingClient(inner, {1: "raise"}, 0)
-    arrays, n, metrics = wrapped.fit([], {"fedgcn_phase": "upload", "hops": 2})  # no server_round: no fault
-    assert n == 0 and metrics["partition_id"] == 0 and len(arrays) >= 3
+    # phases travel as get_properties messages, which are never faulted
+    reply = wrapped.get_properties(protocol.phase_message("fedgcn.upload", server_round=1, hops=2))
+    assert reply["partition_id"] == 0 and len(protocol.unpack_arrays(reply)) >= 3
 
 
 def test_exit_fault_kills_the_process_without_a_reply():
@@ -262,7 +263,7 @@ def test_bad_node_config_is_refused_with_the_value(node_config, message):
 
 
 def test_missing_or_corrupt_key_file_is_named(tmp_path):
-    run = {"method": "fedgcn", "he": True}
+    run = {"method": "fedgcn", "fedgcn.he": True}
     with pytest.raises(KeyFileError, match=r"key-file '/no/key.bin' does not exist; create one with"):
         client_app.build_client(_context({"partition-id": 0, "num-partitions": 3, "key-file": "/no/key.bin"}, **run))
     junk = tmp_path / "junk.bin"

@@ -33,7 +33,21 @@ def test_plot_several_runs(tmp_path, capsys):
     for name in ("accuracy_vs_round.png", "accuracy_vs_time.png"):
         data = (tmp_path / "plots" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
-    assert "accuracy_vs_round.png" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.count("accuracy_vs_round.png") == 1 and out.startswith("plots: ")
+
+
+def test_time_axis_and_summary_count_one_off_phases(tmp_path):
+    """FedGCN's exchange (round 0) took time before round 1: the accuracy-vs-time plot and the summary count it."""
+    from flowergraph.plot import setup_time
+
+    rec = RunRecorder(tmp_path, {"method": "fedgcn"}, total_rounds=2, log=None)
+    rec.write_round({"round": 0, "phase": "fedgcn-communication", "time_s": 7.5, "elapsed_s": 0.0})
+    for r in (1, 2):
+        rec.write_round({"round": r, "accuracy": 0.5, "time_s": 1.0, "elapsed_s": 1.0 * r})
+    summary = rec.finish()
+    assert summary["train_time_s"] == 2.0 and summary["phase_time_s"] == 7.5
+    assert setup_time(read_run(tmp_path)["rounds"]) == 7.5
 
 
 def test_plot_rejects_non_results_folder(tmp_path, capsys):

@@ -82,7 +82,7 @@ def test_malformed_updates_rejected_and_logged(caplog):
     nan = [A[0].copy(), np.array([np.nan, 0, 0], np.float32)]
     wrong_shape = [np.zeros((3, 2), np.float32), A[1]]
     s = _strategy()
-    s.partition_of = {"d": 3}
+    s.partition_of["d"] = 3
     with caplog.at_level("WARNING", logger="flwr"):
         params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0)), (FakeProxy("b"), fit_res(nan, 5, 1)),
                                         (FakeProxy("c"), fit_res(wrong_shape, 5, 2))],
@@ -94,7 +94,7 @@ def test_malformed_updates_rejected_and_logged(caplog):
     assert "rejected the update of client 1: array 1 holds NaN or infinite values" in text
     assert "rejected the update of client 2: array 0 has shape (3, 2), expected (2, 2)" in text
     assert "round 1: client 3 (node d) failed to train: boom" in text
-    rec = s._pending
+    rec = s.book.pending
     assert rec["num_fit"] == 1 and rec["num_failures"] == 1
     assert [r["client"] for r in rec["rejected"]] == ["1", "2"]
     assert rec["failures"] == [{"client": "3", "reason": "boom"}]
@@ -105,7 +105,7 @@ def test_too_few_valid_updates_keep_the_global_model():
     nan = [A[0], np.array([np.inf, 0, 0], np.float32)]
     params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0)), (FakeProxy("b"), fit_res(nan, 1, 1))], [])
     assert params is None  # Flower keeps the previous global parameters
-    assert s._pending["aggregated"] is False
+    assert s.book.pending["aggregated"] is False
 
 
 def test_zero_weight_round_keeps_model():
@@ -262,3 +262,77 @@ def test_a_held_round_is_written_when_the_run_ends_early(tmp_path):
     s.finish()  # e.g. the run failed in round 2
     (row,) = read_run(tmp_path)["rounds"]
     assert row["round"] == 1 and row["train_loss"] == pytest.approx(0.5) and row.get("accuracy") is None
+
+
+# ------------------------------------------------------------------------------------------------ defects fixed
+def test_an_integer_update_of_a_float_model_is_rejected(caplog):
+    """It used to pass the check, and the average was cast to the first accepted update's dtype (truncating)."""
+    as_int = [np.full((2, 2), 3, np.int64), np.array([1, 2, 3], np.int64)]
+    s = _strategy()
+    with caplog.at_level("WARNING", logger="flwr"):
+        params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(as_int, 5, 0)), (FakeProxy("b"), fit_res(A, 1, 1))],
+                                    [])
+    out = parameters_to_ndarrays(params)
+    assert "rejected the update of client 0: array 0 has dtype int64, expected float32 (or another precision of " \
+           "its kind)" in caplog.text
+    assert [a.dtype for a in out] == [np.float32, np.float32]
+    np.testing.assert_array_equal(out[1], A[1])  # only the float update counts
+    from flowergraph.strategies.common import weighted_average
+
+    mixed = weighted_average([[np.array([1], np.int64)], [np.array([0.5], np.float32)]], [1.0, 1.0],
+                             like=[np.zeros(1, np.float32)])
+    assert mixed[0].dtype == np.float32 and mixed[0][0] == pytest.approx(0.75)  # the global dtype, not int64
+    wide = [a.astype(np.float64) for a in B]  # another float precision (what SecAgg+ hands over) is accepted
+    params, _ = _strategy().aggregate_fit(1, [(FakeProxy("a"), fit_res(wide, 1, 0))], [])
+    assert [a.dtype for a in parameters_to_ndarrays(params)] == [np.float32, np.float32]
+
+
+def test_batch_size_weighting_without_the_metric_fails_the_run_with_the_reason():
+    """It used to be logged every round as an 'undecodable update' and the client dropped."""
+    s = _strategy(weighting="batch-size")
+    with pytest.raises(RuntimeError, match=r"round 3: weighting 'batch-size' needs a 'batch_size' metric from every "
+                                           r"client, and client 1 reports none \(its metrics: partition_id, "
+                                           r"train_loss\); use weighting 'train-size' or 'uniform'"):
+        s.aggregate_fit(3, [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=4)),
+                            (FakeProxy("b"), fit_res(B, 3, 1, train_loss=0.2))], [])
+
+
+class EvalProxy(FakeProxy):
+    """Answers a separate evaluate message with a fixed accuracy."""
+
+    def __init__(self, cid, pid, acc):
+        super().__init__(cid)
+        self.pid, self.acc, self.evaluated = pid, acc, []
+
+    def evaluate(self, ins, timeout, group_id):
+        self.evaluated.append(parameters_to_ndarrays(ins.parameters))
+        return EvaluateRes(status=OK, loss=1.0 - self.acc, num_examples=100,
+                           metrics={"partition_id": self.pid, **_eval_metrics(self.acc, 100, self.pid)})
+
+
+def test_a_client_that_ignores_fused_evaluation_is_evaluated_separately(tmp_path, caplog):
+    """Client b never returns eval_* metrics: round 1's accuracy must still include it (it used to go missing
+    silently), measured on the model it was sent, and later rounds use separate evaluation."""
+    manager = SimpleClientManager()
+    a, b = EvalProxy("a", 0, 0.0), EvalProxy("b", 1, 0.8)
+    for p in (a, b):
+        manager.register(p)
+    recorder = RunRecorder(tmp_path, {}, log=None)
+    s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, recorder=recorder, num_rounds=3, fused_eval=True)
+    s.global_arrays = GLOBAL
+    sent = ndarrays_to_parameters(GLOBAL)
+    s.configure_fit(1, sent, manager)
+    s.aggregate_fit(1, [(a, fit_res(A, 1, 0)), (b, fit_res(B, 1, 1))], [])
+    assert s.configure_evaluate(1, sent, manager) == []  # held for round 2's fit
+    round2 = ndarrays_to_parameters(A)
+    ins = s.configure_fit(2, round2, manager)
+    assert all(i.config["evaluate_global"] for _, i in ins)
+    with caplog.at_level("WARNING", logger="flwr"):
+        s.aggregate_fit(2, [(a, fit_res(A, 1, 0, **_eval_metrics(0.4, 100, 0, "eval_"))), (b, fit_res(B, 1, 1))], [])
+    assert "client(s) 1 ignored the fused-evaluation flag 'evaluate_global'" in caplog.text
+    (row,) = read_run(tmp_path)["rounds"]
+    assert row["round"] == 1 and row["accuracy"] == pytest.approx((0.4 + 0.8) / 2)
+    assert row["clients"]["1"]["accuracy"] == 0.8 and row["fused_eval_fallback"] == ["1"]
+    np.testing.assert_array_equal(b.evaluated[0][0], A[0])  # the model round 2's fit carried (round 1's)
+    assert a.evaluated == [] and s.fused_eval is False
+    assert len(s.configure_evaluate(2, round2, manager)) == 2  # separate evaluation from now on

@@ -2,7 +2,7 @@
 
 ``FaultInjectingClient(inner, {round: kind}, partition_id)`` answers every message as ``inner`` does, except the
 training ``fit`` message of each listed round (``config["server_round"]``; method phases such as FedGCN's
-communication messages carry no round and are never faulted), where it does what the kind says
+communication messages are ``get_properties`` messages and are never faulted), where it does what the kind says
 (:data:`flowergraph.faults.FAULT_KINDS`): ``raise``, ``nan``, ``shape``, ``exit`` or ``hang``.
 
 Run config: ``inject-faults = "raise:1@2,nan:0@3"`` (kind:partition@round); ``client_app`` wraps the client of
@@ -23,13 +23,14 @@ from flwr.client import NumPyClient
 from flwr.common.logger import log
 
 from ..faults import FAULT_KINDS
+from .base import ClientWrapper
 
 
 class InjectedFault(RuntimeError):
     """The exception a ``raise`` fault raises."""
 
 
-class FaultInjectingClient(NumPyClient):
+class FaultInjectingClient(ClientWrapper):
     """Wraps a NumPyClient; misbehaves in the ``fit`` message of the rounds in ``faults`` (``{round: kind}``).
 
     ``hang_seconds`` is how long a ``hang`` fault sleeps before answering normally (set it above the
@@ -42,22 +43,13 @@ class FaultInjectingClient(NumPyClient):
             if kind not in FAULT_KINDS:
                 raise ValueError(f"unknown fault kind {kind!r} for round {server_round}; valid choices: "
                                  f"{', '.join(FAULT_KINDS)}")
-        self.inner = inner
+        super().__init__(inner)
         self.faults = dict(faults)
         self.partition_id = partition_id
         self.hang_seconds = hang_seconds
         self.exit_code = exit_code
 
-    # Everything but fit passes straight through.
-    def get_properties(self, config):
-        return self.inner.get_properties(config)
-
-    def get_parameters(self, config):
-        return self.inner.get_parameters(config)
-
-    def evaluate(self, parameters, config):
-        return self.inner.evaluate(parameters, config)
-
+    # Everything but fit passes straight through (ClientWrapper).
     def _announce(self, kind: str, server_round: int) -> None:
         log(WARNING, "flowergraph: injecting fault %r at partition %d in round %d (inject-faults)", kind,
             self.partition_id, server_round)

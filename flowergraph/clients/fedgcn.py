@@ -1,11 +1,13 @@
-"""FedGCN client: answers the communication phase, then trains the 2-layer GCN on the received aggregations.
+"""FedGCN client: answers the communication phase (phase messages ``fedgcn.index`` / ``fedgcn.upload`` /
+``fedgcn.download``), then trains the 2-layer GCN on the received aggregations.
 
-The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept in
-``context.state`` because Flower re-creates the client for every message (and, in deployment, every message
-is a fresh process): an ArrayRecord named ``fedgcn`` holds ``rows`` (int64 [r]) and the sums [r, d + 1]
-encoded as on the wire (``sums_0``, ``sums_1``, ... dense float32 or CSR, whichever is smaller: Cora's rows
-are ~95% zeros, and in simulation the node state travels with every message), and a ConfigRecord ``fedgcn-meta``
-holds ``encoding``, ``width`` and ``digest`` (SHA-1 of rows and sums, computed once when stored).
+The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept in the node's
+persistent state (:class:`flowergraph.clients.ClientState` over ``context.state``) because Flower re-creates
+the client for every message (and, in deployment, every message is a fresh process): arrays named ``fedgcn``
+hold ``rows`` (int64 [r]) and the sums [r, d + 1] encoded as on the wire (``sums_0``, ``sums_1``, ... dense
+float32 or CSR, whichever is smaller: Cora's rows are ~95% zeros, and in simulation the node state travels with
+every message), and values named ``fedgcn-meta`` hold ``encoding``, ``parts``, ``width`` and ``digest`` (SHA-1
+of rows and sums, computed once when stored). Client checkpoints save them with the rest of the state.
 The extended graph built from them is memoised per process under that digest, so a training message neither
 decodes nor hashes the rows again (:func:`received_rows` reads them back).
 """
@@ -16,7 +18,7 @@ import functools
 import hashlib
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+from flwr.app import RecordDict
 
 from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
@@ -24,9 +26,11 @@ from ..tasks.fedgcn import check_fedgcn_model, check_hops, contributions, extend
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.training import TrainConfig
 from .node import NodeClassificationClient
+from .state import ClientState
 
-STATE_KEY = "fedgcn"  # the ArrayRecord (rows, encoded sums)
-META_KEY = "fedgcn-meta"  # the ConfigRecord (encoding, parts, width, digest)
+STATE_KEY = "fedgcn"  # arrays: rows, encoded sums
+META_KEY = "fedgcn-meta"  # values: encoding, parts, width, digest
+INDEX, UPLOAD, DOWNLOAD = "fedgcn.index", "fedgcn.upload", "fedgcn.download"
 
 
 @functools.lru_cache(maxsize=32)
@@ -37,31 +41,36 @@ def _contributions(graph: ClientGraph, hops: int):
 _EXT_CACHE: dict[tuple, object] = {}
 
 
-def received_rows(state: RecordDict) -> tuple[np.ndarray, np.ndarray] | None:
-    """The (rows, sums) a FedGCN client stored in its ``context.state``, or None before the phase."""
-    record, meta = state.array_records.get(STATE_KEY), state.config_records.get(META_KEY)
-    if record is None or meta is None:
+def _state(state: ClientState | RecordDict | None) -> ClientState:
+    return state if isinstance(state, ClientState) else ClientState(state)
+
+
+def received_rows(state: ClientState | RecordDict) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (rows, sums) a FedGCN client stored in its persistent state, or None before the phase."""
+    state = _state(state)
+    arrays, meta = state.get_arrays(STATE_KEY), state.get_values(META_KEY)
+    if arrays is None or meta is None:
         return None
-    rows = record["rows"].numpy()
-    parts = [record[f"sums_{i}"].numpy() for i in range(int(meta["parts"]))]
+    rows = arrays["rows"]
+    parts = [arrays[f"sums_{i}"] for i in range(int(meta["parts"]))]
     return rows, decode_rows(parts, str(meta["encoding"]), len(rows), int(meta["width"]))
 
 
 class FedGCNClient(NodeClassificationClient):
     """``hops`` 0: plain local GCN (FedAvg); 1 or 2: GCN on the exchanged aggregations.
 
-    ``state`` is the node's ``context.state`` (persists across messages of a run); ``key_file`` the CKKS key
-    file, read only in the encrypted communication phase.
+    ``state`` is the node's persistent state (a :class:`ClientState`, or ``context.state`` itself; it persists
+    across messages of a run); ``key_file`` the CKKS key file, read only in the encrypted communication phase.
     """
 
     def __init__(self, graph: ClientGraph, train_config: TrainConfig, model_kwargs: dict | None = None,
-                 seed: int = 0, *, hops: int = 2, state: RecordDict | None = None,
+                 seed: int = 0, *, hops: int = 2, state: ClientState | RecordDict | None = None,
                  key_file: str | None = None) -> None:
         super().__init__(graph, train_config, model_kwargs, seed)
         self.hops = check_hops(hops)
         if hops > 0:
             check_fedgcn_model(self.model)
-        self.state = state if state is not None else RecordDict()
+        self.state = _state(state)
         self.key_file = key_file
 
     # ------------------------------------------------------------------------------------ training
@@ -69,7 +78,7 @@ class FedGCNClient(NodeClassificationClient):
         """The extended graph, built once per process from ``context.state`` (memoised on the digest)."""
         if getattr(self, "_ext", None) is not None:
             return self._ext
-        meta = self.state.config_records.get(META_KEY)
+        meta = self.state.get_values(META_KEY)
         if meta is None:
             raise RuntimeError(f"FedGCN client {self.graph.client_id}: no neighbour aggregations in context.state; "
                                f"the {self.hops}-hop communication phase must run first (use FedGCNStrategy)")
@@ -89,15 +98,8 @@ class FedGCNClient(NodeClassificationClient):
             return super().forward()
         return fedgcn_forward(self.model, self._extended())
 
-    def fit(self, parameters, config):
-        phase = config.get("fedgcn_phase")
-        if phase is None:
-            return super().fit(parameters, config)
-        handler = {"upload": self._upload, "download": self._download, "index": self._index}.get(str(phase))
-        if handler is None:
-            raise ValueError(f"unknown fedgcn_phase {phase!r}; valid choices: index, upload, download")
-        arrays, metrics = handler(parameters, config)
-        return arrays, 0, {"partition_id": self.graph.client_id, **metrics}
+    def phase_handlers(self):
+        return {INDEX: self._index, UPLOAD: self._upload, DOWNLOAD: self._download}
 
     # ------------------------------------------------------------------------- communication phase
     def _store(self, rows: np.ndarray, sums: np.ndarray) -> dict:
@@ -105,12 +107,9 @@ class FedGCNClient(NodeClassificationClient):
         rows = np.ascontiguousarray(np.asarray(rows)[order], dtype=np.int64)
         sums = np.ascontiguousarray(np.asarray(sums)[order], dtype=np.float32)
         parts, encoding = encode_rows(sums)
-        self.state.array_records[STATE_KEY] = ArrayRecord(
-            array_dict={"rows": Array(rows), **{f"sums_{i}": Array(np.ascontiguousarray(a))
-                                                for i, a in enumerate(parts)}})
-        self.state.config_records[META_KEY] = ConfigRecord({
-            "encoding": encoding, "parts": len(parts), "width": int(sums.shape[1]),
-            "digest": hashlib.sha1(rows.tobytes() + sums.tobytes()).hexdigest()})
+        self.state.set_arrays(STATE_KEY, {"rows": rows, **{f"sums_{i}": a for i, a in enumerate(parts)}})
+        self.state.set_values(META_KEY, {"encoding": encoding, "parts": len(parts), "width": int(sums.shape[1]),
+                                         "digest": hashlib.sha1(rows.tobytes() + sums.tobytes()).hexdigest()})
         self._ext = None
         self._extended()  # check the reply is complete now, not in round 1
         return {"stored_rows": int(len(rows))}

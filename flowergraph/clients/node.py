@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import torch
-from flwr.client import NumPyClient
-
+from .. import protocol
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.models import build_node_model, get_weights, set_weights
 from ..tasks.training import TrainConfig, evaluate_masks, train_steps
+from .base import FlowergraphClient
 
 
 _MODELS: dict[tuple, torch.nn.Module] = {}
@@ -48,7 +48,7 @@ def round_seed(seed: int, server_round: int, client_id: int) -> int:
     return int(np.random.SeedSequence([seed, server_round, client_id, 0xF17]).generate_state(1)[0])
 
 
-class NodeClassificationClient(NumPyClient):
+class NodeClassificationClient(FlowergraphClient):
     """Trains the global model on the client's own subgraph; cross-client edges are ignored.
 
     ``model_kwargs`` are :func:`flowergraph.tasks.models.build_node_model` keyword arguments (kind, hidden,
@@ -66,13 +66,13 @@ class NodeClassificationClient(NumPyClient):
         self.initial_weights = _initial_weights(graph, kwargs, seed)
         self.data = graph.to_pyg()
 
+    @property
+    def partition_id(self) -> int:
+        return self.graph.client_id
+
     # The forward pass on the client's own subgraph. Subclasses (FedGCN) change what the model sees.
     def forward(self) -> torch.Tensor:
         return self.model(self.data.x, self.data.edge_index)
-
-    def get_properties(self, config):
-        """The client's identity: which partition it holds (the strategy asks every client once)."""
-        return {"partition_id": self.graph.client_id}
 
     def get_parameters(self, config):
         return [a.copy() for a in self.initial_weights]
@@ -80,9 +80,10 @@ class NodeClassificationClient(NumPyClient):
     def fit(self, parameters, config):
         set_weights(self.model, parameters)
         metrics = {}
-        if config.get("evaluate_global"):  # fused evaluation: the received global model, before training
-            metrics.update({f"eval_{k}": v for k, v in self._evaluation().items() if k != "partition_id"})
-        server_round = int(config.get("server_round", 0))
+        if config.get(protocol.EVALUATE_GLOBAL):  # fused evaluation: the received global model, before training
+            metrics.update({f"{protocol.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
+                            if k != protocol.PARTITION_ID})
+        server_round = int(config.get(protocol.SERVER_ROUND, 0))
         torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
         loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config)
         n_train = self.graph.num_train
@@ -106,15 +107,13 @@ class NodeClassificationClient(NumPyClient):
         return float(loss), int(metrics["num_test"]), metrics
 
 
-class NoOpClient(NumPyClient):
+class NoOpClient(FlowergraphClient):
     """Does no work: returns what it receives. Runs the federation's own cost (the benchmark floor)."""
 
     def __init__(self, initial_arrays, client_id: int = 0) -> None:
         self.initial_arrays = initial_arrays
         self.client_id = client_id
-
-    def get_properties(self, config):
-        return {"partition_id": self.client_id}
+        self.partition_id = client_id
 
     def get_parameters(self, config):
         return self.initial_arrays

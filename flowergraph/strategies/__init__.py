@@ -1,0 +1,42 @@
+"""Server side: flowergraph's strategies (legacy Flower ``Strategy`` classes) and the parts they are built from
+(public API).
+
+    from flowergraph.strategies import WeightedAveraging, FedGCNStrategy, FederatedStrategy
+
+* :class:`FederatedStrategy`: the base of every method, composed of parts (:mod:`flowergraph.strategies.base`);
+* :class:`WeightedAveraging` (FedAvg) and :class:`FedGCNStrategy`: the methods;
+* the parts, for your own strategies: :class:`ClientDirectory` (identity, sampling, names),
+  :class:`Aggregator` / :class:`WeightedMean` (aggregation rules), :class:`EvaluationSchedule`,
+  :class:`RoundBook` (records), :class:`PhaseRunner` / :class:`PhaseMessage` / :class:`PhaseReply` /
+  :class:`PhaseError` (method phases), and the helpers :func:`check_update`, :func:`weighted_average`,
+  :func:`weighted_metric`, :func:`failure_reason`.
+
+Names are imported on first use, so ``import flowergraph.strategies`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
+    "ClientDirectory": "directory", "failure_reason": "directory",
+    "Aggregator": "aggregation", "WeightedMean": "aggregation", "Update": "aggregation",
+    "AggregationConfigError": "aggregation", "WEIGHTINGS": "aggregation",
+    "EvaluationSchedule": "evaluation", "RoundBook": "records",
+    "PhaseRunner": "phases", "Phase": "phases", "PhaseMessage": "phases", "PhaseReply": "phases",
+    "PhaseError": "phases",
+    "check_update": "common", "weighted_average": "common", "weighted_metric": "common",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        module = _EXPORTS[name]
+        return getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -35,13 +35,20 @@ def parameters_bytes(parameters: Parameters | None) -> int:
 
 
 def check_update(arrays: list[np.ndarray], reference: list[np.ndarray] | None) -> str | None:
-    """Return why a client update is malformed (count, shape, dtype kind, non-finite values), or None."""
+    """Return why a client update is malformed (count, shape, dtype, non-finite values), or None.
+
+    With a ``reference`` (the global arrays) every array must have the reference's shape and the same kind of
+    dtype (float for float, integer for integer): an integer update of a float model would otherwise be averaged
+    in. Another precision of the same kind is accepted (Flower's SecAgg+ hands the strategy float64 sums of a
+    float32 model); the average is cast to the global model's dtypes."""
     if reference is not None:
         if len(arrays) != len(reference):
             return f"{len(arrays)} arrays, expected {len(reference)}"
         for i, (a, r) in enumerate(zip(arrays, reference)):
             if a.shape != r.shape:
                 return f"array {i} has shape {a.shape}, expected {r.shape}"
+            if a.dtype.kind != r.dtype.kind and not (a.dtype.kind in "iu" and r.dtype.kind in "iu"):
+                return f"array {i} has dtype {a.dtype}, expected {r.dtype} (or another precision of its kind)"
     for i, a in enumerate(arrays):
         if a.dtype.kind not in "fiu":
             return f"array {i} has dtype {a.dtype}, expected a numeric array"
@@ -50,17 +57,20 @@ def check_update(arrays: list[np.ndarray], reference: list[np.ndarray] | None) -
     return None
 
 
-def weighted_average(updates: list[list[np.ndarray]], weights: list[float]) -> list[np.ndarray]:
-    """sum_i w_i * u_i / sum_i w_i, accumulated in float64 and cast back to each array's dtype."""
+def weighted_average(updates: list[list[np.ndarray]], weights: list[float],
+                     like: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """sum_i w_i * u_i / sum_i w_i, accumulated in float64 and cast to the dtypes of ``like`` (the global
+    arrays), else to the first update's dtypes."""
     total = float(sum(weights))
     if not updates or total <= 0:
         raise ValueError("weighted_average needs at least one update with positive weight")
+    dtypes = [a.dtype for a in (like if like is not None else updates[0])]
     out = []
-    for layer in zip(*updates):
+    for layer, dtype in zip(zip(*updates), dtypes):
         acc = np.zeros(layer[0].shape, dtype=np.float64)
         for w, arr in zip(weights, layer):
             acc += (w / total) * arr.astype(np.float64)
-        out.append(acc.astype(layer[0].dtype))
+        out.append(acc.astype(dtype))
     return out
 
 

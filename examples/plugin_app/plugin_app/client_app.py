@@ -1,12 +1,11 @@
 """ClientApp of the example: each SuperNode trains on its share of the built-in synthetic graph."""
 
 import torch
-from flwr.client import ClientApp
-from flwr.common import Context
+from flwr.app import Context
+from flwr.clientapp import ClientApp
 
-from flowergraph.clients.node import NodeClassificationClient
-from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
-from flowergraph.tasks.training import TrainConfig
+from flowergraph.clients import NodeClassificationClient, TrainConfig
+from flowergraph.data import GraphSpec, PartitionSpec, client_graph
 
 
 def client_fn(context: Context):

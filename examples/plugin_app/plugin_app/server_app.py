@@ -1,10 +1,11 @@
 """ServerApp of the example: flowergraph's WeightedAveraging inside a plain server_fn."""
 
-from flwr.common import Context
-from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+from flwr.app import Context
+from flwr.server import ServerAppComponents, ServerConfig
+from flwr.serverapp import ServerApp
 
 from flowergraph.results import RunRecorder
-from flowergraph.strategies.weighted import WeightedAveraging
+from flowergraph.strategies import WeightedAveraging
 
 
 def server_fn(context: Context):

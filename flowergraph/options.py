@@ -1,0 +1,114 @@
+"""Run-configuration options: the schema primitive every layer declares its keys with (Flower-free).
+
+An :class:`Option` is one run-config key: its name, default (whose type is the key's type), help text, the
+valid choices or a check, and the group it is documented under in the README's configuration reference.
+:mod:`flowergraph.config` holds the keys every run has; each method declares its own keys in its registration
+(:mod:`flowergraph.methods`), named ``<method>.<key>`` (e.g. ``fedgcn.hops``). Flower reads such dotted keys
+from a nested table (``[tool.flwr.app.config.fedgcn]``) or as they are (``--run-config "fedgcn.hops=1"``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Option:
+    """One run-config key.
+
+    ``check(value)`` returns an error text (``"must be >= 1"``) or None; ``normalize(value)`` may return the
+    canonical spelling of a valid value or raise ConfigError (e.g. dataset names are case-insensitive).
+    ``group`` is the README section the key is listed under (a method's name for method keys).
+    """
+
+    key: str
+    default: Any
+    help: str
+    choices: tuple | Callable[[], tuple] | None = None  # a callable: looked up when needed (e.g. methods)
+    check: Callable[[Any], str | None] | None = None
+    group: str = "run"
+    normalize: Callable[[Any], Any] | None = None
+
+    @property
+    def kind(self) -> type:
+        return type(self.default)
+
+    @property
+    def valid_choices(self) -> tuple | None:
+        return self.choices() if callable(self.choices) else self.choices
+
+    def parse(self, value: Any) -> Any:
+        """The value coerced to the key's type and checked; ConfigError names the key, the value and the
+        valid choices."""
+        value = coerce(self, value)
+        if self.normalize is not None:
+            value = self.normalize(value)
+        choices = self.valid_choices
+        if choices is not None and value not in choices:
+            raise ConfigError(f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}")
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise ConfigError(f"{self.key}={value!r}: {problem}")
+        return value
+
+
+def coerce(option: Option, value: Any) -> Any:
+    """``value`` as the option's type (bool, int, float or str), from Flower's config or a string."""
+    kind = option.kind
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{option.key}={value!r}: expected true or false")
+    if kind is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{option.key}={value!r}: expected an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{option.key}={value!r}: expected an integer")
+    if kind is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{option.key}={value!r}: expected a number")
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{option.key}={value!r}: expected a number") from None
+        if math.isnan(out) or math.isinf(out):
+            raise ConfigError(f"{option.key}={value!r}: expected a finite number")
+        return out
+    if not isinstance(value, str):
+        raise ConfigError(f"{option.key}={value!r}: expected a string")
+    return value
+
+
+# Checks (each returns an error text or None).
+def at_least(lo, inclusive: bool = True) -> Callable[[Any], str | None]:
+    def check(v):
+        ok = v >= lo if inclusive else v > lo
+        return None if ok else f"must be {'>=' if inclusive else '>'} {lo}"
+    return check
+
+
+def within(lo, hi) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
+def left_open(lo, hi) -> Callable[[Any], str | None]:
+    return lambda v: None if lo < v <= hi else f"must be in ({lo}, {hi}]"
+
+
+def right_open(lo, hi) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v < hi else f"must be in [{lo}, {hi})"

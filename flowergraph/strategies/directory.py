@@ -1,0 +1,167 @@
+"""Which node holds which partition: the identity handshake, client names in logs, seeded sampling, and failures
+named by client. A part of :class:`flowergraph.strategies.FederatedStrategy`; usable on its own in any legacy
+Flower strategy."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import re
+from logging import INFO, WARNING
+from typing import Any, Iterable
+
+import numpy as np
+from flwr.common import Code, GetPropertiesIns
+from flwr.common.logger import log
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from ..protocol import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID
+
+_PHASE_CODES = {"fit": 1, "evaluate": 2}
+
+
+def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
+    """A one-line reason from Flower's failure texts (which wrap the client's error in several layers)."""
+    text = str(exc)
+    if "Node Unavailable" in text:
+        return "the node went offline (no heartbeat: its SuperNode stopped or lost its connection)"
+    if "Message Unavailable" in text:
+        return "no reply in time (the message expired after round-timeout, or its node left the federation)"
+    if "ActorDiedError" in text or "actor died" in text.lower():
+        return "the client's process died (Ray: ActorDiedError)"
+    m = re.search(r"Message: (.*?)'?>\)?\. It originated", text, flags=re.S)
+    if m:
+        text = m.group(1)
+    text = " ".join(text.split()).strip(" '>")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def refusal(reason: str) -> str | None:
+    """The part of a failure reason after :data:`CONFIG_ERROR_MARKER` (a client refused the run), else None."""
+    return reason[reason.index(CONFIG_ERROR_MARKER):] if CONFIG_ERROR_MARKER in reason else None
+
+
+class ClientDirectory:
+    """Partition ids by node, labels, sampling.
+
+    ``num_clients``: the federation's size (the strategy waits for that many nodes). ``seed`` seeds sampling:
+    round r samples the same partitions in every run with this seed (and in a resumed run), whatever node ids
+    Flower gave the nodes. ``clients_per_round`` caps each sample.
+    """
+
+    def __init__(self, num_clients: int, *, seed: int = 0, clients_per_round: int | None = None) -> None:
+        if num_clients < 1:
+            raise ValueError(f"num_clients must be >= 1, got {num_clients}")
+        self.num_clients = num_clients
+        self.seed = int(seed)
+        self.clients_per_round = clients_per_round
+        self.partition_of: dict[str, int] = {}  # node id (proxy.cid) -> partition id
+
+    # ---------------------------------------------------------------------------------------------- nodes
+    def wait(self, client_manager: ClientManager, timeout: float) -> None:
+        """Wait until ``num_clients`` nodes are connected; RuntimeError after ``timeout`` seconds."""
+        if not client_manager.wait_for(self.num_clients, timeout=int(math.ceil(timeout))):
+            raise RuntimeError(
+                f"only {client_manager.num_available()} of num_clients={self.num_clients} clients connected "
+                f"within {timeout:.0f} s; start one SuperNode per client (simulation: num-supernodes must equal "
+                f"num-clients)")
+
+    def identify(self, client_manager: ClientManager, timeout: float | None) -> dict[str, int]:
+        """Ask every connected node which partition it holds (``get_properties``); fills ``partition_of``.
+
+        Raises RuntimeError when two nodes claim the same partition (a misconfigured deployment) or a client
+        refuses the run because of bad input; a client that does not answer is labelled by its node id."""
+        proxies = sorted(client_manager.all().values(), key=lambda c: c.cid)
+
+        def ask(proxy):
+            return proxy.get_properties(GetPropertiesIns(config=dict(IDENTITY_REQUEST)), timeout=timeout,
+                                        group_id=0)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(proxies)))) as pool:
+            futures = {pool.submit(ask, p): p for p in proxies}
+        claims: dict[int, list[str]] = {}
+        for future, proxy in futures.items():
+            try:
+                res = future.result()
+                pid = res.properties.get(PARTITION_ID) if res.status.code == Code.OK else None
+                reason = res.status.message
+            except Exception as exc:  # noqa: BLE001 (a failed client is reported, not fatal)
+                pid, reason = None, str(exc)
+            if pid is None:
+                reason = failure_reason(reason) if reason else "no partition_id in its properties"
+                if refusal(reason):
+                    raise RuntimeError(f"client node {proxy.cid} {refusal(reason)}")
+                log(WARNING, "node %s did not say which partition it holds (%s); it is labelled by its node id",
+                    proxy.cid, reason)
+                continue
+            self.partition_of[proxy.cid] = int(pid)
+            claims.setdefault(int(pid), []).append(proxy.cid)
+        duplicates = {pid: nodes for pid, nodes in claims.items() if len(nodes) > 1}
+        if duplicates and self.num_clients > 1:
+            pid, nodes = sorted(duplicates.items())[0]
+            raise RuntimeError(f"nodes {', '.join(nodes)} all hold partition-id={pid}; give each SuperNode its own "
+                               f"partition-id in 0..{self.num_clients - 1} (--node-config \"partition-id=K ...\")")
+        if self.partition_of:
+            log(INFO, "clients: %s", ", ".join(f"partition {pid} = node {cid}" for cid, pid in
+                                              sorted(self.partition_of.items(), key=lambda t: t[1])))
+        return dict(self.partition_of)
+
+    def label(self, proxy: ClientProxy | None, metrics: dict[str, Any] | None = None) -> str:
+        """A client's name in logs and records: its partition id, else its node id."""
+        if metrics and PARTITION_ID in metrics:
+            return str(int(metrics[PARTITION_ID]))
+        if proxy is None:
+            return "unknown"
+        if proxy.cid in self.partition_of:
+            return str(self.partition_of[proxy.cid])
+        return f"node {proxy.cid}"
+
+    def ordered(self, clients: Iterable[ClientProxy]) -> list[ClientProxy]:
+        """Clients ordered by partition id (nodes that did not identify themselves last, by node id)."""
+        return sorted(clients, key=lambda c: (0, self.partition_of[c.cid], "") if c.cid in self.partition_of
+                      else (1, 0, c.cid))
+
+    def sample(self, client_manager: ClientManager, fraction: float, server_round: int = 0,
+               phase: str = "fit") -> list[ClientProxy]:
+        """``round(fraction x available)`` clients (at least 1), drawn with a generator seeded by (seed, round,
+        phase) over the clients ordered by partition id: the same partitions in every run."""
+        available = self.ordered(client_manager.all().values())
+        n = max(1, int(round(fraction * len(available)))) if fraction > 0 and available else 0
+        if self.clients_per_round is not None:
+            n = min(n, self.clients_per_round)
+        if n == 0:
+            return []
+        if n >= len(available):
+            return available
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, server_round, _PHASE_CODES[phase]]))
+        return [available[i] for i in sorted(rng.choice(len(available), size=n, replace=False))]
+
+    # ------------------------------------------------------------------------------------------- failures
+    def name_failures(self, server_round: int, results, failures, what: str,
+                      sampled: list[ClientProxy]) -> list[dict[str, str]]:
+        """Name and log every failure; returns ``[{"client", "reason"}]``. Raises RuntimeError for a client that
+        refused the run because of bad input. Exceptions carry their client when the server tags them
+        (:class:`flowergraph.server.FlowergraphServer`); otherwise the clients sampled for this phase that
+        neither replied nor failed with a reply are paired with the untagged exceptions."""
+        answered = {p.cid for p, _ in results} | {f[0].cid for f in failures if isinstance(f, tuple)}
+        unknown = [p for p in sampled if p.cid not in answered
+                   and not any(getattr(f, "proxy", None) is p for f in failures)]
+        out = []
+        for failure in failures:
+            if isinstance(failure, tuple):
+                proxy, res = failure
+                reason = failure_reason(res.status.message)
+            else:
+                proxy = getattr(failure, "proxy", None)
+                if proxy is None and len(unknown) == 1 and sum(
+                        not isinstance(f, tuple) and getattr(f, "proxy", None) is None for f in failures) == 1:
+                    proxy = unknown[0]
+                reason = failure_reason(getattr(failure, "cause", failure))
+            label = self.label(proxy)
+            node = f" (node {proxy.cid})" if proxy is not None and not label.startswith("node") else ""
+            if refusal(reason):
+                raise RuntimeError(f"round {server_round}: client {label}{node} {refusal(reason)}")
+            log(WARNING, "round %s: client %s%s failed to %s: %s", server_round, label, node, what, reason)
+            out.append({"client": label, "reason": reason})
+        return out

@@ -1,0 +1,157 @@
+"""Method phases: named message exchanges besides training, sent as ``get_properties`` messages (a part of
+:class:`flowergraph.strategies.FederatedStrategy`, usable on its own).
+
+A **phase** is one step of a method that is not a training round: FedGCN's one-shot exchange of neighbour
+aggregations before round 1, FedGraph's embedding exchange before every round, an architecture-search
+generation with several message kinds. :meth:`PhaseRunner.begin` opens one, timed and counted as one record;
+:meth:`Phase.send` sends one message kind to a set of clients (the same message, or one per client),
+at most ``max_parallel`` at once, handing each reply to ``on_reply`` as it arrives (so a server can add
+ciphertexts while others are still encrypting); :meth:`Phase.end` closes it and returns its record
+(``phase``, ``round``, ``time_s``, ``bytes_down``/``bytes_up``, ``messages``, ``failures`` and whatever the
+method adds). The strategy writes a one-off phase as its own record (FedGCN: round 0 of ``rounds.jsonl``) or
+adds a per-round phase to that round's record (``phases``).
+
+Failure policy, per send: ``require_all=True`` (every client must answer: a failure raises :class:`PhaseError`
+naming the client and the reason) or ``False`` (failed clients are logged, recorded in ``failures`` and left
+out; the method goes on with the others). A client that refuses the run because of bad input always fails the
+run with its message.
+
+Why ``get_properties``: Flower's client mods for training messages (``secaggplus_mod``, the differential-
+privacy mods) act on ``fit`` messages only; a phase sent as ``fit`` fails in a ClientApp that carries
+``secaggplus_mod`` (``KeyError: 'secaggplus_configs'``). The wire format is in :mod:`flowergraph.protocol`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from dataclasses import dataclass, field
+from logging import WARNING
+from typing import Any, Callable
+
+import numpy as np
+from flwr.common import Code, GetPropertiesIns
+from flwr.common.logger import log
+from flwr.server.client_proxy import ClientProxy
+
+from .. import protocol
+from .common import config_bytes
+from .directory import ClientDirectory, failure_reason, refusal
+
+
+class PhaseError(RuntimeError):
+    """A client that a phase needed did not answer it."""
+
+
+@dataclass
+class PhaseMessage:
+    """What one client is sent: arrays and scalar values."""
+
+    arrays: list[np.ndarray] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PhaseReply:
+    """One client's answer."""
+
+    proxy: ClientProxy
+    client: str  # label: the partition id
+    arrays: list[np.ndarray]
+    values: dict[str, Any]
+
+
+class Phase:
+    """One open phase (see the module docstring); made by :meth:`PhaseRunner.begin`."""
+
+    def __init__(self, runner: "PhaseRunner", name: str, server_round: int, timeout: float | None) -> None:
+        self.runner = runner
+        self.name = name
+        self.server_round = int(server_round)
+        self.timeout = timeout
+        self.record: dict[str, Any] = {"round": self.server_round, "phase": name, "bytes_down": 0, "bytes_up": 0,
+                                       "messages": 0, "failures": []}
+        self._start = time.perf_counter()
+        self._lock = threading.Lock()
+
+    def send(self, kind: str, clients: list[ClientProxy],
+             message: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None = None, *,
+             require_all: bool = True, on_reply: Callable[[PhaseReply], None] | None = None,
+             max_parallel: int | None = None, timeout: float | None = None) -> list[PhaseReply]:
+        """Send message ``kind`` to ``clients`` and collect the replies (ordered by client); see the module
+        docstring for the failure policy."""
+        message = message if message is not None else PhaseMessage()
+        timeout = self.timeout if timeout is None else timeout
+        directory = self.runner.directory
+
+        def call(proxy: ClientProxy):
+            msg = message(proxy) if callable(message) else message
+            config = protocol.phase_message(kind, msg.arrays, self.server_round, **msg.values)
+            with self._lock:
+                self.record["bytes_down"] += config_bytes(config)
+                self.record["messages"] += 1
+            res = proxy.get_properties(GetPropertiesIns(config=config), timeout=timeout, group_id=self.server_round)
+            if res.status.code != Code.OK:
+                raise RuntimeError(res.status.message)
+            return res
+
+        replies: list[PhaseReply] = []
+        if not clients:
+            return replies
+        workers = max(1, min(max_parallel or self.runner.max_parallel, len(clients)))
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+        try:
+            futures = {pool.submit(call, proxy): proxy for proxy in clients}
+            for future in concurrent.futures.as_completed(futures):
+                proxy = futures[future]
+                try:
+                    res = future.result()
+                except Exception as exc:  # noqa: BLE001 (named and handled by the failure policy)
+                    self._failed(proxy, kind, failure_reason(exc), require_all)
+                    continue
+                props = dict(res.properties)
+                with self._lock:
+                    self.record["bytes_up"] += config_bytes(props)
+                try:
+                    reply = PhaseReply(proxy, directory.label(proxy, props), protocol.unpack_arrays(props),
+                                       protocol.scalars(props))
+                except ValueError as exc:
+                    self._failed(proxy, kind, f"undecodable reply ({exc})", require_all)
+                    continue
+                if on_reply is not None:
+                    on_reply(reply)
+                replies.append(reply)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return sorted(replies, key=lambda r: (0, int(r.client)) if r.client.isdigit() else (1, r.client))
+
+    def _failed(self, proxy: ClientProxy, kind: str, reason: str, require_all: bool) -> None:
+        label = self.runner.directory.label(proxy)
+        node = f" (node {proxy.cid})" if not label.startswith("node") else ""
+        if refusal(reason):
+            raise RuntimeError(f"{self.name}: client {label}{node} {refusal(reason)}")
+        if require_all:
+            raise PhaseError(f"{self.name} ({kind}): client {label}{node} failed: {reason}")
+        log(WARNING, "%s (%s): client %s%s failed: %s; going on without it", self.name, kind, label, node, reason)
+        with self._lock:
+            self.record["failures"].append({"client": label, "message": kind, "reason": reason})
+
+    def end(self, **extra: Any) -> dict[str, Any]:
+        """Close the phase: its record with ``time_s`` and ``extra``."""
+        self.record["time_s"] = time.perf_counter() - self._start
+        self.record.update(extra)
+        return self.record
+
+
+class PhaseRunner:
+    """Opens phases for a strategy: ``directory`` names clients, ``max_parallel`` caps messages in flight."""
+
+    def __init__(self, directory: ClientDirectory, *, max_parallel: int = 16) -> None:
+        if max_parallel < 1:
+            raise ValueError(f"max_parallel must be >= 1, got {max_parallel}")
+        self.directory = directory
+        self.max_parallel = max_parallel
+
+    def begin(self, name: str, server_round: int = 0, *, timeout: float | None = None) -> Phase:
+        return Phase(self, name, server_round, timeout)

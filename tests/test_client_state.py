@@ -1,0 +1,125 @@
+"""Per-client persistent state (flowergraph.clients.ClientState) and its files at checkpoints."""
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import RecordDict
+
+from flowergraph import protocol
+from flowergraph.clients import ClientState, NoOpClient, StateCheckpoints
+from flowergraph.clients.state import state_file
+from flowergraph.errors import CheckpointError
+
+
+def test_arrays_and_values_of_one_name_live_side_by_side():
+    state = ClientState(RecordDict())
+    state.set_arrays("w", {"a": np.arange(3, dtype=np.int64), "b": np.eye(2, dtype=np.float32)})
+    state.set_values("w", {"step": 3, "name": "x", "betas": [0.9, 0.999], "nested": {"k": [1, 2]}, "raw": b"\x00\x01"})
+    arrays, values = state.get_arrays("w"), state.get_values("w")
+    np.testing.assert_array_equal(arrays["a"], [0, 1, 2])
+    assert arrays["b"].dtype == np.float32
+    assert values == {"step": 3, "name": "x", "betas": [0.9, 0.999], "nested": {"k": [1, 2]}, "raw": b"\x00\x01"}
+    assert state.names() == ["w"] and "w" in state and state.get_arrays("nothing") is None
+    state.delete("w")
+    assert state.names() == [] and state.get_values("w") is None
+
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+
+
+def _step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+
+
+def test_module_and_adam_moments_survive_a_fresh_object_exactly():
+    """A client object is re-created for every message: a fresh model + Adam loaded from the state must take
+    exactly the step the uninterrupted pair takes."""
+    x, y = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 1] * 4)
+    ref = _model(0)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=0.05, betas=(0.8, 0.95), weight_decay=1e-3)
+    for _ in range(3):
+        _step(ref, ref_opt, x, y)
+    state = ClientState(RecordDict())
+    state.save_module("m", ref)
+    state.save_optimizer("adam", ref_opt)
+    _step(ref, ref_opt, x, y)  # the uninterrupted fourth step
+
+    fresh = _model(7)  # other initial weights: they must be overwritten
+    opt = torch.optim.Adam(fresh.parameters(), lr=0.05, betas=(0.8, 0.95), weight_decay=1e-3)
+    assert state.load_module("m", fresh) and state.load_optimizer("adam", opt)
+    assert opt.param_groups[0]["betas"] == (0.8, 0.95)
+    _step(fresh, opt, x, y)
+    for a, b in zip(fresh.state_dict().values(), ref.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert not ClientState().load_module("m", fresh) and not ClientState().load_optimizer("adam", opt)
+
+
+def test_partial_module_state_and_shape_errors():
+    state = ClientState()
+    model = _model(0)
+    state.save_module("head", model, keys=["2.weight", "2.bias"])
+    assert sorted(state.get_arrays("head")) == ["2.bias", "2.weight"]
+    other = _model(1)
+    before = other[0].weight.detach().clone()
+    state.load_module("head", other)
+    torch.testing.assert_close(other[2].weight, model[2].weight)
+    torch.testing.assert_close(other[0].weight, before)  # the rest is untouched
+    state.set_arrays("bad", {"2.weight": np.zeros((5, 5), np.float32)})
+    with pytest.raises(ValueError, match=r"entry '2.weight' has shape \(2, 3\), got \(5, 5\)"):
+        state.load_module("bad", other)
+    with pytest.raises(KeyError, match="the module has no state entries"):
+        state.save_module("x", model, keys=["nope"])
+
+
+def test_rng_state_round_trip():
+    state = ClientState()
+    torch.manual_seed(5)
+    state.save_rng("rng")
+    a = torch.rand(3)
+    state.load_rng("rng")
+    torch.testing.assert_close(torch.rand(3), a)
+
+
+def test_files_round_trip_and_bad_files_are_named(tmp_path):
+    state = ClientState()
+    state.set_arrays("w", {"a": np.arange(4.0)})
+    state.set_values("w", {"k": 1, "blob": b"xyz"})
+    state.records.metric_records["m"] = __import__("flwr.app", fromlist=["MetricRecord"]).MetricRecord({"acc": 0.5})
+    path = state.write(tmp_path / "s.npz", partition_id=2, run_tag="t", server_round=4)
+    other = ClientState()
+    other.set_arrays("stale", {"x": np.zeros(1)})  # replaced, not merged
+    header = other.read(path, partition_id=2, run_tag="t")
+    assert header["server_round"] == 4 and other.names() == ["w"]
+    np.testing.assert_array_equal(other.get_arrays("w")["a"], np.arange(4.0))
+    assert other.get_values("w") == {"k": 1, "blob": b"xyz"} and dict(other.records.metric_records["m"]) == \
+        {"acc": 0.5}
+    with pytest.raises(CheckpointError, match=rf"client state file '{path}' belongs to partition_id=2, not 3"):
+        ClientState().read(path, partition_id=3)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        ClientState().read(tmp_path / "missing.npz")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=rf"client state file '{path}' is corrupt \(BadZipFile"):
+        ClientState().read(path)
+
+
+def test_checkpoint_phases_write_and_read_the_node_state(tmp_path):
+    records = RecordDict()
+    state = ClientState(records)
+    state.set_arrays("private", {"w": np.full(3, 7.0)})
+    node = StateCheckpoints(NoOpClient([], 1), state, partition_id=1, state_dir=tmp_path)
+    reply = node.get_properties(protocol.phase_message(protocol.STATE_SAVE, server_round=6, run_tag="abc"))
+    expected = state_file(tmp_path, "abc", 1, 6)
+    assert reply == {"partition_id": 1, "path": str(expected), "records": "private", protocol.ARRAY_COUNT: 0}
+    assert expected == tmp_path / "abc" / "partition-1" / "round-000006.npz" and expected.is_file()
+    state.set_arrays("private", {"w": np.zeros(3)})  # the run moves on ...
+    node.get_properties(protocol.phase_message(protocol.STATE_LOAD, server_round=6, run_tag="abc"))
+    np.testing.assert_array_equal(ClientState(records).get_arrays("private")["w"], np.full(3, 7.0))
+    assert node.get_properties({}) == {"partition_id": 1}  # everything else goes to the inner client
+    with pytest.raises(CheckpointError, match="round-000005.npz' does not exist"):
+        node.get_properties(protocol.phase_message(protocol.STATE_LOAD, server_round=5, run_tag="abc"))

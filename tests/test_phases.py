@@ -1,0 +1,164 @@
+"""The phase mechanism: phase messages on the wire, per-client instructions, bounded parallelism, the failure
+policy, byte accounting and records (flowergraph.strategies.phases, flowergraph.protocol)."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from flwr.common import Code, GetPropertiesRes, Status
+from flwr.server.client_manager import SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from flowergraph import protocol
+from flowergraph.clients import FlowergraphClient
+from flowergraph.strategies import (ClientDirectory, PhaseError, PhaseMessage, PhaseRunner, WeightedAveraging,
+                                    check_update)
+from flowergraph.strategies.common import config_bytes
+
+
+class EchoClient(FlowergraphClient):
+    """Answers phase 'echo': returns its arrays doubled and a value."""
+
+    def __init__(self, pid, delay=0.0, fail=None):
+        self.partition_id, self.delay, self.fail = pid, delay, fail
+
+    def phase_handlers(self):
+        def echo(arrays, values):
+            time.sleep(self.delay)
+            if self.fail:
+                raise RuntimeError(self.fail)
+            return [2 * a for a in arrays], {"seen": values["x"], "pid": self.partition_id}
+
+        return {"test.echo": echo}
+
+
+class Proxy(ClientProxy):
+    """Delivers get_properties to a client, counting concurrent calls."""
+
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def __init__(self, cid, client):
+        super().__init__(cid)
+        self.client = client
+        self.sent = []
+
+    def get_properties(self, ins, timeout, group_id):
+        with Proxy.lock:
+            Proxy.active += 1
+            Proxy.peak = max(Proxy.peak, Proxy.active)
+        try:
+            self.sent.append((dict(ins.config), group_id))
+            props = self.client.get_properties(dict(ins.config))
+            return GetPropertiesRes(Status(Code.OK, ""), props)
+        finally:
+            with Proxy.lock:
+                Proxy.active -= 1
+
+    get_parameters = fit = evaluate = reconnect = None
+
+
+def _runner(clients, max_parallel=16):
+    directory = ClientDirectory(len(clients))
+    proxies = [Proxy(f"n{k}", c) for k, c in enumerate(clients)]
+    for p, c in zip(proxies, clients):
+        directory.partition_of[p.cid] = c.partition_id
+    return PhaseRunner(directory, max_parallel=max_parallel), proxies
+
+
+def test_wire_format_round_trip_and_reserved_keys():
+    arrays = [np.arange(5, dtype=np.int64), np.ones((2, 3), np.float16), np.zeros(0, np.float32)]
+    config = protocol.phase_message("m.k", arrays, server_round=3, x=1.5, name="n", blob=b"ab")
+    assert config[protocol.PHASE] == "m.k" and config[protocol.PHASE_ROUND] == 3 and config[protocol.ARRAY_COUNT] == 3
+    back = protocol.unpack_arrays(config)
+    assert [a.dtype for a in back] == [np.int64, np.float16, np.float32] and back[1].shape == (2, 3)
+    assert protocol.scalars(config) == {"x": 1.5, "name": "n", "blob": b"ab"}
+    with pytest.raises(ValueError, match="phase values may not use the reserved prefix 'fg.'"):
+        protocol.phase_message("m.k", **{"fg.x": 1})
+    with pytest.raises(ValueError, match="phase message announces 2 arrays but lacks 'fg.a1'"):
+        protocol.unpack_arrays({protocol.ARRAY_COUNT: 2, "fg.a0": config["fg.a0"]})
+
+
+def test_per_client_messages_replies_and_byte_accounting():
+    clients = [EchoClient(k) for k in range(4)]
+    runner, proxies = _runner(clients)
+    seen = []
+    phase = runner.begin("test-phase", server_round=7, timeout=5)
+    replies = phase.send("test.echo", proxies,
+                         lambda p: PhaseMessage([np.full(3, int(p.cid[1:]))], {"x": p.cid}),
+                         on_reply=lambda r: seen.append(r.client))
+    record = phase.end(extra=1)
+    assert [r.client for r in replies] == ["0", "1", "2", "3"] and sorted(seen) == ["0", "1", "2", "3"]
+    for k, r in enumerate(replies):
+        np.testing.assert_array_equal(r.arrays[0], np.full(3, 2 * k))
+        assert r.values == {"partition_id": k, "seen": f"n{k}", "pid": k}
+    for p in proxies:  # the round travels as the message's group and in the config
+        (config, group), = p.sent
+        assert group == 7 and config[protocol.PHASE_ROUND] == 7
+    down = sum(config_bytes(c) for p in proxies for c, _ in p.sent)
+    up = sum(config_bytes(p.client.get_properties(c)) for p in proxies for c, _ in p.sent)
+    assert (record["bytes_down"], record["bytes_up"], record["messages"]) == (down, up, 4)
+    assert record["phase"] == "test-phase" and record["round"] == 7 and record["extra"] == 1
+    assert record["time_s"] > 0 and record["failures"] == []
+
+
+def test_parallelism_is_bounded():
+    Proxy.peak = 0
+    runner, proxies = _runner([EchoClient(k, delay=0.05) for k in range(6)], max_parallel=2)
+    runner.begin("p").send("test.echo", proxies, PhaseMessage(values={"x": 1}))
+    assert Proxy.peak == 2
+    Proxy.peak = 0
+    runner.begin("p").send("test.echo", proxies, PhaseMessage(values={"x": 1}), max_parallel=6)
+    assert Proxy.peak > 2
+
+
+def test_failure_policy():
+    clients = [EchoClient(0), EchoClient(1, fail="disk on fire"), EchoClient(2)]
+    runner, proxies = _runner(clients)
+    with pytest.raises(PhaseError, match=r"^p \(test.echo\): client 1 \(node n1\) failed: disk on fire$"):
+        runner.begin("p").send("test.echo", proxies, PhaseMessage(values={"x": 1}))
+    phase = runner.begin("p")
+    replies = phase.send("test.echo", proxies, PhaseMessage(values={"x": 1}), require_all=False)
+    assert [r.client for r in replies] == ["0", "2"]
+    assert phase.end()["failures"] == [{"client": "1", "message": "test.echo", "reason": "disk on fire"}]
+    refusing = [EchoClient(0, fail="flowergraph refused the run: node config x='y': bad")]
+    runner, proxies = _runner(refusing)
+    with pytest.raises(RuntimeError, match=r"^p: client 0 \(node n0\) flowergraph refused the run: node config"):
+        runner.begin("p").send("test.echo", proxies, PhaseMessage(values={"x": 1}), require_all=False)
+
+
+def test_client_side_answers_name_unknown_phases():
+    with pytest.raises(ValueError, match=r"this client does not answer phase 'test.nope'; valid phases: test.echo"):
+        EchoClient(0).get_properties(protocol.phase_message("test.nope"))
+    with pytest.raises(ValueError, match="this client does not answer phase 'x'; valid phases: none"):
+        FlowergraphClient().get_properties(protocol.phase_message("x"))
+
+
+def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
+    from flowergraph.results import RunRecorder, read_run
+
+    class WithPhase(WeightedAveraging):
+        def before_fit(self, server_round, clients, client_manager):
+            phase = self.phases.begin("echo-phase", server_round)
+            phase.send("test.echo", clients, PhaseMessage([np.ones(2)], {"x": server_round}))
+            self.book.add_phase(phase.end())
+
+    manager = SimpleClientManager()
+    proxies = [Proxy(f"n{k}", EchoClient(k)) for k in range(2)]
+    for p in proxies:
+        manager.register(p)
+    recorder = RunRecorder(tmp_path, {}, log=None)
+    s = WithPhase(num_clients=2, initial_parameters=[np.zeros(2, np.float32)], recorder=recorder, num_rounds=1)
+    from flwr.common import ndarrays_to_parameters
+
+    ins = s.configure_fit(1, ndarrays_to_parameters([np.zeros(2, np.float32)]), manager)
+    assert len(ins) == 2
+    s.finish()
+    (row,) = read_run(tmp_path)["rounds"]
+    phase = row["phases"]["echo-phase"]
+    assert phase["messages"] == 2 and phase["bytes_up"] > 0
+    assert row["bytes_up"] == phase["bytes_up"]  # the phase's bytes count in the round's totals
+    assert row["bytes_down"] > phase["bytes_down"]  # plus the fit instructions
+    assert check_update([np.zeros(2, np.float32)], [np.zeros(2, np.float32)]) is None
