@@ -17,7 +17,6 @@ from flowergraph.tasks.graphcls.models import build_graph_model, get_arrays, par
 from flowergraph.tasks.graphcls.training import (GraphTrainConfig, evaluate, export_optimizer_state,
                                                  make_optimizer, restore_optimizer_state, train_epochs)
 
-torch.set_num_threads(1)
 
 
 # ---------------------------------------------------------------- structure embeddings

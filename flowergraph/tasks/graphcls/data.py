@@ -24,7 +24,8 @@ after a shuffle seeded by (``split_seed``, the dataset name, the client's index 
 training seed never changes the split (the authors fix ``seed_dataSplit = 123`` and vary the training seed).
 A dataset's split is the same in every setting it appears in. The authors use sklearn's stratified
 ``train_test_split`` twice (80/20, then 50/50), so their exact graphs per split differ from ours (sklearn is
-not a dependency here); the per-class sizes agree up to rounding.
+not a dependency here); the sizes agree up to rounding: our CHEM training sets have 150, 323, 373, 604, 276,
+1600 and 3288 graphs, the paper's Table 5 lists 150, 324, 373, 604, 275, 1600 and 3288.
 
 Features, as in the authors' code: datasets with node labels use PyG's default ``x`` (one-hot node labels,
 ``use_node_attr=False``: the continuous attributes of PROTEINS, ENZYMES, BZR, COX2, DHFR, AIDS are not used);

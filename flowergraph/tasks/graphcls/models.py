@@ -133,7 +133,7 @@ class DecoupledGIN(nn.Module):
 
 
 class GIN(nn.Module):
-    """The baselines' GIN graph classifier (see the module docstring). ``forward(batch)`` needs ``x``, ``edge_index``, ``batch``."""
+    """The baselines' GIN (see the module docstring); ``forward(batch)`` uses ``x``, ``edge_index``, ``batch``."""
 
     part_prefixes = {
         "feature": ("feat_in", "feat_convs"),

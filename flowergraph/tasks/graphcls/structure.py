@@ -26,7 +26,10 @@ Computation: RWSE never forms T^k. It runs ``P <- T P`` (scipy CSR times a dense
 ``P = I`` restricted to a block of columns and reads the diagonal after each step: cost ``k2 * nnz(T) * width``
 per block, memory ``rows * width``. Small graphs are batched (their block-diagonal T against one dense block
 ``sum(n) x max(n)``, graphs sorted by size, at most ``budget`` = 4 M entries); a graph with ``n^2 > budget``
-(DD's largest has 5748 nodes) is done alone in column blocks. Arithmetic in float64, stored as float32.
+(DD's largest has 5748 nodes) is done alone in column blocks. Arithmetic in float32: the products are
+memory-bound and run about 4x faster than in float64, and the result differs from the authors' float64
+per-graph powers by at most 2.7e-7 on every offline TU dataset (``benchmarks/fedstar_embeddings.py``). DD
+takes 5 s cold on one core, against 38 s for per-graph sparse powers.
 
 Cache: RWSE is the only costly part (DD: 1178 graphs of 284 nodes on average), so :func:`cached_random_walk_se`
 keeps it on disk, ``<FLOWERGRAPH_CACHE>/datasets/TUDataset/<name>/structure/rwse-k<k2>-v<VERSION>.npz``,
