@@ -148,8 +148,13 @@ def _download_error(info: DatasetInfo, data_dir: Path | None, exc: BaseException
     )
 
 
-def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None):
+def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None, use_node_attr: bool = False):
     """Load a Planetoid or TU dataset with PyG's stock class (public split for Planetoid).
+
+    ``use_node_attr`` (TU datasets only) is passed to ``TUDataset``: node attributes are kept in ``x`` (before
+    the one-hot node labels), e.g. the 2-d coordinates of the Letter datasets. The processed cache is shared by
+    both settings: PyG stores attributes and labels in the same ``processed/data.pt`` and drops the attribute
+    columns when the dataset is opened with ``use_node_attr=False``.
 
     Returns the PyG dataset object. Raises ConfigError for an unknown name or a missing data
     directory and DatasetUnavailableError when the raw files are absent and cannot be downloaded.
@@ -157,6 +162,8 @@ def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None):
     info = dataset_info(name)
     if info.family == "synthetic":
         raise ConfigError("the synthetic dataset is generated, not loaded: use load_node_dataset")
+    if use_node_attr and info.family != "TUDataset":
+        raise ConfigError(f"use_node_attr applies to TU datasets only, not {info.name!r} ({info.family})")
     resolved = resolve_data_dir(data_dir)
     from torch_geometric.datasets import Planetoid, TUDataset
 
@@ -169,7 +176,7 @@ def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None):
             if info.family == "Planetoid":
                 dataset = Planetoid(str(root), info.name, split="public")
             else:
-                dataset = TUDataset(str(root), info.name)
+                dataset = TUDataset(str(root), info.name, use_node_attr=use_node_attr)
         except Exception as exc:  # network errors come as URLError, OSError, fsspec errors ...
             if needs_download:
                 raise _download_error(info, resolved, exc) from exc

@@ -1,0 +1,227 @@
+"""FedStar's decoupled GNN (paper App. A.4, Table 9), the GIN baseline, and their parts as arrays.
+
+``DecoupledGIN`` (hidden h = 64, L = 3, dropout p = 0.5 by default), for node features x and structure
+embeddings s of one batch of graphs::
+
+    h_0 = W_x x + b                      FC(n_feat, h)       feature encoder
+    g_0 = W_s s + b                      FC(struct_dim, h)   structure encoder (shared)
+    for l = 1..L:
+        h_l = Dropout(ReLU(GIN_l([h_{l-1} || g_{l-1}])))     GIN(2h -> h), MLP Linear(2h,h)-ReLU-Linear(h,h), eps = 0
+        g_l = tanh(GCN_l(g_{l-1}))                           GCN(h, h), self loops + symmetric normalisation (shared)
+    z = sum over the graph's nodes of [h_L || g_L]           sum pooling (2h)
+    z = FC(2h, h)(z);  z = Dropout(ReLU(FC(h, h)(z)));  out = log_softmax(FC(h, n_class)(z))
+
+Deviation from the authors' code: they apply ``FC(2h, h)`` ("Whp") to every node *before* the sum pooling;
+Table 9 (and this module) pools first. The two differ only in the bias, which the authors' order adds once per
+node (``n_nodes * b``) instead of once per graph. Everything else (GIN inner MLP without batch norm, eps fixed
+at 0, GCNConv defaults, no dropout on the structure branch, ReLU + dropout after FC(h, h) only) follows the code.
+
+``GIN`` (the baselines' model, as in the authors' code): ``FC(n_feat, h)``; L x [GIN(h -> h) with MLP
+Linear(h,h)-ReLU-Linear(h,h), ReLU, Dropout]; sum pooling; ``FC(h, h)``, ReLU, Dropout; ``FC(h, n_class)``;
+log_softmax.
+
+Parts (``state_dict`` keys by module prefix; arrays travel in ``state_dict`` order, buffers included: the
+fixed GIN ``eps`` is a buffer of the feature part):
+
+* ``structure``: ``struct_in`` + ``struct_convs`` -- exactly what FedStar shares (Table 9's bold layers; the
+  authors' ``'_s' in key`` filter selects the same ``embedding_s`` + ``graph_convs_s_gcn``). DecoupledGIN only.
+* ``feature``: ``feat_in`` + ``feat_convs``.
+* ``classifier``: everything after pooling (``pool_fc`` (DecoupledGIN only), ``fc``, ``out``).
+* ``convs``: the graph convolutions only (``feat_convs`` and, for DecoupledGIN, ``struct_convs``). This is the
+  paper's FedPer ("only the parameters in graph convolution layers are shared", App. A.2) and also what the
+  authors' (GCFL-derived) code shares for FedAvg/FedProx/FedPer: its server model holds only ``graph_convs``.
+* ``all-but-classifier``: feature + structure encoders (FedPer in Arivazhagan et al.'s sense); ``all``: every key.
+
+``feat_in`` depends on ``n_feat`` and ``out`` on ``n_class``, so ``all``, ``all-but-classifier`` and
+``feature`` can only be averaged among clients of one dataset (a Dirichlet split); across datasets share
+``structure`` (FedStar) or ``convs`` (FedAvg/FedProx/FedPer as in the paper's runs).
+
+Seeding: with ``seed`` every layer is initialised from its own generator seeded by (seed, layer name), so the
+weights are a pure function of the seed and every layer whose shape does not depend on the dataset
+(structure encoder, GIN layers 2..L, FC(h, h)) starts identical on every client with the same seed -- what the
+authors obtain by copying the server's initial layers to all clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...errors import ConfigError
+
+MODELS = ("decoupled", "gin")
+PARTS = ("structure", "feature", "classifier", "convs", "all-but-classifier", "all")
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, name: str):
+    if seed is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        state = np.random.SeedSequence([int(seed), zlib.crc32(name.encode())]).generate_state(1)[0]
+        torch.manual_seed(int(state))
+        yield
+
+
+def _gin(d_in: int, hidden: int):
+    from torch_geometric.nn import GINConv
+
+    return GINConv(nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden)), eps=0.0,
+                   train_eps=False)
+
+
+def _check(hidden: int, layers: int, dropout: float, **dims: int) -> None:
+    for key, value in {"hidden": hidden, "layers": layers, **dims}.items():
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{key} must be an integer >= 1, got {value!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+
+
+class DecoupledGIN(nn.Module):
+    """FedStar's model (see the module docstring). ``forward(batch)`` needs ``x``, ``s``, ``edge_index``, ``batch``."""
+
+    part_prefixes = {
+        "structure": ("struct_in", "struct_convs"),
+        "feature": ("feat_in", "feat_convs"),
+        "classifier": ("pool_fc", "fc", "out"),
+        "convs": ("feat_convs", "struct_convs"),
+    }
+
+    def __init__(self, num_features: int, structure_dim: int, num_classes: int, hidden: int = 64, layers: int = 3,
+                 dropout: float = 0.5, seed: int | None = None):
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        _check(hidden, layers, dropout, num_features=num_features, structure_dim=structure_dim,
+               num_classes=num_classes)
+        self.dropout = dropout
+        with _seeded(seed, "feat_in"):
+            self.feat_in = nn.Linear(num_features, hidden)
+        with _seeded(seed, "struct_in"):
+            self.struct_in = nn.Linear(structure_dim, hidden)
+        self.feat_convs, self.struct_convs = nn.ModuleList(), nn.ModuleList()
+        for i in range(layers):
+            with _seeded(seed, f"feat_convs.{i}"):
+                self.feat_convs.append(_gin(2 * hidden, hidden))
+            with _seeded(seed, f"struct_convs.{i}"):
+                self.struct_convs.append(GCNConv(hidden, hidden))
+        with _seeded(seed, "pool_fc"):
+            self.pool_fc = nn.Linear(2 * hidden, hidden)
+        with _seeded(seed, "fc"):
+            self.fc = nn.Linear(hidden, hidden)
+        with _seeded(seed, "out"):
+            self.out = nn.Linear(hidden, num_classes)
+
+    def forward(self, data) -> torch.Tensor:
+        from torch_geometric.nn import global_add_pool
+
+        edge_index = data.edge_index
+        h, g = self.feat_in(data.x), self.struct_in(data.s)
+        for gin, gcn in zip(self.feat_convs, self.struct_convs):
+            h = F.dropout(F.relu(gin(torch.cat([h, g], dim=-1), edge_index)), self.dropout, self.training)
+            g = torch.tanh(gcn(g, edge_index))
+        z = self.pool_fc(global_add_pool(torch.cat([h, g], dim=-1), data.batch))
+        z = F.dropout(F.relu(self.fc(z)), self.dropout, self.training)
+        return F.log_softmax(self.out(z), dim=-1)
+
+
+class GIN(nn.Module):
+    """The baselines' GIN (see the module docstring); ``forward(batch)`` uses ``x``, ``edge_index``, ``batch``."""
+
+    part_prefixes = {
+        "feature": ("feat_in", "feat_convs"),
+        "classifier": ("fc", "out"),
+        "convs": ("feat_convs",),
+    }
+
+    def __init__(self, num_features: int, num_classes: int, hidden: int = 64, layers: int = 3,
+                 dropout: float = 0.5, seed: int | None = None):
+        super().__init__()
+        _check(hidden, layers, dropout, num_features=num_features, num_classes=num_classes)
+        self.dropout = dropout
+        with _seeded(seed, "feat_in"):
+            self.feat_in = nn.Linear(num_features, hidden)
+        self.feat_convs = nn.ModuleList()
+        for i in range(layers):
+            with _seeded(seed, f"feat_convs.{i}"):
+                self.feat_convs.append(_gin(hidden, hidden))
+        with _seeded(seed, "fc"):
+            self.fc = nn.Linear(hidden, hidden)
+        with _seeded(seed, "out"):
+            self.out = nn.Linear(hidden, num_classes)
+
+    def forward(self, data) -> torch.Tensor:
+        from torch_geometric.nn import global_add_pool
+
+        h = self.feat_in(data.x)
+        for gin in self.feat_convs:
+            h = F.dropout(F.relu(gin(h, data.edge_index)), self.dropout, self.training)
+        z = F.dropout(F.relu(self.fc(global_add_pool(h, data.batch))), self.dropout, self.training)
+        return F.log_softmax(self.out(z), dim=-1)
+
+
+def build_graph_model(kind: str, num_features: int, num_classes: int, structure_dim: int = 32, hidden: int = 64,
+                      layers: int = 3, dropout: float = 0.5, seed: int | None = None) -> nn.Module:
+    """``decoupled`` (FedStar, uses ``structure_dim``) or ``gin`` (baselines, ignores it)."""
+    if kind == "decoupled":
+        return DecoupledGIN(num_features, structure_dim, num_classes, hidden, layers, dropout, seed)
+    if kind == "gin":
+        return GIN(num_features, num_classes, hidden, layers, dropout, seed)
+    raise ConfigError(f"unknown graph model {kind!r}; valid choices: {', '.join(MODELS)}")
+
+
+def part_keys(model: nn.Module, part: str) -> list[str]:
+    """The ``state_dict`` keys of a part, in ``state_dict`` order (see the module docstring)."""
+    prefixes = getattr(model, "part_prefixes", None)
+    if prefixes is None:
+        raise ConfigError(f"{type(model).__name__} has no named parts; use DecoupledGIN or GIN")
+    valid = [p for p in PARTS if p in prefixes or p in ("all", "all-but-classifier")]
+    if part not in valid:
+        raise ConfigError(f"unknown part {part!r} for {type(model).__name__}; valid choices: {', '.join(valid)}")
+    keys = list(model.state_dict().keys())
+    if part == "all":
+        return keys
+    if part == "all-but-classifier":
+        drop = prefixes["classifier"]
+        return [k for k in keys if k.split(".")[0] not in drop]
+    return [k for k in keys if k.split(".")[0] in prefixes[part]]
+
+
+def get_arrays(model: nn.Module, part: str = "all") -> list[np.ndarray]:
+    """Copies of the part's tensors as numpy arrays, in ``state_dict`` order."""
+    state = model.state_dict()
+    return [state[k].detach().cpu().numpy().copy() for k in part_keys(model, part)]
+
+
+def set_arrays(model: nn.Module, part: str, arrays: list[np.ndarray]) -> None:
+    """Copy ``arrays`` (as from :func:`get_arrays` for the same part) into the model's own parameters/buffers.
+
+    Goes through ``load_state_dict(strict=False)``, which copies in place into the live tensors (rebinding
+    ``.data`` on a ``state_dict()`` copy would change nothing). A wrong count, shape or non-finite value is a
+    ConfigError naming the key.
+    """
+    keys = part_keys(model, part)
+    arrays = list(arrays)
+    if len(arrays) != len(keys):
+        raise ConfigError(f"part {part!r} of {type(model).__name__} has {len(keys)} arrays ({', '.join(keys)}), "
+                          f"got {len(arrays)}")
+    state = model.state_dict()
+    new = {}
+    for key, arr in zip(keys, arrays):
+        arr = np.asarray(arr)
+        ref = state[key]
+        if tuple(arr.shape) != tuple(ref.shape):
+            raise ConfigError(f"array for {key!r} has shape {tuple(arr.shape)}, expected {tuple(ref.shape)}")
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            raise ConfigError(f"array for {key!r} contains NaN or infinite values")
+        new[key] = torch.from_numpy(np.ascontiguousarray(arr)).to(ref.dtype)
+    result = model.load_state_dict(new, strict=False)
+    if result.unexpected_keys:  # cannot happen for keys taken from the model itself
+        raise ConfigError(f"unexpected keys {result.unexpected_keys}")
