@@ -58,6 +58,8 @@ class RoleMemorySampler(TreeMemorySampler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.peak_roles: dict[str, float] = {}
+        self.timeline: list[tuple[float, dict[str, float]]] = []  # (seconds since start, MB per role)
+        self._start = __import__("time").monotonic()
         self._cpu: dict[int, tuple[str, float]] = {}
         self._cpu0: dict[int, float] = {}
 
@@ -77,6 +79,8 @@ class RoleMemorySampler(TreeMemorySampler):
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
         total = sum(roles.values())
+        self.timeline.append((round(__import__("time").monotonic() - self._start, 1),
+                              {k: round(v / 2**20) for k, v in roles.items()}))
         if total > self.peak:
             self.peak_roles = {k: v / 2**20 for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
         return total
@@ -122,6 +126,7 @@ def bench_run(out: Path, method: str, *, num_clients: int, rounds: int, dataset:
     phase = next((r for r in rounds_ if r.get("phase") == "fedgcn-communication"), None)
     record = {"ok": result.ok, "status": result.status, "wall_s": result.wall_time_s, "peak_mb": mem.peak_mb,
               "peak_roles_mb": mem.peak_roles, "cpu_roles_s": mem.cpu_roles, "mem_samples": mem.samples,
+              "mem_timeline": mem.timeline,
               "phase": phase, "summary": result.summary,
               "rounds": [{k: r.get(k) for k in ("round", "time_s", "accuracy")} for r in rounds_],
               "log": str(result.log_file)}

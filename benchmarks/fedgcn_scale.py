@@ -165,6 +165,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=2400.0, help="seconds per run before it is stopped")
     parser.add_argument("--data-source", nargs="+", default=["cut"], choices=["cut", "files"],
                         help="clients cut the global graph, or read their own exported partition file")
+    parser.add_argument("--name", default="fedgcn_scale", help="docs/results/<name>.md")
     args = parser.parse_args()
     work = Path(args.work)
     import torch_geometric.utils  # noqa: F401  (imported before graph_stats times a graph build)
@@ -228,7 +229,7 @@ def main() -> None:
     laws = []
     for mode in args.modes:
         rs = [r for r in runs if r["mode"] == mode]
-        if len(rs) < 2:
+        if len({r["nodes"] for r in rs}) < 2:  # a growth law needs several sizes
             continue
         label = "CKKS" if mode == "ckks" else "Plaintext"
         cross = [r["cross_edges"] for r in rs]
@@ -284,6 +285,19 @@ def main() -> None:
                             + (f", ciphertexts x{pb['ciphertexts_up'] / pa['ciphertexts_up']:.2f}"
                                if mode == "ckks" else "") + ".")
 
+    # The same setting with clients that cut the global graph and with clients that read only their own file.
+    for n, part in settings:
+        for mode in args.modes:
+            same = {r.get("source"): r for r in runs if (r["nodes"], r["partitioner"], r["mode"]) == (n, part, mode)}
+            if "cut" in same and "files" in same:
+                c, f = same["cut"], same["files"]
+                laws.append(f"* {n} nodes, `{part}`, {'CKKS' if mode == 'ckks' else 'plaintext'}: own partition files "
+                            f"vs every client cutting the global graph: peak {f['peak_mb']:.0f} vs {c['peak_mb']:.0f} MB "
+                            f"(x{f['peak_mb'] / c['peak_mb']:.2f}; client actors "
+                            f"{(f.get('peak_roles_mb') or {}).get('client actors', 0):.0f} vs "
+                            f"{(c.get('peak_roles_mb') or {}).get('client actors', 0):.0f} MB at the peak), phase "
+                            f"{f['phase']['time_s']:.1f} vs {c['phase']['time_s']:.1f} s, same bytes "
+                            f"({f['phase']['bytes_up'] == c['phase']['bytes_up']}).")
     body = (
         f"Synthetic CSBM graph (5 classes, {args.features} features, p_in = {DEGREE_IN:g}/N, p_out = "
         f"{DEGREE_OUT:g}/N: expected degree ~11 at every size), {args.clients} clients, FedGCN 2-hop, 1 round of "
@@ -305,7 +319,7 @@ def main() -> None:
     if failed:
         body += "\n\n**Failed or stopped runs:** " + ", ".join(
             f"{r['name']} ({r['status']} after {r['wall_s']:.0f} s, peak {r['peak_mb']:.0f} MB)" for r in failed)
-    write_result("fedgcn_scale", "FedGCN pre-training phase vs graph size and cross-client edges", body)
+    write_result(args.name, "FedGCN pre-training phase vs graph size and cross-client edges", body)
 
 
 if __name__ == "__main__":

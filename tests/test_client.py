@@ -124,3 +124,15 @@ def test_fused_evaluation_reports_what_evaluate_would_and_trains_the_same():
     assert m_fused["eval_num_test"] == n_test and m_fused["eval_loss"] == pytest.approx(loss)
     assert not any(k.startswith("eval_") for k in m_plain)
     assert all(isinstance(v, ALLOWED) for v in m_fused.values())
+
+
+def test_the_noop_floor_honours_fused_evaluation():
+    """The benchmark floor must send as many messages as a real client: with evaluate_global it answers the
+    evaluation inside its fit reply (otherwise the strategy falls back to a separate evaluate message)."""
+    from flowergraph.clients.node import NoOpClient
+    from flowergraph.strategies.evaluation import fused_metrics
+
+    arrays, n, metrics = NoOpClient([np.zeros(2)], 3).fit([np.ones(2)], {"server_round": 2, "evaluate_global": True})
+    assert fused_metrics(metrics) == {"loss": 0.0, "num_test": 1} and n == 1
+    np.testing.assert_array_equal(arrays[0], np.ones(2))
+    assert NoOpClient([], 3).evaluate([], {})[2] == {"partition_id": 3, "loss": 0.0, "num_test": 1}

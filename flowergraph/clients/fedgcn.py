@@ -22,8 +22,9 @@ from flwr.app import RecordDict
 
 from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
-from ..tasks.fedgcn import check_fedgcn_model, check_hops, contributions, extended_graph, fedgcn_forward
+from ..tasks.fedgcn import check_fedgcn_model, check_hops, check_reply, contributions, extended_graph, fedgcn_forward
 from ..tasks.federated_graph import ClientGraph
+from ..tasks.memo import BytesLRU
 from ..tasks.training import TrainConfig
 from .node import NodeClassificationClient
 from .state import ClientState
@@ -33,12 +34,12 @@ META_KEY = "fedgcn-meta"  # values: encoding, parts, width, digest
 INDEX, UPLOAD, DOWNLOAD = "fedgcn.index", "fedgcn.upload", "fedgcn.download"
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=2)  # needed only during the phase (CKKS: index, then upload): keep few
 def _contributions(graph: ClientGraph, hops: int):
     return contributions(graph, hops)
 
 
-_EXT_CACHE: dict[tuple, object] = {}
+_EXT_CACHE = BytesLRU()  # extended graphs by (graph, hops, digest), bounded by bytes (see tasks/memo.py)
 
 
 def _state(state: ClientState | RecordDict | None) -> ClientState:
@@ -82,16 +83,10 @@ class FedGCNClient(NodeClassificationClient):
         if meta is None:
             raise RuntimeError(f"FedGCN client {self.graph.client_id}: no neighbour aggregations in context.state; "
                                f"the {self.hops}-hop communication phase must run first (use FedGCNStrategy)")
-        key = (id(self.graph), self.hops, str(meta["digest"]))
-        ext = _EXT_CACHE.get(key)
-        if ext is None:
-            rows, sums = received_rows(self.state)
-            ext = extended_graph(self.graph, self.hops, rows, sums)
-            if len(_EXT_CACHE) > 16:
-                _EXT_CACHE.clear()
-            _EXT_CACHE[key] = ext
-        self._ext = ext
-        return ext
+        key = (self.graph.uid, self.hops, str(meta["digest"]))
+        self._ext = _EXT_CACHE.get_or_build(key, lambda: extended_graph(self.graph, self.hops,
+                                                                        *received_rows(self.state)))
+        return self._ext
 
     def forward(self):
         if self.hops == 0:
@@ -108,10 +103,12 @@ class FedGCNClient(NodeClassificationClient):
         sums = np.ascontiguousarray(np.asarray(sums)[order], dtype=np.float32)
         parts, encoding = encode_rows(sums)
         self.state.set_arrays(STATE_KEY, {"rows": rows, **{f"sums_{i}": a for i, a in enumerate(parts)}})
+        digest = hashlib.sha1(memoryview(rows))
+        digest.update(memoryview(sums))
         self.state.set_values(META_KEY, {"encoding": encoding, "parts": len(parts), "width": int(sums.shape[1]),
-                                         "digest": hashlib.sha1(rows.tobytes() + sums.tobytes()).hexdigest()})
+                                         "digest": digest.hexdigest()})
         self._ext = None
-        self._extended()  # check the reply is complete now, not in round 1
+        check_reply(self.graph, self.hops, rows, sums)  # a reply that lacks rows fails now, not in round 1
         return {"stored_rows": int(len(rows))}
 
     def _check_hops(self, config) -> None:

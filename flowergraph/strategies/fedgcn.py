@@ -61,7 +61,7 @@ from flwr.server.client_proxy import ClientProxy
 
 from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
-from ..tasks.fedgcn import check_hops, server_sum
+from ..tasks.fedgcn import RowSums, check_hops
 from .phases import Phase, PhaseMessage, PhaseReply
 from .weighted import WeightedAveraging
 
@@ -118,32 +118,38 @@ class FedGCNStrategy(WeightedAveraging):
         return stats
 
     def _phase_plain(self, phase: Phase, clients: list[ClientProxy]) -> dict:
-        uploads: dict[str, tuple] = {}
-        widths = set()
+        """Each upload is added into the running per-row sums as it arrives and then dropped: the server holds
+        one upload and the float64 sums, never all uploads (~1 GB at 1M nodes)."""
+        requests: dict[str, np.ndarray] = {}
+        acc: list[RowSums] = []
 
         def got_upload(reply: PhaseReply):
             width, encoding = int(reply.values["width"]), str(reply.values["encoding"])
             ids, request = reply.arrays[0].astype(np.int64), reply.arrays[1].astype(np.int64)
-            values = decode_rows(reply.arrays[2:], encoding, len(ids), width)
-            widths.add(width)
-            uploads[reply.proxy.cid] = (ids, values, request)
+            if not acc:
+                acc.append(RowSums(width))
+            if width != acc[0].width:
+                raise RuntimeError(f"FedGCN: clients report different feature widths ({acc[0].width} and {width})")
+            acc[0].add(ids, decode_rows(reply.arrays[2:], encoding, len(ids), width))
+            reply.arrays.clear()
+            requests[reply.proxy.cid] = request
 
         phase.send(UPLOAD, clients, PhaseMessage(values={"hops": self.hops}), on_reply=got_upload)
-        if len(widths) > 1:
-            raise RuntimeError(f"FedGCN: clients report different feature widths {sorted(widths)}")
-        rows, sums = server_sum([(ids, values) for ids, values, _ in uploads.values()])
+        sums = acc[0]
 
         def download(proxy: ClientProxy) -> PhaseMessage:
-            request = uploads[proxy.cid][2]
-            pos = np.searchsorted(rows, request)
-            if len(request) and (pos.max() >= len(rows) or not np.array_equal(rows[pos], request)):
-                raise RuntimeError(f"FedGCN: client {self.client_label(proxy)} requested rows nobody contributed to")
-            arrays, encoding = encode_rows(sums[pos] if len(request) else np.zeros((0, sums.shape[1]), np.float32))
-            return PhaseMessage([request, *arrays], {"encoding": encoding, "width": int(sums.shape[1])})
+            request = requests[proxy.cid]
+            try:
+                rows = sums.sums(request)
+            except ValueError as exc:
+                raise RuntimeError(f"FedGCN: client {self.client_label(proxy)} requested rows nobody contributed "
+                                   f"to ({exc})") from None
+            arrays, encoding = encode_rows(rows)
+            return PhaseMessage([request, *arrays], {"encoding": encoding, "width": sums.width})
 
         phase.send(DOWNLOAD, clients, download)
-        return {"row_contributions": int(sum(len(u[0]) for u in uploads.values())), "rows": int(len(rows)),
-                "rows_downloaded": int(sum(len(u[2]) for u in uploads.values()))}
+        return {"row_contributions": sums.contributions, "rows": sums.count,
+                "rows_downloaded": int(sum(len(r) for r in requests.values()))}
 
     def _phase_ckks(self, phase: Phase, clients: list[ClientProxy]) -> dict:
         index: dict[str, tuple[np.ndarray, np.ndarray]] = {}

@@ -104,13 +104,16 @@ class Phase:
         try:
             futures = {pool.submit(call, proxy): proxy for proxy in clients}
             for future in concurrent.futures.as_completed(futures):
-                proxy = futures[future]
+                proxy = futures.pop(future)  # no reference kept: a large reply is freed once handled
                 try:
                     res = future.result()
                 except Exception as exc:  # noqa: BLE001 (named and handled by the failure policy)
                     self._failed(proxy, kind, failure_reason(exc), require_all)
                     continue
+                finally:
+                    del future
                 props = dict(res.properties)
+                del res
                 with self._lock:
                     self.record["bytes_up"] += config_bytes(props)
                 try:

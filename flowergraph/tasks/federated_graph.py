@@ -18,6 +18,7 @@ rounds, so a client loads and partitions once, never per round.
 from __future__ import annotations
 
 import functools
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +68,9 @@ class ClientGraph:
     cross_owner: torch.Tensor  # [E_cross] owner of the remote node
     num_global_nodes: int
     num_classes: int
+    # A unique token per object: per-process caches key derived data (models bound to this graph, FedGCN's
+    # extended graph) by it, never by id(), which a new object may reuse once this one is freed.
+    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
     def num_nodes(self) -> int:

@@ -30,7 +30,6 @@ refused with a message naming it. What a client holds is exactly what cutting th
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -44,6 +43,7 @@ import torch
 
 from ..errors import ConfigError, PartitionError
 from ..npzio import READ_ERRORS, read_npz, write_npz
+from .memo import BytesLRU
 from .federated_graph import ClientGraph, GraphSpec, PartitionSpec, build_client_graph, load_global_graph, \
     node_assignment
 
@@ -160,13 +160,15 @@ def load_partition_file(path: str | os.PathLike, *, dataset: str | None = None, 
         st = p.stat()
     except OSError:
         raise ConfigError(f"partition file {str(path)!r} does not exist") from None
-    graph, header = _load(str(p), st.st_mtime_ns, st.st_size)
+    graph, header = _LOADED.get_or_build((str(p), st.st_mtime_ns, st.st_size), lambda: _load(str(p)))
     _check_expected(str(path), header, dataset=dataset, num_clients=num_clients, client_id=client_id)
     return graph
 
 
-@functools.lru_cache(maxsize=8)
-def _load(path: str, mtime_ns: int, size: int) -> tuple[ClientGraph, dict]:
+_LOADED = BytesLRU()  # loaded files, bounded by bytes (tasks/memo.py): an actor may serve any client
+
+
+def _load(path: str) -> tuple[ClientGraph, dict]:
     try:
         arrays, header = read_npz(path)
     except READ_ERRORS as exc:

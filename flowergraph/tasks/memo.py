@@ -1,0 +1,79 @@
+"""A per-process memo of derived per-client data, bounded by bytes (Flower-free).
+
+In Flower's simulation any client's message can land on any Ray actor, so a per-process cache keyed by client
+ends up holding every client's data in every actor: at 1M nodes, 10 clients' FedGCN extended graphs (~115 MB each)
+and partition files (~65 MB each) per actor. :class:`BytesLRU` keeps the most recently used entries up to a byte
+budget and drops the rest (they are rebuilt when needed: a cost in time, never in results). The budget is
+``FLOWERGRAPH_MEMO_MB`` (default 256) per cache and process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+import numpy as np
+import torch
+
+
+def nbytes(value: Any) -> int:
+    """Bytes held by the tensors and arrays reachable through a value's attributes, lists, tuples and dicts."""
+    seen: set[int] = set()
+
+    def walk(v) -> int:
+        if id(v) in seen:
+            return 0
+        seen.add(id(v))
+        if isinstance(v, torch.Tensor):
+            return v.element_size() * v.nelement()
+        if isinstance(v, np.ndarray):
+            return int(v.nbytes)
+        if isinstance(v, (list, tuple)):
+            return sum(walk(x) for x in v)
+        if isinstance(v, dict):
+            return sum(walk(x) for x in v.values())
+        if hasattr(v, "__dict__"):
+            return sum(walk(x) for x in vars(v).values())
+        return 0
+
+    return walk(value)
+
+
+def default_budget() -> int:
+    return int(float(os.environ.get("FLOWERGRAPH_MEMO_MB", "256")) * 2**20)
+
+
+class BytesLRU:
+    """Least-recently-used memo bounded by ``budget`` bytes (an entry larger than the budget is not kept)."""
+
+    def __init__(self, budget: int | None = None):
+        self.budget = default_budget() if budget is None else int(budget)
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.used = 0
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key][0]
+        value = build()
+        size = nbytes(value)
+        with self._lock:
+            if key not in self._items and size <= self.budget:
+                self._items[key] = (value, size)
+                self.used += size
+                while self.used > self.budget:
+                    _, (_, dropped) = self._items.popitem(last=False)
+                    self.used -= dropped
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.used = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
