@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from .errors import ConfigError
 from .options import Option, at_least, left_open, right_open, within
-from .tasks.datasets import ALL_DATASETS, canonical_name, dataset_info
+from .tasks.datasets import canonical_name, dataset_info
 from .tasks.models import MODELS
 from .tasks.partition import PARTITIONERS
 from .tasks.synthetic import CSBMParams
@@ -54,8 +54,9 @@ def _method_names() -> tuple[str, ...]:
 COMMON_OPTIONS: tuple[Option, ...] = (
     # -- the run
     Option("method", "fedavg", "Federated method (the keys of each method follow its name below).", _method_names),
-    Option("dataset", "synthetic", "Dataset name (case-insensitive); `synthetic` is the built-in CSBM graph.",
-           ALL_DATASETS, normalize=canonical_name),
+    Option("dataset", "synthetic", "Dataset name (case-insensitive); `synthetic` is the built-in CSBM graph. "
+           "Graph-level methods also take a setting (`CHEM`, `BIO-CHEM`, `BIO-CHEM-SN`, `BIO-SN-CV`) or a "
+           "comma-separated list of TU datasets, one dataset per client.", normalize=lambda v: normalize_dataset(v)),
     Option("data-dir", "", "Folder with raw files in PyG layout (`<dir>/Planetoid/Cora/raw/...`); empty: "
            "`$FLOWERGRAPH_DATA`, else download into the cache. May be read-only; a node may set its own."),
     Option("split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, `auto` "
@@ -152,6 +153,48 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 
 # Keys that were renamed: old name -> new name (a DeprecationWarning names the new one).
 RENAMED = {"hops": "fedgcn.hops", "he": "fedgcn.he"}
+
+
+def normalize_dataset(value: str) -> str:
+    """The canonical spelling of a dataset name, of a graph-level setting (``chem`` -> ``CHEM``) or of a
+    comma-separated list of TU datasets (``mutag,bzr`` -> ``MUTAG,BZR``); ConfigError names the valid choices."""
+    from .tasks.graphcls.data import SETTINGS, parse_graph_datasets
+
+    text = str(value).strip()
+    setting = next((k for k in SETTINGS if k.lower() == text.lower()), None)
+    if setting is not None:
+        return setting
+    if "," in text:
+        return ",".join(parse_graph_datasets(text))
+    try:
+        return canonical_name(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; graph-level settings {', '.join(SETTINGS)} (or a comma-separated list of graph "
+                          f"datasets)") from None
+
+
+def dataset_task(value: str) -> tuple[str, str]:
+    """(task, family) of a normalised dataset value: a setting or a list is graph-level TU data."""
+    from .tasks.graphcls.data import SETTINGS
+
+    if "," in value or value in SETTINGS:
+        return "graph", "TUDataset"
+    info = dataset_info(value)
+    return info.task, info.family
+
+
+def natural_num_clients(method: str, dataset: str | None) -> int:
+    """The number of clients a run has when none is given: one per dataset for a graph-level method given
+    several datasets (a setting or a list), else the ``num-clients`` default."""
+    from .methods import get_method
+
+    default = next(o.default for o in COMMON_OPTIONS if o.key == "num-clients")
+    if dataset and get_method(method).task == "graph":
+        from .tasks.graphcls.data import parse_graph_datasets
+
+        names = parse_graph_datasets(normalize_dataset(dataset))
+        return len(names) if len(names) > 1 else default
+    return default
 
 
 def all_options() -> tuple[Option, ...]:
@@ -300,13 +343,20 @@ def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> 
 
 def _check_combination(s: RunSettings) -> None:
     method = s.method_info
-    info = dataset_info(s.dataset)
-    if method.task == "node" and info.task != "node":
-        raise ConfigError(f"method {s.method!r} does node classification but dataset {s.dataset!r} is a "
-                          f"graph-classification dataset; valid node datasets: Cora, CiteSeer, PubMed, synthetic")
-    if method.task == "graph" and info.task != "graph":
+    task, family = dataset_task(s.dataset)
+    if method.task == "node" and task != "node":
+        raise ConfigError(f"method {s.method!r} does node classification but dataset {s.dataset!r} is "
+                          f"graph-classification data; valid node datasets: Cora, CiteSeer, PubMed, synthetic")
+    if method.task == "graph" and task != "graph":
+        from .tasks.datasets import GRAPH_DATASETS
+        from .tasks.graphcls.data import SETTINGS
+
         raise ConfigError(f"method {s.method!r} does graph classification but dataset {s.dataset!r} is a "
-                          f"node-classification dataset")
+                          f"node-classification dataset; valid choices: settings {', '.join(SETTINGS)}, TU datasets "
+                          f"{', '.join(GRAPH_DATASETS)}, or a comma-separated list of them")
+    if method.task == "graph" and s.partition_dir:
+        raise ConfigError(f"partition-dir={s.partition_dir!r}: partition files hold node-level data; graph-level "
+                          f"method {s.method!r} reads each client's own datasets (data-dir)")
     if s.data_dir:
         path = os.path.expanduser(s.data_dir)
         if not os.path.isdir(path):
@@ -327,7 +377,8 @@ def _check_combination(s: RunSettings) -> None:
         s.graph_spec().synthetic.validate()
     from .tasks.splits import parse_split
 
-    parse_split(s.split, info.family)
+    if task == "node":
+        parse_split(s.split, family)
     if method.check is not None:
         method.check(s)
 

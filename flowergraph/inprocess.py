@@ -1,7 +1,15 @@
 """A federation in one process: the real ServerApp code path (``server_app.serve``: strategy, FlowergraphServer,
 checkpoints, resume, results) and the real ClientApp (``client_app.client_fn``) per node, joined by ClientProxies
-that call the client directly instead of going through Flower's transport. Seconds instead of a Ray start-up;
-tests that need Flower's own processes use ``flowergraph.simulation``.
+that call the client directly instead of going through Flower's transport.
+
+Seconds instead of a Ray start-up and one process instead of one per client: for tests, for long accuracy
+benchmarks, and for quick experiments. What it leaves out is exactly Flower's transport and process model (message
+serialisation, Ray actors, timeouts, per-node processes): runs that must show those use
+:mod:`flowergraph.simulation`. Clients answer one message at a time, in the order the server's thread pool sends
+them. The numbers equal a Flower simulation of the same settings (tests compare them to 1e-6).
+
+    from flowergraph.inprocess import run_inprocess
+    summary, proxies = run_inprocess({"method": "fedgcn", "num-clients": 3, "rounds": 5, "out-dir": "results/x"})
 """
 
 from __future__ import annotations
@@ -23,36 +31,38 @@ _TURN = threading.Lock()
 
 
 class InProcessProxy(ClientProxy):
-    """One node: its Context (node config + persistent ``state``) and a fresh client per message, as in Flower."""
+    """One node: its Context (node config + persistent ``state``) and a fresh client per message, as in Flower.
 
-    def __init__(self, cid: str, node_config: dict, run_config: dict):
+    ``calls`` lists the message kinds it answered; with ``record=True`` ``messages`` also keeps every
+    ``(kind, instruction, reply)``, for tests of what travels."""
+
+    def __init__(self, cid: str, node_config: dict, run_config: dict, record: bool = False):
         super().__init__(cid)
         self.context = Context(run_id=1, node_id=int(cid), node_config=dict(node_config), state=RecordDict(),
                                run_config=dict(run_config))
         self.calls: list[str] = []
+        self.record = record
+        self.messages: list[tuple] = []
 
-    def _client(self):
-        return client_app.client_fn(self.context)
+    def _answer(self, kind: str, ins):
+        self.calls.append(kind)
+        with _TURN:
+            res = getattr(client_app.client_fn(self.context), kind)(ins)
+        if self.record:
+            self.messages.append((kind, ins, res))
+        return res
 
     def get_properties(self, ins, timeout, group_id):
-        self.calls.append("get_properties")
-        with _TURN:
-            return self._client().get_properties(ins)
+        return self._answer("get_properties", ins)
 
     def get_parameters(self, ins, timeout, group_id):
-        self.calls.append("get_parameters")
-        with _TURN:
-            return self._client().get_parameters(ins)
+        return self._answer("get_parameters", ins)
 
     def fit(self, ins, timeout, group_id):
-        self.calls.append("fit")
-        with _TURN:
-            return self._client().fit(ins)
+        return self._answer("fit", ins)
 
     def evaluate(self, ins, timeout, group_id):
-        self.calls.append("evaluate")
-        with _TURN:
-            return self._client().evaluate(ins)
+        return self._answer("evaluate", ins)
 
     def reconnect(self, ins, timeout, group_id):
         from flwr.common import DisconnectRes
@@ -60,16 +70,16 @@ class InProcessProxy(ClientProxy):
         return DisconnectRes(reason="")
 
 
-def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None):
+def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None, record: bool = False):
     """Run ``run_config`` with one in-process node per client; returns (summary, proxies).
 
     ``node_ids`` (default 1001, 1002, ...) play Flower's random node ids; ``node_configs`` replace the default
-    ``{"partition-id": k, "num-partitions": K}``."""
+    ``{"partition-id": k, "num-partitions": K}``; ``record`` keeps every message in ``proxy.messages``."""
     s = parse_run_config(run_config)
-    n = s.effective_num_clients if s.method == "centralized" else s.num_clients
+    n = s.effective_num_clients
     node_ids = list(node_ids or range(1001, 1001 + n))
     node_configs = node_configs or [{"partition-id": k, "num-partitions": n} for k in range(n)]
-    proxies = [InProcessProxy(str(nid), nc, run_config) for nid, nc in zip(node_ids, node_configs)]
+    proxies = [InProcessProxy(str(nid), nc, run_config, record) for nid, nc in zip(node_ids, node_configs)]
 
     def launch(server, config):
         for proxy in proxies:

@@ -122,6 +122,7 @@ class RunRecorder:
             "rounds_completed": len(training),
             "total_rounds": self.total_rounds,
             "final_accuracy": final.get("accuracy"),
+            "final_mean_client_accuracy": final.get("mean_client_accuracy"),
             "final_val_accuracy": final.get("val_accuracy"),
             "final_loss": final.get("loss"),
             "final_server_accuracy": final.get("server_accuracy"),

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .config import RunSettings, canonical_key, option_by_key, parse_run_config, renamed_keys
+from .config import RunSettings, canonical_key, natural_num_clients, option_by_key, parse_run_config, renamed_keys
 from .errors import ConfigError, FlowergraphError
 from .runtime import descendants, free_port, kill_tree, progress_line, write_app, write_run_config
 
@@ -211,7 +211,8 @@ def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | 
     return config
 
 
-def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2, dataset: str | None = None,
+def run_simulation(method: str = "fedavg", num_clients: int | None = None, rounds: int = 2,
+                   dataset: str | None = None,
                    out: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None, *,
                    cpus_per_client: int = 1, verbose: bool = False, stream: TextIO | None = None,
                    timeout: float | None = None) -> SimulationResult:
@@ -219,9 +220,13 @@ def run_simulation(method: str = "fedavg", num_clients: int = 3, rounds: int = 2
 
     Raises ConfigError (before anything starts) for bad input; returns a :class:`SimulationResult` whose
     ``status`` is ``"completed"`` or ``"failed"``. Every process started here is stopped before returning.
+    ``num_clients`` None: one client per dataset for a graph-level method given several, else 3.
     """
     stream = stream or sys.stdout
     started = time.monotonic()
+    if num_clients is None:
+        num_clients = (overrides or {}).get("num-clients") or natural_num_clients(
+            method, dataset or (overrides or {}).get("dataset"))
     config = build_run_config(method, num_clients, rounds, dataset, out, overrides)
     settings = parse_run_config(config)
     ckpt = resume_checkpoint(settings)
@@ -371,9 +376,12 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Run a flowergraph method in Flower's Ray-backed simulation.")
     parser.add_argument("--method", default=None, help="a registered method (default fedavg): "
                         + ", ".join(option_by_key()["method"].valid_choices))
-    parser.add_argument("--num-clients", type=int, default=None, help="default 3")
+    parser.add_argument("--num-clients", type=int, default=None, help="default: one per dataset for a graph-level "
+                        "method given several datasets, else 3")
     parser.add_argument("--rounds", type=int, default=None, help="default 2")
-    parser.add_argument("--dataset", default=None, help="dataset name (default: the built-in synthetic graph)")
+    parser.add_argument("--dataset", default=None, help="dataset name (default: the built-in synthetic graph); "
+                        "graph-level methods: a setting (CHEM, BIO-CHEM, ...) or a comma-separated list, one dataset "
+                        "per client")
     parser.add_argument("--data-dir", default=None, help="raw files in PyG layout (else $FLOWERGRAPH_DATA)")
     parser.add_argument("--out", default=None, help="results folder (default: results/<method>-<dataset>-<time>)")
     parser.add_argument("--config", action="append", default=[], metavar="TOML",
@@ -400,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             return value if given is None else given
 
         method = pick(args.method, "method", "fedavg")
-        num_clients = pick(args.num_clients, "num-clients", 3)
+        num_clients = pick(args.num_clients, "num-clients", None)
         rounds = pick(args.rounds, "rounds", 2)
         dataset = pick(args.dataset, "dataset", None)
         result = run_simulation(method, num_clients, rounds, dataset, args.out, overrides,

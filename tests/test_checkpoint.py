@@ -15,7 +15,7 @@ from flowergraph.config import parse_run_config
 from flowergraph.errors import CheckpointError
 from flowergraph.results import read_run
 
-from inprocess import run_inprocess
+from flowergraph.inprocess import run_inprocess
 
 
 def _ckpt(round_=3):

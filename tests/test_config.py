@@ -39,7 +39,7 @@ def test_types_are_coerced_and_dataset_is_canonical():
     ({"num-clients": 0}, "num-clients=0: must be >= 1"),
     ({"partitioner": "spectral"}, "unknown partitioner 'spectral'; valid choices: dirichlet, louvain, metis, random, none"),
     ({"dataset": "ogbn-arxiv"}, "unknown dataset 'ogbn-arxiv'; valid choices: node classification"),
-    ({"dataset": "MUTAG"}, "method 'fedavg' does node classification but dataset 'MUTAG' is a graph-classification"),
+    ({"dataset": "MUTAG"}, "method 'fedavg' does node classification but dataset 'MUTAG' is graph-classification data"),
     ({"data-dir": "/no/such/dir"}, "data-dir '/no/such/dir' does not exist"),
     ({"lr": -0.1}, r"lr=-0.1: must be > 0.0"),
     ({"lr": "fast"}, "lr='fast': expected a number"),

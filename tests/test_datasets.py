@@ -119,6 +119,7 @@ def test_offline_download_failure_says_where_to_put_files(tmp_path, monkeypatch)
     msg = str(err.value)
     assert "raw files not found and the download failed (URLError" in msg
     assert f"{empty.resolve()}/Planetoid/Cora/raw/ind.cora.{{x,tx,allx,y,ty,ally,graph,test.index}}" in msg
+    assert list(empty.iterdir()) == []  # a failed download leaves the (maybe shared) data folder untouched
 
 
 def test_read_only_data_dir_is_copied(tmp_path, shared_data, monkeypatch):

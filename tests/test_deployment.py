@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEPLOYMENT_METHODS = [
     ("fedavg", {"method": "fedavg"}),
     ("fedgcn-he", {"method": "fedgcn", "fedgcn.hops": 2, "fedgcn.he": True, "checkpoint-every": 2}),
+    ("fedstar", {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "checkpoint-every": 2}),
 ]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
@@ -95,13 +96,14 @@ def _assert_results(out_dir, rounds, num_clients, dataset):
 def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_files(tmp_path, shared_data,
                                                                                    monkeypatch):
     """One SuperLink and 3 SuperNodes (TLS, registered keys). Each data owner holds only its own partition file of
-    Cora (exported here) and a copy of the owners' CKKS key file, both named in its node config; the nodes get no
-    data-dir and an empty dataset cache, so they could not read Cora if they tried. 2 rounds of each method in
-    DEPLOYMENT_METHODS, one after another: each gives the same accuracies as the run on the computed partition."""
+    Cora (exported here) and a copy of the owners' CKKS key file, both named in its node config, and a data-dir
+    with the TU datasets (FedStar: owner k holds dataset k); the nodes start with an empty dataset cache, which
+    afterwards holds no Cora: the node-level methods read only the owners' files. 2 rounds of each method in
+    DEPLOYMENT_METHODS, one after another: each gives the same accuracies as the run in one process."""
     from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
     from flowergraph.privacy import ckks
 
-    from inprocess import run_inprocess
+    from flowergraph.inprocess import run_inprocess
 
     before = _children()
     parts = tmp_path / "parts"
@@ -112,7 +114,8 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
     times = {}
     with LoopbackDeployment(tmp_path / "deploy") as dep:
         dep.start_superlink()
-        nodes = [dep.add_node(k, 3, key_file=key_file, partition_file=parts / f"client-{k}.npz") for k in range(3)]
+        nodes = [dep.add_node(k, 3, key_file=key_file, partition_file=parts / f"client-{k}.npz",
+                              data_dir=shared_data) for k in range(3)]
         dep.wait_for_nodes(3, timeout=180)
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in nodes]
         for label, overrides in DEPLOYMENT_METHODS:
@@ -120,12 +123,13 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             started = time.monotonic()
             outcome = dep.run({"num-clients": 3, "rounds": 2, "dataset": "Cora", "out-dir": str(out), **overrides},
                               timeout=TIMEOUT)
+            dataset = overrides.get("dataset", "Cora")
             times[label] = time.monotonic() - started
             logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}"
                              for f in sorted((tmp_path / "deploy").glob("*.log")))
             assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
                 f"{label}: {outcome.flwr_status}\n{logs}"
-            run = _assert_results(out, rounds=2, num_clients=3, dataset="Cora")
+            run = _assert_results(out, rounds=2, num_clients=3, dataset=dataset)
             assert run["config"]["method"] == overrides["method"]
             assert run["config"]["key-file"] == ""  # the server never got the key file, not even its path
             assert run["config"]["data-dir"] == "" and run["config"]["partition-dir"] == ""
@@ -143,8 +147,8 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             assert f'key-file="{home / "ckks-key.bin"}"' in node_config  # each owner's own copies
             assert f'partition-file="{home / f"client-{node.partition_id}.npz"}"' in node_config
             assert sorted(p.name for p in home.glob("client-*.npz")) == [f"client-{node.partition_id}.npz"]
-            # FedGCN's client checkpoint: each node wrote its own state into its own folder
-            assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000002.npz"))) == 1
+            # client checkpoints (FedGCN, FedStar): each node wrote its own state into its own folder
+            assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000002.npz"))) == 2
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.

@@ -17,7 +17,7 @@ from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, build_cl
     node_assignment
 from flowergraph.tasks.partition_files import MEMBERS, export_partitions, load_partition_file, read_manifest
 
-from inprocess import run_inprocess
+from flowergraph.inprocess import run_inprocess
 
 SYN = GraphSpec(dataset="synthetic", seed=3)
 PART = PartitionSpec(partitioner="louvain", num_clients=4, seed=3)

@@ -17,7 +17,7 @@ from flowergraph.methods import Method, get_method, methods, register, unregiste
 from flowergraph.options import Option
 from flowergraph.results import read_run
 
-from inprocess import run_inprocess
+from flowergraph.inprocess import run_inprocess
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = Path(__file__).resolve().parent / "plugins"
@@ -39,11 +39,11 @@ def _noop(_):
 
 
 def test_builtin_methods_and_unknown_names():
-    assert list(methods()) == ["fedavg", "centralized", "noop", "fedgcn"]
+    assert list(methods()) == ["fedavg", "centralized", "noop", "fedgcn", "fedstar"]
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
     assert get_method("centralized").whole_graph and get_method("noop").benchmark_only
     with pytest.raises(ConfigError, match=r"unknown method 'fedprox'; valid choices: fedavg, centralized, noop, "
-                                          r"fedgcn$"):
+                                          r"fedgcn, fedstar$"):
         get_method("fedprox")
 
 
@@ -208,10 +208,12 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     env = {"PYTHONPATH": f"{PLUGINS}:{site}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["['fedavg', 'centralized', 'noop', 'fedgcn', 'toy-personal']", "0.01"]
+    assert proc.stdout.splitlines() == ["['fedavg', 'centralized', 'noop', 'fedgcn', 'fedstar', 'toy-personal']",
+                                        "0.01"]
     env["FLOWERGRAPH_PLUGINS"] = "no_such_plugin"  # a broken plugin is reported when its method is asked for
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c",
                            "from flowergraph.methods import get_method; get_method('mine')"],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert "unknown method 'mine'; valid choices: fedavg, centralized, noop, fedgcn, toy-personal; plugins that " \
+    assert "unknown method 'mine'; valid choices: fedavg, centralized, noop, fedgcn, fedstar, toy-personal; " \
+           "plugins that " \
            "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr

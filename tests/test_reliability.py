@@ -1,5 +1,5 @@
 """Fault injection, failures named by client, and bad input (run config and node config), without Flower's
-processes: unit tests and in-process federations (tests/inprocess.py). Through Flower's Ray simulation:
+processes: unit tests and in-process federations (flowergraph/inprocess.py). Through Flower's Ray simulation:
 test_reliability_simulation.py; on a real deployment: test_deployment.py."""
 
 import json
@@ -28,7 +28,7 @@ from flowergraph.strategies.weighted import WeightedAveraging, failure_reason
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.training import TrainConfig
 
-from inprocess import run_inprocess
+from flowergraph.inprocess import run_inprocess
 
 REPO = Path(__file__).resolve().parents[1]
 

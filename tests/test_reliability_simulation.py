@@ -1,7 +1,7 @@
 """Faults and resume through Flower's Ray simulation (each run ~20-40 s: Ray start-up dominates).
 
 The expected numbers are computed independently, without Flower: FedAvg replayed by hand with the clients that
-the faults leave in each round, and the uninterrupted run of a resumed one in one process (tests/inprocess.py,
+the faults leave in each round, and the uninterrupted run of a resumed one in one process (flowergraph/inprocess.py,
 whose equality with an uninterrupted run is tested in test_checkpoint.py)."""
 
 import numpy as np
@@ -16,7 +16,7 @@ from flowergraph.strategies.common import weighted_average, weighted_metric
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.training import TrainConfig
 
-from inprocess import run_inprocess
+from flowergraph.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulation
 

@@ -14,7 +14,7 @@ import pytest
 from flowergraph.results import read_run
 from flowergraph.simulation import run_flower_app
 
-from inprocess import run_inprocess
+from flowergraph.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulation
 

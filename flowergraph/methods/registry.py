@@ -50,7 +50,7 @@ TASKS = ("node", "graph")
 ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_BUILTIN_MODULES = ("flowergraph.methods.node", "flowergraph.methods.fedgcn")
+_BUILTIN_MODULES = ("flowergraph.methods.node", "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar")
 
 
 @dataclass

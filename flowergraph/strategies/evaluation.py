@@ -54,3 +54,6 @@ def record_evaluation(rec: dict[str, Any], per_client: list[tuple[str, dict[str,
     rows = [m for m in rec["clients"].values() if "num_test" in m or "num_val" in m]
     for key, count in AGGREGATED:
         rec[key] = weighted_metric((r.get(key), float(r.get(count, 0))) for r in rows)
+    # the unweighted mean over clients (graph-level papers report each client's accuracy averaged over clients)
+    rec["mean_client_accuracy"] = weighted_metric((r.get("accuracy"), 1.0) for r in rows
+                                                  if float(r.get("num_test", 0)) > 0)

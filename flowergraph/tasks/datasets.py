@@ -13,8 +13,9 @@ Where the raw files come from
 
 The folder may be read-only: raw files are *copied* into a writable cache (``FLOWERGRAPH_CACHE``,
 default ``~/.cache/flowergraph``) and PyG writes its ``processed/`` files there, never next to the raw files.
-When the raw files are absent, PyG downloads them as usual (into ``data_dir`` when it is writable, else into
-the cache); offline, that fails with a :class:`DatasetUnavailableError` that says where to put the files.
+When the raw files are absent, PyG downloads them as usual, into the cache, never into ``data_dir`` (a data
+folder may be shared: writing into it is not ours to do, and a writability check is no guide when running as
+root); offline, that fails with a :class:`DatasetUnavailableError` that says where to put the files.
 """
 
 from __future__ import annotations
@@ -169,9 +170,7 @@ def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None, use_n
 
     with _locked(cache_dir() / f".{info.family}-{info.name}.lock"):
         root = _prepare_root(info, resolved)
-        needs_download = not _raw_files_present(root / info.name / "raw", info)
-        if needs_download and resolved is not None and os.access(resolved, os.W_OK):
-            root = resolved / info.family  # download next to the user's data, as PyG does
+        needs_download = not _raw_files_present(root / info.name / "raw", info)  # then into the cache only
         try:
             if info.family == "Planetoid":
                 dataset = Planetoid(str(root), info.name, split="public")

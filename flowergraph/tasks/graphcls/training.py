@@ -10,9 +10,11 @@
   (CE, plus the proximal term under FedProx), as the authors' ``train_gc``/``train_gc_prox`` report it.
 * Reproducibility: batch order comes from a ``torch.Generator`` and dropout from the global generator forked and
   seeded for the call, both derived from (seed, round, client); the caller's RNG state is left untouched.
-* The optimiser persists across rounds (the authors' clients create Adam once): :func:`export_optimizer_state`
-  turns its state into numpy arrays + a JSON string (no pickle) and :func:`restore_optimizer_state` loads them
-  into a fresh optimiser over a fresh model; the next step is then bit-identical to an uninterrupted one.
+* The optimiser persists across rounds (the authors' clients create Adam once):
+  :func:`flowergraph.tasks.torch_state.optimizer_state` turns its state into numpy arrays + JSON values (no
+  pickle) and :func:`~flowergraph.tasks.torch_state.load_optimizer_state` loads them into a fresh optimiser over
+  a fresh model (``ClientState.save_optimizer`` / ``load_optimizer`` keep them in ``context.state``); the next
+  step is then bit-identical to an uninterrupted one.
 * Evaluation per split: loss (mean NLL), accuracy and count; NaN loss/accuracy for an empty split.
 * :func:`train_local` is the Local baseline (no communication): all clients start from the same seed (so every
   dataset-independent layer starts identical, as the authors' clients do after copying the server's layers)
@@ -21,7 +23,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -35,7 +36,6 @@ from ...errors import ConfigError
 from .models import build_graph_model, part_keys
 
 FEDPROX_MU = 0.01
-_STATE_FORMAT = "flowergraph-optimizer-v1"
 
 
 @dataclass(frozen=True)
@@ -70,81 +70,20 @@ def make_optimizer(model: nn.Module, cfg: GraphTrainConfig = GraphTrainConfig())
     return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def export_optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[list[np.ndarray], str]:
-    """The optimiser's state as (arrays, JSON): every non-scalar state tensor (e.g. Adam's ``exp_avg``,
-    ``exp_avg_sq``) as an array, in parameter order then key order; scalars (``step``) and ``param_groups``
-    (lr, betas, ...) in the JSON, which also records the layout and shapes."""
-    sd = optimizer.state_dict()
-    arrays: list[np.ndarray] = []
-    layout = []
-    for index in sorted(sd["state"]):
-        entry = {"param": int(index), "arrays": [], "scalars": {}}
-        for key in sorted(sd["state"][index]):
-            value = sd["state"][index][key]
-            if torch.is_tensor(value) and value.dim() > 0:
-                entry["arrays"].append([key, list(value.shape), str(value.dtype).removeprefix("torch.")])
-                arrays.append(value.detach().cpu().numpy().copy())
-            elif torch.is_tensor(value):
-                entry["scalars"][key] = {"tensor": str(value.dtype).removeprefix("torch."), "value": value.item()}
-            else:
-                entry["scalars"][key] = {"value": value}
-        layout.append(entry)
-    shapes = [list(p.shape) for group in optimizer.param_groups for p in group["params"]]
-    meta = {"format": _STATE_FORMAT, "type": type(optimizer).__name__, "param_shapes": shapes,
-            "param_groups": sd["param_groups"], "state": layout}
-    return arrays, json.dumps(meta)
-
-
-def restore_optimizer_state(optimizer: torch.optim.Optimizer, arrays: list[np.ndarray], meta: str) -> None:
-    """Load what :func:`export_optimizer_state` produced into ``optimizer`` (same type, same parameter shapes)."""
-    try:
-        info = json.loads(meta)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"optimizer state: the JSON part is not valid JSON ({exc})") from None
-    if not isinstance(info, dict) or info.get("format") != _STATE_FORMAT:
-        raise ConfigError(f"optimizer state: format {info.get('format') if isinstance(info, dict) else None!r}, "
-                          f"expected {_STATE_FORMAT!r}")
-    if info["type"] != type(optimizer).__name__:
-        raise ConfigError(f"optimizer state was saved from {info['type']}, cannot load it into "
-                          f"{type(optimizer).__name__}")
-    shapes = [list(p.shape) for group in optimizer.param_groups for p in group["params"]]
-    if shapes != info["param_shapes"]:
-        raise ConfigError(f"optimizer state was saved for parameter shapes {info['param_shapes']}, this "
-                          f"optimizer has {shapes}")
-    arrays = list(arrays)
-    expected = sum(len(e["arrays"]) for e in info["state"])
-    if len(arrays) != expected:
-        raise ConfigError(f"optimizer state: expected {expected} arrays, got {len(arrays)}")
-    state, pos = {}, 0
-    for entry in info["state"]:
-        values = {}
-        for key, shape, dtype in entry["arrays"]:
-            arr = np.asarray(arrays[pos])
-            pos += 1
-            if list(arr.shape) != shape:
-                raise ConfigError(f"optimizer state: array {key!r} of parameter {entry['param']} has shape "
-                                  f"{list(arr.shape)}, expected {shape}")
-            values[key] = torch.from_numpy(np.ascontiguousarray(arr)).to(getattr(torch, dtype))
-        for key, scalar in entry["scalars"].items():
-            values[key] = (torch.tensor(scalar["value"], dtype=getattr(torch, scalar["tensor"]))
-                           if "tensor" in scalar else scalar["value"])
-        state[int(entry["param"])] = values
-    groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in info["param_groups"]]
-    optimizer.load_state_dict({"state": state, "param_groups": groups})
-
-
-def _prox_anchor(model: nn.Module, prox_part: str | None, mu: float) -> dict | None:
+def _prox_anchor(model: nn.Module, prox_part: str | list[str] | None, mu: float) -> dict | None:
     if mu <= 0:
         return None
     if prox_part is None:
         raise ConfigError("mu > 0 (FedProx) needs prox_part, the shared part the proximal term applies to; "
-                          "valid choices: structure, feature, classifier, convs, all-but-classifier, all")
-    keys = set(part_keys(model, prox_part))
+                          "valid choices: structure, feature, classifier, convs, all-but-classifier, all, or a "
+                          "list of state_dict keys")
+    keys = set(part_keys(model, prox_part) if isinstance(prox_part, str) else prox_part)
     return {name: p.detach().clone() for name, p in model.named_parameters() if name in keys}
 
 
 def train_epochs(model: nn.Module, optimizer: torch.optim.Optimizer, graphs, cfg: GraphTrainConfig = GraphTrainConfig(),
-                 *, seed: int = 0, round: int = 0, client: int = 0, prox_part: str | None = None) -> float:
+                 *, seed: int = 0, round: int = 0, client: int = 0,
+                 prox_part: str | list[str] | None = None) -> float:
     """``cfg.local_epochs`` shuffled mini-batch passes over ``graphs``; returns the mean training loss
     (NaN and no update when there is no graph). See the module docstring."""
     from torch_geometric.loader import DataLoader

@@ -1,0 +1,130 @@
+"""FedStar client (Tan et al., AAAI 2023) and the baselines that share its code: graph classification on the
+client's own graphs, sharing only the part of the model its variant shares.
+
+The wire protocol is in :mod:`flowergraph.strategies.fedstar`. What a client keeps between messages lives in
+its persistent state (:class:`~flowergraph.clients.ClientState` over ``context.state``; Flower re-creates the
+client for every message): its whole model as arrays named ``fedstar-model`` (the private parts - FedStar's
+feature encoder and classifier - and its last copy of the shared part) and its Adam optimizer
+``fedstar-adam`` (created once, so its moments carry across rounds, as in the authors' code). Client
+checkpoints save both.
+
+Each ``fit``: build the model (seeded: the same initial weights on every client), load the stored model, copy
+the received shared arrays into the model's own parameters (``load_state_dict``, never a rebinding of ``.data``
+on a ``state_dict()`` copy), restore Adam, train ``local_epochs`` mini-batch epochs over the training graphs,
+store the model and Adam, and return the shared arrays. ``evaluate`` does the same without training.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import protocol
+from ..tasks.graphcls.data import ClientGraphData
+from ..tasks.graphcls.models import build_graph_model, part_keys
+from ..tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
+from ..tasks.torch_state import load_module_arrays, module_arrays
+from .base import FlowergraphClient
+from .state import ClientState
+
+MODEL_KEY, OPTIMIZER_KEY = "fedstar-model", "fedstar-adam"
+# Layers whose shapes depend on the dataset (input width, number of classes): never averaged across datasets.
+DATASET_DEPENDENT = ("feat_in", "out")
+# variant -> (model, part shared with the server, FedProx)
+VARIANTS: dict[str, tuple[str, str, bool]] = {
+    "fedstar": ("decoupled", "structure", False),
+    "local": ("gin", "none", False),
+    "local-decoupled": ("decoupled", "none", False),
+    "fedavg": ("gin", "all", False),
+    "fedprox": ("gin", "all", True),
+    "fedper": ("gin", "all-but-classifier", False),
+    "share-all": ("decoupled", "all", False),
+    "share-feature": ("decoupled", "feature", False),
+}
+
+
+def shared_keys(model, part: str, cross_dataset: bool) -> list[str]:
+    """The ``state_dict`` keys that travel: the part's keys, without the dataset-dependent layers when the
+    federation spans several datasets (their shapes differ between clients); none for ``part="none"``."""
+    if part == "none":
+        return []
+    keys = part_keys(model, part)
+    if cross_dataset:
+        keys = [k for k in keys if k.split(".")[0] not in DATASET_DEPENDENT]
+    return keys
+
+
+class FedStarClient(FlowergraphClient):
+    """One data owner's graphs (``data``) and the variant's model; ``state`` is its persistent state.
+
+    ``variant`` in :data:`VARIANTS`; ``cross_dataset``: the clients own different datasets (so only layers
+    whose shapes agree can be shared); ``train``: epochs, batch size, Adam settings and the FedProx ``mu``
+    (used by ``fedprox`` only); ``model_kwargs``: ``hidden``, ``layers``, ``dropout``.
+    """
+
+    def __init__(self, data: ClientGraphData, *, partition_id: int, variant: str = "fedstar",
+                 train: GraphTrainConfig = GraphTrainConfig(), model_kwargs: dict | None = None, seed: int = 0,
+                 state: ClientState | None = None, cross_dataset: bool = True) -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown FedStar variant {variant!r}; valid choices: {', '.join(VARIANTS)}")
+        kind, self.part, prox = VARIANTS[variant]
+        self.train_config = train if prox else GraphTrainConfig(train.local_epochs, train.batch_size, train.lr,
+                                                                 train.weight_decay, 0.0)
+        self.train_config.validate()
+        self.data = data
+        self.partition_id = int(partition_id)
+        self.variant = variant
+        self.seed = seed
+        self.state = state if state is not None else ClientState()
+        self.model = build_graph_model(kind, data.num_features, data.num_classes, data.structure_dim, seed=seed,
+                                       **(model_kwargs or {}))
+        self.shared = shared_keys(self.model, self.part, cross_dataset)
+        self.state.load_module(MODEL_KEY, self.model)  # nothing stored before this client's first fit
+
+    # ------------------------------------------------------------------------------------------------ wire
+    def _shared_arrays(self) -> list[np.ndarray]:
+        return list(module_arrays(self.model, self.shared).values())
+
+    def receive(self, arrays) -> None:
+        """Copy the server's arrays into the shared part of the model (the model's own tensors)."""
+        arrays = list(arrays)
+        if len(arrays) != len(self.shared):
+            raise ValueError(f"the server sent {len(arrays)} arrays; variant {self.variant!r} shares "
+                             f"{len(self.shared)} ({', '.join(self.shared) or 'none'})")
+        load_module_arrays(self.model, dict(zip(self.shared, arrays)))
+
+    def get_parameters(self, config):
+        return self._shared_arrays()
+
+    # ------------------------------------------------------------------------------------------- methods
+    def fit(self, parameters, config):
+        self.receive(parameters)
+        metrics = {}
+        if config.get(protocol.EVALUATE_GLOBAL):  # fused evaluation: the model as received, before training
+            metrics.update({f"{protocol.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
+                            if k != protocol.PARTITION_ID})
+        optimizer = make_optimizer(self.model, self.train_config)
+        self.state.load_optimizer(OPTIMIZER_KEY, optimizer)
+        server_round = int(config.get(protocol.SERVER_ROUND, 0))
+        loss = train_epochs(self.model, optimizer, self.data.train, self.train_config, seed=self.seed,
+                            round=server_round, client=self.partition_id,
+                            prox_part=self.shared if self.train_config.mu > 0 else None)
+        self.state.save_module(MODEL_KEY, self.model)
+        self.state.save_optimizer(OPTIMIZER_KEY, optimizer)
+        n = self.data.num_train
+        metrics.update({protocol.PARTITION_ID: self.partition_id, "train_loss": float(loss), "num_train": n,
+                        "batch_size": min(self.train_config.batch_size, n)})
+        return self._shared_arrays(), n, metrics
+
+    def _evaluation(self) -> dict:
+        r = evaluate(self.model, self.data, splits=("val", "test"))
+        return {protocol.PARTITION_ID: self.partition_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
+                "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
+                "num_val": r["num_val"]}
+
+    def evaluate(self, parameters, config):
+        self.receive(parameters)
+        metrics = self._evaluation()
+        loss = metrics["loss"] if not math.isnan(metrics["loss"]) else 0.0
+        return float(loss), int(metrics["num_test"]), metrics
