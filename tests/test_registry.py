@@ -39,11 +39,12 @@ def _noop(_):
 
 
 def test_builtin_methods_and_unknown_names():
-    assert list(methods()) == ["fedavg", "centralized", "noop", "fedgcn", "fedstar"]
+    assert list(methods()) == ["fedavg", "centralized", "noop", "fedgcn", "fedstar", "fedstar-noop"]
+    assert list(methods(include_benchmark=False)) == ["fedavg", "centralized", "fedgcn", "fedstar"]
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
     assert get_method("centralized").whole_graph and get_method("noop").benchmark_only
     with pytest.raises(ConfigError, match=r"unknown method 'fedprox'; valid choices: fedavg, centralized, noop, "
-                                          r"fedgcn, fedstar$"):
+                                          r"fedgcn, fedstar, fedstar-noop$"):
         get_method("fedprox")
 
 
@@ -208,12 +209,13 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     env = {"PYTHONPATH": f"{PLUGINS}:{site}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["['fedavg', 'centralized', 'noop', 'fedgcn', 'fedstar', 'toy-personal']",
-                                        "0.01"]
+    assert proc.stdout.splitlines() == [
+        "['fedavg', 'centralized', 'noop', 'fedgcn', 'fedstar', 'fedstar-noop', 'toy-personal']", "0.01"]
     env["FLOWERGRAPH_PLUGINS"] = "no_such_plugin"  # a broken plugin is reported when its method is asked for
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c",
                            "from flowergraph.methods import get_method; get_method('mine')"],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert "unknown method 'mine'; valid choices: fedavg, centralized, noop, fedgcn, fedstar, toy-personal; " \
+    assert "unknown method 'mine'; valid choices: fedavg, centralized, noop, fedgcn, fedstar, fedstar-noop, " \
+           "toy-personal; " \
            "plugins that " \
            "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr
