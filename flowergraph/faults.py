@@ -1,8 +1,9 @@
 """Fault injection plans (Flower-free): which client misbehaves how, in which round.
 
 A plan is the run-config value ``inject-faults``: comma-separated ``kind:partition@round`` entries, e.g.
-``"raise:1@2,nan:0@3,shape:2@1,exit:1@4"``. Partition ``p`` then misbehaves in its training (``fit``) message of
-round ``r`` as its kind says (:data:`FAULT_KINDS`). The client side is
+``"raise:1@2,nan:0@3,shape:2@1,exit:1@4"``; ``@*`` means every round (``scale:0@*``: a client that poisons
+every update). Partition ``p`` then misbehaves in its training (``fit``) message of round ``r`` as its kind says
+(:data:`FAULT_KINDS`). The client side is
 :class:`flowergraph.clients.faults.FaultInjectingClient`, which wraps any method's NumPyClient.
 """
 
@@ -21,7 +22,12 @@ FAULT_KINDS: dict[str, str] = {
     "exit": "kills its own process (os._exit) in the middle of the round, without a reply (simulation: its Ray "
             "actor; deployment: the ClientApp process of that message)",
     "hang": "sleeps past round-timeout before answering (the server stops waiting at round-timeout)",
+    "scale": "trains, then returns a poisoned but well-formed update: the global model + 100 x its update "
+             "(a model-boosting attack)",
+    "flip": "trains, then returns the global model - 10 x its update (a sign-flipping attack)",
 }
+# Poisoning kinds: finite, well-shaped updates that validation cannot reject (robust aggregation's job).
+POISON_SCALE = {"scale": 100.0, "flip": -10.0}
 
 _ENTRY = re.compile(r"^\s*([A-Za-z_-]+)\s*:\s*([^@\s]+)\s*@\s*(\S+)\s*$")
 
@@ -61,24 +67,31 @@ def parse_faults(spec: str, *, num_clients: int | None = None, rounds: int | Non
             partition = int(part)
         except ValueError:
             raise ConfigError(f"inject-faults: partition {part!r} in {entry.strip()!r} is not an integer") from None
-        try:
-            server_round = int(rnd)
-        except ValueError:
-            raise ConfigError(f"inject-faults: round {rnd!r} in {entry.strip()!r} is not an integer") from None
         if partition < 0 or (num_clients is not None and partition >= num_clients):
             bound = f"[0, {num_clients - 1}] (num-clients={num_clients})" if num_clients else ">= 0"
             raise ConfigError(f"inject-faults: partition {partition} in {entry.strip()!r} is out of range; valid "
                               f"partitions: {bound}")
-        if server_round < 1 or (rounds is not None and server_round > rounds):
-            bound = f"[1, {rounds}] (rounds={rounds})" if rounds else ">= 1"
-            raise ConfigError(f"inject-faults: round {server_round} in {entry.strip()!r} is out of range; valid "
-                              f"rounds: {bound}")
-        key = (partition, server_round)
-        if key in seen:
-            raise ConfigError(f"inject-faults: partition {partition} has two faults in round {server_round} "
-                              f"({seen[key]!r} and {entry.strip()!r}); give one per partition and round")
-        seen[key] = entry.strip()
-        faults.append(Fault(server_round, partition, kind))
+        if rnd == "*":
+            if rounds is None:
+                raise ConfigError(f"inject-faults: {entry.strip()!r} (every round) needs the number of rounds")
+            server_rounds = list(range(1, rounds + 1))
+        else:
+            try:
+                server_rounds = [int(rnd)]
+            except ValueError:
+                raise ConfigError(f"inject-faults: round {rnd!r} in {entry.strip()!r} is not an integer or '*' "
+                                  f"(every round)") from None
+        for server_round in server_rounds:
+            if server_round < 1 or (rounds is not None and server_round > rounds):
+                bound = f"[1, {rounds}] (rounds={rounds})" if rounds else ">= 1"
+                raise ConfigError(f"inject-faults: round {server_round} in {entry.strip()!r} is out of range; "
+                                  f"valid rounds: {bound}")
+            key = (partition, server_round)
+            if key in seen:
+                raise ConfigError(f"inject-faults: partition {partition} has two faults in round {server_round} "
+                                  f"({seen[key]!r} and {entry.strip()!r}); give one per partition and round")
+            seen[key] = entry.strip()
+            faults.append(Fault(server_round, partition, kind))
     return tuple(sorted(faults))
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from flwr.client import NumPyClient
 from flwr.common.logger import log
 
-from ..faults import FAULT_KINDS
+from ..faults import FAULT_KINDS, POISON_SCALE
 from .base import ClientWrapper
 
 
@@ -72,7 +72,11 @@ class FaultInjectingClient(ClientWrapper):
             return self.inner.fit(parameters, config)
         arrays, num_examples, metrics = self.inner.fit(parameters, config)
         arrays = [np.asarray(a) for a in arrays]
-        if kind == "nan":
+        if kind in POISON_SCALE:  # global + c x (local - global): finite, well-formed, poisoned
+            factor = POISON_SCALE[kind]
+            arrays = [(np.asarray(g) + factor * (a - np.asarray(g))).astype(a.dtype) if a.dtype.kind == "f" else a
+                      for a, g in zip(arrays, parameters)]
+        elif kind == "nan":
             arrays = [np.full(a.shape, np.nan, dtype=a.dtype) if a.dtype.kind == "f" else a for a in arrays]
         elif kind == "shape":
             i = next((i for i, a in enumerate(arrays) if a.ndim >= 1 and a.shape[0] > 0), None)

@@ -10,6 +10,16 @@ model's dtypes.
 A weight that cannot be computed because of how the run is configured (``batch-size`` weighting with a client
 that reports no ``batch_size``) raises :class:`AggregationConfigError`: the strategy fails the run with that
 message instead of dropping the client round after round.
+
+Byzantine-robust rules (run config ``aggregator``), each Flower's own function from
+``flwr.server.strategy.aggregate`` applied to the accepted updates, the result cast to the global dtypes:
+
+* :class:`CoordinateMedian` (``median``): the coordinate-wise median of the updates (weights ignored);
+* :class:`TrimmedMean` (``trimmed-mean``): per coordinate, drop the ``trim`` fraction of largest and of smallest
+  values, average the rest (weights ignored);
+* :class:`Krum` (``krum``: the one update with the smallest sum of squared distances to its n - f - 2 nearest
+  neighbours, for f = ``malicious`` assumed attackers; ``multi-krum``: the ``keep`` best-scored updates averaged
+  with the weighting's weights, ``keep`` 0 meaning n - f).
 """
 
 from __future__ import annotations
@@ -26,6 +36,11 @@ WEIGHTINGS = ("train-size", "batch-size", "uniform")
 
 class AggregationConfigError(RuntimeError):
     """The run's configuration makes an update impossible to weigh or combine (not a client fault)."""
+
+
+class RoundNotAggregated(RuntimeError):
+    """This round's valid updates cannot be combined by the rule (e.g. too few for Krum): the global model is
+    kept for the round, as when fewer than ``min_clients`` valid updates remain."""
 
 
 @dataclass
@@ -80,3 +95,96 @@ class WeightedMean(Aggregator):
     def aggregate(self, updates: list[Update], weights: list[float],
                   like: list[np.ndarray] | None = None) -> list[np.ndarray]:
         return weighted_average([u.arrays for u in updates], weights, like=like)
+
+
+class _FlowerRule(Aggregator):
+    """An aggregation rule from ``flwr.server.strategy.aggregate``, on the accepted updates."""
+
+    def __init__(self, weighting: str = "train-size") -> None:
+        self.mean = WeightedMean(weighting)
+
+    def weight(self, update: Update) -> float:
+        return self.mean.weight(update)
+
+    def _combine(self, results: list[tuple[list[np.ndarray], int]]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def aggregate(self, updates: list[Update], weights: list[float],
+                  like: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        # Flower's functions take (arrays, num_examples) pairs: the weights, as integers (uniform = 1 each)
+        out = self._combine([(u.arrays, max(1, int(round(w)))) for u, w in zip(updates, weights)])
+        dtypes = [a.dtype for a in (like if like is not None else updates[0].arrays)]
+        return [np.asarray(a).astype(d) for a, d in zip(out, dtypes)]
+
+
+class CoordinateMedian(_FlowerRule):
+    name = "median"
+
+    def __repr__(self) -> str:
+        return "CoordinateMedian()"
+
+    def _combine(self, results):
+        from flwr.server.strategy.aggregate import aggregate_median
+
+        return aggregate_median(results)
+
+
+class TrimmedMean(_FlowerRule):
+    name = "trimmed-mean"
+
+    def __init__(self, trim: float = 0.1, weighting: str = "train-size") -> None:
+        if not 0 <= trim < 0.5:
+            raise ValueError(f"trim must be in [0, 0.5), got {trim}")
+        super().__init__(weighting)
+        self.trim = trim
+
+    def __repr__(self) -> str:
+        return f"TrimmedMean(trim={self.trim})"
+
+    def _combine(self, results):
+        from flwr.server.strategy.aggregate import aggregate_trimmed_avg
+
+        return aggregate_trimmed_avg(results, self.trim)
+
+
+class Krum(_FlowerRule):
+    name = "krum"
+
+    def __init__(self, malicious: int = 1, keep: int | None = None, weighting: str = "train-size") -> None:
+        if malicious < 0:
+            raise ValueError(f"malicious must be >= 0, got {malicious}")
+        super().__init__(weighting)
+        self.malicious = malicious
+        self.keep = keep  # None: Krum (one update); 0: multi-Krum with n - f; m > 0: multi-Krum with m
+
+    def __repr__(self) -> str:
+        return f"Krum(malicious={self.malicious}, keep={self.keep})"
+
+    def _combine(self, results):
+        from flwr.server.strategy.aggregate import aggregate_krum
+
+        n = len(results)
+        if n < 2 * self.malicious + 3:
+            raise RoundNotAggregated(f"Krum with malicious={self.malicious} needs at least 2 x {self.malicious} + 3 "
+                                     f"= {2 * self.malicious + 3} valid updates, got {n}")
+        keep = 0 if self.keep is None else (self.keep or n - self.malicious)
+        return aggregate_krum(results, self.malicious, min(keep, n))
+
+
+AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
+
+
+def make_aggregator(name: str, *, weighting: str = "train-size", trim: float = 0.1, malicious: int = 1,
+                    keep: int = 0) -> Aggregator:
+    """The rule called ``name`` (:data:`AGGREGATORS`)."""
+    if name == "mean":
+        return WeightedMean(weighting)
+    if name == "median":
+        return CoordinateMedian(weighting)
+    if name == "trimmed-mean":
+        return TrimmedMean(trim, weighting)
+    if name == "krum":
+        return Krum(malicious, None, weighting)
+    if name == "multi-krum":
+        return Krum(malicious, keep, weighting)
+    raise ValueError(f"unknown aggregator {name!r}; valid choices: {', '.join(AGGREGATORS)}")

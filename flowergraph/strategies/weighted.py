@@ -80,19 +80,21 @@ __all__ = ["CONFIG_ERROR_MARKER", "IDENTITY_REQUEST", "WEIGHTINGS", "EvaluateFn"
 class WeightedAveraging(FederatedStrategy):
     """Sample-weighted federated averaging with per-round records.
 
-    ``weighting``: ``"train-size"`` (default), ``"batch-size"`` or ``"uniform"``; every other argument is
+    ``weighting``: ``"train-size"`` (default), ``"batch-size"`` or ``"uniform"``; ``aggregator``: a robust rule
+    instead of the weighted mean (:func:`flowergraph.strategies.aggregation.make_aggregator`); every other argument is
     :class:`~flowergraph.strategies.FederatedStrategy`'s (``num_clients``, ``num_rounds``, ``fraction_fit``,
     ``min_clients``, ``fused_eval``, ``recorder``, ...).
     """
 
-    def __init__(self, *, weighting: str = "train-size", **kwargs) -> None:
+    def __init__(self, *, weighting: str = "train-size", aggregator=None, **kwargs) -> None:
         if weighting not in WEIGHTINGS:
             raise ValueError(f"unknown weighting {weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
-        super().__init__(aggregator=WeightedMean(weighting), **kwargs)
+        self._weighting = weighting
+        super().__init__(aggregator=aggregator or WeightedMean(weighting), **kwargs)
 
     @property
     def weighting(self) -> str:
-        return self.aggregator.weighting
+        return self._weighting
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_clients={self.num_clients}, weighting={self.weighting!r})"
