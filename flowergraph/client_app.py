@@ -11,9 +11,14 @@ Bad input (node config, run config, a missing or corrupt data folder, partition 
 when the client is built, before it trains; the error is re-raised with ``CONFIG_ERROR_MARKER`` in front, which
 makes the strategy fail the run with that message (a transient fault only drops the client from a round).
 
-Every client is wrapped to answer flowergraph's client-checkpoint phases
-(:class:`flowergraph.clients.base.StateCheckpoints`, writing to ``state-dir``), and, with ``inject-faults``,
-to misbehave as planned (:class:`flowergraph.clients.faults.FaultInjectingClient`).
+Every client is wrapped, innermost first: to answer flowergraph's client-checkpoint phases
+(:class:`flowergraph.clients.base.StateCheckpoints`, writing to ``state-dir``); with ``dp=central-client`` or
+``dp=local``, to clip (and noise) its update (:class:`flowergraph.clients.privacy.DPUpdates`); with
+``inject-faults``, to misbehave as planned (:class:`flowergraph.clients.faults.FaultInjectingClient`: an attacker
+skips the DP step but its poison still goes through secure aggregation); with ``secure-agg``, to weigh (SecAgg+)
+or encrypt (CKKS) its update (:class:`flowergraph.clients.secure.SecureUpdates`). The app's one mod,
+:func:`privacy_mod`, is Flower's ``secaggplus_mod`` when the run has ``secure-agg=secagg+`` and does nothing
+otherwise.
 """
 
 from __future__ import annotations
@@ -113,7 +118,17 @@ def build_client(context: Context):
                       partition_file=partition_file)
     client = s.method_info.build_client(args)
     client = StateCheckpoints(client, state, pid, s.state_dir or None)
-    return _with_faults(client, s, pid)
+    if s.dp in ("central-client", "local"):
+        from .clients.privacy import DPUpdates
+
+        client = DPUpdates(client, s.dp, pid, clipping_norm=s.dp_clipping_norm, sensitivity=s.dp_sensitivity,
+                           epsilon=s.dp_epsilon, delta=s.dp_delta, seed=s.seed)
+    client = _with_faults(client, s, pid)
+    if s.secure_agg != "none":
+        from .clients.secure import SecureUpdates
+
+        client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None)
+    return client
 
 
 @functools.lru_cache(maxsize=8)
@@ -136,7 +151,7 @@ def _with_faults(client, s: RunSettings, pid: int):
         return client
     from .faults import faults_for, parse_faults
 
-    mine = faults_for(parse_faults(s.inject_faults), pid)
+    mine = faults_for(parse_faults(s.inject_faults, rounds=s.rounds), pid)
     if not mine:
         return client
     from .clients.faults import FaultInjectingClient
@@ -153,7 +168,17 @@ def client_fn(context: Context):
     return client.to_client()
 
 
-app = ClientApp(client_fn=client_fn)
+def privacy_mod(msg, context: Context, call_next):
+    """Flower's ``secaggplus_mod`` for runs with ``secure-agg=secagg+`` (it fails any training message that does
+    not come through ``SecAggPlusWorkflow``, so it cannot be on for other runs); a pass-through otherwise."""
+    if str(context.run_config.get("secure-agg", "none")) == "secagg+":
+        from flwr.client.mod import secaggplus_mod
+
+        return secaggplus_mod(msg, context, call_next)
+    return call_next(msg, context)
+
+
+app = ClientApp(client_fn=client_fn, mods=[privacy_mod])
 
 
 def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place

@@ -33,6 +33,9 @@ from .tasks.training import OPTIMIZERS, TrainConfig
 _CSBM = CSBMParams()
 _TRAIN = TrainConfig()
 WEIGHTINGS = ("train-size", "batch-size", "uniform")
+AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
+SECURE_AGG = ("none", "secagg+", "ckks")
+DP_MODES = ("none", "central-server", "central-client", "local")
 
 # Group names, in the order the README lists them (a method's keys follow under the method's name).
 GROUPS = {
@@ -41,6 +44,7 @@ GROUPS = {
     "federation": "Federation: sampling, averaging, evaluation",
     "reliability": "Reliability: timeouts, checkpoints, faults",
     "data-owners": "Data owners: partition files, keys, client state",
+    "privacy": "Privacy and robustness of the training rounds: secure aggregation, differential privacy",
     "synthetic": "Built-in synthetic graph",
 }
 
@@ -100,6 +104,15 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "message per client per round instead of two; same numbers). The last round is evaluated separately. "
            "Only with fraction-fit = fraction-evaluate = 1; otherwise a separate evaluate phase is used.",
            group="federation"),
+    Option("aggregator", "mean", "How valid updates are combined: the weighted mean (`weighting`), or a "
+           "Byzantine-robust rule from Flower's aggregate functions: coordinate-wise `median`, `trimmed-mean`, "
+           "`krum` (the one update closest to its neighbours), `multi-krum` (the best-scored updates averaged).",
+           AGGREGATORS, group="federation"),
+    Option("aggregator-trim", 0.1, "trimmed-mean: fraction of largest and of smallest values dropped per "
+           "coordinate.", check=right_open(0.0, 0.5), group="federation"),
+    Option("aggregator-malicious", 1, "krum / multi-krum: the number f of attackers assumed (Krum needs at least "
+           "2f + 3 clients per round).", check=at_least(0), group="federation"),
+    Option("aggregator-keep", 0, "multi-krum: updates averaged (0: n - f).", check=at_least(0), group="federation"),
     Option("server-eval", False, "Also evaluate the global model on the global test data on the server (the "
            "server then loads the dataset; simulation/benchmarks only).", group="federation"),
     # -- reliability
@@ -138,6 +151,39 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("state-dir", "", "Where each client saves its persistent state at checkpoints (node-local; node config "
            "may set it per node); empty: `$FLOWERGRAPH_CACHE/client-state` (the simulation launcher uses "
            "`<out-dir>/client-state`).", group="data-owners"),
+    # -- privacy of the training rounds
+    Option("secure-agg", "none", "Secure aggregation of the training rounds' updates: `secagg+` (Flower's "
+           "SecAgg+: masked updates, the server sees only their weighted sum; >= 3 clients per round) or `ckks` "
+           "(clients encrypt their weighted updates under the data owners' CKKS key; the server adds ciphertexts "
+           "and one client decrypts the sum: works with 2 clients; needs `key-file`).", SECURE_AGG,
+           group="privacy"),
+    Option("secagg-num-shares", 1.0, "SecAgg+: shares of each client's secret (a count, or a fraction of the "
+           "sampled clients when <= 1).", check=at_least(0.0, False), group="privacy"),
+    Option("secagg-reconstruction-threshold", 0.67, "SecAgg+: shares needed to rebuild a dropped client's "
+           "secret (a count, or a fraction of num-shares when <= 1).", check=at_least(0.0, False), group="privacy"),
+    Option("secagg-clipping-range", 8.0, "SecAgg+: parameters are clipped to [-range, range] before quantisation.",
+           check=at_least(0.0, False), group="privacy"),
+    Option("secagg-quantization-range", 4194304, "SecAgg+: quantisation levels (2^22).", check=at_least(2),
+           group="privacy"),
+    Option("secagg-max-weight", 0.0, "SecAgg+: the largest weight a client may give its update (its training-set "
+           "size with weighting=train-size); larger weights overflow, a much larger bound costs precision. 0: "
+           "automatic (1 with weighting=uniform, else Flower's default 1000).", check=at_least(0.0),
+           group="privacy"),
+    Option("dp", "none", "Differential privacy of the training rounds (Flower's DP): `central-server` (the server "
+           "clips each update and adds Gaussian noise to the mean), `central-client` (clients clip, the server adds "
+           "the noise; combines with secure aggregation), `local` (each client clips its own update and adds "
+           "Gaussian noise before sending it).", DP_MODES, group="privacy"),
+    Option("dp-noise-multiplier", 1.0, "Central DP: noise standard deviation / clipping norm (per sampled-client "
+           "mean).", check=at_least(0.0), group="privacy"),
+    Option("dp-clipping-norm", 1.0, "DP: L2 bound of each client's model update.", check=at_least(0.0, False),
+           group="privacy"),
+    Option("dp-delta", 1e-5, "DP: delta of the reported (epsilon, delta) budget (local DP: of each release).",
+           check=left_open(0.0, 1.0), group="privacy"),
+    Option("dp-epsilon", 1.0, "Local DP: epsilon of each client's release per round (noise standard deviation "
+           "= sensitivity x sqrt(2 ln(1.25 / delta)) / epsilon).", check=at_least(0.0, False),
+           group="privacy"),
+    Option("dp-sensitivity", 1.0, "Local DP: L2 sensitivity the noise is calibrated to (at least "
+           "dp-clipping-norm).", check=at_least(0.0, False), group="privacy"),
     # -- the built-in synthetic graph
     Option("synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2), group="synthetic"),
     Option("synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2), group="synthetic"),
@@ -290,8 +336,14 @@ class RunSettings:
 
     @property
     def needs_key_file(self) -> bool:
-        """Whether the data owners must hold a CKKS key file for this run."""
-        return self.method_info.key_file_needed(self)
+        """Whether the data owners must hold a CKKS key file for this run (the method encrypts, or the training
+        rounds are aggregated under CKKS)."""
+        return self.method_info.key_file_needed(self) or self.secure_agg == "ckks"
+
+    @property
+    def clients_per_round(self) -> int:
+        """Clients sampled for training each round."""
+        return max(1, int(round(self.fraction_fit * self.effective_num_clients)))
 
     # Specs derived from the settings, shared by the ServerApp, the ClientApp and the launcher.
     def graph_spec(self):
@@ -370,6 +422,7 @@ def _check_combination(s: RunSettings) -> None:
         raise ConfigError(f"min-clients={s.min_clients} but fraction-fit={s.fraction_fit} samples only {sampled} of "
                           f"num-clients={s.num_clients} per round, so the model would never change; lower "
                           f"min-clients or raise fraction-fit")
+    _check_privacy(s, method)
     from .faults import parse_faults
 
     parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
@@ -381,6 +434,55 @@ def _check_combination(s: RunSettings) -> None:
         parse_split(s.split, family)
     if method.check is not None:
         method.check(s)
+
+
+def _check_privacy(s: RunSettings, method) -> None:
+    """Combinations of secure aggregation, differential privacy and robust aggregation that cannot work."""
+    per_round = s.clients_per_round
+    if s.secure_agg != "none" and not method.summable_updates:
+        raise ConfigError(f"secure-agg={s.secure_agg!r}: method {s.method!r} declares that its updates cannot be "
+                          f"summed (secure aggregation reveals only their sum)")
+    if s.secure_agg == "secagg+" and per_round < 3:
+        raise ConfigError(f"secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), "
+                          f"this run has {per_round}; use secure-agg='ckks', which works with 2")
+    shares, threshold = s.secagg_num_shares, s.secagg_reconstruction_threshold
+
+    def count(v):
+        return int(v) if float(v).is_integer() else v
+
+    for key, value in (("secagg-num-shares", shares), ("secagg-reconstruction-threshold", threshold)):
+        if value > 1 and not float(value).is_integer():
+            raise ConfigError(f"{key}={value!r}: give a fraction in (0, 1] or a whole count")
+    if 1 < shares < 3:
+        raise ConfigError(f"secagg-num-shares={count(shares)}: a count must be at least 3 (or give a fraction in "
+                          f"(0, 1] of the sampled clients)")
+    if shares > 1 and threshold >= shares:
+        raise ConfigError(f"secagg-reconstruction-threshold={count(threshold)} must be below secagg-num-shares="
+                          f"{count(shares)}")
+    if s.secure_agg != "none" and s.aggregator != "mean":
+        raise ConfigError(f"aggregator={s.aggregator!r} needs every client's update, but secure-agg="
+                          f"{s.secure_agg!r} gives the server only their sum; valid with secure aggregation: "
+                          f"aggregator='mean'")
+    if s.secure_agg != "none" and s.dp == "central-server":
+        raise ConfigError(f"dp='central-server' clips each client's update on the server, which secure-agg="
+                          f"{s.secure_agg!r} hides; use dp='central-client' (clients clip, the server adds noise)")
+    if s.secure_agg != "none" and s.weighting == "batch-size":
+        raise ConfigError("weighting='batch-size' with secure aggregation: each client weighs its own update, "
+                          "with its training-set size or uniformly; valid: weighting='train-size' or 'uniform'")
+    if s.dp in ("central-server", "central-client") and s.weighting != "uniform":
+        raise ConfigError(f"dp={s.dp!r} calibrates its noise to the unweighted mean of the sampled clients' "
+                          f"clipped updates; set weighting='uniform' (got {s.weighting!r})")
+    if s.dp in ("central-server", "central-client") and s.aggregator != "mean":
+        raise ConfigError(f"dp={s.dp!r} adds noise calibrated to a mean; aggregator={s.aggregator!r} is not one")
+    if s.dp == "local" and s.dp_sensitivity < s.dp_clipping_norm:
+        raise ConfigError(f"dp='local': dp-sensitivity={s.dp_sensitivity} is below dp-clipping-norm="
+                          f"{s.dp_clipping_norm}, so the noise would not cover a clipped update; set dp-sensitivity "
+                          f">= dp-clipping-norm")
+    if s.aggregator in ("krum", "multi-krum"):
+        need = 2 * s["aggregator-malicious"] + 3
+        if per_round < need:
+            raise ConfigError(f"aggregator={s.aggregator!r} with aggregator-malicious={s['aggregator-malicious']} "
+                              f"needs at least 2f + 3 = {need} clients per round; this run samples {per_round}")
 
 
 def _groups() -> list[tuple[str, str, list[Option]]]:
@@ -435,7 +537,21 @@ def main() -> None:
     parser.add_argument("--toml", action="store_true", help="the [tool.flwr.app.config] body")
     parser.add_argument("--update-readme", metavar="README", help="rewrite the tables between the README's "
                         "<!-- config-table --> markers")
+    parser.add_argument("--update-pyproject", metavar="PYPROJECT", help="rewrite its [tool.flwr.app.config] "
+                        "tables (up to the next non-config table)")
     args = parser.parse_args()
+    if args.update_pyproject:
+        import re
+        from pathlib import Path
+
+        path = Path(args.update_pyproject)
+        text = path.read_text()
+        new, n = re.subn(r"\[tool\.flwr\.app\.config\]\n.*?(?=\n\[(?!tool\.flwr\.app\.config))",
+                         lambda m: "[tool.flwr.app.config]\n" + toml_table() + "\n", text, flags=re.S)
+        if n != 1:
+            raise SystemExit(f"{path}: expected one [tool.flwr.app.config] table followed by another table")
+        path.write_text(new)
+        return
     if args.update_readme:
         import re
         from pathlib import Path

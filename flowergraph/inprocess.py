@@ -76,6 +76,12 @@ def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None, record:
     ``node_ids`` (default 1001, 1002, ...) play Flower's random node ids; ``node_configs`` replace the default
     ``{"partition-id": k, "num-partitions": K}``; ``record`` keeps every message in ``proxy.messages``."""
     s = parse_run_config(run_config)
+    if s.secure_agg == "secagg+":
+        from flowergraph.errors import ConfigError
+
+        raise ConfigError("secure-agg='secagg+' runs Flower's SecAggPlusWorkflow, which needs Flower's message "
+                          "transport: use flowergraph.simulation (or a deployment); in-process runs support "
+                          "secure-agg='none' and 'ckks'")
     n = s.effective_num_clients
     node_ids = list(node_ids or range(1001, 1001 + n))
     node_configs = node_configs or [{"partition-id": k, "num-partitions": n} for k in range(n)]

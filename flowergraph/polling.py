@@ -10,6 +10,10 @@ fast clients it is most of the round (10 no-op clients on Cora: 0.42 s per fit +
 pushes the messages and polls ``pull_messages`` after 2 ms, then backs off geometrically (x1.5) to
 ``max_interval``. Fast replies are collected within milliseconds, slow ones cost at most one poll per
 ``max_interval``. It uses only the public :class:`flwr.serverapp.Grid` API.
+
+It also counts what crosses it: ``bytes_pushed`` and ``bytes_pulled`` add up the payload of every message
+(``count_bytes()`` of each record: arrays, configs, metrics), whatever sent it: the legacy loop, a Flower fit
+workflow such as SecAgg+ (whose stages the strategy never sees), or a method's phases.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class PollingGrid(Grid):
         self.min_interval = min_interval
         self.max_interval = max_interval
         self.backoff = backoff
+        self.bytes_pushed = 0
+        self.bytes_pulled = 0
 
     # ------------------------------------------------------------------------------ delegated API
     def set_run(self, run) -> None:
@@ -53,10 +59,14 @@ class PollingGrid(Grid):
         return self.grid.get_nodes()
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        messages = list(messages)
+        self.bytes_pushed += sum(message_bytes(m) for m in messages)
         return self.grid.push_messages(messages)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        return self.grid.pull_messages(message_ids)
+        pulled = list(self.grid.pull_messages(message_ids))
+        self.bytes_pulled += sum(message_bytes(m) for m in pulled)
+        return pulled
 
     def __getattr__(self, name):  # anything else a grid offers
         return getattr(self.__dict__["grid"], name)
@@ -65,12 +75,12 @@ class PollingGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages`` and collect their replies until all arrived or ``timeout`` s passed (None: wait
         for all), as Flower's grids do, but polling after 2 ms, 3 ms, ... up to ``max_interval``."""
-        pending = set(self.grid.push_messages(messages))
+        pending = set(self.push_messages(messages))
         deadline = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
         delay = self.min_interval
         while pending:
-            pulled = list(self.grid.pull_messages(pending))
+            pulled = list(self.pull_messages(pending))
             replies.extend(pulled)
             pending.difference_update(m.metadata.reply_to_message_id for m in pulled)
             if not pending:
@@ -84,3 +94,13 @@ class PollingGrid(Grid):
                 time.sleep(delay)
             delay = min(delay * self.backoff, self.max_interval)
         return replies
+
+
+def message_bytes(message: Message) -> int:
+    """Payload bytes of ``message``: its records' ``count_bytes()`` (0 for an error reply)."""
+    try:
+        if not message.has_content():
+            return 0
+        return int(sum(record.count_bytes() for record in message.content.values()))
+    except Exception:  # noqa: BLE001 (counting must never break a run)
+        return 0

@@ -44,6 +44,10 @@ RESERVED_PREFIX = "fg."
 STATE_SAVE = "flowergraph.state-save"  # config: RUN_TAG, PHASE_ROUND; reply: "path"
 STATE_LOAD = "flowergraph.state-load"  # config: RUN_TAG, PHASE_ROUND; reply: "path"
 RUN_TAG = "run_tag"
+# Secure aggregation under CKKS (secure-agg=ckks), answered by flowergraph.clients.secure.SecureUpdates:
+CKKS_SETUP = "secure.ckks-setup"  # reply: key_fingerprint (str), server_context (bytes: no key)
+CKKS_DECRYPT = "secure.ckks-decrypt"  # config: arrays [lengths, blob] of summed ciphertexts, "length"; reply: [sum]
+SECURE_AGG = "secure_agg"  # fit config: "ckks" asks for an encrypted update
 
 
 def pack_arrays(arrays: list[np.ndarray]) -> dict[str, Any]:

@@ -107,6 +107,9 @@ class RunRecorder:
         if r.get("time_s") is not None:
             parts.append(f"{r['time_s']:.2f} s")
         parts.append(f"down {human_bytes(r.get('bytes_down', 0))} up {human_bytes(r.get('bytes_up', 0))}")
+        if isinstance(r.get("dp"), dict) and r["dp"].get("epsilon") is not None:
+            eps = r["dp"]["epsilon"]
+            parts.append(f"dp eps {eps:.3g}" if isinstance(eps, (int, float)) else f"dp eps {eps}")
         if r.get("num_failures") or r.get("rejected"):
             parts.append(f"failures {r.get('num_failures', 0)} rejected {len(r.get('rejected') or [])}")
         label = f"[round {r['round']}: {r['phase']}]" if r.get("phase") else f"[round {r['round']}{total}]"
@@ -135,6 +138,10 @@ class RunRecorder:
             "bytes_up": sum(r.get("bytes_up", 0) for r in self.rounds),
             "out_dir": str(self.out_dir),
         }
+        dp = [r["dp"] for r in training if isinstance(r.get("dp"), dict)]
+        if dp:  # the privacy budget spent by the model updates (strategies/dp.py)
+            out["dp"] = {k: dp[-1].get(k) for k in ("mode", "epsilon", "delta", "releases", "noise_stddev",
+                                                     "clipping_norm")}
         if error:
             out["error"] = error
         return out

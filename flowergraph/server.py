@@ -8,7 +8,11 @@ exactly Flower's ``Server.fit`` loop (initial parameters, then per round: ``fit_
   the evaluation of the initial parameters (round 0), which the interrupted run already did;
 * ``on_round_end(server_round, parameters)`` is called after each round's evaluation (checkpoints);
 * a client's exception is handed to the strategy as a :class:`ClientFailure` that carries its ``ClientProxy``
-  (Flower passes bare exceptions, so a strategy cannot tell which client a timeout or a crash belongs to).
+  (Flower passes bare exceptions, so a strategy cannot tell which client a timeout or a crash belongs to);
+* :meth:`FlowergraphServer.use_fit_workflow`: the training rounds run through one of Flower's fit workflows
+  instead (``SecAggPlusWorkflow`` for ``secure-agg=secagg+``), called each round with a ``LegacyContext`` that
+  holds the current parameters and round, as Flower's ``DefaultWorkflow`` would, while the rest of the loop
+  (start round, checkpoints, evaluation) stays this one.
 
 Everything else (thread pool, timeouts, the History it returns) is Flower's.
 """
@@ -72,6 +76,22 @@ class FlowergraphServer(Server):
             raise ValueError(f"start_round must be >= 1, got {start_round}")
         self.start_round = start_round
         self.on_round_end = on_round_end
+        self.fit_workflow: Callable | None = None
+        self.grid = None
+        self._legacy_context = None
+        self._start_time = timeit.default_timer()
+
+    def use_fit_workflow(self, workflow: Callable, grid, num_rounds: int, round_timeout: float | None) -> None:
+        """Run each training round as ``workflow(grid, LegacyContext)`` (Flower's fit-workflow signature)."""
+        from flwr.app import Context, RecordDict
+        from flwr.server import ServerConfig
+        from flwr.server.compat.legacy_context import LegacyContext
+
+        self.fit_workflow, self.grid = workflow, grid
+        base = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
+        self._legacy_context = LegacyContext(base, config=ServerConfig(num_rounds=num_rounds,
+                                                                       round_timeout=round_timeout),
+                                             strategy=self.strategy, client_manager=self._client_manager)
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         history = History()
@@ -107,6 +127,8 @@ class FlowergraphServer(Server):
         return history, timeit.default_timer() - start_time
 
     def fit_round(self, server_round: int, timeout: float | None):
+        if self.fit_workflow is not None:
+            return self._fit_round_workflow(server_round)
         instructions = self.strategy.configure_fit(server_round=server_round, parameters=self.parameters,
                                                    client_manager=self._client_manager)
         if not instructions:
@@ -116,6 +138,30 @@ class FlowergraphServer(Server):
         log(INFO, "aggregate_fit: received %s results and %s failures", len(results), len(failures))
         parameters, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         return parameters, metrics, (results, failures)
+
+    def _fit_round_workflow(self, server_round: int):
+        import flwr.compat.common.recorddict_compat as compat
+        from flwr.app import ConfigRecord
+        from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
+
+        ctx = self._legacy_context
+        ctx.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(self.parameters,
+                                                                                       keep_input=True)
+        ctx.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: server_round,
+                                                                      Key.START_TIME: self._start_time})
+        marker = getattr(self.strategy, "last_fit_round", None)
+        pushed, pulled = getattr(self.grid, "bytes_pushed", None), getattr(self.grid, "bytes_pulled", None)
+        self.fit_workflow(self.grid, ctx)
+        if pushed is not None and hasattr(self.strategy, "measured_fit_bytes"):  # a counting grid (PollingGrid)
+            self.strategy.measured_fit_bytes(server_round, self.grid.bytes_pushed - pushed,
+                                             self.grid.bytes_pulled - pulled)
+        if marker is not None and getattr(self.strategy, "last_fit_round", None) != server_round:
+            # the workflow stopped before handing the strategy any result (SecAgg+: too few clients answered)
+            self.strategy.fit_round_failed(server_round, "the fit workflow stopped before aggregation (see the "
+                                                         "log: too few clients completed a stage)")
+        parameters = compat.arrayrecord_to_parameters(ctx.state.array_records[MAIN_PARAMS_RECORD],
+                                                      keep_input=True)
+        return parameters, {}, ([], [])
 
     def evaluate_round(self, server_round: int, timeout: float | None):
         instructions = self.strategy.configure_evaluate(server_round=server_round, parameters=self.parameters,

@@ -8,6 +8,11 @@ checkpoint, a method whose clients keep state first asks every client to save it
 node-local ``state-dir``; a resumed strategy starts from the checkpoint's arrays and state
 (``load_state_dict``) and asks every client to load its saved state back before anything else, so one-off
 phases (FedGCN's exchange) are not run again.
+
+Privacy of the training rounds: with ``dp`` the strategy is wrapped in Flower's DP wrapper
+(:mod:`flowergraph.strategies.dp`); with ``secure-agg=secagg+`` each training round runs through Flower's
+``SecAggPlusWorkflow`` (:func:`secagg_workflow`) inside the same server loop; ``secure-agg=ckks`` is the
+strategy's own (:mod:`flowergraph.strategies.secure`).
 """
 
 from __future__ import annotations
@@ -53,8 +58,33 @@ def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_
         if method.server_evaluate is None:
             raise ConfigError(f"server-eval=true: method {s.method!r} has no server-side evaluation")
         evaluate_fn = method.server_evaluate(s)
-    return method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
-                                              evaluate_fn=evaluate_fn))
+    strategy = method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
+                                                  evaluate_fn=evaluate_fn))
+    if s.dp != "none":
+        from .strategies.dp import with_dp
+
+        strategy = with_dp(strategy, s)
+    return strategy
+
+
+def secagg_max_weight(s: RunSettings) -> float:
+    """SecAgg+'s bound on a client's weight: ``secagg-max-weight``, or 1 (uniform) / 1000 (Flower's default)."""
+    if s.secagg_max_weight > 0:
+        return float(s.secagg_max_weight)
+    return 1.0 if s.weighting == "uniform" else 1000.0
+
+
+def secagg_workflow(s: RunSettings):
+    """Flower's ``SecAggPlusWorkflow`` with the run's ``secagg-*`` settings (``secure-agg=secagg+``)."""
+    from flwr.server.workflow import SecAggPlusWorkflow
+
+    shares = s.secagg_num_shares
+    threshold = s.secagg_reconstruction_threshold
+    return SecAggPlusWorkflow(num_shares=int(shares) if shares > 1 else float(shares),
+                              reconstruction_threshold=int(threshold) if threshold > 1 else float(threshold),
+                              clipping_range=float(s.secagg_clipping_range),
+                              quantization_range=int(s.secagg_quantization_range),
+                              max_weight=secagg_max_weight(s), timeout=s.round_timeout)
 
 
 def resume_state(s: RunSettings) -> Checkpoint | None:
@@ -138,7 +168,13 @@ def main(grid: Grid, context: Context) -> None:
     s = parse_run_config(context.run_config)
     if s.poll_interval > 0:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
-    serve(s, lambda server, config: start_grid(grid=grid, server=server, config=config), context.run_id)
+
+    def launch(server: FlowergraphServer, config: ServerConfig) -> None:
+        if s.secure_agg == "secagg+":
+            server.use_fit_workflow(secagg_workflow(s), grid, config.num_rounds, config.round_timeout)
+        start_grid(grid=grid, server=server, config=config)
+
+    serve(s, launch, context.run_id)
 
 
 def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place

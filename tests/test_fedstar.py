@@ -207,6 +207,8 @@ def test_fedprox_pulls_only_the_shared_arrays(spec):
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "fedsage"}, "unknown fedstar.variant 'fedsage'"),
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.structure": "pe"}, "unknown fedstar.structure 'pe'"),
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "partition-dir": "/tmp"}, "partition files hold node-level data"),
+    ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "local", "secure-agg": "ckks"},
+     "fedstar.variant='local' shares nothing, so secure-agg='ckks' / dp='none' have no update to protect"),
 ])
 def test_bad_fedstar_settings(raw, match):
     with pytest.raises(ConfigError, match=match):

@@ -3,8 +3,11 @@
     from flowergraph.clients import NodeClassificationClient, FedGCNClient, ClientState
 
 * :class:`FlowergraphClient`: base of every flowergraph client (identity, named phases);
-* :class:`NodeClassificationClient` (weighted averaging), :class:`FedGCNClient`, :class:`NoOpClient`;
-* wrappers: :class:`ClientWrapper`, :class:`FaultInjectingClient`, :class:`StateCheckpoints`;
+* :class:`NodeClassificationClient` (weighted averaging), :class:`FedGCNClient`, :class:`FedStarClient`,
+  :class:`NoOpClient`;
+* wrappers: :class:`ClientWrapper`, :class:`FaultInjectingClient`, :class:`StateCheckpoints`,
+  :class:`DPUpdates` (client-side DP clipping / local DP), :class:`SecureUpdates` (SecAgg+ weights, CKKS
+  encryption of the update);
 * :class:`TrainConfig`: local training settings the node clients take;
 * :class:`ClientState`: typed access to a node's ``context.state`` (arrays, values, torch modules, optimizers,
   RNG), and its files at checkpoints.
@@ -19,7 +22,8 @@ import importlib
 _EXPORTS = {
     "FlowergraphClient": "base", "ClientWrapper": "base", "StateCheckpoints": "base", "PhaseHandler": "base",
     "NodeClassificationClient": "node", "NoOpClient": "node", "FedGCNClient": "fedgcn",
-    "TrainConfig": "flowergraph.tasks.training", "FaultInjectingClient": "faults", "InjectedFault": "faults", "ClientState": "state",
+    "FedStarClient": "fedstar", "TrainConfig": "flowergraph.tasks.training", "FaultInjectingClient": "faults",
+    "InjectedFault": "faults", "ClientState": "state", "DPUpdates": "privacy", "SecureUpdates": "secure",
 }
 __all__ = sorted(_EXPORTS)
 

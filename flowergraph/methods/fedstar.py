@@ -62,6 +62,10 @@ def _check(s) -> None:
         raise ConfigError(f"num-clients={s.num_clients} but dataset={s.dataset!r} has {len(names)} datasets "
                           f"({', '.join(names)}) and each client owns one: set num-clients={len(names)} (the "
                           f"launcher does when --num-clients is not given)")
+    variant = s["fedstar.variant"]
+    if variant in ("local", "local-decoupled") and (s.secure_agg != "none" or s.dp != "none"):
+        raise ConfigError(f"fedstar.variant={variant!r} shares nothing, so secure-agg={s.secure_agg!r} / "
+                          f"dp={s.dp!r} have no update to protect; set them to 'none' for this variant")
     spec = task_spec(s)
     if len(spec.datasets) == 1 and s.num_clients < 2:
         raise ConfigError(f"method 'fedstar' with one dataset ({spec.datasets[0]}) splits its graphs across "
@@ -88,7 +92,8 @@ def _train_config(s):
 def _strategy(args: StrategyArgs):
     from ..strategies.fedstar import FedStarStrategy
 
-    return FedStarStrategy(variant=args.settings["fedstar.variant"], **args.common())
+    return FedStarStrategy(variant=args.settings["fedstar.variant"], weighting=args.settings.weighting,
+                           **args.common())
 
 
 def _client(args: ClientArgs):

@@ -9,7 +9,8 @@ A method is a strategy module, a client module and one :class:`Method` registrat
 * how its strategy is built from validated settings (``build_strategy(StrategyArgs)``) and how its client is
   built from the settings, the node's identity and its persistent state (``build_client(ClientArgs)``);
 * what it needs besides: a CKKS key file on the data owners (``needs_key_file``), clients whose
-  ``context.state`` must survive a checkpoint (``stateful_clients``), one client holding the whole graph
+  ``context.state`` must survive a checkpoint (``stateful_clients``), training updates that may be aggregated
+  securely because only their sum is used (``summable_updates``), one client holding the whole graph
   (``whole_graph``: the centralized reference), a server-side evaluation on the global data
   (``server_evaluate``), and the launcher's fast pre-check of the data (``preflight``).
 
@@ -67,6 +68,12 @@ class StrategyArgs:
         the run configuration (a method passes them on and adds its own)."""
         s = self.settings
         whole = s.method_info.whole_graph
+        aggregator = None  # the strategy's own weighted mean
+        if s.aggregator != "mean":
+            from ..strategies.aggregation import make_aggregator
+
+            aggregator = make_aggregator(s.aggregator, weighting=s.weighting, trim=s.aggregator_trim,
+                                         malicious=s.aggregator_malicious, keep=s.aggregator_keep)
         return dict(num_clients=s.effective_num_clients, num_rounds=s.rounds, evaluate_fn=self.evaluate_fn,
                     recorder=self.recorder, fused_eval=s.fused_eval, connect_timeout=s.init_timeout,
                     init_timeout=s.init_timeout, round_timeout=s.round_timeout, eval_every=s.eval_every,
@@ -75,7 +82,8 @@ class StrategyArgs:
                     fraction_evaluate=1.0 if whole else s.fraction_evaluate,
                     min_clients=None if whole else (s.min_clients or None),
                     clients_per_round=1 if whole else None,
-                    stateful_clients=s.method_info.stateful_clients)
+                    stateful_clients=s.method_info.stateful_clients, aggregator=aggregator,
+                    secure_agg=s.secure_agg)
 
 
 @dataclass
@@ -111,6 +119,7 @@ class Method:
     check: Callable[["RunSettings"], None] | None = None
     needs_key_file: Callable[["RunSettings"], bool] | None = None
     stateful_clients: bool = False
+    summable_updates: bool = True  # its training updates may be securely aggregated (only their sum is needed)
     whole_graph: bool = False
     server_evaluate: Callable[["RunSettings"], Callable] | None = None
     preflight: Callable[["RunSettings"], dict] | None = None

@@ -253,6 +253,47 @@ def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray
     return out.astype(np.float32)
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Any float vector (model updates under secure-agg=ckks): slot-packed ciphertexts, added by index on the server.
+# ------------------------------------------------------------------------------------------------------------
+
+def encrypt_vector(ctx, vector: np.ndarray) -> list[bytes]:
+    """Encrypt a float vector in ``ceil(len / slots)`` ciphertexts (chunk k holds values k*slots..), serialised."""
+    ts = _ts()
+    vector = np.asarray(vector, dtype=np.float64).ravel()
+    slots = num_slots(ctx)
+    return [ts.ckks_vector(ctx, vector[i:i + slots]).serialize() for i in range(0, max(len(vector), 1), slots)]
+
+
+def decrypt_vector(ctx, blobs: list[bytes], length: int) -> np.ndarray:
+    """The float64 vector of ``length`` values that :func:`encrypt_vector` (and sums of it) encrypted."""
+    ts = _ts()
+    slots = num_slots(ctx)
+    if len(blobs) != max(1, math.ceil(length / slots)):
+        raise ValueError(f"{len(blobs)} ciphertexts cannot hold exactly {length} values ({slots} per ciphertext)")
+    out = np.concatenate([np.asarray(ts.ckks_vector_from(ctx, b).decrypt(), dtype=np.float64) for b in blobs])
+    return out[:length]
+
+
+def flatten_arrays(arrays: list[np.ndarray]) -> np.ndarray:
+    """Arrays as one float64 vector (the layout :func:`unflatten_arrays` reverses with the same shapes)."""
+    if not arrays:
+        return np.zeros(0, dtype=np.float64)
+    return np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
+
+
+def unflatten_arrays(vector: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
+    """The vector cut back into arrays of ``like``'s shapes and dtypes."""
+    sizes = [int(np.prod(a.shape)) for a in like]
+    if len(vector) != sum(sizes):
+        raise ValueError(f"a vector of {len(vector)} values does not fit arrays of {sum(sizes)} values")
+    out, pos = [], 0
+    for a, n in zip(like, sizes):
+        out.append(np.asarray(vector[pos:pos + n]).reshape(a.shape).astype(a.dtype))
+        pos += n
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m flowergraph.privacy.ckks keygen PATH``: create a key file to give every client."""
     import argparse

@@ -4,7 +4,11 @@
     from flowergraph.strategies import WeightedAveraging, FedGCNStrategy, FederatedStrategy
 
 * :class:`FederatedStrategy`: the base of every method, composed of parts (:mod:`flowergraph.strategies.base`);
-* :class:`WeightedAveraging` (FedAvg) and :class:`FedGCNStrategy`: the methods;
+* :class:`WeightedAveraging` (FedAvg), :class:`FedGCNStrategy`, :class:`FedStarStrategy`: the methods;
+* privacy and robustness of the training rounds, for any of them: :class:`CentralDPServerSide`,
+  :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers, recorded
+  and checkpointed), :class:`PrivacyBudget`; :class:`CKKSAggregation`; robust rules :class:`CoordinateMedian`,
+  :class:`TrimmedMean`, :class:`Krum` and :func:`make_aggregator`;
 * the parts, for your own strategies: :class:`ClientDirectory` (identity, sampling, names),
   :class:`Aggregator` / :class:`WeightedMean` (aggregation rules), :class:`EvaluationSchedule`,
   :class:`RoundBook` (records), :class:`PhaseRunner` / :class:`PhaseMessage` / :class:`PhaseReply` /
@@ -20,6 +24,10 @@ import importlib
 
 _EXPORTS = {
     "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
+    "FedStarStrategy": "fedstar", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
+    "LocalDPAccounting": "dp", "with_dp": "dp", "PrivacyBudget": "dp", "CKKSAggregation": "secure",
+    "CoordinateMedian": "aggregation", "TrimmedMean": "aggregation", "Krum": "aggregation",
+    "make_aggregator": "aggregation", "RoundNotAggregated": "aggregation",
     "ClientDirectory": "directory", "failure_reason": "directory",
     "Aggregator": "aggregation", "WeightedMean": "aggregation", "Update": "aggregation",
     "AggregationConfigError": "aggregation", "WEIGHTINGS": "aggregation",

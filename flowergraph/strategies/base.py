@@ -55,12 +55,15 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from .. import protocol
-from .aggregation import AggregationConfigError, Aggregator, Update, WeightedMean
+from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .common import check_update, config_bytes, parameters_bytes, weighted_metric
 from .directory import ClientDirectory, failure_reason
 from .evaluation import EvaluationSchedule, fused_metrics, record_evaluation
 from .phases import PhaseMessage, PhaseRunner
 from .records import RoundBook
+from .secure import CKKSAggregation
+
+SECURE_AGG = ("none", "secagg+", "ckks")
 
 EvaluateFn = Callable[[int, NDArrays], "tuple[float, dict[str, Scalar]] | None"]
 
@@ -94,6 +97,9 @@ class FederatedStrategy(Strategy):
     stateful_clients: the method's clients keep state in ``context.state`` that a checkpoint must save
         (:meth:`checkpoint_clients`) and a resumed run must restore.
     max_parallel: messages in flight at once in a phase.
+    secure_agg: ``"none"``; ``"ckks"`` (clients send CKKS-encrypted weighted updates, the server adds them and a
+        client decrypts the sum: :mod:`flowergraph.strategies.secure`); ``"secagg+"`` (informational: Flower's
+        ``SecAggPlusWorkflow`` masks the updates and hands this strategy their weighted average).
     """
 
     def __init__(self, *, num_clients: int, initial_parameters: NDArrays | Parameters | None = None,
@@ -102,7 +108,7 @@ class FederatedStrategy(Strategy):
                  evaluate_fn: EvaluateFn | None = None, recorder=None, connect_timeout: float = 600.0,
                  init_timeout: float | None = None, round_timeout: float | None = None,
                  clients_per_round: int | None = None, fused_eval: bool = False, seed: int = 0,
-                 stateful_clients: bool = False, max_parallel: int = 16) -> None:
+                 stateful_clients: bool = False, max_parallel: int = 16, secure_agg: str = "none") -> None:
         super().__init__()
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1, got {num_clients}")
@@ -111,6 +117,8 @@ class FederatedStrategy(Strategy):
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         if min_clients is not None and not 0 <= min_clients <= num_clients:
             raise ValueError(f"min_clients must be in [0, num_clients={num_clients}], got {min_clients}")
+        if secure_agg not in SECURE_AGG:
+            raise ValueError(f"unknown secure_agg {secure_agg!r}; valid choices: {', '.join(SECURE_AGG)}")
         if isinstance(initial_parameters, list):
             initial_parameters = ndarrays_to_parameters(initial_parameters)
         self.num_clients = num_clients
@@ -129,7 +137,10 @@ class FederatedStrategy(Strategy):
         self.schedule = EvaluationSchedule(eval_every=eval_every, num_rounds=num_rounds, fused=fused_eval and full)
         self.book = RoundBook(recorder)
         self.phases = PhaseRunner(self.directory, max_parallel=max_parallel)
+        self.secure_agg = secure_agg  # "secagg+" needs nothing here: Flower's SecAggPlusWorkflow runs the rounds
+        self.ckks = CKKSAggregation(self.phases) if secure_agg == "ckks" else None
         self.global_arrays: NDArrays | None = None
+        self.last_fit_round = 0  # the last round whose fit results reached aggregate_fit
         self.resumed = False  # set by load_state_dict: the run continues from a checkpoint
         self.restored_clients = False  # a resumed run restored its clients' saved state
         self.run_tag = uuid.uuid4().hex[:12]  # names this run's client state files (kept across a resume)
@@ -185,7 +196,10 @@ class FederatedStrategy(Strategy):
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Config sent with every ``fit`` instruction (subclasses add keys)."""
-        return {protocol.SERVER_ROUND: server_round}
+        config: dict[str, Scalar] = {protocol.SERVER_ROUND: server_round}
+        if self.ckks is not None:
+            config[protocol.SECURE_AGG] = "ckks"
+        return config
 
     def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
                          config: dict[str, Scalar]) -> list[tuple[ClientProxy, FitIns]]:
@@ -223,6 +237,10 @@ class FederatedStrategy(Strategy):
         self.global_arrays = parameters_to_ndarrays(params)
         if self.resumed and self.stateful_clients and self.client_checkpoint is not None:
             self.restore_clients(client_manager)
+        if self.ckks is not None:
+            record = self.ckks.setup(self.all_clients(client_manager), self.init_timeout)
+            if not self.resumed:
+                self.book.write({**record, "elapsed_s": 0.0})
         self.setup(client_manager)
         return params
 
@@ -246,11 +264,17 @@ class FederatedStrategy(Strategy):
                       failures: list[tuple[ClientProxy, FitRes] | BaseException]
                       ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
+        self.last_fit_round = server_round
         rec["num_failures"] = len(failures)
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(protocol.PARTITION_ID, -1)), pr[0].cid))
         if self.book.held is not None:  # fused: these fits evaluated the previous round's global model first
             self._record_fused_evaluation(server_round, results)
+        if self.ckks is not None:
+            return self._aggregate_ckks(server_round, results, rec)
+        if self.secure_agg == "secagg+":  # what SecAgg+ handed over: one aggregate, copied into every result
+            rec["secure_agg"] = {"mode": "secagg+", "distinct_payloads": len({
+                hash(b"".join(res.parameters.tensors)) for _, res in results})}
         updates, weights, rejected = [], [], []
         for proxy, res in results:
             self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
@@ -288,10 +312,65 @@ class FederatedStrategy(Strategy):
             rec["aggregated"] = False
             self.after_fit(server_round, updates)
             return None, {"num_fit": len(updates)}
+        try:
+            self.global_arrays = self.aggregator.aggregate(updates, weights, like=self.global_arrays)
+        except RoundNotAggregated as exc:
+            log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, exc)
+            rec["aggregated"], rec["not_aggregated"] = False, str(exc)
+            self.after_fit(server_round, updates)
+            return None, {"num_fit": len(updates)}
         rec["aggregated"] = True
-        self.global_arrays = self.aggregator.aggregate(updates, weights, like=self.global_arrays)
         self.after_fit(server_round, updates)
         return ndarrays_to_parameters(self.global_arrays), {"num_fit": len(updates)}
+
+    def measured_fit_bytes(self, server_round: int, down: int, up: int) -> None:
+        """The bytes that crossed the grid during the round's training, measured by the server loop when a fit
+        workflow (SecAgg+) sends messages this strategy never sees: they replace its own estimate."""
+        rec = self.book.start(server_round)
+        rec.update(bytes_down=int(down), bytes_up=int(up), bytes_measured="grid")
+
+    def fit_round_failed(self, server_round: int, reason: str) -> None:
+        """The round's training ended before any result reached :meth:`aggregate_fit` (a fit workflow such as
+        SecAgg+ stopped): recorded, and the global model is kept."""
+        rec = self.book.start(server_round)
+        rec.update(aggregated=False, not_aggregated=reason, num_fit=0)
+        log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, reason)
+
+    def _aggregate_ckks(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
+                        rec: dict[str, Any]) -> tuple[Parameters | None, dict[str, Scalar]]:
+        """secure-agg=ckks: add the encrypted updates, have a client decrypt the sum (strategies/secure.py)."""
+        contributions, weights, metrics = [], [], []
+        for proxy, res in results:
+            self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
+            label = self.client_label(proxy, res.metrics)
+            try:
+                arrays = parameters_to_ndarrays(res.parameters)
+            except Exception as exc:  # noqa: BLE001
+                arrays = [f"undecodable: {exc}"]
+            contributions.append((proxy, label, arrays, int(res.metrics.get("ckks_values", -1))))
+            fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
+            rec.setdefault("clients", {}).setdefault(label, {}).update(
+                {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
+                                                         if k not in ("num_train", "ckks_values")}})
+            weights.append(float(res.num_examples))
+            metrics.append(res.metrics)
+        rec["train_loss"] = weighted_metric((m.get("train_loss"), w) for m, w in zip(metrics, weights))
+        needed = max(self.min_clients or 1, 1)
+        new, info = (None, {"mode": "ckks", "summed": 0})
+        if len(contributions) >= needed:
+            new, info = self.ckks.aggregate(server_round, contributions, self.global_arrays, self.round_timeout)
+            self.book.add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
+        rec["secure_agg"] = info
+        rec["rejected"] = info.get("rejected", [])
+        rec["num_fit"] = int(info.get("summed", 0))
+        if new is None or rec["num_fit"] < needed:
+            log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
+                server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
+            rec["aggregated"] = False
+            return None, {"num_fit": rec["num_fit"]}
+        rec["aggregated"] = True
+        self.global_arrays = new
+        return ndarrays_to_parameters(new), {"num_fit": rec["num_fit"]}
 
     def _record_fused_evaluation(self, server_round: int, results: list[tuple[ClientProxy, FitRes]]) -> None:
         """Round r-1's evaluation, from the ``eval_*`` metrics of round r's fit replies. A client that ignored the

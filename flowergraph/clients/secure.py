@@ -1,0 +1,75 @@
+"""Client side of secure aggregation of the training rounds (run config ``secure-agg``), for any method.
+
+:class:`SecureUpdates` wraps a method's client:
+
+* ``secagg+``: the update itself goes to Flower's ``secaggplus_mod`` (the ClientApp adds it to its mods), which
+  masks ``num_examples x update``; the wrapper only sets ``num_examples`` to the weight the run's ``weighting``
+  gives the update (training-set size, or 1 for ``uniform``), since the server cannot re-weigh a masked sum.
+* ``ckks``: when the fit config carries ``secure_agg = "ckks"``, the client flattens its update θ, checks it is
+  finite, and returns the CKKS encryption of ``[w θ, w]`` (``w`` its weight) under the data owners' shared key,
+  as the arrays ``[lengths int64, blob uint8]`` (serialised ciphertexts, 2048 values each) and the metric
+  ``ckks_values`` (the vector's length). It also answers two phases: ``secure.ckks-setup`` (its key
+  fingerprint and the key-less context the server adds with) and ``secure.ckks-decrypt`` (decrypts the summed
+  ciphertexts the server sends and returns the plaintext sum: the server learns ``sum_k w_k θ_k`` and
+  ``sum_k w_k``, never a single update).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.client import NumPyClient
+
+from .. import protocol
+from ..privacy import ckks
+from ..privacy.packing import pack_blobs, unpack_blobs
+from .base import ClientWrapper
+
+MODES = ("secagg+", "ckks")
+
+
+class SecureUpdates(ClientWrapper):
+    """See the module docstring. ``weighting``: ``train-size`` or ``uniform``; ``key_file``: for ``ckks``."""
+
+    def __init__(self, inner: NumPyClient, mode: str, partition_id: int, *, weighting: str = "train-size",
+                 key_file: str | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown secure aggregation {mode!r}; valid choices: {', '.join(MODES)}")
+        if weighting not in ("train-size", "uniform"):
+            raise ValueError(f"weighting {weighting!r} cannot be applied by the client; valid: train-size, uniform")
+        super().__init__(inner)
+        self.mode = mode
+        self.partition_id = int(partition_id)
+        self.weighting = weighting
+        self.key_file = key_file
+
+    def _context(self):
+        return ckks.load_key_file(self.key_file or "")
+
+    def _weight(self, num_examples: int) -> int:
+        return 1 if self.weighting == "uniform" else int(num_examples)
+
+    def fit(self, parameters, config):
+        arrays, num_examples, metrics = self.inner.fit(parameters, config)
+        weight = self._weight(num_examples)
+        if self.mode == "secagg+":
+            return arrays, weight, metrics  # secaggplus_mod masks weight x arrays
+        if config.get(protocol.SECURE_AGG) != "ckks":
+            return arrays, num_examples, metrics
+        vector = ckks.flatten_arrays([np.asarray(a) for a in arrays])
+        if not np.all(np.isfinite(vector)):
+            raise ValueError("refusing to encrypt an update with NaN or infinite values")
+        payload = np.concatenate([vector * weight, [float(weight)]])
+        lengths, blob = pack_blobs(ckks.encrypt_vector(self._context(), payload))
+        return [lengths, blob], num_examples, {**metrics, "ckks_values": int(len(payload))}
+
+    def get_properties(self, config):
+        phase = config.get(protocol.PHASE)
+        if phase == protocol.CKKS_SETUP:
+            ctx = self._context()
+            return {protocol.PARTITION_ID: self.partition_id, "key_fingerprint": ckks.fingerprint(ctx),
+                    "server_context": ckks.server_context_bytes(ctx), protocol.ARRAY_COUNT: 0}
+        if phase == protocol.CKKS_DECRYPT:
+            lengths, blob = protocol.unpack_arrays(config)
+            total = ckks.decrypt_vector(self._context(), unpack_blobs(lengths, blob), int(config["length"]))
+            return {protocol.PARTITION_ID: self.partition_id, **protocol.pack_arrays([total])}
+        return self.inner.get_properties(config)

@@ -1,0 +1,257 @@
+"""Differential privacy of the training rounds (run config ``dp``), with Flower's own DP strategy wrappers.
+
+* ``central-server``: :class:`CentralDPServerSide` is Flower's ``DifferentialPrivacyServerSideFixedClipping``
+  around the method's strategy: the server clips each update ``theta_k - theta`` to L2 norm ``C``
+  (``dp-clipping-norm``), the method aggregates (the unweighted mean: ``weighting=uniform`` is required), and
+  Gaussian noise with standard deviation ``z C / n`` (``z`` = ``dp-noise-multiplier``, ``n`` = clients sampled per
+  round) is added to every parameter of the new global model.
+* ``central-client``: :class:`CentralDPClientSide` is Flower's ``DifferentialPrivacyClientSideFixedClipping``: the
+  clients clip (Flower's ``compute_clip_model_update``, applied by :class:`flowergraph.clients.privacy.DPUpdates`
+  before any encryption or masking, to the norm the server sends as ``clipping_norm``), the server adds the same
+  noise. This one combines with secure aggregation (the server never needs an individual update).
+* ``local``: each client clips its update and adds Gaussian noise of standard deviation
+  ``S sqrt(2 ln(1.25 / delta)) / epsilon`` (Flower's ``LocalDpMod`` arithmetic: ``S`` = ``dp-sensitivity``,
+  ``epsilon`` = ``dp-epsilon``); :class:`LocalDPAccounting` only records it on the server.
+
+Every round's record in ``rounds.jsonl`` gets a ``dp`` entry: the mode, clipping norm, noise standard deviation,
+the releases so far and the cumulative ``(epsilon, delta)`` of the model updates, computed with Flower's RDP
+accountant (``flwr.serverapp.RdpAccountant``, Google's ``dp-accounting``) under these assumptions, stated again in
+the README:
+
+* client-level DP with add-or-remove-one neighbouring, **no amplification by sampling** (Flower's fixed-clipping
+  accounting does the same: the sampled clients are not drawn by Poisson sampling, so a subsampling bound would
+  not hold), ``delta`` = ``dp-delta``;
+* central DP: one Gaussian release per aggregated round with noise multiplier ``z`` (the noise on the sum of
+  clipped updates is ``z C``); ``z = 0`` gives no guarantee (``epsilon`` is reported as ``inf``);
+* local DP: per client, one Gaussian release per round in which it trained, noise multiplier ``sigma / S``; the
+  budget reported is that of a client that trained every round so far.
+
+Not covered: the evaluation metrics, the training-set sizes and everything a method's own phases exchange
+(FedGCN's neighbour aggregation, FedStar's nothing-else), which are outside the mechanism.
+
+Differences from Flower's wrappers, all on failure handling: a round with a failed client is not aggregated
+(as in Flower: the noise is calibrated to ``n`` updates), but the wrapped strategy still sees it, so the round
+is recorded (``aggregated: false`` with the reason) and fused evaluation results are not lost; the wrapper
+passes every attribute it does not define (records, checkpoints, ``finish``) to the wrapped strategy, and its
+accountant is part of the checkpointed state. The noise comes from NumPy's global generator (Flower's
+choice), so runs with ``dp`` on are not bit-reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from logging import WARNING
+from typing import Any
+
+from flwr.common import parameters_to_ndarrays
+from flwr.common.logger import log
+from flwr.server.strategy import (DifferentialPrivacyClientSideFixedClipping,
+                                  DifferentialPrivacyServerSideFixedClipping, Strategy)
+from flwr.supercore.differential_privacy import compute_stdv
+
+from ..privacy.dp import local_noise_stddev
+
+DP_MODES = ("none", "central-server", "central-client", "local")
+
+
+class PrivacyBudget:
+    """Cumulative ``(epsilon, delta)`` of repeated Gaussian releases (Flower's RDP accountant, no sampling
+    amplification, add-or-remove-one client neighbouring); ``noise_multiplier`` 0 gives ``inf``."""
+
+    def __init__(self, noise_multiplier: float, delta: float, population: int) -> None:
+        self.noise_multiplier = float(noise_multiplier)
+        self.delta = float(delta)
+        self.population = max(1, int(population))
+        self.releases = 0
+        self._accountant = None
+
+    def _new_accountant(self):
+        from flwr.serverapp import NeighboringRelation, PrivacyConfig, RdpAccountant, SamplingMethod
+
+        return RdpAccountant(PrivacyConfig(target_delta=self.delta, population_size=self.population,
+                                           neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                           sampling_method=SamplingMethod.NO_AMPLIFICATION))
+
+    def release(self, sample_size: int) -> None:
+        self.releases += 1
+        if self.noise_multiplier <= 0:
+            return
+        from flwr.serverapp import GaussianPrivacyEvent
+
+        if self._accountant is None:
+            self._accountant = self._new_accountant()
+        size = min(max(1, int(sample_size)), self.population)
+        self._accountant.compose(GaussianPrivacyEvent(noise_multiplier=self.noise_multiplier, sample_size=size,
+                                                      population_size=self.population))
+
+    @property
+    def epsilon(self) -> float:
+        if self.releases == 0:
+            return 0.0
+        if self.noise_multiplier <= 0 or self._accountant is None:
+            return math.inf
+        return float(self._accountant.get_epsilon(self.delta))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"releases": self.releases}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.releases, self._accountant = 0, None
+        for _ in range(int(state.get("releases", 0))):  # identical events: replaying them rebuilds the accountant
+            self.release(self.population)
+
+
+def _jsonable(value: float) -> float | str:
+    return "inf" if math.isinf(value) else value
+
+
+class _DPWrapper:
+    """What the three wrappers share: delegation to the wrapped strategy, the round's ``dp`` record, the
+    accountant in the checkpointed state."""
+
+    mode = "none"
+    strategy: Any
+    budget: PrivacyBudget
+
+    def __getattr__(self, name: str):  # records, checkpoints, finish(), global_arrays ...: the wrapped strategy's
+        inner = self.__dict__.get("strategy")
+        if inner is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def noise_stddev(self) -> float:
+        raise NotImplementedError
+
+    def _record(self, server_round: int, **extra: Any) -> dict[str, Any]:
+        rec = self.strategy.book.start(server_round)
+        rec["dp"] = {"mode": self.mode, "clipping_norm": self.clipping_norm, "noise_stddev": self.noise_stddev(),
+                     "releases": self.budget.releases, "epsilon": _jsonable(self.budget.epsilon),
+                     "delta": self.budget.delta, **extra}
+        return rec
+
+    def privacy_spent(self) -> dict[str, Any]:
+        """The cumulative budget so far (also in every round's ``dp`` record)."""
+        return {"epsilon": self.budget.epsilon, "delta": self.budget.delta, "releases": self.budget.releases}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self.strategy.state_dict(), "dp": self.budget.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self.budget.load_state_dict(state.pop("dp", {}))
+        self.strategy.load_state_dict(state)
+
+
+class _CentralDP(_DPWrapper):
+    def noise_stddev(self) -> float:
+        return compute_stdv(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
+
+    def aggregate_fit(self, server_round, results, failures):
+        inner = self.strategy
+        if failures:
+            # as Flower's wrapper: no aggregation (the noise is calibrated to num_sampled_clients updates); unlike
+            # it, the wrapped strategy records the round (and any fused evaluation), then its model is put back
+            before = inner.global_arrays
+            inner.aggregate_fit(server_round, results, failures)
+            inner.global_arrays = before
+            rec = self._record(server_round, skipped=f"{len(failures)} client(s) failed; no noisy release")
+            rec["aggregated"] = False
+            log(WARNING, "round %s: dp=%s skips the aggregation of a round with %d failure(s); the global model is "
+                "kept", server_round, self.mode, len(failures))
+            return None, {}
+        parameters, metrics = super().aggregate_fit(server_round, results, failures)
+        if parameters is not None:
+            inner.global_arrays = parameters_to_ndarrays(parameters)  # the released (noisy) model
+            self.budget.release(len(results))
+        self._record(server_round, clients=len(results))
+        return parameters, metrics
+
+
+class CentralDPServerSide(_CentralDP, DifferentialPrivacyServerSideFixedClipping):
+    """``dp=central-server``: Flower's server-side fixed clipping around ``strategy`` (see the module docstring)."""
+
+    mode = "central-server"
+
+    def __init__(self, strategy: Strategy, *, noise_multiplier: float, clipping_norm: float,
+                 num_sampled_clients: int, delta: float = 1e-5) -> None:
+        DifferentialPrivacyServerSideFixedClipping.__init__(self, strategy, noise_multiplier, clipping_norm,
+                                                            num_sampled_clients)
+        self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
+
+    def __repr__(self) -> str:
+        return f"CentralDPServerSide({self.strategy!r}, z={self.noise_multiplier}, C={self.clipping_norm})"
+
+
+class CentralDPClientSide(_CentralDP, DifferentialPrivacyClientSideFixedClipping):
+    """``dp=central-client``: Flower's client-side fixed clipping around ``strategy``; the clients clip (their
+    ClientApp wraps them in :class:`flowergraph.clients.privacy.DPUpdates`, or a user's app adds Flower's
+    ``fixedclipping_mod``)."""
+
+    mode = "central-client"
+
+    def __init__(self, strategy: Strategy, *, noise_multiplier: float, clipping_norm: float,
+                 num_sampled_clients: int, delta: float = 1e-5) -> None:
+        DifferentialPrivacyClientSideFixedClipping.__init__(self, strategy, noise_multiplier, clipping_norm,
+                                                            num_sampled_clients)
+        self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
+
+    def __repr__(self) -> str:
+        return f"CentralDPClientSide({self.strategy!r}, z={self.noise_multiplier}, C={self.clipping_norm})"
+
+
+class LocalDPAccounting(_DPWrapper, Strategy):
+    """``dp=local``: the clients add the noise; the server only records it and accounts for it."""
+
+    mode = "local"
+
+    def __init__(self, strategy: Strategy, *, clipping_norm: float, sensitivity: float, epsilon: float,
+                 delta: float) -> None:
+        Strategy.__init__(self)
+        self.strategy = strategy
+        self.clipping_norm, self.sensitivity, self.epsilon_per_round = clipping_norm, sensitivity, epsilon
+        self.stddev = local_noise_stddev(sensitivity, epsilon, delta)
+        self.budget = PrivacyBudget(self.stddev / sensitivity, delta, 1)
+
+    def __repr__(self) -> str:
+        return f"LocalDPAccounting({self.strategy!r}, epsilon={self.epsilon_per_round}, C={self.clipping_norm})"
+
+    def noise_stddev(self) -> float:
+        return self.stddev
+
+    def initialize_parameters(self, client_manager):
+        return self.strategy.initialize_parameters(client_manager)
+
+    def configure_fit(self, server_round, parameters, client_manager):
+        return self.strategy.configure_fit(server_round, parameters, client_manager)
+
+    def aggregate_fit(self, server_round, results, failures):
+        out = self.strategy.aggregate_fit(server_round, results, failures)
+        if results:
+            self.budget.release(1)
+        self._record(server_round, epsilon_per_round=self.epsilon_per_round, clients=len(results))
+        return out
+
+    def configure_evaluate(self, server_round, parameters, client_manager):
+        return self.strategy.configure_evaluate(server_round, parameters, client_manager)
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        return self.strategy.aggregate_evaluate(server_round, results, failures)
+
+    def evaluate(self, server_round, parameters):
+        return self.strategy.evaluate(server_round, parameters)
+
+
+def with_dp(strategy: Strategy, settings) -> Strategy:
+    """``strategy`` wrapped for the run config's ``dp`` (unchanged for ``none``)."""
+    mode = settings.dp
+    if mode == "none":
+        return strategy
+    if mode == "local":
+        return LocalDPAccounting(strategy, clipping_norm=settings.dp_clipping_norm,
+                                 sensitivity=settings.dp_sensitivity, epsilon=settings.dp_epsilon,
+                                 delta=settings.dp_delta)
+    cls = {"central-server": CentralDPServerSide, "central-client": CentralDPClientSide}.get(mode)
+    if cls is None:
+        raise ValueError(f"unknown dp {mode!r}; valid choices: {', '.join(DP_MODES)}")
+    return cls(strategy, noise_multiplier=settings.dp_noise_multiplier, clipping_norm=settings.dp_clipping_norm,
+               num_sampled_clients=settings.clients_per_round, delta=settings.dp_delta)
