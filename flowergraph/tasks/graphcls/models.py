@@ -36,6 +36,12 @@ fixed GIN ``eps`` is a buffer of the feature part):
 ``feature`` can only be averaged among clients of one dataset (a Dirichlet split); across datasets share
 ``structure`` (FedStar) or ``convs`` (FedAvg/FedProx/FedPer as in the paper's runs).
 
+Message passing runs as a sparse matrix product: each forward turns the batch's ``edge_index`` into the
+transposed adjacency as a ``torch.sparse_csr`` tensor (:func:`adjacency`) and hands that to every GIN and GCN
+layer. PyG then aggregates with one CSR ``spmm`` per layer instead of a gather + scatter over the edge list: the
+same sums (to float rounding; tests compare both paths), about 2x faster per epoch on DD on one core (measured
+7.4/5.9 s -> 3.3/3.5 s for DD's 942 training graphs).
+
 Seeding: with ``seed`` every layer is initialised from its own generator seeded by (seed, layer name), so the
 weights are a pure function of the seed and every layer whose shape does not depend on the dataset
 (structure encoder, GIN layers 2..L, FC(h, h)) starts identical on every client with the same seed -- what the
@@ -45,6 +51,7 @@ authors obtain by copying the server's initial layers to all clients.
 from __future__ import annotations
 
 import contextlib
+import warnings
 import zlib
 
 import numpy as np
@@ -74,6 +81,21 @@ def _gin(d_in: int, hidden: int):
 
     return GINConv(nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden)), eps=0.0,
                    train_eps=False)
+
+
+def adjacency(data) -> torch.Tensor:
+    """The batch's transposed adjacency (row = target node, column = source) as a ``torch.sparse_csr`` tensor;
+    what the convolutions aggregate over (see the module docstring). An adjacency passed in already (a sparse
+    ``edge_index``) is returned as it is."""
+    edge_index = data.edge_index
+    if edge_index.layout != torch.strided:
+        return edge_index
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    n = data.num_nodes
+    with warnings.catch_warnings():  # torch: "Sparse CSR tensor support is in beta state" (spmm is what we use)
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+        return to_torch_csr_tensor(edge_index.flip(0), size=(n, n))
 
 
 def _check(hidden: int, layers: int, dropout: float, **dims: int) -> None:
@@ -122,7 +144,7 @@ class DecoupledGIN(nn.Module):
     def forward(self, data) -> torch.Tensor:
         from torch_geometric.nn import global_add_pool
 
-        edge_index = data.edge_index
+        edge_index = adjacency(data)
         h, g = self.feat_in(data.x), self.struct_in(data.s)
         for gin, gcn in zip(self.feat_convs, self.struct_convs):
             h = F.dropout(F.relu(gin(torch.cat([h, g], dim=-1), edge_index)), self.dropout, self.training)
@@ -161,8 +183,9 @@ class GIN(nn.Module):
         from torch_geometric.nn import global_add_pool
 
         h = self.feat_in(data.x)
+        edge_index = adjacency(data)
         for gin in self.feat_convs:
-            h = F.dropout(F.relu(gin(h, data.edge_index)), self.dropout, self.training)
+            h = F.dropout(F.relu(gin(h, edge_index)), self.dropout, self.training)
         z = F.dropout(F.relu(self.fc(global_add_pool(h, data.batch))), self.dropout, self.training)
         return F.log_softmax(self.out(z), dim=-1)
 
