@@ -20,7 +20,7 @@ Names are imported on first use, so ``import flowergraph.strategies`` stays chea
 
 from __future__ import annotations
 
-import importlib
+from .._exports import lazy_exports
 
 _EXPORTS = {
     "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
@@ -37,14 +37,4 @@ _EXPORTS = {
     "check_update": "common", "weighted_average": "common", "weighted_metric": "common",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        module = _EXPORTS[name]
-        return getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -93,8 +93,8 @@ def adjacency(data) -> torch.Tensor:
     from torch_geometric.utils import to_torch_csr_tensor
 
     n = data.num_nodes
-    with warnings.catch_warnings():  # torch: "Sparse CSR tensor support is in beta state" (spmm is what we use)
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+    with warnings.catch_warnings():  # torch's notes on its sparse tensors ("in beta state", "invariant checks")
+        warnings.filterwarnings("ignore", "Sparse (CSR tensor support|invariant checks)", UserWarning)
         return to_torch_csr_tensor(edge_index.flip(0), size=(n, n))
 
 
