@@ -7,7 +7,7 @@ RDP accountant (client-level, no amplification by sampling; see the README).
 All runs use ``weighting=uniform`` (central DP's noise is calibrated to an unweighted mean). In one process
 (flowergraph.inprocess); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
 
-    .venv/bin/python benchmarks/dp_accuracy.py [--rounds 100] [--seeds 0,1] [--noise 0,0.01,0.03,0.1,0.3]
+    .venv/bin/python benchmarks/dp_accuracy.py [--rounds 100] [--seeds 0,1] [--noise 0,0.01,0.03,0.1,0.3,1,3]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--seeds", default="0,1", help="comma-separated")
-    parser.add_argument("--noise", default="0,0.01,0.03,0.1,0.3", help="noise multipliers z, comma-separated")
+    parser.add_argument("--noise", default="0,0.01,0.03,0.1,0.3,1,3", help="noise multipliers z, comma-separated")
     parser.add_argument("--clip", type=float, default=1.0, help="dp-clipping-norm (updates here have norm ~1)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
