@@ -138,15 +138,16 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "state-dir, partition-dir, inject-faults and fused-eval must equal the checkpointed run's.",
            group="reliability"),
     Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
-           "e.g. `raise:1@2,nan:0@3`; kinds: `raise`, `nan`, `shape`, `exit`, `hang` (README, Reliability).",
+           "e.g. `raise:1@2,nan:0@3`, `@*` = every round; kinds: `raise`, `nan`, `shape`, `exit`, `hang`, and the "
+           "poisoning kinds `scale`, `flip` (README, Reliability).",
            group="reliability"),
     # -- data owners
     Option("partition-dir", "", "A folder written by `python -m flowergraph.partition export`: client k reads only "
            "its own file `client-K.npz` and never the global dataset (a node may name its own file with "
            "node-config `partition-file`); empty: every client cuts its part out of the global graph.",
            group="data-owners"),
-    Option("key-file", "", "The data owners' CKKS key file, for methods that encrypt (FedGCN with "
-           "`fedgcn.he=true`); node config may set it per node (deployment: never in the run config); the "
+    Option("key-file", "", "The data owners' CKKS key file, for runs that encrypt (`secure-agg=ckks`, "
+           "FedGCN with `fedgcn.he=true`); node config may set it per node (deployment: never in the run config); the "
            "simulation launcher creates one per run when empty.", group="data-owners"),
     Option("state-dir", "", "Where each client saves its persistent state at checkpoints (node-local; node config "
            "may set it per node); empty: `$FLOWERGRAPH_CACHE/client-state` (the simulation launcher uses "
