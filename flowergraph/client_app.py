@@ -127,7 +127,8 @@ def build_client(context: Context):
     if s.secure_agg != "none":
         from .clients.secure import SecureUpdates
 
-        client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None)
+        client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
+                               max_weight=s.secagg_weight_bound)
     return client
 
 

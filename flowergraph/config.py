@@ -167,8 +167,9 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("secagg-quantization-range", 4194304, "SecAgg+: quantisation levels (2^22).", check=at_least(2),
            group="privacy"),
     Option("secagg-max-weight", 0.0, "SecAgg+: the largest weight a client may give its update (its training-set "
-           "size with weighting=train-size); larger weights overflow, a much larger bound costs precision. 0: "
-           "automatic (1 with weighting=uniform, else Flower's default 1000).", check=at_least(0.0),
+           "size with weighting=train-size); a client above it refuses the run (Flower would clip its update), a "
+           "much larger bound costs precision. 0: automatic (1 with weighting=uniform; else the largest client "
+           "size the simulation launcher finds in the data, or Flower's default 1000).", check=at_least(0.0),
            group="privacy"),
     Option("dp", "none", "Differential privacy of the training rounds (Flower's DP): `central-server` (the server "
            "clips each update and adds Gaussian noise to the mean), `central-client` (clients clip, the server adds "
@@ -340,6 +341,15 @@ class RunSettings:
         """Whether the data owners must hold a CKKS key file for this run (the method encrypts, or the training
         rounds are aggregated under CKKS)."""
         return self.method_info.key_file_needed(self) or self.secure_agg == "ckks"
+
+    @property
+    def secagg_weight_bound(self) -> float:
+        """SecAgg+'s bound on a client's weight (Flower's ``max_weight``): ``secagg-max-weight``, or 1 with
+        ``weighting=uniform``, else Flower's default 1000. A client whose weight exceeds it refuses the round
+        (Flower would clip its scaled update silently)."""
+        if self.secagg_max_weight > 0:
+            return float(self.secagg_max_weight)
+        return 1.0 if self.weighting == "uniform" else 1000.0
 
     @property
     def clients_per_round(self) -> int:

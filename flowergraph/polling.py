@@ -13,12 +13,17 @@ pushes the messages and polls ``pull_messages`` after 2 ms, then backs off geome
 
 It also counts what crosses it: ``bytes_pushed`` and ``bytes_pulled`` add up the payload of every message
 (``count_bytes()`` of each record: arrays, configs, metrics), whatever sent it: the legacy loop, a Flower fit
-workflow such as SecAgg+ (whose stages the strategy never sees), or a method's phases.
+workflow such as SecAgg+ (whose stages the strategy never sees), or a method's phases. Inside
+``with grid.recording() as rec:`` it also lists every ``send_and_receive`` in ``rec.exchanges`` as ``(messages
+sent, replies received, seconds)`` (a fit workflow's stages, one entry each) and the reason of every error reply
+in ``rec.errors`` (a workflow such as SecAgg+ drops a failed client and goes on; the caller can still see why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from flwr.app import Message
@@ -40,6 +45,7 @@ class PollingGrid(Grid):
         self.backoff = backoff
         self.bytes_pushed = 0
         self.bytes_pulled = 0
+        self._recording: Recording | None = None
 
     # ------------------------------------------------------------------------------ delegated API
     def set_run(self, run) -> None:
@@ -75,7 +81,9 @@ class PollingGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages`` and collect their replies until all arrived or ``timeout`` s passed (None: wait
         for all), as Flower's grids do, but polling after 2 ms, 3 ms, ... up to ``max_interval``."""
+        started = time.monotonic()
         pending = set(self.push_messages(messages))
+        sent = len(pending)
         deadline = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
         delay = self.min_interval
@@ -93,7 +101,43 @@ class PollingGrid(Grid):
             else:
                 time.sleep(delay)
             delay = min(delay * self.backoff, self.max_interval)
+        if self._recording is not None:
+            self._recording.exchanges.append((sent, len(replies), time.monotonic() - started))
+            self._recording.errors.extend(error_reason(m) for m in replies if _has_error(m))
         return replies
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Within the block, ``send_and_receive`` calls and error replies are listed in the yielded
+        :class:`Recording` (see the module docstring)."""
+        self._recording = Recording()
+        try:
+            yield self._recording
+        finally:
+            self._recording = None
+
+
+@dataclass
+class Recording:
+    """What :meth:`PollingGrid.recording` saw: ``(sent, received, seconds)`` per exchange; error replies' reasons."""
+
+    exchanges: list[tuple[int, int, float]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _has_error(message) -> bool:
+    try:
+        return bool(message.has_error())
+    except Exception:  # noqa: BLE001 (a reply we cannot inspect is not an error we can report)
+        return False
+
+
+def error_reason(message) -> str:
+    """The reason Flower gives for an error reply (the client's exception text, wrapped)."""
+    try:
+        return str(message.error.reason)
+    except Exception:  # noqa: BLE001
+        return "unknown error"
 
 
 def message_bytes(message: Message) -> int:

@@ -20,6 +20,7 @@ Everything else (thread pool, timeouts, the History it returns) is Flower's.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import timeit
 from logging import INFO
 from typing import Callable
@@ -31,6 +32,8 @@ from flwr.server.client_manager import ClientManager, SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
+
+from .strategies.directory import failure_reason, refusal
 
 
 class ClientFailure(Exception):
@@ -151,10 +154,17 @@ class FlowergraphServer(Server):
                                                                       Key.START_TIME: self._start_time})
         marker = getattr(self.strategy, "last_fit_round", None)
         pushed, pulled = getattr(self.grid, "bytes_pushed", None), getattr(self.grid, "bytes_pulled", None)
-        self.fit_workflow(self.grid, ctx)
+        recording = getattr(self.grid, "recording", None)  # PollingGrid: each stage's messages, time, errors
+        with recording() if recording else contextlib.nullcontext(None) as rec:
+            self.fit_workflow(self.grid, ctx)
+        if rec is not None:
+            refused = [refusal(failure_reason(r)) for r in rec.errors if refusal(failure_reason(r))]
+            if refused:  # the workflow dropped a client that refused the run: fail it with the reason instead
+                raise RuntimeError(f"round {server_round}: {refused[0]}")
         if pushed is not None and hasattr(self.strategy, "measured_fit_bytes"):  # a counting grid (PollingGrid)
             self.strategy.measured_fit_bytes(server_round, self.grid.bytes_pushed - pushed,
-                                             self.grid.bytes_pulled - pulled)
+                                             self.grid.bytes_pulled - pulled,
+                                             stages=rec.exchanges if rec is not None else ())
         if marker is not None and getattr(self.strategy, "last_fit_round", None) != server_round:
             # the workflow stopped before handing the strategy any result (SecAgg+: too few clients answered)
             self.strategy.fit_round_failed(server_round, "the fit workflow stopped before aggregation (see the "

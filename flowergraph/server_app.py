@@ -67,13 +67,6 @@ def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_
     return strategy
 
 
-def secagg_max_weight(s: RunSettings) -> float:
-    """SecAgg+'s bound on a client's weight: ``secagg-max-weight``, or 1 (uniform) / 1000 (Flower's default)."""
-    if s.secagg_max_weight > 0:
-        return float(s.secagg_max_weight)
-    return 1.0 if s.weighting == "uniform" else 1000.0
-
-
 def secagg_workflow(s: RunSettings):
     """Flower's ``SecAggPlusWorkflow`` with the run's ``secagg-*`` settings (``secure-agg=secagg+``)."""
     from flwr.server.workflow import SecAggPlusWorkflow
@@ -84,7 +77,7 @@ def secagg_workflow(s: RunSettings):
                               reconstruction_threshold=int(threshold) if threshold > 1 else float(threshold),
                               clipping_range=float(s.secagg_clipping_range),
                               quantization_range=int(s.secagg_quantization_range),
-                              max_weight=secagg_max_weight(s), timeout=s.round_timeout)
+                              max_weight=s.secagg_weight_bound, timeout=s.round_timeout)
 
 
 def resume_state(s: RunSettings) -> Checkpoint | None:

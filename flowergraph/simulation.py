@@ -248,8 +248,16 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
         config["state-dir"] = str(out_dir / "client-state")  # the clients' checkpoints stay with the run
     supernodes = settings.effective_num_clients
     sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
+    auto_bound = settings.secure_agg == "secagg+" and settings.weighting == "train-size" and \
+        not settings.secagg_max_weight and bool(info.get("client_sizes"))
+    if auto_bound:  # no client's weight can exceed it, and none is far below (SecAgg+'s precision)
+        config["secagg-max-weight"] = float(max(info["client_sizes"]))
+        settings = parse_run_config(config)
     print(f"flowergraph: {settings.method} on {info['summary']}, {supernodes} client(s), {settings.rounds} "
           f"round(s){sizes}", file=stream, flush=True)
+    if auto_bound:
+        print(f"flowergraph: SecAgg+ weights bounded by the largest client size: secagg-max-weight="
+              f"{settings.secagg_max_weight:g}", file=stream, flush=True)
 
     work = Path(tempfile.mkdtemp(prefix="flowergraph-sim-"))
     try:

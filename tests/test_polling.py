@@ -11,9 +11,18 @@ class _Meta:
         self.reply_to_message_id = reply_to
 
 
+class _Error:
+    def __init__(self, reason):
+        self.reason = reason
+
+
 class _Reply:
-    def __init__(self, reply_to):
+    def __init__(self, reply_to, error=None):
         self.metadata = _Meta(reply_to)
+        self.error = _Error(error) if error else None
+
+    def has_error(self):
+        return self.error is not None
 
 
 class FakeGrid:
@@ -26,12 +35,14 @@ class FakeGrid:
         self.other = "delegated"
 
     def push_messages(self, messages):
+        start = len(self.pushed)
         self.pushed.extend(messages)
-        return [f"id{i}" for i in range(len(self.pushed))]
+        return [f"id{i}" for i in range(start, len(self.pushed))]
 
     def pull_messages(self, ids):
         self.pulls += 1
-        return [_Reply(i) for i in sorted(ids) if self.ready[int(i[2:])] <= self.pulls]
+        return [_Reply(i, getattr(self, "fail", {}).get(i)) for i in sorted(ids)
+                if self.ready[min(int(i[2:]), len(self.ready) - 1)] <= self.pulls]
 
     # the rest of the Grid API (delegated as is)
     def set_run(self, run): self.run_ = run
@@ -86,3 +97,17 @@ def test_delegates_the_rest_of_the_grid_api():
 def test_bad_intervals(kw):
     with pytest.raises(ValueError):
         PollingGrid(FakeGrid(ready=[]), **kw)
+
+
+def test_recording_lists_each_exchange_only_inside_the_block(sleeps):
+    fake = FakeGrid(ready=[1, 2, 1, 1])
+    grid = PollingGrid(fake)
+    grid.send_and_receive(["a"])
+    with grid.recording() as rec:
+        grid.send_and_receive(["b", "c"])
+        fake.fail = {"id3": "boom"}
+        grid.send_and_receive(["d"], timeout=0.0)
+    grid.send_and_receive(["e"])
+    assert [(sent, got) for sent, got, _ in rec.exchanges] == [(2, 2), (1, 1)]
+    assert all(seconds >= 0 for _, _, seconds in rec.exchanges)
+    assert rec.errors == ["boom"]

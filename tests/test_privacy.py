@@ -329,3 +329,57 @@ def test_bad_privacy_choices_name_the_valid_ones(key, value, choices):
 def test_secagg_plus_is_refused_in_process(tmp_path):
     with pytest.raises(ConfigError, match="needs Flower's message transport: use flowergraph.simulation"):
         run_inprocess({**BASE, "num-clients": 3, "rounds": 1, "secure-agg": "secagg+", "out-dir": str(tmp_path)})
+
+
+def test_secaggplus_weight_above_the_bound_is_refused_and_fails_the_run():
+    """Flower's secaggplus_mod scales an update by weight / max_weight and only warns when that exceeds 1, then
+    clips: the client refuses instead, and the server loop fails the run with the reason although SecAgg+'s
+    workflow drops failed clients and goes on."""
+    from flwr.common import ndarrays_to_parameters
+
+    from flowergraph.clients.secure import SecureUpdates
+    from flowergraph.polling import PollingGrid
+    from flowergraph.protocol import CONFIG_ERROR_MARKER
+    from flowergraph.server import FlowergraphServer
+    from flowergraph.strategies import WeightedAveraging
+
+    class Inner:
+        def __init__(self, n):
+            self.n = n
+
+        def fit(self, parameters, config):
+            return [np.ones(2, dtype=np.float32)], self.n, {}
+
+    assert SecureUpdates(Inner(40), "secagg+", 0, max_weight=40.0).fit([], {})[1] == 40
+    assert SecureUpdates(Inner(3288), "secagg+", 1, weighting="uniform", max_weight=1.0).fit([], {})[1] == 1
+    with pytest.raises(ConfigError) as err:
+        SecureUpdates(Inner(3288), "secagg+", 6, max_weight=1000.0).fit([], {})
+    text = ("secure-agg='secagg+': partition 6 weighs its update 3288 (training-set size), above "
+            "secagg-max-weight=1000, which SecAgg+ would clip; set secagg-max-weight >= the largest training-set "
+            "size (or use uniform weighting)")
+    assert str(err.value) == f"{CONFIG_ERROR_MARKER} {text}"
+    assert parse_run_config({"secure-agg": "secagg+", "weighting": "uniform"}).secagg_weight_bound == 1.0
+    assert parse_run_config({"secure-agg": "secagg+"}).secagg_weight_bound == 1000.0
+    assert parse_run_config({"secure-agg": "secagg+", "secagg-max-weight": 3288}).secagg_weight_bound == 3288.0
+
+    class Reply:  # what Flower's grid returns for a ClientApp that raised
+        def __init__(self, reason):
+            self.metadata = type("M", (), {"reply_to_message_id": "m0"})()
+            self.error = type("E", (), {"reason": reason})()
+
+        def has_error(self):
+            return True
+
+    class Grid:
+        def push_messages(self, messages):
+            return ["m0"]
+
+        def pull_messages(self, ids):
+            return [Reply(f"<class 'ConfigError'>:<'{err.value}'>")]
+
+    server = FlowergraphServer(strategy=WeightedAveraging(num_clients=3))
+    server.parameters = ndarrays_to_parameters([np.zeros(2, dtype=np.float32)])
+    server.use_fit_workflow(lambda grid, ctx: grid.send_and_receive(["stage"]), PollingGrid(Grid()), 2, 10.0)
+    with pytest.raises(RuntimeError) as failed:
+        server._fit_round_workflow(1)
+    assert str(failed.value) == f"round 1: {CONFIG_ERROR_MARKER} {text}"

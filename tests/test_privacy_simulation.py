@@ -28,6 +28,9 @@ def test_fedavg_under_secaggplus_equals_plain_averaging(tmp_path):
     got = _training(tmp_path / "secagg")
     assert all(r["secure_agg"] == {"mode": "secagg+", "distinct_payloads": 1} for r in got)
     assert all(r["num_fit"] == 3 and r["aggregated"] and r["bytes_measured"] == "grid" for r in got)
+    # SecAgg+'s four stages (setup, share keys, collect masked vectors, unmask), 3 clients each, each timed
+    assert all([(st["messages"], st["replies"]) for st in r["fit_stages"]] == [(3, 3)] * 4 for r in got)
+    assert all(0 < sum(st["time_s"] for st in r["fit_stages"]) <= r["time_s"] for r in got)
     run_inprocess({"method": "fedavg", "num-clients": 3, "rounds": 3, **run, "out-dir": str(tmp_path / "plain")})
     want = _training(tmp_path / "plain")
     assert [r["accuracy"] for r in got] == pytest.approx([r["accuracy"] for r in want], abs=0.003)

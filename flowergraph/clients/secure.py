@@ -3,8 +3,10 @@
 :class:`SecureUpdates` wraps a method's client:
 
 * ``secagg+``: the update itself goes to Flower's ``secaggplus_mod`` (the ClientApp adds it to its mods), which
-  masks ``num_examples x update``; the wrapper only sets ``num_examples`` to the weight the run's ``weighting``
-  gives the update (training-set size, or 1 for ``uniform``), since the server cannot re-weigh a masked sum.
+  masks ``num_examples / max_weight x update``; the wrapper only sets ``num_examples`` to the weight the run's
+  ``weighting`` gives the update (training-set size, or 1 for ``uniform``), since the server cannot re-weigh a
+  masked sum. A weight above ``max_weight`` (``secagg-max-weight``) is refused with the fix: Flower would only
+  warn, scale the update beyond its clipping range and clip it, which silently changes the aggregate.
 * ``ckks``: when the fit config carries ``secure_agg = "ckks"``, the client flattens its update θ, checks it is
   finite, and returns the CKKS encryption of ``[w θ, w]`` (``w`` its weight) under the data owners' shared key,
   as the arrays ``[lengths int64, blob uint8]`` (serialised ciphertexts, 2048 values each) and the metric
@@ -20,6 +22,8 @@ import numpy as np
 from flwr.client import NumPyClient
 
 from .. import protocol
+from ..errors import ConfigError
+from ..protocol import CONFIG_ERROR_MARKER
 from ..privacy import ckks
 from ..privacy.packing import pack_blobs, unpack_blobs
 from .base import ClientWrapper
@@ -31,7 +35,7 @@ class SecureUpdates(ClientWrapper):
     """See the module docstring. ``weighting``: ``train-size`` or ``uniform``; ``key_file``: for ``ckks``."""
 
     def __init__(self, inner: NumPyClient, mode: str, partition_id: int, *, weighting: str = "train-size",
-                 key_file: str | None = None) -> None:
+                 key_file: str | None = None, max_weight: float | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown secure aggregation {mode!r}; valid choices: {', '.join(MODES)}")
         if weighting not in ("train-size", "uniform"):
@@ -41,6 +45,7 @@ class SecureUpdates(ClientWrapper):
         self.partition_id = int(partition_id)
         self.weighting = weighting
         self.key_file = key_file
+        self.max_weight = max_weight
 
     def _context(self):
         return ckks.load_key_file(self.key_file or "")
@@ -52,7 +57,12 @@ class SecureUpdates(ClientWrapper):
         arrays, num_examples, metrics = self.inner.fit(parameters, config)
         weight = self._weight(num_examples)
         if self.mode == "secagg+":
-            return arrays, weight, metrics  # secaggplus_mod masks weight x arrays
+            if self.max_weight is not None and weight > self.max_weight:
+                raise ConfigError(
+                    f"{CONFIG_ERROR_MARKER} secure-agg='secagg+': partition {self.partition_id} weighs its update "
+                    f"{weight} (training-set size), above secagg-max-weight={self.max_weight:g}, which SecAgg+ would "
+                    f"clip; set secagg-max-weight >= the largest training-set size (or use uniform weighting)")
+            return arrays, weight, metrics  # secaggplus_mod masks weight / max_weight x arrays
         if config.get(protocol.SECURE_AGG) != "ckks":
             return arrays, num_examples, metrics
         vector = ckks.flatten_arrays([np.asarray(a) for a in arrays])

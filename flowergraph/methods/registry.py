@@ -122,6 +122,8 @@ class Method:
     summable_updates: bool = True  # its training updates may be securely aggregated (only their sum is needed)
     whole_graph: bool = False
     server_evaluate: Callable[["RunSettings"], Callable] | None = None
+    # The launcher's fast data check: {"summary": str, "client_sizes": [per client: its number of training
+    # examples, or an upper bound of it]}; the launcher prints both and bounds SecAgg+'s weights by the largest size.
     preflight: Callable[["RunSettings"], dict] | None = None
     benchmark_only: bool = False
     paper: str = ""

@@ -323,11 +323,15 @@ class FederatedStrategy(Strategy):
         self.after_fit(server_round, updates)
         return ndarrays_to_parameters(self.global_arrays), {"num_fit": len(updates)}
 
-    def measured_fit_bytes(self, server_round: int, down: int, up: int) -> None:
+    def measured_fit_bytes(self, server_round: int, down: int, up: int, stages=()) -> None:
         """The bytes that crossed the grid during the round's training, measured by the server loop when a fit
-        workflow (SecAgg+) sends messages this strategy never sees: they replace its own estimate."""
+        workflow (SecAgg+) sends messages this strategy never sees: they replace its own estimate. ``stages``:
+        the workflow's message exchanges as ``(sent, received, seconds)``, recorded as ``fit_stages``."""
         rec = self.book.start(server_round)
         rec.update(bytes_down=int(down), bytes_up=int(up), bytes_measured="grid")
+        if stages:
+            rec["fit_stages"] = [{"messages": int(n), "replies": int(r), "time_s": round(float(t), 4)}
+                                 for n, r, t in stages]
 
     def fit_round_failed(self, server_round: int, reason: str) -> None:
         """The round's training ended before any result reached :meth:`aggregate_fit` (a fit workflow such as
