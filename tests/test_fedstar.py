@@ -166,6 +166,28 @@ def test_resumed_equals_uninterrupted_private_state_included(shared_data, tmp_pa
         np.testing.assert_array_equal(x, y)
 
 
+def test_faults_then_resume_with_private_state(shared_data, tmp_path):
+    """Fault injection on FedStar's training rounds (a NaN update, a crash, a wrong shape) is rejected or dropped
+    by client, never takes the run down, and a run resumed from the checkpoint before the last fault, private
+    layers and Adam moments included, ends exactly where the uninterrupted faulty run ends."""
+    base = _run(shared_data, tmp_path, "faulty", rounds=4, **{"checkpoint-every": 2, "min-clients": 2,
+                                                               "inject-faults": "nan:1@1,raise:2@2,shape:0@3"})
+    summary, _ = run_inprocess(base)
+    a = read_run(tmp_path / "faulty")["rounds"]
+    assert [(r["num_fit"], len(r["rejected"]), r["num_failures"]) for r in a] == [(2, 1, 0), (2, 0, 1), (2, 1, 0),
+                                                                                 (3, 0, 0)]
+    assert [x["client"] for x in a[0]["rejected"]] == ["1"] and [x["client"] for x in a[2]["rejected"]] == ["0"]
+    assert summary["status"] == "completed" and all(np.isfinite(x).all() for x in load_checkpoint(tmp_path /
+                                                                                                 "faulty").arrays)
+    run_inprocess({**base, "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000002.npz"),
+                   "out-dir": str(tmp_path / "resumed")})
+    b = read_run(tmp_path / "resumed")["rounds"]
+    assert [r["clients"] for r in a] == [r["clients"] for r in b]
+    assert [r["mean_client_accuracy"] for r in a] == [r["mean_client_accuracy"] for r in b]
+    for x, y in zip(load_checkpoint(tmp_path / "faulty").arrays, load_checkpoint(tmp_path / "resumed").arrays):
+        np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("variant", ["local", "local-decoupled", "fedprox"])
 def test_baselines_run_and_local_ones_send_nothing(variant, shared_data, tmp_path):
     summary, proxies = run_inprocess(_run(shared_data, tmp_path, variant, rounds=2, **{"fedstar.variant": variant}),
