@@ -155,6 +155,14 @@ class RunRecorder:
         return self._write_summary(status, error)
 
 
+def accuracy_text(summary: dict[str, Any]) -> str:
+    """``final test accuracy A`` for a run's summary, plus ``(mean over clients M)`` when the method reports the
+    per-client mean (graph classification: FedStar's metric)."""
+    acc, mean = summary.get("final_accuracy"), summary.get("final_mean_client_accuracy")
+    text = f"final test accuracy {'n/a' if acc is None else f'{acc:.4f}'}"
+    return text if mean is None else f"{text} (mean over clients {mean:.4f})"
+
+
 def read_run(out_dir: str | os.PathLike) -> dict[str, Any]:
     """Load a results directory: ``{"config": ..., "rounds": [...], "summary": ...}``."""
     path = Path(out_dir)

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from .config import RunSettings, canonical_key, natural_num_clients, option_by_key, parse_run_config, renamed_keys
 from .errors import ConfigError, FlowergraphError
+from .results import accuracy_text
 from .runtime import descendants, free_port, kill_tree, progress_line, write_app, write_run_config
 
 _MOVED = {"stop_processes": "flowergraph.runtime.stop_processes", "write_app": "flowergraph.runtime.write_app"}
@@ -428,9 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; every process started was stopped", file=sys.stderr)
         return 130
     s = result.summary
-    acc = s.get("final_accuracy")
     print(f"flowergraph: run {result.status} in {result.wall_time_s:.1f} s; rounds {s.get('rounds_completed')}"
-          f"/{s.get('total_rounds')}; final test accuracy {acc if acc is None else f'{acc:.4f}'}")
+          f"/{s.get('total_rounds')}; {accuracy_text(s)}")
     print(f"results: {result.out_dir}")
     return 0 if result.ok else 1
 

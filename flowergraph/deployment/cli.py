@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError, FlowergraphError
+from ..results import accuracy_text
 from ..runtime import flower_env, stop_trees, write_app
 from .commands import superlink_command, supernode_command, write_connection
 from .control import _flwr_json, list_nodes, register_node, submit_run, wait_for_superlink
@@ -163,10 +164,8 @@ def _cmd_loopback(a) -> int:
                             dataset=a.dataset, key_file=a.key_file, partition_dir=a.partition_dir,
                             timeout=a.timeout, verbose=a.verbose)
     s = result.summary
-    acc = s.get("final_accuracy")
     print(f"flowergraph: deployment run {result.status} ({result.flwr_status}) in {result.wall_time_s:.1f} s; "
-          f"rounds {s.get('rounds_completed')}/{s.get('total_rounds')}; final test accuracy "
-          f"{acc if acc is None else f'{acc:.4f}'}")
+          f"rounds {s.get('rounds_completed')}/{s.get('total_rounds')}; {accuracy_text(s)}")
     print(f"results and logs: {result.out_dir}")
     return 0 if result.ok else 1
 
