@@ -134,3 +134,19 @@ def progress_line(line: str) -> str | None:
     if not any(tag in plain for tag in _SHOWN):
         return None
     return re.sub(r"^INFO\s*:\s*", "", plain)
+
+
+def tee_output(proc, log_out, stream, *, verbose: bool = False, on_line=None) -> int:
+    """Copy every line ``proc`` prints to ``log_out`` (flushed) and, unless ``verbose`` only its
+    :func:`progress_line`, to ``stream``; ``on_line(line)`` sees each raw line first. Returns the exit status."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        log_out.write(line)
+        log_out.flush()
+        if on_line is not None:
+            on_line(line)
+        shown = line if verbose else progress_line(line)
+        if shown:
+            stream.write(shown)
+            stream.flush()
+    return proc.wait()

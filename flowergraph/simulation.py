@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from .config import RunSettings, canonical_key, natural_num_clients, option_by_key, parse_run_config, renamed_keys
 from .errors import ConfigError, FlowergraphError
 from .results import accuracy_text
-from .runtime import descendants, free_port, kill_tree, progress_line, write_app, write_run_config
+from .runtime import descendants, free_port, kill_tree, tee_output, write_app, write_run_config
 
 _MOVED = {"stop_processes": "flowergraph.runtime.stop_processes", "write_app": "flowergraph.runtime.write_app"}
 
@@ -162,14 +162,7 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
                 watchdog.daemon = True
                 watchdog.start()
             try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    log_out.write(line)
-                    shown = line if verbose else progress_line(line)
-                    if shown:
-                        stream.write(shown)
-                        stream.flush()
-                proc.wait()
+                tee_output(proc, log_out, stream, verbose=verbose)
             finally:
                 if watchdog is not None:
                     watchdog.cancel()

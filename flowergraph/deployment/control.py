@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from ..runtime import BIN_DIR, kill_tree, progress_line, write_run_config
+from ..runtime import BIN_DIR, kill_tree, tee_output, write_run_config
 from .credentials import check_certificate, check_public_key
 
 _RUN_ID = re.compile(r"Successfully started run (\d+)")
@@ -134,20 +134,14 @@ def submit_run(app_dir: str | os.PathLike, connection: str, run_config: dict[str
 
             watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
+            def note_run_id(line: str) -> None:
+                if not run_ids and (m := _RUN_ID.search(line)):
+                    run_ids.append(int(m.group(1)))
+                    if on_started is not None:
+                        on_started(run_ids[0])
+
             try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    log_out.write(line)
-                    log_out.flush()
-                    if not run_ids and (m := _RUN_ID.search(line)):
-                        run_ids.append(int(m.group(1)))
-                        if on_started is not None:
-                            on_started(run_ids[0])
-                    shown = line if verbose else progress_line(line)
-                    if shown:
-                        stream.write(shown)
-                        stream.flush()
-                proc.wait()
+                tee_output(proc, log_out, stream, verbose=verbose, on_line=note_run_id)
             finally:
                 done.set()
                 watcher.join(timeout=120)
