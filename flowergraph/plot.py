@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .results import read_run
 
-METRICS = ("accuracy", "val_accuracy", "server_accuracy", "loss", "train_loss")
+METRICS = ("accuracy", "val_accuracy", "server_accuracy", "mean_client_accuracy", "loss", "train_loss")
 
 
 def default_label(run: dict) -> str:
