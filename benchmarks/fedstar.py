@@ -8,8 +8,10 @@ state and the records are those of a Flower run; Flower's transport is left out,
 check the two agree to 1e-6). The reported accuracy is the paper's: each client's test accuracy after the last
 round, averaged over clients; mean +- std over seeds.
 
-Resumable: a finished cell is kept (``<work>/<cell>/summary.json``) and skipped; a cell that was stopped
-resumes from its last checkpoint (every 50 rounds). ``--jobs 2`` runs two cells at once (one thread each).
+Resumable across sessions and fresh clones: a finished cell's row and accuracy curve are kept in the repository
+(``benchmarks/cells/fedstar/<cell>.json``, a few KB, committed with the table) and skipped; its full run
+directory stays under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint
+there (every 50 rounds). ``--jobs 2`` runs two cells at once (one thread each).
 
     .venv/bin/python benchmarks/fedstar.py                         # Table 1: all settings (seeds 0-2 on CHEM and
                                                                    #   BIO-CHEM, seed 0 elsewhere)
@@ -48,6 +50,7 @@ PAPER = {
 PAPER_STD = {"fedstar": (2.44, 2.50, 2.43, 1.81), "local": (2.26, 1.21, 3.05, 2.84)}
 # Paper, Table 3 (BIO-CHEM): structure embedding ablation.
 PAPER_STRUCTURE = {"dse+rwse": 74.54, "dse": 74.42, "rwse": 72.74, "ones": 69.51}
+STORE = REPO / "benchmarks" / "cells" / "fedstar"  # finished cells, committed (see the module docstring)
 LATE_ROUNDS = 50  # the steadier companion of the final-round number: the evaluations of the last 50 rounds
 ABLATION_SHARING = ("fedstar", "share-all", "share-feature", "local-decoupled")
 ABLATION_STRUCTURE = ("dse", "rwse", "ones")
@@ -120,6 +123,37 @@ def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> 
             "round_s": statistics.median(train_rounds) if train_rounds else None}
 
 
+def store_file(cell: tuple, rounds: int) -> Path:
+    """The stored row of a cell; runs shorter than the paper's 200 rounds (smoke tests) get their own files."""
+    return STORE / f"{cell_name(*cell)}{'' if rounds == 200 else f'-r{rounds}'}.json"
+
+
+def load_cell(cell: tuple, rounds: int) -> dict | None:
+    """A finished cell's row from the committed store, or None (absent, or run with another round count)."""
+    path = store_file(cell, rounds)
+    if not path.exists():
+        return None
+    row = json.loads(path.read_text())
+    row["clients"] = {int(k): v for k, v in row["clients"].items()}
+    return row if row.get("rounds") == rounds else None
+
+
+def keep_cell(out: Path, row: dict) -> dict:
+    """Store a finished cell: its row and its curve (mean client accuracy after each evaluated round)."""
+    from flowergraph.results import read_run
+
+    run = read_run(out)
+    row = dict(row, curve=[[r["round"], r["mean_client_accuracy"]] for r in run["rounds"]
+                           if r.get("round", 0) >= 1 and r.get("mean_client_accuracy") is not None])
+    cell = (row["setting"], row["variant"], row["seed"], row["structure"])
+    STORE.mkdir(parents=True, exist_ok=True)
+    target = store_file(cell, row["rounds"])
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(row, indent=1) + "\n")
+    tmp.replace(target)
+    return row
+
+
 def fmt(values: list[float]) -> str:
     if not values:
         return "-"
@@ -159,7 +193,7 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
            "\n**Gain over Local (GIN), percentage points** (ours | paper):\n",
            table(["method"] + present, gains),
            f"\n**The same, averaged over the evaluations of the last {LATE_ROUNDS} rounds** (clients evaluate "
-           f"every {eval_every} rounds and after the last; rounds {rounds - LATE_ROUNDS + 1}..{rounds}: "
+           f"every {eval_every} rounds and after the last; rounds {max(1, rounds - LATE_ROUNDS + 1)}..{rounds}: "
            "the final round alone moves by a test graph or two on the small datasets: one MUTAG test graph is 0.75 "
            "points of CHEM's mean):\n", table(["method"] + present, late)]
     per_client = [r for r in rows if r["structure"] == "dse+rwse" and r["variant"] in ("fedstar", "local",
@@ -192,35 +226,42 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                r["seed"], f"{r['cpu_s']:.0f}" if r.get("cpu_s") else "-",
                f"{r['wall_s']:.0f}" if r.get("wall_s") else "-",
                f"{r['round_s']:.2f}" if r.get("round_s") else "-"] for r in rows]
-    out += ["\n**Every cell**: CPU seconds of the run's process (one torch thread; the first cells were measured "
-            "before this column existed: `-`), wall seconds (other jobs on the 2 cores included), median "
+    out += ["\n**Every cell**: CPU seconds of the run's process (one torch thread), wall seconds (other jobs on the 2 cores included), median "
             "training-round time:\n",
             table(["setting", "method", "seed", "CPU s", "wall s", "round s"], timing)]
     return "\n".join(out)
 
 
-def plot_settings(work: str, rows: list[dict], rounds: int) -> list[str]:
-    """Per setting, the mean client accuracy of Table 1's methods against the round (first seed that has all of
-    them): ``docs/results/fedstar_<setting>_accuracy_vs_round.png``."""
-    from flowergraph.plot import plot_runs
+def plot_settings(rows: list[dict]) -> list[str]:
+    """Per setting, the mean client accuracy of Table 1's methods against the round (first seed that has at least
+    two of them), drawn from the stored curves: ``docs/results/fedstar_<setting>_accuracy_vs_round.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     written = []
     for setting in SETTINGS:
         seeds = sorted({r["seed"] for r in rows if r["setting"] == setting and r["structure"] == "dse+rwse"})
         for seed in seeds:
-            have = [v for v in TABLE1 if any((r["setting"], r["variant"], r["seed"], r["structure"]) ==
-                                             (setting, v, seed, "dse+rwse") for r in rows)]
+            have = [r for v in TABLE1 for r in rows if (r["setting"], r["variant"], r["seed"], r["structure"]) ==
+                    (setting, v, seed, "dse+rwse") and r.get("curve")]
             if len(have) < 2:
                 continue
-            dirs = [str(Path(work) / cell_name(setting, v, seed)) for v in have]
-            out = REPO / "docs" / "results"
-            for p in plot_runs(dirs, str(out), labels=[LABELS[v] for v in have], metric="mean_client_accuracy"):
-                if p.name.endswith("_vs_round.png"):
-                    target = p.with_name(f"fedstar_{setting.lower()}_accuracy_vs_round.png")
-                    p.replace(target)
-                    written.append(f"{target.name} (seed {seed})")
-                else:  # wall time of in-process runs that share the cores says little
-                    p.unlink()
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            for r in have:
+                xs, ys = zip(*r["curve"])
+                ax.plot(xs, [100 * y for y in ys], marker=".", label=LABELS[r["variant"]])
+            ax.set_xlabel("round")
+            ax.set_ylabel("mean client test accuracy (%)")
+            ax.set_title(f"{setting}, seed {seed}")
+            ax.grid(alpha=0.3)
+            ax.legend()
+            fig.tight_layout()
+            target = REPO / "docs" / "results" / f"fedstar_{setting.lower()}_accuracy_vs_round.png"
+            fig.savefig(target, dpi=110)
+            plt.close(fig)
+            written.append(f"{target.name} (seed {seed})")
             break
     return written
 
@@ -249,11 +290,14 @@ def main() -> None:
     cells = list(dict.fromkeys(cells))
     rows, pending = [], []
     for cell in cells:
-        out = Path(args.work) / cell_name(cell[0], cell[1], cell[2], cell[3])
+        out = Path(args.work) / cell_name(*cell)
         done = out / "summary.json"
-        if done.exists() and json.loads(done.read_text()).get("rounds_completed") == args.rounds and \
+        stored = load_cell(cell, args.rounds)
+        if stored is not None:
+            rows.append(stored)
+        elif done.exists() and json.loads(done.read_text()).get("rounds_completed") == args.rounds and \
                 json.loads(done.read_text()).get("status") == "completed":
-            rows.append(row_of(out, *cell))
+            rows.append(keep_cell(out, row_of(out, *cell)))  # finished in --work, not yet in the store
         elif not args.tables_only:
             pending.append(cell)
     print(f"{len(rows)} finished cells kept, {len(pending)} to run", flush=True)
@@ -265,7 +309,7 @@ def main() -> None:
                        (s, v, seed, k) for s, v, seed, k in pending}
             for future in as_completed(futures):
                 row = future.result()
-                rows.append(row)
+                rows.append(keep_cell(Path(args.work) / cell_name(*futures[future]), row))
                 print(f"{cell_name(row['setting'], row['variant'], row['seed'], row['structure'])}: "
                       f"{row['accuracy']:.2f}% after {row['rounds']} rounds ({row['wall_s']:.0f} s)", flush=True)
     rows.sort(key=lambda r: (SETTINGS.index(r["setting"]), list(LABELS).index(r["variant"]), r["structure"],
@@ -277,7 +321,7 @@ def main() -> None:
             "split with seed 123, client-side evaluation every "
             f"{args.eval_every} rounds and after the last. In-process runs of the real ServerApp/ClientApp code "
             f"(flowergraph.inprocess), {os.cpu_count()} cores.\n\n" + tables(rows, args.rounds, args.eval_every))
-    plots = plot_settings(args.work, rows, args.rounds)
+    plots = plot_settings(rows)
     if plots:
         body += "\n\nCurves (mean client accuracy vs round): " + ", ".join(f"`{p}`" for p in plots) + "."
     if missing:
