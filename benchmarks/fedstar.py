@@ -174,7 +174,7 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
 
     present = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
     sizes = {s: len(datasets_of(s)) for s in present}
-    header = ["method"] + [f"{s} ({sizes[s]} datasets): ours | paper" for s in present]
+    header = ["method"] + [f"{s} ({sizes[s]} datasets): ours \\| paper" for s in present]
     body = []
     for variant in TABLE1:
         body.append([LABELS[variant]] + [f"{fmt(acc(s, variant))} \\| {paper(variant, s)}" for s in present])
