@@ -38,13 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, data_dir, table, write_result  # noqa: E402
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
-TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "fedstar")
+TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")
 MULTI_SEED = ("CHEM", "BIO-CHEM")  # >= 3 seeds here, 1 elsewhere (the issue's minimum)
 # Paper, Table 1 (mean over 5 seeds); local-decoupled = Table 2's "None, with decoupling" (no CHEM column).
 PAPER = {
     "local": (75.38, 71.09, 69.37, 66.91), "fedavg": (75.26, 70.65, 68.92, 64.86),
     "fedprox": (75.30, 70.75, 69.21, 65.18), "fedper": (77.09, 71.97, 69.37, 62.23),
-    "fedstar": (79.79, 74.54, 72.16, 69.49), "local-decoupled": (None, 74.08, 71.30, 68.76),
+    "gcfl": (76.49, 71.60, 70.65, 66.31), "fedstar": (79.79, 74.54, 72.16, 69.49),
+    "local-decoupled": (None, 74.08, 71.30, 68.76),
     "share-all": (None, 71.97, 69.85, 65.78), "share-feature": (None, 71.00, 68.53, 64.14),
 }
 PAPER_STD = {"fedstar": (2.44, 2.50, 2.43, 1.81), "local": (2.26, 1.21, 3.05, 2.84)}
@@ -55,7 +56,7 @@ LATE_ROUNDS = 50  # the steadier companion of the final-round number: the evalua
 ABLATION_SHARING = ("fedstar", "share-all", "share-feature", "local-decoupled")
 ABLATION_STRUCTURE = ("dse", "rwse", "ones")
 LABELS = {"local": "Local (GIN)", "local-decoupled": "Local, FedStar's model", "fedavg": "FedAvg (GIN)",
-          "fedprox": "FedProx (GIN, mu 0.01)", "fedper": "FedPer (GIN)", "fedstar": "FedStar",
+          "fedprox": "FedProx (GIN, mu 0.01)", "fedper": "FedPer (GIN)", "gcfl": "GCFL (GIN)", "fedstar": "FedStar",
           "share-all": "share both encoders", "share-feature": "share the feature encoder"}
 
 
@@ -90,6 +91,10 @@ def run_cell(work: str, setting: str, variant: str, seed: int, rounds: int, stru
               "seed": seed, "fedstar.variant": variant, "fedstar.structure": structure, "data-dir": data_dir(),
               "eval-every": eval_every, "checkpoint-every": 50, "out-dir": str(out),
               "state-dir": str(out / "client-state")}
+    if variant == "gcfl":  # the GCFL authors' thresholds for the same datasets (strategies/gcfl.py: GCFL_EPS)
+        from flowergraph.strategies.gcfl import GCFL_EPS
+
+        config["fedstar.gcfl-eps1"], config["fedstar.gcfl-eps2"] = GCFL_EPS[setting]
     if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
         config["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
     elif out.exists():
@@ -117,10 +122,14 @@ def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> 
     train_rounds = [r["time_s"] for r in run["rounds"] if r.get("round", 0) >= 1 and r.get("time_s")]
     late = [r["mean_client_accuracy"] for r in run["rounds"]
             if r.get("round", 0) > last["round"] - LATE_ROUNDS and r.get("mean_client_accuracy") is not None]
-    return {"setting": setting, "variant": variant, "seed": seed, "structure": structure,
-            "accuracy": 100 * last["mean_client_accuracy"], "late": 100 * statistics.mean(late), "clients": clients,
-            "rounds": last["round"], "wall_s": meta.get("wall_s"), "cpu_s": meta.get("cpu_s"),
-            "round_s": statistics.median(train_rounds) if train_rounds else None}
+    row = {"setting": setting, "variant": variant, "seed": seed, "structure": structure,
+           "accuracy": 100 * last["mean_client_accuracy"], "late": 100 * statistics.mean(late), "clients": clients,
+           "rounds": last["round"], "wall_s": meta.get("wall_s"), "cpu_s": meta.get("cpu_s"),
+           "round_s": statistics.median(train_rounds) if train_rounds else None}
+    if "gcfl" in last:  # GCFL: the final clusters (partition ids) and the rounds in which clusters split
+        row["clusters"] = last["gcfl"]["clusters"]
+        row["splits"] = [[s["round"], s["into"]] for r in run["rounds"] for s in r.get("gcfl", {}).get("split", [])]
+    return row
 
 
 def store_file(cell: tuple, rounds: int) -> Path:
@@ -222,6 +231,17 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 "not reproduced):\n", table(["shared", "ours", "paper"], share),
                 "\nStructure embedding of FedStar (`fedstar.structure`; `ones` = an all-ones vector):\n",
                 table(["structure embedding", "ours", "paper"], struct)]
+    gcfl = [r for r in rows if r["variant"] == "gcfl" and "clusters" in r]
+    if gcfl:
+        from flowergraph.strategies.gcfl import GCFL_EPS
+
+        lines = [[r["setting"], r["seed"], "{} / {}".format(*GCFL_EPS[r["setting"]]),
+                  ", ".join(f"r{rnd}: {a} / {b}" for rnd, (a, b) in r["splits"]) or "none",
+                  " ".join(str(c) for c in r["clusters"])] for r in gcfl]
+        out += ["\n**GCFL's clusters** (the authors' thresholds eps1 / eps2 for these datasets; clients by partition "
+                "id in the setting's dataset order):\n",
+                table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"],
+                      lines)]
     timing = [[r["setting"], LABELS[r["variant"]] + ("" if r["structure"] == "dse+rwse" else f" ({r['structure']})"),
                r["seed"], f"{r['cpu_s']:.0f}" if r.get("cpu_s") else "-",
                f"{r['wall_s']:.0f}" if r.get("wall_s") else "-",

@@ -71,3 +71,12 @@ def test_renamed_keys_keep_working_with_a_warning(tmp_path):
     nested = tmp_path / "nested.toml"  # a [fedgcn] table is the same as dotted keys, as Flower reads it
     nested.write_text('method = "fedgcn"\n[fedgcn]\nhops = 0\n')
     assert load_preset(nested) == {"method": "fedgcn", "fedgcn.hops": 0}
+
+
+def test_fedstar_presets_carry_gcfls_thresholds_for_their_datasets():
+    from flowergraph.strategies.gcfl import GCFL_EPS
+
+    for name, setting in (("fedstar-chem", "CHEM"), ("fedstar-bio-chem", "BIO-CHEM"),
+                          ("fedstar-bio-chem-sn-offline", "BIO-CHEM-SN"), ("fedstar-bio-sn-cv-offline", "BIO-SN-CV")):
+        s = parse_run_config(load_preset(CONF / f"{name}.toml"))
+        assert (s["fedstar.gcfl-eps1"], s["fedstar.gcfl-eps2"]) == GCFL_EPS[setting]

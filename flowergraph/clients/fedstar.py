@@ -39,6 +39,7 @@ VARIANTS: dict[str, tuple[str, str, bool]] = {
     "fedavg": ("gin", "all", False),
     "fedprox": ("gin", "all", True),
     "fedper": ("gin", "all-but-classifier", False),
+    "gcfl": ("gin", "convs", False),
     "share-all": ("decoupled", "all", False),
     "share-feature": ("decoupled", "feature", False),
 }

@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..options import Option, at_least, right_open
 from .registry import ClientArgs, Method, StrategyArgs, register
 
-VARIANT_CHOICES = ("fedstar", "local", "local-decoupled", "fedavg", "fedprox", "fedper", "share-all",
+VARIANT_CHOICES = ("fedstar", "local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "share-all",
                    "share-feature")
 STRUCTURE_CHOICES = ("dse+rwse", "dse", "rwse", "ones")
 
@@ -21,9 +21,9 @@ def _opt(key, default, text, choices=None, check=None):
 
 OPTIONS = (
     _opt("variant", "fedstar", "Algorithm: `fedstar` (share the structure encoder), the baselines `local` (GIN, "
-         "no sharing), `local-decoupled` (FedStar's model, no sharing), `fedavg`, `fedprox`, `fedper` (GIN), or the "
-         "ablations `share-all` / `share-feature` (FedStar's model sharing both encoders / the feature encoder).",
-         VARIANT_CHOICES),
+         "no sharing), `local-decoupled` (FedStar's model, no sharing), `fedavg`, `fedprox`, `fedper`, `gcfl` (GIN; "
+         "GCFL: clusters of clients by update similarity, one model per cluster), or the ablations `share-all` / "
+         "`share-feature` (FedStar's model sharing both encoders / the feature encoder).", VARIANT_CHOICES),
     _opt("structure", "dse+rwse", "Structure embedding: degree one-hot (DSE) + random-walk return probabilities "
          "(RWSE), one of them, or `ones` (an all-ones vector: the paper's 'without' ablation).", STRUCTURE_CHOICES),
     _opt("dse-dim", 16, "DSE width (degrees clipped to [1, dse-dim]).", check=at_least(1)),
@@ -37,6 +37,12 @@ OPTIONS = (
     _opt("batch-size", 128, "Graphs per mini-batch.", check=at_least(1)),
     _opt("local-epochs", 1, "Local epochs per round.", check=at_least(1)),
     _opt("mu", 0.01, "FedProx proximal weight (variant `fedprox` only).", check=at_least(0.0, False)),
+    _opt("gcfl-eps1", 0.07, "GCFL (variant `gcfl`): a cluster may split when the norm of its clients' mean update "
+         "is below this (the authors' values: CHEM 0.07, BIO-CHEM 0.07, BIO-CHEM-SN 0.08; the presets set them).",
+         check=at_least(0.0, False)),
+    _opt("gcfl-eps2", 0.28, "GCFL: ... and its largest client update norm is above this (the authors' values: CHEM "
+         "0.28, BIO-CHEM 0.35, BIO-CHEM-SN 0.4).", check=at_least(0.0, False)),
+    _opt("gcfl-warmup", 20, "GCFL: no cluster splits in rounds 1..gcfl-warmup (the authors' 20).", check=at_least(0)),
     _opt("split-seed", 123, "Seed of every client's stratified 80/10/10 train/val/test split (fixed while `seed` "
          "varies the model and training, as in the authors' code).", check=at_least(0)),
     _opt("min-graphs", 10, "One dataset split across clients (Dirichlet `beta`): fewest graphs per client.",
@@ -66,6 +72,11 @@ def _check(s) -> None:
     if variant in ("local", "local-decoupled") and (s.secure_agg != "none" or s.dp != "none"):
         raise ConfigError(f"fedstar.variant={variant!r} shares nothing, so secure-agg={s.secure_agg!r} / "
                           f"dp={s.dp!r} have no update to protect; set them to 'none' for this variant")
+    if variant == "gcfl" and (s.secure_agg != "none" or s.dp in ("central-server", "central-client")):
+        raise ConfigError(f"fedstar.variant='gcfl' clusters the clients by their individual updates and keeps one "
+                          f"model per cluster, which secure-agg={s.secure_agg!r} / dp={s.dp!r} (one global model, "
+                          f"updates summed or clipped against it) cannot serve; valid with gcfl: secure-agg='none' "
+                          f"and dp='none' or 'local'")
     spec = task_spec(s)
     if len(spec.datasets) == 1 and s.num_clients < 2:
         raise ConfigError(f"method 'fedstar' with one dataset ({spec.datasets[0]}) splits its graphs across "
@@ -92,8 +103,14 @@ def _train_config(s):
 def _strategy(args: StrategyArgs):
     from ..strategies.fedstar import FedStarStrategy
 
-    return FedStarStrategy(variant=args.settings["fedstar.variant"], weighting=args.settings.weighting,
-                           **args.common())
+    s = args.settings
+    if s["fedstar.variant"] == "gcfl":
+        from ..strategies.gcfl import GCFLStrategy
+
+        o = s.of("fedstar")
+        return GCFLStrategy(eps1=o.gcfl_eps1, eps2=o.gcfl_eps2, warmup=o.gcfl_warmup, weighting=s.weighting,
+                            **args.common())
+    return FedStarStrategy(variant=s["fedstar.variant"], weighting=s.weighting, **args.common())
 
 
 def _client(args: ClientArgs):

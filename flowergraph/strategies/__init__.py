@@ -5,6 +5,7 @@
 
 * :class:`FederatedStrategy`: the base of every method, composed of parts (:mod:`flowergraph.strategies.base`);
 * :class:`WeightedAveraging` (FedAvg), :class:`FedGCNStrategy`, :class:`FedStarStrategy`: the methods;
+  :class:`GCFLStrategy` (clustered FL by update similarity, FedStar's GCFL baseline; any method's clients);
 * privacy and robustness of the training rounds, for any of them: :class:`CentralDPServerSide`,
   :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers, recorded
   and checkpointed), :class:`PrivacyBudget`; :class:`CKKSAggregation`; robust rules :class:`CoordinateMedian`,
@@ -24,7 +25,7 @@ from .._exports import lazy_exports
 
 _EXPORTS = {
     "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
-    "FedStarStrategy": "fedstar", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
+    "FedStarStrategy": "fedstar", "GCFLStrategy": "gcfl", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
     "LocalDPAccounting": "dp", "with_dp": "dp", "PrivacyBudget": "dp", "CKKSAggregation": "secure",
     "CoordinateMedian": "aggregation", "TrimmedMean": "aggregation", "Krum": "aggregation",
     "make_aggregator": "aggregation", "RoundNotAggregated": "aggregation",

@@ -18,6 +18,8 @@ A method strategy subclasses it and overrides hooks; each hook has a working def
 * :meth:`before_fit` (every round, before training: per-round phases such as an embedding exchange);
 * :meth:`fit_config` and :meth:`fit_instructions` (what each sampled client is told: the same config, or one
   per client, e.g. per-client hyper-parameters);
+* :meth:`client_parameters` (the model a client trains and is evaluated on: the global one, or its group's,
+  e.g. GCFL's cluster models) and :meth:`aggregate_updates` (how accepted updates become the new model(s));
 * :meth:`after_fit` (every round, after aggregation);
 * :meth:`state_dict` / :meth:`load_state_dict` (extend with the method's own state: agents, populations).
 
@@ -203,8 +205,22 @@ class FederatedStrategy(Strategy):
 
     def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
                          config: dict[str, Scalar]) -> list[tuple[ClientProxy, FitIns]]:
-        """One ``FitIns`` per sampled client; override for per-client configs or arrays."""
-        return [(c, FitIns(parameters, dict(config))) for c in clients]
+        """One ``FitIns`` per sampled client (its model: :meth:`client_parameters`); override for per-client
+        configs."""
+        return [(c, FitIns(self.client_parameters(c, parameters), dict(config))) for c in clients]
+
+    def client_parameters(self, proxy: ClientProxy, parameters: Parameters) -> Parameters:
+        """The model a client is sent to train and to evaluate: the global ``parameters`` (default). A method
+        with one model per group of clients (GCFL's clusters) returns the client's own; training, fused and
+        separate evaluation all go through here."""
+        return parameters
+
+    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]) -> NDArrays:
+        """The new global arrays from the round's accepted updates (default: the :class:`Aggregator`). A method
+        that keeps several models (:meth:`client_parameters`) updates them here and returns the arrays that stand
+        for the whole federation (checkpointed as the global model, evaluated by ``evaluate_fn``). May raise
+        :class:`~flowergraph.strategies.aggregation.RoundNotAggregated` to keep the model for the round."""
+        return self.aggregator.aggregate(updates, weights, like=self.global_arrays)
 
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
         """Per-round work after aggregation (default: none); ``updates`` are the accepted ones."""
@@ -313,7 +329,7 @@ class FederatedStrategy(Strategy):
             self.after_fit(server_round, updates)
             return None, {"num_fit": len(updates)}
         try:
-            self.global_arrays = self.aggregator.aggregate(updates, weights, like=self.global_arrays)
+            self.global_arrays = self.aggregate_updates(server_round, updates, weights)
         except RoundNotAggregated as exc:
             log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, exc)
             rec["aggregated"], rec["not_aggregated"] = False, str(exc)
@@ -402,9 +418,10 @@ class FederatedStrategy(Strategy):
     def _evaluate_directly(self, rec: dict[str, Any], clients: list[ClientProxy], parameters: Parameters,
                            server_round: int) -> None:
         config = self.evaluate_config(server_round)
-        ins = EvaluateIns(parameters, dict(config))
+        sent = {p.cid: self.client_parameters(p, parameters) for p in clients}
 
         def call(proxy):
+            ins = EvaluateIns(sent[proxy.cid], dict(config))
             return proxy, proxy.evaluate(ins, timeout=self.round_timeout, group_id=server_round)
 
         results, failures = [], []
@@ -416,8 +433,8 @@ class FederatedStrategy(Strategy):
                     failures.append(exc)
         for proxy, res in results:
             rec["bytes_up"] = rec.get("bytes_up", 0) + config_bytes(res.metrics) + 8
-        rec["bytes_down"] = rec.get("bytes_down", 0) + len(clients) * (parameters_bytes(parameters) +
-                                                                       config_bytes(config))
+        rec["bytes_down"] = rec.get("bytes_down", 0) + sum(parameters_bytes(p) + config_bytes(config)
+                                                           for p in sent.values())
         if failures:
             rec.setdefault("eval_failures", []).extend(
                 {"client": "unknown", "reason": failure_reason(f)} for f in failures)
@@ -457,8 +474,10 @@ class FederatedStrategy(Strategy):
             self.book.flush()  # aggregate_evaluate will not be called this round
             return []
         config = self.evaluate_config(server_round)
-        self.book.add_bytes(down=len(clients) * (parameters_bytes(parameters) + config_bytes(config)))
-        return [(c, EvaluateIns(parameters, dict(config))) for c in clients]
+        instructions = [(c, EvaluateIns(self.client_parameters(c, parameters), dict(config))) for c in clients]
+        self.book.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(config)
+                                     for _, ins in instructions))
+        return instructions
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException]

@@ -1,0 +1,190 @@
+"""GCFL (fedstar.variant=gcfl, flowergraph.strategies.gcfl): the cut and the similarity against brute force and
+per-pair formulas, the clustered federation against an independent replay (clusters, what each client is sent,
+final accuracies), a split postponed when a member sends nothing, resume with the clusters restored, and bad
+settings."""
+
+import itertools
+
+import numpy as np
+import pytest
+from flwr.common import parameters_to_ndarrays
+
+from flowergraph.checkpoint import load_checkpoint
+from flowergraph.clients.fedstar import VARIANTS, shared_keys
+from flowergraph.config import parse_run_config
+from flowergraph.errors import ConfigError
+from flowergraph.inprocess import run_inprocess
+from flowergraph.results import read_run
+from flowergraph.strategies.gcfl import min_cut, update_similarity
+from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
+from flowergraph.tasks.graphcls.models import build_graph_model
+from flowergraph.tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
+from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
+
+DATASETS = "MUTAG,PTC_MR,BZR,COX2"
+# thresholds that make every cluster of >= 3 clients split as soon as the warm-up is over (rounds 3 and 4)
+FORCE = {"fedstar.gcfl-eps1": 100.0, "fedstar.gcfl-eps2": 1e-6, "fedstar.gcfl-warmup": 2}
+
+
+def _cut_weight(sim, side):
+    other = [i for i in range(len(sim)) if i not in side]
+    return sum(sim[i, j] for i in side for j in other)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 7])
+def test_min_cut_is_a_minimum_cut(n):
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        sim = rng.uniform(0, 2, size=(n, n))
+        sim = (sim + sim.T) / 2
+        left, right = min_cut(sim)
+        assert sorted(left + right) == list(range(n)) and left and right and 0 in left
+        best = min(_cut_weight(sim, side) for k in range(1, n) for side in itertools.combinations(range(n), k))
+        assert _cut_weight(sim, left) == pytest.approx(best)
+    two_groups = np.array([[2, 1.9, 0.1, 0.2], [1.9, 2, 0.2, 0.1], [0.1, 0.2, 2, 1.8], [0.2, 0.1, 1.8, 2]])
+    assert min_cut(two_groups) == ([0, 1], [2, 3])
+    with pytest.raises(ValueError, match="a cut needs at least 2 nodes, got 1"):
+        min_cut(np.ones((1, 1)))
+
+
+def test_update_similarity_is_cosine_plus_one():
+    rng = np.random.default_rng(0)
+    dws = np.vstack([rng.normal(size=(3, 6)), np.zeros((1, 6))])
+    sim = update_similarity(dws)
+    for i in range(3):
+        for j in range(3):
+            cos = dws[i] @ dws[j] / (np.linalg.norm(dws[i]) * np.linalg.norm(dws[j]))
+            assert sim[i, j] == pytest.approx(cos + 1)
+    assert sim[3] == pytest.approx(np.ones(4))  # a zero update: similarity 1 with everything
+
+
+def _run(shared_data, tmp_path, name, **extra):
+    return {"method": "fedstar", "dataset": DATASETS, "num-clients": 4, "rounds": 5, "seed": 3,
+            "data-dir": str(shared_data), "out-dir": str(tmp_path / name), "fedstar.variant": "gcfl", **FORCE,
+            **extra}
+
+
+def _brute_min_cut(sim):
+    """The lightest bipartition by enumeration (ties: the first found in lexicographic order of side sizes)."""
+    n = len(sim)
+    sides = [list(s) for k in range(1, n) for s in itertools.combinations(range(n), k) if 0 in s]
+    weights = [_cut_weight(sim, s) for s in sides]
+    best = min(weights)
+    return [s for s, w in zip(sides, weights) if w <= best + 1e-9]
+
+
+def _replay(shared_data, rounds, seed, eps1, eps2, warmup):
+    """GCFL by hand with the core functions (the authors' run_gcfl): clients keep their GIN and Adam; each
+    cluster's model is the train-size weighted mean of its clients' trained GIN layers; a cluster splits by the
+    norms of the updates and a minimum cut of cos + 1. Returns the clusters after each round, the model each
+    client trained from in each round, and the final accuracies."""
+    spec = GraphTaskSpec(datasets=DATASETS, data_dir=str(shared_data), num_clients=4)
+    kind, part, _ = VARIANTS["gcfl"]
+    clients = []
+    for k in range(4):
+        data = client_graph_data(spec, k)
+        model = build_graph_model(kind, data.num_features, data.num_classes, data.structure_dim, seed=seed)
+        clients.append((data, model, make_optimizer(model, GraphTrainConfig())))
+    keys = shared_keys(clients[0][1], part, cross_dataset=True)
+    clusters = [[0, 1, 2, 3]]
+    models = [[a.copy() for a in module_arrays(clients[0][1], keys).values()]]
+    history, received = [], []
+    for r in range(1, rounds + 1):
+        trained, sent = {}, {}
+        for c, members in enumerate(clusters):
+            for k in members:
+                data, model, opt = clients[k]
+                sent[k] = models[c]
+                load_module_arrays(model, dict(zip(keys, models[c])))
+                train_epochs(model, opt, data.train, GraphTrainConfig(), seed=seed, round=r, client=k)
+                trained[k] = [a.copy() for a in module_arrays(model, keys).values()]
+        received.append(sent)
+        new = []
+        for c, members in enumerate(clusters):
+            dws = np.stack([np.concatenate([(t.astype(np.float64) - s.astype(np.float64)).ravel()
+                                            for t, s in zip(trained[k], models[c])]) for k in members])
+            mean_norm, max_norm = np.linalg.norm(dws.mean(axis=0)), np.linalg.norm(dws, axis=1).max()
+            if mean_norm < eps1 and max_norm > eps2 and len(members) > 2 and r > warmup:
+                norms = np.linalg.norm(dws, axis=1)
+                sim = dws @ dws.T / np.outer(norms, norms) + 1
+                (side,) = _brute_min_cut(sim)  # the test's settings have a unique minimum cut
+                new += [[members[i] for i in side], [m for i, m in enumerate(members) if i not in side]]
+            else:
+                new.append(members)
+        clusters = new
+        models = []
+        for members in clusters:
+            w = [clients[k][0].num_train for k in members]
+            models.append([(sum(wi * trained[k][i].astype(np.float64) for wi, k in zip(w, members)) / sum(w))
+                           .astype(np.float32) for i in range(len(keys))])
+        history.append([list(c) for c in clusters])
+    accs = []
+    for k, (data, model, _) in enumerate(clients):
+        (c,) = [i for i, members in enumerate(clusters) if k in members]
+        load_module_arrays(model, dict(zip(keys, models[c])))
+        accs.append(evaluate(model, data, splits=("test",))["test_accuracy"])
+    return history, received, accs
+
+
+def test_clustered_federation_equals_an_independent_replay(shared_data, tmp_path):
+    _, proxies = run_inprocess(_run(shared_data, tmp_path, "gcfl"), record=True)
+    rounds = read_run(tmp_path / "gcfl")["rounds"]
+    history, received, accs = _replay(shared_data, 5, seed=3, eps1=100.0, eps2=1e-6, warmup=2)
+    assert [r["gcfl"]["clusters"] for r in rounds] == history
+    assert history[1] == [[0, 1, 2, 3]] and len(history[2]) == 2 and len(history[-1]) >= 3  # splits in 3 and 4
+    assert [s["round"] for r in rounds for s in r["gcfl"].get("split", [])] == \
+        [3] + [4] * (len(history[3]) - len(history[2]))
+    # on the wire: in every round each client was sent its own cluster's model, as the replay computes it
+    for proxy in proxies:
+        fits = [ins for kind, ins, _ in proxy.messages if kind == "fit"]
+        pid = int([res for kind, _, res in proxy.messages if kind == "fit"][0].metrics["partition_id"])
+        assert len(fits) == 5
+        for r, ins in enumerate(fits):
+            for got, want in zip(parameters_to_ndarrays(ins.parameters), received[r][pid]):
+                np.testing.assert_allclose(got, want, rtol=0, atol=2e-7)
+    last = rounds[-1]
+    assert [last["clients"][str(k)]["accuracy"] for k in range(4)] == pytest.approx(accs, abs=1e-9)
+
+
+def test_without_a_split_gcfl_is_fedper(shared_data, tmp_path):
+    """Before any cluster splits, GCFL is FedPer across datasets (both share the GIN layers, averaged by
+    training-graph counts): the same accuracies, client by client."""
+    run_inprocess(_run(shared_data, tmp_path, "nosplit", rounds=3, **{"fedstar.gcfl-warmup": 10}))
+    run_inprocess({**_run(shared_data, tmp_path, "fedper", rounds=3), "fedstar.variant": "fedper"})
+    a, b = read_run(tmp_path / "nosplit")["rounds"], read_run(tmp_path / "fedper")["rounds"]
+    assert [r["gcfl"]["clusters"] for r in a] == [[[0, 1, 2, 3]]] * 3
+    assert [r["clients"] for r in a] == [r["clients"] for r in b]
+
+
+def test_split_waits_for_every_member_and_resume_keeps_the_clusters(shared_data, tmp_path):
+    """Client 1 fails in round 3: the due split of the whole federation is postponed (recorded) and happens in
+    round 4; a run resumed from the round-4 checkpoint continues with the split clusters and their models and
+    ends exactly where the uninterrupted run ends."""
+    base = _run(shared_data, tmp_path, "faulty", rounds=6, **{"inject-faults": "raise:1@3", "checkpoint-every": 4,
+                                                               "min-clients": 2})
+    run_inprocess(base)
+    a = read_run(tmp_path / "faulty")["rounds"]
+    assert a[2]["gcfl"]["postponed"] == [{"cluster": [0, 1, 2, 3], "missing": [1]}]
+    assert a[2]["gcfl"]["clusters"] == [[0, 1, 2, 3]] and len(a[3]["gcfl"]["clusters"]) == 2
+    state = load_checkpoint(tmp_path / "faulty" / "checkpoints" / "round-000004.npz").strategy_state["gcfl"]
+    assert state["clusters"] == a[3]["gcfl"]["clusters"] and len(state["models"]) == 2
+    run_inprocess({**base, "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000004.npz"),
+                   "out-dir": str(tmp_path / "resumed")})
+    b = read_run(tmp_path / "resumed")["rounds"]
+    assert [r["gcfl"]["clusters"] for r in a] == [r["gcfl"]["clusters"] for r in b]
+    assert [r["clients"] for r in a] == [r["clients"] for r in b]
+    for x, y in zip(load_checkpoint(tmp_path / "faulty").arrays, load_checkpoint(tmp_path / "resumed").arrays):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("raw,match", [
+    ({"secure-agg": "ckks"}, "fedstar.variant='gcfl' clusters the clients by their individual updates .* "
+                             "valid with gcfl: secure-agg='none' and dp='none' or 'local'"),
+    ({"dp": "central-server", "weighting": "uniform"}, "dp='central-server' .* cannot serve"),
+    ({"fedstar.gcfl-eps1": 0.0}, "fedstar.gcfl-eps1.*must be > 0"),
+    ({"fedstar.gcfl-warmup": -1}, "fedstar.gcfl-warmup.*must be >= 0"),
+])
+def test_bad_gcfl_settings(raw, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR,COX2", "num-clients": 3,
+                          "fedstar.variant": "gcfl", **raw})
