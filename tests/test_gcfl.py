@@ -188,3 +188,25 @@ def test_bad_gcfl_settings(raw, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR,COX2", "num-clients": 3,
                           "fedstar.variant": "gcfl", **raw})
+
+
+@pytest.mark.simulation
+def test_clusters_through_flowers_simulation(shared_data, tmp_path):
+    """Through Flower's simulation (Ray actors, node ids unknown in advance): the split of round 2 and each
+    client's cluster model in round 3's training and in the final separate evaluation match the in-process run."""
+    from flowergraph.simulation import run_simulation
+
+    extra = {**FORCE, "fedstar.gcfl-warmup": 1, "fedstar.variant": "gcfl", "seed": 3, "data-dir": str(shared_data)}
+    result = run_simulation("fedstar", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400,
+                            overrides=extra)
+    assert result.ok, result.log_file.read_text()[-3000:]
+    got = read_run(tmp_path / "sim")["rounds"]
+    run_inprocess({**_run(shared_data, tmp_path, "ref", rounds=3), **extra, "dataset": "MUTAG,PTC_MR,BZR",
+                   "num-clients": 3})
+    want = read_run(tmp_path / "ref")["rounds"]
+    assert [r["gcfl"]["clusters"] for r in got] == [r["gcfl"]["clusters"] for r in want]
+    assert len(got[-1]["gcfl"]["clusters"]) == 2
+    accuracies = [[r["clients"][k]["accuracy"] for k in ("0", "1", "2")] for r in (got[-1], want[-1])]
+    assert accuracies[0] == pytest.approx(accuracies[1], abs=1e-6)
+    assert [r["mean_client_accuracy"] for r in got] == pytest.approx([r["mean_client_accuracy"] for r in want],
+                                                                     abs=1e-6)
