@@ -125,7 +125,11 @@ def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> 
     row = {"setting": setting, "variant": variant, "seed": seed, "structure": structure,
            "accuracy": 100 * last["mean_client_accuracy"], "late": 100 * statistics.mean(late), "clients": clients,
            "rounds": last["round"], "wall_s": meta.get("wall_s"), "cpu_s": meta.get("cpu_s"),
-           "round_s": statistics.median(train_rounds) if train_rounds else None}
+           "round_s": statistics.median(train_rounds) if train_rounds else None, "rounds_s": sum(train_rounds)}
+    if meta.get("wall_s") is not None and meta["wall_s"] < 0.9 * sum(train_rounds):
+        # stopped before it finished (its seconds until then were never written) and resumed from a checkpoint:
+        # the CPU and wall seconds cover the resumed part only
+        row["timing_partial"] = True
     if "gcfl" in last:  # GCFL: the final clusters (partition ids) and the rounds in which clusters split
         row["clusters"] = last["gcfl"]["clusters"]
         row["splits"] = [[s["round"], s["into"]] for r in run["rounds"] for s in r.get("gcfl", {}).get("split", [])]
@@ -243,11 +247,13 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"],
                       lines)]
     timing = [[r["setting"], LABELS[r["variant"]] + ("" if r["structure"] == "dse+rwse" else f" ({r['structure']})"),
-               r["seed"], f"{r['cpu_s']:.0f}" if r.get("cpu_s") else "-",
-               f"{r['wall_s']:.0f}" if r.get("wall_s") else "-",
+               r["seed"], f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
+               f"{r['wall_s']:.0f}" if r.get("wall_s") and not r.get("timing_partial") else
+               f"{r['rounds_s']:.0f} (rounds only: resumed)" if r.get("rounds_s") else "-",
                f"{r['round_s']:.2f}" if r.get("round_s") else "-"] for r in rows]
-    out += ["\n**Every cell**: CPU seconds of the run's process (one torch thread), wall seconds (other jobs on the 2 cores included), median "
-            "training-round time:\n",
+    out += ["\n**Every cell**: CPU seconds of the run's process (one torch thread), wall seconds (other jobs on the 2 "
+            "cores included), median training-round time. A cell stopped mid-run and resumed from its last "
+            "checkpoint shows `-` for CPU and, as wall, the sum of its training-round times:\n",
             table(["setting", "method", "seed", "CPU s", "wall s", "round s"], timing)]
     return "\n".join(out)
 
