@@ -210,3 +210,45 @@ def test_clusters_through_flowers_simulation(shared_data, tmp_path):
     assert accuracies[0] == pytest.approx(accuracies[1], abs=1e-6)
     assert [r["mean_client_accuracy"] for r in got] == pytest.approx([r["mean_client_accuracy"] for r in want],
                                                                      abs=1e-6)
+
+
+def test_cluster_models_are_weighted_means_of_their_members():
+    """The strategy alone, on synthetic updates: two opposite groups of updates split the federation once the
+    warm-up is over; each cluster's model is its members' weighted mean; an update without a partition id of the
+    federation only enters the federation-wide model."""
+    from flwr.common import ndarrays_to_parameters
+
+    from flowergraph.strategies.aggregation import Update
+    from flowergraph.strategies.gcfl import GCFLStrategy
+
+    strategy = GCFLStrategy(num_clients=4, eps1=1.0, eps2=0.5, warmup=1)
+    start = [np.zeros(3, np.float32)]
+    strategy.global_arrays = start
+    direction = {0: 1.0, 1: 1.0, 2: -1.0, 3: -1.0}
+    updates = [Update(str(p), [np.array([d, d * 0.5 + 0.1 * p, 0.2], np.float32)], 10 * (p + 1),
+                      {"partition_id": p}) for p, d in direction.items()]
+    stray = Update("node 9", [np.full(3, 100.0, np.float32)], 5, {})
+    weights = [float(u.num_examples) for u in updates] + [5.0]
+    out = strategy.aggregate_updates(1, updates + [stray], weights)  # round 1: warm-up, no split
+    assert strategy.clusters == [[0, 1, 2, 3]]
+    np.testing.assert_allclose(strategy.cluster_models[0][0], sum(w * u.arrays[0] for w, u in
+                                                                  zip(weights, updates)) / sum(weights[:4]),
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out[0], sum(w * u.arrays[0] for w, u in zip(weights, updates + [stray])) /
+                               sum(weights), rtol=1e-6, atol=1e-7)  # the stray update counts for the FL model only
+    strategy.cluster_models = [start]
+    strategy.aggregate_updates(2, updates, weights[:4])
+    assert strategy.clusters == [[0, 1], [2, 3]]
+    for members, model in zip(strategy.clusters, strategy.cluster_models):
+        ws = [weights[p] for p in members]
+        np.testing.assert_allclose(model[0], sum(w * updates[p].arrays[0] for w, p in zip(ws, members)) / sum(ws),
+                                   rtol=1e-6, atol=1e-7)
+    strategy.directory.partition_of.update({"a": 0, "b": 3, "c": 7})
+    params = ndarrays_to_parameters(start)
+    proxy = type("P", (), {})
+    for cid, want in (("a", strategy.cluster_models[0]), ("b", strategy.cluster_models[1])):
+        p = proxy(); p.cid = cid  # noqa: E702
+        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.client_parameters(p, params))[0], want[0])
+    for cid in ("unknown", "c"):  # not identified / a partition outside the federation
+        p = proxy(); p.cid = cid  # noqa: E702
+        assert strategy.client_parameters(p, params) is params

@@ -126,7 +126,10 @@ class GCFLStrategy(WeightedAveraging):
         pid = self.directory.partition_of.get(proxy.cid)
         if self.cluster_models is None or pid is None or len(self.clusters) == 1:
             return parameters
-        k = self.cluster_of(pid)
+        try:
+            k = self.cluster_of(pid)
+        except KeyError:  # a node outside the federation's partitions: the federation-wide model
+            return parameters
         if k not in self._sent_params:
             self._sent_params[k] = ndarrays_to_parameters(self.cluster_models[k])
         return self._sent_params[k]
@@ -137,7 +140,12 @@ class GCFLStrategy(WeightedAveraging):
             self.cluster_models = [list(self.global_arrays) for _ in self.clusters]
         by_partition = {}
         for update, weight in zip(updates, weights):
-            pid = int(update.metrics.get(protocol.PARTITION_ID, update.client))
+            pid = update.metrics.get(protocol.PARTITION_ID)
+            if pid is None or not any(int(pid) in members for members in self.clusters):
+                log(WARNING, "round %s: client %s reports no partition id of this federation (%r); its update counts "
+                    "for the federation-wide model only", server_round, update.client, pid)
+                continue
+            pid = int(pid)
             base = self.cluster_models[self.cluster_of(pid)]
             flat = np.concatenate([(np.asarray(a, np.float64) - np.asarray(b, np.float64)).ravel()
                                    for a, b in zip(update.arrays, base)]) if base else np.zeros(0)
