@@ -258,6 +258,49 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
     return "\n".join(out)
 
 
+def plot_summary(rows: list[dict]) -> str | None:
+    """Table 1 as a picture: per setting, each method's final mean client accuracy (bar: mean over seeds; black
+    ticks: the seeds) with the paper's number (a white diamond): ``docs/results/fedstar_table1.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    present = [s for s in SETTINGS if any(r["setting"] == s and r["structure"] == "dse+rwse" for r in rows)]
+    if not present:
+        return None
+    width = 0.8 / len(TABLE1)
+    fig, ax = plt.subplots(figsize=(2.6 * len(present) + 4.5, 4.8))
+    for j, variant in enumerate(TABLE1):
+        xs, means = [], []
+        for i, setting in enumerate(present):
+            accs = [r["accuracy"] for r in rows if (r["setting"], r["variant"], r["structure"]) ==
+                    (setting, variant, "dse+rwse")]
+            x = i + (j - (len(TABLE1) - 1) / 2) * width
+            if accs:
+                xs.append(x)
+                means.append(statistics.mean(accs))
+                ax.plot([x] * len(accs), accs, "_", color="black", markersize=7)
+            value = PAPER.get(variant, (None,) * 4)[SETTINGS.index(setting)]
+            if value is not None:
+                ax.plot(x, value, "D", color="white", markeredgecolor="black", markersize=5,
+                        label="paper" if (i, j) == (0, 0) else None)
+        ax.bar(xs, means, width, label=LABELS[variant], color=plt.cm.tab10(j))
+    ax.set_xticks(range(len(present)), present)
+    low = min(r["accuracy"] for r in rows if r["setting"] in present)
+    ax.set_ylim(max(0, low - 8), 100)
+    ax.set_ylabel("mean client test accuracy after round 200 (%)")
+    ax.set_title("FedStar and baselines: bars ours (mean over seeds), ticks the seeds, diamonds the paper",
+                 fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    target = REPO / "docs" / "results" / "fedstar_table1.png"
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target.name
+
+
 def plot_settings(rows: list[dict]) -> list[str]:
     """Per setting, the mean client accuracy of Table 1's methods against the round (first seed that has at least
     two of them), drawn from the stored curves: ``docs/results/fedstar_<setting>_accuracy_vs_round.png``."""
@@ -348,6 +391,9 @@ def main() -> None:
             f"{args.eval_every} rounds and after the last. In-process runs of the real ServerApp/ClientApp code "
             f"(flowergraph.inprocess), {os.cpu_count()} cores.\n\n" + tables(rows, args.rounds, args.eval_every))
     plots = plot_settings(rows)
+    summary_plot = plot_summary(rows)
+    if summary_plot:
+        body += f"\n\nTable 1 as a picture: `{summary_plot}`."
     if plots:
         body += "\n\nCurves (mean client accuracy vs round): " + ", ".join(f"`{p}`" for p in plots) + "."
     if missing:
