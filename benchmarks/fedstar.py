@@ -401,7 +401,8 @@ def main() -> None:
             "batch 128, Adam lr 1e-3, weight decay 5e-4, hidden 64, 3 layers, dropout 0.5, stratified 80/10/10 "
             "split with seed 123, client-side evaluation every "
             f"{args.eval_every} rounds and after the last. In-process runs of the real ServerApp/ClientApp code "
-            f"(flowergraph.inprocess), {os.cpu_count()} cores.\n\n" + tables(rows, args.rounds, args.eval_every))
+            f"(flowergraph.inprocess), {os.cpu_count()} cores. BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not in "
+            "the offline dataset collection); the paper's columns for them include it.\n\n" + tables(rows, args.rounds, args.eval_every))
     plots = plot_settings(rows)
     summary_plot = plot_summary(rows)
     if summary_plot:
