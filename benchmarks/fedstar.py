@@ -180,10 +180,16 @@ def paper(variant: str, setting: str) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def values(rows: list[dict], setting: str, variant: str, structure: str = "dse+rwse", key: str = "accuracy",
+           seed: int | None = None) -> list[float]:
+    """``key`` of every finished cell of (setting, variant, structure), in row order; of one seed if given."""
+    return [r[key] for r in rows if (r["setting"], r["variant"], r["structure"]) == (setting, variant, structure)
+            and seed in (None, r["seed"])]
+
+
 def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
-    def acc(setting, variant, structure="dse+rwse", key="accuracy"):
-        return [r[key] for r in rows if (r["setting"], r["variant"], r["structure"]) ==
-                (setting, variant, structure)]
+    def acc(setting, variant, structure="dse+rwse", key="accuracy", seed=None):
+        return values(rows, setting, variant, structure, key, seed)
 
     present = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
     sizes = {s: len(datasets_of(s)) for s in present}
@@ -231,9 +237,8 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
         seed = min(r["seed"] for r in abl)  # the ablations run on one seed: every row also on that seed alone
 
         def same_seed(variant, structure="dse+rwse"):
-            one = [r for r in rows if (r["setting"], r["variant"], r["structure"], r["seed"]) ==
-                   ("BIO-CHEM", variant, structure, seed)]
-            return (f"{one[0]['accuracy']:.2f}", f"{one[0]['late']:.2f}") if one else ("-", "-")
+            return [f"{v[0]:.2f}" if v else "-" for v in (acc("BIO-CHEM", variant, structure, key, seed)
+                                                          for key in ("accuracy", "late"))]
 
         share = [[LABELS[v], fmt(acc("BIO-CHEM", v)), *same_seed(v), paper(v, "BIO-CHEM")] for v in ABLATION_SHARING]
         struct = [[k, fmt(acc("BIO-CHEM", "fedstar", k)), *same_seed("fedstar", k), f"{v:.2f}"]
@@ -286,8 +291,7 @@ def plot_summary(rows: list[dict]) -> str | None:
     for j, variant in enumerate(TABLE1):
         xs, means = [], []
         for i, setting in enumerate(present):
-            accs = [r["accuracy"] for r in rows if (r["setting"], r["variant"], r["structure"]) ==
-                    (setting, variant, "dse+rwse")]
+            accs = values(rows, setting, variant)
             x = i + (j - (len(TABLE1) - 1) / 2) * width
             if accs:
                 xs.append(x)
@@ -299,7 +303,7 @@ def plot_summary(rows: list[dict]) -> str | None:
                         label="paper" if (i, j) == (0, 0) else None)
         ax.bar(xs, means, width, label=LABELS[variant], color=plt.cm.tab10(j))
     ax.set_xticks(range(len(present)), present)
-    low = min(r["accuracy"] for r in rows if r["setting"] in present)
+    low = min(a for s in present for v in TABLE1 for a in values(rows, s, v))
     ax.set_ylim(max(0, low - 8), 100)
     ax.set_ylabel("mean client test accuracy after round 200 (%)")
     ax.set_title("FedStar and baselines: bars ours (mean over seeds), ticks the seeds, diamonds the paper",
@@ -401,8 +405,9 @@ def main() -> None:
             "batch 128, Adam lr 1e-3, weight decay 5e-4, hidden 64, 3 layers, dropout 0.5, stratified 80/10/10 "
             "split with seed 123, client-side evaluation every "
             f"{args.eval_every} rounds and after the last. In-process runs of the real ServerApp/ClientApp code "
-            f"(flowergraph.inprocess), {os.cpu_count()} cores. BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not in "
-            "the offline dataset collection); the paper's columns for them include it.\n\n" + tables(rows, args.rounds, args.eval_every))
+            f"(flowergraph.inprocess), {os.cpu_count()} cores. BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not "
+            "in the offline dataset collection); the paper's columns for them include it.\n\n"
+            + tables(rows, args.rounds, args.eval_every))
     plots = plot_settings(rows)
     summary_plot = plot_summary(rows)
     if summary_plot:
