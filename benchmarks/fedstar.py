@@ -26,6 +26,7 @@ instead of 13 and 9), which the tables say.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -188,8 +189,7 @@ def values(rows: list[dict], setting: str, variant: str, structure: str = "dse+r
 
 
 def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
-    def acc(setting, variant, structure="dse+rwse", key="accuracy", seed=None):
-        return values(rows, setting, variant, structure, key, seed)
+    acc = functools.partial(values, rows)
 
     present = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
     sizes = {s: len(datasets_of(s)) for s in present}
@@ -215,17 +215,14 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
            f"every {eval_every} rounds and after the last; rounds {max(1, rounds - LATE_ROUNDS + 1)}..{rounds}: "
            "the final round alone moves by a test graph or two on the small datasets: one MUTAG test graph is 0.75 "
            "points of CHEM's mean):\n", table(["method"] + present, late)]
-    per_client = [r for r in rows if r["structure"] == "dse+rwse" and r["variant"] in ("fedstar", "local",
-                                                                                          "local-decoupled")]
-    if per_client:
-        lines = []
-        for s in present:
-            names = datasets_of(s)
-            for variant in ("local", "local-decoupled", "fedstar"):
-                rs = [r for r in per_client if r["setting"] == s and r["variant"] == variant]
-                if rs:
-                    per = [statistics.mean(100 * r["clients"][k] for r in rs) for k in range(len(names))]
-                    lines.append([s, LABELS[variant]] + [f"{v:.1f}" for v in per])
+    lines = []
+    for s in present:
+        for variant in ("local", "local-decoupled", "fedstar"):
+            clients = acc(s, variant, key="clients")
+            if clients:
+                per = [statistics.mean(100 * c[k] for c in clients) for k in range(len(datasets_of(s)))]
+                lines.append([s, LABELS[variant]] + [f"{v:.1f}" for v in per])
+    if lines:
         width = max(len(line) for line in lines)
         lines = [line + [""] * (width - len(line)) for line in lines]
         out += ["\n**Per client** (test accuracy %, mean over seeds; clients in the setting's dataset order: "
