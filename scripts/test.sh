@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 VENV="${FLOWERGRAPH_VENV:-.venv}"
-"$VENV/bin/python" -m pytest -q "$@"
+"$VENV/bin/python" -m pytest -q --durations=15 "$@"

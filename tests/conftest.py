@@ -17,6 +17,13 @@ if "FLOWERGRAPH_CACHE" not in os.environ:
     _OWN_CACHE = os.environ["FLOWERGRAPH_CACHE"] = tempfile.mkdtemp(prefix="flowergraph-test-cache-")
 os.environ.pop("FLOWERGRAPH_DATA", None)
 
+# Every flowergraph client trains with one torch thread (client_app.client_fn sets it, process-wide). Tests that
+# replay training by hand compare against those clients, so the whole test process uses one thread from the
+# start: a replay that ran before the first in-process client would otherwise sum in another order.
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
 
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_CACHE:
