@@ -119,3 +119,66 @@ class TreeMemorySampler:
     @property
     def peak_mb(self) -> float:
         return self.peak / 2**20
+
+
+# --------------------------------------------------------------------------------------------------- cell store
+def code_state() -> dict:
+    """The code that produces a benchmark cell: the git commit, whether the working tree differed from it, and a
+    hash of every source file that can change a number (the package's Python files). Two cells with the same
+    ``sources`` hash were computed by the same code, whatever their commits."""
+    import hashlib
+    import subprocess
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "flowergraph").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode())
+        digest.update(path.read_bytes())
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "flowergraph"], cwd=REPO,
+                                    capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", True
+    return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16]}
+
+
+class CellStore:
+    """Finished benchmark cells kept in the repository (``benchmarks/cells/<name>/<cell>.json``), each with the
+    settings and the code state (:func:`code_state`) that produced it, so a table resumes on a fresh clone and
+    never mixes numbers from different code silently: :meth:`current` tells whether a cell was computed by the
+    code as it is now, and tables flag the others."""
+
+    def __init__(self, name: str) -> None:
+        self.dir = REPO / "benchmarks" / "cells" / name
+        self.code = code_state()
+
+    def path(self, cell: str) -> Path:
+        return self.dir / f"{cell}.json"
+
+    def load(self, cell: str) -> dict | None:
+        import json
+
+        path = self.path(cell)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def save(self, cell: str, settings: dict, row: dict) -> dict:
+        import json
+
+        record = {"cell": cell, "settings": settings, "code": self.code, "row": row}
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path(cell).with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(self.path(cell))
+        return record
+
+    def current(self, record: dict | None) -> bool:
+        """Whether ``record`` was computed by the package's sources as they are now."""
+        return record is not None and record.get("code", {}).get("sources") == self.code["sources"]
+
+    def flag(self, record: dict) -> str:
+        """'' for a cell of the current code, else a note naming the commit that produced it."""
+        if self.current(record):
+            return ""
+        code = record.get("code", {})
+        return f" (older code: {code.get('commit', 'unknown')}{', dirty' if code.get('dirty') else ''})"

@@ -75,10 +75,7 @@ def cell_name(setting: str, variant: str, seed: int, structure: str = "dse+rwse"
 def run_cell(work: str, setting: str, variant: str, seed: int, rounds: int, structure: str = "dse+rwse",
              eval_every: int = 10) -> dict:
     """One federated run (or its continuation from the last checkpoint); returns its row."""
-    import torch
-
-    torch.set_num_threads(1)
-    from flowergraph.inprocess import run_inprocess
+    from flowergraph.inprocess import run_inprocess  # sets torch up as the Flower apps do (one thread, no denormals)
     from flowergraph.results import read_run
 
     out = Path(work) / cell_name(setting, variant, seed, structure)

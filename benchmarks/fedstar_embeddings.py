@@ -9,7 +9,7 @@ For every graph dataset whose raw files are on disk (COLLAB is not in the offlin
   ``T, T^2, ..., T^16`` (``T = A D^-1``, float64) and their diagonals -- and the largest absolute difference
   between its RWSE and ours.
 
-cold and warm are the median of ``--repeats`` runs; one thread (``torch.set_num_threads(1)``).
+cold and warm are the median of ``--repeats`` runs; one thread (``flowergraph.tasks.compute.configure_torch``).
 
     .venv/bin/python benchmarks/fedstar_embeddings.py [--repeats 3] [--no-reference] [--datasets MUTAG,DD]
 """
@@ -28,6 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, table, write_result  # noqa: E402
 
+from flowergraph.tasks.compute import configure_torch  # noqa: E402
 from flowergraph.tasks.datasets import GRAPH_DATASETS, load_pyg_dataset  # noqa: E402
 from flowergraph.tasks.graphcls.data import NODE_ATTRIBUTES, available_offline, parse_graph_datasets  # noqa: E402
 from flowergraph.tasks.graphcls.structure import rwse_cache_path, structure_embeddings  # noqa: E402
@@ -72,7 +73,7 @@ def main() -> None:
     parser.add_argument("--no-reference", action="store_true", help="skip the per-graph scipy powers column")
     parser.add_argument("--datasets", default="", help="comma-separated (default: every offline TU dataset)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    configure_torch()
     root = data_dir()
     names = parse_graph_datasets(args.datasets) if args.datasets else tuple(GRAPH_DATASETS)
     skipped = [n for n in names if not available_offline(n, root)]

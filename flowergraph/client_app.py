@@ -26,13 +26,13 @@ from __future__ import annotations
 import functools
 import os
 
-import torch
 from flwr.app import Context
 from flwr.clientapp import ClientApp
 
 from .config import RunSettings, parse_run_config
 from .errors import ConfigError, FlowergraphError
 from .protocol import CONFIG_ERROR_MARKER
+from .tasks.compute import configure_torch
 
 NODE_CONFIG_OVERRIDES = ("data-dir", "dataset", "key-file", "state-dir", "partition-dir")
 NODE_ONLY_KEYS = ("partition-file",)
@@ -161,7 +161,7 @@ def _with_faults(client, s: RunSettings, pid: int):
 
 
 def client_fn(context: Context):
-    torch.set_num_threads(1)
+    configure_torch()  # one thread, denormals flushed (flowergraph.tasks.compute)
     try:
         client = build_client(context)
     except FlowergraphError as exc:  # bad input: the strategy fails the run with this message

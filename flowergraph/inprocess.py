@@ -23,6 +23,7 @@ from flwr.server.server import run_fl
 from flowergraph import client_app
 from flowergraph.config import parse_run_config
 from flowergraph.server_app import serve
+from flowergraph.tasks.compute import configure_torch
 
 
 # Flower's server sends a round's messages from a thread pool; clients in one process share torch's global RNG
@@ -75,6 +76,7 @@ def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None, record:
 
     ``node_ids`` (default 1001, 1002, ...) play Flower's random node ids; ``node_configs`` replace the default
     ``{"partition-id": k, "num-partitions": K}``; ``record`` keeps every message in ``proxy.messages``."""
+    configure_torch()  # as the ClientApp and ServerApp processes do (one thread, denormals flushed)
     s = parse_run_config(run_config)
     if s.secure_agg == "secagg+":
         from flowergraph.errors import ConfigError

@@ -2,7 +2,9 @@
 
 * processes: :func:`free_port`, :func:`descendants`, :func:`kill_tree` (a process and everything under it, by
   PID: SIGTERM, then SIGKILL after 5 s), :func:`stop_processes`, :func:`stop_trees` (several trees in
-  parallel);
+  parallel); :class:`ProcessGroup` (every process a launcher starts, found by a tag in its environment even after
+  it left the tree, and stopped by a watchdog process if the launcher itself dies); :func:`stop_on_signals`
+  (SIGTERM and SIGHUP unwind a launcher like Ctrl-C, so its ``finally`` blocks stop what it started);
 * Flower: :func:`flower_env` (the environment every Flower process gets: this venv first on PATH, no
   telemetry, no update check, no runtime ``uv sync``), :func:`write_app` (a throw-away Flower app of this
   package with every run-config key), :func:`write_run_config` (a run-config TOML file for ``flwr run
@@ -16,8 +18,11 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -79,6 +84,132 @@ def stop_trees(pids: Sequence[int]) -> None:
         t.start()
     for t in threads:
         t.join(timeout=60)
+
+
+GROUP_ENV = "FLOWERGRAPH_PROCESS_GROUP"
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in the main thread by :func:`stop_on_signals` when a stop signal arrives (a KeyboardInterrupt, so
+    every ``finally`` and ``except KeyboardInterrupt`` of the launcher runs); ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> None:
+    """Make SIGTERM and SIGHUP (``timeout``, job schedulers, CI runners, container runtimes, a closed terminal)
+    raise :class:`Stopped` in the main thread, as Ctrl-C raises KeyboardInterrupt. For command-line launchers'
+    ``main``; a library function never changes a process's signal handling."""
+
+    def handler(signum, frame):
+        raise Stopped(signum)
+
+    for signum in signums:
+        signal.signal(signum, handler)
+
+
+def _tagged(tag: str, exclude: set[int]) -> list:
+    """Every live process whose environment carries ``GROUP_ENV=tag`` (psutil.Process objects)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid in exclude:
+            continue
+        try:
+            if proc.environ().get(GROUP_ENV) == tag:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+class ProcessGroup:
+    """Every process a launcher starts (and every process those start), stopped together.
+
+    Each process started with :meth:`env` carries ``FLOWERGRAPH_PROCESS_GROUP=<tag>`` in its environment, which its
+    children inherit: the group is found by that tag, so processes that left the tree (Ray's GCS server and
+    raylet, a reparented ``flwr-simulation``) are stopped too. :meth:`start` also starts a watchdog process that
+    stops the whole group when the process that owns the group dies without stopping it (SIGKILL, a test runner
+    killed by a timeout, a crash). Use it as a context manager::
+
+        with ProcessGroup() as group:
+            subprocess.Popen(cmd, env=group.env(os.environ), start_new_session=True)
+    """
+
+    def __init__(self, tag: str | None = None) -> None:
+        self.tag = tag or f"fg-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.watchdog: subprocess.Popen | None = None
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default ``os.environ``) with this group's tag: the environment to start members with."""
+        return {**(dict(os.environ) if base is None else base), GROUP_ENV: self.tag}
+
+    def start(self) -> "ProcessGroup":
+        """Start the watchdog (once)."""
+        if self.watchdog is None:
+            env = {k: v for k, v in os.environ.items() if k != GROUP_ENV}
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-m", "flowergraph.runtime", "watchdog", str(os.getpid()), self.tag],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+        return self
+
+    def members(self) -> list:
+        """The group's live processes (psutil.Process objects)."""
+        exclude = {os.getpid()} | ({self.watchdog.pid} if self.watchdog is not None else set())
+        return _tagged(self.tag, exclude)
+
+    def stop(self) -> list[int]:
+        """Stop every member (SIGTERM, SIGKILL after 5 s), then the watchdog; returns the PIDs stopped."""
+        stopped: list[int] = []
+        for _ in range(3):  # a member may start another while the first ones stop
+            procs = self.members()
+            if not procs:
+                break
+            stopped += [p.pid for p in procs]
+            stop_processes(procs)
+        if self.watchdog is not None:
+            if self.watchdog.poll() is None:
+                self.watchdog.kill()
+            self.watchdog.wait()
+            self.watchdog = None
+        return sorted(set(stopped))
+
+    def __enter__(self) -> "ProcessGroup":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _watchdog(parent: int, tag: str, interval: float = 0.5) -> None:
+    """Wait until ``parent`` is gone, then stop every process tagged ``tag`` (runs in its own process)."""
+    import psutil
+
+    try:
+        owner = psutil.Process(parent)
+        born = owner.create_time()
+    except psutil.NoSuchProcess:
+        owner, born = None, None
+    while owner is not None:
+        try:
+            if owner.create_time() != born or owner.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(interval)
+    for _ in range(3):
+        procs = _tagged(tag, {os.getpid()})
+        if not procs:
+            return
+        stop_processes(procs)
 
 
 # ---------------------------------------------------------------------------------------------------- Flower
@@ -150,3 +281,10 @@ def tee_output(proc, log_out, stream, *, verbose: bool = False, on_line=None) ->
             stream.write(shown)
             stream.flush()
     return proc.wait()
+
+
+if __name__ == "__main__":  # python -m flowergraph.runtime watchdog PARENT_PID TAG (started by ProcessGroup)
+    if len(sys.argv) == 4 and sys.argv[1] == "watchdog":
+        _watchdog(int(sys.argv[2]), sys.argv[3])
+    else:
+        sys.exit("usage: python -m flowergraph.runtime watchdog PARENT_PID TAG (started by ProcessGroup)")

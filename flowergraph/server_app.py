@@ -36,6 +36,7 @@ from .errors import ConfigError
 from .polling import PollingGrid
 from .results import RunRecorder
 from .server import FlowergraphServer
+from .tasks.compute import configure_torch
 
 
 def resolve_out_dir(s: RunSettings, run_id: int | str = "", checkpoint: Checkpoint | None = None) -> Path:
@@ -158,6 +159,7 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
+    configure_torch(threads=None)  # denormals flushed where the server aggregates or trains
     s = parse_run_config(context.run_config)
     if s.poll_interval > 0:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)

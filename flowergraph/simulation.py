@@ -35,7 +35,8 @@ from typing import Any, TextIO
 from .config import RunSettings, canonical_key, natural_num_clients, option_by_key, parse_run_config, renamed_keys
 from .errors import ConfigError, FlowergraphError
 from .results import accuracy_text
-from .runtime import descendants, free_port, kill_tree, tee_output, write_app, write_run_config
+from .runtime import (ProcessGroup, Stopped, descendants, free_port, kill_tree, stop_on_signals, tee_output,
+                      write_app, write_run_config)
 
 _MOVED = {"stop_processes": "flowergraph.runtime.stop_processes", "write_app": "flowergraph.runtime.write_app"}
 
@@ -116,6 +117,7 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
     superlink = None
     pids: list[int] = []
     status, flwr_status = "failed", "not started"
+    group = ProcessGroup().start()  # SuperLink, SuperExec, flwr-simulation, Ray and its actors carry its tag
     try:
         flwr_home = work / "flwr-home"
         flwr_home.mkdir()
@@ -126,7 +128,7 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
         if run_config:
             run_config_file = write_run_config(work / "run_config.toml", run_config)
             cmd_tail = ["--run-config", str(run_config_file)]
-        env = dict(os.environ, FLWR_HOME=str(flwr_home), FLWR_TELEMETRY_ENABLED="0",
+        env = dict(group.env(), FLWR_HOME=str(flwr_home), FLWR_TELEMETRY_ENABLED="0",
                    FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", FLWR_DISABLE_UPDATE_CHECK="1",
                    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0", RAY_DEDUP_LOGS="0", PYTHONUNBUFFERED="1",
                    **(extra_env or {}))
@@ -187,6 +189,7 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
         if superlink is not None:
             pids.extend(descendants(superlink.pid))
             kill_tree(superlink.pid)
+        pids.extend(group.stop())  # what left the SuperLink's tree (Ray's daemons), and the watchdog
         shutil.rmtree(work, ignore_errors=True)
     return AppRun(status=status, flwr_status=flwr_status, log_file=log_file, pids=sorted(set(pids)))
 
@@ -398,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)
+    stop_on_signals()  # SIGTERM / SIGHUP stop every process started, as Ctrl-C does
     try:
         overrides: dict[str, Any] = resume_config(args.resume) if args.resume else {}
         for path in args.config:
@@ -418,9 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     except FlowergraphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted; every process started was stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"{exc if isinstance(exc, Stopped) else 'interrupted'}; every process started was stopped",
+              file=sys.stderr)
+        return exc.exit_code if isinstance(exc, Stopped) else 130
     s = result.summary
     print(f"flowergraph: run {result.status} in {result.wall_time_s:.1f} s; rounds {s.get('rounds_completed')}"
           f"/{s.get('total_rounds')}; {accuracy_text(s)}")

@@ -6,7 +6,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -14,15 +13,11 @@ from pathlib import Path
 
 from ..errors import ConfigError, FlowergraphError
 from ..results import accuracy_text
-from ..runtime import flower_env, stop_trees, write_app
+from ..runtime import Stopped, flower_env, stop_on_signals, stop_trees, write_app
 from .commands import superlink_command, supernode_command, write_connection
 from .control import _flwr_json, list_nodes, register_node, submit_run, wait_for_superlink
 from .credentials import DEFAULT_CERT_HOSTS, make_certificates, make_node_key
 from .loopback import run_deployment
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _exec(cmd: list[str], env: dict[str, str], dry_run: bool) -> int:
@@ -277,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
 
     a = p.parse_args(argv)
     if a.command in ("loopback", "run"):
-        # SIGTERM (a job scheduler, `timeout`, kill PID) unwinds like Ctrl-C, so every process started is stopped
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        # SIGTERM and SIGHUP (a job scheduler, `timeout`, kill PID) unwind like Ctrl-C: every process started stops
+        stop_on_signals()
     if getattr(a, "data_dir", None) and isinstance(a.data_dir, list) and len(a.data_dir) == 1:
         a.data_dir = a.data_dir[0]
     try:
@@ -289,9 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted; every process started here was stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"{exc if isinstance(exc, Stopped) else 'interrupted'}; every process started here was stopped",
+              file=sys.stderr)
+        return exc.exit_code if isinstance(exc, Stopped) else 130
 
 
 if __name__ == "__main__":

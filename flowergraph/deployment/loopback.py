@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from ..errors import ConfigError
-from ..runtime import descendants, flower_env, free_port, stop_trees, write_app
+from ..runtime import ProcessGroup, descendants, flower_env, free_port, stop_trees, write_app
 from .commands import superlink_command, supernode_command, write_connection
 from .control import RunOutcome, list_nodes, register_node, submit_run, wait_for_superlink
 from .credentials import DEFAULT_CERT_HOSTS, make_certificates, make_node_key
@@ -70,7 +70,8 @@ class LoopbackDeployment:
         self.work = Path(work_dir).resolve() if work_dir else Path(tempfile.mkdtemp(prefix="flowergraph-deploy-"))
         self.connection = "fg-deploy"
         self.flwr_home = self.work / "operator-home"
-        self.env = flower_env(self.flwr_home)
+        self.group = ProcessGroup()  # every party carries its tag: found and stopped even if we are killed
+        self.env = self.group.env(flower_env(self.flwr_home))
         self.superlink: subprocess.Popen | None = None
         self.superlink_address: str | None = None
         self.nodes: list[Node] = []
@@ -87,8 +88,9 @@ class LoopbackDeployment:
 
     def _start(self, name: str, cmd: list[str], log_file: Path, env: dict[str, str]) -> subprocess.Popen:
         log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.group.start()
         with open(log_file, "ab") as out:
-            proc = subprocess.Popen(cmd, cwd=str(self.work), env=env, stdout=out, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(cmd, cwd=str(self.work), env=self.group.env(env), stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self._procs.append((name, proc))
         self.pids.append(proc.pid)
@@ -110,6 +112,7 @@ class LoopbackDeployment:
             count += proc.poll() is None
         stop_trees([proc.pid for _, proc in self._procs])
         self._procs.clear()
+        self.pids.extend(self.group.stop())  # anything that left the trees (tagged through its environment)
         self.pids = sorted(set(self.pids))
         if count:
             self.say(f"stopped {count} Flower process tree(s) ({len(self.pids)} processes seen in all)")
