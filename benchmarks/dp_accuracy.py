@@ -5,7 +5,7 @@ without DP. Reports final and best test accuracy and the ``(epsilon, delta=1e-5)
 RDP accountant (client-level, no amplification by sampling; see the README).
 
 All runs use ``weighting=uniform`` (central DP's noise is calibrated to an unweighted mean). In one process
-(flowergraph.inprocess); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
+(flowergraph.app.inprocess); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
 
     .venv/bin/python benchmarks/dp_accuracy.py [--rounds 100] [--seeds 0,1] [--noise 0,0.01,0.03,0.1,0.3,1,3]
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.inprocess import run_inprocess  # noqa: E402
+from flowergraph.app.inprocess import run_inprocess  # noqa: E402
 from flowergraph.simulation import load_preset  # noqa: E402
 
 CELLS = REPO / "results" / "bench-dp"

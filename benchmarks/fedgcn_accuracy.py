@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, data_dir, mean_std, table, write_result  # noqa: E402
 
 from flowergraph.plot import plot_runs  # noqa: E402
-from flowergraph.results import human_bytes, read_run  # noqa: E402
+from flowergraph.storage.results import human_bytes, read_run  # noqa: E402
 from flowergraph.simulation import load_preset, run_simulation  # noqa: E402
 
 BETAS = (10000.0, 100.0, 1.0)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
-from flowergraph.results import read_run  # noqa: E402
+from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 MB = 1e6

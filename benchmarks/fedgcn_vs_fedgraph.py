@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
 
-from flowergraph.runtime import kill_tree, stop_processes  # noqa: E402
+from flowergraph.app.runtime import kill_tree, stop_processes  # noqa: E402
 
 ANCHOR = REPO.parent / "shared" / "anchors" / "fedgraph"
 MIB = 2**20
@@ -102,7 +102,7 @@ def run_ours(dataset: str, hops: int, seed: int, rounds: int, work: Path) -> dic
     rc, wall, peak = _measured(cmd, work / f"ours-{dataset}-h{hops}-s{seed}.log")
     if rc != 0:
         sys.exit(f"our run failed (exit {rc}); see {work / f'ours-{dataset}-h{hops}-s{seed}.log'}")
-    from flowergraph.results import read_run
+    from flowergraph.storage.results import read_run
 
     run = read_run(out)
     phase = next(r for r in run["rounds"] if r["round"] == 0) if hops else {"bytes_up": 0, "bytes_down": 0,

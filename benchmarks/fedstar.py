@@ -3,7 +3,7 @@ numbers side by side.
 
 Every cell (setting x variant x seed) is a federated run of 200 rounds, 1 local epoch, batch 128, Adam lr 1e-3,
 weight decay 5e-4, hidden 64, split seed 123 (the paper's protocol), run through flowergraph's real ServerApp
-and ClientApp code in one process (:mod:`flowergraph.inprocess`: the strategy, the clients, their persistent
+and ClientApp code in one process (:mod:`flowergraph.app.inprocess`: the strategy, the clients, their persistent
 state and the records are those of a Flower run; Flower's transport is left out, which changes no number: tests
 check the two agree to 1e-6). The reported accuracy is the paper's: each client's test accuracy after the last
 round, averaged over clients; mean +- std over seeds.
@@ -75,8 +75,8 @@ def cell_name(setting: str, variant: str, seed: int, structure: str = "dse+rwse"
 def run_cell(work: str, setting: str, variant: str, seed: int, rounds: int, structure: str = "dse+rwse",
              eval_every: int = 10) -> dict:
     """One federated run (or its continuation from the last checkpoint); returns its row."""
-    from flowergraph.inprocess import run_inprocess  # sets torch up as the Flower apps do (one thread, no denormals)
-    from flowergraph.results import read_run
+    from flowergraph.app.inprocess import run_inprocess  # sets torch up as the Flower apps do (one thread, no denormals)
+    from flowergraph.storage.results import read_run
 
     out = Path(work) / cell_name(setting, variant, seed, structure)
     summary_file = out / "summary.json"
@@ -111,7 +111,7 @@ def run_cell(work: str, setting: str, variant: str, seed: int, rounds: int, stru
 
 
 def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> dict:
-    from flowergraph.results import read_run
+    from flowergraph.storage.results import read_run
 
     run = read_run(out)
     last = [r for r in run["rounds"] if r.get("round", 0) >= 1][-1]
@@ -151,7 +151,7 @@ def load_cell(cell: tuple, rounds: int) -> dict | None:
 
 def keep_cell(out: Path, row: dict) -> dict:
     """Store a finished cell: its row and its curve (mean client accuracy after each evaluated round)."""
-    from flowergraph.results import read_run
+    from flowergraph.storage.results import read_run
 
     run = read_run(out)
     row = dict(row, curve=[[r["round"], r["mean_client_accuracy"]] for r in run["rounds"]
@@ -399,7 +399,7 @@ def main() -> None:
             "batch 128, Adam lr 1e-3, weight decay 5e-4, hidden 64, 3 layers, dropout 0.5, stratified 80/10/10 "
             "split with seed 123, client-side evaluation every "
             f"{args.eval_every} rounds and after the last. In-process runs of the real ServerApp/ClientApp code "
-            f"(flowergraph.inprocess), {os.cpu_count()} cores. BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not "
+            f"(flowergraph.app.inprocess), {os.cpu_count()} cores. BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not "
             "in the offline dataset collection); the paper's columns for them include it.\n\n"
             + tables(rows, args.rounds, args.eval_every))
     plots = plot_settings(rows)

@@ -35,8 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.results import read_run  # noqa: E402
-from flowergraph.runtime import kill_tree  # noqa: E402
+from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.app.runtime import kill_tree  # noqa: E402
 
 MODES = ("none", "secagg+", "ckks")
 # method -> (preset, extra --set values, label)

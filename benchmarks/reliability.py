@@ -17,10 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.checkpoint import load_checkpoint  # noqa: E402
-from flowergraph.config import OPTION_BY_KEY, parse_run_config  # noqa: E402
-from flowergraph.server_app import server_evaluate_fn  # noqa: E402
-from flowergraph.results import read_run  # noqa: E402
+from flowergraph.storage.checkpoint import load_checkpoint  # noqa: E402
+from flowergraph.settings import OPTION_BY_KEY, parse_run_config  # noqa: E402
+from flowergraph.app.server_app import server_evaluate_fn  # noqa: E402
+from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 

@@ -35,7 +35,7 @@ ROUNDS = 200
 
 
 def run_one(name: str, flush: str) -> dict:
-    from flowergraph.results import read_run
+    from flowergraph.storage.results import read_run
     from flowergraph.simulation import load_preset, run_simulation
     from flowergraph.tasks.compute import FLUSH_ENV
 

@@ -19,7 +19,7 @@ def lazy_exports(package: str, exports: dict[str, str], package_globals: dict) -
             return getattr(importlib.import_module(module if "." in module else f"{package}.{module}"), name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
-    def __dir__():
-        return sorted(set(package_globals) | set(exports))
+    def __dir__():  # the public names only (no helpers, no `annotations`)
+        return sorted(exports)
 
     return __getattr__, __dir__

@@ -23,11 +23,11 @@ from .errors import FlowergraphError
 
 
 def _export(a) -> int:
-    from .config import parse_run_config
-    from .simulation import _parse_set
+    from .settings import parse_run_config
+    from .settings import parse_set
     from .tasks.partition_files import export_partitions
 
-    raw = _parse_set(a.set)
+    raw = parse_set(a.set)
     raw.update({"num-clients": a.num_clients, "dataset": a.dataset})
     if a.data_dir:
         raw["data-dir"] = a.data_dir

@@ -3,7 +3,7 @@
     python -m flowergraph.plot results/run-a results/run-b --out plots/ [--labels A B] [--metric accuracy]
 
 writes ``plots/accuracy_vs_round.png`` and ``plots/accuracy_vs_time.png``. The curves come from each run's
-``rounds.jsonl`` (see :mod:`flowergraph.results`); time is the wall time since the run started: one-off phases
+``rounds.jsonl`` (see :mod:`flowergraph.storage.results`); time is the wall time since the run started: one-off phases
 before the first training round (FedGCN's exchange, recorded as round 0) included, so methods that pay for a
 phase up front are not flattered.
 """
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .results import read_run
+from .storage.results import read_run
 
 METRICS = ("accuracy", "val_accuracy", "server_accuracy", "mean_client_accuracy", "loss", "train_loss")
 

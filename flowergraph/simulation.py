@@ -27,25 +27,26 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .config import RunSettings, canonical_key, natural_num_clients, option_by_key, parse_run_config, renamed_keys
+from .settings import (RunSettings, load_preset, natural_num_clients, option_by_key, parse_run_config, parse_set,
+                       renamed_keys)
 from .errors import ConfigError, FlowergraphError
-from .results import accuracy_text
-from .runtime import (ProcessGroup, Stopped, descendants, free_port, kill_tree, stop_on_signals, tee_output,
+from .methods import methods
+from .storage.results import accuracy_text
+from .app.runtime import (ProcessGroup, Stopped, descendants, free_port, kill_tree, stop_on_signals, tee_output,
                       write_app, write_run_config)
 
-_MOVED = {"stop_processes": "flowergraph.runtime.stop_processes", "write_app": "flowergraph.runtime.write_app"}
+_MOVED = {"stop_processes": "flowergraph.app.runtime.stop_processes", "write_app": "flowergraph.app.runtime.write_app"}
 
 
-def __getattr__(name: str):  # names that moved to flowergraph.runtime keep working, with a warning
+def __getattr__(name: str):  # names that moved to flowergraph.app.runtime keep working, with a warning
     if name in _MOVED:
         import warnings
 
-        from . import runtime
+        from .app import runtime
 
         warnings.warn(f"flowergraph.simulation.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
         return getattr(runtime, name)
@@ -294,7 +295,7 @@ def resume_checkpoint(settings: RunSettings):
     """The checkpoint ``resume-from`` names, checked against the run's settings (None when not resuming)."""
     if not settings.resume_from:
         return None
-    from .checkpoint import check_resumable, load_checkpoint
+    from .storage.checkpoint import check_resumable, load_checkpoint
 
     ckpt = load_checkpoint(settings.resume_from)
     check_resumable(ckpt, settings.as_dict())
@@ -314,9 +315,9 @@ def check_out_dir(out_dir: Path, ckpt=None) -> None:
 def resume_config(path: str | os.PathLike) -> dict[str, Any]:
     """The run configuration of the checkpoint at ``path`` (a file or a run folder) with ``resume-from`` set:
     ``run_simulation(..., overrides={**resume_config(path), "rounds": R})`` or ``--resume PATH --rounds R``."""
-    from .checkpoint import load_checkpoint
+    from .storage.checkpoint import load_checkpoint
 
-    from .checkpoint import _current_names
+    from .storage.checkpoint import _current_names
 
     ckpt = load_checkpoint(path)
     known = option_by_key()
@@ -327,60 +328,11 @@ def resume_config(path: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
-def load_preset(path: str | os.PathLike) -> dict[str, Any]:
-    """A run-config preset: a TOML file of run-config keys (the format ``flwr run --run-config FILE`` reads).
-
-    Unknown keys and unreadable files raise ConfigError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"preset {str(path)!r} does not exist; presets are TOML files of run-config keys, "
-                          f"e.g. conf/fedgcn-cora.toml")
-    try:
-        values = _flatten(tomllib.loads(path.read_text()))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
-    values = renamed_keys(values)
-    known = option_by_key()
-    unknown = [k for k in values if k not in known]
-    if unknown:
-        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}; "
-                          f"valid keys: {', '.join(known)}")
-    return values
-
-
-def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested TOML tables as dotted keys (``[fedgcn] hops = 2`` -> ``fedgcn.hops``), as Flower reads them."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _parse_set(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {pair!r}: expected key=value")
-        key = canonical_key(key.strip())
-        known = option_by_key()
-        if key not in known:
-            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(known)}")
-        try:
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key] = value  # a bare string
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.simulation",
                                      description="Run a flowergraph method in Flower's Ray-backed simulation.")
     parser.add_argument("--method", default=None, help="a registered method (default fedavg): "
-                        + ", ".join(option_by_key()["method"].valid_choices))
+                        + ", ".join(methods()))
     parser.add_argument("--num-clients", type=int, default=None, help="default: one per dataset for a graph-level "
                         "method given several datasets, else 3")
     parser.add_argument("--rounds", type=int, default=None, help="default 2")
@@ -406,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides: dict[str, Any] = resume_config(args.resume) if args.resume else {}
         for path in args.config:
             overrides.update(load_preset(path))
-        overrides.update(_parse_set(args.set))
+        overrides.update(parse_set(args.set))
         if args.data_dir is not None:
             overrides["data-dir"] = args.data_dir
         def pick(given, key, default):

@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from flowergraph.checkpoint import (Checkpoint, check_resumable, checkpoint_file, find_checkpoint, load_checkpoint,
+from flowergraph.storage.checkpoint import (Checkpoint, check_resumable, checkpoint_file, find_checkpoint, load_checkpoint,
                                     save_checkpoint)
-from flowergraph.config import parse_run_config
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import CheckpointError
-from flowergraph.results import read_run
+from flowergraph.storage.results import read_run
 
-from flowergraph.inprocess import run_inprocess
+from flowergraph.app.inprocess import run_inprocess
 
 
 def _ckpt(round_=3):

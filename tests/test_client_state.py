@@ -5,7 +5,7 @@ import pytest
 import torch
 from flwr.app import RecordDict
 
-from flowergraph import protocol
+from flowergraph import wire as protocol
 from flowergraph.clients import ClientState, NoOpClient, StateCheckpoints
 from flowergraph.clients.state import state_file
 from flowergraph.errors import CheckpointError

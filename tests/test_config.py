@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from flowergraph.config import METHODS, OPTIONS, defaults, markdown_table, parse_run_config
+from flowergraph.settings import METHODS, OPTIONS, defaults, markdown_table, parse_run_config
 from flowergraph.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ def test_pyproject_run_config_matches_the_schema():
 
 def test_readme_documents_every_key():
     readme = (REPO / "README.md").read_text()
-    assert markdown_table() in readme, "README's configuration table is stale: python -m flowergraph.config --markdown"
+    assert markdown_table() in readme, "README's configuration table is stale: python -m flowergraph.settings --markdown"
 
 
 def test_defaults_parse():

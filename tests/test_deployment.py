@@ -23,7 +23,7 @@ from flowergraph.deployment import (LoopbackDeployment, check_private_key, list_
                                     make_node_key, node_config_string, run_deployment, supernode_command,
                                     write_connection)
 from flowergraph.errors import ConfigError, KeyFileError
-from flowergraph.results import read_run
+from flowergraph.storage.results import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
     from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
     from flowergraph.privacy import ckks
 
-    from flowergraph.inprocess import run_inprocess
+    from flowergraph.app.inprocess import run_inprocess
 
     before = _children()
     parts = tmp_path / "parts"
@@ -200,8 +200,8 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
     """
     import threading
 
-    from flowergraph.checkpoint import load_checkpoint
-    from flowergraph.config import parse_run_config
+    from flowergraph.storage.checkpoint import load_checkpoint
+    from flowergraph.settings import parse_run_config
     from flowergraph.simulation import preflight
 
     out = tmp_path / "cora"

@@ -10,8 +10,8 @@ from flwr.server.client_proxy import ClientProxy
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from flowergraph.clients.fedgcn import FedGCNClient, received_rows
-from flowergraph import protocol
-from flowergraph.config import parse_run_config
+from flowergraph import wire as protocol
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError, KeyFileError
 from flowergraph.privacy import ckks
 from flowergraph.strategies.common import config_bytes
@@ -247,7 +247,7 @@ def test_bad_key_files(tmp_path, key_file):
 def test_he_without_key_file_fails_at_client_start():
     from flwr.app import Context
 
-    from flowergraph.client_app import build_client
+    from flowergraph.app.client_app import build_client
 
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
                   run_config={"method": "fedgcn", "fedgcn.he": True, "num-clients": 3})

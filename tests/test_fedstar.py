@@ -7,13 +7,13 @@ import pytest
 from flwr.app import RecordDict
 from flwr.common import parameters_to_ndarrays
 
-from flowergraph.checkpoint import load_checkpoint
+from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients import ClientState
 from flowergraph.clients.fedstar import OPTIMIZER_KEY, VARIANTS, FedStarClient, shared_keys
-from flowergraph.config import parse_run_config
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
-from flowergraph.inprocess import run_inprocess
-from flowergraph.results import read_run
+from flowergraph.app.inprocess import run_inprocess
+from flowergraph.storage.results import read_run
 from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
 from flowergraph.tasks.graphcls.models import build_graph_model, part_keys
 from flowergraph.tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
@@ -238,7 +238,7 @@ def test_bad_fedstar_settings(raw, match):
 
 
 def test_settings_and_lists_are_normalised_and_give_the_number_of_clients():
-    from flowergraph.config import natural_num_clients
+    from flowergraph.settings import natural_num_clients
 
     s = parse_run_config({"method": "fedstar", "dataset": "bio-chem", "num-clients": 10})
     assert s.dataset == "BIO-CHEM" and natural_num_clients("fedstar", "bio-chem") == 10

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from flowergraph.checkpoint import load_checkpoint
+from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients.fedstar import VARIANTS, shared_keys
-from flowergraph.config import parse_run_config
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
-from flowergraph.inprocess import run_inprocess
-from flowergraph.results import read_run
+from flowergraph.app.inprocess import run_inprocess
+from flowergraph.storage.results import read_run
 from flowergraph.strategies.gcfl import min_cut, update_similarity
 from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
 from flowergraph.tasks.graphcls.models import build_graph_model

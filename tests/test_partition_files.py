@@ -11,13 +11,13 @@ import torch
 
 from flowergraph import data as fgdata
 from flowergraph.errors import ConfigError, PartitionError
-from flowergraph.npzio import read_npz, write_npz
-from flowergraph.results import read_run
+from flowergraph.storage.npzio import read_npz, write_npz
+from flowergraph.storage.results import read_run
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, build_client_graph, load_global_graph, \
     node_assignment
 from flowergraph.tasks.partition_files import MEMBERS, export_partitions, load_partition_file, read_manifest
 
-from flowergraph.inprocess import run_inprocess
+from flowergraph.app.inprocess import run_inprocess
 
 SYN = GraphSpec(dataset="synthetic", seed=3)
 PART = PartitionSpec(partitioner="louvain", num_clients=4, seed=3)
@@ -129,6 +129,6 @@ def test_a_node_with_the_wrong_file_refuses_the_run(export, tmp_path, no_global_
                       node_configs=[{"partition-id": k, "num-partitions": 4, "partition-file":
                                      str(export / f"client-{2 if k == 1 else k}.npz")} for k in range(4)])
     with pytest.raises(ConfigError, match="partition-dir '/no/dir' does not exist or is not a directory"):
-        from flowergraph.config import parse_run_config
+        from flowergraph.settings import parse_run_config
 
         parse_run_config({"partition-dir": "/no/dir"})

@@ -1,5 +1,5 @@
 """The phase mechanism: phase messages on the wire, per-client instructions, bounded parallelism, the failure
-policy, byte accounting and records (flowergraph.strategies.phases, flowergraph.protocol)."""
+policy, byte accounting and records (flowergraph.strategies.phases, flowergraph.wire)."""
 
 import threading
 import time
@@ -10,7 +10,7 @@ from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from flowergraph import protocol
+from flowergraph import wire as protocol
 from flowergraph.clients import FlowergraphClient
 from flowergraph.strategies import (ClientDirectory, PhaseError, PhaseMessage, PhaseRunner, WeightedAveraging,
                                     check_update)
@@ -137,7 +137,7 @@ def test_client_side_answers_name_unknown_phases():
 
 
 def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
-    from flowergraph.results import RunRecorder, read_run
+    from flowergraph.storage.results import RunRecorder, read_run
 
     class WithPhase(WeightedAveraging):
         def before_fit(self, server_round, clients, client_manager):

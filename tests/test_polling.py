@@ -2,8 +2,8 @@
 
 import pytest
 
-from flowergraph import polling
-from flowergraph.polling import PollingGrid
+from flowergraph.app import polling
+from flowergraph.app.polling import PollingGrid
 
 
 class _Meta:

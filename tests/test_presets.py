@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from flowergraph.config import parse_run_config
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
 from flowergraph.simulation import load_preset, main
 

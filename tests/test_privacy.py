@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from flowergraph.checkpoint import load_checkpoint
+from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients.faults import FaultInjectingClient
 from flowergraph.clients.node import NodeClassificationClient
-from flowergraph.config import parse_run_config
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
-from flowergraph.faults import Fault, parse_faults
-from flowergraph.inprocess import run_inprocess
+from flowergraph.settings.faults import Fault, parse_faults
+from flowergraph.app.inprocess import run_inprocess
 from flowergraph.privacy import ckks
-from flowergraph.results import read_run
+from flowergraph.storage.results import read_run
 from flowergraph.strategies.aggregation import (CoordinateMedian, Krum, RoundNotAggregated, TrimmedMean, Update,
                                                 make_aggregator)
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
@@ -87,7 +87,7 @@ def test_ckks_clients_with_different_keys_fail_the_run(tmp_path, key_file):
 def test_ckks_without_a_key_file_is_refused_before_training(tmp_path):
     from flwr.app import Context, RecordDict
 
-    from flowergraph import client_app
+    from flowergraph.app import client_app
 
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2}, state=RecordDict(),
                   run_config={**BASE, "num-clients": 2, "secure-agg": "ckks"})
@@ -338,9 +338,9 @@ def test_secaggplus_weight_above_the_bound_is_refused_and_fails_the_run():
     from flwr.common import ndarrays_to_parameters
 
     from flowergraph.clients.secure import SecureUpdates
-    from flowergraph.polling import PollingGrid
-    from flowergraph.protocol import CONFIG_ERROR_MARKER
-    from flowergraph.server import FlowergraphServer
+    from flowergraph.app.polling import PollingGrid
+    from flowergraph.wire import CONFIG_ERROR_MARKER
+    from flowergraph.app.loop import FlowergraphServer
     from flowergraph.strategies import WeightedAveraging
 
     class Inner:

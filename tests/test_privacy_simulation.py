@@ -9,8 +9,8 @@ import io
 
 import pytest
 
-from flowergraph.inprocess import run_inprocess
-from flowergraph.results import read_run
+from flowergraph.app.inprocess import run_inprocess
+from flowergraph.storage.results import read_run
 from flowergraph.simulation import run_simulation
 
 pytestmark = pytest.mark.simulation

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flowergraph.checkpoint import load_checkpoint
-from flowergraph.config import markdown_table, option_by_key, parse_run_config
+from flowergraph.storage.checkpoint import load_checkpoint
+from flowergraph.settings import markdown_table, option_by_key, parse_run_config
 from flowergraph.errors import CheckpointError, ConfigError
 from flowergraph.methods import Method, get_method, methods, register, unregister
-from flowergraph.options import Option
-from flowergraph.results import read_run
+from flowergraph.settings.options import Option
+from flowergraph.storage.results import read_run
 
-from flowergraph.inprocess import run_inprocess
+from flowergraph.app.inprocess import run_inprocess
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = Path(__file__).resolve().parent / "plugins"
@@ -78,11 +78,12 @@ def test_registrations_cannot_collide():
 
 
 def test_shared_files_never_branch_on_a_method_name():
-    """client_app, server_app, simulation, deployment and config look methods up in the registry."""
+    """The Flower apps, the settings, the launchers and the deployment tools look methods up in the registry."""
     names = "|".join(re.escape(m) for m in methods())
     branch = re.compile(rf"""(\bmethod\s*(==|!=)|\bmethod\s+(not\s+)?in\s*[(\[{{]|(==|!=)\s*["'](?:{names})["'])""")
-    files = [REPO / "flowergraph" / f for f in ("client_app.py", "server_app.py", "simulation.py", "config.py")]
-    files += sorted((REPO / "flowergraph" / "deployment").glob("*.py"))
+    files = [REPO / "flowergraph" / "simulation.py"]
+    for package in ("app", "settings", "deployment"):
+        files += sorted((REPO / "flowergraph" / package).glob("*.py"))
     for path in files:
         hits = [line.strip() for line in path.read_text().splitlines() if branch.search(line)]
         assert not hits, f"{path.name} branches on a method: {hits}"
@@ -146,7 +147,7 @@ def test_resume_without_a_client_state_file_fails_naming_it(toy, tmp_path):
     with pytest.raises(RuntimeError, match=rf"client-restore \(flowergraph.state-load\): client 1 \(node 1002\) "
                                            rf"failed: client state file '{re.escape(str(lost))}' does not exist"):
         run_inprocess({**_toy_run(tmp_path, "run", 4), "resume-from": str(tmp_path / "run")})
-    from flowergraph.server_app import resume_state
+    from flowergraph.app.server_app import resume_state
 
     with pytest.raises(CheckpointError, match="method='toy-personal' in the checkpoint but 'fedavg' now"):
         resume_state(parse_run_config({**_toy_run(tmp_path, "x", 4), "method": "fedavg",
@@ -204,7 +205,7 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-personal\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[flowergraph.methods]\ntoy-personal = toy_personal:METHOD\n")
-    code = ("from flowergraph.methods import methods; from flowergraph.config import parse_run_config\n"
+    code = ("from flowergraph.methods import methods; from flowergraph.settings import parse_run_config\n"
             "print(list(methods())); print(parse_run_config({'method': 'toy-personal'})['toy-personal.lr'])\n")
     env = {"PYTHONPATH": f"{PLUGINS}:{site}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

@@ -15,20 +15,21 @@ from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from flowergraph import client_app, protocol
-from flowergraph.checkpoint import load_checkpoint
+from flowergraph import wire as protocol
+from flowergraph.app import client_app
+from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients.faults import FaultInjectingClient, InjectedFault
 from flowergraph.clients.node import NodeClassificationClient
-from flowergraph.config import parse_run_config
+from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError, DatasetUnavailableError, KeyFileError
-from flowergraph.faults import Fault, parse_faults
-from flowergraph.results import read_run
+from flowergraph.settings.faults import Fault, parse_faults
+from flowergraph.storage.results import read_run
 from flowergraph.strategies.common import weighted_average
 from flowergraph.strategies.weighted import WeightedAveraging, failure_reason
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.training import TrainConfig
 
-from flowergraph.inprocess import run_inprocess
+from flowergraph.app.inprocess import run_inprocess
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,15 +8,15 @@ import numpy as np
 import psutil
 import pytest
 
-from flowergraph.checkpoint import load_checkpoint
+from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients.node import NodeClassificationClient
-from flowergraph.results import read_run
+from flowergraph.storage.results import read_run
 from flowergraph.simulation import resume_config, run_simulation
 from flowergraph.strategies.common import weighted_average, weighted_metric
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.training import TrainConfig
 
-from flowergraph.inprocess import run_inprocess
+from flowergraph.app.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulation
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from flowergraph.plot import main as plot_main
-from flowergraph.results import RunRecorder, read_run
+from flowergraph.storage.results import RunRecorder, read_run
 
 
 def _fake_run(path, method, accs):

@@ -11,10 +11,10 @@ import textwrap
 
 import pytest
 
-from flowergraph.results import read_run
+from flowergraph.storage.results import read_run
 from flowergraph.simulation import run_flower_app
 
-from flowergraph.inprocess import run_inprocess
+from flowergraph.app.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulation
 
@@ -31,7 +31,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from flowergraph.clients import ClientState, FedGCNClient, TrainConfig
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph
-from flowergraph.results import RunRecorder
+from flowergraph.storage.results import RunRecorder
 from flowergraph.strategies import FedGCNStrategy
 
 MODEL = {"kind": "gcn", "hidden": 16, "layers": 2, "dropout": 0.5, "heads": 8, "input_dropout": 0.0}

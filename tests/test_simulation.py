@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from flowergraph.clients.node import NodeClassificationClient
-from flowergraph.results import read_run
+from flowergraph.storage.results import read_run
 from flowergraph.simulation import run_flower_app, run_simulation
 from flowergraph.strategies.common import weighted_average, weighted_metric
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph

@@ -14,8 +14,8 @@ from flwr.common import (
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from flowergraph.results import RunRecorder, read_run
-from flowergraph.server import ClientFailure
+from flowergraph.storage.results import RunRecorder, read_run
+from flowergraph.app.loop import ClientFailure
 from flowergraph.strategies.common import config_bytes, parameters_bytes
 from flowergraph.strategies.weighted import WeightedAveraging
 

@@ -1,7 +1,7 @@
 """What every flowergraph client shares: its identity, named phases, wrappers, and state checkpoints.
 
 * :class:`FlowergraphClient` is a ``NumPyClient`` that answers the identity request and the method's **phase
-  messages** (``get_properties`` messages naming a phase, see :mod:`flowergraph.protocol`): a subclass returns
+  messages** (``get_properties`` messages naming a phase, see :mod:`flowergraph.wire`): a subclass returns
   ``{"<method>.<kind>": handler}`` from :meth:`FlowergraphClient.phase_handlers`, where
   ``handler(arrays, values) -> (arrays, values)``.
 * :class:`ClientWrapper` passes every message to an inner client; wrappers override what they change
@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 from flwr.client import NumPyClient
 
-from .. import protocol
+from .. import wire
 from .state import ClientState, state_file
 
 PhaseHandler = Callable[[list[np.ndarray], dict[str, Any]], "tuple[list[np.ndarray], dict[str, Any]]"]
@@ -26,16 +26,16 @@ PhaseHandler = Callable[[list[np.ndarray], dict[str, Any]], "tuple[list[np.ndarr
 
 def answer_phase(handlers: dict[str, PhaseHandler], partition_id: int, config: dict[str, Any]) -> dict[str, Any]:
     """Run the handler ``config`` names and encode its reply (the client side of a phase message)."""
-    name = str(config[protocol.PHASE])
+    name = str(config[wire.PHASE])
     handler = handlers.get(name)
     if handler is None:
         valid = ", ".join(sorted(handlers)) or "none"
         raise ValueError(f"this client does not answer phase {name!r}; valid phases: {valid}")
-    arrays, values = handler(protocol.unpack_arrays(config), protocol.scalars(config))
-    bad = [k for k in values if k.startswith(protocol.RESERVED_PREFIX)]
+    arrays, values = handler(wire.unpack_arrays(config), wire.scalars(config))
+    bad = [k for k in values if k.startswith(wire.RESERVED_PREFIX)]
     if bad:
-        raise ValueError(f"phase {name!r} reply uses the reserved prefix {protocol.RESERVED_PREFIX!r}: {bad}")
-    return {protocol.PARTITION_ID: int(partition_id), **values, **protocol.pack_arrays(list(arrays))}
+        raise ValueError(f"phase {name!r} reply uses the reserved prefix {wire.RESERVED_PREFIX!r}: {bad}")
+    return {wire.PARTITION_ID: int(partition_id), **values, **wire.pack_arrays(list(arrays))}
 
 
 class FlowergraphClient(NumPyClient):
@@ -49,9 +49,9 @@ class FlowergraphClient(NumPyClient):
 
     def get_properties(self, config):
         """The identity request (which partition this node holds), or a phase message."""
-        if protocol.PHASE in config:
+        if wire.PHASE in config:
             return answer_phase(self.phase_handlers(), self.partition_id, dict(config))
-        return {protocol.PARTITION_ID: int(self.partition_id)}
+        return {wire.PARTITION_ID: int(self.partition_id)}
 
 
 class ClientWrapper(NumPyClient):
@@ -74,7 +74,7 @@ class ClientWrapper(NumPyClient):
 
 
 class StateCheckpoints(ClientWrapper):
-    """Answers :data:`~flowergraph.protocol.STATE_SAVE` / :data:`~flowergraph.protocol.STATE_LOAD` for any client.
+    """Answers :data:`~flowergraph.wire.STATE_SAVE` / :data:`~flowergraph.wire.STATE_LOAD` for any client.
 
     ``state`` is the node's :class:`ClientState`; files go to ``state_dir`` (node-local; empty: the default,
     see :func:`flowergraph.clients.state.state_file`)."""
@@ -87,16 +87,16 @@ class StateCheckpoints(ClientWrapper):
         self.state_dir = state_dir
 
     def get_properties(self, config):
-        phase = config.get(protocol.PHASE)
-        if phase not in (protocol.STATE_SAVE, protocol.STATE_LOAD):
+        phase = config.get(wire.PHASE)
+        if phase not in (wire.STATE_SAVE, wire.STATE_LOAD):
             return self.inner.get_properties(config)
-        tag, server_round = str(config[protocol.RUN_TAG]), int(config[protocol.PHASE_ROUND])
+        tag, server_round = str(config[wire.RUN_TAG]), int(config[wire.PHASE_ROUND])
         path = state_file(self.state_dir, tag, self.partition_id, server_round)
-        if phase == protocol.STATE_SAVE:
+        if phase == wire.STATE_SAVE:
             self.state.write(path, partition_id=self.partition_id, run_tag=tag, server_round=server_round)
             names = self.state.names()
         else:
             self.state.read(path, partition_id=self.partition_id, run_tag=tag, server_round=server_round)
             names = self.state.names()
-        return {protocol.PARTITION_ID: self.partition_id, "path": str(path), "records": ",".join(names),
-                protocol.ARRAY_COUNT: 0}
+        return {wire.PARTITION_ID: self.partition_id, "path": str(path), "records": ",".join(names),
+                wire.ARRAY_COUNT: 0}

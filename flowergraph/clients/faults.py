@@ -3,7 +3,7 @@
 ``FaultInjectingClient(inner, {round: kind}, partition_id)`` answers every message as ``inner`` does, except the
 training ``fit`` message of each listed round (``config["server_round"]``; method phases such as FedGCN's
 communication messages are ``get_properties`` messages and are never faulted), where it does what the kind says
-(:data:`flowergraph.faults.FAULT_KINDS`): ``raise``, ``nan``, ``shape``, ``exit`` or ``hang``.
+(:data:`flowergraph.settings.faults.FAULT_KINDS`): ``raise``, ``nan``, ``shape``, ``exit`` or ``hang``.
 
 Run config: ``inject-faults = "raise:1@2,nan:0@3"`` (kind:partition@round); ``client_app`` wraps the client of
 each partition that has a fault. In your own ClientApp::
@@ -22,7 +22,7 @@ import numpy as np
 from flwr.client import NumPyClient
 from flwr.common.logger import log
 
-from ..faults import FAULT_KINDS, POISON_SCALE
+from ..settings.faults import FAULT_KINDS, POISON_SCALE
 from .base import ClientWrapper
 
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .. import protocol
+from .. import wire
 from ..tasks.graphcls.data import ClientGraphData
 from ..tasks.graphcls.models import build_graph_model, part_keys
 from ..tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
@@ -102,25 +102,25 @@ class FedStarClient(FlowergraphClient):
     def fit(self, parameters, config):
         self.receive(parameters)
         metrics = {}
-        if config.get(protocol.EVALUATE_GLOBAL):  # fused evaluation: the model as received, before training
-            metrics.update({f"{protocol.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
-                            if k != protocol.PARTITION_ID})
+        if config.get(wire.EVALUATE_GLOBAL):  # fused evaluation: the model as received, before training
+            metrics.update({f"{wire.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
+                            if k != wire.PARTITION_ID})
         optimizer = make_optimizer(self.model, self.train_config)
         self.state.load_optimizer(OPTIMIZER_KEY, optimizer)
-        server_round = int(config.get(protocol.SERVER_ROUND, 0))
+        server_round = int(config.get(wire.SERVER_ROUND, 0))
         loss = train_epochs(self.model, optimizer, self.data.train, self.train_config, seed=self.seed,
                             round=server_round, client=self.partition_id,
                             prox_part=self.shared if self.train_config.mu > 0 else None)
         self.state.save_module(MODEL_KEY, self.model)
         self.state.save_optimizer(OPTIMIZER_KEY, optimizer)
         n = self.data.num_train
-        metrics.update({protocol.PARTITION_ID: self.partition_id, "train_loss": float(loss), "num_train": n,
+        metrics.update({wire.PARTITION_ID: self.partition_id, "train_loss": float(loss), "num_train": n,
                         "batch_size": min(self.train_config.batch_size, n)})
         return self._shared_arrays(), n, metrics
 
     def _evaluation(self) -> dict:
         r = evaluate(self.model, self.data, splits=("val", "test"))
-        return {protocol.PARTITION_ID: self.partition_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
+        return {wire.PARTITION_ID: self.partition_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
                 "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
                 "num_val": r["num_val"]}
 

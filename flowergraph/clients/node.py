@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import torch
-from .. import protocol
+from .. import wire
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.models import build_node_model, get_weights, set_weights
 from ..tasks.training import TrainConfig, evaluate_masks, train_steps
@@ -79,10 +79,10 @@ class NodeClassificationClient(FlowergraphClient):
     def fit(self, parameters, config):
         set_weights(self.model, parameters)
         metrics = {}
-        if config.get(protocol.EVALUATE_GLOBAL):  # fused evaluation: the received global model, before training
-            metrics.update({f"{protocol.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
-                            if k != protocol.PARTITION_ID})
-        server_round = int(config.get(protocol.SERVER_ROUND, 0))
+        if config.get(wire.EVALUATE_GLOBAL):  # fused evaluation: the received global model, before training
+            metrics.update({f"{wire.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
+                            if k != wire.PARTITION_ID})
+        server_round = int(config.get(wire.SERVER_ROUND, 0))
         torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
         loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config)
         n_train = self.graph.num_train
@@ -119,8 +119,8 @@ class NoOpClient(FlowergraphClient):
 
     def fit(self, parameters, config):
         metrics = {"partition_id": self.client_id}
-        if config.get(protocol.EVALUATE_GLOBAL):  # honour fused evaluation, as evaluate() would answer
-            metrics.update({f"{protocol.EVAL_PREFIX}loss": 0.0, f"{protocol.EVAL_PREFIX}num_test": 1})
+        if config.get(wire.EVALUATE_GLOBAL):  # honour fused evaluation, as evaluate() would answer
+            metrics.update({f"{wire.EVAL_PREFIX}loss": 0.0, f"{wire.EVAL_PREFIX}num_test": 1})
         return parameters, 1, metrics
 
     def evaluate(self, parameters, config):

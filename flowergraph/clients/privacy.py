@@ -19,7 +19,7 @@ import numpy as np
 from flwr.client import NumPyClient
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM, compute_clip_model_update, get_norm
 
-from .. import protocol
+from .. import wire
 from ..privacy.dp import local_noise_stddev
 from .base import ClientWrapper
 
@@ -53,7 +53,7 @@ class DPUpdates(ClientWrapper):
             clip(arrays, received, float(config.get(KEY_CLIPPING_NORM, self.clipping_norm)))
             return arrays, num_examples, metrics
         clip(arrays, received, self.clipping_norm)
-        rng = np.random.default_rng([self.seed, int(config.get(protocol.SERVER_ROUND, 0)), self.partition_id])
+        rng = np.random.default_rng([self.seed, int(config.get(wire.SERVER_ROUND, 0)), self.partition_id])
         noisy = [(a + rng.normal(0.0, self.stddev, a.shape)).astype(a.dtype) for a in arrays]
         return noisy, num_examples, metrics
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 from flwr.client import NumPyClient
 
-from .. import protocol
+from .. import wire
 from ..errors import ConfigError
-from ..protocol import CONFIG_ERROR_MARKER
+from ..wire import CONFIG_ERROR_MARKER
 from ..privacy import ckks
 from ..privacy.packing import pack_blobs, unpack_blobs
 from .base import ClientWrapper
@@ -63,7 +63,7 @@ class SecureUpdates(ClientWrapper):
                     f"{weight} (training-set size), above secagg-max-weight={self.max_weight:g}, which SecAgg+ would "
                     f"clip; set secagg-max-weight >= the largest training-set size (or use uniform weighting)")
             return arrays, weight, metrics  # secaggplus_mod masks weight / max_weight x arrays
-        if config.get(protocol.SECURE_AGG) != "ckks":
+        if config.get(wire.SECURE_AGG) != "ckks":
             return arrays, num_examples, metrics
         vector = ckks.flatten_arrays([np.asarray(a) for a in arrays])
         if not np.all(np.isfinite(vector)):
@@ -73,13 +73,13 @@ class SecureUpdates(ClientWrapper):
         return [lengths, blob], num_examples, {**metrics, "ckks_values": int(len(payload))}
 
     def get_properties(self, config):
-        phase = config.get(protocol.PHASE)
-        if phase == protocol.CKKS_SETUP:
+        phase = config.get(wire.PHASE)
+        if phase == wire.CKKS_SETUP:
             ctx = self._context()
-            return {protocol.PARTITION_ID: self.partition_id, "key_fingerprint": ckks.fingerprint(ctx),
-                    "server_context": ckks.server_context_bytes(ctx), protocol.ARRAY_COUNT: 0}
-        if phase == protocol.CKKS_DECRYPT:
-            lengths, blob = protocol.unpack_arrays(config)
+            return {wire.PARTITION_ID: self.partition_id, "key_fingerprint": ckks.fingerprint(ctx),
+                    "server_context": ckks.server_context_bytes(ctx), wire.ARRAY_COUNT: 0}
+        if phase == wire.CKKS_DECRYPT:
+            lengths, blob = wire.unpack_arrays(config)
             total = ckks.decrypt_vector(self._context(), unpack_blobs(lengths, blob), int(config["length"]))
-            return {protocol.PARTITION_ID: self.partition_id, **protocol.pack_arrays([total])}
+            return {wire.PARTITION_ID: self.partition_id, **wire.pack_arrays([total])}
         return self.inner.get_properties(config)

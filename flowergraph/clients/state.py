@@ -18,7 +18,7 @@ At a checkpoint (run config ``checkpoint-every``) the server asks every client t
 file under its node-local ``state-dir`` (:meth:`write`, atomic, no pickle), and a resumed run asks every
 client to load it back (:meth:`read`) before anything else happens, so a resumed run of a method with
 personalised state computes what the uninterrupted one does. File: ``<state-dir>/<run tag>/partition-<p>/
-round-<k>.npz`` (see :func:`state_file`), in the format of :mod:`flowergraph.npzio`.
+round-<k>.npz`` (see :func:`state_file`), in the format of :mod:`flowergraph.storage.npzio`.
 
     state = ClientState(context.state)
     if not state.load_module("private", model.encoder):     # first round: nothing stored yet
@@ -37,7 +37,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from ..errors import CheckpointError
-from ..npzio import READ_ERRORS, read_npz, write_npz
+from ..storage.npzio import READ_ERRORS, read_npz, write_npz
 
 STATE_FORMAT = "flowergraph-client-state"
 STATE_VERSION = 1

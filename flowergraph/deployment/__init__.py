@@ -3,7 +3,7 @@
 Everything here uses Flower's own mechanisms (``flower-superlink``, ``flower-supernode``, ``flwr``); this module
 only creates the credentials, writes the commands out correctly, and watches the processes. Each SuperNode is
 told which part of the federated graph it owns through its *node configuration*
-(``--node-config "partition-id=K num-partitions=N data-dir=..."``; see :mod:`flowergraph.client_app`).
+(``--node-config "partition-id=K num-partitions=N data-dir=..."``; see :mod:`flowergraph.app.client_app`).
 
 By hand (one machine per party; ``docs/deployment.md`` has the full walk-through)::
 
@@ -39,7 +39,7 @@ from .control import RunOutcome, list_nodes, register_node, run_status, submit_r
 from .credentials import (CA_CERT, CA_KEY, DEFAULT_CERT_HOSTS, SERVER_CERT, SERVER_KEY, check_certificate,
                           check_private_key, check_public_key, make_certificates, make_node_key)
 from .loopback import REFUSED_EXIT_CODE, DeploymentResult, LoopbackDeployment, Node, run_deployment
-from ..runtime import BIN_DIR, flower_env, stop_trees
+from ..app.runtime import BIN_DIR, flower_env, stop_trees
 
 __all__ = ["BIN_DIR", "CA_CERT", "CA_KEY", "DEFAULT_CERT_HOSTS", "DeploymentResult", "LoopbackDeployment", "Node",
            "REFUSED_EXIT_CODE", "RunOutcome", "SERVER_CERT", "SERVER_KEY", "check_certificate", "check_private_key",

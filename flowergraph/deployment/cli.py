@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError, FlowergraphError
-from ..results import accuracy_text
-from ..runtime import Stopped, flower_env, stop_on_signals, stop_trees, write_app
+from ..storage.results import accuracy_text
+from ..app.runtime import Stopped, flower_env, stop_on_signals, stop_trees, write_app
 from .commands import superlink_command, supernode_command, write_connection
 from .control import _flwr_json, list_nodes, register_node, submit_run, wait_for_superlink
 from .credentials import DEFAULT_CERT_HOSTS, make_certificates, make_node_key
@@ -108,10 +108,11 @@ def _cmd_wait(a) -> int:
 
 
 def _cmd_run(a) -> int:
-    from ..config import parse_run_config
-    from ..simulation import _parse_set, build_run_config
+    from ..settings import parse_run_config
+    from ..settings import parse_set
+    from ..simulation import build_run_config
 
-    overrides = _parse_set(a.set)
+    overrides = parse_set(a.set)
     config = build_run_config(a.method, a.num_clients, a.rounds, a.dataset, a.out, overrides)
     settings = parse_run_config(config)
     if not config.get("out-dir"):
@@ -152,9 +153,9 @@ def _cmd_stop(a) -> int:
 
 
 def _cmd_loopback(a) -> int:
-    from ..simulation import _parse_set
+    from ..settings import parse_set
 
-    overrides = _parse_set(a.set)
+    overrides = parse_set(a.set)
     result = run_deployment(a.method, a.num_nodes, a.rounds, overrides, a.out, a.data_dir or None,
                             dataset=a.dataset, key_file=a.key_file, partition_dir=a.partition_dir,
                             timeout=a.timeout, verbose=a.verbose)

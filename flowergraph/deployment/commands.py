@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, KeyFileError
-from ..runtime import BIN_DIR
+from ..app.runtime import BIN_DIR
 from .credentials import CA_CERT, SERVER_CERT, SERVER_KEY, check_certificate, check_private_key
 
 

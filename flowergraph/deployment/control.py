@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from ..runtime import BIN_DIR, kill_tree, tee_output, write_run_config
+from ..app.runtime import BIN_DIR, kill_tree, tee_output, write_run_config
 from .credentials import check_certificate, check_public_key
 
 _RUN_ID = re.compile(r"Successfully started run (\d+)")

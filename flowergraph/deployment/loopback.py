@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from ..errors import ConfigError
-from ..runtime import ProcessGroup, descendants, flower_env, free_port, stop_trees, write_app
+from ..app.runtime import ProcessGroup, descendants, flower_env, free_port, stop_trees, write_app
 from .commands import superlink_command, supernode_command, write_connection
 from .control import RunOutcome, list_nodes, register_node, submit_run, wait_for_superlink
 from .credentials import DEFAULT_CERT_HOSTS, make_certificates, make_node_key
@@ -318,7 +318,7 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
         raise ConfigError(f"run config key-file={overrides['key-file']!r}: in a deployment the CKKS key file goes to "
                           f"each SuperNode's node config (key_file=...), never to the run config, which the server "
                           f"receives too")
-    from ..config import parse_run_config
+    from ..settings import parse_run_config
     from ..simulation import build_run_config, preflight
 
     config = build_run_config(method, num_nodes, rounds, dataset, out_dir, overrides)

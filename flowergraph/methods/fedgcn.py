@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..options import Option
+from ..settings.options import Option
 from .node import model_kwargs, node_preflight, node_server_evaluate
 from .registry import ClientArgs, Method, StrategyArgs, register
 

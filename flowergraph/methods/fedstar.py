@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..options import Option, at_least, right_open
+from ..settings.options import Option, at_least, right_open
 from .registry import ClientArgs, Method, StrategyArgs, register
 
 VARIANT_CHOICES = ("fedstar", "local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "share-all",

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..options import Option
+from ..settings.options import Option
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import RunSettings
+    from ..settings import RunSettings
 
 TASKS = ("node", "graph")
 ENTRY_POINT_GROUP = "flowergraph.methods"
@@ -59,7 +59,7 @@ class StrategyArgs:
     """What a method's ``build_strategy`` receives from the ServerApp."""
 
     settings: "RunSettings"
-    recorder: Any = None  # flowergraph.results.RunRecorder, or None
+    recorder: Any = None  # flowergraph.storage.results.RunRecorder, or None
     initial_arrays: list | None = None  # a checkpoint's global model when resuming
     evaluate_fn: Callable | None = None  # server-side evaluation (server-eval=true)
 
@@ -152,7 +152,7 @@ _plugin_errors: dict[str, str] = {}
 
 def register(method: Method, *, replace: bool = False) -> Method:
     """Add ``method`` to the registry (its option keys must not collide with any other key). Returns it."""
-    from ..config import COMMON_OPTIONS
+    from ..settings import COMMON_OPTIONS
 
     with _LOCK:
         if method.name in _REGISTRY and not replace and _REGISTRY[method.name] is not method:

@@ -56,7 +56,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from .. import protocol
+from .. import wire
 from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .common import check_update, config_bytes, parameters_bytes, weighted_metric
 from .directory import ClientDirectory, failure_reason
@@ -84,7 +84,7 @@ class FederatedStrategy(Strategy):
     eval_every: client-side evaluation every N rounds (the final round ``num_rounds`` is always evaluated).
     num_rounds: the run's length (to evaluate the last round and label progress).
     evaluate_fn: optional server-side evaluation ``(round, arrays) -> (loss, {"accuracy": ...})``.
-    recorder: optional :class:`flowergraph.results.RunRecorder` receiving one record per round.
+    recorder: optional :class:`flowergraph.storage.results.RunRecorder` receiving one record per round.
     connect_timeout: seconds to wait for ``num_clients`` clients before the first round.
     init_timeout: seconds a one-off request may take (identity, initial model, :meth:`setup` phases, restoring
         client state); default ``connect_timeout``.
@@ -198,9 +198,9 @@ class FederatedStrategy(Strategy):
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Config sent with every ``fit`` instruction (subclasses add keys)."""
-        config: dict[str, Scalar] = {protocol.SERVER_ROUND: server_round}
+        config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
         if self.ckks is not None:
-            config[protocol.SECURE_AGG] = "ckks"
+            config[wire.SECURE_AGG] = "ckks"
         return config
 
     def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
@@ -226,7 +226,7 @@ class FederatedStrategy(Strategy):
         """Per-round work after aggregation (default: none); ``updates`` are the accepted ones."""
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
-        return {protocol.SERVER_ROUND: server_round}
+        return {wire.SERVER_ROUND: server_round}
 
     # ---------------------------------------------------------------------------------------- Strategy API
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
@@ -270,7 +270,7 @@ class FederatedStrategy(Strategy):
         self.before_fit(server_round, clients, client_manager)
         config = self.fit_config(server_round)
         if self.book.held is not None:
-            config[protocol.EVALUATE_GLOBAL] = True
+            config[wire.EVALUATE_GLOBAL] = True
         instructions = self.fit_instructions(server_round, parameters, clients, config)
         self.book.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(ins.config)
                                      for _, ins in instructions))
@@ -283,7 +283,7 @@ class FederatedStrategy(Strategy):
         self.last_fit_round = server_round
         rec["num_failures"] = len(failures)
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
-        results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(protocol.PARTITION_ID, -1)), pr[0].cid))
+        results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
         if self.book.held is not None:  # fused: these fits evaluated the previous round's global model first
             self._record_fused_evaluation(server_round, results)
         if self.ckks is not None:
@@ -409,7 +409,7 @@ class FederatedStrategy(Strategy):
             labels = ", ".join(label for _, label in ignored)
             log(WARNING, "round %s: client(s) %s ignored the fused-evaluation flag '%s'; evaluating round %s's model "
                 "on them with a separate message, and using separate evaluation from now on", server_round,
-                labels, protocol.EVALUATE_GLOBAL, server_round - 1)
+                labels, wire.EVALUATE_GLOBAL, server_round - 1)
             self.schedule.fused = False
             held["fused_eval_fallback"] = [label for _, label in ignored]
             self._evaluate_directly(held, [p for p, _ in ignored], self._sent, held["round"])
@@ -507,8 +507,8 @@ class FederatedStrategy(Strategy):
         if not self.stateful_clients:
             return None
         phase = self.phases.begin("client-checkpoint", server_round, timeout=self.round_timeout)
-        replies = phase.send(protocol.STATE_SAVE, self.all_clients(client_manager),
-                             PhaseMessage(values={protocol.RUN_TAG: self.run_tag}), require_all=False)
+        replies = phase.send(wire.STATE_SAVE, self.all_clients(client_manager),
+                             PhaseMessage(values={wire.RUN_TAG: self.run_tag}), require_all=False)
         record = phase.end()
         self.client_checkpoint = {"round": server_round, "run_tag": self.run_tag,
                                   "files": {r.client: str(r.values.get("path")) for r in replies},
@@ -522,8 +522,8 @@ class FederatedStrategy(Strategy):
         ckpt = self.client_checkpoint
         assert ckpt is not None
         phase = self.phases.begin("client-restore", int(ckpt["round"]), timeout=self.init_timeout)
-        phase.send(protocol.STATE_LOAD, self.all_clients(client_manager),
-                   PhaseMessage(values={protocol.RUN_TAG: str(ckpt["run_tag"])}), require_all=True)
+        phase.send(wire.STATE_LOAD, self.all_clients(client_manager),
+                   PhaseMessage(values={wire.RUN_TAG: str(ckpt["run_tag"])}), require_all=True)
         record = phase.end()
         self.restored_clients = True
         log(INFO, "flowergraph: every client restored its state of round %s (%.2f s)", ckpt["round"],
@@ -531,7 +531,7 @@ class FederatedStrategy(Strategy):
 
     # --------------------------------------------------------------------------------- state (checkpoints)
     def state_dict(self) -> dict[str, Any]:
-        """The strategy's state besides the global arrays and the round (see :mod:`flowergraph.checkpoint`):
+        """The strategy's state besides the global arrays and the round (see :mod:`flowergraph.storage.checkpoint`):
         the round record held back for fused evaluation, the elapsed training time, the run's tag and last
         client checkpoint. Subclasses with state of their own extend it
         (``{**super().state_dict(), "agent": {...}}``) and :meth:`load_state_dict`."""

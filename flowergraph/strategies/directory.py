@@ -16,7 +16,7 @@ from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from ..protocol import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID
 
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
 
@@ -142,7 +142,7 @@ class ClientDirectory:
                       sampled: list[ClientProxy]) -> list[dict[str, str]]:
         """Name and log every failure; returns ``[{"client", "reason"}]``. Raises RuntimeError for a client that
         refused the run because of bad input. Exceptions carry their client when the server tags them
-        (:class:`flowergraph.server.FlowergraphServer`); otherwise the clients sampled for this phase that
+        (:class:`flowergraph.app.loop.FlowergraphServer`); otherwise the clients sampled for this phase that
         neither replied nor failed with a reply are paired with the untagged exceptions."""
         answered = {p.cid for p, _ in results} | {f[0].cid for f in failures if isinstance(f, tuple)}
         unknown = [p for p in sampled if p.cid not in answered

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import EVAL_PREFIX
+from ..wire import EVAL_PREFIX
 from .common import weighted_metric
 
 # (metric, the count it is weighted by)

@@ -11,7 +11,7 @@ aggregations live in each client's ``context.state``, which client checkpoints s
 checkpoint restores them and does not run the phase again (exact, also under CKKS).
 
 Wire protocol of the communication phase (phase messages: ``get_properties`` carrying the phase name, arrays and
-values as :mod:`flowergraph.protocol` describes, so Flower's training mods such as ``secaggplus_mod`` leave them
+values as :mod:`flowergraph.wire` describes, so Flower's training mods such as ``secaggplus_mod`` leave them
 alone; ``d`` = feature dimension, ``w = d + 1``; every reply also carries ``partition_id``)
 --------------------------------------------------------------------------------------------------------------
 Plaintext (``he=False``), two messages per client:

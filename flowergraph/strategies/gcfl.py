@@ -45,7 +45,7 @@ from flwr.common import NDArrays, Parameters, ndarrays_to_parameters
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from .. import protocol
+from .. import wire
 from .aggregation import RoundNotAggregated, Update
 from .weighted import WeightedAveraging
 
@@ -140,7 +140,7 @@ class GCFLStrategy(WeightedAveraging):
             self.cluster_models = [list(self.global_arrays) for _ in self.clusters]
         by_partition = {}
         for update, weight in zip(updates, weights):
-            pid = update.metrics.get(protocol.PARTITION_ID)
+            pid = update.metrics.get(wire.PARTITION_ID)
             if pid is None or not any(int(pid) in members for members in self.clusters):
                 log(WARNING, "round %s: client %s reports no partition id of this federation (%r); its update counts "
                     "for the federation-wide model only", server_round, update.client, pid)

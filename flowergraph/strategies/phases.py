@@ -18,7 +18,7 @@ run with its message.
 
 Why ``get_properties``: Flower's client mods for training messages (``secaggplus_mod``, the differential-
 privacy mods) act on ``fit`` messages only; a phase sent as ``fit`` fails in a ClientApp that carries
-``secaggplus_mod`` (``KeyError: 'secaggplus_configs'``). The wire format is in :mod:`flowergraph.protocol`.
+``secaggplus_mod`` (``KeyError: 'secaggplus_configs'``). The wire format is in :mod:`flowergraph.wire`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from flwr.common import Code, GetPropertiesIns
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from .. import protocol
+from .. import wire
 from .common import config_bytes
 from .directory import ClientDirectory, failure_reason, refusal
 
@@ -87,7 +87,7 @@ class Phase:
 
         def call(proxy: ClientProxy):
             msg = message(proxy) if callable(message) else message
-            config = protocol.phase_message(kind, msg.arrays, self.server_round, **msg.values)
+            config = wire.phase_message(kind, msg.arrays, self.server_round, **msg.values)
             with self._lock:
                 self.record["bytes_down"] += config_bytes(config)
                 self.record["messages"] += 1
@@ -117,8 +117,8 @@ class Phase:
                 with self._lock:
                     self.record["bytes_up"] += config_bytes(props)
                 try:
-                    reply = PhaseReply(proxy, directory.label(proxy, props), protocol.unpack_arrays(props),
-                                       protocol.scalars(props))
+                    reply = PhaseReply(proxy, directory.label(proxy, props), wire.unpack_arrays(props),
+                                       wire.scalars(props))
                 except ValueError as exc:
                     self._failed(proxy, kind, f"undecodable reply ({exc})", require_all)
                     continue

@@ -5,7 +5,7 @@ A round's record is opened by the first hook of the round (``configure_fit``), c
 (training results, evaluation, bytes, phases), and is closed when the round ends (after its evaluation, or
 held back while its evaluation travels inside the next round's ``fit``: fused evaluation). ``time_s`` is the
 round's wall time, ``elapsed_s`` the time since the first round started (carried across a resume). Records go
-to a :class:`flowergraph.results.RunRecorder` (``rounds.jsonl``); without one they are only kept in memory.
+to a :class:`flowergraph.storage.results.RunRecorder` (``rounds.jsonl``); without one they are only kept in memory.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import numpy as np
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from .. import protocol
+from .. import wire
 from ..privacy import ckks
 from ..privacy.packing import pack_blobs, unpack_blobs
 from .phases import PhaseError, PhaseMessage, PhaseRunner
@@ -47,7 +47,7 @@ class CKKSAggregation:
 
     def setup(self, clients: list[ClientProxy], timeout: float | None) -> dict[str, Any]:
         phase = self.phases.begin("secure-ckks-setup", 0, timeout=timeout)
-        replies = phase.send(protocol.CKKS_SETUP, clients, PhaseMessage(), require_all=True)
+        replies = phase.send(wire.CKKS_SETUP, clients, PhaseMessage(), require_all=True)
         prints = {r.client: r.values["key_fingerprint"] for r in replies}
         if len(set(prints.values())) != 1:
             raise RuntimeError(f"secure-agg=ckks: clients hold different CKKS keys (fingerprints by client: {prints});"
@@ -91,7 +91,7 @@ class CKKSAggregation:
         total = None
         for proxy, label in used:  # the first that answers decrypts
             try:
-                (reply,) = phase.send(protocol.CKKS_DECRYPT, [proxy], message, require_all=True)
+                (reply,) = phase.send(wire.CKKS_DECRYPT, [proxy], message, require_all=True)
                 total = reply.arrays[0]
                 info["decrypted_by"] = label
                 break

@@ -5,7 +5,7 @@
 the parts. This docstring is the wire protocol every averaging method shares.
 
 Wire protocol (NumPyClient messages; every client runs :class:`flowergraph.clients.node.NodeClassificationClient`
-or a subclass; message keys: :mod:`flowergraph.protocol`)
+or a subclass; message keys: :mod:`flowergraph.wire`)
 ---------------------------------------------------------------------------------------------------------------
 Phase INIT, once: ``get_properties`` to every connected client, config ``{"flowergraph": "identity"}``,
 and (in parallel) ``get_parameters`` to one of them (lowest node id), config ``{}``.
@@ -52,16 +52,16 @@ evaluation is turned off for the rest of the run (logged), so no round's accurac
 
 Failures: a client whose message fails (it raised, its process died, the round timed out: Flower's
 ``failures``) is logged with its partition id and left out of the round; so is a rejected update. A failure
-whose reason carries :data:`~flowergraph.protocol.CONFIG_ERROR_MARKER` (a client refused the run because of bad
-input, see :mod:`flowergraph.client_app`) fails the whole run with that message instead: bad input never trains
+whose reason carries :data:`~flowergraph.wire.CONFIG_ERROR_MARKER` (a client refused the run because of bad
+input, see :mod:`flowergraph.app.client_app`) fails the whole run with that message instead: bad input never trains
 silently.
 
 State (checkpoints): :meth:`~flowergraph.strategies.FederatedStrategy.state_dict` returns what the strategy
 needs, besides the global arrays and the round number, to continue a run exactly (the round record held back for
 fused evaluation, the elapsed time, the run's tag and last client checkpoint); ``load_state_dict`` restores it. A stateful subclass (an RL agent, a population) extends
-both: values may be JSON types or numpy arrays, nested in dicts and lists (see :mod:`flowergraph.checkpoint`).
+both: values may be JSON types or numpy arrays, nested in dicts and lists (see :mod:`flowergraph.storage.checkpoint`).
 
-Records: one per round (see :mod:`flowergraph.results`). ``time_s`` is the round's wall time (fit, server
+Records: one per round (see :mod:`flowergraph.storage.results`). ``time_s`` is the round's wall time (fit, server
 evaluation, separate client evaluation); with fused evaluation a round's client evaluation runs inside the
 next round's fit, so its record is written when that fit returns.
 """
@@ -71,7 +71,7 @@ from __future__ import annotations
 from .aggregation import WEIGHTINGS, WeightedMean
 from .base import EvaluateFn, FederatedStrategy
 from .directory import failure_reason
-from ..protocol import CONFIG_ERROR_MARKER, IDENTITY_REQUEST
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST
 
 __all__ = ["CONFIG_ERROR_MARKER", "IDENTITY_REQUEST", "WEIGHTINGS", "EvaluateFn", "WeightedAveraging",
            "failure_reason"]

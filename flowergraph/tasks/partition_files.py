@@ -2,7 +2,7 @@
 
 ``export_partitions`` cuts the global graph as the partitioner says and writes, into one folder:
 
-* ``client-K.npz`` for every client K, in the format of :mod:`flowergraph.npzio` (a numpy archive, no pickle,
+* ``client-K.npz`` for every client K, in the format of :mod:`flowergraph.storage.npzio` (a numpy archive, no pickle,
   CRC-checked, written atomically) with the members
 
   ====================  ===============  ==========================================================
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, PartitionError
-from ..npzio import READ_ERRORS, read_npz, write_npz
+from ..storage.npzio import READ_ERRORS, read_npz, write_npz
 from .memo import BytesLRU
 from .federated_graph import ClientGraph, GraphSpec, PartitionSpec, build_client_graph, load_global_graph, \
     node_assignment

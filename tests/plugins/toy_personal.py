@@ -12,7 +12,7 @@ under the round's ``phases``.
 from __future__ import annotations
 
 from flowergraph.methods import ClientArgs, Method, StrategyArgs, register
-from flowergraph.options import Option, at_least
+from flowergraph.settings.options import Option, at_least
 
 SHARED_PREFIX = "convs.0."
 

@@ -4,7 +4,7 @@ from flwr.app import Context
 from flwr.server import ServerAppComponents, ServerConfig
 from flwr.serverapp import ServerApp
 
-from flowergraph.results import RunRecorder
+from flowergraph.storage.results import RunRecorder
 from flowergraph.strategies import WeightedAveraging
 
 

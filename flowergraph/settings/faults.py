@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 # kind -> what the client does in the fit message of the chosen round (README "Reliability" documents these).
 FAULT_KINDS: dict[str, str] = {

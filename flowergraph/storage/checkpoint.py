@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 from .npzio import READ_ERRORS, pack_tree, read_npz, unpack_tree, write_npz
 
 FORMAT = "flowergraph-checkpoint"
@@ -138,7 +138,7 @@ def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
 def _current_names(saved: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's configuration in today's key names (renamed keys under their new names), with keys added
     since it was written at their defaults (they did not exist, so the run had their default behaviour)."""
-    from .config import RENAMED, defaults
+    from ..settings import RENAMED, defaults
 
     out = {RENAMED.get(k, k): v for k, v in saved.items()}
     known = defaults()

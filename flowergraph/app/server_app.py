@@ -1,9 +1,9 @@
 """The ServerApp: run config -> the method's Strategy (looked up in the method registry), run through Flower's
 legacy server loop, with results written to the output directory (config.json, rounds.jsonl, summary.json; see
-:mod:`flowergraph.results`).
+:mod:`flowergraph.storage.results`).
 
-Checkpoints (``checkpoint-every``) and resuming (``resume-from``): see :mod:`flowergraph.checkpoint`. The
-server loop is :class:`flowergraph.server.FlowergraphServer` (Flower's, able to start at round k + 1). At a
+Checkpoints (``checkpoint-every``) and resuming (``resume-from``): see :mod:`flowergraph.storage.checkpoint`. The
+server loop is :class:`flowergraph.app.loop.FlowergraphServer` (Flower's, able to start at round k + 1). At a
 checkpoint, a method whose clients keep state first asks every client to save its ``context.state`` to its
 node-local ``state-dir``; a resumed strategy starts from the checkpoint's arrays and state
 (``load_state_dict``) and asks every client to load its saved state back before anything else, so one-off
@@ -30,13 +30,13 @@ from flwr.server import ServerConfig
 from flwr.server.compat import start_grid
 from flwr.serverapp import Grid, ServerApp
 
-from .checkpoint import Checkpoint, check_resumable, checkpoint_file, load_checkpoint, save_checkpoint
-from .config import RunSettings, parse_run_config
-from .errors import ConfigError
+from ..storage.checkpoint import Checkpoint, check_resumable, checkpoint_file, load_checkpoint, save_checkpoint
+from ..settings import RunSettings, parse_run_config
+from ..errors import ConfigError
 from .polling import PollingGrid
-from .results import RunRecorder
-from .server import FlowergraphServer
-from .tasks.compute import configure_torch
+from ..storage.results import RunRecorder
+from .loop import FlowergraphServer
+from ..tasks.compute import configure_torch
 
 
 def resolve_out_dir(s: RunSettings, run_id: int | str = "", checkpoint: Checkpoint | None = None) -> Path:
@@ -51,7 +51,7 @@ def resolve_out_dir(s: RunSettings, run_id: int | str = "", checkpoint: Checkpoi
 
 def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_arrays=None):
     """The strategy of ``s.method`` with the run's settings (``initial_arrays``: a checkpoint's global model)."""
-    from .methods import StrategyArgs
+    from ..methods import StrategyArgs
 
     method = s.method_info
     evaluate_fn = None
@@ -62,7 +62,7 @@ def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_
     strategy = method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
                                                   evaluate_fn=evaluate_fn))
     if s.dp != "none":
-        from .strategies.dp import with_dp
+        from ..strategies.dp import with_dp
 
         strategy = with_dp(strategy, s)
     return strategy
@@ -176,9 +176,9 @@ def __getattr__(name: str):  # moved names keep working for now, with a warning 
     if name == "server_evaluate_fn":
         import warnings
 
-        from .methods.node import node_server_evaluate
+        from ..methods.node import node_server_evaluate
 
-        warnings.warn("flowergraph.server_app.server_evaluate_fn moved to "
+        warnings.warn("flowergraph.app.server_app.server_evaluate_fn moved to "
                       "flowergraph.methods.node.node_server_evaluate (or Method.server_evaluate)",
                       DeprecationWarning, stacklevel=2)
         return node_server_evaluate

@@ -1,7 +1,7 @@
 """One file format for everything flowergraph writes to disk (Flower-free): a numpy ``.npz`` archive of named
 arrays plus a JSON header.
 
-Used by server checkpoints (:mod:`flowergraph.checkpoint`), clients' saved state
+Used by server checkpoints (:mod:`flowergraph.storage.checkpoint`), clients' saved state
 (:class:`flowergraph.clients.ClientState`) and data owners' partition files
 (:mod:`flowergraph.tasks.partition_files`). The archive is numpy's zip of ``.npy`` members (CRC-checked on
 read) and is loaded with ``allow_pickle=False``, so reading a file can never execute code. The header is the

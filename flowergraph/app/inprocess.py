@@ -8,7 +8,7 @@ serialisation, Ray actors, timeouts, per-node processes): runs that must show th
 :mod:`flowergraph.simulation`. Clients answer one message at a time, in the order the server's thread pool sends
 them. The numbers equal a Flower simulation of the same settings (tests compare them to 1e-6).
 
-    from flowergraph.inprocess import run_inprocess
+    from flowergraph.app.inprocess import run_inprocess
     summary, proxies = run_inprocess({"method": "fedgcn", "num-clients": 3, "rounds": 5, "out-dir": "results/x"})
 """
 
@@ -20,9 +20,9 @@ from flwr.app import Context, RecordDict
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import run_fl
 
-from flowergraph import client_app
-from flowergraph.config import parse_run_config
-from flowergraph.server_app import serve
+from flowergraph.app import client_app
+from flowergraph.settings import parse_run_config
+from flowergraph.app.server_app import serve
 from flowergraph.tasks.compute import configure_torch
 
 

@@ -33,7 +33,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
-from .strategies.directory import failure_reason, refusal
+from ..strategies.directory import failure_reason, refusal
 
 
 class ClientFailure(Exception):

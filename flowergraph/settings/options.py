@@ -2,7 +2,7 @@
 
 An :class:`Option` is one run-config key: its name, default (whose type is the key's type), help text, the
 valid choices or a check, and the group it is documented under in the README's configuration reference.
-:mod:`flowergraph.config` holds the keys every run has; each method declares its own keys in its registration
+:mod:`flowergraph.settings` holds the keys every run has; each method declares its own keys in its registration
 (:mod:`flowergraph.methods`), named ``<method>.<key>`` (e.g. ``fedgcn.hops``). Flower reads such dotted keys
 from a nested table (``[tool.flwr.app.config.fedgcn]``) or as they are (``--run-config "fedgcn.hops=1"``).
 """
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ class ProcessGroup:
         if self.watchdog is None:
             env = {k: v for k, v in os.environ.items() if k != GROUP_ENV}
             self.watchdog = subprocess.Popen(
-                [sys.executable, "-m", "flowergraph.runtime", "watchdog", str(os.getpid()), self.tag],
+                [sys.executable, "-m", "flowergraph.app.runtime", "watchdog", str(os.getpid()), self.tag],
                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
         return self
@@ -226,7 +226,7 @@ def flower_env(flwr_home: str | os.PathLike | None = None, **extra: str) -> dict
 
 def write_app(app_dir: Path) -> None:
     """A minimal Flower app: this package (Python files only) + a pyproject with every run-config key."""
-    from .config import toml_table
+    from ..settings import toml_table
 
     shutil.copytree(PACKAGE_DIR, app_dir / "flowergraph", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (app_dir / "pyproject.toml").write_text(
@@ -234,14 +234,14 @@ def write_app(app_dir: Path) -> None:
         '[project]\nname = "flowergraph-run"\nversion = "0.1.0"\ndescription = "flowergraph simulation run"\n'
         'license = "Apache-2.0"\ndependencies = []\n\n'
         '[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["flowergraph/**/*.py"]\n\n'
-        '[tool.flwr.app.components]\nserverapp = "flowergraph.server_app:app"\n'
-        'clientapp = "flowergraph.client_app:app"\n\n'
+        '[tool.flwr.app.components]\nserverapp = "flowergraph.app.server_app:app"\n'
+        'clientapp = "flowergraph.app.client_app:app"\n\n'
         f"[tool.flwr.app.config]\n{toml_table()}\n")
 
 
 def write_run_config(path: Path, run_config: dict[str, Any]) -> Path:
     """A TOML file of run-config values, as ``flwr run --run-config FILE`` reads it (dotted keys quoted)."""
-    from .config import toml_value
+    from ..settings import toml_value
 
     lines = []
     for key, value in run_config.items():
@@ -283,8 +283,8 @@ def tee_output(proc, log_out, stream, *, verbose: bool = False, on_line=None) ->
     return proc.wait()
 
 
-if __name__ == "__main__":  # python -m flowergraph.runtime watchdog PARENT_PID TAG (started by ProcessGroup)
+if __name__ == "__main__":  # python -m flowergraph.app.runtime watchdog PARENT_PID TAG (started by ProcessGroup)
     if len(sys.argv) == 4 and sys.argv[1] == "watchdog":
         _watchdog(int(sys.argv[2]), sys.argv[3])
     else:
-        sys.exit("usage: python -m flowergraph.runtime watchdog PARENT_PID TAG (started by ProcessGroup)")
+        sys.exit("usage: python -m flowergraph.app.runtime watchdog PARENT_PID TAG (started by ProcessGroup)")

@@ -29,10 +29,10 @@ import os
 from flwr.app import Context
 from flwr.clientapp import ClientApp
 
-from .config import RunSettings, parse_run_config
-from .errors import ConfigError, FlowergraphError
-from .protocol import CONFIG_ERROR_MARKER
-from .tasks.compute import configure_torch
+from ..settings import RunSettings, parse_run_config
+from ..errors import ConfigError, FlowergraphError
+from ..wire import CONFIG_ERROR_MARKER
+from ..tasks.compute import configure_torch
 
 NODE_CONFIG_OVERRIDES = ("data-dir", "dataset", "key-file", "state-dir", "partition-dir")
 NODE_ONLY_KEYS = ("partition-file",)
@@ -98,9 +98,9 @@ def build_client(context: Context):
 
     Raises a FlowergraphError (ConfigError, KeyFileError, DatasetUnavailableError, PartitionError, ...) for bad
     input."""
-    from .clients.base import StateCheckpoints
-    from .clients.state import ClientState
-    from .methods import ClientArgs
+    from ..clients.base import StateCheckpoints
+    from ..clients.state import ClientState
+    from ..methods import ClientArgs
 
     s = settings_for_node(context)
     pid, nparts = node_identity(context.node_config, s)
@@ -119,13 +119,13 @@ def build_client(context: Context):
     client = s.method_info.build_client(args)
     client = StateCheckpoints(client, state, pid, s.state_dir or None)
     if s.dp in ("central-client", "local"):
-        from .clients.privacy import DPUpdates
+        from ..clients.privacy import DPUpdates
 
         client = DPUpdates(client, s.dp, pid, clipping_norm=s.dp_clipping_norm, sensitivity=s.dp_sensitivity,
                            epsilon=s.dp_epsilon, delta=s.dp_delta, seed=s.seed)
     client = _with_faults(client, s, pid)
     if s.secure_agg != "none":
-        from .clients.secure import SecureUpdates
+        from ..clients.secure import SecureUpdates
 
         client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
                                max_weight=s.secagg_weight_bound)
@@ -134,7 +134,7 @@ def build_client(context: Context):
 
 @functools.lru_cache(maxsize=8)
 def _key_file_ok(path: str, mtime: float, size: int) -> None:
-    from .privacy import ckks
+    from ..privacy import ckks
 
     ckks.load_key_file(path)  # KeyFileError naming the file: missing, not a CKKS context, no secret key
 
@@ -150,12 +150,12 @@ def _check_key_file(path: str) -> None:
 def _with_faults(client, s: RunSettings, pid: int):
     if not s.inject_faults:
         return client
-    from .faults import faults_for, parse_faults
+    from ..settings.faults import faults_for, parse_faults
 
     mine = faults_for(parse_faults(s.inject_faults, rounds=s.rounds), pid)
     if not mine:
         return client
-    from .clients.faults import FaultInjectingClient
+    from ..clients.faults import FaultInjectingClient
 
     return FaultInjectingClient(client, mine, pid, hang_seconds=s.round_timeout + 5.0)
 
@@ -186,9 +186,9 @@ def __getattr__(name: str):  # moved names keep working for now, with a warning 
     if name == "model_kwargs":
         import warnings
 
-        from .methods.node import model_kwargs
+        from ..methods.node import model_kwargs
 
-        warnings.warn("flowergraph.client_app.model_kwargs moved to flowergraph.methods.node.model_kwargs",
+        warnings.warn("flowergraph.app.client_app.model_kwargs moved to flowergraph.methods.node.model_kwargs",
                       DeprecationWarning, stacklevel=2)
         return model_kwargs
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

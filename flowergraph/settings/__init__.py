@@ -1,0 +1,51 @@
+"""The run configuration (Flower-free, public API): every key with its default, type and check, parsing of run
+configs, presets and ``--set`` pairs, the checks across keys, the generated reference, and the run plan the
+launchers and the ServerApp share.
+
+    from flowergraph.settings import parse_run_config, load_preset, Option
+
+* :class:`Option` (one key) and its checks :func:`at_least`, :func:`within`, :func:`left_open`,
+  :func:`right_open`: what a method or a task declares its keys with;
+* :data:`COMMON_OPTIONS` (the keys every run has), :func:`all_options` / :func:`option_by_key` (with every
+  registered method's and task's keys), :data:`RENAMED` keys;
+* :func:`parse_run_config` -> :class:`RunSettings` (ConfigError naming the bad value and the valid choices);
+  :func:`load_preset`, :func:`parse_set`; :func:`check_settings` (combinations across keys);
+* :func:`markdown_table` / :func:`toml_table` (the README reference and a Flower app's
+  ``[tool.flwr.app.config]``; ``python -m flowergraph.settings --help``);
+* the choices several layers read: :data:`WEIGHTINGS`, :data:`AGGREGATORS`, :data:`SECURE_AGG`, :data:`DP_MODES`.
+
+Names are imported on first use (importing the package costs nothing); type checkers see them all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._exports import lazy_exports
+
+if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
+    from .checks import check_privacy, check_settings
+    from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
+    from .datasets import dataset_task, normalize_dataset
+    from .keys import COMMON_OPTIONS, GROUPS, RENAMED
+    from .options import Option, at_least, coerce, left_open, right_open, within
+    from .parse import (RunSettings, all_options, canonical_key, defaults, natural_num_clients, option_by_key,
+                        parse_run_config, renamed_keys)
+    from .presets import flatten_tables, load_preset, parse_set
+    from .reference import markdown_table, toml_table, toml_value
+
+_EXPORTS = {
+    "check_privacy": "checks", "check_settings": "checks",
+    "AGGREGATORS": "choices", "DP_MODES": "choices", "SECURE_AGG": "choices", "WEIGHTINGS": "choices",
+    "dataset_task": "datasets", "normalize_dataset": "datasets",
+    "COMMON_OPTIONS": "keys", "GROUPS": "keys", "RENAMED": "keys",
+    "Option": "options", "at_least": "options", "coerce": "options", "left_open": "options", "right_open": "options",
+    "within": "options",
+    "RunSettings": "parse", "all_options": "parse", "canonical_key": "parse", "defaults": "parse",
+    "natural_num_clients": "parse", "option_by_key": "parse", "parse_run_config": "parse", "renamed_keys": "parse",
+    "OPTIONS": "parse", "OPTION_BY_KEY": "parse", "METHODS": "parse",
+    "flatten_tables": "presets", "load_preset": "presets", "parse_set": "presets",
+    "markdown_table": "reference", "toml_table": "reference", "toml_value": "reference",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,0 +1,106 @@
+"""Checks of a run configuration across keys (Flower-free): what cannot work together is refused before anything
+starts, with the reason and the valid values."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from .datasets import dataset_task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .parse import RunSettings
+
+
+def check_settings(s: RunSettings) -> None:
+    """Every check across keys (ConfigError naming the values and what would be valid)."""
+    method = s.method_info
+    task, family = dataset_task(s.dataset)
+    if method.task == "node" and task != "node":
+        raise ConfigError(f"method {s.method!r} does node classification but dataset {s.dataset!r} is "
+                          f"graph-classification data; valid node datasets: Cora, CiteSeer, PubMed, synthetic")
+    if method.task == "graph" and task != "graph":
+        from ..tasks.datasets import GRAPH_DATASETS
+        from ..tasks.graphcls.data import SETTINGS
+
+        raise ConfigError(f"method {s.method!r} does graph classification but dataset {s.dataset!r} is a "
+                          f"node-classification dataset; valid choices: settings {', '.join(SETTINGS)}, TU datasets "
+                          f"{', '.join(GRAPH_DATASETS)}, or a comma-separated list of them")
+    if method.task == "graph" and s.partition_dir:
+        raise ConfigError(f"partition-dir={s.partition_dir!r}: partition files hold node-level data; graph-level "
+                          f"method {s.method!r} reads each client's own datasets (data-dir)")
+    if s.data_dir:
+        path = os.path.expanduser(s.data_dir)
+        if not os.path.isdir(path):
+            raise ConfigError(f"data-dir {s.data_dir!r} does not exist or is not a directory")
+    if s.partition_dir and not os.path.isdir(os.path.expanduser(s.partition_dir)):
+        raise ConfigError(f"partition-dir {s.partition_dir!r} does not exist or is not a directory")
+    if s.min_clients > s.effective_num_clients:
+        raise ConfigError(f"min-clients={s.min_clients} exceeds num-clients={s.effective_num_clients}")
+    sampled = max(1, int(round(s.fraction_fit * s.effective_num_clients)))
+    if not method.whole_graph and s.min_clients > sampled:
+        raise ConfigError(f"min-clients={s.min_clients} but fraction-fit={s.fraction_fit} samples only {sampled} of "
+                          f"num-clients={s.num_clients} per round, so the model would never change; lower "
+                          f"min-clients or raise fraction-fit")
+    check_privacy(s, method)
+    from .faults import parse_faults
+
+    parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
+    if s.dataset == "synthetic":
+        s.graph_spec().synthetic.validate()
+    from ..tasks.splits import parse_split
+
+    if task == "node":
+        parse_split(s.split, family)
+    if method.check is not None:
+        method.check(s)
+
+
+def check_privacy(s: RunSettings, method) -> None:
+    """Combinations of secure aggregation, differential privacy and robust aggregation that cannot work."""
+    per_round = s.clients_per_round
+    if s.secure_agg != "none" and not method.summable_updates:
+        raise ConfigError(f"secure-agg={s.secure_agg!r}: method {s.method!r} declares that its updates cannot be "
+                          f"summed (secure aggregation reveals only their sum)")
+    if s.secure_agg == "secagg+" and per_round < 3:
+        raise ConfigError(f"secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), "
+                          f"this run has {per_round}; use secure-agg='ckks', which works with 2")
+    shares, threshold = s.secagg_num_shares, s.secagg_reconstruction_threshold
+
+    def count(v):
+        return int(v) if float(v).is_integer() else v
+
+    for key, value in (("secagg-num-shares", shares), ("secagg-reconstruction-threshold", threshold)):
+        if value > 1 and not float(value).is_integer():
+            raise ConfigError(f"{key}={value!r}: give a fraction in (0, 1] or a whole count")
+    if 1 < shares < 3:
+        raise ConfigError(f"secagg-num-shares={count(shares)}: a count must be at least 3 (or give a fraction in "
+                          f"(0, 1] of the sampled clients)")
+    if shares > 1 and threshold >= shares:
+        raise ConfigError(f"secagg-reconstruction-threshold={count(threshold)} must be below secagg-num-shares="
+                          f"{count(shares)}")
+    if s.secure_agg != "none" and s.aggregator != "mean":
+        raise ConfigError(f"aggregator={s.aggregator!r} needs every client's update, but secure-agg="
+                          f"{s.secure_agg!r} gives the server only their sum; valid with secure aggregation: "
+                          f"aggregator='mean'")
+    if s.secure_agg != "none" and s.dp == "central-server":
+        raise ConfigError(f"dp='central-server' clips each client's update on the server, which secure-agg="
+                          f"{s.secure_agg!r} hides; use dp='central-client' (clients clip, the server adds noise)")
+    if s.secure_agg != "none" and s.weighting == "batch-size":
+        raise ConfigError("weighting='batch-size' with secure aggregation: each client weighs its own update, "
+                          "with its training-set size or uniformly; valid: weighting='train-size' or 'uniform'")
+    if s.dp in ("central-server", "central-client") and s.weighting != "uniform":
+        raise ConfigError(f"dp={s.dp!r} calibrates its noise to the unweighted mean of the sampled clients' "
+                          f"clipped updates; set weighting='uniform' (got {s.weighting!r})")
+    if s.dp in ("central-server", "central-client") and s.aggregator != "mean":
+        raise ConfigError(f"dp={s.dp!r} adds noise calibrated to a mean; aggregator={s.aggregator!r} is not one")
+    if s.dp == "local" and s.dp_sensitivity < s.dp_clipping_norm:
+        raise ConfigError(f"dp='local': dp-sensitivity={s.dp_sensitivity} is below dp-clipping-norm="
+                          f"{s.dp_clipping_norm}, so the noise would not cover a clipped update; set dp-sensitivity "
+                          f">= dp-clipping-norm")
+    if s.aggregator in ("krum", "multi-krum"):
+        need = 2 * s["aggregator-malicious"] + 3
+        if per_round < need:
+            raise ConfigError(f"aggregator={s.aggregator!r} with aggregator-malicious={s['aggregator-malicious']} "
+                              f"needs at least 2f + 3 = {need} clients per round; this run samples {per_round}")

@@ -1,0 +1,9 @@
+"""The valid choices of the run-configuration keys that more than one layer reads (Flower-free): one definition
+each, imported by the settings, the strategies and the clients."""
+
+from __future__ import annotations
+
+WEIGHTINGS = ("train-size", "batch-size", "uniform")
+AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
+SECURE_AGG = ("none", "secagg+", "ckks")
+DP_MODES = ("none", "central-server", "central-client", "local")

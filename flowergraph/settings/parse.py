@@ -1,0 +1,202 @@
+"""The run configuration: every key, its default, its type and its check (Flower-free).
+
+The keys every run has are :data:`COMMON_OPTIONS` below; each registered method adds its own, named
+``<method>.<key>`` (:mod:`flowergraph.methods`). Together they are the single source of truth for
+``[tool.flwr.app.config]`` in ``pyproject.toml`` (a test checks they agree), for the README's configuration
+reference (``python -m flowergraph.settings --markdown``, grouped as the README lists them) and for validation:
+:func:`parse_run_config` turns Flower's ``context.run_config`` (or any mapping) into a :class:`RunSettings` and
+raises :class:`~flowergraph.errors.ConfigError` naming the bad value and the valid choices before anything is
+trained.
+
+Renamed keys keep working for now: :data:`RENAMED` maps an old name to its new one; a run configuration, a
+preset or ``--set`` that uses the old name gets a ``DeprecationWarning`` naming the new one. (``flwr run
+--run-config`` itself only knows the keys in ``pyproject.toml``, which lists the new names.)
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+from ..tasks.synthetic import CSBMParams
+from ..tasks.training import TrainConfig
+from .checks import check_settings
+from .keys import COMMON_OPTIONS, RENAMED
+from .options import Option
+from .datasets import normalize_dataset
+from ..methods.registry import get_method, methods
+
+
+def natural_num_clients(method: str, dataset: str | None) -> int:
+    """The number of clients a run has when none is given: one per dataset for a graph-level method given
+    several datasets (a setting or a list), else the ``num-clients`` default."""
+
+    default = next(o.default for o in COMMON_OPTIONS if o.key == "num-clients")
+    if dataset and get_method(method).task == "graph":
+        from ..tasks.graphcls.data import parse_graph_datasets
+
+        names = parse_graph_datasets(normalize_dataset(dataset))
+        return len(names) if len(names) > 1 else default
+    return default
+
+
+def all_options() -> tuple[Option, ...]:
+    """The common keys, then each registered method's own keys (in registration order)."""
+
+    out = list(COMMON_OPTIONS)
+    for method in methods().values():
+        out.extend(method.options)
+    return tuple(out)
+
+
+def option_by_key() -> dict[str, Option]:
+    return {o.key: o for o in all_options()}
+
+
+def __getattr__(name: str):  # OPTIONS / OPTION_BY_KEY / METHODS: computed, since plugins register late
+    if name == "OPTIONS":
+        return all_options()
+    if name == "OPTION_BY_KEY":
+        return option_by_key()
+    if name == "METHODS":
+
+        return tuple(methods())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def defaults() -> dict[str, Any]:
+    return {o.key: o.default for o in all_options()}
+
+
+def canonical_key(key: str, *, stacklevel: int = 3) -> str:
+    """``key``, or its new name when it was renamed (with a DeprecationWarning)."""
+    new = RENAMED.get(key)
+    if new is None:
+        return key
+    warnings.warn(f"run-config key {key!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=stacklevel)
+    return new
+
+
+def renamed_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` with renamed keys under their new names; ConfigError when both names are given differently."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        new = canonical_key(key, stacklevel=4)
+        if new != key and new in raw and raw[new] != value:
+            raise ConfigError(f"run config sets both {key!r} (the old name of {new!r}) = {value!r} and {new!r} = "
+                              f"{raw[new]!r}; use {new!r} only")
+        if new == key and key in out:
+            continue  # the old name already set it to the same value
+        out[new] = value
+    return out
+
+
+class RunSettings:
+    """Validated run configuration; attribute names are the common keys with ``-`` replaced by ``_``
+    (``s.num_clients``); a method's keys: ``s["fedgcn.hops"]`` or ``s.of("fedgcn").hops``."""
+
+    def __init__(self, values: dict[str, Any]):
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        key = name.replace("_", "-")
+        try:
+            return self.__dict__["_values"][key]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __repr__(self) -> str:
+        return f"RunSettings({self._values!r})"
+
+    def of(self, method: str | None = None) -> SimpleNamespace:
+        """The keys of ``method`` (default: the run's method) without their prefix, ``-`` as ``_``."""
+        prefix = f"{method or self.method}."
+        return SimpleNamespace(**{k[len(prefix):].replace("-", "_"): v for k, v in self._values.items()
+                                  if k.startswith(prefix)})
+
+    @property
+    def method_info(self):
+        """The registered :class:`flowergraph.methods.Method` of this run."""
+
+        return get_method(self.method)
+
+    @property
+    def task(self) -> str:
+        return self.method_info.task
+
+    @property
+    def needs_key_file(self) -> bool:
+        """Whether the data owners must hold a CKKS key file for this run (the method encrypts, or the training
+        rounds are aggregated under CKKS)."""
+        return self.method_info.key_file_needed(self) or self.secure_agg == "ckks"
+
+    @property
+    def secagg_weight_bound(self) -> float:
+        """SecAgg+'s bound on a client's weight (Flower's ``max_weight``): ``secagg-max-weight``, or 1 with
+        ``weighting=uniform``, else Flower's default 1000. A client whose weight exceeds it refuses the round
+        (Flower would clip its scaled update silently)."""
+        if self.secagg_max_weight > 0:
+            return float(self.secagg_max_weight)
+        return 1.0 if self.weighting == "uniform" else 1000.0
+
+    @property
+    def clients_per_round(self) -> int:
+        """Clients sampled for training each round."""
+        return max(1, int(round(self.fraction_fit * self.effective_num_clients)))
+
+    # Specs derived from the settings, shared by the ServerApp, the ClientApp and the launcher.
+    def graph_spec(self):
+        from ..tasks.federated_graph import GraphSpec
+
+        return GraphSpec(
+            dataset=self.dataset, data_dir=self.data_dir, split=self.split, seed=self.seed,
+            synthetic=CSBMParams(num_nodes=self.synthetic_nodes, num_classes=self.synthetic_classes,
+                                 p_in=self.synthetic_p_in, p_out=self.synthetic_p_out,
+                                 num_features=self.synthetic_features, signal=self.synthetic_signal))
+
+    def partition_spec(self):
+        from ..tasks.federated_graph import PartitionSpec
+
+        if self.method_info.whole_graph:
+            return PartitionSpec(partitioner="none", num_clients=1, seed=self.seed)
+        return PartitionSpec(partitioner=self.partitioner, num_clients=self.num_clients, beta=self.beta,
+                             min_size=self.min_partition_size, seed=self.seed)
+
+    def train_config(self):
+        return TrainConfig(local_steps=self.local_steps, optimizer=self.optimizer, lr=self.lr,
+                           weight_decay=self.weight_decay, momentum=self.momentum)
+
+    @property
+    def effective_num_clients(self) -> int:
+        """Clients the federation has: 1 for a method where one client holds the whole graph (``centralized``)."""
+        return 1 if self.method_info.whole_graph else self.num_clients
+
+
+def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> RunSettings:
+    """Validate a run configuration (missing keys take their defaults).
+
+    Raises ConfigError for an unknown key (unless ``allow_unknown``: a user's own app may add keys), a value
+    of the wrong type, an unknown choice, an out-of-range number or an inconsistent combination.
+    """
+    by_key = option_by_key()
+    values = {k: o.default for k, o in by_key.items()}
+    for key, value in renamed_keys(raw).items():
+        option = by_key.get(key)
+        if option is None:
+            if allow_unknown:
+                continue
+            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(by_key)}")
+        values[key] = option.parse(value)
+
+    get_method(values["method"])  # ConfigError naming the registered methods
+    settings = RunSettings(values)
+    check_settings(settings)
+    return settings

@@ -1,0 +1,66 @@
+"""Run-configuration presets and ``--set KEY=VALUE`` pairs (Flower-free), as every launcher reads them.
+
+A preset is a TOML file of run-config keys, the format ``flwr run --run-config FILE`` reads; nested tables are
+dotted keys (``[fedgcn] hops = 2`` is ``fedgcn.hops``). Renamed keys are accepted with a DeprecationWarning;
+unknown keys are refused naming the file and the valid keys."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .parse import canonical_key, option_by_key, renamed_keys
+
+
+def load_preset(path: str | os.PathLike) -> dict[str, Any]:
+    """A run-config preset: a TOML file of run-config keys (the format ``flwr run --run-config FILE`` reads).
+
+    Unknown keys and unreadable files raise ConfigError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"preset {str(path)!r} does not exist; presets are TOML files of run-config keys, "
+                          f"e.g. conf/fedgcn-cora.toml")
+    try:
+        values = flatten_tables(tomllib.loads(path.read_text()))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
+    values = renamed_keys(values)
+    known = option_by_key()
+    unknown = [k for k in values if k not in known]
+    if unknown:
+        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}; "
+                          f"valid keys: {', '.join(known)}")
+    return values
+
+
+def flatten_tables(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested TOML tables as dotted keys (``[fedgcn] hops = 2`` -> ``fedgcn.hops``), as Flower reads them."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(flatten_tables(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def parse_set(pairs: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as run-config values (the value as TOML, else a bare string); ConfigError for an
+    unknown key or a pair without ``=``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {pair!r}: expected key=value")
+        key = canonical_key(key.strip())
+        known = option_by_key()
+        if key not in known:
+            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(known)}")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value  # a bare string
+    return out

@@ -1,0 +1,94 @@
+"""The configuration reference, generated from the registrations: the README's tables and the
+``[tool.flwr.app.config]`` tables of a Flower app's ``pyproject.toml`` (``python -m flowergraph.settings``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..methods.registry import methods
+from .keys import COMMON_OPTIONS, GROUPS
+from .options import Option
+
+
+def _groups() -> list[tuple[str, str, list[Option]]]:
+    """(group key, title, options) in README order: the common groups, then one group per method."""
+    out = [(g, title, [o for o in COMMON_OPTIONS if o.group == g]) for g, title in GROUPS.items()]
+    for method in methods().values():
+        if method.options:
+            out.append((method.name, f"`{method.name}`: {method.summary}", list(method.options)))
+    return [g for g in out if g[2]]
+
+
+def _method_names() -> tuple[str, ...]:
+    return tuple(methods())
+
+
+def markdown_table() -> str:
+    """The README's configuration reference: one table per group."""
+    blocks = []
+    for _, title, options in _groups():
+        lines = [f"**{title}**", "", "| key | default | meaning | choices |", "|---|---|---|---|"]
+        for o in options:
+            default = f"`{o.default!r}`" if not isinstance(o.default, str) else f'`"{o.default}"`'
+            valid = _method_names() if o.key == "method" else o.valid_choices
+            choices = ", ".join(f"`{c}`" for c in valid) if valid else ""
+            lines.append(f"| `{o.key}` | {default} | {o.help} | {choices} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def toml_value(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))  # a JSON string is a valid TOML basic string
+
+
+def toml_table() -> str:
+    """The ``[tool.flwr.app.config]`` body for pyproject.toml: common keys, then one table per method."""
+    lines = [f"{o.key} = {toml_value(o.default)}" for o in COMMON_OPTIONS]
+    for method in methods().values():
+        if method.options:
+            lines.append(f"\n[tool.flwr.app.config.{method.name}]")
+            lines += [f"{o.key[len(method.name) + 1:]} = {toml_value(o.default)}" for o in method.options]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Print the run-configuration reference.")
+    parser.add_argument("--markdown", action="store_true", help="the README tables")
+    parser.add_argument("--toml", action="store_true", help="the [tool.flwr.app.config] body")
+    parser.add_argument("--update-readme", metavar="README", help="rewrite the tables between the README's "
+                        "<!-- config-table --> markers")
+    parser.add_argument("--update-pyproject", metavar="PYPROJECT", help="rewrite its [tool.flwr.app.config] "
+                        "tables (up to the next non-config table)")
+    args = parser.parse_args()
+    if args.update_pyproject:
+        import re
+        from pathlib import Path
+
+        path = Path(args.update_pyproject)
+        text = path.read_text()
+        new, n = re.subn(r"\[tool\.flwr\.app\.config\]\n.*?(?=\n\[(?!tool\.flwr\.app\.config))",
+                         lambda m: "[tool.flwr.app.config]\n" + toml_table() + "\n", text, flags=re.S)
+        if n != 1:
+            raise SystemExit(f"{path}: expected one [tool.flwr.app.config] table followed by another table")
+        path.write_text(new)
+        return
+    if args.update_readme:
+        import re
+        from pathlib import Path
+
+        path = Path(args.update_readme)
+        text = path.read_text()
+        new, n = re.subn(r"(<!-- config-table -->\n).*?(\n<!-- /config-table -->)",
+                         lambda m: m.group(1) + markdown_table() + m.group(2), text, flags=re.S)
+        if n != 1:
+            raise SystemExit(f"{path}: expected one <!-- config-table --> ... <!-- /config-table --> block")
+        path.write_text(new)
+        return
+    print(toml_table() if args.toml else markdown_table())
