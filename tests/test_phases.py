@@ -11,6 +11,7 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from flowergraph import wire as protocol
+from flowergraph.wire import PhaseRequest
 from flowergraph.clients import FlowergraphClient
 from flowergraph.strategies import (ClientDirectory, PhaseError, PhaseMessage, PhaseRunner, WeightedAveraging,
                                     check_update)
@@ -24,11 +25,14 @@ class EchoClient(FlowergraphClient):
         self.partition_id, self.delay, self.fail = pid, delay, fail
 
     def phase_handlers(self):
-        def echo(arrays, values):
+        def echo(request: PhaseRequest):
             time.sleep(self.delay)
             if self.fail:
                 raise RuntimeError(self.fail)
-            return [2 * a for a in arrays], {"seen": values["x"], "pid": self.partition_id}
+            extra = {"round": request.round}
+            if request.model is not None:  # a model sent with the message: its names and the sum of its values
+                extra["model"] = ",".join(request.model) + f"={sum(float(a.sum()) for a in request.model.values())}"
+            return [2 * a for a in request.arrays], {"seen": request.values["x"], "pid": self.partition_id, **extra}
 
         return {"test.echo": echo}
 
@@ -93,7 +97,7 @@ def test_per_client_messages_replies_and_byte_accounting():
     assert [r.client for r in replies] == ["0", "1", "2", "3"] and sorted(seen) == ["0", "1", "2", "3"]
     for k, r in enumerate(replies):
         np.testing.assert_array_equal(r.arrays[0], np.full(3, 2 * k))
-        assert r.values == {"partition_id": k, "seen": f"n{k}", "pid": k}
+        assert r.values == {"partition_id": k, "seen": f"n{k}", "pid": k, "round": 7}
     for p in proxies:  # the round travels as the message's group and in the config
         (config, group), = p.sent
         assert group == 7 and config[protocol.PHASE_ROUND] == 7
@@ -102,6 +106,33 @@ def test_per_client_messages_replies_and_byte_accounting():
     assert (record["bytes_down"], record["bytes_up"], record["messages"]) == (down, up, 4)
     assert record["phase"] == "test-phase" and record["round"] == 7 and record["extra"] == 1
     assert record["time_s"] > 0 and record["failures"] == []
+
+
+def test_a_phase_message_carries_a_model_to_the_handler():
+    """The server may send each client a model with a phase message (its current model, by name); the handler
+    receives exactly those arrays under those names."""
+    runner, proxies = _runner([EchoClient(0), EchoClient(1)])
+    models = {"n0": {"w": np.ones((2, 2), np.float32), "b": np.arange(3.0)}, "n1": {"w": np.full(4, 0.5)}}
+    replies = runner.begin("m", server_round=2).send(
+        "test.echo", proxies, lambda p: PhaseMessage(values={"x": 1}, model=models[p.cid]))
+    assert [r.values["model"] for r in replies] == ["w,b=7.0", "w=2.0"]
+    config = protocol.phase_message("k", [], 1, model={"a.b": np.zeros(2), "c": np.ones(1)})
+    request = protocol.decode_phase(config)
+    assert list(request.model) == ["a.b", "c"] and request.round == 1 and request.values == {}
+    assert protocol.decode_phase(protocol.phase_message("k")).model is None
+
+
+def test_old_style_handlers_still_answer_with_a_deprecation_warning():
+    class Old(FlowergraphClient):
+        partition_id = 3
+
+        def phase_handlers(self):
+            return {"old.k": lambda arrays, values: ([a + 1 for a in arrays], {"got": values["v"]})}
+
+    with pytest.warns(DeprecationWarning, match="phase handler for 'old.k' takes \\(arrays, values\\)"):
+        props = Old().get_properties(protocol.phase_message("old.k", [np.zeros(2)], 4, v=9))
+    assert props["got"] == 9 and props[protocol.PARTITION_ID] == 3
+    np.testing.assert_array_equal(protocol.unpack_arrays(props)[0], np.ones(2))
 
 
 def test_parallelism_is_bounded():

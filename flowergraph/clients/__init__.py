@@ -25,5 +25,7 @@ _EXPORTS = {
     "FedStarClient": "fedstar", "TrainConfig": "flowergraph.tasks.training", "FaultInjectingClient": "faults",
     "InjectedFault": "faults", "ClientState": "state", "DPUpdates": "privacy", "SecureUpdates": "secure",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["ClientState", "ClientWrapper", "DPUpdates", "FaultInjectingClient", "FedGCNClient", "FedStarClient",
+           "FlowergraphClient", "InjectedFault", "NoOpClient", "NodeClassificationClient", "PhaseHandler",
+           "SecureUpdates", "StateCheckpoints", "TrainConfig"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

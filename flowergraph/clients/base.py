@@ -1,9 +1,14 @@
-"""What every flowergraph client shares: its identity, named phases, wrappers, and state checkpoints.
+"""What every flowergraph client shares: its identity, named phases, the fit/evaluate template, wrappers, and
+state checkpoints.
 
 * :class:`FlowergraphClient` is a ``NumPyClient`` that answers the identity request and the method's **phase
   messages** (``get_properties`` messages naming a phase, see :mod:`flowergraph.wire`): a subclass returns
   ``{"<method>.<kind>": handler}`` from :meth:`FlowergraphClient.phase_handlers`, where
-  ``handler(arrays, values) -> (arrays, values)``.
+  ``handler(request: PhaseRequest) -> (arrays, values)`` (the request carries the phase's round, arrays, values and
+  the model the server sent with it, if any).
+* :class:`FederatedClient` is the template of a training client: ``fit`` loads what it received, evaluates it first
+  when the server fuses evaluation into training, trains and returns what it shares; ``evaluate`` loads and
+  evaluates; the partition id, fused evaluation and named arrays are handled once, here.
 * :class:`ClientWrapper` passes every message to an inner client; wrappers override what they change
   (:class:`flowergraph.clients.faults.FaultInjectingClient`, :class:`StateCheckpoints`).
 * :class:`StateCheckpoints` answers flowergraph's own two phases for any client: write the node's whole
@@ -12,30 +17,52 @@
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 from flwr.client import NumPyClient
 
 from .. import wire
+from ..wire import PhaseRequest
+from ..wire.state import STATE_LOAD, STATE_SAVE, StateReply, StateRequest
 from .state import ClientState, state_file
 
-PhaseHandler = Callable[[list[np.ndarray], dict[str, Any]], "tuple[list[np.ndarray], dict[str, Any]]"]
+PhaseHandler = Callable[[PhaseRequest], "tuple[list[np.ndarray], dict[str, Any]]"]
+Arrays = Union[list[np.ndarray], Mapping[str, np.ndarray]]
+_LEGACY_WARNED: set[str] = set()
 
 
-def answer_phase(handlers: dict[str, PhaseHandler], partition_id: int, config: dict[str, Any]) -> dict[str, Any]:
+def _legacy_handler(handler: Callable) -> bool:
+    """Whether ``handler`` has the old signature ``(arrays, values)`` (two required positional parameters)."""
+    try:
+        params = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    required = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return len(required) >= 2
+
+
+def answer_phase(handlers: dict[str, Callable], partition_id: int, config: dict[str, Any]) -> dict[str, Any]:
     """Run the handler ``config`` names and encode its reply (the client side of a phase message)."""
-    name = str(config[wire.PHASE])
-    handler = handlers.get(name)
+    request = wire.decode_phase(config)
+    handler = handlers.get(request.kind)
     if handler is None:
         valid = ", ".join(sorted(handlers)) or "none"
-        raise ValueError(f"this client does not answer phase {name!r}; valid phases: {valid}")
-    arrays, values = handler(wire.unpack_arrays(config), wire.scalars(config))
-    bad = [k for k in values if k.startswith(wire.RESERVED_PREFIX)]
-    if bad:
-        raise ValueError(f"phase {name!r} reply uses the reserved prefix {wire.RESERVED_PREFIX!r}: {bad}")
-    return {wire.PARTITION_ID: int(partition_id), **values, **wire.pack_arrays(list(arrays))}
+        raise ValueError(f"this client does not answer phase {request.kind!r}; valid phases: {valid}")
+    if _legacy_handler(handler):  # the signature before PhaseRequest existed
+        if request.kind not in _LEGACY_WARNED:
+            _LEGACY_WARNED.add(request.kind)
+            warnings.warn(f"phase handler for {request.kind!r} takes (arrays, values); phase handlers now take one "
+                          f"flowergraph.wire.PhaseRequest (its .arrays, .values, .round, .model)",
+                          DeprecationWarning, stacklevel=2)
+        arrays, values = handler(request.arrays, request.values)
+    else:
+        arrays, values = handler(request)
+    return wire.phase_reply(partition_id, list(arrays), values)
 
 
 class FlowergraphClient(NumPyClient):
@@ -52,6 +79,62 @@ class FlowergraphClient(NumPyClient):
         if wire.PHASE in config:
             return answer_phase(self.phase_handlers(), self.partition_id, dict(config))
         return {wire.PARTITION_ID: int(self.partition_id)}
+
+
+class FederatedClient(FlowergraphClient):
+    """The template of a client that trains (see the module docstring). A subclass implements:
+
+    * :meth:`load` (copy what the server sent into its model; ``keys`` are the arrays' names when the server sent
+      them with :data:`~flowergraph.wire.KEYS`, else None: the arrays are the shared part in the client's order);
+    * :meth:`train` (local training; returns its number of examples, which the server weighs the update by, and
+      metrics such as ``train_loss``);
+    * :meth:`shared_arrays` (what it sends back: a list, or a mapping name -> array whose names travel too);
+    * :meth:`evaluation` (metrics of the model as loaded: ``accuracy``, ``loss``, ``num_test``, ``val_*``).
+    """
+
+    def load(self, arrays: list[np.ndarray], keys: list[str] | None, config: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def train(self, config: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        raise NotImplementedError
+
+    def shared_arrays(self) -> Arrays:
+        raise NotImplementedError
+
+    def evaluation(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _receive(self, parameters, config) -> None:
+        arrays = list(parameters)
+        self.load(arrays, wire.decode_keys(config, len(arrays)), config)
+
+    def _outgoing(self, metrics: dict[str, Any]) -> list[np.ndarray]:
+        out = self.shared_arrays()
+        if isinstance(out, Mapping):
+            metrics[wire.KEYS] = wire.encode_keys(out.keys())
+            return [np.asarray(a) for a in out.values()]
+        return list(out)
+
+    def get_parameters(self, config):
+        return self._outgoing({})
+
+    def fit(self, parameters, config):
+        self._receive(parameters, config)
+        metrics: dict[str, Any] = {}
+        if config.get(wire.EVALUATE_GLOBAL):  # fused evaluation: the model as received, before training
+            metrics.update({f"{wire.EVAL_PREFIX}{k}": v for k, v in self.evaluation().items()
+                            if k != wire.PARTITION_ID})
+        num_examples, trained = self.train(config)
+        metrics.update(trained)
+        metrics[wire.PARTITION_ID] = int(self.partition_id)
+        return self._outgoing(metrics), int(num_examples), metrics
+
+    def evaluate(self, parameters, config):
+        self._receive(parameters, config)
+        metrics = {**self.evaluation(), wire.PARTITION_ID: int(self.partition_id)}
+        loss = metrics.get(wire.LOSS, 0.0)
+        loss = 0.0 if loss is None or (isinstance(loss, float) and math.isnan(loss)) else float(loss)
+        return loss, int(metrics.get(wire.NUM_TEST, 0)), metrics
 
 
 class ClientWrapper(NumPyClient):
@@ -88,15 +171,13 @@ class StateCheckpoints(ClientWrapper):
 
     def get_properties(self, config):
         phase = config.get(wire.PHASE)
-        if phase not in (wire.STATE_SAVE, wire.STATE_LOAD):
+        if phase not in (STATE_SAVE, STATE_LOAD):
             return self.inner.get_properties(config)
-        tag, server_round = str(config[wire.RUN_TAG]), int(config[wire.PHASE_ROUND])
-        path = state_file(self.state_dir, tag, self.partition_id, server_round)
-        if phase == wire.STATE_SAVE:
-            self.state.write(path, partition_id=self.partition_id, run_tag=tag, server_round=server_round)
-            names = self.state.names()
+        request = wire.decode_phase(config)
+        tag = StateRequest.decode(request.values).run_tag
+        path = state_file(self.state_dir, tag, self.partition_id, request.round)
+        if phase == STATE_SAVE:
+            self.state.write(path, partition_id=self.partition_id, run_tag=tag, server_round=request.round)
         else:
-            self.state.read(path, partition_id=self.partition_id, run_tag=tag, server_round=server_round)
-            names = self.state.names()
-        return {wire.PARTITION_ID: self.partition_id, "path": str(path), "records": ",".join(names),
-                wire.ARRAY_COUNT: 0}
+            self.state.read(path, partition_id=self.partition_id, run_tag=tag, server_round=request.round)
+        return wire.phase_reply(self.partition_id, [], StateReply(str(path), tuple(self.state.names())).values())

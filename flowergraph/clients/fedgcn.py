@@ -21,6 +21,8 @@ import numpy as np
 from flwr.app import RecordDict
 
 from ..privacy import ckks
+from ..wire import PhaseRequest
+from ..wire import fedgcn as msg
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
 from ..tasks.fedgcn import check_fedgcn_model, check_hops, check_reply, contributions, extended_graph, fedgcn_forward
 from ..tasks.federated_graph import ClientGraph
@@ -31,7 +33,7 @@ from .state import ClientState
 
 STATE_KEY = "fedgcn"  # arrays: rows, encoded sums
 META_KEY = "fedgcn-meta"  # values: encoding, parts, width, digest
-INDEX, UPLOAD, DOWNLOAD = "fedgcn.index", "fedgcn.upload", "fedgcn.download"
+INDEX, UPLOAD, DOWNLOAD = msg.INDEX, msg.UPLOAD, msg.DOWNLOAD
 
 
 @functools.lru_cache(maxsize=2)  # needed only during the phase (CKKS: index, then upload): keep few
@@ -97,7 +99,7 @@ class FedGCNClient(NodeClassificationClient):
         return {INDEX: self._index, UPLOAD: self._upload, DOWNLOAD: self._download}
 
     # ------------------------------------------------------------------------- communication phase
-    def _store(self, rows: np.ndarray, sums: np.ndarray) -> dict:
+    def _store(self, rows: np.ndarray, sums: np.ndarray) -> int:
         order = np.argsort(rows, kind="stable")  # canonical order (the CKKS layout orders rows by group)
         rows = np.ascontiguousarray(np.asarray(rows)[order], dtype=np.int64)
         sums = np.ascontiguousarray(np.asarray(sums)[order], dtype=np.float32)
@@ -109,46 +111,45 @@ class FedGCNClient(NodeClassificationClient):
                                          "digest": digest.hexdigest()})
         self._ext = None
         check_reply(self.graph, self.hops, rows, sums)  # a reply that lacks rows fails now, not in round 1
-        return {"stored_rows": int(len(rows))}
+        return int(len(rows))
 
-    def _check_hops(self, config) -> None:
-        if int(config.get("hops", self.hops)) != self.hops:
-            raise ValueError(f"the server runs {config['hops']}-hop FedGCN but this client was configured with "
+    def _check_hops(self, hops: int) -> None:
+        if hops != self.hops:
+            raise ValueError(f"the server runs {hops}-hop FedGCN but this client was configured with "
                              f"hops={self.hops}")
 
-    def _upload(self, parameters, config):
-        if "slots" in config:  # CKKS: encrypt the rows at the offsets the server assigned
-            rows, offsets = (a.astype(np.int64) for a in parameters)
+    def _upload(self, request: PhaseRequest):
+        if msg.is_ckks(request.values):  # CKKS: encrypt the rows at the offsets the server assigned
+            ask = msg.CKKSUploadRequest.decode(request.arrays, request.values)
             c = _contributions(self.graph, self.hops)
-            pos = np.searchsorted(c.ids, rows)
-            if len(rows) and (pos.max() >= len(c.ids) or not np.array_equal(c.ids[pos], rows)):
+            pos = np.searchsorted(c.ids, ask.rows)
+            if len(ask.rows) and (pos.max() >= len(c.ids) or not np.array_equal(c.ids[pos], ask.rows)):
                 raise ValueError("the server asked for rows this client does not contribute to")
-            if int(config["width"]) != c.values.shape[1]:
-                raise ValueError(f"layout width {config['width']} != this client's {c.values.shape[1]}")
+            if ask.width != c.values.shape[1]:
+                raise ValueError(f"layout width {ask.width} != this client's {c.values.shape[1]}")
             ctx = ckks.load_key_file(self.key_file or "")
-            ct_index, blobs = ckks.encrypt_rows(ctx, c.values[pos], offsets, int(config["slots"]))
+            ct_index, blobs = ckks.encrypt_rows(ctx, c.values[pos], ask.offsets, ask.slots)
             lengths, blob = pack_blobs(blobs)
-            return [ct_index, lengths, blob], {"ciphertexts": int(len(ct_index))}
-        self._check_hops(config)
+            return msg.CKKSUpload(ct_index, lengths, blob).encode()
+        self._check_hops(msg.UploadRequest.decode(request.arrays, request.values).hops)
         c = _contributions(self.graph, self.hops)
         arrays, encoding = encode_rows(c.values)
-        return [c.ids, c.request, *arrays], {"encoding": encoding, "width": int(c.values.shape[1])}
+        return msg.PlainUpload(c.ids, c.request, arrays, encoding, int(c.values.shape[1])).encode()
 
-    def _index(self, parameters, config):
-        self._check_hops(config)
+    def _index(self, request: PhaseRequest):
+        self._check_hops(msg.UploadRequest.decode(request.arrays, request.values).hops)
         ctx = ckks.load_key_file(self.key_file or "")
         c = _contributions(self.graph, self.hops)
-        return [c.ids, c.request], {"width": int(c.values.shape[1]), "key_fingerprint": ckks.fingerprint(ctx),
-                                    "server_context": ckks.server_context_bytes(ctx)}
+        return msg.Index(c.ids, c.request, int(c.values.shape[1]), ckks.fingerprint(ctx),
+                         ckks.server_context_bytes(ctx)).encode()
 
-    def _download(self, parameters, config):
-        width = int(config["width"])
-        if "slots" in config:
-            rows, offsets, ct_index, lengths, blob = parameters
+    def _download(self, request: PhaseRequest):
+        if msg.is_ckks(request.values):
+            down = msg.CKKSDownload.decode(request.arrays, request.values)
             ctx = ckks.load_key_file(self.key_file or "")
-            sums = ckks.decrypt_rows(ctx, ct_index.astype(np.int64), unpack_blobs(lengths, blob),
-                                     offsets.astype(np.int64), width, int(config["slots"]))
-            return [], self._store(rows, sums)
-        rows = parameters[0].astype(np.int64)
-        sums = decode_rows(parameters[1:], str(config["encoding"]), len(rows), width)
-        return [], self._store(rows, sums)
+            sums = ckks.decrypt_rows(ctx, down.ct_index, unpack_blobs(down.lengths, down.blob), down.offsets,
+                                     down.width, down.slots)
+            return msg.Stored(self._store(down.rows, sums)).encode()
+        plain = msg.PlainDownload.decode(request.arrays, request.values)
+        sums = decode_rows(plain.sums, plain.encoding, len(plain.rows), plain.width)
+        return msg.Stored(self._store(plain.rows, sums)).encode()

@@ -16,8 +16,6 @@ store the model and Adam, and return the shared arrays. ``evaluate`` does the sa
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import wire
@@ -25,7 +23,7 @@ from ..tasks.graphcls.data import ClientGraphData
 from ..tasks.graphcls.models import build_graph_model, part_keys
 from ..tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
 from ..tasks.torch_state import load_module_arrays, module_arrays
-from .base import FlowergraphClient
+from .base import FederatedClient
 from .state import ClientState
 
 MODEL_KEY, OPTIMIZER_KEY = "fedstar-model", "fedstar-adam"
@@ -56,7 +54,7 @@ def shared_keys(model, part: str, cross_dataset: bool) -> list[str]:
     return keys
 
 
-class FedStarClient(FlowergraphClient):
+class FedStarClient(FederatedClient):
     """One data owner's graphs (``data``) and the variant's model; ``state`` is its persistent state.
 
     ``variant`` in :data:`VARIANTS`; ``cross_dataset``: the clients own different datasets (so only layers
@@ -84,27 +82,22 @@ class FedStarClient(FlowergraphClient):
         self.state.load_module(MODEL_KEY, self.model)  # nothing stored before this client's first fit
 
     # ------------------------------------------------------------------------------------------------ wire
-    def _shared_arrays(self) -> list[np.ndarray]:
+    def shared_arrays(self) -> list[np.ndarray]:
         return list(module_arrays(self.model, self.shared).values())
 
-    def receive(self, arrays) -> None:
+    def load(self, arrays, keys, config) -> None:
         """Copy the server's arrays into the shared part of the model (the model's own tensors)."""
+        self.receive(arrays)
+
+    def receive(self, arrays) -> None:
         arrays = list(arrays)
         if len(arrays) != len(self.shared):
             raise ValueError(f"the server sent {len(arrays)} arrays; variant {self.variant!r} shares "
                              f"{len(self.shared)} ({', '.join(self.shared) or 'none'})")
         load_module_arrays(self.model, dict(zip(self.shared, arrays)))
 
-    def get_parameters(self, config):
-        return self._shared_arrays()
-
     # ------------------------------------------------------------------------------------------- methods
-    def fit(self, parameters, config):
-        self.receive(parameters)
-        metrics = {}
-        if config.get(wire.EVALUATE_GLOBAL):  # fused evaluation: the model as received, before training
-            metrics.update({f"{wire.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
-                            if k != wire.PARTITION_ID})
+    def train(self, config) -> tuple[int, dict]:
         optimizer = make_optimizer(self.model, self.train_config)
         self.state.load_optimizer(OPTIMIZER_KEY, optimizer)
         server_round = int(config.get(wire.SERVER_ROUND, 0))
@@ -114,18 +107,10 @@ class FedStarClient(FlowergraphClient):
         self.state.save_module(MODEL_KEY, self.model)
         self.state.save_optimizer(OPTIMIZER_KEY, optimizer)
         n = self.data.num_train
-        metrics.update({wire.PARTITION_ID: self.partition_id, "train_loss": float(loss), "num_train": n,
-                        "batch_size": min(self.train_config.batch_size, n)})
-        return self._shared_arrays(), n, metrics
+        return n, {wire.TRAIN_LOSS: float(loss), wire.NUM_TRAIN: n,
+                   wire.BATCH_SIZE: min(self.train_config.batch_size, n)}
 
-    def _evaluation(self) -> dict:
+    def evaluation(self) -> dict:
         r = evaluate(self.model, self.data, splits=("val", "test"))
-        return {wire.PARTITION_ID: self.partition_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
-                "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
-                "num_val": r["num_val"]}
-
-    def evaluate(self, parameters, config):
-        self.receive(parameters)
-        metrics = self._evaluation()
-        loss = metrics["loss"] if not math.isnan(metrics["loss"]) else 0.0
-        return float(loss), int(metrics["num_test"]), metrics
+        return {wire.ACCURACY: r["test_accuracy"], wire.LOSS: r["test_loss"], wire.NUM_TEST: r["num_test"],
+                wire.VAL_ACCURACY: r["val_accuracy"], wire.VAL_LOSS: r["val_loss"], wire.NUM_VAL: r["num_val"]}

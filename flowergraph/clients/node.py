@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import torch
@@ -12,7 +11,7 @@ from .. import wire
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.models import build_node_model, get_weights, set_weights
 from ..tasks.training import TrainConfig, evaluate_masks, train_steps
-from .base import FlowergraphClient
+from .base import FederatedClient, FlowergraphClient
 
 
 _MODELS: dict[tuple, torch.nn.Module] = {}
@@ -47,7 +46,7 @@ def round_seed(seed: int, server_round: int, client_id: int) -> int:
     return int(np.random.SeedSequence([seed, server_round, client_id, 0xF17]).generate_state(1)[0])
 
 
-class NodeClassificationClient(FlowergraphClient):
+class NodeClassificationClient(FederatedClient):
     """Trains the global model on the client's own subgraph; cross-client edges are ignored.
 
     ``model_kwargs`` are :func:`flowergraph.tasks.models.build_node_model` keyword arguments (kind, hidden,
@@ -76,34 +75,27 @@ class NodeClassificationClient(FlowergraphClient):
     def get_parameters(self, config):
         return [a.copy() for a in self.initial_weights]
 
-    def fit(self, parameters, config):
-        set_weights(self.model, parameters)
-        metrics = {}
-        if config.get(wire.EVALUATE_GLOBAL):  # fused evaluation: the received global model, before training
-            metrics.update({f"{wire.EVAL_PREFIX}{k}": v for k, v in self._evaluation().items()
-                            if k != wire.PARTITION_ID})
+    def load(self, arrays, keys, config) -> None:
+        set_weights(self.model, arrays)
+
+    def train(self, config) -> tuple[int, dict]:
         server_round = int(config.get(wire.SERVER_ROUND, 0))
         torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
         loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config)
         n_train = self.graph.num_train
-        metrics.update({"partition_id": self.graph.client_id, "train_loss": float(loss), "num_train": n_train,
-                        "batch_size": n_train})
-        return get_weights(self.model), n_train, metrics
+        return n_train, {wire.TRAIN_LOSS: float(loss), wire.NUM_TRAIN: n_train, wire.BATCH_SIZE: n_train}
 
-    def _evaluation(self) -> dict:
+    def shared_arrays(self):
+        return get_weights(self.model)
+
+    def evaluation(self) -> dict:
         """Test/validation/training metrics of the model as loaded (the EVALUATE reply's metrics)."""
         g = self.data
         r = evaluate_masks(self.model, self.forward, g.y,
                            {"test": g.test_mask, "val": g.val_mask, "train": g.train_mask})
-        return {"partition_id": self.graph.client_id, "accuracy": r["test_accuracy"], "loss": r["test_loss"],
-                "num_test": r["num_test"], "val_accuracy": r["val_accuracy"], "val_loss": r["val_loss"],
-                "num_val": r["num_val"], "train_accuracy": r["train_accuracy"]}
-
-    def evaluate(self, parameters, config):
-        set_weights(self.model, parameters)
-        metrics = self._evaluation()
-        loss = metrics["loss"] if not math.isnan(metrics["loss"]) else 0.0
-        return float(loss), int(metrics["num_test"]), metrics
+        return {wire.ACCURACY: r["test_accuracy"], wire.LOSS: r["test_loss"], wire.NUM_TEST: r["num_test"],
+                wire.VAL_ACCURACY: r["val_accuracy"], wire.VAL_LOSS: r["val_loss"], wire.NUM_VAL: r["num_val"],
+                "train_accuracy": r["train_accuracy"]}
 
 
 class NoOpClient(FlowergraphClient):

@@ -24,6 +24,7 @@ from flwr.client import NumPyClient
 from .. import wire
 from ..errors import ConfigError
 from ..wire import CONFIG_ERROR_MARKER
+from ..wire.secure import CKKS_DECRYPT, CKKS_SETUP, CKKS_VALUES, SECURE_AGG, DecryptReply, DecryptRequest, SetupReply
 from ..privacy import ckks
 from ..privacy.packing import pack_blobs, unpack_blobs
 from .base import ClientWrapper
@@ -63,23 +64,24 @@ class SecureUpdates(ClientWrapper):
                     f"{weight} (training-set size), above secagg-max-weight={self.max_weight:g}, which SecAgg+ would "
                     f"clip; set secagg-max-weight >= the largest training-set size (or use uniform weighting)")
             return arrays, weight, metrics  # secaggplus_mod masks weight / max_weight x arrays
-        if config.get(wire.SECURE_AGG) != "ckks":
+        if config.get(SECURE_AGG) != "ckks":
             return arrays, num_examples, metrics
         vector = ckks.flatten_arrays([np.asarray(a) for a in arrays])
         if not np.all(np.isfinite(vector)):
             raise ValueError("refusing to encrypt an update with NaN or infinite values")
         payload = np.concatenate([vector * weight, [float(weight)]])
         lengths, blob = pack_blobs(ckks.encrypt_vector(self._context(), payload))
-        return [lengths, blob], num_examples, {**metrics, "ckks_values": int(len(payload))}
+        return [lengths, blob], num_examples, {**metrics, CKKS_VALUES: int(len(payload))}
 
     def get_properties(self, config):
         phase = config.get(wire.PHASE)
-        if phase == wire.CKKS_SETUP:
+        if phase == CKKS_SETUP:
             ctx = self._context()
-            return {wire.PARTITION_ID: self.partition_id, "key_fingerprint": ckks.fingerprint(ctx),
-                    "server_context": ckks.server_context_bytes(ctx), wire.ARRAY_COUNT: 0}
-        if phase == wire.CKKS_DECRYPT:
-            lengths, blob = wire.unpack_arrays(config)
-            total = ckks.decrypt_vector(self._context(), unpack_blobs(lengths, blob), int(config["length"]))
-            return {wire.PARTITION_ID: self.partition_id, **wire.pack_arrays([total])}
+            reply = SetupReply(ckks.fingerprint(ctx), ckks.server_context_bytes(ctx))
+            return wire.phase_reply(self.partition_id, [], reply.values())
+        if phase == CKKS_DECRYPT:
+            request = wire.decode_phase(config)
+            ask = DecryptRequest.decode(request.arrays, request.values)
+            total = ckks.decrypt_vector(self._context(), unpack_blobs(ask.lengths, ask.blob), ask.length)
+            return wire.phase_reply(self.partition_id, DecryptReply(total).arrays(), {})
         return self.inner.get_properties(config)

@@ -47,5 +47,9 @@ _EXPORTS = {
     "flatten_tables": "presets", "load_preset": "presets", "parse_set": "presets",
     "markdown_table": "reference", "toml_table": "reference", "toml_value": "reference",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["AGGREGATORS", "COMMON_OPTIONS", "DP_MODES", "GROUPS", "METHODS", "OPTIONS", "OPTION_BY_KEY", "Option",
+           "RENAMED", "RunSettings", "SECURE_AGG", "WEIGHTINGS", "all_options", "at_least", "canonical_key",
+           "check_privacy", "check_settings", "coerce", "dataset_task", "defaults", "flatten_tables", "left_open",
+           "load_preset", "markdown_table", "natural_num_clients", "normalize_dataset", "option_by_key",
+           "parse_run_config", "parse_set", "renamed_keys", "right_open", "toml_table", "toml_value", "within"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

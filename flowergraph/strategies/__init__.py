@@ -37,5 +37,10 @@ _EXPORTS = {
     "PhaseError": "phases",
     "check_update": "common", "weighted_average": "common", "weighted_metric": "common",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["AggregationConfigError", "Aggregator", "CKKSAggregation", "CentralDPClientSide", "CentralDPServerSide",
+           "ClientDirectory", "CoordinateMedian", "EvaluationSchedule", "FedGCNStrategy", "FedStarStrategy",
+           "FederatedStrategy", "GCFLStrategy", "Krum", "LocalDPAccounting", "Phase", "PhaseError", "PhaseMessage",
+           "PhaseReply", "PhaseRunner", "PrivacyBudget", "RoundBook", "RoundNotAggregated", "TrimmedMean",
+           "Update", "WEIGHTINGS", "WeightedAveraging", "WeightedMean", "check_update", "failure_reason",
+           "make_aggregator", "weighted_average", "weighted_metric", "with_dp"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -57,6 +57,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from .. import wire
+from ..wire.secure import CKKS_VALUES
 from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .common import check_update, config_bytes, parameters_bytes, weighted_metric
 from .directory import ClientDirectory, failure_reason
@@ -367,11 +368,11 @@ class FederatedStrategy(Strategy):
                 arrays = parameters_to_ndarrays(res.parameters)
             except Exception as exc:  # noqa: BLE001
                 arrays = [f"undecodable: {exc}"]
-            contributions.append((proxy, label, arrays, int(res.metrics.get("ckks_values", -1))))
+            contributions.append((proxy, label, arrays, int(res.metrics.get(CKKS_VALUES, -1))))
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(label, {}).update(
                 {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
-                                                         if k not in ("num_train", "ckks_values")}})
+                                                         if k not in ("num_train", CKKS_VALUES)}})
             weights.append(float(res.num_examples))
             metrics.append(res.metrics)
         rec["train_loss"] = weighted_metric((m.get("train_loss"), w) for m, w in zip(metrics, weights))

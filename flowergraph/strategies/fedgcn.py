@@ -62,11 +62,16 @@ from flwr.server.client_proxy import ClientProxy
 from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
 from ..tasks.fedgcn import RowSums, check_hops
+from ..wire import fedgcn as msg
 from .phases import Phase, PhaseMessage, PhaseReply
 from .weighted import WeightedAveraging
 
-PHASE = "fedgcn-communication"
-UPLOAD, DOWNLOAD, INDEX = "fedgcn.upload", "fedgcn.download", "fedgcn.index"
+PHASE = msg.PHASE
+UPLOAD, DOWNLOAD, INDEX = msg.UPLOAD, msg.DOWNLOAD, msg.INDEX
+
+
+def _message(encoded: tuple[list[np.ndarray], dict]) -> PhaseMessage:
+    return PhaseMessage(*encoded)
 
 
 class FedGCNStrategy(WeightedAveraging):
@@ -124,17 +129,16 @@ class FedGCNStrategy(WeightedAveraging):
         acc: list[RowSums] = []
 
         def got_upload(reply: PhaseReply):
-            width, encoding = int(reply.values["width"]), str(reply.values["encoding"])
-            ids, request = reply.arrays[0].astype(np.int64), reply.arrays[1].astype(np.int64)
+            up = msg.PlainUpload.decode(reply.arrays, reply.values)
             if not acc:
-                acc.append(RowSums(width))
-            if width != acc[0].width:
-                raise RuntimeError(f"FedGCN: clients report different feature widths ({acc[0].width} and {width})")
-            acc[0].add(ids, decode_rows(reply.arrays[2:], encoding, len(ids), width))
+                acc.append(RowSums(up.width))
+            if up.width != acc[0].width:
+                raise RuntimeError(f"FedGCN: clients report different feature widths ({acc[0].width} and {up.width})")
+            acc[0].add(up.ids, decode_rows(up.rows, up.encoding, len(up.ids), up.width))
             reply.arrays.clear()
-            requests[reply.proxy.cid] = request
+            requests[reply.proxy.cid] = up.request
 
-        phase.send(UPLOAD, clients, PhaseMessage(values={"hops": self.hops}), on_reply=got_upload)
+        phase.send(UPLOAD, clients, _message(msg.UploadRequest(self.hops).encode()), on_reply=got_upload)
         sums = acc[0]
 
         def download(proxy: ClientProxy) -> PhaseMessage:
@@ -145,7 +149,7 @@ class FedGCNStrategy(WeightedAveraging):
                 raise RuntimeError(f"FedGCN: client {self.client_label(proxy)} requested rows nobody contributed "
                                    f"to ({exc})") from None
             arrays, encoding = encode_rows(rows)
-            return PhaseMessage([request, *arrays], {"encoding": encoding, "width": sums.width})
+            return _message(msg.PlainDownload(request, arrays, encoding, sums.width).encode())
 
         phase.send(DOWNLOAD, clients, download)
         return {"row_contributions": sums.contributions, "rows": sums.count,
@@ -153,22 +157,22 @@ class FedGCNStrategy(WeightedAveraging):
 
     def _phase_ckks(self, phase: Phase, clients: list[ClientProxy]) -> dict:
         index: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        info: dict[str, dict] = {}
+        info: dict[str, msg.Index] = {}
 
         def got_index(reply: PhaseReply):
-            index[reply.proxy.cid] = tuple(a.astype(np.int64) for a in reply.arrays)
-            info[reply.proxy.cid] = dict(reply.values)
+            info[reply.proxy.cid] = msg.Index.decode(reply.arrays, reply.values)
+            index[reply.proxy.cid] = (info[reply.proxy.cid].ids, info[reply.proxy.cid].request)
 
-        phase.send(INDEX, clients, PhaseMessage(values={"hops": self.hops}), on_reply=got_index)
-        fingerprints = {self.client_label(p): info[p.cid]["key_fingerprint"] for p in clients}
+        phase.send(INDEX, clients, _message(msg.UploadRequest(self.hops).encode()), on_reply=got_index)
+        fingerprints = {self.client_label(p): info[p.cid].key_fingerprint for p in clients}
         if len(set(fingerprints.values())) != 1:
             raise RuntimeError(f"FedGCN: clients hold different CKKS keys (fingerprints by client: {fingerprints}); "
                                f"give every client the same key file")
-        widths = {int(m["width"]) for m in info.values()}
+        widths = {m.width for m in info.values()}
         if len(widths) != 1:
             raise RuntimeError(f"FedGCN: clients report different feature widths {sorted(widths)}")
         width = widths.pop()
-        server_ctx = ckks.load_server_context(next(iter(info.values()))["server_context"])
+        server_ctx = ckks.load_server_context(next(iter(info.values())).server_context)
         slots = ckks.num_slots(server_ctx)
         order = {p.cid: i for i, p in enumerate(clients)}
         layout = ckks.he_layout({order[c]: v[0] for c, v in index.items()},
@@ -179,12 +183,12 @@ class FedGCNStrategy(WeightedAveraging):
 
         def upload(proxy: ClientProxy) -> PhaseMessage:
             rows, offsets = layout.rows_for(order[proxy.cid], "contributor")
-            return PhaseMessage([rows, offsets], {"slots": slots, "width": width})
+            return _message(msg.CKKSUploadRequest(rows, offsets, slots, width).encode())
 
         def got_upload(reply: PhaseReply):
-            ct_index, lengths, blob = reply.arrays
-            accumulator.add(ct_index.astype(np.int64), unpack_blobs(lengths, blob))
-            counts["ciphertexts_up"] += len(ct_index)
+            up = msg.CKKSUpload.decode(reply.arrays, reply.values)
+            accumulator.add(up.ct_index, unpack_blobs(up.lengths, up.blob))
+            counts["ciphertexts_up"] += len(up.ct_index)
 
         phase.send(UPLOAD, clients, upload, on_reply=got_upload)
 
@@ -194,7 +198,7 @@ class FedGCNStrategy(WeightedAveraging):
             lengths, blob = pack_blobs(accumulator.serialized(ct_index))
             with lock:
                 counts["ciphertexts_down"] += len(ct_index)
-            return PhaseMessage([rows, offsets, ct_index, lengths, blob], {"slots": slots, "width": width})
+            return _message(msg.CKKSDownload(rows, offsets, ct_index, lengths, blob, slots, width).encode())
 
         phase.send(DOWNLOAD, clients, download)
         return {"row_contributions": int(sum(len(v[0]) for v in index.values())), "rows": int(len(layout.row_ids)),

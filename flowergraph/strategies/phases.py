@@ -26,7 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from logging import WARNING
 from typing import Any, Callable
 
@@ -36,20 +36,13 @@ from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
 from .. import wire
+from ..wire import PhaseMessage
 from .common import config_bytes
 from .directory import ClientDirectory, failure_reason, refusal
 
 
 class PhaseError(RuntimeError):
     """A client that a phase needed did not answer it."""
-
-
-@dataclass
-class PhaseMessage:
-    """What one client is sent: arrays and scalar values."""
-
-    arrays: list[np.ndarray] = field(default_factory=list)
-    values: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,7 +80,7 @@ class Phase:
 
         def call(proxy: ClientProxy):
             msg = message(proxy) if callable(message) else message
-            config = wire.phase_message(kind, msg.arrays, self.server_round, **msg.values)
+            config = wire.phase_message(kind, msg.arrays, self.server_round, model=msg.model, **msg.values)
             with self._lock:
                 self.record["bytes_down"] += config_bytes(config)
                 self.record["messages"] += 1

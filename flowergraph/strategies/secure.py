@@ -31,7 +31,7 @@ import numpy as np
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from .. import wire
+from ..wire.secure import CKKS_DECRYPT, CKKS_SETUP, DecryptReply, DecryptRequest, SetupReply
 from ..privacy import ckks
 from ..privacy.packing import pack_blobs, unpack_blobs
 from .phases import PhaseError, PhaseMessage, PhaseRunner
@@ -47,12 +47,13 @@ class CKKSAggregation:
 
     def setup(self, clients: list[ClientProxy], timeout: float | None) -> dict[str, Any]:
         phase = self.phases.begin("secure-ckks-setup", 0, timeout=timeout)
-        replies = phase.send(wire.CKKS_SETUP, clients, PhaseMessage(), require_all=True)
-        prints = {r.client: r.values["key_fingerprint"] for r in replies}
+        replies = phase.send(CKKS_SETUP, clients, PhaseMessage(), require_all=True)
+        setups = {r.client: SetupReply.decode(r.values) for r in replies}
+        prints = {client: setup.key_fingerprint for client, setup in setups.items()}
         if len(set(prints.values())) != 1:
             raise RuntimeError(f"secure-agg=ckks: clients hold different CKKS keys (fingerprints by client: {prints});"
                                f" give every data owner the same key file")
-        self.server_ctx = ckks.load_server_context(replies[0].values["server_context"])
+        self.server_ctx = ckks.load_server_context(setups[replies[0].client].server_context)
         self.fingerprint = next(iter(prints.values()))
         record = phase.end()
         log(INFO, "secure-agg=ckks: %d clients share key %s", len(replies), self.fingerprint)
@@ -85,14 +86,14 @@ class CKKSAggregation:
         info["summed"] = len(used)
         if not used:
             return None, info
-        lengths, blob = pack_blobs(acc.serialized(np.arange(chunks)))
-        message = PhaseMessage([lengths, blob], {"length": expected})
+        request = DecryptRequest(*pack_blobs(acc.serialized(np.arange(chunks))), length=expected)
+        message = PhaseMessage(request.arrays(), request.values())
         phase = self.phases.begin("secure-ckks-decrypt", server_round, timeout=timeout)
         total = None
         for proxy, label in used:  # the first that answers decrypts
             try:
-                (reply,) = phase.send(wire.CKKS_DECRYPT, [proxy], message, require_all=True)
-                total = reply.arrays[0]
+                (reply,) = phase.send(CKKS_DECRYPT, [proxy], message, require_all=True)
+                total = DecryptReply.decode(reply.arrays).total
                 info["decrypted_by"] = label
                 break
             except PhaseError as exc:

@@ -1,24 +1,40 @@
-"""The message keys strategies and clients share (they never import each other: both import this module).
+"""What travels between a strategy and its clients: every message key, in one place (strategies and clients never
+import each other; both import this package). Each method with messages of its own has a module here
+(:mod:`~flowergraph.wire.fedgcn`), as do flowergraph's own phases (:mod:`~flowergraph.wire.state`: client
+checkpoints; :mod:`~flowergraph.wire.secure`: secure aggregation under CKKS).
 
-Training and evaluation travel as Flower's ``fit`` / ``evaluate`` messages (each strategy module's docstring
-states its wire protocol). Everything else a method exchanges travels as a **phase message**: a
-``get_properties`` message (Flower's "query" type) whose config names the phase, so Flower's client mods for
-training messages (``secaggplus_mod``, the differential-privacy mods) leave it alone:
+**Training and evaluation** travel as Flower's ``fit`` / ``evaluate`` messages (each strategy module's docstring
+states its protocol). The keys every method shares: the config's :data:`SERVER_ROUND`, :data:`EVALUATE_GLOBAL`
+(fused evaluation) and :data:`STAGE`; every reply's :data:`PARTITION_ID`; the fit metrics :data:`TRAIN_LOSS`,
+:data:`NUM_TRAIN`, :data:`BATCH_SIZE`; the evaluation metrics :data:`ACCURACY`, :data:`LOSS`, :data:`NUM_TEST`,
+:data:`VAL_ACCURACY`, :data:`VAL_LOSS`, :data:`NUM_VAL` (prefixed :data:`EVAL_PREFIX` inside a fit reply).
+
+**Named arrays.** Arrays travel in order, as Flower's ``Parameters``. When they are not the receiver's whole model
+in its own order (a sub-network, a partial update), their names travel with them as :data:`KEYS`: a JSON list of
+state-dict keys in the config (server -> client) or the metrics (client -> server); :func:`encode_keys` /
+:func:`decode_keys`.
+
+**Phases**: everything else a method exchanges travels as a phase message: a ``get_properties`` message (Flower's
+"query" type) whose config names the phase, so Flower's client mods for training messages (``secaggplus_mod``,
+the differential-privacy mods) leave it alone:
 
     server -> client  GetPropertiesIns.config = {PHASE: "<method>.<kind>", PHASE_ROUND: int r,
-                                                 ARRAY_COUNT: n, "fg.a0": bytes, ..., <scalars>}
+                                                 ARRAY_COUNT: n, "fg.a0": bytes, ..., <scalars>,
+                                                 [MODEL_KEYS: JSON list, "fg.m0": bytes, ...]}
     client -> server  GetPropertiesRes.properties = {PARTITION_ID: int, ARRAY_COUNT: n, "fg.a0": bytes, ...,
                                                      <scalars>}
 
 Arrays travel as Flower's own ``ndarray_to_bytes`` (``numpy.save`` with ``allow_pickle=False``), one bytes value
-per array in order; scalars are bool, int, float, str or bytes. A config without :data:`PHASE` is the identity
-request (the reply names the node's partition). Two phases are flowergraph's own and answered for every method
-by the ClientApp: :data:`STATE_SAVE` and :data:`STATE_LOAD` (client checkpoints, see
-:class:`flowergraph.clients.ClientState`).
+per array in order; scalars are bool, int, float, str or bytes. A phase message may carry a model (the client's
+current model: named arrays under ``fg.m*``), which the client's handler receives as
+:attr:`PhaseRequest.model`. A config without :data:`PHASE` is the identity request (the reply names the node's
+partition).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,7 +45,15 @@ PARTITION_ID = "partition_id"
 # fit / evaluate config
 SERVER_ROUND = "server_round"
 EVALUATE_GLOBAL = "evaluate_global"  # fused evaluation: evaluate the received arrays before training
+STAGE = "fg.stage"  # the run's stage (methods with stages: search, then retraining)
 EVAL_PREFIX = "eval_"  # fused evaluation's metrics in the fit reply
+# Names of the arrays that travel (a JSON list of state-dict keys), in a config or in metrics.
+KEYS = "fg.keys"
+# fit metrics
+TRAIN_LOSS, NUM_TRAIN, BATCH_SIZE = "train_loss", "num_train", "batch_size"
+# evaluation metrics (also inside a fit reply, prefixed with EVAL_PREFIX)
+ACCURACY, LOSS, NUM_TEST = "accuracy", "loss", "num_test"
+VAL_ACCURACY, VAL_LOSS, NUM_VAL = "val_accuracy", "val_loss", "num_val"
 # A client refusing the run because of bad input (node config, run config, data, key files) puts this in front
 # of its error; the strategy then fails the run with that message instead of training without the client.
 CONFIG_ERROR_MARKER = "flowergraph refused the run:"
@@ -40,29 +64,50 @@ PHASE = "fg.phase"
 PHASE_ROUND = "fg.round"
 ARRAY_COUNT = "fg.n"
 ARRAY_PREFIX = "fg.a"
+MODEL_KEYS = "fg.mk"
+MODEL_PREFIX = "fg.m"
 RESERVED_PREFIX = "fg."
-STATE_SAVE = "flowergraph.state-save"  # config: RUN_TAG, PHASE_ROUND; reply: "path"
-STATE_LOAD = "flowergraph.state-load"  # config: RUN_TAG, PHASE_ROUND; reply: "path"
-RUN_TAG = "run_tag"
-# Secure aggregation under CKKS (secure-agg=ckks), answered by flowergraph.clients.secure.SecureUpdates:
-CKKS_SETUP = "secure.ckks-setup"  # reply: key_fingerprint (str), server_context (bytes: no key)
-CKKS_DECRYPT = "secure.ckks-decrypt"  # config: arrays [lengths, blob] of summed ciphertexts, "length"; reply: [sum]
-SECURE_AGG = "secure_agg"  # fit config: "ckks" asks for an encrypted update
 
 
-def pack_arrays(arrays: list[np.ndarray]) -> dict[str, Any]:
+def encode_keys(keys) -> str:
+    """The names of arrays as they travel (:data:`KEYS`): a JSON list."""
+    return json.dumps([str(k) for k in keys])
+
+
+def decode_keys(values: Mapping[str, Any], count: int | None = None) -> list[str] | None:
+    """The names under :data:`KEYS` in a config or metrics (None when there are none); ValueError when they are
+    not a JSON list of strings, repeat a name, or do not match ``count`` arrays."""
+    raw = values.get(KEYS)
+    if raw is None:
+        return None
+    try:
+        keys = json.loads(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{KEYS} is not a JSON list of names: {str(raw)[:80]!r}") from None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ValueError(f"{KEYS} is not a JSON list of names: {str(raw)[:80]!r}")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{KEYS} names an array twice")
+    if count is not None and len(keys) != count:
+        raise ValueError(f"{KEYS} names {len(keys)} arrays but {count} travelled")
+    return keys
+
+
+def pack_arrays(arrays: list[np.ndarray], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT
+                ) -> dict[str, Any]:
     """``{ARRAY_COUNT: n, "fg.a0": bytes, ...}`` for a list of arrays."""
-    out: dict[str, Any] = {ARRAY_COUNT: len(arrays)}
+    out: dict[str, Any] = {count_key: len(arrays)}
     for i, array in enumerate(arrays):
-        out[f"{ARRAY_PREFIX}{i}"] = ndarray_to_bytes(np.asarray(array))
+        out[f"{prefix}{i}"] = ndarray_to_bytes(np.asarray(array))
     return out
 
 
-def unpack_arrays(values: Mapping[str, Any]) -> list[np.ndarray]:
+def unpack_arrays(values: Mapping[str, Any], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT
+                  ) -> list[np.ndarray]:
     """The arrays :func:`pack_arrays` put into ``values`` (an empty list when there are none)."""
-    n = int(values.get(ARRAY_COUNT, 0))
+    n = int(values.get(count_key, 0))
     try:
-        return [bytes_to_ndarray(values[f"{ARRAY_PREFIX}{i}"]) for i in range(n)]
+        return [bytes_to_ndarray(values[f"{prefix}{i}"]) for i in range(n)]
     except KeyError as exc:
         raise ValueError(f"phase message announces {n} arrays but lacks {exc.args[0]!r}") from None
 
@@ -72,10 +117,60 @@ def scalars(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if not k.startswith(RESERVED_PREFIX)}
 
 
+@dataclass
+class PhaseMessage:
+    """What a server sends one client in a phase: arrays, scalar values and, optionally, a model (named arrays:
+    e.g. the model the client trains with this round, to compute embeddings with)."""
+
+    arrays: list[np.ndarray] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    model: Mapping[str, np.ndarray] | None = None
+
+
+@dataclass
+class PhaseRequest:
+    """A phase message as the client's handler receives it: the phase ``kind``, the ``round`` it belongs to (0 for
+    one-off phases), ``arrays``, ``values`` and the ``model`` the server sent with it (None if none)."""
+
+    kind: str
+    round: int
+    arrays: list[np.ndarray]
+    values: dict[str, Any]
+    model: dict[str, np.ndarray] | None = None
+
+
 def phase_message(kind: str, arrays: list[np.ndarray] | None = None, server_round: int = 0,
-                  **values: Any) -> dict[str, Any]:
+                  model: Mapping[str, np.ndarray] | None = None, **values: Any) -> dict[str, Any]:
     """The config of a phase message (what the server sends)."""
     bad = [k for k in values if k.startswith(RESERVED_PREFIX)]
     if bad:
         raise ValueError(f"phase values may not use the reserved prefix {RESERVED_PREFIX!r}: {bad}")
-    return {PHASE: kind, PHASE_ROUND: int(server_round), **values, **pack_arrays(list(arrays or []))}
+    config = {PHASE: kind, PHASE_ROUND: int(server_round), **values, **pack_arrays(list(arrays or []))}
+    if model is not None:
+        config[MODEL_KEYS] = encode_keys(model.keys())
+        config.update(pack_arrays(list(model.values()), MODEL_PREFIX, MODEL_PREFIX + "n"))
+    return config
+
+
+def decode_phase(config: Mapping[str, Any]) -> PhaseRequest:
+    """The :class:`PhaseRequest` a phase message's config holds (ValueError for a malformed one)."""
+    model = None
+    if MODEL_KEYS in config:
+        arrays = unpack_arrays(config, MODEL_PREFIX, MODEL_PREFIX + "n")
+        keys = decode_keys({KEYS: config[MODEL_KEYS]}, len(arrays)) or []
+        model = dict(zip(keys, arrays))
+    return PhaseRequest(kind=str(config[PHASE]), round=int(config.get(PHASE_ROUND, 0)),
+                        arrays=unpack_arrays(config), values=scalars(config), model=model)
+
+
+def phase_reply(partition_id: int, arrays: list[np.ndarray], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The properties of a client's answer to a phase message."""
+    bad = [k for k in values if k.startswith(RESERVED_PREFIX)]
+    if bad:
+        raise ValueError(f"phase reply values may not use the reserved prefix {RESERVED_PREFIX!r}: {bad}")
+    return {PARTITION_ID: int(partition_id), **values, **pack_arrays(list(arrays))}
+
+
+# flowergraph's own phases (their modules define them; kept here too: the names were public before)
+from .secure import CKKS_DECRYPT as CKKS_DECRYPT, CKKS_SETUP as CKKS_SETUP, SECURE_AGG as SECURE_AGG  # noqa: E402
+from .state import RUN_TAG as RUN_TAG, STATE_LOAD as STATE_LOAD, STATE_SAVE as STATE_SAVE  # noqa: E402

@@ -66,9 +66,9 @@ def _client(args: ClientArgs):
             return list(module_arrays(self.model, self.shared).values())
 
         def phase_handlers(self):
-            def census(arrays, values):
+            def census(request):
                 counts = args.state.get_values("toy-count") or {"trained": 0}
-                return [], {"trained": int(counts["trained"]), "asked": int(values["asked"])}
+                return [], {"trained": int(counts["trained"]), "asked": int(request.values["asked"])}
 
             return {"toy-personal.census": census}
 
