@@ -33,9 +33,9 @@ def main() -> None:
         for seed in args.seeds:
             name = f"{method}-beta{beta:g}-s{seed}" if beta else f"{method}-s{seed}"
             out = work / name
-            overrides = {"data-dir": data_dir(), "seed": seed, "local-steps": 3, "lr": 0.5, "split": "public"}
+            overrides = {"data-dir": data_dir(), "seed": seed, "node.local-steps": 3, "node.lr": 0.5, "node.split": "public"}
             if beta:
-                overrides["beta"] = beta
+                overrides["node.beta"] = beta
             if (out / "summary.json").exists() and '"completed"' in (out / "summary.json").read_text():
                 import json
 

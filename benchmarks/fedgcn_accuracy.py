@@ -44,7 +44,7 @@ def run_one(dataset: str, beta: float, hops: int, seed: int, rounds: int, work: 
     else:
         if out.exists():  # an unfinished earlier attempt: keep it for inspection, start over elsewhere
             out.rename(out.with_name(out.name + f"-failed-{len(list(work.glob(name + '-failed-*')))}"))
-        overrides = {**load_preset(PRESETS[dataset]), "data-dir": data_dir(), "beta": beta, "fedgcn.hops": hops,
+        overrides = {**load_preset(PRESETS[dataset]), "data-dir": data_dir(), "node.beta": beta, "fedgcn.hops": hops,
                      "seed": seed, "fedgcn.he": he}
         for key in ("method", "num-clients", "rounds", "dataset"):
             overrides.pop(key)

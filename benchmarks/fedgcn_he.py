@@ -161,8 +161,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is stopped")
     args = parser.parse_args()
     work = Path(args.work)
-    base = {"data-dir": data_dir(), "split": "public", "partitioner": "dirichlet", "beta": 10000.0, "fedgcn.hops": 2,
-            "model": "gcn", "hidden": 16, "optimizer": "sgd", "lr": 0.5, "local-steps": 3}
+    base = {"data-dir": data_dir(), "node.split": "public", "node.partitioner": "dirichlet", "node.beta": 10000.0, "fedgcn.hops": 2,
+            "node.model": "gcn", "node.hidden": 16, "node.optimizer": "sgd", "node.lr": 0.5, "node.local-steps": 3}
 
     runs = []
     for rep in range(args.repeats):

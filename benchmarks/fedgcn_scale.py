@@ -85,8 +85,8 @@ DEGREE_IN, DEGREE_OUT = 0.02 * 2000, 0.002 * 2000  # p_in * N and p_out * N of t
 
 
 def synthetic_overrides(nodes: int, features: int) -> dict:
-    return {"dataset": "synthetic", "synthetic-nodes": nodes, "synthetic-p-in": DEGREE_IN / nodes,
-            "synthetic-p-out": DEGREE_OUT / nodes, "synthetic-features": features}
+    return {"dataset": "synthetic", "node.synthetic-nodes": nodes, "node.synthetic-p-in": DEGREE_IN / nodes,
+            "node.synthetic-p-out": DEGREE_OUT / nodes, "node.synthetic-features": features}
 
 
 def parse_partitioner(text: str) -> tuple[str, float | None]:
@@ -176,8 +176,8 @@ def main() -> None:
     for i, (n, part) in enumerate(settings):
         stats = graph_stats(n, args.features, part, args.clients, args.seed)
         pname, beta = parse_partitioner(part)
-        base = {**synthetic_overrides(n, args.features), "partitioner": pname, "fedgcn.hops": 2,
-                **({"beta": beta} if beta else {}), "seed": args.seed, "local-steps": 1}
+        base = {**synthetic_overrides(n, args.features), "node.partitioner": pname, "fedgcn.hops": 2,
+                **({"node.beta": beta} if beta else {}), "seed": args.seed, "node.local-steps": 1}
         parts_dir = None
         if "files" in args.data_source:
             parts_dir = export_partitions(work / f"parts-n{n}-{part.replace(':', '')}", base, args.clients)

@@ -77,7 +77,7 @@ def main() -> None:
             out = work / f"{method}-{name.replace(' ', '')}-s{args.seed}"
             done = out / "summary.json"
             if not (done.exists() and json.loads(done.read_text()).get("status") == "completed"):
-                overrides = {"data-dir": data_dir(), "seed": args.seed, "split": "public", "min-clients": 3,
+                overrides = {"data-dir": data_dir(), "seed": args.seed, "node.split": "public", "min-clients": 3,
                              "round-timeout": 20.0, "checkpoint-every": args.rounds, "inject-faults": spec}
                 result = run_simulation(method, num_clients=args.clients, rounds=args.rounds, dataset="Cora",
                                         out=out, overrides=overrides, timeout=1800)

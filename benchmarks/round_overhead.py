@@ -34,7 +34,7 @@ SETTINGS = {"stock": {"poll-interval": 0.0, "fused-eval": False}, "default": {}}
 
 def one(method: str, setting: str, clients: int, rounds: int, out: Path) -> dict:
     result = run_simulation(method, num_clients=clients, rounds=rounds, dataset="Cora", out=out,
-                            overrides={"data-dir": data_dir(), "local-steps": 3, "lr": 0.5, "split": "public",
+                            overrides={"data-dir": data_dir(), "node.local-steps": 3, "node.lr": 0.5, "node.split": "public",
                                        **SETTINGS[setting]})
     if not result.ok:
         sys.exit(f"{method} ({setting}) run failed; see {result.log_file}")

@@ -33,11 +33,12 @@ from typing import Any, TextIO
 
 from .settings import (RunSettings, load_preset, natural_num_clients, option_by_key, parse_run_config, parse_set,
                        renamed_keys)
-from .errors import ConfigError, FlowergraphError
+from .settings.plan import RunPlan
+from .errors import ConfigError
 from .methods import methods
 from .storage.results import accuracy_text
-from .app.runtime import (ProcessGroup, Stopped, descendants, free_port, kill_tree, stop_on_signals, tee_output,
-                      write_app, write_run_config)
+from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, run_command, tee_output, write_app,
+                          write_run_config)
 
 _MOVED = {"stop_processes": "flowergraph.app.runtime.stop_processes", "write_app": "flowergraph.app.runtime.write_app"}
 
@@ -70,10 +71,10 @@ class SimulationResult:
 def preflight(settings: RunSettings) -> dict[str, Any]:
     """The method's check of the data before Flower starts (fails fast on impossible settings, warms the
     dataset cache); ``summary`` and ``client_sizes`` describe it."""
-    method = settings.method_info
-    if method.preflight is None:
+    check = settings.method_info.preflight or settings.task_info.preflight
+    if check is None:
         return {"summary": settings.dataset}
-    return method.preflight(settings)
+    return check(settings)
 
 
 def _wait_healthy(port: int, proc: subprocess.Popen, log_file: Path, timeout: float = 60.0) -> None:
@@ -227,23 +228,16 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
             method, dataset or (overrides or {}).get("dataset"))
     config = build_run_config(method, num_clients, rounds, dataset, out, overrides)
     settings = parse_run_config(config)
-    ckpt = resume_checkpoint(settings)
-    if not config.get("out-dir"):
-        if ckpt is not None and ckpt.run_dir is not None:
-            config["out-dir"] = str(ckpt.run_dir)  # continue the checkpointed run's results
-        else:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            config["out-dir"] = str(Path("results").resolve() / f"{settings.method}-{settings.dataset}-{stamp}")
-        settings = parse_run_config(config)
-    out_dir = Path(config["out-dir"])
-    check_out_dir(out_dir, ckpt)
+    plan = RunPlan.of(settings, launcher=True)  # out-dir, the checkpoint to resume, where clients keep state
+    config["out-dir"] = str(plan.out_dir)
+    if plan.state_dir:
+        config["state-dir"] = plan.state_dir  # the clients' checkpoints stay with the run
+    settings = parse_run_config(config)
+    out_dir = plan.out_dir
     if cpus_per_client < 1:
         raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
     info = preflight(settings)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if not config.get("state-dir") and settings.method_info.stateful_clients and \
-            (settings.checkpoint_every > 0 or ckpt is not None):
-        config["state-dir"] = str(out_dir / "client-state")  # the clients' checkpoints stay with the run
     supernodes = settings.effective_num_clients
     sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
     auto_bound = settings.secure_agg == "secagg+" and settings.weighting == "train-size" and \
@@ -291,27 +285,6 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
                             wall_time_s=time.monotonic() - started, pids=app_run.pids)
 
 
-def resume_checkpoint(settings: RunSettings):
-    """The checkpoint ``resume-from`` names, checked against the run's settings (None when not resuming)."""
-    if not settings.resume_from:
-        return None
-    from .storage.checkpoint import check_resumable, load_checkpoint
-
-    ckpt = load_checkpoint(settings.resume_from)
-    check_resumable(ckpt, settings.as_dict())
-    return ckpt
-
-
-def check_out_dir(out_dir: Path, ckpt=None) -> None:
-    """Refuse an out-dir holding another run's results (a resumed run may continue its own folder)."""
-    if not (out_dir / "rounds.jsonl").exists():
-        return
-    if ckpt is not None and ckpt.run_dir is not None and ckpt.run_dir.resolve() == out_dir.resolve():
-        return
-    raise ConfigError(f"out-dir {str(out_dir)!r} already holds the results of a run (rounds.jsonl); "
-                      f"choose another so nothing is overwritten")
-
-
 def resume_config(path: str | os.PathLike) -> dict[str, Any]:
     """The run configuration of the checkpoint at ``path`` (a file or a run folder) with ``resume-from`` set:
     ``run_simulation(..., overrides={**resume_config(path), "rounds": R})`` or ``--resume PATH --rounds R``."""
@@ -345,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a run-config preset file (e.g. conf/fedgcn-cora.toml; repeatable, later files win); "
                              "--method/--num-clients/--rounds/--dataset given here and --set override it")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any run-config key (repeatable), e.g. --set beta=1 --set partitioner=metis")
+                        help="any run-config key (repeatable), e.g. --set node.beta=1 --set node.partitioner=metis")
     parser.add_argument("--resume", default=None, metavar="PATH",
                         help="continue the run checkpointed at PATH (a checkpoint file or the run's out-dir) with "
                              "its settings, in its out-dir; --rounds sets the new total")
@@ -353,37 +326,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)
-    stop_on_signals()  # SIGTERM / SIGHUP stop every process started, as Ctrl-C does
-    try:
-        overrides: dict[str, Any] = resume_config(args.resume) if args.resume else {}
-        for path in args.config:
-            overrides.update(load_preset(path))
-        overrides.update(parse_set(args.set))
-        if args.data_dir is not None:
-            overrides["data-dir"] = args.data_dir
-        def pick(given, key, default):
-            value = overrides.pop(key, default)
-            return value if given is None else given
+    return run_command(lambda: _run(args))
 
-        method = pick(args.method, "method", "fedavg")
-        num_clients = pick(args.num_clients, "num-clients", None)
-        rounds = pick(args.rounds, "rounds", 2)
-        dataset = pick(args.dataset, "dataset", None)
-        result = run_simulation(method, num_clients, rounds, dataset, args.out, overrides,
-                                cpus_per_client=args.cpus_per_client, verbose=args.verbose, timeout=args.timeout)
-    except FlowergraphError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:
-        print(f"{exc if isinstance(exc, Stopped) else 'interrupted'}; every process started was stopped",
-              file=sys.stderr)
-        return exc.exit_code if isinstance(exc, Stopped) else 130
+
+def _run(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = resume_config(args.resume) if args.resume else {}
+    for path in args.config:
+        overrides.update(load_preset(path))
+    overrides.update(parse_set(args.set))
+    if args.data_dir is not None:
+        overrides["data-dir"] = args.data_dir
+
+    def pick(given: Any, key: str, default: Any) -> Any:
+        value = overrides.pop(key, default)
+        return value if given is None else given
+
+    method = pick(args.method, "method", "fedavg")
+    num_clients = pick(args.num_clients, "num-clients", None)
+    rounds = pick(args.rounds, "rounds", 2)
+    dataset = pick(args.dataset, "dataset", None)
+    result = run_simulation(method, num_clients, rounds, dataset, args.out, overrides,
+                            cpus_per_client=args.cpus_per_client, verbose=args.verbose, timeout=args.timeout)
     s = result.summary
     print(f"flowergraph: run {result.status} in {result.wall_time_s:.1f} s; rounds {s.get('rounds_completed')}"
           f"/{s.get('total_rounds')}; {accuracy_text(s)}")
     print(f"results: {result.out_dir}")
     return 0 if result.ok else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,7 @@
 # which step when the parties are on different machines.
 #
 #   bash scripts/deploy_loopback.sh                                       # fedavg, synthetic graph, 3 nodes, 2 rounds
-#   NODES=4 ROUNDS=5 bash scripts/deploy_loopback.sh --set partitioner=louvain
+#   NODES=4 ROUNDS=5 bash scripts/deploy_loopback.sh --set node.partitioner=louvain
 #   DATA_DIR=../shared/datasets bash scripts/deploy_loopback.sh --dataset Cora   # data-dir via node config
 #
 # Extra arguments go to the `run` step (--dataset, --set KEY=VALUE, --timeout, --verbose).

@@ -2,7 +2,7 @@
 # The main job: set up, then two federated runs on the built-in synthetic graph (no download), 3 clients,
 # 40 rounds each, in Flower's Ray simulation: weighted averaging (cross-client edges dropped) and FedGCN 2-hop
 # (one exchange of neighbour aggregations, then the same training), and their accuracy-vs-round and
-# accuracy-vs-time curves on one plot. Extra arguments go to both runs (e.g. --set partitioner=metis).
+# accuracy-vs-time curves on one plot. Extra arguments go to both runs (e.g. --set node.partitioner=metis).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh

@@ -25,7 +25,7 @@ def _ckpt(round_=3):
                                       "elapsed_s": 1.5,
                                       "agent": {"actor": [np.eye(2), np.zeros(3, np.float16)], "step": 7}},
                       records=[{"round": 1, "accuracy": 0.5}, {"round": 2, "accuracy": 0.6}],
-                      config={"method": "fedavg", "lr": 0.5, "rounds": 3})
+                      config={"method": "fedavg", "node.lr": 0.5, "rounds": 3})
 
 
 def test_roundtrip_keeps_arrays_state_records_and_config(tmp_path):
@@ -96,12 +96,12 @@ def test_corrupt_and_missing_checkpoints_are_named(tmp_path):
 
 def test_resuming_with_other_settings_is_refused_by_name():
     ckpt = _ckpt()
-    check_resumable(ckpt, {"method": "fedavg", "lr": 0.5, "rounds": 5, "round-timeout": 9.0})  # may change
-    with pytest.raises(CheckpointError, match=r"was made with other settings: lr=0.5 in the checkpoint but 0.1 now\. "
+    check_resumable(ckpt, {"method": "fedavg", "node.lr": 0.5, "rounds": 5, "round-timeout": 9.0})  # may change
+    with pytest.raises(CheckpointError, match=r"was made with other settings: node.lr=0.5 in the checkpoint but 0.1 now\. "
                                               r"Resume with the same settings; only rounds, out-dir"):
-        check_resumable(ckpt, {"method": "fedavg", "lr": 0.1, "rounds": 5})
+        check_resumable(ckpt, {"method": "fedavg", "node.lr": 0.1, "rounds": 5})
     with pytest.raises(CheckpointError, match=r"is at round 3; rounds=3 must be larger to continue the run"):
-        check_resumable(ckpt, {"method": "fedavg", "lr": 0.5, "rounds": 3})
+        check_resumable(ckpt, {"method": "fedavg", "node.lr": 0.5, "rounds": 3})
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -136,8 +136,8 @@ def _assert_same_run(a, b, same_messages=True):
 @pytest.mark.parametrize("method,extra", [
     ("fedavg", {"fraction-fit": 0.67, "fraction-evaluate": 0.67}),  # sampling: must repeat per (seed, round)
     ("fedavg", {}),  # fused evaluation: round k's record waits in the strategy when the checkpoint is taken
-    ("fedgcn", {"partitioner": "louvain"}),  # the clients restore their aggregations from their state files
-    ("fedgcn", {"partitioner": "louvain", "fedgcn.he": True}),  # ... so CKKS resumes bit for bit too
+    ("fedgcn", {"node.partitioner": "louvain"}),  # the clients restore their aggregations from their state files
+    ("fedgcn", {"node.partitioner": "louvain", "fedgcn.he": True}),  # ... so CKKS resumes bit for bit too
 ])
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, method, extra):
     base = {"method": method, "num-clients": 3, "rounds": 4, "seed": 7, "checkpoint-every": 2, **extra}
@@ -201,7 +201,7 @@ def test_resume_refuses_bad_checkpoints_before_training(tmp_path):
     base = {"method": "fedavg", "num-clients": 2, "rounds": 2, "checkpoint-every": 1, "out-dir": str(tmp_path / "r")}
     run_inprocess(base)
     with pytest.raises(CheckpointError, match=r"lr=0.5 in the checkpoint but 0.2 now"):
-        run_inprocess({**base, "rounds": 3, "lr": 0.2, "resume-from": str(tmp_path / "r")})
+        run_inprocess({**base, "rounds": 3, "node.lr": 0.2, "resume-from": str(tmp_path / "r")})
     bad = tmp_path / "r" / "checkpoints" / "round-000002.npz"
     bad.write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match=rf"checkpoint '{bad}' is corrupt"):
@@ -219,7 +219,9 @@ def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):
     import sys
 
     from flowergraph.errors import ConfigError
-    from flowergraph.simulation import check_out_dir, resume_config
+    from flowergraph.settings import parse_run_config
+    from flowergraph.settings.plan import RunPlan
+    from flowergraph.simulation import resume_config
 
     run_inprocess({"method": "fedavg", "num-clients": 2, "rounds": 2, "checkpoint-every": 2, "seed": 4,
                    "out-dir": str(tmp_path / "r")})
@@ -229,8 +231,11 @@ def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "rounds.jsonl").write_text('{"round": 1}\n')
     with pytest.raises(ConfigError, match="already holds the results of a run"):
-        check_out_dir(tmp_path / "other", load_checkpoint(tmp_path / "r"))
-    check_out_dir(tmp_path / "r", load_checkpoint(tmp_path / "r"))  # its own folder: continued
+        RunPlan.of(parse_run_config({**config, "rounds": 4, "out-dir": str(tmp_path / "other")}))
+    plan = RunPlan.of(parse_run_config({**config, "rounds": 4}), launcher=True)  # its own folder: continued
+    assert plan.out_dir == tmp_path / "r" and plan.resuming and plan.state_dir == ""  # fedavg's clients keep none
+    with pytest.raises(ConfigError, match="already holds the results of a run"):  # a new run never overwrites
+        RunPlan.of(parse_run_config({"method": "fedavg", "out-dir": str(tmp_path / "r")}))
     for args, message in ((["--resume", str(tmp_path / "r"), "--rounds", "2"],
                            "error: resume-from '" + str(tmp_path / "r" / "checkpoints" / "round-000002.npz") +
                            "' is at round 2; rounds=2 must be larger to continue the run"),

@@ -102,8 +102,10 @@ def test_models_forward_and_roundtrip(kind):
 def test_unknown_model_and_optimizer():
     from flowergraph.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="unknown model 'gin'; valid choices: gcn, sage, gat"):
-        build_node_model("gin", 4, 2)
+    with pytest.raises(ValueError, match="unknown model 'gin'; valid choices: gcn, sage, gat"):
+        build_node_model("gin", 4, 2)  # models raise ValueError: they know nothing of run configurations
+    with pytest.raises(ValueError, match="layers must be >= 1, got 0"):
+        build_node_model("gcn", 4, 2, layers=0)
     with pytest.raises(ConfigError, match="unknown optimizer 'lbfgs'; valid choices: sgd, adam"):
         _client(0, optimizer="lbfgs")
 
@@ -136,3 +138,22 @@ def test_the_noop_floor_honours_fused_evaluation():
     assert fused_metrics(metrics) == {"loss": 0.0, "num_test": 1} and n == 1
     np.testing.assert_array_equal(arrays[0], np.ones(2))
     assert NoOpClient([], 3).evaluate([], {})[2] == {"partition_id": 3, "loss": 0.0, "num_test": 1}
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage"])
+def test_node_models_are_pygs_with_input_dropout_and_log_softmax(kind):
+    """GCN and GraphSAGE are PyG's models: the same parameters (names, seeded values) and, in eval mode, the same
+    output as PyG's model followed by a log-softmax."""
+    import torch
+    from torch_geometric.nn.models import GCN, GraphSAGE
+
+    x, edge_index = torch.randn(30, 6), torch.randint(0, 30, (2, 90))
+    ours = build_node_model(kind, 6, 3, hidden=5, layers=3, seed=11).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(11)
+        cls, extra = (GCN, {}) if kind == "gcn" else (GraphSAGE, {"aggr": "mean"})
+        theirs = cls(in_channels=6, hidden_channels=5, num_layers=3, out_channels=3, dropout=0.5, **extra).eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    for key, value in theirs.state_dict().items():
+        torch.testing.assert_close(ours.state_dict()[key], value, rtol=0, atol=0)
+    torch.testing.assert_close(ours(x, edge_index), torch.log_softmax(theirs(x, edge_index), -1), rtol=0, atol=0)

@@ -23,33 +23,37 @@ def test_readme_documents_every_key():
 
 def test_defaults_parse():
     s = parse_run_config({})
-    assert s.method == "fedavg" and s.num_clients == 3 and s.local_steps == 3 and s.weight_decay == 5e-4
+    assert s.method == "fedavg" and s.num_clients == 3 and s["node.local-steps"] == 3 and s["node.weight-decay"] == 5e-4
+    assert s.of("node").weight_decay == 5e-4 and s.task == "node" and s.task_info.name == "node"
     assert len(s.as_dict()) == len(OPTIONS)
 
 
 def test_types_are_coerced_and_dataset_is_canonical():
-    s = parse_run_config({"rounds": 5.0, "lr": 1, "server-eval": "true", "dataset": "cora"})
-    assert s.rounds == 5 and isinstance(s.lr, float) and s.server_eval is True and s.dataset == "Cora"
+    s = parse_run_config({"rounds": 5.0, "node.lr": 1, "server-eval": "true", "dataset": "cora"})
+    assert s.rounds == 5 and isinstance(s["node.lr"], float) and s.server_eval is True and s.dataset == "Cora"
 
 
 @pytest.mark.parametrize("raw,match", [
-    ({"method": "fedprox"}, "unknown method 'fedprox'; valid choices: " + ", ".join(METHODS)),
+    ({"method": "fedprx"}, "unknown method 'fedprx'; valid choices: " + ", ".join(METHODS) + "; did you mean 'fedprox'"),
     ({"rounds": 0}, "rounds=0: must be >= 1"),
     ({"rounds": 1.5}, r"rounds=1.5: expected an integer"),
     ({"num-clients": 0}, "num-clients=0: must be >= 1"),
-    ({"partitioner": "spectral"}, "unknown partitioner 'spectral'; valid choices: dirichlet, louvain, metis, random, none"),
+    ({"node.partitioner": "spectral"}, "unknown node.partitioner 'spectral'; valid choices: dirichlet, louvain, metis, "
+                                       "random, none"),
     ({"dataset": "ogbn-arxiv"}, "unknown dataset 'ogbn-arxiv'; valid choices: node classification"),
-    ({"dataset": "MUTAG"}, "method 'fedavg' does node classification but dataset 'MUTAG' is graph-classification data"),
+    ({"dataset": "MUTAG", "method": "fedgcn"}, "method 'fedgcn' does node classification but dataset 'MUTAG' is graph "
+                                               "classification data; valid datasets for it: node classification: "
+                                               "Cora, CiteSeer, PubMed, synthetic"),
     ({"data-dir": "/no/such/dir"}, "data-dir '/no/such/dir' does not exist"),
-    ({"lr": -0.1}, r"lr=-0.1: must be > 0.0"),
-    ({"lr": "fast"}, "lr='fast': expected a number"),
-    ({"dropout": 1.0}, r"dropout=1.0: must be in \[0.0, 1.0\)"),
+    ({"node.lr": -0.1}, r"node.lr=-0.1: must be > 0.0"),
+    ({"node.lr": "fast"}, "node.lr='fast': expected a number"),
+    ({"node.dropout": 1.0}, r"node.dropout=1.0: must be in \[0.0, 1.0\)"),
     ({"weighting": "size"}, "unknown weighting 'size'; valid choices: train-size, batch-size, uniform"),
     ({"min-clients": 4}, "min-clients=4 exceeds num-clients=3"),
-    ({"optimizer": "rmsprop"}, "unknown optimizer 'rmsprop'; valid choices: sgd, adam"),
-    ({"split": "public"}, "public split exists only for Planetoid"),
-    ({"beta": 0}, r"beta=0.0: must be > 0"),
-    ({"roundz": 3}, "unknown run-config key 'roundz'; valid keys: method, dataset"),
+    ({"node.optimizer": "rmsprop"}, "unknown node.optimizer 'rmsprop'; valid choices: sgd, adam"),
+    ({"node.split": "public"}, "public split exists only for Planetoid"),
+    ({"node.beta": 0}, r"node.beta=0.0: must be > 0"),
+    ({"roundz": 3}, "unknown run-config key 'roundz'; did you mean 'rounds'\\?; valid keys: method, dataset"),
     ({"server-eval": "maybe"}, "server-eval='maybe': expected true or false"),
 ])
 def test_bad_values_name_value_and_choices(raw, match):
@@ -65,3 +69,16 @@ def test_centralized_uses_one_client_holding_everything():
     s = parse_run_config({"method": "centralized", "num-clients": 10})
     assert s.effective_num_clients == 1
     assert s.partition_spec().partitioner == "none" and s.partition_spec().num_clients == 1
+
+
+def test_keys_that_moved_into_a_task_keep_working_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="run-config key 'lr' is deprecated; use 'node.lr'"):
+        s = parse_run_config({"lr": 0.1, "partitioner": "louvain"})
+    assert s["node.lr"] == 0.1 and s["node.partitioner"] == "louvain"
+    with pytest.warns(DeprecationWarning, match="run-config key 'fedstar.hidden' is deprecated; use 'graph.hidden'"):
+        assert parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2,
+                                 "fedstar.hidden": 32})["graph.hidden"] == 32
+    with pytest.raises(ConfigError, match="run config sets both 'lr' \\(the old name of 'node.lr'\\) = 0.1 and "
+                                          "'node.lr' = 0.2; use 'node.lr' only"):
+        with pytest.warns(DeprecationWarning):
+            parse_run_config({"lr": 0.1, "node.lr": 0.2})

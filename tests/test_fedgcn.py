@@ -20,6 +20,7 @@ from flowergraph.tasks.fedgcn import contributions, extended_graph, fedgcn_forwa
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph, load_global_graph
 from flowergraph.tasks.models import build_node_model
 from flowergraph.tasks.training import TrainConfig
+from flowergraph.strategies import FederationPolicy
 
 SYN = GraphSpec(dataset="synthetic", seed=2)
 
@@ -59,8 +60,8 @@ def _federation(gspec, pspec, hops, he=False, key_files=None):
     proxies = [ClientProxyInProcess(f"{k:02d}", c) for k, c in enumerate(clients)]
     for p in proxies:
         manager.register(p)
-    strategy = FedGCNStrategy(num_clients=len(clients), hops=hops, he=he,
-                              initial_parameters=clients[0].get_parameters({}))
+    strategy = FedGCNStrategy(FederationPolicy(num_clients=len(clients)),
+                              hops=hops, he=he, initial_parameters=clients[0].get_parameters({}))
     stats = strategy.communication_phase(manager)
     return clients, proxies, stats
 
@@ -165,7 +166,8 @@ def test_upload_wire_format():
     with pytest.raises(ValueError, match="this client does not answer phase 'fedgcn.sync'; valid phases: "
                                          "fedgcn.download, fedgcn.index, fedgcn.upload"):
         client.get_properties(protocol.phase_message("fedgcn.sync"))
-    assert client.get_properties({}) == {"partition_id": 0}  # no phase: the identity request
+    # no phase: the identity request (the partition, and the names of the model's arrays)
+    assert client.get_properties({}) == {"partition_id": 0, protocol.KEYS: protocol.encode_keys(client.model_keys())}
 
 
 def test_training_without_the_phase_fails_clearly():
@@ -258,10 +260,10 @@ def test_he_without_key_file_fails_at_client_start():
 
 @pytest.mark.parametrize("raw,match", [
     ({"method": "fedgcn", "fedgcn.hops": 3}, "unknown fedgcn.hops 3; valid choices: 0, 1, 2"),
-    ({"method": "fedgcn", "model": "sage"}, "method 'fedgcn' trains a 2-layer GCN; got model='sage'"),
-    ({"method": "fedgcn", "layers": 3}, "got model='gcn' layers=3"),
+    ({"method": "fedgcn", "node.model": "sage"}, "method 'fedgcn' trains a 2-layer GCN; got node.model='sage'"),
+    ({"method": "fedgcn", "node.layers": 3}, "got node.model='gcn' node.layers=3"),
     ({"method": "fedgcn", "fedgcn.he": True, "fedgcn.hops": 0}, "fedgcn.he=true needs fedgcn.hops=1 or 2"),
-    ({"method": "fedgcn", "input-dropout": 0.5}, "input-dropout must be 0"),
+    ({"method": "fedgcn", "node.input-dropout": 0.5}, "input-dropout must be 0"),
 ])
 def test_bad_fedgcn_settings(raw, match):
     with pytest.raises(ConfigError, match=match):

@@ -190,8 +190,8 @@ def test_faults_then_resume_with_private_state(shared_data, tmp_path):
 
 @pytest.mark.parametrize("variant", ["local", "local-decoupled", "fedprox"])
 def test_baselines_run_and_local_ones_send_nothing(variant, shared_data, tmp_path):
-    summary, proxies = run_inprocess(_run(shared_data, tmp_path, variant, rounds=2, **{"fedstar.variant": variant}),
-                                     record=True)
+    extra = {"method": "fedprox"} if variant == "fedprox" else {"fedstar.variant": variant}
+    summary, proxies = run_inprocess(_run(shared_data, tmp_path, variant, rounds=2, **extra), record=True)
     assert summary["status"] == "completed" and summary["final_mean_client_accuracy"] > 0.4
     fits = [res for p in proxies for kind, _, res in p.messages if kind == "fit"]
     if variant.startswith("local"):
@@ -221,14 +221,18 @@ def test_fedprox_pulls_only_the_shared_arrays(spec):
 
 @pytest.mark.parametrize("raw,match", [
     ({"dataset": "CHEM", "num-clients": 3}, "num-clients=3 but dataset='CHEM' has 7 datasets .* set num-clients=7"),
-    ({"dataset": "Cora"}, "method 'fedstar' does graph classification but dataset 'Cora' is a node-classification"),
+    ({"dataset": "Cora"}, "method 'fedstar' does graph classification but dataset 'Cora' is node classification "
+                          "data; valid datasets for it: graph classification: settings CHEM"),
     ({"dataset": "MUTAG,MUTAG", "num-clients": 2}, "dataset 'MUTAG' appears twice"),
     ({"dataset": "MUTAG", "num-clients": 1}, "splits its graphs across num-clients >= 2 clients"),
-    ({"dataset": "CHEMX"}, "unknown dataset 'CHEMX'; valid choices: node classification .* graph-level settings "
-                           "CHEM, BIO-CHEM, BIO-CHEM-SN, BIO-SN-CV"),
+    ({"dataset": "CHEMX"}, "unknown dataset 'CHEMX'; valid choices: node classification: Cora, CiteSeer, PubMed, "
+                           "synthetic; graph classification: settings CHEM, BIO-CHEM, BIO-CHEM-SN, BIO-SN-CV, .*; "
+                           "did you mean 'CHEM'\\?"),
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "fedsage"}, "unknown fedstar.variant 'fedsage'"),
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.structure": "pe"}, "unknown fedstar.structure 'pe'"),
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "partition-dir": "/tmp"}, "partition files hold node-level data"),
+    ({"dataset": "MUTAG,BZR", "num-clients": 2, "graph.hidden": 0},
+     "graph.hidden=0: must be >= 1"),
     ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "local", "secure-agg": "ckks"},
      "fedstar.variant='local' shares nothing, so secure-agg='ckks' / dp='none' have no update to protect"),
 ])
@@ -261,3 +265,18 @@ def test_three_datasets_two_rounds_through_flowers_simulation(shared_data, tmp_p
     want = read_run(tmp_path / "ref")["rounds"]
     assert [r["accuracy"] for r in run["rounds"]] == pytest.approx([r["accuracy"] for r in want], abs=1e-6)
     assert len(list((tmp_path / "sim" / "client-state").rglob("round-000002.npz"))) == 3
+
+
+def test_the_baselines_that_were_variants_are_methods_and_the_old_spelling_still_works(shared_data, tmp_path):
+    """fedstar.variant=fedavg|fedprox|fedper|gcfl became method=<baseline> (on every task); the old spelling runs
+    the same method, with a DeprecationWarning, and computes the same numbers (renamed keys too)."""
+    with pytest.warns(DeprecationWarning, match="fedstar.variant='fedper' is deprecated; use method='fedper'"):
+        old = parse_run_config({"method": "fedstar", "fedstar.variant": "fedper", "dataset": "MUTAG,BZR",
+                                "num-clients": 2, "fedstar.lr": 0.01})
+    assert old.method == "fedper" and old["graph.lr"] == 0.01 and old.task == "graph"
+    new = _run(shared_data, tmp_path, "new", rounds=2, method="fedper")
+    with pytest.warns(DeprecationWarning):
+        run_inprocess({**_run(shared_data, tmp_path, "old", rounds=2), "fedstar.variant": "fedper"})
+    run_inprocess(new)
+    a, b = read_run(tmp_path / "new")["rounds"], read_run(tmp_path / "old")["rounds"]
+    assert [r["clients"] for r in a] == [r["clients"] for r in b]

@@ -1,4 +1,4 @@
-"""GCFL (fedstar.variant=gcfl, flowergraph.strategies.gcfl): the cut and the similarity against brute force and
+"""GCFL (method=gcfl on graph classification: FedStar's GCFL baseline; flowergraph.strategies.gcfl): the cut and the similarity against brute force and
 per-pair formulas, the clustered federation against an independent replay (clusters, what each client is sent,
 final accuracies), a split postponed when a member sends nothing, resume with the clusters restored, and bad
 settings."""
@@ -23,7 +23,7 @@ from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
 
 DATASETS = "MUTAG,PTC_MR,BZR,COX2"
 # thresholds that make every cluster of >= 3 clients split as soon as the warm-up is over (rounds 3 and 4)
-FORCE = {"fedstar.gcfl-eps1": 100.0, "fedstar.gcfl-eps2": 1e-6, "fedstar.gcfl-warmup": 2}
+FORCE = {"gcfl.eps1": 100.0, "gcfl.eps2": 1e-6, "gcfl.warmup": 2}
 
 
 def _cut_weight(sim, side):
@@ -59,8 +59,8 @@ def test_update_similarity_is_cosine_plus_one():
 
 
 def _run(shared_data, tmp_path, name, **extra):
-    return {"method": "fedstar", "dataset": DATASETS, "num-clients": 4, "rounds": 5, "seed": 3,
-            "data-dir": str(shared_data), "out-dir": str(tmp_path / name), "fedstar.variant": "gcfl", **FORCE,
+    return {"method": "gcfl", "dataset": DATASETS, "num-clients": 4, "rounds": 5, "seed": 3,
+            "data-dir": str(shared_data), "out-dir": str(tmp_path / name), **FORCE,
             **extra}
 
 
@@ -182,8 +182,8 @@ def test_clustered_federation_equals_an_independent_replay(shared_data, tmp_path
 def test_without_a_split_gcfl_is_fedper(shared_data, tmp_path):
     """Before any cluster splits, GCFL is FedPer across datasets (both share the GIN layers, averaged by
     training-graph counts): the same accuracies, client by client."""
-    run_inprocess(_run(shared_data, tmp_path, "nosplit", rounds=3, **{"fedstar.gcfl-warmup": 10}))
-    run_inprocess({**_run(shared_data, tmp_path, "fedper", rounds=3), "fedstar.variant": "fedper"})
+    run_inprocess(_run(shared_data, tmp_path, "nosplit", rounds=3, **{"gcfl.warmup": 10}))
+    run_inprocess({**_run(shared_data, tmp_path, "fedper", rounds=3), "method": "fedper"})
     a, b = read_run(tmp_path / "nosplit")["rounds"], read_run(tmp_path / "fedper")["rounds"]
     assert [r["gcfl"]["clusters"] for r in a] == [[[0, 1, 2, 3]]] * 3
     assert [r["clients"] for r in a] == [r["clients"] for r in b]
@@ -199,8 +199,9 @@ def test_split_waits_for_every_member_and_resume_keeps_the_clusters(shared_data,
     a = read_run(tmp_path / "faulty")["rounds"]
     assert a[2]["gcfl"]["postponed"] == [{"cluster": [0, 1, 2, 3], "missing": [1]}]
     assert a[2]["gcfl"]["clusters"] == [[0, 1, 2, 3]] and len(a[3]["gcfl"]["clusters"]) == 2
-    state = load_checkpoint(tmp_path / "faulty" / "checkpoints" / "round-000004.npz").strategy_state["gcfl"]
-    assert state["clusters"] == a[3]["gcfl"]["clusters"] and len(state["models"]) == 2
+    bank = load_checkpoint(tmp_path / "faulty" / "checkpoints" / "round-000004.npz").strategy_state["bank"]
+    assert list(bank["groups"].values()) == a[3]["gcfl"]["clusters"]
+    assert sorted(bank["models"]) == sorted(f"group:{name}" for name in bank["groups"])  # each cluster's model
     run_inprocess({**base, "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000004.npz"),
                    "out-dir": str(tmp_path / "resumed")})
     b = read_run(tmp_path / "resumed")["rounds"]
@@ -211,16 +212,17 @@ def test_split_waits_for_every_member_and_resume_keeps_the_clusters(shared_data,
 
 
 @pytest.mark.parametrize("raw,match", [
-    ({"secure-agg": "ckks"}, "fedstar.variant='gcfl' clusters the clients by their individual updates .* "
-                             "valid with gcfl: secure-agg='none' and dp='none' or 'local'"),
-    ({"dp": "central-server", "weighting": "uniform"}, "dp='central-server' .* cannot serve"),
-    ({"fedstar.gcfl-eps1": 0.0}, "fedstar.gcfl-eps1.*must be > 0"),
-    ({"fedstar.gcfl-warmup": -1}, "fedstar.gcfl-warmup.*must be >= 0"),
+    ({"secure-agg": "ckks"}, "secure-agg='ckks' gives the server only the sum of whole updates of one global model, "
+                             "but method 'gcfl' declares update_kind='weights', model_scope='per-group' and updates "
+                             "that cannot be summed; valid with this method: secure-agg='none'"),
+    ({"dp": "central-server", "weighting": "uniform"}, "dp='central-server' clips whole weight updates against one "
+                                                       "global model .* valid with this method: dp='none' or 'local'"),
+    ({"gcfl.eps1": 0.0}, "gcfl.eps1=0.0: must be > 0"),
+    ({"gcfl.warmup": -1}, "gcfl.warmup=-1: must be >= 0"),
 ])
 def test_bad_gcfl_settings(raw, match):
     with pytest.raises(ConfigError, match=match):
-        parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR,COX2", "num-clients": 3,
-                          "fedstar.variant": "gcfl", **raw})
+        parse_run_config({"method": "gcfl", "dataset": "MUTAG,BZR,COX2", "num-clients": 3, **raw})
 
 
 @pytest.mark.simulation
@@ -229,8 +231,8 @@ def test_clusters_through_flowers_simulation(shared_data, tmp_path):
     client's cluster model in round 3's training and in the final separate evaluation match the in-process run."""
     from flowergraph.simulation import run_simulation
 
-    extra = {**FORCE, "fedstar.gcfl-warmup": 1, "fedstar.variant": "gcfl", "seed": 3, "data-dir": str(shared_data)}
-    result = run_simulation("fedstar", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400,
+    extra = {**FORCE, "gcfl.warmup": 1, "seed": 3, "data-dir": str(shared_data)}
+    result = run_simulation("gcfl", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400,
                             overrides=extra)
     assert result.ok, result.log_file.read_text()[-3000:]
     got = read_run(tmp_path / "sim")["rounds"]
@@ -247,41 +249,47 @@ def test_clusters_through_flowers_simulation(shared_data, tmp_path):
 
 def test_cluster_models_are_weighted_means_of_their_members():
     """The strategy alone, on synthetic updates: two opposite groups of updates split the federation once the
-    warm-up is over; each cluster's model is its members' weighted mean; an update without a partition id of the
-    federation only enters the federation-wide model."""
+    warm-up is over; each cluster's model (a group of the model bank) is its members' weighted mean; an update
+    without a partition id of the federation only enters the federation-wide model."""
     from flwr.common import ndarrays_to_parameters
 
+    from flowergraph.strategies import FederationPolicy
     from flowergraph.strategies.aggregation import Update
+    from flowergraph.strategies.bank import group_slot
     from flowergraph.strategies.gcfl import GCFLStrategy
 
-    strategy = GCFLStrategy(num_clients=4, eps1=1.0, eps2=0.5, warmup=1)
+    strategy = GCFLStrategy(FederationPolicy(num_clients=4), eps1=1.0, eps2=0.5, warmup=1)
     start = [np.zeros(3, np.float32)]
     strategy.global_arrays = start
     direction = {0: 1.0, 1: 1.0, 2: -1.0, 3: -1.0}
     updates = [Update(str(p), [np.array([d, d * 0.5 + 0.1 * p, 0.2], np.float32)], 10 * (p + 1),
-                      {"partition_id": p}) for p, d in direction.items()]
-    stray = Update("node 9", [np.full(3, 100.0, np.float32)], 5, {})
+                      {"partition_id": p}, keys=["0"]) for p, d in direction.items()]
+    stray = Update("node 9", [np.full(3, 100.0, np.float32)], 5, {}, keys=["0"])
     weights = [float(u.num_examples) for u in updates] + [5.0]
     out = strategy.aggregate_updates(1, updates + [stray], weights)  # round 1: warm-up, no split
     assert strategy.clusters == [[0, 1, 2, 3]]
-    np.testing.assert_allclose(strategy.cluster_models[0][0], sum(w * u.arrays[0] for w, u in
-                                                                  zip(weights, updates)) / sum(weights[:4]),
-                               rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(out[0], sum(w * u.arrays[0] for w, u in zip(weights, updates + [stray])) /
+    (only,) = strategy.bank.groups
+    np.testing.assert_allclose(strategy.bank.get(group_slot(only))["0"], sum(w * u.arrays[0] for w, u in
+                               zip(weights, updates)) / sum(weights[:4]), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out["0"], sum(w * u.arrays[0] for w, u in zip(weights, updates + [stray])) /
                                sum(weights), rtol=1e-6, atol=1e-7)  # the stray update counts for the FL model only
-    strategy.cluster_models = [start]
+    strategy.bank.set(group_slot(only), {"0": start[0]})
     strategy.aggregate_updates(2, updates, weights[:4])
     assert strategy.clusters == [[0, 1], [2, 3]]
-    for members, model in zip(strategy.clusters, strategy.cluster_models):
+    for name, members in strategy.bank.groups.items():
         ws = [weights[p] for p in members]
-        np.testing.assert_allclose(model[0], sum(w * updates[p].arrays[0] for w, p in zip(ws, members)) / sum(ws),
+        np.testing.assert_allclose(strategy.bank.get(group_slot(name))["0"],
+                                   sum(w * updates[p].arrays[0] for w, p in zip(ws, members)) / sum(ws),
                                    rtol=1e-6, atol=1e-7)
     strategy.directory.partition_of.update({"a": 0, "b": 3, "c": 7})
     params = ndarrays_to_parameters(start)
     proxy = type("P", (), {})
-    for cid, want in (("a", strategy.cluster_models[0]), ("b", strategy.cluster_models[1])):
+    (first, second) = strategy.bank.groups
+    for cid, name in (("a", first), ("b", second)):
         p = proxy(); p.cid = cid  # noqa: E702
-        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.client_parameters(p, params))[0], want[0])
-    for cid in ("unknown", "c"):  # not identified / a partition outside the federation
+        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.client_parameters(p, params))[0],
+                                      strategy.bank.get(group_slot(name))["0"])
+    for cid in ("unknown", "c"):  # not identified / a partition outside the federation: the global model
         p = proxy(); p.cid = cid  # noqa: E702
-        assert strategy.client_parameters(p, params) is params
+        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.client_parameters(p, params))[0],
+                                      strategy.global_arrays[0])

@@ -34,7 +34,8 @@ print(json.dumps(out))
         assert same, f"import {old} is not the module {new}"
         assert any(f"{old} moved to {new}" in m for m in messages), (old, messages)
     # a Flower app that still names the old components loads them
-    script = "from flowergraph.server_app import app as s; from flowergraph.client_app import app as c; print(type(s).__name__, type(c).__name__)"
+    script = ("from flowergraph.server_app import app as s; from flowergraph.client_app import app as c; "
+              "print(type(s).__name__, type(c).__name__)")
     assert subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True,
                           check=True).stdout.split() == ["ServerApp", "ClientApp"]
 

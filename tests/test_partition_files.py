@@ -81,7 +81,7 @@ def test_bad_files_are_refused_naming_them(export, tmp_path):
 def test_cli_exports_and_shows(tmp_path):
     out = tmp_path / "cli"
     proc = subprocess.run([sys.executable, "-m", "flowergraph.partition", "export", "--num-clients", "3", "--set",
-                           "partitioner=random", "--set", "synthetic-nodes=300", "--out", str(out)],
+                           "node.partitioner=random", "--set", "node.synthetic-nodes=300", "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"manifest: {out / 'manifest.json'}" in proc.stdout
@@ -91,8 +91,8 @@ def test_cli_exports_and_shows(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert show.stdout.startswith("client 2 of 3: 100 nodes, 32 features, 5 classes")
     bad = subprocess.run([sys.executable, "-m", "flowergraph.partition", "export", "--num-clients", "3", "--set",
-                          "partitioner=spectral", "--out", str(tmp_path / "x")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "unknown partitioner 'spectral'; valid choices" in bad.stderr
+                          "node.partitioner=spectral", "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown node.partitioner 'spectral'; valid choices" in bad.stderr
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def no_global_data(monkeypatch):
 
 @pytest.mark.parametrize("method", ["fedavg", "fedgcn"])
 def test_runs_from_partition_files_equal_runs_on_the_computed_partition(method, export, tmp_path, monkeypatch):
-    base = {"method": method, "num-clients": 4, "rounds": 3, "seed": 3, "partitioner": "louvain"}
+    base = {"method": method, "num-clients": 4, "rounds": 3, "seed": 3, "node.partitioner": "louvain"}
     run_inprocess({**base, "out-dir": str(tmp_path / "computed")})
     monkeypatch.setattr(fgdata, "client_graph", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("a client read the global dataset")))

@@ -13,8 +13,8 @@ from flwr.server.client_proxy import ClientProxy
 from flowergraph import wire as protocol
 from flowergraph.wire import PhaseRequest
 from flowergraph.clients import FlowergraphClient
-from flowergraph.strategies import (ClientDirectory, PhaseError, PhaseMessage, PhaseRunner, WeightedAveraging,
-                                    check_update)
+from flowergraph.strategies import (ClientDirectory, FederationPolicy, PhaseError, PhaseMessage, PhaseRunner,
+                                    WeightedAveraging, check_update)
 from flowergraph.strategies.common import config_bytes
 
 
@@ -181,7 +181,8 @@ def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
     for p in proxies:
         manager.register(p)
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WithPhase(num_clients=2, initial_parameters=[np.zeros(2, np.float32)], recorder=recorder, num_rounds=1)
+    s = WithPhase(FederationPolicy(num_clients=2, num_rounds=1),
+                  initial_parameters=[np.zeros(2, np.float32)], recorder=recorder)
     from flwr.common import ndarrays_to_parameters
 
     ins = s.configure_fit(1, ndarrays_to_parameters([np.zeros(2, np.float32)]), manager)

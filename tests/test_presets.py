@@ -20,8 +20,9 @@ def test_every_preset_is_a_valid_run_config(path):
 
 def test_fedgcn_presets_are_the_issue_setting():
     s = parse_run_config(load_preset(CONF / "fedgcn-cora.toml"))
-    assert (s.method, s.dataset, s.split, s.num_clients, s.rounds, s.local_steps, s.lr, s.optimizer, s.hidden,
-            s.beta, s.weighting) == ("fedgcn", "Cora", "public", 10, 100, 3, 0.5, "sgd", 16, 10000.0, "uniform")
+    n = s.of("node")
+    assert (s.method, s.dataset, n.split, s.num_clients, s.rounds, n.local_steps, n.lr, n.optimizer, n.hidden,
+            n.beta, s.weighting) == ("fedgcn", "Cora", "public", 10, 100, 3, 0.5, "sgd", 16, 10000.0, "uniform")
     he = {**load_preset(CONF / "fedgcn-cora.toml"), **load_preset(CONF / "fedgcn-cora-he.toml")}
     assert parse_run_config(he)["fedgcn.he"] is True
 
@@ -51,7 +52,7 @@ def test_launcher_reads_presets_and_flags_override_them(tmp_path, capsys, monkey
     monkeypatch.setattr(sim, "run_simulation", fake_run)
     assert main(["--config", str(CONF / "fedgcn-cora.toml"), "--rounds", "5", "--set", "fedgcn.hops=1"]) == 2
     assert seen["method"] == "fedgcn" and seen["rounds"] == 5 and seen["num_clients"] == 10
-    assert seen["dataset"] == "Cora" and seen["overrides"]["fedgcn.hops"] == 1 and seen["overrides"]["beta"] == 10000.0
+    assert seen["dataset"] == "Cora" and seen["overrides"]["fedgcn.hops"] == 1 and seen["overrides"]["node.beta"] == 10000.0
     assert not {"method", "num-clients", "rounds", "dataset"} & set(seen["overrides"])  # arguments, not overrides
     assert "error: stop here" in capsys.readouterr().err
 
@@ -79,4 +80,4 @@ def test_fedstar_presets_carry_gcfls_thresholds_for_their_datasets():
     for name, setting in (("fedstar-chem", "CHEM"), ("fedstar-bio-chem", "BIO-CHEM"),
                           ("fedstar-bio-chem-sn-offline", "BIO-CHEM-SN"), ("fedstar-bio-sn-cv-offline", "BIO-SN-CV")):
         s = parse_run_config(load_preset(CONF / f"{name}.toml"))
-        assert (s["fedstar.gcfl-eps1"], s["fedstar.gcfl-eps2"]) == GCFL_EPS[setting]
+        assert (s["gcfl.eps1"], s["gcfl.eps2"]) == GCFL_EPS[setting]

@@ -22,6 +22,7 @@ from flowergraph.strategies.aggregation import (CoordinateMedian, Krum, RoundNot
                                                 make_aggregator)
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.training import TrainConfig
+from flowergraph.strategies import FederationPolicy
 
 BASE = {"method": "fedavg", "dataset": "synthetic", "seed": 0, "fused-eval": False}
 
@@ -115,7 +116,7 @@ def _final(path):
 def test_central_dp_noise_has_the_documented_scale(tmp_path):
     z, clip, n = 1.0, 0.5, 3
     run = {**BASE, "num-clients": n, "rounds": 1, "weighting": "uniform", "dp": "central-server",
-           "dp-clipping-norm": clip, "checkpoint-every": 1, "hidden": 64}  # ~2400 parameters: a tight estimate
+           "dp-clipping-norm": clip, "checkpoint-every": 1, "node.hidden": 64}  # ~2400 parameters: a tight estimate
     run_inprocess({**run, "dp-noise-multiplier": 0.0, "out-dir": str(tmp_path / "clean")})
     run_inprocess({**run, "dp-noise-multiplier": z, "out-dir": str(tmp_path / "noisy")})
     diff = _flat(_final(tmp_path / "noisy")) - _flat(_final(tmp_path / "clean"))
@@ -377,7 +378,7 @@ def test_secaggplus_weight_above_the_bound_is_refused_and_fails_the_run():
         def pull_messages(self, ids):
             return [Reply(f"<class 'ConfigError'>:<'{err.value}'>")]
 
-    server = FlowergraphServer(strategy=WeightedAveraging(num_clients=3))
+    server = FlowergraphServer(strategy=WeightedAveraging(FederationPolicy(num_clients=3)))
     server.parameters = ndarrays_to_parameters([np.zeros(2, dtype=np.float32)])
     server.use_fit_workflow(lambda grid, ctx: grid.send_and_receive(["stage"]), PollingGrid(Grid()), 2, 10.0)
     with pytest.raises(RuntimeError) as failed:

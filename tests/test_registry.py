@@ -13,7 +13,7 @@ import pytest
 from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.settings import markdown_table, option_by_key, parse_run_config
 from flowergraph.errors import CheckpointError, ConfigError
-from flowergraph.methods import Method, get_method, methods, register, unregister
+from flowergraph.methods import Method, get_method, get_task, methods, register, tasks, unregister
 from flowergraph.settings.options import Option
 from flowergraph.storage.results import read_run
 
@@ -38,19 +38,29 @@ def _noop(_):
     raise AssertionError("not built in this test")
 
 
-def test_builtin_methods_and_unknown_names():
-    assert list(methods()) == ["fedavg", "centralized", "noop", "fedgcn", "fedstar", "fedstar-noop"]
-    assert list(methods(include_benchmark=False)) == ["fedavg", "centralized", "fedgcn", "fedstar"]
+def test_builtin_methods_tasks_and_unknown_names():
+    assert list(methods()) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "noop", "fedgcn", "fedstar",
+                               "fedstar-noop"]
+    assert list(methods(include_benchmark=False)) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "fedgcn",
+                                                      "fedstar"]
+    assert list(tasks()) == ["node", "graph"]
+    assert all(get_method(m).tasks == ("node", "graph") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
+    assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node",)
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
     assert get_method("centralized").whole_graph and get_method("noop").benchmark_only
-    with pytest.raises(ConfigError, match=r"unknown method 'fedprox'; valid choices: fedavg, centralized, noop, "
-                                          r"fedgcn, fedstar, fedstar-noop$"):
-        get_method("fedprox")
+    assert get_method("gcfl").model_scope == "per-group" and not get_method("gcfl").summable_updates
+    with pytest.raises(ConfigError, match=r"unknown method 'fedsage'; valid choices: fedavg, fedprox, fedper, gcfl, "
+                                          r"centralized, noop, fedgcn, fedstar, fedstar-noop; did you mean 'fedavg'"):
+        get_method("fedsage")
+    with pytest.raises(ConfigError, match="unknown task 'edge'; valid choices: node, graph"):
+        get_task("edge")
 
 
 @pytest.mark.parametrize("kw,match", [
     (dict(name="My Method"), "method name 'My Method' must be lowercase letters, digits and '-'"),
-    (dict(task="edge"), "unknown task 'edge'; valid choices: node, graph"),
+    (dict(task="Edge"), "unknown task 'Edge'; valid choices: node, graph"),
+    (dict(update_kind="deltas"), "unknown update_kind 'deltas'; valid choices: weights, gradients, partial"),
+    (dict(model_scope="per-node"), "unknown model_scope 'per-node'; valid choices: global, per-group, per-client"),
     (dict(options=(Option("lr2", 0.1, "x"),)), "option 'lr2' must be named 'toy.<key>'"),
 ])
 def test_bad_registrations_are_named(kw, match):
@@ -99,8 +109,8 @@ def test_a_plugin_method_gets_its_keys_checked_and_documented(toy):
 
 
 def _toy_run(tmp_path, name, rounds, **extra):
-    return {"method": "toy-personal", "num-clients": 3, "rounds": rounds, "seed": 4, "local-steps": 2,
-            "partitioner": "louvain", "checkpoint-every": 2, "out-dir": str(tmp_path / name),
+    return {"method": "toy-personal", "num-clients": 3, "rounds": rounds, "seed": 4, "node.local-steps": 2,
+            "node.partitioner": "louvain", "checkpoint-every": 2, "out-dir": str(tmp_path / name),
             "state-dir": str(tmp_path / f"{name}-state"), **extra}
 
 
@@ -211,12 +221,13 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "['fedavg', 'centralized', 'noop', 'fedgcn', 'fedstar', 'fedstar-noop', 'toy-personal']", "0.01"]
+        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'noop', 'fedgcn', 'fedstar', 'fedstar-noop', "
+        "'toy-personal']", "0.01"]
     env["FLOWERGRAPH_PLUGINS"] = "no_such_plugin"  # a broken plugin is reported when its method is asked for
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c",
                            "from flowergraph.methods import get_method; get_method('mine')"],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert "unknown method 'mine'; valid choices: fedavg, centralized, noop, fedgcn, fedstar, fedstar-noop, " \
-           "toy-personal; " \
+    assert "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, noop, fedgcn, fedstar, " \
+           "fedstar-noop, toy-personal; " \
            "plugins that " \
            "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr

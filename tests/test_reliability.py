@@ -30,6 +30,7 @@ from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_g
 from flowergraph.tasks.training import TrainConfig
 
 from flowergraph.app.inprocess import run_inprocess
+from flowergraph.strategies import FederationPolicy
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +76,7 @@ def test_wrapper_misbehaves_only_in_its_rounds():
     inner = _inner()
     params = inner.get_parameters({})
     wrapped = FaultInjectingClient(_inner(), {2: "raise", 3: "nan", 4: "shape", 5: "hang"}, 1, hang_seconds=0.01)
-    assert wrapped.get_properties({}) == {"partition_id": 1}
+    assert wrapped.get_properties({})["partition_id"] == 1
     for a, b in zip(wrapped.get_parameters({}), params):
         np.testing.assert_array_equal(a, b)
     # round 1: exactly what the inner client does
@@ -136,7 +137,7 @@ class Silent(ClientProxy):
 
 
 def test_identity_names_partitions_and_refuses_duplicates():
-    s = WeightedAveraging(num_clients=3)
+    s = WeightedAveraging(FederationPolicy(num_clients=3))
     manager = SimpleClientManager()
     for proxy in (Silent("9", 0), Silent("4", 2), Silent("7")):
         manager.register(proxy)
@@ -145,11 +146,11 @@ def test_identity_names_partitions_and_refuses_duplicates():
     manager.register(Silent("5", 2))
     with pytest.raises(RuntimeError, match=r"nodes 4, 5 all hold partition-id=2; give each SuperNode its own "
                                            r"partition-id in 0..2"):
-        WeightedAveraging(num_clients=3).identify_clients(manager)
+        WeightedAveraging(FederationPolicy(num_clients=3)).identify_clients(manager)
 
 
 def test_a_client_refusing_the_run_fails_it_with_its_reason():
-    s = WeightedAveraging(num_clients=2)
+    s = WeightedAveraging(FederationPolicy(num_clients=2))
     manager = SimpleClientManager()
     manager.register(Silent("1", 0))
     manager.register(Silent("2", error="Message contains an Error (reason: <class 'X'>:<'\nException "

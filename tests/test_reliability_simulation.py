@@ -130,7 +130,7 @@ def test_stateful_fedgcn_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     resumed run re-runs the communication phase. fraction-fit < 1: the partitions sampled in each round must not
     depend on Flower's random node ids."""
     base = {"method": "fedgcn", "num-clients": 3, "rounds": 4, "seed": 11, "checkpoint-every": 2,
-            "partitioner": "louvain", "fraction-fit": 0.67, "fraction-evaluate": 0.67}
+            "node.partitioner": "louvain", "fraction-fit": 0.67, "fraction-evaluate": 0.67}
     run_inprocess({**base, "out-dir": str(tmp_path / "reference")})  # uninterrupted
     first = run_simulation("fedgcn", num_clients=3, rounds=2, out=tmp_path / "run", timeout=300,
                            overrides={k: v for k, v in base.items() if k not in ("method", "num-clients", "rounds")})

@@ -7,8 +7,8 @@ from flowergraph.storage.results import RunRecorder, read_run
 
 
 def _fake_run(path, method, accs):
-    rec = RunRecorder(path, {"method": method, "dataset": "Cora", "num-clients": 3, "partitioner": "dirichlet",
-                             "beta": 1.0}, total_rounds=len(accs), log=None)
+    rec = RunRecorder(path, {"method": method, "dataset": "Cora", "num-clients": 3, "node.partitioner": "dirichlet",
+                             "node.beta": 1.0}, total_rounds=len(accs), log=None)
     for i, acc in enumerate(accs, start=1):
         rec.write_round({"round": i, "accuracy": acc, "elapsed_s": 0.5 * i, "time_s": 0.5,
                          "bytes_down": 100, "bytes_up": 50})

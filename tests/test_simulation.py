@@ -41,7 +41,7 @@ def _replay(num_clients, rounds, graph_spec, part_spec, train, seed):
 
 def test_fedavg_three_clients_two_rounds_equals_in_process_replay(tmp_path):
     result = run_simulation("fedavg", num_clients=3, rounds=2, out=tmp_path / "run",
-                            overrides={"partitioner": "metis", "seed": 5}, timeout=300)
+                            overrides={"node.partitioner": "metis", "seed": 5}, timeout=300)
     assert result.ok, result.log_file.read_text()[-3000:]
     _assert_all_stopped(result.pids)
     run = read_run(result.out_dir)
@@ -49,7 +49,7 @@ def test_fedavg_three_clients_two_rounds_equals_in_process_replay(tmp_path):
     assert [r["round"] for r in run["rounds"]] == [1, 2]
     for row in run["rounds"]:
         assert set(row["clients"]) == {"0", "1", "2"} and row["num_fit"] == 3 and row["bytes_down"] > 0
-    assert run["config"]["partitioner"] == "metis" and run["config"]["num-clients"] == 3
+    assert run["config"]["node.partitioner"] == "metis" and run["config"]["num-clients"] == 3
     # Flower's run equals the same computation done by hand in this process (same seeds, same data).
     expected = _replay(3, 2, GraphSpec(dataset="synthetic", seed=5),
                        PartitionSpec(partitioner="metis", num_clients=3, seed=5), TrainConfig(), seed=5)
@@ -58,7 +58,7 @@ def test_fedavg_three_clients_two_rounds_equals_in_process_replay(tmp_path):
 
 def test_centralized_equals_training_on_the_whole_graph(tmp_path, shared_data):
     result = run_simulation("centralized", num_clients=4, rounds=2, dataset="Cora", out=tmp_path / "c",
-                            overrides={"data-dir": str(shared_data), "local-steps": 5}, timeout=300)
+                            overrides={"data-dir": str(shared_data), "node.local-steps": 5}, timeout=300)
     assert result.ok
     run = read_run(result.out_dir)
     assert set(run["rounds"][0]["clients"]) == {"0"}
@@ -84,10 +84,11 @@ def test_command_line_on_cora_shows_progress(tmp_path, shared_data):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--dataset", "Corra"], "error: unknown dataset 'Corra'; valid choices: node classification Cora"),
-    (["--method", "fedprox"], "error: unknown method 'fedprox'; valid choices: fedavg, centralized"),
-    (["--set", "partitioner=kmeans"], "error: unknown partitioner 'kmeans'; valid choices: dirichlet, louvain"),
-    (["--num-clients", "50", "--set", "synthetic-nodes=20", "--set", "partitioner=random"],
+    (["--dataset", "Corra"], "error: unknown dataset 'Corra'; valid choices: node classification: Cora"),
+    (["--method", "fedprx"], "error: unknown method 'fedprx'; valid choices: fedavg, fedprox"),
+    (["--set", "node.partitioner=kmeans"], "error: unknown node.partitioner 'kmeans'; valid choices: dirichlet, "
+                                           "louvain"),
+    (["--num-clients", "50", "--set", "node.synthetic-nodes=20", "--set", "node.partitioner=random"],
      "error: num-clients=50 is more than the graph's 20 nodes"),
     (["--rounds", "0"], "error: rounds=0: must be >= 1"),
     (["--data-dir", "/no/such/dir"], "error: data-dir '/no/such/dir' does not exist"),

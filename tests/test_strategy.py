@@ -18,6 +18,7 @@ from flowergraph.storage.results import RunRecorder, read_run
 from flowergraph.app.loop import ClientFailure
 from flowergraph.strategies.common import config_bytes, parameters_bytes
 from flowergraph.strategies.weighted import WeightedAveraging
+from flowergraph.strategies import FederationPolicy
 
 OK = Status(code=Code.OK, message="")
 
@@ -53,8 +54,8 @@ A = [np.full((2, 2), 1.0, np.float32), np.array([1.0, 2.0, 3.0], np.float32)]
 B = [np.full((2, 2), 5.0, np.float32), np.array([3.0, 2.0, -1.0], np.float32)]
 
 
-def _strategy(**kw):
-    s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, **kw)
+def _strategy(weighting="train-size", **policy):
+    s = WeightedAveraging(FederationPolicy(num_clients=2, **policy), weighting=weighting, initial_parameters=GLOBAL)
     s.global_arrays = GLOBAL
     return s
 
@@ -116,7 +117,7 @@ def test_zero_weight_round_keeps_model():
 
 def test_evaluation_weighted_by_test_nodes_and_recorded(tmp_path):
     recorder = RunRecorder(tmp_path / "run", {"method": "fedavg"}, total_rounds=1, log=None)
-    s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, recorder=recorder, num_rounds=1)
+    s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=1), initial_parameters=GLOBAL, recorder=recorder)
     manager = SimpleClientManager()
     for cid in ("a", "b"):
         manager.register(FakeProxy(cid))
@@ -151,7 +152,8 @@ def test_evaluation_weighted_by_test_nodes_and_recorded(tmp_path):
 
 def test_eval_every_skips_rounds_but_still_records(tmp_path):
     recorder = RunRecorder(tmp_path / "run", {}, log=None)
-    s = WeightedAveraging(num_clients=1, initial_parameters=GLOBAL, recorder=recorder, eval_every=2, num_rounds=3)
+    s = WeightedAveraging(FederationPolicy(num_clients=1, eval_every=2, num_rounds=3),
+                          initial_parameters=GLOBAL, recorder=recorder)
     manager = SimpleClientManager()
     manager.register(FakeProxy("a"))
     params = ndarrays_to_parameters(GLOBAL)
@@ -162,7 +164,7 @@ def test_eval_every_skips_rounds_but_still_records(tmp_path):
 
 
 def test_initial_parameters_requested_from_a_client():
-    s = WeightedAveraging(num_clients=2, connect_timeout=1)
+    s = WeightedAveraging(FederationPolicy(num_clients=2, connect_timeout=1))
     manager = SimpleClientManager()
     manager.register(FakeProxy("b", B))
     manager.register(FakeProxy("a", A))
@@ -171,7 +173,7 @@ def test_initial_parameters_requested_from_a_client():
 
 
 def test_missing_clients_fail_clearly():
-    s = WeightedAveraging(num_clients=3, initial_parameters=GLOBAL, connect_timeout=1)
+    s = WeightedAveraging(FederationPolicy(num_clients=3, connect_timeout=1), initial_parameters=GLOBAL)
     manager = SimpleClientManager()
     manager.register(FakeProxy("a"))
     with pytest.raises(RuntimeError, match="only 1 of num_clients=3 clients connected within 1 s"):
@@ -180,12 +182,32 @@ def test_missing_clients_fail_clearly():
 
 @pytest.mark.parametrize("kw,match", [
     (dict(weighting="median"), "unknown weighting 'median'; valid choices: train-size, batch-size, uniform"),
-    (dict(fraction_fit=1.5), r"fraction_fit must be in \[0, 1\]"),
-    (dict(min_clients=5), r"min_clients must be in \[0, num_clients=2\]"),
+    (dict(policy=FederationPolicy(num_clients=2), update_kind="deltas"),
+     "unknown update_kind 'deltas'; valid choices: weights, gradients, partial"),
 ])
 def test_bad_constructor_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
-        WeightedAveraging(num_clients=2, **kw)
+        WeightedAveraging(**{"policy": FederationPolicy(num_clients=2), **kw})
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(fraction_fit=1.5), r"fraction_fit must be in \[0, 1\]"),
+    (dict(min_clients=5), r"min_clients must be in \[0, num_clients=2\]"),
+    (dict(secure_agg="rot13"), "unknown secure_agg 'rot13'; valid choices: none, secagg\\+, ckks"),
+    (dict(eval_every=0), "eval_every must be >= 1, got 0"),
+])
+def test_bad_policies(kw, match):
+    with pytest.raises(ValueError, match=match):
+        FederationPolicy(num_clients=2, **kw)
+
+
+def test_policy_fields_as_keyword_arguments_still_work_with_a_warning():
+    with pytest.warns(DeprecationWarning, match=r"WeightedAveraging\(fused_eval=, num_clients=, num_rounds=\.\.\.\): "
+                                                r"pass these as policy=FederationPolicy"):
+        s = WeightedAveraging(num_clients=2, num_rounds=3, fused_eval=True)
+    assert s.policy == FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True) and s.fused_eval
+    with pytest.raises(TypeError, match="unexpected keyword argument\\(s\\) num_client; the policy's fields are"):
+        WeightedAveraging(num_client=2)
 
 
 def test_recorder_refuses_to_overwrite(tmp_path):
@@ -210,8 +232,8 @@ def test_fused_evaluation_travels_in_the_next_fit_and_matches_separate(tmp_path)
     runs = {}
     for fused in (False, True):
         recorder = RunRecorder(tmp_path / str(fused), {}, log=None)
-        s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, recorder=recorder, num_rounds=3,
-                              fused_eval=fused)
+        s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=3, fused_eval=fused),
+                              initial_parameters=GLOBAL, recorder=recorder)
         s.global_arrays = GLOBAL
         assert s.fused_eval is fused
         for r in (1, 2, 3):
@@ -246,12 +268,13 @@ def test_fused_evaluation_travels_in_the_next_fit_and_matches_separate(tmp_path)
                                 dict(num_rounds=None)])
 def test_fused_evaluation_needs_full_participation_and_a_known_length(kw):
     args = {"num_clients": 2, "num_rounds": 3, "fused_eval": True, **kw}
-    assert WeightedAveraging(**args).fused_eval is False
+    assert WeightedAveraging(FederationPolicy(**args)).fused_eval is False
 
 
 def test_a_held_round_is_written_when_the_run_ends_early(tmp_path):
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WeightedAveraging(num_clients=1, initial_parameters=GLOBAL, recorder=recorder, num_rounds=5, fused_eval=True)
+    s = WeightedAveraging(FederationPolicy(num_clients=1, num_rounds=5, fused_eval=True),
+                          initial_parameters=GLOBAL, recorder=recorder)
     manager = SimpleClientManager()
     manager.register(FakeProxy("a"))
     s.global_arrays = GLOBAL
@@ -318,7 +341,8 @@ def test_a_client_that_ignores_fused_evaluation_is_evaluated_separately(tmp_path
     for p in (a, b):
         manager.register(p)
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WeightedAveraging(num_clients=2, initial_parameters=GLOBAL, recorder=recorder, num_rounds=3, fused_eval=True)
+    s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True),
+                          initial_parameters=GLOBAL, recorder=recorder)
     s.global_arrays = GLOBAL
     sent = ndarrays_to_parameters(GLOBAL)
     s.configure_fit(1, sent, manager)

@@ -113,9 +113,11 @@ def build_client(context: Context):
     partition_file = str(context.node_config.get("partition-file", "") or "")
     if partition_file and not os.path.isfile(os.path.expanduser(partition_file)):
         raise ConfigError(f"node config partition-file {partition_file!r} does not exist")
+    from ..clients.cache import ProcessCache
+
     state = ClientState(context.state)
     args = ClientArgs(settings=s, partition_id=pid, num_partitions=nparts, context=context, state=state,
-                      partition_file=partition_file)
+                      partition_file=partition_file, cache=ProcessCache((context.run_id, pid)))
     client = s.method_info.build_client(args)
     client = StateCheckpoints(client, state, pid, s.state_dir or None)
     if s.dp in ("central-client", "local"):

@@ -23,7 +23,7 @@ import concurrent.futures
 import contextlib
 import timeit
 from logging import INFO
-from typing import Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from flwr.common import Code, Parameters
 from flwr.common.logger import log
@@ -34,6 +34,28 @@ from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
 from ..strategies.directory import failure_reason, refusal
+
+
+@runtime_checkable
+class ManagedStrategy(Protocol):
+    """What this loop and the checkpoints use besides Flower's ``Strategy`` API:
+    :class:`flowergraph.strategies.FederatedStrategy` and its DP wrappers have it. A plain Flower strategy runs
+    too, without the SecAgg+ byte counts and client checkpoints."""
+
+    last_fit_round: int
+
+    @property
+    def global_arrays(self) -> Any: ...
+
+    def measured_fit_bytes(self, server_round: int, down: int, up: int, stages: Any = ()) -> None: ...
+
+    def fit_round_failed(self, server_round: int, reason: str) -> None: ...
+
+    def checkpoint_clients(self, server_round: int, client_manager: ClientManager) -> dict[str, Any] | None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def finish(self) -> None: ...
 
 
 class ClientFailure(Exception):
@@ -79,6 +101,7 @@ class FlowergraphServer(Server):
             raise ValueError(f"start_round must be >= 1, got {start_round}")
         self.start_round = start_round
         self.on_round_end = on_round_end
+        self.managed: ManagedStrategy | None = strategy if isinstance(strategy, ManagedStrategy) else None
         self.fit_workflow: Callable | None = None
         self.grid = None
         self._legacy_context = None
@@ -152,7 +175,7 @@ class FlowergraphServer(Server):
                                                                                        keep_input=True)
         ctx.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: server_round,
                                                                       Key.START_TIME: self._start_time})
-        marker = getattr(self.strategy, "last_fit_round", None)
+        managed = self.managed
         pushed, pulled = getattr(self.grid, "bytes_pushed", None), getattr(self.grid, "bytes_pulled", None)
         recording = getattr(self.grid, "recording", None)  # PollingGrid: each stage's messages, time, errors
         with recording() if recording else contextlib.nullcontext(None) as rec:
@@ -161,14 +184,13 @@ class FlowergraphServer(Server):
             refused = [refusal(failure_reason(r)) for r in rec.errors if refusal(failure_reason(r))]
             if refused:  # the workflow dropped a client that refused the run: fail it with the reason instead
                 raise RuntimeError(f"round {server_round}: {refused[0]}")
-        if pushed is not None and hasattr(self.strategy, "measured_fit_bytes"):  # a counting grid (PollingGrid)
-            self.strategy.measured_fit_bytes(server_round, self.grid.bytes_pushed - pushed,
-                                             self.grid.bytes_pulled - pulled,
-                                             stages=rec.exchanges if rec is not None else ())
-        if marker is not None and getattr(self.strategy, "last_fit_round", None) != server_round:
+        if pushed is not None and managed is not None:  # a counting grid (PollingGrid)
+            managed.measured_fit_bytes(server_round, self.grid.bytes_pushed - pushed, self.grid.bytes_pulled - pulled,
+                                       stages=rec.exchanges if rec is not None else ())
+        if managed is not None and managed.last_fit_round != server_round:
             # the workflow stopped before handing the strategy any result (SecAgg+: too few clients answered)
-            self.strategy.fit_round_failed(server_round, "the fit workflow stopped before aggregation (see the "
-                                                         "log: too few clients completed a stage)")
+            managed.fit_round_failed(server_round, "the fit workflow stopped before aggregation (see the log: too "
+                                                   "few clients completed a stage)")
         parameters = compat.arrayrecord_to_parameters(ctx.state.array_records[MAIN_PARAMS_RECORD],
                                                       keep_input=True)
         return parameters, {}, ([], [])

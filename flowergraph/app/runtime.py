@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,9 +23,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the flowergraph package
 BIN_DIR = Path(sys.executable).parent
 
 
@@ -112,6 +111,23 @@ def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) ->
 
     for signum in signums:
         signal.signal(signum, handler)
+
+
+def run_command(fn: Callable[[], int], what: str = "every process started") -> int:
+    """A launcher's ``main``: ``fn()``'s exit status, after installing :func:`stop_on_signals`; bad input
+    (a FlowergraphError) prints ``error: ...`` and exits 2; Ctrl-C, SIGTERM and SIGHUP exit 130 / 128 + signal,
+    saying that ``what`` was stopped (the launcher's ``finally`` blocks stop it)."""
+    from ..errors import FlowergraphError
+
+    stop_on_signals()
+    try:
+        return fn()
+    except FlowergraphError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(f"{exc if isinstance(exc, Stopped) else 'interrupted'}; {what} was stopped", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, Stopped) else 130
 
 
 def _tagged(tag: str, exclude: set[int]) -> list:
@@ -225,18 +241,11 @@ def flower_env(flwr_home: str | os.PathLike | None = None, **extra: str) -> dict
 
 
 def write_app(app_dir: Path) -> None:
-    """A minimal Flower app: this package (Python files only) + a pyproject with every run-config key."""
-    from ..settings import toml_table
+    """A throw-away Flower app of this checkout: this package's Python files and a pyproject with every
+    registered key (:func:`flowergraph.app.generator.write_app` with the package)."""
+    from .generator import write_app as write
 
-    shutil.copytree(PACKAGE_DIR, app_dir / "flowergraph", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (app_dir / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        '[project]\nname = "flowergraph-run"\nversion = "0.1.0"\ndescription = "flowergraph simulation run"\n'
-        'license = "Apache-2.0"\ndependencies = []\n\n'
-        '[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["flowergraph/**/*.py"]\n\n'
-        '[tool.flwr.app.components]\nserverapp = "flowergraph.app.server_app:app"\n'
-        'clientapp = "flowergraph.app.client_app:app"\n\n'
-        f"[tool.flwr.app.config]\n{toml_table()}\n")
+    write(app_dir, with_package=True, name="flowergraph-run")
 
 
 def write_run_config(path: Path, run_config: dict[str, Any]) -> Path:

@@ -17,7 +17,6 @@ strategy's own (:mod:`flowergraph.strategies.secure`).
 
 from __future__ import annotations
 
-import time
 import traceback
 from logging import ERROR, INFO
 from pathlib import Path
@@ -30,23 +29,14 @@ from flwr.server import ServerConfig
 from flwr.server.compat import start_grid
 from flwr.serverapp import Grid, ServerApp
 
-from ..storage.checkpoint import Checkpoint, check_resumable, checkpoint_file, load_checkpoint, save_checkpoint
+from ..settings.plan import RunPlan
+from ..storage.checkpoint import Checkpoint, checkpoint_file, save_checkpoint
 from ..settings import RunSettings, parse_run_config
 from ..errors import ConfigError
 from .polling import PollingGrid
 from ..storage.results import RunRecorder
 from .loop import FlowergraphServer
 from ..tasks.compute import configure_torch
-
-
-def resolve_out_dir(s: RunSettings, run_id: int | str = "", checkpoint: Checkpoint | None = None) -> Path:
-    if s.out_dir:
-        return Path(s.out_dir).expanduser().resolve()
-    if checkpoint is not None and checkpoint.run_dir is not None:
-        return checkpoint.run_dir
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    suffix = f"-{run_id}" if run_id else ""
-    return Path("results").resolve() / f"{s.method}-{s.dataset}-{stamp}{suffix}"
 
 
 def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_arrays=None):
@@ -56,16 +46,26 @@ def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_
     method = s.method_info
     evaluate_fn = None
     if s.server_eval:
-        if method.server_evaluate is None:
+        server_evaluate = method.server_evaluate or s.task_info.server_evaluate
+        if server_evaluate is None:
             raise ConfigError(f"server-eval=true: method {s.method!r} has no server-side evaluation")
-        evaluate_fn = method.server_evaluate(s)
+        evaluate_fn = server_evaluate(s)
     strategy = method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
                                                   evaluate_fn=evaluate_fn))
     if s.dp != "none":
         from ..strategies.dp import with_dp
 
-        strategy = with_dp(strategy, s)
+        strategy = with_dp(strategy, dp_config(s))
     return strategy
+
+
+def dp_config(s: RunSettings):
+    """The :class:`~flowergraph.strategies.DPConfig` the run configuration sets."""
+    from ..strategies.dp import DPConfig
+
+    return DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, clipping_norm=s.dp_clipping_norm,
+                    delta=s.dp_delta, num_sampled_clients=s.clients_per_round, epsilon=s.dp_epsilon,
+                    sensitivity=s.dp_sensitivity)
 
 
 def secagg_workflow(s: RunSettings):
@@ -83,11 +83,7 @@ def secagg_workflow(s: RunSettings):
 
 def resume_state(s: RunSettings) -> Checkpoint | None:
     """The checkpoint named by ``resume-from`` (CheckpointError for a missing/corrupt/incompatible one)."""
-    if not s.resume_from:
-        return None
-    ckpt = load_checkpoint(s.resume_from)
-    check_resumable(ckpt, s.as_dict())
-    return ckpt
+    return RunPlan.of(s).checkpoint
 
 
 class Checkpointer:
@@ -104,9 +100,11 @@ class Checkpointer:
     def __call__(self, server_round: int, parameters: Parameters) -> None:
         if self.every <= 0 or (server_round % self.every and server_round != self.num_rounds):
             return
-        if self.client_manager is not None and hasattr(self.strategy, "checkpoint_clients"):
+        if self.client_manager is not None:
             self.strategy.checkpoint_clients(server_round, self.client_manager)
-        ckpt = Checkpoint(server_round=server_round, arrays=parameters_to_ndarrays(parameters),
+        arrays = self.strategy.global_arrays  # the strategy's model (a new stage's, even before it aggregates)
+        ckpt = Checkpoint(server_round=server_round,
+                          arrays=list(arrays) if arrays is not None else parameters_to_ndarrays(parameters),
                           strategy_state=self.strategy.state_dict(), records=[dict(r) for r in self.recorder.rounds],
                           config=self.config)
         path = save_checkpoint(ckpt, checkpoint_file(self.out_dir, server_round))
@@ -119,11 +117,8 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
 
     ``launch(server, config)`` runs Flower's server loop (the ServerApp: ``start_grid(grid=..., server=...)``;
     tests: an in-process client manager)."""
-    ckpt = resume_state(s)
-    out_dir = resolve_out_dir(s, run_id, ckpt)
-    if ckpt is not None and (out_dir / "rounds.jsonl").exists() and out_dir != ckpt.run_dir:
-        raise FileExistsError(f"out-dir {str(out_dir)!r} already holds the results of another run; resume into "
-                              f"the checkpoint's own run folder or an empty out-dir")
+    plan = RunPlan.of(s, run_id)  # the results folder and the checkpoint to resume, as the launchers decide them
+    ckpt, out_dir = plan.checkpoint, plan.out_dir
     recorder = RunRecorder(out_dir, s.as_dict(), total_rounds=s.rounds, log=lambda line: log(INFO, "%s", line),
                            resume=ckpt is not None, records=ckpt.records if ckpt else None,
                            extra_meta={"resumed_from": str(ckpt.path), "resumed_at_round": ckpt.server_round}

@@ -17,15 +17,29 @@ Names are imported on first use, so ``import flowergraph.clients`` stays cheap.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._exports import lazy_exports
 
+if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
+    from .base import ClientWrapper, FederatedClient, FlowergraphClient, PhaseHandler, StateCheckpoints
+    from .faults import FaultInjectingClient, InjectedFault
+    from .fedgcn import FedGCNClient
+    from .fedstar import FedStarClient
+    from ..tasks.training import TrainConfig
+    from .node import NoOpClient, NodeClassificationClient
+    from .privacy import DPUpdates
+    from .secure import SecureUpdates
+    from .state import ClientState
+
 _EXPORTS = {
-    "FlowergraphClient": "base", "ClientWrapper": "base", "StateCheckpoints": "base", "PhaseHandler": "base",
+    "FlowergraphClient": "base", "FederatedClient": "base", "ClientWrapper": "base", "StateCheckpoints": "base",
+    "PhaseHandler": "base",
     "NodeClassificationClient": "node", "NoOpClient": "node", "FedGCNClient": "fedgcn",
     "FedStarClient": "fedstar", "TrainConfig": "flowergraph.tasks.training", "FaultInjectingClient": "faults",
     "InjectedFault": "faults", "ClientState": "state", "DPUpdates": "privacy", "SecureUpdates": "secure",
 }
 __all__ = ["ClientState", "ClientWrapper", "DPUpdates", "FaultInjectingClient", "FedGCNClient", "FedStarClient",
-           "FlowergraphClient", "InjectedFault", "NoOpClient", "NodeClassificationClient", "PhaseHandler",
-           "SecureUpdates", "StateCheckpoints", "TrainConfig"]
+           "FederatedClient", "FlowergraphClient", "InjectedFault", "NoOpClient", "NodeClassificationClient",
+           "PhaseHandler", "SecureUpdates", "StateCheckpoints", "TrainConfig"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

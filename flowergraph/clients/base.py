@@ -104,6 +104,19 @@ class FederatedClient(FlowergraphClient):
     def evaluation(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def model_keys(self) -> list[str] | None:
+        """The names (state-dict keys) of the arrays ``get_parameters`` returns, told to the server in the
+        identity reply so that it can hold the model by name (None: the server names them by position)."""
+        return None
+
+    def get_properties(self, config):
+        props = super().get_properties(config)
+        if wire.PHASE not in config:  # the identity reply: also the model's names
+            keys = self.model_keys()
+            if keys is not None:
+                props[wire.KEYS] = wire.encode_keys(keys)
+        return props
+
     def _receive(self, parameters, config) -> None:
         arrays = list(parameters)
         self.load(arrays, wire.decode_keys(config, len(arrays)), config)

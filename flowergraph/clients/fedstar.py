@@ -85,6 +85,9 @@ class FedStarClient(FederatedClient):
     def shared_arrays(self) -> list[np.ndarray]:
         return list(module_arrays(self.model, self.shared).values())
 
+    def model_keys(self) -> list[str]:
+        return list(self.shared)
+
     def load(self, arrays, keys, config) -> None:
         """Copy the server's arrays into the shared part of the model (the model's own tensors)."""
         self.receive(arrays)

@@ -46,16 +46,25 @@ def round_seed(seed: int, server_round: int, client_id: int) -> int:
     return int(np.random.SeedSequence([seed, server_round, client_id, 0xF17]).generate_state(1)[0])
 
 
+PERSONAL_KEY = "node-personal"  # the private output layer (FedPer) in the node's state
+
+
 class NodeClassificationClient(FederatedClient):
     """Trains the global model on the client's own subgraph; cross-client edges are ignored.
 
     ``model_kwargs`` are :func:`flowergraph.tasks.models.build_node_model` keyword arguments (kind, hidden,
     layers, dropout, heads, input_dropout); ``seed`` fixes the initial model and each round's dropout.
+    ``personal_output``: the output layer stays on the client (FedPer: kept in ``state``, never sent);
+    ``prox_mu`` > 0: FedProx's proximal term towards the received model in local training.
     """
 
     def __init__(self, graph: ClientGraph, train_config: TrainConfig, model_kwargs: dict | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, *, personal_output: bool = False, prox_mu: float = 0.0, state=None) -> None:
+        from .state import ClientState
+
         train_config.validate()
+        if prox_mu < 0:
+            raise ValueError(f"prox_mu must be >= 0, got {prox_mu}")
         self.graph = graph
         self.train_config = train_config
         self.seed = seed
@@ -63,6 +72,14 @@ class NodeClassificationClient(FederatedClient):
         self.model = bound_model(graph, kwargs, seed)
         self.initial_weights = _initial_weights(graph, kwargs, seed)
         self.data = graph.to_pyg()
+        self.keys = list(self.model.state_dict())
+        last = f"convs.{int(kwargs.get('layers', 2)) - 1}."
+        self.personal = [k for k in self.keys if k.startswith(last)] if personal_output else []
+        self.shared = [k for k in self.keys if k not in self.personal]
+        self.prox_mu = float(prox_mu)
+        self.state = state if isinstance(state, ClientState) or state is None else ClientState(state)
+        if self.personal and self.state is None:
+            raise ValueError("personal_output needs the node's state (where the private layer lives)")
 
     @property
     def partition_id(self) -> int:
@@ -73,20 +90,41 @@ class NodeClassificationClient(FederatedClient):
         return self.model(self.data.x, self.data.edge_index)
 
     def get_parameters(self, config):
-        return [a.copy() for a in self.initial_weights]
+        initial = dict(zip(self.keys, self.initial_weights))
+        return [initial[k].copy() for k in self.shared]
 
     def load(self, arrays, keys, config) -> None:
-        set_weights(self.model, arrays)
+        if not self.personal:
+            set_weights(self.model, arrays)
+            return
+        from ..tasks.torch_state import load_module_arrays
+
+        mine = self.state.get_arrays(PERSONAL_KEY) or dict(zip(self.keys, self.initial_weights))
+        load_module_arrays(self.model, {**dict(zip(self.shared, arrays)), **{k: mine[k] for k in self.personal}})
 
     def train(self, config) -> tuple[int, dict]:
         server_round = int(config.get(wire.SERVER_ROUND, 0))
         torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
-        loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config)
+        params = dict(self.model.named_parameters())
+        anchor = {k: params[k] for k in self.shared if k in params} if self.prox_mu > 0 else None
+        loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config,
+                           prox_mu=self.prox_mu, prox_anchor=anchor)
+        if self.personal:
+            from ..tasks.torch_state import module_arrays
+
+            self.state.set_arrays(PERSONAL_KEY, module_arrays(self.model, self.personal))
         n_train = self.graph.num_train
         return n_train, {wire.TRAIN_LOSS: float(loss), wire.NUM_TRAIN: n_train, wire.BATCH_SIZE: n_train}
 
     def shared_arrays(self):
-        return get_weights(self.model)
+        if not self.personal:
+            return get_weights(self.model)
+        from ..tasks.torch_state import module_arrays
+
+        return list(module_arrays(self.model, self.shared).values())
+
+    def model_keys(self) -> list[str]:
+        return list(self.shared)
 
     def evaluation(self) -> dict:
         """Test/validation/training metrics of the model as loaded (the EVALUATE reply's metrics)."""

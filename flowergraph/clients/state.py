@@ -43,6 +43,7 @@ STATE_FORMAT = "flowergraph-client-state"
 STATE_VERSION = 1
 _JSON_KEYS = "__json__"  # a ConfigRecord entry listing which values are JSON-encoded
 VALUES_SUFFIX = ".values"  # values of name N live in the ConfigRecord "N.values"
+ROUNDS = "flowergraph.rounds"  # a ConfigRecord: name -> the round its entry was written in (round-stamped entries)
 
 
 def default_state_dir() -> Path:
@@ -75,9 +76,29 @@ class ClientState:
             return None
         return {key: record[key].numpy() for key in record.keys()}
 
-    def set_arrays(self, name: str, arrays: Mapping[str, np.ndarray]) -> None:
+    def set_arrays(self, name: str, arrays: Mapping[str, np.ndarray], *, round: int | None = None) -> None:
+        """Store named arrays under ``name`` (``round``: stamp the entry with the round it belongs to)."""
         self.records.array_records[name] = ArrayRecord(
             {str(k): Array(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()})
+        self._stamp(name, round)
+
+    # ------------------------------------------------------------------------------------------- rounds
+    def _stamp(self, name: str, round: int | None) -> None:
+        stamps = self.records.config_records.get(ROUNDS)
+        if round is None and (stamps is None or name not in stamps):
+            return
+        values = dict(stamps.items()) if stamps is not None else {}
+        if round is None:
+            values.pop(name, None)
+        else:
+            values[name] = int(round)
+        self.records.config_records[ROUNDS] = ConfigRecord(values)
+
+    def round_of(self, name: str) -> int | None:
+        """The round the entry ``name`` was written in (None: absent, or written without a round). An entry that
+        may lag (a neighbour's embeddings from the round before) says how old it is."""
+        stamps = self.records.config_records.get(ROUNDS)
+        return None if stamps is None or name not in stamps else int(stamps[name])
 
     # ------------------------------------------------------------------------------------------- values
     def get_values(self, name: str) -> dict[str, Any] | None:
@@ -88,8 +109,9 @@ class ClientState:
         encoded = set(filter(None, str(record.get(_JSON_KEYS, "")).split(",")))
         return {k: (json.loads(v) if k in encoded else v) for k, v in record.items() if k != _JSON_KEYS}
 
-    def set_values(self, name: str, values: Mapping[str, Any]) -> None:
-        """Store small values: scalars as they are, anything else JSON-encoded (it must be JSON-able)."""
+    def set_values(self, name: str, values: Mapping[str, Any], *, round: int | None = None) -> None:
+        """Store small values: scalars as they are, anything else JSON-encoded (it must be JSON-able); ``round``:
+        stamp the entry with the round it belongs to."""
         out: dict[str, Any] = {}
         encoded = []
         for key, value in values.items():
@@ -101,10 +123,12 @@ class ClientState:
         if encoded:
             out[_JSON_KEYS] = ",".join(encoded)
         self.records.config_records[name + VALUES_SUFFIX] = ConfigRecord(out)
+        self._stamp(name, round)
 
     def delete(self, name: str) -> None:
         self.records.array_records.pop(name, None)
         self.records.config_records.pop(name + VALUES_SUFFIX, None)
+        self._stamp(name, None)
 
     def __contains__(self, name: str) -> bool:
         return name in self.records.array_records or name + VALUES_SUFFIX in self.records.config_records

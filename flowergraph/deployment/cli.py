@@ -11,9 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, FlowergraphError
+from ..errors import ConfigError
 from ..storage.results import accuracy_text
-from ..app.runtime import Stopped, flower_env, stop_on_signals, stop_trees, write_app
+from ..app.runtime import flower_env, run_command, stop_trees, write_app
 from .commands import superlink_command, supernode_command, write_connection
 from .control import _flwr_json, list_nodes, register_node, submit_run, wait_for_superlink
 from .credentials import DEFAULT_CERT_HOSTS, make_certificates, make_node_key
@@ -272,24 +272,18 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=_cmd_loopback)
 
     a = p.parse_args(argv)
-    if a.command in ("loopback", "run"):
-        # SIGTERM and SIGHUP (a job scheduler, `timeout`, kill PID) unwind like Ctrl-C: every process started stops
-        stop_on_signals()
     if getattr(a, "data_dir", None) and isinstance(a.data_dir, list) and len(a.data_dir) == 1:
         a.data_dir = a.data_dir[0]
-    try:
-        return a.fn(a)
-    except FlowergraphError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt as exc:
-        print(f"{exc if isinstance(exc, Stopped) else 'interrupted'}; every process started here was stopped",
-              file=sys.stderr)
-        return exc.exit_code if isinstance(exc, Stopped) else 130
 
+    def command() -> int:
+        try:
+            return int(a.fn(a))
+        except RuntimeError as exc:  # a deployment step failed (not bad input): exit 1 with the reason
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+    # SIGTERM and SIGHUP (a job scheduler, `timeout`, kill PID) unwind like Ctrl-C: every process started stops
+    return run_command(command, "every process started here")
 
 if __name__ == "__main__":
     sys.exit(main())

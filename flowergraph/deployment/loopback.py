@@ -90,7 +90,8 @@ class LoopbackDeployment:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self.group.start()
         with open(log_file, "ab") as out:
-            proc = subprocess.Popen(cmd, cwd=str(self.work), env=self.group.env(env), stdout=out, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(cmd, cwd=str(self.work), env=self.group.env(env), stdout=out,
+                                    stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self._procs.append((name, proc))
         self.pids.append(proc.pid)

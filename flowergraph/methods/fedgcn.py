@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import ConfigError
 from ..settings.options import Option
-from .node import model_kwargs, node_preflight, node_server_evaluate
+from .node import model_kwargs, train_config
 from .registry import ClientArgs, Method, StrategyArgs, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flwr.client import NumPyClient
+    from flwr.server.strategy import Strategy
+
+    from ..settings import RunSettings
 
 OPTIONS = (
     Option("fedgcn.hops", 2, "Neighbour-aggregation hops exchanged before training (0 = FedAvg on local "
@@ -17,19 +25,19 @@ OPTIONS = (
 )
 
 
-def _check(s) -> None:
-    o = s.of("fedgcn")
-    if o.hops > 0 and (s.model != "gcn" or s.layers != 2):
-        raise ConfigError(f"method 'fedgcn' trains a 2-layer GCN; got model={s.model!r} layers={s.layers} "
-                          f"(valid: model='gcn', layers=2)")
-    if o.hops > 0 and s.input_dropout > 0:
-        raise ConfigError(f"input-dropout={s.input_dropout} with fedgcn: features arrive pre-aggregated, so "
-                          f"input-dropout must be 0")
+def _check(s: "RunSettings") -> None:
+    o, n = s.of("fedgcn"), s.of("node")
+    if o.hops > 0 and (n.model != "gcn" or n.layers != 2):
+        raise ConfigError(f"method 'fedgcn' trains a 2-layer GCN; got node.model={n.model!r} node.layers={n.layers} "
+                          f"(valid: node.model='gcn', node.layers=2)")
+    if o.hops > 0 and n.input_dropout > 0:
+        raise ConfigError(f"node.input-dropout={n.input_dropout} with fedgcn: features arrive pre-aggregated, so "
+                          f"node.input-dropout must be 0")
     if o.he and o.hops == 0:
         raise ConfigError("fedgcn.he=true needs fedgcn.hops=1 or 2 (hops=0 has no communication phase)")
 
 
-def _strategy(args: StrategyArgs):
+def _strategy(args: StrategyArgs) -> "Strategy":
     from ..strategies.fedgcn import FedGCNStrategy
 
     s = args.settings
@@ -37,18 +45,18 @@ def _strategy(args: StrategyArgs):
     return FedGCNStrategy(hops=o.hops, he=o.he, weighting=s.weighting, **args.common())
 
 
-def _client(args: ClientArgs):
+def _client(args: ClientArgs) -> "NumPyClient":
     from ..clients.fedgcn import FedGCNClient
 
     s = args.settings
     o = s.of("fedgcn")
-    return FedGCNClient(args.node_graph(), s.train_config(), model_kwargs(s), seed=s.seed, hops=o.hops,
+    return FedGCNClient(args.data(), train_config(s), model_kwargs(s), seed=s.seed, hops=o.hops,
                         state=args.state, key_file=s.key_file if o.he else None)
 
 
 FEDGCN = register(Method(
     name="fedgcn", summary="FedGCN (Yao et al., NeurIPS 2023): one-shot exchange of neighbour aggregations "
-    "(0/1/2-hop), optionally summed under CKKS, then federated GCN training", task="node",
+    "(0/1/2-hop), optionally summed under CKKS, then federated GCN training", tasks=("node",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check,
-    needs_key_file=lambda s: bool(s["fedgcn.he"]), stateful_clients=True, preflight=node_preflight,
-    server_evaluate=node_server_evaluate, paper="../shared/papers/002_85c67b9db6cfb8f1.txt"))
+    needs_key_file=lambda s: bool(s["fedgcn.he"]), stateful_clients=True,
+    paper="../shared/papers/002_85c67b9db6cfb8f1.txt"))

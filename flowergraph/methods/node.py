@@ -1,20 +1,140 @@
-"""Built-in node-classification methods: ``fedavg``, ``centralized`` and the benchmark floor ``noop``, and the
-pieces every node-level method shares (model arguments, the launcher's data check, server-side evaluation)."""
+"""The node-classification task (one graph cut across clients) and its built-in methods ``centralized`` and
+``noop``: the task's keys (``node.*``), its datasets, data, launcher check and server-side evaluation, and the
+generic client of the baseline methods on it (:mod:`flowergraph.methods.baselines`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .registry import ClientArgs, Method, StrategyArgs, register
+from ..errors import ConfigError
+from ..settings.options import Option, at_least, right_open, within
+from ..tasks.models import MODELS
+from ..tasks.partition import PARTITIONERS
+from ..tasks.synthetic import CSBMParams
+from ..tasks.training import OPTIMIZERS, TrainConfig
+from .registry import ClientArgs, Method, Sharing, StrategyArgs, Task, register, register_task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flwr.client import NumPyClient
+    from flwr.server.strategy import Strategy
+
+    from ..settings import RunSettings
+    from types import SimpleNamespace
+
+    from ..tasks.federated_graph import ClientGraph, GraphSpec, PartitionSpec
+
+# Defaults of the Flower-free building blocks are the run-config defaults (one source of truth).
+_CSBM = CSBMParams()
+_TRAIN = TrainConfig()
+NODE_DATASETS = ("Cora", "CiteSeer", "PubMed", "synthetic")
+
+OPTIONS: tuple[Option, ...] = (
+    Option("node.split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, "
+           "`auto` (public for Planetoid, random 60/20/20 otherwise).", group="node"),
+    Option("node.partitioner", "dirichlet", "Node partitioner.", PARTITIONERS, group="node"),
+    Option("node.beta", 10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",
+           check=at_least(0, False), group="node"),
+    Option("node.min-partition-size", 10, "Dirichlet: minimum nodes per client.", check=at_least(1), group="node"),
+    Option("node.model", "gcn", "Node classifier.", MODELS, group="node"),
+    Option("node.hidden", 16, "Hidden units per layer.", check=at_least(1), group="node"),
+    Option("node.layers", 2, "Graph convolution layers.", check=at_least(1), group="node"),
+    Option("node.dropout", 0.5, "Dropout after hidden layers.", check=right_open(0.0, 1.0), group="node"),
+    Option("node.input-dropout", 0.0, "Dropout on input features (Kipf & Welling use 0.5).", check=right_open(0.0, 1.0),
+           group="node"),
+    Option("node.heads", 8, "GAT attention heads in hidden layers.", check=at_least(1), group="node"),
+    Option("node.local-steps", _TRAIN.local_steps, "Full-batch local steps (= local epochs) per round.",
+           check=at_least(1), group="node"),
+    Option("node.optimizer", _TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS, group="node"),
+    Option("node.lr", _TRAIN.lr, "Learning rate.", check=at_least(0.0, False), group="node"),
+    Option("node.weight-decay", _TRAIN.weight_decay, "L2 weight decay.", check=at_least(0.0), group="node"),
+    Option("node.momentum", _TRAIN.momentum, "SGD momentum (restarts each round).", check=right_open(0.0, 1.0),
+           group="node"),
+    Option("node.synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2), group="node"),
+    Option("node.synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2), group="node"),
+    Option("node.synthetic-p-in", _CSBM.p_in, "Synthetic CSBM: edge probability within a class.",
+           check=within(0.0, 1.0),
+           group="node"),
+    Option("node.synthetic-p-out", _CSBM.p_out, "Synthetic CSBM: edge probability across classes.",
+           check=within(0.0, 1.0), group="node"),
+    Option("node.synthetic-features", _CSBM.num_features, "Synthetic CSBM: feature dimension.", check=at_least(1),
+           group="node"),
+    Option("node.synthetic-signal", _CSBM.signal, "Synthetic CSBM: class-mean norm / noise norm.", check=at_least(0.0),
+           group="node"),
+)
 
 
-def model_kwargs(s) -> dict[str, Any]:
+def _accepts(dataset: str) -> bool:
+    from ..tasks.datasets import dataset_info
+
+    if "," in dataset:
+        return False
+    try:
+        return dataset_info(dataset).task == "node"
+    except ConfigError:
+        return False
+
+
+def _normalize(value: str) -> str:
+    from ..tasks.datasets import canonical_name
+
+    return canonical_name(value)
+
+
+def o(s: "RunSettings") -> "SimpleNamespace":
+    """The node task's keys of the run, without their prefix (``o(s).hidden``)."""
+    return s.of("node")
+
+
+def model_kwargs(s: "RunSettings") -> dict[str, Any]:
     """:func:`flowergraph.tasks.models.build_node_model` keyword arguments from the run settings."""
-    return {"kind": s.model, "hidden": s.hidden, "layers": s.layers, "dropout": s.dropout, "heads": s.heads,
-            "input_dropout": s.input_dropout}
+    k = o(s)
+    return {"kind": k.model, "hidden": k.hidden, "layers": k.layers, "dropout": k.dropout, "heads": k.heads,
+            "input_dropout": k.input_dropout}
 
 
-def node_preflight(s) -> dict[str, Any]:
+def train_config(s: "RunSettings") -> TrainConfig:
+    k = o(s)
+    return TrainConfig(local_steps=k.local_steps, optimizer=k.optimizer, lr=k.lr, weight_decay=k.weight_decay,
+                       momentum=k.momentum)
+
+
+def graph_spec(s: "RunSettings") -> "GraphSpec":
+    from ..tasks.federated_graph import GraphSpec
+
+    k = o(s)
+    return GraphSpec(dataset=s.dataset, data_dir=s.data_dir, split=k.split, seed=s.seed,
+                     synthetic=CSBMParams(num_nodes=k.synthetic_nodes, num_classes=k.synthetic_classes,
+                                          p_in=k.synthetic_p_in, p_out=k.synthetic_p_out,
+                                          num_features=k.synthetic_features, signal=k.synthetic_signal))
+
+
+def partition_spec(s: "RunSettings") -> "PartitionSpec":
+    from ..tasks.federated_graph import PartitionSpec
+
+    if s.method_info.whole_graph:
+        return PartitionSpec(partitioner="none", num_clients=1, seed=s.seed)
+    k = o(s)
+    return PartitionSpec(partitioner=k.partitioner, num_clients=s.num_clients, beta=k.beta,
+                         min_size=k.min_partition_size, seed=s.seed)
+
+
+def _check(s: "RunSettings") -> None:
+    from ..tasks.datasets import dataset_info
+    from ..tasks.splits import parse_split
+
+    parse_split(s["node.split"], dataset_info(s.dataset).family)
+    if s.dataset == "synthetic":
+        graph_spec(s).synthetic.validate()
+
+
+def node_data(args: ClientArgs) -> "ClientGraph":
+    """This node's part of the federated graph (its own partition file, or cut out of the global graph)."""
+    from ..data import node_graph
+
+    return node_graph(args.settings, args.partition_id, args.partition_file or None)
+
+
+def node_preflight(s: "RunSettings") -> dict[str, Any]:
     """The launcher's check before Flower starts: build the data once (bad input fails in seconds) and
     describe it. With ``partition-dir`` only the manifest is read (the launcher never loads the global graph)."""
     if s.partition_dir and not s.method_info.whole_graph:
@@ -24,27 +144,27 @@ def node_preflight(s) -> dict[str, Any]:
         sizes = [f["nodes"] for f in manifest["files"]]
         return {"summary": f"{s.dataset} ({manifest['num_global_nodes']} nodes, from partition files in "
                            f"{s.partition_dir})", "client_sizes": sizes}
-    from ..tasks.federated_graph import load_global_graph, node_assignment
-
     import numpy as np
 
-    data = load_global_graph(s.graph_spec())
-    assignment = node_assignment(s.graph_spec(), s.partition_spec())
-    sizes = np.bincount(assignment, minlength=s.partition_spec().num_clients).tolist()
+    from ..tasks.federated_graph import load_global_graph, node_assignment
+
+    data = load_global_graph(graph_spec(s))
+    assignment = node_assignment(graph_spec(s), partition_spec(s))
+    sizes = np.bincount(assignment, minlength=partition_spec(s).num_clients).tolist()
     return {"summary": f"{s.dataset} ({int(data.num_nodes)} nodes)", "client_sizes": sizes,
             "num_nodes": int(data.num_nodes), "num_edges": int(data.num_edges)}
 
 
-def node_server_evaluate(s):
+def node_server_evaluate(s: "RunSettings") -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
     """Evaluate the global model on the global graph's test nodes (the server loads the dataset)."""
     from ..tasks.federated_graph import load_global_graph
     from ..tasks.models import build_node_model, set_weights
     from ..tasks.training import evaluate_masks
 
-    data = load_global_graph(s.graph_spec())
+    data = load_global_graph(graph_spec(s))
     model = build_node_model(in_dim=data.num_features, num_classes=data.num_classes, **model_kwargs(s))
 
-    def evaluate(server_round, arrays):
+    def evaluate(server_round: int, arrays: list[Any]) -> tuple[float, dict[str, Any]]:
         set_weights(model, arrays)
         r = evaluate_masks(model, lambda: model(data.x, data.edge_index), data.y, {"test": data.test_mask})
         return r["test_loss"], {"accuracy": r["test_accuracy"]}
@@ -52,40 +172,54 @@ def node_server_evaluate(s):
     return evaluate
 
 
-def _averaging_strategy(args: StrategyArgs):
+def node_baseline_client(args: ClientArgs, sharing: Sharing) -> "NumPyClient":
+    """The node classifier the baseline methods train (FedAvg: everything shared; FedProx: with the proximal
+    term; FedPer: the output layer stays on the client; GCFL: everything, per cluster)."""
+    from ..clients.node import NodeClassificationClient
+
+    s = args.settings
+    return NodeClassificationClient(args.data(), train_config(s), model_kwargs(s), seed=s.seed,
+                                    personal_output=sharing.baseline == "fedper", prox_mu=sharing.mu,
+                                    state=args.state)
+
+
+NODE = register_task(Task(
+    name="node", summary="node classification on one graph whose nodes are split across clients "
+    "(cross-client edges are known to their endpoints' owners)", description="node classification",
+    accepts=_accepts, datasets=lambda: ", ".join(NODE_DATASETS), normalize=_normalize, options=OPTIONS,
+    check=_check, build_data=node_data, preflight=node_preflight, server_evaluate=node_server_evaluate,
+    baseline_client=node_baseline_client,
+    baseline_stateful=False))
+
+
+def _averaging_strategy(args: StrategyArgs) -> "Strategy":
     from ..strategies.weighted import WeightedAveraging
 
     return WeightedAveraging(weighting=args.settings.weighting, **args.common())
 
 
-def _node_client(args: ClientArgs):
+def _node_client(args: ClientArgs) -> "NumPyClient":
     from ..clients.node import NodeClassificationClient
 
     s = args.settings
-    return NodeClassificationClient(args.node_graph(), s.train_config(), model_kwargs(s), seed=s.seed)
+    return NodeClassificationClient(args.data(), train_config(s), model_kwargs(s), seed=s.seed)
 
 
-def _noop_client(args: ClientArgs):
+def _noop_client(args: ClientArgs) -> "NumPyClient":
     from ..clients.node import NoOpClient
     from ..tasks.models import build_node_model, get_weights
 
     s = args.settings
-    graph = args.node_graph()
+    graph = args.data()
     model = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=s.seed,
                              **model_kwargs(s))
     return NoOpClient(get_weights(model), args.partition_id)
 
 
-_NODE = dict(task="node", preflight=node_preflight, server_evaluate=node_server_evaluate)
-
-FEDAVG = register(Method(
-    name="fedavg", summary="sample-weighted federated averaging of a GCN/GraphSAGE/GAT node classifier (FedGCN's "
-    "0-hop); cross-client edges are dropped", build_strategy=_averaging_strategy, build_client=_node_client,
-    **_NODE))
 CENTRALIZED = register(Method(
     name="centralized", summary="the same model and steps on the whole graph (one client holds everything): the "
-    "reference upper bound", build_strategy=_averaging_strategy, build_client=_node_client, whole_graph=True,
-    **_NODE))
+    "reference upper bound", tasks=("node",), build_strategy=_averaging_strategy, build_client=_node_client,
+    whole_graph=True))
 NOOP = register(Method(
     name="noop", summary="clients that return what they receive: Flower's own per-round cost, for benchmarks",
-    build_strategy=_averaging_strategy, build_client=_noop_client, benchmark_only=True, **_NODE))
+    tasks=("node",), build_strategy=_averaging_strategy, build_client=_noop_client, benchmark_only=True))

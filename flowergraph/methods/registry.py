@@ -1,34 +1,44 @@
-"""The method registry: one registration per federated method (Flower-free at import time).
+"""The registry of tasks and methods (Flower-free at import time).
 
-A method is a strategy module, a client module and one :class:`Method` registration that says:
+A **task** (:class:`Task`) is a kind of graph learning problem with its data: ``node`` (node classification on
+one graph cut across clients) and ``graph`` (graph classification, each client owning graphs). A task owns its
+run-config keys (``node.*``, ``graph.*``), says which datasets are its own, checks them, builds a client's data
+(:meth:`ClientArgs.data`), runs the launcher's fast data check (``preflight``), may evaluate a global model on the
+server, and builds the generic client the baseline methods train (``baseline_client``: FedAvg, FedProx, FedPer and
+GCFL run on every task that has one).
 
-* its ``name`` (the run-config value ``method=...``), a one-line ``summary`` and its ``task`` (``node`` or
-  ``graph``: which datasets it accepts);
-* its own run-config keys (``options``, each named ``<name>.<key>``, with default, type, check and help; the
-  README lists them under the method's name) and a ``check`` of combinations across keys;
+A **method** (:class:`Method`) is a strategy module, a client module and one registration that says:
+
+* its ``name`` (the run-config value ``method=...``), a one-line ``summary`` and the ``tasks`` it supports;
+* its own run-config keys (``options``, each named ``<name>.<key>``) and a ``check`` of combinations across keys;
 * how its strategy is built from validated settings (``build_strategy(StrategyArgs)``) and how its client is
-  built from the settings, the node's identity and its persistent state (``build_client(ClientArgs)``);
+  built from the settings, the node's identity, its data and its persistent state (``build_client(ClientArgs)``);
+* what its clients send and what its server holds (``update_kind``: ``weights``, ``gradients`` or ``partial``;
+  ``model_scope``: ``global``, ``per-group`` or ``per-client``; ``summable_updates``): the settings refuse secure
+  aggregation, central DP, server-side evaluation and robust rules where they cannot apply;
 * what it needs besides: a CKKS key file on the data owners (``needs_key_file``), clients whose
-  ``context.state`` must survive a checkpoint (``stateful_clients``), training updates that may be aggregated
-  securely because only their sum is used (``summable_updates``), one client holding the whole graph
-  (``whole_graph``: the centralized reference), a server-side evaluation on the global data
-  (``server_evaluate``), and the launcher's fast pre-check of the data (``preflight``).
+  ``context.state`` must survive a checkpoint (``stateful_clients``: a bool, or a function of the settings),
+  one client holding the whole graph (``whole_graph``: the centralized reference), and its own server-side
+  evaluation or data check where the task's do not fit (``server_evaluate``, ``preflight``).
 
-The ServerApp, the ClientApp, the launchers and the configuration code look a method up here and never
-branch on its name. Built-in methods register in :mod:`flowergraph.methods.node` and
-:mod:`flowergraph.methods.fedgcn`. Other packages add methods without touching this package:
+The ServerApp, the ClientApp, the launchers and the settings look tasks and methods up here and never branch on
+a name. Built-in registrations: :mod:`flowergraph.methods.node` (the node task, ``centralized``, ``noop``),
+:mod:`flowergraph.methods.graph` (the graph task), :mod:`flowergraph.methods.baselines` (``fedavg``,
+``fedprox``, ``fedper``, ``gcfl``), :mod:`flowergraph.methods.fedgcn`, :mod:`flowergraph.methods.fedstar`. Other
+packages add tasks and methods without touching this package:
 
 * an installed package declares an entry point in the group ``flowergraph.methods`` whose object is a
-  :class:`Method` (or a module that calls :func:`register` when imported)::
+  :class:`Method` or a :class:`Task` (or a module that calls :func:`register` / :func:`register_task`)::
 
       [project.entry-points."flowergraph.methods"]
       mymethod = "mypackage.method:METHOD"
 
 * or, for a quick experiment, the environment variable ``FLOWERGRAPH_PLUGINS`` names modules to import
-  (comma-separated) in every process of the run.
+  (comma-separated) in every process of the run; a module's ``TASK``/``TASKS``/``METHOD``/``METHODS`` are
+  registered (or it registers its own when imported).
 
 Registration modules must stay cheap to import: import Flower, torch and the strategy/client modules inside
-the builder functions, not at module level (the configuration code imports every registration).
+the builder functions, not at module level (the settings import every registration).
 """
 
 from __future__ import annotations
@@ -39,19 +49,26 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from ..errors import ConfigError
+from ..settings.choices import MODEL_SCOPES, UPDATE_KINDS
+from ..settings.keys import COMMON_OPTIONS
 from ..settings.options import Option
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import RunSettings
+    from flwr.client import NumPyClient
+    from flwr.server.strategy import Strategy
 
-TASKS = ("node", "graph")
+    from ..settings import RunSettings
+    from ..strategies.policy import FederationPolicy
+
+TASKS = ("node", "graph")  # the built-in tasks (plugins may register more: tasks())
 ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_BUILTIN_MODULES = ("flowergraph.methods.node", "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar")
+_BUILTIN_MODULES = ("flowergraph.methods.baselines", "flowergraph.methods.node", "flowergraph.methods.graph",
+                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar")
 
 
 @dataclass
@@ -60,30 +77,36 @@ class StrategyArgs:
 
     settings: "RunSettings"
     recorder: Any = None  # flowergraph.storage.results.RunRecorder, or None
-    initial_arrays: list | None = None  # a checkpoint's global model when resuming
-    evaluate_fn: Callable | None = None  # server-side evaluation (server-eval=true)
+    initial_arrays: list[Any] | None = None  # a checkpoint's global model when resuming
+    evaluate_fn: Callable[..., Any] | None = None  # server-side evaluation (server-eval=true)
+
+    def policy(self) -> "FederationPolicy":
+        """The :class:`~flowergraph.strategies.FederationPolicy` the run configuration sets."""
+        from ..strategies.policy import FederationPolicy
+
+        s = self.settings
+        whole = s.method_info.whole_graph
+        return FederationPolicy(
+            num_clients=s.effective_num_clients, num_rounds=s.rounds, fused_eval=s.fused_eval,
+            connect_timeout=s.init_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
+            eval_every=s.eval_every, seed=s.seed, fraction_fit=1.0 if whole else s.fraction_fit,
+            fraction_evaluate=1.0 if whole else s.fraction_evaluate,
+            min_clients=None if whole else (s.min_clients or None), clients_per_round=1 if whole else None,
+            stateful_clients=s.method_info.is_stateful(s), secure_agg=s.secure_agg)
 
     def common(self) -> dict[str, Any]:
         """Keyword arguments of :class:`flowergraph.strategies.FederatedStrategy` that every method takes from
-        the run configuration (a method passes them on and adds its own)."""
+        the run configuration: ``policy``, ``aggregator``, ``recorder``, ``evaluate_fn``, ``initial_parameters`` (a
+        method passes them on and adds its own)."""
         s = self.settings
-        whole = s.method_info.whole_graph
         aggregator = None  # the strategy's own weighted mean
         if s.aggregator != "mean":
             from ..strategies.aggregation import make_aggregator
 
             aggregator = make_aggregator(s.aggregator, weighting=s.weighting, trim=s.aggregator_trim,
                                          malicious=s.aggregator_malicious, keep=s.aggregator_keep)
-        return dict(num_clients=s.effective_num_clients, num_rounds=s.rounds, evaluate_fn=self.evaluate_fn,
-                    recorder=self.recorder, fused_eval=s.fused_eval, connect_timeout=s.init_timeout,
-                    init_timeout=s.init_timeout, round_timeout=s.round_timeout, eval_every=s.eval_every,
-                    seed=s.seed, initial_parameters=self.initial_arrays,
-                    fraction_fit=1.0 if whole else s.fraction_fit,
-                    fraction_evaluate=1.0 if whole else s.fraction_evaluate,
-                    min_clients=None if whole else (s.min_clients or None),
-                    clients_per_round=1 if whole else None,
-                    stateful_clients=s.method_info.stateful_clients, aggregator=aggregator,
-                    secure_agg=s.secure_agg)
+        return dict(policy=self.policy(), evaluate_fn=self.evaluate_fn, recorder=self.recorder,
+                    initial_parameters=self.initial_arrays, aggregator=aggregator)
 
 
 @dataclass
@@ -96,82 +119,198 @@ class ClientArgs:
     context: Any  # flwr.app.Context of the node (run config, node config, persistent state)
     state: Any  # flowergraph.clients.ClientState over context.state
     partition_file: str = ""  # node config: this data owner's own partition file
+    cache: Any = None  # flowergraph.clients.cache.ProcessCache for this run and node (never checkpointed)
 
-    def node_graph(self):
-        """This node's part of the federated graph: from its own partition file when the node has one
-        (node config ``partition-file``, or run config ``partition-dir``), else cut out of the global graph
-        (see :mod:`flowergraph.data`). Memoised per process."""
-        from ..data import node_graph
+    @property
+    def task(self) -> "Task":
+        """The run's task (the one its dataset belongs to)."""
+        task: Task = self.settings.task_info
+        return task
 
-        return node_graph(self.settings, self.partition_id, self.partition_file or None)
+    def data(self) -> Any:
+        """This node's data for the run's task (node task: its part of the federated graph, from its own
+        partition file or cut out of the global graph; graph task: its own graphs). Memoised per process."""
+        if self.task.build_data is None:
+            raise ConfigError(f"task {self.task.name!r} builds no client data")
+        return self.task.build_data(self)
+
+    def node_graph(self) -> Any:
+        """Deprecated: :meth:`data` (the node task's data is the node's graph)."""
+        warnings.warn("ClientArgs.node_graph() is deprecated; use ClientArgs.data()", DeprecationWarning,
+                      stacklevel=2)
+        return self.data()
+
+
+def _check_names(kind: str, name: str, options: tuple[Option, ...]) -> None:
+    """A registration's name is lowercase letters, digits and '-'; its keys are ``<name>.<key>``."""
+    if not _NAME.match(name or ""):
+        raise ValueError(f"{kind} name {name!r} must be lowercase letters, digits and '-', starting with a letter")
+    for option in options:
+        if not option.key.startswith(f"{name}."):
+            raise ValueError(f"{kind} {name!r}: option {option.key!r} must be named '{name}.<key>' (a {kind}'s keys "
+                             f"live in its own namespace)")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """What a baseline method's generic client shares (a task's ``baseline_client`` builds it):
+    ``baseline`` is the method (``fedavg``, ``fedprox``, ``fedper``, ``gcfl``); ``mu`` FedProx's proximal weight."""
+
+    baseline: str
+    mu: float = 0.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """A registered task (see the module docstring).
+
+    ``accepts(dataset)``: whether a (normalised) dataset value is this task's; ``datasets()``: the valid values,
+    for messages; ``normalize(value)``: the canonical spelling of this task's dataset values (None: as given);
+    ``options``: its keys, each ``<name>.<key>``; ``check(settings)``: its checks; ``build_data(ClientArgs)``: a
+    node's data; ``preflight(settings)``: the launcher's fast data check (``{"summary": str, "client_sizes":
+    [...]}``); ``server_evaluate(settings)``: a server-side evaluation of a global model, if the task has one;
+    ``baseline_client(ClientArgs, Sharing)``: the generic client of the baseline methods; ``baseline_stateful``:
+    whether those clients keep state (e.g. Adam's moments); ``natural_num_clients(dataset)``: the number of
+    clients a dataset implies (None: no opinion); ``description``: what the task does, for messages (``node
+    classification``)."""
+
+    name: str
+    summary: str
+    description: str
+    accepts: Callable[[str], bool]
+    datasets: Callable[[], str]
+    options: tuple[Option, ...] = ()
+    normalize: Callable[[str], str] | None = None
+    check: Callable[["RunSettings"], None] | None = None
+    build_data: Callable[[ClientArgs], Any] | None = None
+    preflight: Callable[["RunSettings"], dict[str, Any]] | None = None
+    server_evaluate: Callable[["RunSettings"], Callable[..., Any]] | None = None
+    baseline_client: Callable[[ClientArgs, Sharing], "NumPyClient"] | None = None
+    baseline_stateful: bool = False
+    natural_num_clients: Callable[[str], Union[int, None]] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names("task", self.name, self.options)
 
 
 @dataclass(frozen=True)
 class Method:
-    """A registered federated method (see the module docstring)."""
+    """A registered federated method (see the module docstring). ``tasks``: the tasks it supports (``task=``,
+    one name, is accepted too)."""
 
     name: str
     summary: str
-    task: str
-    build_strategy: Callable[[StrategyArgs], Any]
-    build_client: Callable[[ClientArgs], Any]
+    task: str = ""
+    build_strategy: Callable[[StrategyArgs], "Strategy"] | None = None
+    build_client: Callable[[ClientArgs], "NumPyClient"] | None = None
     options: tuple[Option, ...] = ()
     check: Callable[["RunSettings"], None] | None = None
     needs_key_file: Callable[["RunSettings"], bool] | None = None
-    stateful_clients: bool = False
+    stateful_clients: Union[bool, Callable[["RunSettings"], bool]] = False
     summable_updates: bool = True  # its training updates may be securely aggregated (only their sum is needed)
+    update_kind: str = "weights"
+    model_scope: str = "global"
     whole_graph: bool = False
-    server_evaluate: Callable[["RunSettings"], Callable] | None = None
-    # The launcher's fast data check: {"summary": str, "client_sizes": [per client: its number of training
-    # examples, or an upper bound of it]}; the launcher prints both and bounds SecAgg+'s weights by the largest size.
-    preflight: Callable[["RunSettings"], dict] | None = None
+    server_evaluate: Callable[["RunSettings"], Callable[..., Any]] | None = None
+    # The launcher's fast data check (default: the task's): {"summary": str, "client_sizes": [per client: its
+    # number of training examples, or an upper bound of it]}; the launcher bounds SecAgg+'s weights by the largest.
+    preflight: Callable[["RunSettings"], dict[str, Any]] | None = None
     benchmark_only: bool = False
     paper: str = ""
-    extra: dict = field(default_factory=dict)
+    tasks: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name or ""):
-            raise ValueError(f"method name {self.name!r} must be lowercase letters, digits and '-', starting with "
-                             f"a letter")
-        if self.task not in TASKS:
-            raise ValueError(f"method {self.name!r}: unknown task {self.task!r}; valid choices: {', '.join(TASKS)}")
-        for option in self.options:
-            if not option.key.startswith(f"{self.name}."):
-                raise ValueError(f"method {self.name!r}: option {option.key!r} must be named '{self.name}.<key>' "
-                                 f"(a method's keys live in its own namespace)")
+        _check_names("method", self.name, self.options)
+        tasks = tuple(self.tasks) or ((self.task,) if self.task else ())
+        if not tasks:
+            raise ValueError(f"method {self.name!r}: give the tasks it supports (tasks=('node',) or task='node')")
+        if self.task and self.task not in tasks:
+            raise ValueError(f"method {self.name!r}: task={self.task!r} is not among tasks={tasks}")
+        for task in tasks:
+            if not _NAME.match(task):
+                raise ValueError(f"method {self.name!r}: unknown task {task!r}; valid choices: "
+                                 f"{', '.join(_task_names())}")
+        object.__setattr__(self, "tasks", tasks)
+        object.__setattr__(self, "task", self.task or tasks[0])
+        if self.build_strategy is None or self.build_client is None:
+            raise ValueError(f"method {self.name!r}: build_strategy and build_client are required")
+        if self.update_kind not in UPDATE_KINDS:
+            raise ValueError(f"method {self.name!r}: unknown update_kind {self.update_kind!r}; valid choices: "
+                             f"{', '.join(UPDATE_KINDS)}")
+        if self.model_scope not in MODEL_SCOPES:
+            raise ValueError(f"method {self.name!r}: unknown model_scope {self.model_scope!r}; valid choices: "
+                             f"{', '.join(MODEL_SCOPES)}")
 
     def key_file_needed(self, settings: "RunSettings") -> bool:
         return bool(self.needs_key_file and self.needs_key_file(settings))
 
+    def is_stateful(self, settings: "RunSettings") -> bool:
+        """Whether its clients keep state that checkpoints must save (for these settings)."""
+        stateful = self.stateful_clients
+        return bool(stateful(settings) if callable(stateful) else stateful)
+
 
 _REGISTRY: dict[str, Method] = {}
+_TASKS: dict[str, Task] = {}
+_REWRITES: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
 _LOCK = threading.RLock()
 _loaded = False
 _plugin_errors: dict[str, str] = {}
 
 
+def _taken_keys(skip: str) -> set[str]:
+    taken = {o.key for o in COMMON_OPTIONS}
+    for other in list(_REGISTRY.values()) + list(_TASKS.values()):
+        if other.name != skip:
+            taken.update(o.key for o in other.options)
+    return taken
+
+
+def _add(registry: dict[str, Any], kind: str, item: Any, replace: bool) -> None:
+    """Add a method or task to its registry; its option keys must not collide with any other key."""
+    with _LOCK:
+        if item.name in registry and not replace and registry[item.name] is not item:
+            raise ValueError(f"a {kind} named {item.name!r} is already registered")
+        clash = [o.key for o in item.options if o.key in _taken_keys(item.name)]
+        if clash:
+            raise ValueError(f"{kind} {item.name!r}: option key(s) {', '.join(clash)} already exist")
+        registry[item.name] = item
+
+
 def register(method: Method, *, replace: bool = False) -> Method:
     """Add ``method`` to the registry (its option keys must not collide with any other key). Returns it."""
-    from ..settings import COMMON_OPTIONS
-
-    with _LOCK:
-        if method.name in _REGISTRY and not replace and _REGISTRY[method.name] is not method:
-            raise ValueError(f"a method named {method.name!r} is already registered")
-        taken = {o.key for o in COMMON_OPTIONS}
-        for other in _REGISTRY.values():
-            if other.name != method.name:
-                taken.update(o.key for o in other.options)
-        clash = [o.key for o in method.options if o.key in taken]
-        if clash:
-            raise ValueError(f"method {method.name!r}: option key(s) {', '.join(clash)} already exist")
-        _REGISTRY[method.name] = method
+    _add(_REGISTRY, "method", method, replace)
     return method
 
 
+def register_task(task: Task, *, replace: bool = False) -> Task:
+    """Add ``task`` to the registry (its option keys must not collide with any other key). Returns it."""
+    _add(_TASKS, "task", task, replace)
+    return task
+
+
+def register_config_rewrite(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """A registration's translation of deprecated run-config spellings (e.g. a variant that became a method of
+    its own): ``rewrite(raw) -> raw``, applied by the settings before parsing (it warns what it changes)."""
+    with _LOCK:
+        if rewrite not in _REWRITES:
+            _REWRITES.append(rewrite)
+
+
+def rewrite_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` after every registered rewrite (:func:`register_config_rewrite`)."""
+    _load_plugins()
+    for rewrite in list(_REWRITES):
+        raw = rewrite(dict(raw))
+    return raw
+
+
 def unregister(name: str) -> None:
-    """Remove a method (tests)."""
+    """Remove a method or a task (tests)."""
     with _LOCK:
         _REGISTRY.pop(name, None)
+        _TASKS.pop(name, None)
 
 
 def _load_plugins() -> None:
@@ -192,17 +331,34 @@ def _load_plugins() -> None:
         except Exception as exc:  # noqa: BLE001 (a broken environment must not stop the built-in methods)
             _plugin_errors["entry points"] = f"{type(exc).__name__}: {exc}"
         for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-            sources.append((f"{PLUGINS_ENV} module {module}",
-                            lambda module=module: importlib.import_module(module)))
+            sources.append((f"{PLUGINS_ENV} module {module}", _importer(module)))
         for label, load in sources:
             try:
-                obj = load()
-                if isinstance(obj, Method):
-                    register(obj, replace=True)
+                _register_found(load())
             except Exception as exc:  # noqa: BLE001 (reported when that method is asked for)
                 _plugin_errors[label] = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"flowergraph: could not load method plugin ({label}): {exc}", RuntimeWarning,
                               stacklevel=2)
+
+
+def _importer(module: str) -> Callable[[], Any]:
+    return lambda: importlib.import_module(module)
+
+
+def _register_found(obj: Any) -> None:
+    """Register what a plugin source gave: a Task or a Method, or a module's ``TASK``/``TASKS``/``METHOD``/
+    ``METHODS`` (a module may also have registered its own when imported)."""
+    found = [obj]
+    if not isinstance(obj, (Task, Method)):
+        found = []
+        for name in ("TASK", "TASKS", "METHOD", "METHODS"):
+            value = getattr(obj, name, None)
+            found += list(value) if isinstance(value, (list, tuple)) else [value] if value is not None else []
+    for item in sorted(found, key=lambda x: not isinstance(x, Task)):  # tasks before the methods on them
+        if isinstance(item, Task):
+            register_task(item, replace=True)
+        elif isinstance(item, Method):
+            register(item, replace=True)
 
 
 def methods(*, include_benchmark: bool = True) -> dict[str, Method]:
@@ -211,12 +367,51 @@ def methods(*, include_benchmark: bool = True) -> dict[str, Method]:
     return {name: m for name, m in _REGISTRY.items() if include_benchmark or not m.benchmark_only}
 
 
+def tasks() -> dict[str, Task]:
+    """Every registered task by name."""
+    _load_plugins()
+    return dict(_TASKS)
+
+
+def _task_names() -> list[str]:
+    return list(_TASKS) or list(TASKS)
+
+
+def _plugin_hint() -> str:
+    if not _plugin_errors:
+        return ""
+    return "; plugins that failed to load: " + "; ".join(f"{k}: {v}" for k, v in _plugin_errors.items())
+
+
 def get_method(name: str) -> Method:
     """The method called ``name``; ConfigError naming the valid choices (and plugins that failed to load)."""
     registry = methods()
     if name in registry:
         return registry[name]
-    hint = ""
-    if _plugin_errors:
-        hint = "; plugins that failed to load: " + "; ".join(f"{k}: {v}" for k, v in _plugin_errors.items())
-    raise ConfigError(f"unknown method {name!r}; valid choices: {', '.join(registry)}{hint}")
+    raise ConfigError(f"unknown method {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}"
+                      f"{_plugin_hint()}")
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; ConfigError naming the valid choices."""
+    registry = tasks()
+    if name in registry:
+        return registry[name]
+    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{_plugin_hint()}")
+
+
+def task_of_dataset(dataset: str) -> Task:
+    """The task whose datasets include ``dataset`` (normalised); ConfigError listing every task's datasets."""
+    for task in tasks().values():
+        if task.accepts(dataset):
+            return task
+    valid = "; ".join(f"{t.name}: {t.datasets()}" for t in tasks().values())
+    raise ConfigError(f"unknown dataset {dataset!r}; valid choices: {valid}")
+
+
+def suggest(name: str, choices: Iterable[Any]) -> str:
+    """``"; did you mean 'x'?"`` for a close match among ``choices`` ('' when there is none)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -7,29 +7,27 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .datasets import dataset_task
 
 if TYPE_CHECKING:  # pragma: no cover
     from .parse import RunSettings
 
 
 def check_settings(s: RunSettings) -> None:
-    """Every check across keys (ConfigError naming the values and what would be valid)."""
-    method = s.method_info
-    task, family = dataset_task(s.dataset)
-    if method.task == "node" and task != "node":
-        raise ConfigError(f"method {s.method!r} does node classification but dataset {s.dataset!r} is "
-                          f"graph-classification data; valid node datasets: Cora, CiteSeer, PubMed, synthetic")
-    if method.task == "graph" and task != "graph":
-        from ..tasks.datasets import GRAPH_DATASETS
-        from ..tasks.graphcls.data import SETTINGS
+    """Every check across keys (ConfigError naming the values and what would be valid): the method supports the
+    dataset's task, folders exist, the federation's numbers fit, privacy and robustness settings can work with
+    the method, the fault plan, then the task's and the method's own checks."""
+    method, task = s.method_info, s.task_info
+    from ..methods.registry import get_task, tasks
 
-        raise ConfigError(f"method {s.method!r} does graph classification but dataset {s.dataset!r} is a "
-                          f"node-classification dataset; valid choices: settings {', '.join(SETTINGS)}, TU datasets "
-                          f"{', '.join(GRAPH_DATASETS)}, or a comma-separated list of them")
-    if method.task == "graph" and s.partition_dir:
-        raise ConfigError(f"partition-dir={s.partition_dir!r}: partition files hold node-level data; graph-level "
-                          f"method {s.method!r} reads each client's own datasets (data-dir)")
+    unknown = [t for t in method.tasks if t not in tasks()]
+    if unknown:
+        raise ConfigError(f"method {s.method!r} supports task {unknown[0]!r}, which is not registered; registered "
+                          f"tasks: {', '.join(tasks())}")
+    if task.name not in method.tasks:
+        does = " and ".join(get_task(t).description for t in method.tasks)
+        valid = "; ".join(f"{get_task(t).description}: {get_task(t).datasets()}" for t in method.tasks)
+        raise ConfigError(f"method {s.method!r} does {does} but dataset {s.dataset!r} is {task.description} data; "
+                          f"valid datasets for it: {valid}")
     if s.data_dir:
         path = os.path.expanduser(s.data_dir)
         if not os.path.isdir(path):
@@ -47,22 +45,41 @@ def check_settings(s: RunSettings) -> None:
     from .faults import parse_faults
 
     parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
-    if s.dataset == "synthetic":
-        s.graph_spec().synthetic.validate()
-    from ..tasks.splits import parse_split
-
-    if task == "node":
-        parse_split(s.split, family)
+    if task.check is not None:
+        task.check(s)
     if method.check is not None:
         method.check(s)
+
+
+def check_capabilities(s: RunSettings, method) -> None:
+    """What the method declares about its updates and models against what the run asks of them: secure
+    aggregation needs summable whole updates of one global model; central DP whole weight updates of one global
+    model; local DP whole weight updates; server-side evaluation and robust rules whole updates."""
+    what = (f"method {s.method!r} declares update_kind={method.update_kind!r}, model_scope={method.model_scope!r}"
+            f"{'' if method.summable_updates else ' and updates that cannot be summed'}")
+    if s.secure_agg != "none" and not (method.summable_updates and method.update_kind != "partial"
+                                       and method.model_scope == "global"):
+        raise ConfigError(f"secure-agg={s.secure_agg!r} gives the server only the sum of whole updates of one global "
+                          f"model, but {what}; valid with this method: secure-agg='none'")
+    if s.dp in ("central-server", "central-client") and not (method.update_kind == "weights"
+                                                             and method.model_scope == "global"):
+        local = " or 'local'" if method.update_kind == "weights" else ""
+        raise ConfigError(f"dp={s.dp!r} clips whole weight updates against one global model and adds noise to it, "
+                          f"but {what}; valid with this method: dp='none'{local}")
+    if s.dp == "local" and method.update_kind != "weights":
+        raise ConfigError(f"dp='local' clips and noises a whole weight update against the model it was trained from, "
+                          f"but {what}; valid with this method: dp='none'")
+    if s.server_eval and method.update_kind == "partial":
+        raise ConfigError(f"server-eval=true evaluates one global model, but {what}; set server-eval=false")
+    if s.aggregator != "mean" and method.update_kind == "partial":
+        raise ConfigError(f"aggregator={s.aggregator!r} compares whole updates, but {what}; valid with this method: "
+                          f"aggregator='mean'")
 
 
 def check_privacy(s: RunSettings, method) -> None:
     """Combinations of secure aggregation, differential privacy and robust aggregation that cannot work."""
     per_round = s.clients_per_round
-    if s.secure_agg != "none" and not method.summable_updates:
-        raise ConfigError(f"secure-agg={s.secure_agg!r}: method {s.method!r} declares that its updates cannot be "
-                          f"summed (secure aggregation reveals only their sum)")
+    check_capabilities(s, method)
     if s.secure_agg == "secagg+" and per_round < 3:
         raise ConfigError(f"secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), "
                           f"this run has {per_round}; use secure-agg='ckks', which works with 2")

@@ -1,34 +1,36 @@
-"""Dataset names in the run configuration (Flower-free): canonical spelling and the task a dataset belongs to."""
+"""Dataset names in the run configuration: the canonical spelling, and the task a dataset belongs to (each
+registered task says which datasets are its own: :class:`flowergraph.methods.Task`)."""
 
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..tasks.datasets import canonical_name, dataset_info
+from ..methods.registry import suggest, task_of_dataset, tasks
 
 
 def normalize_dataset(value: str) -> str:
-    """The canonical spelling of a dataset name, of a graph-level setting (``chem`` -> ``CHEM``) or of a
-    comma-separated list of TU datasets (``mutag,bzr`` -> ``MUTAG,BZR``); ConfigError names the valid choices."""
-    from ..tasks.graphcls.data import SETTINGS, parse_graph_datasets
-
+    """The canonical spelling of a dataset value (``cora`` -> ``Cora``, ``chem`` -> ``CHEM``, ``mutag,bzr`` ->
+    ``MUTAG,BZR``), as the first task that accepts it spells it; ConfigError naming every task's datasets."""
     text = str(value).strip()
-    setting = next((k for k in SETTINGS if k.lower() == text.lower()), None)
-    if setting is not None:
-        return setting
-    if "," in text:
-        return ",".join(parse_graph_datasets(text))
-    try:
-        return canonical_name(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{exc}; graph-level settings {', '.join(SETTINGS)} (or a comma-separated list of graph "
-                          f"datasets)") from None
-
-
-def dataset_task(value: str) -> tuple[str, str]:
-    """(task, family) of a normalised dataset value: a setting or a list is graph-level TU data."""
+    specific: list[ConfigError] = []
+    for task in tasks().values():
+        try:
+            candidate = task.normalize(text) if task.normalize is not None else text
+        except ConfigError as exc:
+            if not str(exc).startswith("unknown"):  # the value is this task's, but wrong (a dataset listed twice)
+                specific.append(exc)
+            continue
+        if task.accepts(candidate):
+            return candidate
+    if specific:
+        raise specific[0]
+    valid = "; ".join(f"{t.description}: {t.datasets()}" for t in tasks().values())
+    from ..tasks.datasets import GRAPH_DATASETS, NODE_DATASETS
     from ..tasks.graphcls.data import SETTINGS
 
-    if "," in value or value in SETTINGS:
-        return "graph", "TUDataset"
-    info = dataset_info(value)
-    return info.task, info.family
+    hint = suggest(text, (*NODE_DATASETS, *GRAPH_DATASETS, *SETTINGS))
+    raise ConfigError(f"unknown dataset {text!r}; valid choices: {valid}{hint}")
+
+
+def dataset_task(value: str) -> str:
+    """The name of the task a normalised dataset value belongs to."""
+    return task_of_dataset(value).name

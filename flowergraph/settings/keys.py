@@ -4,64 +4,33 @@ renamed keys (:data:`RENAMED`). Each registered method adds its own keys, named 
 
 from __future__ import annotations
 
-from ..tasks.models import MODELS
-from ..tasks.partition import PARTITIONERS
-from ..tasks.synthetic import CSBMParams
-from ..tasks.training import OPTIMIZERS, TrainConfig
 from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
-from .datasets import normalize_dataset
 from .options import Option, at_least, left_open, right_open, within
-
-# Defaults of the Flower-free building blocks are the run-config defaults (one source of truth).
-_CSBM = CSBMParams()
-_TRAIN = TrainConfig()
 
 # Group names, in the order the README lists them (a method's keys follow under the method's name).
 GROUPS = {
     "run": "The run",
-    "node-task": "Node classification (every node-level method)",
     "federation": "Federation: sampling, averaging, evaluation",
     "reliability": "Reliability: timeouts, checkpoints, faults",
     "data-owners": "Data owners: partition files, keys, client state",
     "privacy": "Privacy and robustness of the training rounds: secure aggregation, differential privacy",
-    "synthetic": "Built-in synthetic graph",
 }
 
 
 COMMON_OPTIONS: tuple[Option, ...] = (
     # -- the run
     Option("method", "fedavg", "Federated method (the keys of each method follow its name below)."),
-    Option("dataset", "synthetic", "Dataset name (case-insensitive); `synthetic` is the built-in CSBM graph. "
-           "Graph-level methods also take a setting (`CHEM`, `BIO-CHEM`, `BIO-CHEM-SN`, `BIO-SN-CV`) or a "
-           "comma-separated list of TU datasets, one dataset per client.", normalize=normalize_dataset),
+    Option("dataset", "synthetic", "Dataset name (case-insensitive): it decides the task. Node classification: "
+           "`Cora`, `CiteSeer`, `PubMed` or `synthetic` (the built-in CSBM graph); graph classification: a TU "
+           "dataset, a setting (`CHEM`, `BIO-CHEM`, `BIO-CHEM-SN`, `BIO-SN-CV`) or a comma-separated list of TU "
+           "datasets, one dataset per client."),
     Option("data-dir", "", "Folder with raw files in PyG layout (`<dir>/Planetoid/Cora/raw/...`); empty: "
            "`$FLOWERGRAPH_DATA`, else download into the cache. May be read-only; a node may set its own."),
-    Option("split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, `auto` "
-           "(public for Planetoid, random 60/20/20 otherwise)."),
     Option("seed", 0, "Seed of the split, partition, model initialisation, local training and client sampling.",
            check=at_least(0)),
     Option("num-clients", 3, "Number of clients (must equal the number of SuperNodes / `num-partitions`).",
            check=at_least(1)),
     Option("rounds", 2, "Training rounds.", check=at_least(1)),
-    # -- node classification
-    Option("partitioner", "dirichlet", "Node partitioner.", PARTITIONERS, group="node-task"),
-    Option("beta", 10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",
-           check=at_least(0, False), group="node-task"),
-    Option("min-partition-size", 10, "Dirichlet: minimum nodes per client.", check=at_least(1), group="node-task"),
-    Option("model", "gcn", "Node classifier.", MODELS, group="node-task"),
-    Option("hidden", 16, "Hidden units per layer.", check=at_least(1), group="node-task"),
-    Option("layers", 2, "Graph convolution layers.", check=at_least(1), group="node-task"),
-    Option("dropout", 0.5, "Dropout after hidden layers.", check=right_open(0.0, 1.0), group="node-task"),
-    Option("input-dropout", 0.0, "Dropout on input features (Kipf & Welling use 0.5).", check=right_open(0.0, 1.0),
-           group="node-task"),
-    Option("heads", 8, "GAT attention heads in hidden layers.", check=at_least(1), group="node-task"),
-    Option("local-steps", _TRAIN.local_steps, "Full-batch local steps (= local epochs) per round.",
-           check=at_least(1), group="node-task"),
-    Option("optimizer", _TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS, group="node-task"),
-    Option("lr", _TRAIN.lr, "Learning rate.", check=at_least(0.0, False), group="node-task"),
-    Option("weight-decay", _TRAIN.weight_decay, "L2 weight decay.", check=at_least(0.0), group="node-task"),
-    Option("momentum", _TRAIN.momentum, "SGD momentum (restarts each round).", check=right_open(0.0, 1.0),
-           group="node-task"),
     # -- federation
     Option("weighting", "train-size", "Averaging weights: training-set size, reported mini-batch size, or "
            "uniform (the FedGCN reference code).", WEIGHTINGS, group="federation"),
@@ -159,18 +128,19 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            group="privacy"),
     Option("dp-sensitivity", 1.0, "Local DP: L2 sensitivity the noise is calibrated to (at least "
            "dp-clipping-norm).", check=at_least(0.0, False), group="privacy"),
-    # -- the built-in synthetic graph
-    Option("synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2), group="synthetic"),
-    Option("synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2), group="synthetic"),
-    Option("synthetic-p-in", _CSBM.p_in, "Synthetic CSBM: edge probability within a class.", check=within(0.0, 1.0),
-           group="synthetic"),
-    Option("synthetic-p-out", _CSBM.p_out, "Synthetic CSBM: edge probability across classes.",
-           check=within(0.0, 1.0), group="synthetic"),
-    Option("synthetic-features", _CSBM.num_features, "Synthetic CSBM: feature dimension.", check=at_least(1),
-           group="synthetic"),
-    Option("synthetic-signal", _CSBM.signal, "Synthetic CSBM: class-mean norm / noise norm.", check=at_least(0.0),
-           group="synthetic"),
 )
 
 # Keys that were renamed: old name -> new name (a DeprecationWarning names the new one).
-RENAMED = {"hops": "fedgcn.hops", "he": "fedgcn.he"}
+RENAMED = {
+    "hops": "fedgcn.hops", "he": "fedgcn.he",
+    # node classification's keys moved into the node task's namespace
+    **{k: f"node.{k}" for k in ("split", "partitioner", "beta", "min-partition-size", "model", "hidden", "layers",
+                               "dropout", "input-dropout", "heads", "local-steps", "optimizer", "lr",
+                               "weight-decay", "momentum", "synthetic-nodes", "synthetic-classes", "synthetic-p-in",
+                               "synthetic-p-out", "synthetic-features", "synthetic-signal")},
+    # graph classification's keys moved from FedStar into the graph task's namespace; the baselines' own keys
+    **{f"fedstar.{k}": f"graph.{k}" for k in ("hidden", "layers", "dropout", "lr", "weight-decay", "batch-size",
+                                              "local-epochs", "split-seed", "min-graphs")},
+    "fedstar.mu": "fedprox.mu", "fedstar.gcfl-eps1": "gcfl.eps1", "fedstar.gcfl-eps2": "gcfl.eps2",
+    "fedstar.gcfl-warmup": "gcfl.warmup",
+}

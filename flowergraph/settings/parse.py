@@ -20,32 +20,29 @@ from types import SimpleNamespace
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from ..tasks.synthetic import CSBMParams
-from ..tasks.training import TrainConfig
 from .checks import check_settings
 from .keys import COMMON_OPTIONS, RENAMED
 from .options import Option
+from ..methods.registry import get_method, methods, rewrite_config, suggest, task_of_dataset, tasks
 from .datasets import normalize_dataset
-from ..methods.registry import get_method, methods
 
 
 def natural_num_clients(method: str, dataset: str | None) -> int:
-    """The number of clients a run has when none is given: one per dataset for a graph-level method given
-    several datasets (a setting or a list), else the ``num-clients`` default."""
-
+    """The number of clients a run has when none is given: what the dataset implies for its task (graph
+    classification given several datasets: one client per dataset), else the ``num-clients`` default."""
     default = next(o.default for o in COMMON_OPTIONS if o.key == "num-clients")
-    if dataset and get_method(method).task == "graph":
-        from ..tasks.graphcls.data import parse_graph_datasets
-
-        names = parse_graph_datasets(normalize_dataset(dataset))
-        return len(names) if len(names) > 1 else default
+    if dataset:
+        task = task_of_dataset(normalize_dataset(dataset))
+        if task.natural_num_clients is not None:
+            return task.natural_num_clients(normalize_dataset(dataset)) or default
     return default
 
 
 def all_options() -> tuple[Option, ...]:
-    """The common keys, then each registered method's own keys (in registration order)."""
-
+    """The common keys, then each registered task's and method's own keys (in registration order)."""
     out = list(COMMON_OPTIONS)
+    for task in tasks().values():
+        out.extend(task.options)
     for method in methods().values():
         out.extend(method.options)
     return tuple(out)
@@ -95,7 +92,8 @@ def renamed_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 class RunSettings:
     """Validated run configuration; attribute names are the common keys with ``-`` replaced by ``_``
-    (``s.num_clients``); a method's keys: ``s["fedgcn.hops"]`` or ``s.of("fedgcn").hops``."""
+    (``s.num_clients``); a task's or method's keys: ``s["node.hidden"]``, ``s["fedgcn.hops"]`` or
+    ``s.of("fedgcn").hops``."""
 
     def __init__(self, values: dict[str, Any]):
         self._values = dict(values)
@@ -117,7 +115,7 @@ class RunSettings:
         return f"RunSettings({self._values!r})"
 
     def of(self, method: str | None = None) -> SimpleNamespace:
-        """The keys of ``method`` (default: the run's method) without their prefix, ``-`` as ``_``."""
+        """The keys of a method or task (default: the run's method) without their prefix, ``-`` as ``_``."""
         prefix = f"{method or self.method}."
         return SimpleNamespace(**{k[len(prefix):].replace("-", "_"): v for k, v in self._values.items()
                                   if k.startswith(prefix)})
@@ -129,8 +127,13 @@ class RunSettings:
         return get_method(self.method)
 
     @property
+    def task_info(self):
+        """The registered :class:`flowergraph.methods.Task` of this run (the one its dataset belongs to)."""
+        return task_of_dataset(self.dataset)
+
+    @property
     def task(self) -> str:
-        return self.method_info.task
+        return self.task_info.name
 
     @property
     def needs_key_file(self) -> bool:
@@ -152,27 +155,21 @@ class RunSettings:
         """Clients sampled for training each round."""
         return max(1, int(round(self.fraction_fit * self.effective_num_clients)))
 
-    # Specs derived from the settings, shared by the ServerApp, the ClientApp and the launcher.
+    # The node task's specs (kept here for code written before the task owned its keys).
     def graph_spec(self):
-        from ..tasks.federated_graph import GraphSpec
+        from ..methods.node import graph_spec
 
-        return GraphSpec(
-            dataset=self.dataset, data_dir=self.data_dir, split=self.split, seed=self.seed,
-            synthetic=CSBMParams(num_nodes=self.synthetic_nodes, num_classes=self.synthetic_classes,
-                                 p_in=self.synthetic_p_in, p_out=self.synthetic_p_out,
-                                 num_features=self.synthetic_features, signal=self.synthetic_signal))
+        return graph_spec(self)
 
     def partition_spec(self):
-        from ..tasks.federated_graph import PartitionSpec
+        from ..methods.node import partition_spec
 
-        if self.method_info.whole_graph:
-            return PartitionSpec(partitioner="none", num_clients=1, seed=self.seed)
-        return PartitionSpec(partitioner=self.partitioner, num_clients=self.num_clients, beta=self.beta,
-                             min_size=self.min_partition_size, seed=self.seed)
+        return partition_spec(self)
 
     def train_config(self):
-        return TrainConfig(local_steps=self.local_steps, optimizer=self.optimizer, lr=self.lr,
-                           weight_decay=self.weight_decay, momentum=self.momentum)
+        from ..methods.node import train_config
+
+        return train_config(self)
 
     @property
     def effective_num_clients(self) -> int:
@@ -188,15 +185,16 @@ def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> 
     """
     by_key = option_by_key()
     values = {k: o.default for k, o in by_key.items()}
-    for key, value in renamed_keys(raw).items():
+    for key, value in rewrite_config(renamed_keys(raw)).items():
         option = by_key.get(key)
         if option is None:
             if allow_unknown:
                 continue
-            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(by_key)}")
+            raise ConfigError(f"unknown run-config key {key!r}{suggest(key, by_key)}; valid keys: "
+                              f"{', '.join(by_key)}")
         values[key] = option.parse(value)
-
     get_method(values["method"])  # ConfigError naming the registered methods
+    values["dataset"] = normalize_dataset(values["dataset"])
     settings = RunSettings(values)
     check_settings(settings)
     return settings

@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..methods.registry import methods
+from ..methods.registry import methods, tasks
 from .keys import COMMON_OPTIONS, GROUPS
 from .options import Option
 
 
 def _groups() -> list[tuple[str, str, list[Option]]]:
-    """(group key, title, options) in README order: the common groups, then one group per method."""
+    """(group key, title, options) in reference order: the common groups, one group per task, one per method."""
     out = [(g, title, [o for o in COMMON_OPTIONS if o.group == g]) for g, title in GROUPS.items()]
+    for task in tasks().values():
+        out.append((task.name, f"Task `{task.name}`: {task.summary}", list(task.options)))
     for method in methods().values():
         if method.options:
             out.append((method.name, f"`{method.name}`: {method.summary}", list(method.options)))
@@ -49,12 +51,12 @@ def toml_value(v: Any) -> str:
 
 
 def toml_table() -> str:
-    """The ``[tool.flwr.app.config]`` body for pyproject.toml: common keys, then one table per method."""
+    """The ``[tool.flwr.app.config]`` body for pyproject.toml: common keys, then one table per task and method."""
     lines = [f"{o.key} = {toml_value(o.default)}" for o in COMMON_OPTIONS]
-    for method in methods().values():
-        if method.options:
-            lines.append(f"\n[tool.flwr.app.config.{method.name}]")
-            lines += [f"{o.key[len(method.name) + 1:]} = {toml_value(o.default)}" for o in method.options]
+    for owner in list(tasks().values()) + list(methods().values()):
+        if owner.options:
+            lines.append(f"\n[tool.flwr.app.config.{owner.name}]")
+            lines += [f"{o.key[len(owner.name) + 1:]} = {toml_value(o.default)}" for o in owner.options]
     return "\n".join(lines)
 
 

@@ -21,12 +21,35 @@ Names are imported on first use, so ``import flowergraph.strategies`` stays chea
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._exports import lazy_exports
+
+if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
+    from .aggregation import (AggregationConfigError, Aggregator, CoordinateMedian, Krum, RoundNotAggregated,
+        TrimmedMean, Update, WEIGHTINGS, WeightedMean, make_aggregator)
+    from .bank import ModelBank
+    from .base import FederatedStrategy
+    from .common import check_named_update, check_update, weighted_average, weighted_metric
+    from .directory import ClientDirectory, failure_reason
+    from .dp import CentralDPClientSide, CentralDPServerSide, DPConfig, LocalDPAccounting, PrivacyBudget, with_dp
+    from .evaluation import ClientEvaluation, EvaluationSchedule, MetricAggregation
+    from .fedgcn import FedGCNStrategy
+    from .fedstar import FedStarStrategy
+    from .gcfl import GCFLStrategy
+    from .phases import Phase, PhaseError, PhaseMessage, PhaseReply, PhaseRunner, relay
+    from .policy import FederationPolicy, Stage, UPDATE_KINDS
+    from .records import RoundBook
+    from .secure import CKKSAggregation
+    from .weighted import WeightedAveraging
 
 _EXPORTS = {
     "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
     "FedStarStrategy": "fedstar", "GCFLStrategy": "gcfl", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
-    "LocalDPAccounting": "dp", "with_dp": "dp", "PrivacyBudget": "dp", "CKKSAggregation": "secure",
+    "LocalDPAccounting": "dp", "with_dp": "dp", "PrivacyBudget": "dp", "DPConfig": "dp",
+    "FederationPolicy": "policy", "Stage": "policy", "UPDATE_KINDS": "policy", "ModelBank": "bank",
+    "ClientEvaluation": "evaluation", "MetricAggregation": "evaluation", "check_named_update": "common",
+    "CKKSAggregation": "secure",
     "CoordinateMedian": "aggregation", "TrimmedMean": "aggregation", "Krum": "aggregation",
     "make_aggregator": "aggregation", "RoundNotAggregated": "aggregation",
     "ClientDirectory": "directory", "failure_reason": "directory",
@@ -34,13 +57,15 @@ _EXPORTS = {
     "AggregationConfigError": "aggregation", "WEIGHTINGS": "aggregation",
     "EvaluationSchedule": "evaluation", "RoundBook": "records",
     "PhaseRunner": "phases", "Phase": "phases", "PhaseMessage": "phases", "PhaseReply": "phases",
-    "PhaseError": "phases",
+    "PhaseError": "phases", "relay": "phases",
     "check_update": "common", "weighted_average": "common", "weighted_metric": "common",
 }
 __all__ = ["AggregationConfigError", "Aggregator", "CKKSAggregation", "CentralDPClientSide", "CentralDPServerSide",
-           "ClientDirectory", "CoordinateMedian", "EvaluationSchedule", "FedGCNStrategy", "FedStarStrategy",
-           "FederatedStrategy", "GCFLStrategy", "Krum", "LocalDPAccounting", "Phase", "PhaseError", "PhaseMessage",
-           "PhaseReply", "PhaseRunner", "PrivacyBudget", "RoundBook", "RoundNotAggregated", "TrimmedMean",
-           "Update", "WEIGHTINGS", "WeightedAveraging", "WeightedMean", "check_update", "failure_reason",
-           "make_aggregator", "weighted_average", "weighted_metric", "with_dp"]
+           "ClientDirectory", "ClientEvaluation", "CoordinateMedian", "DPConfig", "EvaluationSchedule",
+           "FedGCNStrategy", "FedStarStrategy", "FederatedStrategy", "FederationPolicy", "GCFLStrategy", "Krum",
+           "LocalDPAccounting", "MetricAggregation", "ModelBank", "Phase", "PhaseError", "PhaseMessage",
+           "PhaseReply", "PhaseRunner", "PrivacyBudget", "RoundBook", "RoundNotAggregated", "Stage", "TrimmedMean",
+           "UPDATE_KINDS", "Update", "WEIGHTINGS", "WeightedAveraging", "WeightedMean", "check_named_update",
+           "check_update", "failure_reason", "make_aggregator", "relay", "weighted_average", "weighted_metric",
+           "with_dp"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -2,7 +2,10 @@
 :class:`flowergraph.strategies.FederatedStrategy`).
 
 An :class:`Aggregator` gives each accepted update a weight (:meth:`Aggregator.weight`) and combines the updates
-(:meth:`Aggregator.aggregate`). :class:`WeightedMean` is sample-weighted averaging (FedAvg):
+(:meth:`Aggregator.aggregate` on lists of arrays; :meth:`Aggregator.aggregate_named` on named arrays, where a
+partial update - some of the model's arrays - counts only for the arrays it carries: each array is the weighted
+mean over the updates that sent it, and an array nobody sent keeps its value). :class:`WeightedMean` is
+sample-weighted averaging (FedAvg):
 ``w = sum_k a_k w_k / sum_k a_k`` with ``a_k`` the client's training-set size (``train-size``), its reported
 ``batch_size`` metric (``batch-size``) or 1 (``uniform``), accumulated in float64 and cast back to the global
 model's dtypes.
@@ -25,13 +28,12 @@ Byzantine-robust rules (run config ``aggregator``), each Flower's own function f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
+from ..settings.choices import AGGREGATORS, WEIGHTINGS
 from .common import weighted_average
-
-WEIGHTINGS = ("train-size", "batch-size", "uniform")
 
 
 class AggregationConfigError(RuntimeError):
@@ -45,12 +47,22 @@ class RoundNotAggregated(RuntimeError):
 
 @dataclass
 class Update:
-    """One client's accepted update."""
+    """One client's accepted update: its label (partition id), its arrays, the number of examples it trained on,
+    its metrics, and the names of its arrays (``keys``; None: the whole model, in the model's order)."""
 
     client: str  # label (partition id)
     arrays: list[np.ndarray]
     num_examples: int
     metrics: dict[str, Any] = field(default_factory=dict)
+    keys: list[str] | None = None
+
+    @property
+    def partition(self) -> int | None:
+        return int(self.client) if self.client.isdigit() else None
+
+    def named(self, model_keys: list[str]) -> dict[str, np.ndarray]:
+        """The update's arrays by name (``model_keys``: the names of the model it was trained from)."""
+        return dict(zip(self.keys if self.keys is not None else model_keys, self.arrays))
 
 
 class Aggregator:
@@ -65,6 +77,19 @@ class Aggregator:
     def aggregate(self, updates: list[Update], weights: list[float],
                   like: list[np.ndarray] | None = None) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def aggregate_named(self, updates: list[Update], weights: list[float],
+                        like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The new model by name from updates of the model ``like`` (see the module docstring)."""
+        keys = list(like)
+        if all(u.keys is None or list(u.keys) == keys for u in updates):  # whole updates: the rule itself
+            return dict(zip(keys, self.aggregate(updates, weights, like=list(like.values()))))
+        return self.aggregate_partial(updates, weights, like)
+
+    def aggregate_partial(self, updates: list[Update], weights: list[float],
+                          like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise AggregationConfigError(f"aggregator {self.name!r} combines whole updates only; a client sent part "
+                                     f"of the model (a partial update): use aggregator 'mean'")
 
 
 class WeightedMean(Aggregator):
@@ -95,6 +120,24 @@ class WeightedMean(Aggregator):
     def aggregate(self, updates: list[Update], weights: list[float],
                   like: list[np.ndarray] | None = None) -> list[np.ndarray]:
         return weighted_average([u.arrays for u in updates], weights, like=like)
+
+    def aggregate_partial(self, updates: list[Update], weights: list[float],
+                          like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each array: the weighted mean over the updates that sent it; an array nobody sent keeps its value."""
+        keys = list(like)
+        by_update = [u.named(keys) for u in updates]
+        out: dict[str, np.ndarray] = {}
+        for key in keys:
+            senders = [(w, arrays[key]) for arrays, w in zip(by_update, weights) if key in arrays]
+            total = float(sum(w for w, _ in senders))
+            if not senders or total <= 0:
+                out[key] = np.asarray(like[key])
+                continue
+            acc = np.zeros(np.shape(like[key]), dtype=np.float64)
+            for w, arr in senders:
+                acc += (w / total) * np.asarray(arr, dtype=np.float64)
+            out[key] = acc.astype(np.asarray(like[key]).dtype)
+        return out
 
 
 class _FlowerRule(Aggregator):
@@ -169,9 +212,6 @@ class Krum(_FlowerRule):
                                      f"= {2 * self.malicious + 3} valid updates, got {n}")
         keep = 0 if self.keep is None else (self.keep or n - self.malicious)
         return aggregate_krum(results, self.malicious, min(keep, n))
-
-
-AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
 
 
 def make_aggregator(name: str, *, weighting: str = "train-size", trim: float = 0.1, malicious: int = 1,

@@ -3,32 +3,46 @@
 :class:`FederatedStrategy` is a legacy Flower ``Strategy`` (it runs in Flower's simulation, in deployment, in
 your own ``server_fn`` and under ``LegacyContext`` + ``DefaultWorkflow``, SecAgg+ included) built from:
 
+* a :class:`~flowergraph.strategies.policy.FederationPolicy` (clients, rounds, sampling, evaluation, timeouts:
+  plain values) and, for runs in stages, :class:`~flowergraph.strategies.policy.Stage` s;
+* a :class:`~flowergraph.strategies.bank.ModelBank`: the global model, one per group, one per client, as named
+  arrays with one serialisation cache (what each client receives: :meth:`client_model`);
 * :class:`~flowergraph.strategies.directory.ClientDirectory`: identity handshake (which node holds which
   partition), seeded sampling, clients named in logs and records;
-* update validation (:func:`~flowergraph.strategies.common.check_update`: count, shape, dtype, finite);
-* an :class:`~flowergraph.strategies.aggregation.Aggregator` (weighted mean by default);
-* an :class:`~flowergraph.strategies.evaluation.EvaluationSchedule` (``eval_every``, fused evaluation);
+* update validation by name (:func:`~flowergraph.strategies.common.check_named_update`: the arrays a client
+  was sent, their shapes, dtypes, finite values; whole or partial updates as the strategy's ``update_kind`` says);
+* an :class:`~flowergraph.strategies.aggregation.Aggregator` (weighted mean by default; per array for partial
+  updates);
+* an :class:`~flowergraph.strategies.evaluation.EvaluationSchedule` (``eval_every``, fused evaluation) and a
+  :class:`~flowergraph.strategies.evaluation.MetricAggregation` (how clients' metrics become a round's);
 * a :class:`~flowergraph.strategies.records.RoundBook` (timing, bytes, one record per round);
 * a :class:`~flowergraph.strategies.phases.PhaseRunner` (method phases besides training);
-* checkpoint state (:meth:`state_dict`) and, for methods whose clients keep state, client checkpoints.
+* checkpoint state (:meth:`state_dict`: the bank, the stage, a per-client table, the round clock) and, for
+  methods whose clients keep state, client checkpoints.
 
 A method strategy subclasses it and overrides hooks; each hook has a working default:
 
 * :meth:`setup` (once, after the initial model: one-off phases such as FedGCN's exchange);
+* :meth:`begin_stage` (when a later stage starts: the stage's new model, e.g. the architecture a search chose);
 * :meth:`before_fit` (every round, before training: per-round phases such as an embedding exchange);
 * :meth:`fit_config` and :meth:`fit_instructions` (what each sampled client is told: the same config, or one
   per client, e.g. per-client hyper-parameters);
-* :meth:`client_parameters` (the model a client trains and is evaluated on: the global one, or its group's,
-  e.g. GCFL's cluster models) and :meth:`aggregate_updates` (how accepted updates become the new model(s));
+* :meth:`client_model` (which model, and which of its arrays, a client trains and is evaluated on: the bank's
+  answer by default, a sub-network for an architecture search);
+* :meth:`aggregate_updates` (how accepted updates become the new model(s): the aggregator by default; a method
+  with groups or per-client models updates the bank here);
 * :meth:`after_fit` (every round, after aggregation);
+* :meth:`evaluate_instructions` (what each client evaluates) and :meth:`after_evaluate` (every client's
+  evaluation of a round's model, from the separate and the fused path alike);
+* :meth:`round_closed` (a round's record, once complete: time, bytes, accuracy; e.g. an agent's reward);
 * :meth:`state_dict` / :meth:`load_state_dict` (extend with the method's own state: agents, populations).
 
-Algorithm (round r = 1..R): sample ``fraction_fit`` of the clients (seeded by seed and r); send each the global
-arrays and its config; reject malformed updates (logged with the client's partition id); if at least
-``min_clients`` valid updates remain, the aggregator combines them into the new global arrays, else the global
-model is kept for that round; evaluate on the clients every ``eval_every`` rounds (fused into the next round's
-fit when ``fused_eval``) and on the server with ``evaluate_fn``. Failed clients (an exception, a timeout, a dead
-node) are left out of the round and named; a client that refuses the run because of bad input fails the run.
+Algorithm (round r = 1..R): sample ``fraction_fit`` of the clients (seeded by seed and r); send each its model
+and its config; reject malformed updates (logged with the client's partition id); if at least ``min_clients``
+valid updates remain, :meth:`aggregate_updates` combines them into the new model(s), else the models are kept
+for that round; evaluate on the clients every ``eval_every`` rounds (fused into the next round's fit when
+``fused_eval``) and on the server with ``evaluate_fn``. Failed clients (an exception, a timeout, a dead node)
+are left out of the round and named; a client that refuses the run because of bad input fails the run.
 """
 
 from __future__ import annotations
@@ -36,9 +50,11 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import uuid
+import warnings
 from logging import INFO, WARNING
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 from flwr.common import (
     EvaluateIns,
     EvaluateRes,
@@ -48,7 +64,6 @@ from flwr.common import (
     NDArrays,
     Parameters,
     Scalar,
-    ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
 from flwr.common.logger import log
@@ -59,10 +74,14 @@ from flwr.server.strategy import Strategy
 from .. import wire
 from ..wire.secure import CKKS_VALUES
 from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
-from .common import check_update, config_bytes, parameters_bytes, weighted_metric
+from .bank import GLOBAL, ModelBank, NamedArrays, named
+from .common import check_named_update, config_bytes, parameters_bytes, weighted_metric
 from .directory import ClientDirectory, failure_reason
-from .evaluation import EvaluationSchedule, fused_metrics, record_evaluation
-from .phases import PhaseMessage, PhaseRunner
+from .evaluation import (DEFAULT_METRICS, ClientEvaluation, EvaluationSchedule, MetricAggregation, fused_metrics,
+                         record_evaluation)
+from ..wire import PhaseMessage
+from .phases import PhaseRunner
+from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan
 from .records import RoundBook
 from .secure import CKKSAggregation
 
@@ -76,107 +95,107 @@ class FederatedStrategy(Strategy):
 
     Parameters
     ----------
-    num_clients: clients expected in the federation; the strategy waits up to ``connect_timeout`` seconds for
-        them before the first round and fails with a clear error if they do not all connect.
-    initial_parameters: global arrays to start from; None asks one client for its (seeded) initial model.
+    policy: how the federation runs (:class:`~flowergraph.strategies.policy.FederationPolicy`).
     aggregator: how valid updates are combined (default ``WeightedMean("train-size")``).
-    fraction_fit, fraction_evaluate: fraction of connected clients sampled per round.
-    min_clients: fewest valid updates that still change the global model (default 1).
-    eval_every: client-side evaluation every N rounds (the final round ``num_rounds`` is always evaluated).
-    num_rounds: the run's length (to evaluate the last round and label progress).
+    initial_parameters: the model to start from: arrays, Flower ``Parameters``, or named arrays (state-dict
+        keys); None asks one client for its (seeded) initial model.
     evaluate_fn: optional server-side evaluation ``(round, arrays) -> (loss, {"accuracy": ...})``.
     recorder: optional :class:`flowergraph.storage.results.RunRecorder` receiving one record per round.
-    connect_timeout: seconds to wait for ``num_clients`` clients before the first round.
-    init_timeout: seconds a one-off request may take (identity, initial model, :meth:`setup` phases, restoring
-        client state); default ``connect_timeout``.
-    round_timeout: seconds a per-round request may take (:meth:`before_fit` / :meth:`after_fit` phases, client
-        checkpoints, direct evaluations); None waits. The training rounds' own timeout is Flower's
-        ``ServerConfig.round_timeout``.
-    clients_per_round: cap on the clients sampled per round (``centralized`` uses 1).
-    seed: seeds client sampling: round r samples the same partitions in every run with this seed.
-    fused_eval: evaluate each round's global model inside the next round's ``fit`` (clients must honour the
-        ``evaluate_global`` flag; one that does not is evaluated with a separate message and fused evaluation
-        is turned off). Needs ``num_rounds`` and full participation, otherwise the separate phase is used.
-    stateful_clients: the method's clients keep state in ``context.state`` that a checkpoint must save
-        (:meth:`checkpoint_clients`) and a resumed run must restore.
-    max_parallel: messages in flight at once in a phase.
-    secure_agg: ``"none"``; ``"ckks"`` (clients send CKKS-encrypted weighted updates, the server adds them and a
-        client decrypts the sum: :mod:`flowergraph.strategies.secure`); ``"secagg+"`` (informational: Flower's
-        ``SecAggPlusWorkflow`` masks the updates and hands this strategy their weighted average).
+    metrics: how the clients' evaluation metrics are aggregated (default
+        :class:`~flowergraph.strategies.evaluation.MetricAggregation`).
+    update_kind: what clients send back: ``"weights"`` (their whole trained model, default), ``"gradients"``
+        (whole, same shapes; the strategy's :meth:`aggregate_updates` steps the model) or ``"partial"`` (any of
+        the arrays they were sent, named: each array is averaged over the clients that sent it).
+    stages: the run's stages (default one); :meth:`begin_stage` gives each later stage its model.
+
+    The policy's fields are also accepted as keyword arguments (``num_clients=3, num_rounds=5``): deprecated,
+    with a warning; pass ``policy=FederationPolicy(...)``.
     """
 
-    def __init__(self, *, num_clients: int, initial_parameters: NDArrays | Parameters | None = None,
-                 aggregator: Aggregator | None = None, fraction_fit: float = 1.0, fraction_evaluate: float = 1.0,
-                 min_clients: int | None = None, eval_every: int = 1, num_rounds: int | None = None,
-                 evaluate_fn: EvaluateFn | None = None, recorder=None, connect_timeout: float = 600.0,
-                 init_timeout: float | None = None, round_timeout: float | None = None,
-                 clients_per_round: int | None = None, fused_eval: bool = False, seed: int = 0,
-                 stateful_clients: bool = False, max_parallel: int = 16, secure_agg: str = "none") -> None:
+    def __init__(self, policy: FederationPolicy | None = None, *, aggregator: Aggregator | None = None,
+                 initial_parameters: Any = None, evaluate_fn: EvaluateFn | None = None, recorder: Any = None,
+                 metrics: MetricAggregation | None = None, update_kind: str = "weights",
+                 stages: Sequence[Stage] | None = None, **legacy: Any) -> None:
         super().__init__()
-        if num_clients < 1:
-            raise ValueError(f"num_clients must be >= 1, got {num_clients}")
-        for name, value in (("fraction_fit", fraction_fit), ("fraction_evaluate", fraction_evaluate)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
-        if min_clients is not None and not 0 <= min_clients <= num_clients:
-            raise ValueError(f"min_clients must be in [0, num_clients={num_clients}], got {min_clients}")
-        if secure_agg not in SECURE_AGG:
-            raise ValueError(f"unknown secure_agg {secure_agg!r}; valid choices: {', '.join(SECURE_AGG)}")
-        if isinstance(initial_parameters, list):
-            initial_parameters = ndarrays_to_parameters(initial_parameters)
-        self.num_clients = num_clients
+        policy = resolve_policy(policy, legacy, type(self).__name__)
+        if update_kind not in UPDATE_KINDS:
+            raise ValueError(f"unknown update_kind {update_kind!r}; valid choices: {', '.join(UPDATE_KINDS)}")
+        self.policy = policy
+        self.update_kind = update_kind
         self.initial_parameters = initial_parameters
         self.aggregator = aggregator or WeightedMean()
-        self.fraction_fit = fraction_fit
-        self.fraction_evaluate = fraction_evaluate
-        self.min_clients = min_clients
         self.evaluate_fn = evaluate_fn
-        self.connect_timeout = connect_timeout
-        self.init_timeout = connect_timeout if init_timeout is None else init_timeout
-        self.round_timeout = round_timeout
-        self.stateful_clients = stateful_clients
-        full = fraction_fit == 1.0 and fraction_evaluate == 1.0 and clients_per_round is None
-        self.directory = ClientDirectory(num_clients, seed=seed, clients_per_round=clients_per_round)
-        self.schedule = EvaluationSchedule(eval_every=eval_every, num_rounds=num_rounds, fused=fused_eval and full)
-        self.book = RoundBook(recorder)
-        self.phases = PhaseRunner(self.directory, max_parallel=max_parallel)
-        self.secure_agg = secure_agg  # "secagg+" needs nothing here: Flower's SecAggPlusWorkflow runs the rounds
-        self.ckks = CKKSAggregation(self.phases) if secure_agg == "ckks" else None
-        self.global_arrays: NDArrays | None = None
+        self.metrics = metrics or DEFAULT_METRICS
+        self.stage_plan = StagePlan(tuple(stages or (Stage("train"),)), policy.num_rounds)
+        self.stage_index = 0
+        self.bank = ModelBank()
+        self.client_table: dict[int, dict[str, Any]] = {}  # per-client server-side values (checkpointed)
+        self.directory = ClientDirectory(policy.num_clients, seed=policy.seed,
+                                         clients_per_round=policy.clients_per_round)
+        self.schedule = EvaluationSchedule(eval_every=policy.eval_every, num_rounds=policy.num_rounds,
+                                           fused=policy.fused_eval and policy.full_participation,
+                                           separate=self.stage_plan.last_rounds())
+        self.book = RoundBook(recorder, listeners=[self.round_closed])
+        self.phases = PhaseRunner(self.directory, max_parallel=policy.max_parallel)
+        self.ckks = CKKSAggregation(self.phases) if policy.secure_agg == "ckks" else None
         self.last_fit_round = 0  # the last round whose fit results reached aggregate_fit
         self.resumed = False  # set by load_state_dict: the run continues from a checkpoint
         self.restored_clients = False  # a resumed run restored its clients' saved state
         self.run_tag = uuid.uuid4().hex[:12]  # names this run's client state files (kept across a resume)
         self.client_checkpoint: dict[str, Any] | None = None  # the last client checkpoint (round, files)
+        self._resume_bank: dict[str, Any] | None = None
         self._sampled: list[ClientProxy] = []  # the current fit/evaluate phase's clients (to name failures)
-        self._sent: Parameters | None = None  # the arrays this round's fit carried (the model fused eval tests)
+        self._sent: dict[str, tuple[Parameters, str, list[str] | None]] = {}  # this round's fit, per node id
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_clients={self.num_clients}, aggregator={self.aggregator!r})"
 
-    # Shortcuts to the parts' settings (read by tests, benchmarks and subclasses).
-    @property
-    def recorder(self):
-        return self.book.recorder
+    # Shortcuts to the policy and the parts (read by tests, benchmarks, wrappers and subclasses).
+    num_clients = property(lambda self: self.policy.num_clients)
+    num_rounds = property(lambda self: self.policy.num_rounds)
+    fraction_fit = property(lambda self: self.policy.fraction_fit)
+    fraction_evaluate = property(lambda self: self.policy.fraction_evaluate)
+    min_clients = property(lambda self: self.policy.min_clients)
+    connect_timeout = property(lambda self: self.policy.connect_timeout)
+    init_timeout = property(lambda self: self.policy.effective_init_timeout)
+    round_timeout = property(lambda self: self.policy.round_timeout)
+    stateful_clients = property(lambda self: self.policy.stateful_clients)
+    secure_agg = property(lambda self: self.policy.secure_agg)
+    seed = property(lambda self: self.policy.seed)
 
     @property
-    def num_rounds(self) -> int | None:
-        return self.schedule.num_rounds
+    def recorder(self) -> Any:
+        return self.book.recorder
 
     @property
     def fused_eval(self) -> bool:
         return self.schedule.fused
 
     @property
-    def seed(self) -> int:
-        return self.directory.seed
-
-    @property
     def partition_of(self) -> dict[str, int]:
         return self.directory.partition_of
 
+    @property
+    def global_arrays(self) -> NDArrays | None:
+        """The global model's arrays, in order (None before the initial model)."""
+        model = self.bank.global_model
+        return None if model is None else list(model.values())
+
+    @global_arrays.setter
+    def global_arrays(self, arrays: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> None:
+        self.bank.set_global(arrays)
+
+    @property
+    def stage(self) -> Stage:
+        """The stage the run is in."""
+        return self.stage_plan.stages[self.stage_index]
+
     def client_label(self, proxy: ClientProxy | None, metrics: dict[str, Scalar] | None = None) -> str:
         return self.directory.label(proxy, metrics)
+
+    def partition(self, proxy: ClientProxy) -> int | None:
+        """The partition id a node holds (None when it did not say)."""
+        return self.directory.partition_of.get(proxy.cid)
 
     def identify_clients(self, client_manager: ClientManager) -> dict[str, int]:
         """Ask every connected client which partition it holds (see :meth:`ClientDirectory.identify`)."""
@@ -189,9 +208,20 @@ class FederatedStrategy(Strategy):
         """Every connected client, ordered by partition id."""
         return self.directory.ordered(client_manager.all().values())
 
+    def client_entry(self, partition: int) -> dict[str, Any]:
+        """The server-side table entry of a client (created empty; checkpointed with the strategy's state):
+        per-client hyper-parameters, a search's per-client state, ... Values: JSON types or numpy arrays."""
+        return self.client_table.setdefault(int(partition), {})
+
     # ------------------------------------------------------------------------------------------ hooks
     def setup(self, client_manager: ClientManager) -> None:
         """One-off method phases after the initial model, before round 1 (default: none)."""
+
+    def begin_stage(self, stage: Stage, server_round: int, client_manager: ClientManager
+                    ) -> Mapping[str, np.ndarray] | Sequence[np.ndarray] | None:
+        """A later stage starts with round ``server_round``: return its model (the bank is reset to it: groups and
+        per-client models of the previous stage are dropped), or None to keep the current one (default)."""
+        return None
 
     def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
         """Per-round method phases before training (default: none). Add a phase's record to the round with
@@ -202,56 +232,145 @@ class FederatedStrategy(Strategy):
         config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
         if self.ckks is not None:
             config[wire.SECURE_AGG] = "ckks"
+        if len(self.stage_plan.stages) > 1:
+            config[wire.STAGE] = self.stage.name
         return config
+
+    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+        """Which model a client is sent to train and to evaluate: ``(slot, keys)``, the bank slot and the names
+        of the arrays it gets (None: all). Default: its own model if the bank holds one, else its group's, else
+        the global one, whole. An architecture search returns the sub-network's keys."""
+        return self.bank.slot_for(self.partition(proxy)), None
+
+    def client_parameters(self, proxy: ClientProxy, parameters: Parameters) -> Parameters:
+        """The serialised model :meth:`client_model` names (``parameters``: the server loop's global model,
+        unused by the default)."""
+        slot, keys = self.client_model(proxy)
+        return self.bank.parameters(slot, keys)
 
     def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
                          config: dict[str, Scalar]) -> list[tuple[ClientProxy, FitIns]]:
-        """One ``FitIns`` per sampled client (its model: :meth:`client_parameters`); override for per-client
-        configs."""
-        return [(c, FitIns(self.client_parameters(c, parameters), dict(config))) for c in clients]
+        """One ``FitIns`` per sampled client (its model: :meth:`client_model`); override for per-client configs
+        (use :meth:`fit_instruction` to build each)."""
+        return [(c, self.fit_instruction(c, parameters, config)) for c in clients]
 
-    def client_parameters(self, proxy: ClientProxy, parameters: Parameters) -> Parameters:
-        """The model a client is sent to train and to evaluate: the global ``parameters`` (default). A method
-        with one model per group of clients (GCFL's clusters) returns the client's own; training, fused and
-        separate evaluation all go through here."""
-        return parameters
+    def fit_instruction(self, proxy: ClientProxy, parameters: Parameters, config: Mapping[str, Scalar]) -> FitIns:
+        """The ``FitIns`` of one client: its model and ``config`` (plus the arrays' names when it gets a part)."""
+        params, slot, keys = self._model_for(proxy, parameters)
+        self._sent[proxy.cid] = (params, slot, keys)
+        config = dict(config)
+        if keys is not None:
+            config[wire.KEYS] = wire.encode_keys(keys)
+        return FitIns(params, config)
 
-    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]) -> NDArrays:
-        """The new global arrays from the round's accepted updates (default: the :class:`Aggregator`). A method
-        that keeps several models (:meth:`client_parameters`) updates them here and returns the arrays that stand
-        for the whole federation (checkpointed as the global model, evaluated by ``evaluate_fn``). May raise
-        :class:`~flowergraph.strategies.aggregation.RoundNotAggregated` to keep the model for the round."""
-        return self.aggregator.aggregate(updates, weights, like=self.global_arrays)
+    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
+                          ) -> Mapping[str, np.ndarray] | NDArrays | None:
+        """The new global model from the round's accepted updates (default: the :class:`Aggregator`, by name:
+        partial updates count for the arrays they carry). A method that keeps several models
+        (:meth:`client_model`) updates them in ``self.bank`` here and returns the global model (checkpointed as
+        the run's model, evaluated by ``evaluate_fn``), or None to keep it. May raise
+        :class:`~flowergraph.strategies.aggregation.RoundNotAggregated` to keep every model for the round."""
+        return self.aggregator.aggregate_named(updates, weights, like=self.bank.global_model or {})
 
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
         """Per-round work after aggregation (default: none); ``updates`` are the accepted ones."""
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
-        return {wire.SERVER_ROUND: server_round}
+        config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
+        if len(self.stage_plan.stages) > 1:
+            config[wire.STAGE] = self.stage.name
+        return config
+
+    def evaluate_instructions(self, server_round: int, parameters: Parameters,
+                              clients: list[ClientProxy]) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """One ``EvaluateIns`` per client: its model (:meth:`client_model`) and :meth:`evaluate_config`; override
+        for per-client evaluation (each client's own architecture or mixture)."""
+        out = []
+        for proxy in clients:
+            params, _, keys = self._model_for(proxy, parameters)
+            config = dict(self.evaluate_config(server_round))
+            if keys is not None:
+                config[wire.KEYS] = wire.encode_keys(keys)
+            out.append((proxy, EvaluateIns(params, config)))
+        return out
+
+    def after_evaluate(self, server_round: int, evaluations: list[ClientEvaluation]) -> None:
+        """Every client's evaluation of round ``server_round``'s model(s), once the round's evaluation is complete
+        (called from the separate evaluation and from fused evaluation alike; default: nothing)."""
+
+    def round_closed(self, record: dict[str, Any]) -> None:
+        """Round ``record["round"]``'s record is complete and written (time, bytes, training and evaluation
+        results; round 0: a one-off phase). Default: nothing. With fused evaluation a round's record closes when
+        the next round's fit returns."""
+
+    # ------------------------------------------------------------------------------------- model bookkeeping
+    def _model_for(self, proxy: ClientProxy, parameters: Parameters) -> tuple[Parameters, str, list[str] | None]:
+        """The serialised model of one client, the bank slot it comes from and its keys (None: all)."""
+        if type(self).client_parameters is not FederatedStrategy.client_parameters:  # an older subclass's hook
+            return self.client_parameters(proxy, parameters), "", None
+        slot, keys = self.client_model(proxy)
+        return self.bank.parameters(slot, keys), slot, keys
+
+    def _reference(self, proxy: ClientProxy) -> NamedArrays | None:
+        """The named arrays a client was sent in this round's fit (what its update is checked against)."""
+        sent = self._sent.get(proxy.cid)
+        if sent is None:
+            return self.bank.global_model
+        params, slot, keys = sent
+        if not slot:  # built by an overriding client_parameters: decode what travelled
+            arrays = parameters_to_ndarrays(params)
+            model = self.bank.global_model
+            return named(arrays, list(model) if model is not None and len(model) == len(arrays) else None)
+        model = self.bank.get(slot) or {}
+        return model if keys is None else {k: model[k] for k in keys}
+
+    def _adopt(self, parameters: Parameters | None) -> None:
+        """The server loop's model becomes the global model when it is another model of the same shapes (Flower's
+        contract: a round trains the parameters the loop passes, e.g. a DP wrapper's noisy release). The
+        bank's own serialisation (what :meth:`aggregate_fit` returned) costs nothing; a loop model of other
+        shapes (the previous stage's, after a stage changed the model) is ignored."""
+        if parameters is None or not parameters.tensors or self.bank.is_current(GLOBAL, parameters):
+            return
+        current = self.bank.global_model
+        arrays = parameters_to_ndarrays(parameters)
+        if current is None:
+            self.bank.set(GLOBAL, named(arrays), parameters=parameters)
+        elif len(arrays) == len(current) and all(a.shape == b.shape for a, b in zip(arrays, current.values())):
+            self.bank.set(GLOBAL, named(arrays, list(current)), parameters=parameters)
+
+    def _enter_stage(self, server_round: int, client_manager: ClientManager) -> None:
+        index = self.stage_plan.index(server_round)
+        while self.stage_index < index:
+            self.stage_index += 1
+            stage = self.stage
+            new = self.begin_stage(stage, server_round, client_manager)
+            if new is not None:
+                self.bank.reset(global_model=new if isinstance(new, Mapping) else named(new))
+            self.book.start(server_round)["stage_started"] = stage.name
+            log(INFO, "stage %r starts with round %d%s", stage.name, server_round,
+                "" if new is None else f" ({len(self.bank.global_model or {})} arrays)")
 
     # ---------------------------------------------------------------------------------------- Strategy API
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
         self.directory.wait(client_manager, self.connect_timeout)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             identities = pool.submit(self.directory.identify, client_manager, self.init_timeout)
-            if self.initial_parameters is not None:
-                params = self.initial_parameters
-                self.initial_parameters = None  # free memory
+            initial, keys = self.initial_parameters, None
+            self.initial_parameters = None  # free memory
+            if isinstance(initial, Mapping):
+                arrays, keys = list(initial.values()), list(initial)
+            elif isinstance(initial, Parameters):
+                arrays = parameters_to_ndarrays(initial)
+            elif initial is not None:
+                arrays = list(initial)
             else:
-                proxy = sorted(client_manager.all().values(), key=lambda c: c.cid)[0]
-                try:
-                    res = proxy.get_parameters(GetParametersIns(config={}), timeout=self.init_timeout, group_id=0)
-                except Exception as exc:
-                    identities.result()  # a client's refusal of the run is the better error
-                    raise RuntimeError(f"client node {proxy.cid} could not send the initial model: "
-                                       f"{failure_reason(exc)}") from exc
-                params = res.parameters
-                if not params.tensors:
-                    identities.result()
-                    raise RuntimeError(f"client node {proxy.cid} returned no initial parameters: "
-                                       f"{failure_reason(res.status.message)}")
+                arrays, keys = self._ask_initial_model(client_manager, identities)
             identities.result()
-        self.global_arrays = parameters_to_ndarrays(params)
+        if self._resume_bank is not None:  # a resumed run: the checkpoint's model with its names, groups, clients
+            self.bank.load_state_dict(self._resume_bank, global_arrays=arrays)
+            self._resume_bank = None
+        else:
+            self.bank.set_global(named(arrays, keys))
         if self.resumed and self.stateful_clients and self.client_checkpoint is not None:
             self.restore_clients(client_manager)
         if self.ckks is not None:
@@ -259,13 +378,35 @@ class FederatedStrategy(Strategy):
             if not self.resumed:
                 self.book.write({**record, "elapsed_s": 0.0})
         self.setup(client_manager)
-        return params
+        return self.bank.parameters(GLOBAL)
+
+    def _ask_initial_model(self, client_manager: ClientManager, identities: concurrent.futures.Future[Any]
+                           ) -> tuple[NDArrays, list[str] | None]:
+        """One client's initial model, and the names it gave them in the identity reply (None if it gave none)."""
+        proxy = sorted(client_manager.all().values(), key=lambda c: c.cid)[0]
+        try:
+            res = proxy.get_parameters(GetParametersIns(config={}), timeout=self.init_timeout, group_id=0)
+        except Exception as exc:
+            identities.result()  # a client's refusal of the run is the better error
+            raise RuntimeError(f"client node {proxy.cid} could not send the initial model: "
+                               f"{failure_reason(exc)}") from exc
+        if not res.parameters.tensors:
+            identities.result()
+            raise RuntimeError(f"client node {proxy.cid} returned no initial parameters: "
+                               f"{failure_reason(res.status.message)}")
+        arrays = parameters_to_ndarrays(res.parameters)
+        identities.result()
+        keys = self.directory.model_keys.get(proxy.cid)
+        return arrays, keys if keys is not None and len(keys) == len(arrays) else None
 
     def configure_fit(self, server_round: int, parameters: Parameters,
                       client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
         self.book.start(server_round)
-        self.global_arrays = parameters_to_ndarrays(parameters)
-        self._sent = parameters
+        self._adopt(parameters)
+        self._enter_stage(server_round, client_manager)
+        if len(self.stage_plan.stages) > 1:
+            self.book.start(server_round)["stage"] = self.stage.name
+        self._sent = {}
         clients = self.directory.sample(client_manager, self.fraction_fit, server_round, "fit")
         self._sampled = clients
         self.before_fit(server_round, clients, client_manager)
@@ -273,6 +414,12 @@ class FederatedStrategy(Strategy):
         if self.book.held is not None:
             config[wire.EVALUATE_GLOBAL] = True
         instructions = self.fit_instructions(server_round, parameters, clients, config)
+        for proxy, ins in instructions:  # an overriding fit_instructions may bypass fit_instruction
+            self._sent.setdefault(proxy.cid, (ins.parameters, "", None))
+        return self._counted(instructions)
+
+    def _counted(self, instructions: list[Any]) -> list[Any]:
+        """``instructions`` (fit or evaluate), their bytes added to the round's record."""
         self.book.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(ins.config)
                                      for _, ins in instructions))
         return instructions
@@ -285,7 +432,7 @@ class FederatedStrategy(Strategy):
         rec["num_failures"] = len(failures)
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
-        if self.book.held is not None:  # fused: these fits evaluated the previous round's global model first
+        if self.book.held is not None:  # fused: these fits evaluated the previous round's model first
             self._record_fused_evaluation(server_round, results)
         if self.ckks is not None:
             return self._aggregate_ckks(server_round, results, rec)
@@ -296,12 +443,7 @@ class FederatedStrategy(Strategy):
         for proxy, res in results:
             self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
             label = self.client_label(proxy, res.metrics)
-            try:
-                arrays = parameters_to_ndarrays(res.parameters)
-                problem = check_update(arrays, self.global_arrays)
-            except Exception as exc:  # undecodable payload
-                arrays, problem = None, f"undecodable update ({type(exc).__name__}: {exc})"
-            update = Update(label, arrays, int(res.num_examples), dict(res.metrics))
+            update, problem = self._accept(proxy, res, label)
             if problem is None:
                 try:
                     weight = self.aggregator.weight(update)
@@ -318,29 +460,53 @@ class FederatedStrategy(Strategy):
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(label, {}).update(
                 {"num_train": int(res.num_examples), "fit_weight": weight,
-                 **{f"fit_{k}": v for k, v in fit_metrics.items() if k != "num_train"}})
+                 **{f"fit_{k}": v for k, v in fit_metrics.items() if k != wire.NUM_TRAIN}})
         rec["rejected"] = rejected
         rec["num_fit"] = len(updates)
-        rec["train_loss"] = weighted_metric((u.metrics.get("train_loss"), w) for u, w in zip(updates, weights))
+        rec["train_loss"] = weighted_metric((u.metrics.get(wire.TRAIN_LOSS), w) for u, w in zip(updates, weights))
         needed = max(self.min_clients or 1, 1)
         if len(updates) < needed or sum(weights) <= 0:
-            log(WARNING, "round %s: %d valid updates (%d needed, total weight %.3g); the global model is kept "
-                "unchanged", server_round, len(updates), needed, sum(weights))
-            rec["aggregated"] = False
-            self.after_fit(server_round, updates)
-            return None, {"num_fit": len(updates)}
+            log(WARNING, "round %s: %d valid updates (%d needed, total weight %.3g); the model is kept unchanged",
+                server_round, len(updates), needed, sum(weights))
+            return self._not_aggregated(server_round, rec, updates)
         try:
-            self.global_arrays = self.aggregate_updates(server_round, updates, weights)
+            new = self.aggregate_updates(server_round, updates, weights)
         except RoundNotAggregated as exc:
-            log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, exc)
-            rec["aggregated"], rec["not_aggregated"] = False, str(exc)
-            self.after_fit(server_round, updates)
-            return None, {"num_fit": len(updates)}
+            log(WARNING, "round %s: %s; the model is kept unchanged", server_round, exc)
+            rec["not_aggregated"] = str(exc)
+            return self._not_aggregated(server_round, rec, updates)
+        except AggregationConfigError as exc:
+            raise RuntimeError(f"round {server_round}: {exc}") from None
+        if new is not None:
+            self.bank.set_global(new)
         rec["aggregated"] = True
         self.after_fit(server_round, updates)
-        return ndarrays_to_parameters(self.global_arrays), {"num_fit": len(updates)}
+        return self.bank.parameters(GLOBAL), {"num_fit": len(updates)}
 
-    def measured_fit_bytes(self, server_round: int, down: int, up: int, stages=()) -> None:
+    def _accept(self, proxy: ClientProxy, res: FitRes, label: str) -> tuple[Update, str | None]:
+        """The client's update and why it is malformed (None when it is not)."""
+        try:
+            arrays = parameters_to_ndarrays(res.parameters)
+        except Exception as exc:  # noqa: BLE001 (undecodable payload)
+            return Update(label, [], int(res.num_examples), dict(res.metrics)), \
+                f"undecodable update ({type(exc).__name__}: {exc})"
+        reference = self._reference(proxy) or {}
+        try:
+            keys = wire.decode_keys(res.metrics, len(arrays))
+        except ValueError as exc:
+            return Update(label, arrays, int(res.num_examples), dict(res.metrics)), str(exc)
+        problem = check_named_update(arrays, keys, reference, partial=self.update_kind == "partial")
+        return Update(label, arrays, int(res.num_examples), dict(res.metrics),
+                      keys=list(keys) if keys is not None else list(reference)), problem
+
+    def _not_aggregated(self, server_round: int, rec: dict[str, Any], updates: list[Update]
+                        ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        rec["aggregated"] = False
+        self.after_fit(server_round, updates)
+        return None, {"num_fit": len(updates)}
+
+    def measured_fit_bytes(self, server_round: int, down: int, up: int,
+                           stages: Sequence[tuple[int, int, float]] = ()) -> None:
         """The bytes that crossed the grid during the round's training, measured by the server loop when a fit
         workflow (SecAgg+) sends messages this strategy never sees: they replace its own estimate. ``stages``:
         the workflow's message exchanges as ``(sent, received, seconds)``, recorded as ``fit_stages``."""
@@ -352,7 +518,7 @@ class FederatedStrategy(Strategy):
 
     def fit_round_failed(self, server_round: int, reason: str) -> None:
         """The round's training ended before any result reached :meth:`aggregate_fit` (a fit workflow such as
-        SecAgg+ stopped): recorded, and the global model is kept."""
+        SecAgg+ stopped): recorded, and the model is kept."""
         rec = self.book.start(server_round)
         rec.update(aggregated=False, not_aggregated=reason, num_fit=0)
         log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, reason)
@@ -360,10 +526,14 @@ class FederatedStrategy(Strategy):
     def _aggregate_ckks(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
                         rec: dict[str, Any]) -> tuple[Parameters | None, dict[str, Scalar]]:
         """secure-agg=ckks: add the encrypted updates, have a client decrypt the sum (strategies/secure.py)."""
-        contributions, weights, metrics = [], [], []
+        assert self.ckks is not None
+        contributions: list[tuple[ClientProxy, str, list[Any], int]] = []
+        weights: list[float] = []
+        metrics: list[dict[str, Scalar]] = []
         for proxy, res in results:
             self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
             label = self.client_label(proxy, res.metrics)
+            arrays: list[Any]
             try:
                 arrays = parameters_to_ndarrays(res.parameters)
             except Exception as exc:  # noqa: BLE001
@@ -372,14 +542,15 @@ class FederatedStrategy(Strategy):
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(label, {}).update(
                 {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
-                                                         if k not in ("num_train", CKKS_VALUES)}})
+                                                         if k not in (wire.NUM_TRAIN, CKKS_VALUES)}})
             weights.append(float(res.num_examples))
             metrics.append(res.metrics)
-        rec["train_loss"] = weighted_metric((m.get("train_loss"), w) for m, w in zip(metrics, weights))
+        rec["train_loss"] = weighted_metric((_number(m.get(wire.TRAIN_LOSS)), w) for m, w in zip(metrics, weights))
         needed = max(self.min_clients or 1, 1)
-        new, info = (None, {"mode": "ckks", "summed": 0})
+        new: list[np.ndarray] | None = None
+        info: dict[str, Any] = {"mode": "ckks", "summed": 0}
         if len(contributions) >= needed:
-            new, info = self.ckks.aggregate(server_round, contributions, self.global_arrays, self.round_timeout)
+            new, info = self.ckks.aggregate(server_round, contributions, self.global_arrays or [], self.round_timeout)
             self.book.add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
         rec["secure_agg"] = info
         rec["rejected"] = info.get("rejected", [])
@@ -391,13 +562,14 @@ class FederatedStrategy(Strategy):
             return None, {"num_fit": rec["num_fit"]}
         rec["aggregated"] = True
         self.global_arrays = new
-        return ndarrays_to_parameters(new), {"num_fit": rec["num_fit"]}
+        return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
 
     def _record_fused_evaluation(self, server_round: int, results: list[tuple[ClientProxy, FitRes]]) -> None:
         """Round r-1's evaluation, from the ``eval_*`` metrics of round r's fit replies. A client that ignored the
         ``evaluate_global`` flag is evaluated now with a separate message (on the arrays it was sent), and fused
         evaluation is turned off for the rest of the run."""
         held = self.book.take_held()
+        assert held is not None
         per_client, ignored = [], []
         for proxy, res in results:
             metrics = fused_metrics(res.metrics)
@@ -405,7 +577,7 @@ class FederatedStrategy(Strategy):
                 per_client.append((self.client_label(proxy, res.metrics), metrics))
             else:
                 ignored.append((proxy, self.client_label(proxy, res.metrics)))
-        record_evaluation(held, per_client)
+        rows = record_evaluation(held, per_client, self.metrics)
         if ignored:
             labels = ", ".join(label for _, label in ignored)
             log(WARNING, "round %s: client(s) %s ignored the fused-evaluation flag '%s'; evaluating round %s's model "
@@ -413,15 +585,17 @@ class FederatedStrategy(Strategy):
                 labels, wire.EVALUATE_GLOBAL, server_round - 1)
             self.schedule.fused = False
             held["fused_eval_fallback"] = [label for _, label in ignored]
-            self._evaluate_directly(held, [p for p, _ in ignored], self._sent, held["round"])
+            rows += self._evaluate_directly(held, [p for p, _ in ignored], held["round"])
+        self.after_evaluate(int(held["round"]), rows)
         self.book.write(held)
 
-    def _evaluate_directly(self, rec: dict[str, Any], clients: list[ClientProxy], parameters: Parameters,
-                           server_round: int) -> None:
+    def _evaluate_directly(self, rec: dict[str, Any], clients: list[ClientProxy],
+                           server_round: int) -> list[ClientEvaluation]:
+        """Evaluate ``clients`` now on the arrays this round's fit sent them (fused evaluation's fallback)."""
         config = self.evaluate_config(server_round)
-        sent = {p.cid: self.client_parameters(p, parameters) for p in clients}
+        sent = {p.cid: self._sent[p.cid][0] for p in clients}
 
-        def call(proxy):
+        def call(proxy: ClientProxy) -> tuple[ClientProxy, EvaluateRes]:
             ins = EvaluateIns(sent[proxy.cid], dict(config))
             return proxy, proxy.evaluate(ins, timeout=self.round_timeout, group_id=server_round)
 
@@ -439,17 +613,19 @@ class FederatedStrategy(Strategy):
         if failures:
             rec.setdefault("eval_failures", []).extend(
                 {"client": "unknown", "reason": failure_reason(f)} for f in failures)
-        record_evaluation(rec, [(self.client_label(proxy, res.metrics), self._eval_row(res)) for proxy, res in results])
+        return record_evaluation(rec, [(self.client_label(proxy, res.metrics), self._eval_row(res))
+                                       for proxy, res in results], self.metrics)
 
     @staticmethod
     def _eval_row(res: EvaluateRes) -> dict[str, Any]:
-        return {**res.metrics, "num_test": res.metrics.get("num_test", res.num_examples),
-                "loss": res.metrics.get("loss", res.loss)}
+        return {**res.metrics, wire.NUM_TEST: res.metrics.get(wire.NUM_TEST, res.num_examples),
+                wire.LOSS: res.metrics.get(wire.LOSS, res.loss)}
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         if self.evaluate_fn is None:
             return None
-        result = self.evaluate_fn(server_round, parameters_to_ndarrays(parameters))
+        arrays = self.global_arrays if self.global_arrays is not None else parameters_to_ndarrays(parameters)
+        result = self.evaluate_fn(server_round, arrays)
         if result is None:
             return None
         loss, metrics = result
@@ -464,6 +640,7 @@ class FederatedStrategy(Strategy):
     def configure_evaluate(self, server_round: int, parameters: Parameters,
                            client_manager: ClientManager) -> list[tuple[ClientProxy, EvaluateIns]]:
         self.book.start(server_round)
+        self._adopt(parameters)
         if self.schedule.fuse(server_round):
             self.book.hold()  # evaluated inside the next round's fit
             return []
@@ -474,11 +651,7 @@ class FederatedStrategy(Strategy):
         if not clients:
             self.book.flush()  # aggregate_evaluate will not be called this round
             return []
-        config = self.evaluate_config(server_round)
-        instructions = [(c, EvaluateIns(self.client_parameters(c, parameters), dict(config))) for c in clients]
-        self.book.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(config)
-                                     for _, ins in instructions))
-        return instructions
+        return self._counted(self.evaluate_instructions(server_round, parameters, clients))
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException]
@@ -490,11 +663,12 @@ class FederatedStrategy(Strategy):
                                                                 self._sampled)
         for _, res in results:
             self.book.add_bytes(up=config_bytes(res.metrics) + 8)  # metrics + the loss
-        record_evaluation(rec, [(self.client_label(proxy, res.metrics), self._eval_row(res))
-                                for proxy, res in results])
-        metrics = {k: rec[k] for k in ("accuracy", "loss", "val_accuracy", "val_loss") if rec.get(k) is not None}
+        rows = record_evaluation(rec, [(self.client_label(proxy, res.metrics), self._eval_row(res))
+                                       for proxy, res in results], self.metrics)
+        metrics = {k: rec[k] for k in self.metrics.names if rec.get(k) is not None}
+        self.after_evaluate(server_round, rows)
         self.book.flush()
-        return metrics.get("loss"), metrics
+        return metrics.get(wire.LOSS), metrics
 
     def finish(self) -> None:
         """Write any record still held back (fused evaluation whose next fit never came; a failed run)."""
@@ -507,12 +681,14 @@ class FederatedStrategy(Strategy):
         logged: resuming from this checkpoint then fails for it, naming its file."""
         if not self.stateful_clients:
             return None
+        from ..wire.state import STATE_SAVE, StateReply, StateRequest
+
         phase = self.phases.begin("client-checkpoint", server_round, timeout=self.round_timeout)
-        replies = phase.send(wire.STATE_SAVE, self.all_clients(client_manager),
-                             PhaseMessage(values={wire.RUN_TAG: self.run_tag}), require_all=False)
+        replies = phase.send(STATE_SAVE, self.all_clients(client_manager),
+                             PhaseMessage(values=StateRequest(self.run_tag).values()), require_all=False)
         record = phase.end()
         self.client_checkpoint = {"round": server_round, "run_tag": self.run_tag,
-                                  "files": {r.client: str(r.values.get("path")) for r in replies},
+                                  "files": {r.client: StateReply.decode(r.values).path for r in replies},
                                   "missing": [f["client"] for f in record["failures"]]}
         log(INFO, "flowergraph: %d client state file(s) for round %d (%.2f s)%s", len(replies), server_round,
             record["time_s"], f"; MISSING for {record['failures']}" if record["failures"] else "")
@@ -520,11 +696,13 @@ class FederatedStrategy(Strategy):
 
     def restore_clients(self, client_manager: ClientManager) -> None:
         """Every client loads the state it saved at the checkpoint this run resumes from (all must succeed)."""
+        from ..wire.state import STATE_LOAD, StateRequest
+
         ckpt = self.client_checkpoint
         assert ckpt is not None
         phase = self.phases.begin("client-restore", int(ckpt["round"]), timeout=self.init_timeout)
-        phase.send(wire.STATE_LOAD, self.all_clients(client_manager),
-                   PhaseMessage(values={wire.RUN_TAG: str(ckpt["run_tag"])}), require_all=True)
+        phase.send(STATE_LOAD, self.all_clients(client_manager),
+                   PhaseMessage(values=StateRequest(str(ckpt["run_tag"])).values()), require_all=True)
         record = phase.end()
         self.restored_clients = True
         log(INFO, "flowergraph: every client restored its state of round %s (%.2f s)", ckpt["round"],
@@ -532,12 +710,15 @@ class FederatedStrategy(Strategy):
 
     # --------------------------------------------------------------------------------- state (checkpoints)
     def state_dict(self) -> dict[str, Any]:
-        """The strategy's state besides the global arrays and the round (see :mod:`flowergraph.storage.checkpoint`):
-        the round record held back for fused evaluation, the elapsed training time, the run's tag and last
-        client checkpoint. Subclasses with state of their own extend it
+        """The strategy's state besides the global model's arrays and the round (see
+        :mod:`flowergraph.storage.checkpoint`): the round record held back for fused evaluation, the elapsed
+        training time, the run's tag and last client checkpoint, the model bank (groups, per-client models, the
+        global model's names), the stage and the per-client table. Subclasses with state of their own extend it
         (``{**super().state_dict(), "agent": {...}}``) and :meth:`load_state_dict`."""
         return {**self.book.state_dict(), "fused_eval": self.schedule.fused, "run_tag": self.run_tag,
-                "client_checkpoint": self.client_checkpoint}
+                "client_checkpoint": self.client_checkpoint, "bank": self.bank.state_dict(),
+                "stage_index": self.stage_index,
+                "client_table": {str(p): entry for p, entry in sorted(self.client_table.items())}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s output (call before the first round of the resumed run)."""
@@ -546,4 +727,28 @@ class FederatedStrategy(Strategy):
             self.schedule.fused = self.schedule.fused and bool(state["fused_eval"])
         self.run_tag = str(state.get("run_tag") or self.run_tag)
         self.client_checkpoint = state.get("client_checkpoint")
+        self._resume_bank = state.get("bank")  # applied with the checkpoint's model in initialize_parameters
+        self.stage_index = int(state.get("stage_index", 0))
+        self.client_table = {int(p): dict(entry) for p, entry in (state.get("client_table") or {}).items()}
         self.resumed = True
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def resolve_policy(policy: FederationPolicy | None, kwargs: dict[str, Any], owner: str) -> FederationPolicy:
+    """The policy, from ``policy=`` and/or the deprecated keyword arguments of its fields (taken out of
+    ``kwargs``; any other key is refused)."""
+    unknown = sorted(k for k in kwargs if k not in FederationPolicy.field_names())
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword argument(s) {', '.join(unknown)}; the policy's fields "
+                        f"are {', '.join(FederationPolicy.field_names())}")
+    legacy = {k: kwargs.pop(k) for k in list(kwargs)}
+    if not legacy:
+        if policy is None:
+            raise TypeError(f"{owner}() needs policy=FederationPolicy(num_clients=...)")
+        return policy
+    warnings.warn(f"{owner}({', '.join(f'{k}=' for k in sorted(legacy))}...): pass these as "
+                  f"policy=FederationPolicy(...) (keyword arguments are deprecated)", DeprecationWarning, stacklevel=4)
+    return policy.replace(**legacy) if policy is not None else FederationPolicy(**legacy)

@@ -16,7 +16,7 @@ from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID, decode_keys
 
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
 
@@ -57,6 +57,7 @@ class ClientDirectory:
         self.seed = int(seed)
         self.clients_per_round = clients_per_round
         self.partition_of: dict[str, int] = {}  # node id (proxy.cid) -> partition id
+        self.model_keys: dict[str, list[str]] = {}  # node id -> the names of its model's arrays (if it said)
 
     # ---------------------------------------------------------------------------------------------- nodes
     def wait(self, client_manager: ClientManager, timeout: float) -> None:
@@ -97,6 +98,12 @@ class ClientDirectory:
                 continue
             self.partition_of[proxy.cid] = int(pid)
             claims.setdefault(int(pid), []).append(proxy.cid)
+            try:
+                keys = decode_keys(res.properties)
+            except ValueError:
+                keys = None
+            if keys is not None:
+                self.model_keys[proxy.cid] = keys
         duplicates = {pid: nodes for pid, nodes in claims.items() if len(nodes) > 1}
         if duplicates and self.num_clients > 1:
             pid, nodes = sorted(duplicates.items())[0]

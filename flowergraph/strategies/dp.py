@@ -40,6 +40,8 @@ choice), so runs with ``dp`` on are not bit-reproducible.
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 from logging import WARNING
 from typing import Any
 
@@ -50,8 +52,29 @@ from flwr.server.strategy import (DifferentialPrivacyClientSideFixedClipping,
 from flwr.supercore.differential_privacy import compute_stdv
 
 from ..privacy.dp import local_noise_stddev
+from ..settings.choices import DP_MODES
 
-DP_MODES = ("none", "central-server", "central-client", "local")
+
+@dataclass(frozen=True)
+class DPConfig:
+    """Differential privacy of the training rounds, as plain values (see the module docstring).
+
+    ``mode``: ``"none"``, ``"central-server"``, ``"central-client"`` or ``"local"``; ``noise_multiplier`` (central:
+    noise standard deviation / clipping norm), ``clipping_norm``, ``delta``; ``num_sampled_clients`` (central: the
+    clients averaged per round); ``epsilon`` and ``sensitivity`` (local: each release's budget and the L2
+    sensitivity its noise covers)."""
+
+    mode: str = "none"
+    noise_multiplier: float = 1.0
+    clipping_norm: float = 1.0
+    delta: float = 1e-5
+    num_sampled_clients: int = 1
+    epsilon: float = 1.0
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in DP_MODES:
+            raise ValueError(f"unknown dp {self.mode!r}; valid choices: {', '.join(DP_MODES)}")
 
 
 class PrivacyBudget:
@@ -241,17 +264,21 @@ class LocalDPAccounting(_DPWrapper, Strategy):
         return self.strategy.evaluate(server_round, parameters)
 
 
-def with_dp(strategy: Strategy, settings) -> Strategy:
-    """``strategy`` wrapped for the run config's ``dp`` (unchanged for ``none``)."""
-    mode = settings.dp
-    if mode == "none":
+def with_dp(strategy: Strategy, config: DPConfig) -> Strategy:
+    """``strategy`` wrapped for ``config`` (unchanged for mode ``none``). Passing the run settings instead of a
+    :class:`DPConfig` still works, with a DeprecationWarning."""
+    if not isinstance(config, DPConfig):
+        warnings.warn("with_dp(strategy, settings) is deprecated; pass a flowergraph.strategies.DPConfig",
+                      DeprecationWarning, stacklevel=2)
+        s = config
+        config = DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, clipping_norm=s.dp_clipping_norm,
+                          delta=s.dp_delta, num_sampled_clients=s.clients_per_round, epsilon=s.dp_epsilon,
+                          sensitivity=s.dp_sensitivity)
+    if config.mode == "none":
         return strategy
-    if mode == "local":
-        return LocalDPAccounting(strategy, clipping_norm=settings.dp_clipping_norm,
-                                 sensitivity=settings.dp_sensitivity, epsilon=settings.dp_epsilon,
-                                 delta=settings.dp_delta)
-    cls = {"central-server": CentralDPServerSide, "central-client": CentralDPClientSide}.get(mode)
-    if cls is None:
-        raise ValueError(f"unknown dp {mode!r}; valid choices: {', '.join(DP_MODES)}")
-    return cls(strategy, noise_multiplier=settings.dp_noise_multiplier, clipping_norm=settings.dp_clipping_norm,
-               num_sampled_clients=settings.clients_per_round, delta=settings.dp_delta)
+    if config.mode == "local":
+        return LocalDPAccounting(strategy, clipping_norm=config.clipping_norm, sensitivity=config.sensitivity,
+                                 epsilon=config.epsilon, delta=config.delta)
+    cls = CentralDPServerSide if config.mode == "central-server" else CentralDPClientSide
+    return cls(strategy, noise_multiplier=config.noise_multiplier, clipping_norm=config.clipping_norm,
+               num_sampled_clients=config.num_sampled_clients, delta=config.delta)

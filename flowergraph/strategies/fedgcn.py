@@ -63,7 +63,9 @@ from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
 from ..tasks.fedgcn import RowSums, check_hops
 from ..wire import fedgcn as msg
-from .phases import Phase, PhaseMessage, PhaseReply
+from .base import resolve_policy
+from .phases import Phase, PhaseMessage, PhaseReply, relay
+from .policy import FederationPolicy
 from .weighted import WeightedAveraging
 
 PHASE = msg.PHASE
@@ -84,10 +86,12 @@ class FedGCNStrategy(WeightedAveraging):
     aggregations in ``context.state`` (``stateful_clients=True``).
     """
 
-    def __init__(self, *, hops: int = 2, he: bool = False, max_parallel: int | None = None,
-                 weighting: str = "uniform", stateful_clients: bool = True, **kwargs) -> None:
-        super().__init__(weighting=weighting, max_parallel=max_parallel or (4 if he else 16),
-                         stateful_clients=stateful_clients, **kwargs)
+    def __init__(self, policy: FederationPolicy | None = None, *, hops: int = 2, he: bool = False,
+                 max_parallel: int | None = None, weighting: str = "uniform", **kwargs) -> None:
+        policy = resolve_policy(policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()},
+                                type(self).__name__)
+        policy = policy.replace(max_parallel=max_parallel or (4 if he else 16), stateful_clients=True)
+        super().__init__(policy, weighting=weighting, **kwargs)
         self.hops = check_hops(hops)
         if he and hops == 0:
             raise ValueError("he=True needs hops 1 or 2: hops=0 has no communication phase")
@@ -123,8 +127,9 @@ class FedGCNStrategy(WeightedAveraging):
         return stats
 
     def _phase_plain(self, phase: Phase, clients: list[ClientProxy]) -> dict:
-        """Each upload is added into the running per-row sums as it arrives and then dropped: the server holds
-        one upload and the float64 sums, never all uploads (~1 GB at 1M nodes)."""
+        """A :func:`~flowergraph.strategies.phases.relay`: each upload is added into the running per-row sums as
+        it arrives and then dropped (the server holds one upload and the float64 sums, never all uploads: ~1 GB
+        at 1M nodes); each client then gets the sums of exactly the rows it requested."""
         requests: dict[str, np.ndarray] = {}
         acc: list[RowSums] = []
 
@@ -138,20 +143,19 @@ class FedGCNStrategy(WeightedAveraging):
             reply.arrays.clear()
             requests[reply.proxy.cid] = up.request
 
-        phase.send(UPLOAD, clients, _message(msg.UploadRequest(self.hops).encode()), on_reply=got_upload)
-        sums = acc[0]
-
-        def download(proxy: ClientProxy) -> PhaseMessage:
+        def download(proxy: ClientProxy, _: PhaseReply) -> PhaseMessage:
             request = requests[proxy.cid]
             try:
-                rows = sums.sums(request)
+                rows = acc[0].sums(request)
             except ValueError as exc:
                 raise RuntimeError(f"FedGCN: client {self.client_label(proxy)} requested rows nobody contributed "
                                    f"to ({exc})") from None
             arrays, encoding = encode_rows(rows)
-            return _message(msg.PlainDownload(request, arrays, encoding, sums.width).encode())
+            return _message(msg.PlainDownload(request, arrays, encoding, acc[0].width).encode())
 
-        phase.send(DOWNLOAD, clients, download)
+        relay(phase, clients, collect=UPLOAD, request=_message(msg.UploadRequest(self.hops).encode()),
+              on_collect=got_upload, deliver=DOWNLOAD, route=download)
+        sums = acc[0]
         return {"row_contributions": sums.contributions, "rows": sums.count,
                 "rows_downloaded": int(sum(len(r) for r in requests.values()))}
 

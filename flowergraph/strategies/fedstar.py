@@ -49,6 +49,8 @@ ever reaches it), the clients' training-graph counts, losses and accuracies.
 
 from __future__ import annotations
 
+from .base import resolve_policy
+from .policy import FederationPolicy
 from .weighted import WeightedAveraging
 
 LOCAL_VARIANTS = ("local", "local-decoupled")
@@ -63,11 +65,13 @@ class FedStarStrategy(WeightedAveraging):
     :class:`~flowergraph.strategies.FederatedStrategy`'s.
     """
 
-    def __init__(self, *, variant: str = "fedstar", weighting: str = "train-size", stateful_clients: bool = True,
-                 initial_parameters=None, **kwargs) -> None:
+    def __init__(self, policy: FederationPolicy | None = None, *, variant: str = "fedstar",
+                 weighting: str = "train-size", initial_parameters=None, **kwargs) -> None:
         if variant in LOCAL_VARIANTS and initial_parameters is None:
             initial_parameters = []  # nothing is shared: no model to ask a client for
-        super().__init__(weighting=weighting, stateful_clients=stateful_clients,
+        policy = resolve_policy(policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()},
+                                type(self).__name__)
+        super().__init__(policy.replace(stateful_clients=True), weighting=weighting,
                          initial_parameters=initial_parameters, **kwargs)
         self.variant = variant
 

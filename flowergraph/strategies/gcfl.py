@@ -29,10 +29,14 @@ accuracy with its cluster's model, like every other method here; the authors' sc
 best accuracy over the models it cached before each split and at the end (``frame.max(axis=1)``), which can
 only be higher.
 
+Clusters are groups of the strategy's :class:`~flowergraph.strategies.bank.ModelBank` (``group:c0``, ...): the
+bank sends each client its cluster's model and checkpoints the clusters and their models; this class adds only
+the splitting rule.
+
 Records: every round's record holds ``gcfl``: the clusters after the round (lists of partition ids), per
 cluster before the round's split its ``mean_norm``, ``max_norm`` and clients, and any split (``split``: the
-cluster, the two halves, the norms; also logged). State (checkpoints): the clusters, their models and the split
-history, so a resumed run continues with the same clusters.
+cluster, the two halves, the norms; also logged). State (checkpoints): the bank (clusters and their models) and
+the split history, so a resumed run continues with the same clusters.
 """
 
 from __future__ import annotations
@@ -41,12 +45,12 @@ from logging import INFO, WARNING
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays, Parameters, ndarrays_to_parameters
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from .. import wire
 from .aggregation import RoundNotAggregated, Update
+from .bank import GLOBAL, NamedArrays, group_slot
+from .policy import FederationPolicy
 from .weighted import WeightedAveraging
 
 # GCFL's thresholds for its multi-dataset groups (the authors' runnerfile); FedStar's settings use the same
@@ -86,29 +90,33 @@ class GCFLStrategy(WeightedAveraging):
 
     ``eps1``: split a cluster only when the norm of its mean update is below this; ``eps2``: ... and its
     largest client update norm above this; ``warmup``: no split in rounds 1..warmup; ``min_split_size``: fewest
-    clients a cluster needs to split. Every other argument is
+    clients a cluster needs to split. ``policy`` and every other argument are
     :class:`~flowergraph.strategies.WeightedAveraging`'s.
     """
 
-    def __init__(self, *, eps1: float = 0.07, eps2: float = 0.28, warmup: int = 20, min_split_size: int = 3,
-                 **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, policy: FederationPolicy | None = None, *, eps1: float = 0.07, eps2: float = 0.28,
+                 warmup: int = 20, min_split_size: int = 3, **kwargs) -> None:
+        super().__init__(policy, **kwargs)
         if not (eps1 > 0 and eps2 > 0):
             raise ValueError(f"eps1 and eps2 must be > 0, got eps1={eps1}, eps2={eps2}")
         if warmup < 0 or min_split_size < 2:
             raise ValueError(f"warmup must be >= 0 and min_split_size >= 2, got {warmup}, {min_split_size}")
         self.eps1, self.eps2 = float(eps1), float(eps2)
         self.warmup, self.min_split_size = int(warmup), int(min_split_size)
-        self.clusters: list[list[int]] = [list(range(self.num_clients))]  # partition ids
-        self.cluster_models: list[NDArrays] | None = None  # None: every cluster holds the global arrays
         self.splits: list[dict[str, Any]] = []
-        self._sent_params: dict[int, Parameters] = {}  # cluster index -> its serialised model, this round
+        self._names = 0  # cluster names handed out so far (c0, c1, ...)
 
     def __repr__(self) -> str:
         return (f"GCFLStrategy(num_clients={self.num_clients}, eps1={self.eps1}, eps2={self.eps2}, "
                 f"clusters={self.clusters})")
 
     # ------------------------------------------------------------------------------------------- clusters
+    @property
+    def clusters(self) -> list[list[int]]:
+        """The clusters, as lists of partition ids (one cluster of everyone until the first round ends)."""
+        groups = self.bank.groups
+        return list(groups.values()) if groups else [list(range(self.num_clients))]
+
     def cluster_of(self, partition: int) -> int:
         """Index of the cluster holding ``partition`` (KeyError for a partition outside the federation)."""
         for k, members in enumerate(self.clusters):
@@ -116,48 +124,44 @@ class GCFLStrategy(WeightedAveraging):
                 return k
         raise KeyError(f"partition {partition} is in no cluster; clusters: {self.clusters}")
 
-    def model_of(self, partition: int) -> NDArrays:
+    def model_of(self, partition: int) -> NamedArrays:
         """The arrays the client holding ``partition`` trains from (its cluster's model)."""
-        if self.cluster_models is None:
-            return self.global_arrays
-        return self.cluster_models[self.cluster_of(partition)]
+        return self.bank.model_for(partition)
 
-    def client_parameters(self, proxy: ClientProxy, parameters: Parameters) -> Parameters:
-        pid = self.directory.partition_of.get(proxy.cid)
-        if self.cluster_models is None or pid is None or len(self.clusters) == 1:
-            return parameters
-        try:
-            k = self.cluster_of(pid)
-        except KeyError:  # a node outside the federation's partitions: the federation-wide model
-            return parameters
-        if k not in self._sent_params:
-            self._sent_params[k] = ndarrays_to_parameters(self.cluster_models[k])
-        return self._sent_params[k]
+    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+        if len(self.clusters) == 1:  # before any split every client trains the federation-wide model
+            return GLOBAL, None
+        return super().client_model(proxy)
+
+    def _new_name(self) -> str:
+        name = f"c{self._names}"
+        self._names += 1
+        return name
 
     # ---------------------------------------------------------------------------------------- aggregation
-    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]) -> NDArrays:
-        if self.cluster_models is None:
-            self.cluster_models = [list(self.global_arrays) for _ in self.clusters]
+    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]):
+        groups = self.bank.groups or {self._new_name(): list(range(self.num_clients))}
+        bases = {name: dict(self.bank.get(group_slot(name)) or self.bank.global_model or {}) for name in groups}
+        keys = list(self.bank.global_model or {})
         by_partition = {}
         for update, weight in zip(updates, weights):
-            pid = update.metrics.get(wire.PARTITION_ID)
-            if pid is None or not any(int(pid) in members for members in self.clusters):
-                log(WARNING, "round %s: client %s reports no partition id of this federation (%r); its update counts "
-                    "for the federation-wide model only", server_round, update.client, pid)
+            pid = update.partition
+            name = next((g for g, members in groups.items() if pid in members), None) if pid is not None else None
+            if name is None:
+                log(WARNING, "round %s: client %s reports no partition id of this federation; its update counts "
+                    "for the federation-wide model only", server_round, update.client)
                 continue
-            pid = int(pid)
-            base = self.cluster_models[self.cluster_of(pid)]
-            flat = np.concatenate([(np.asarray(a, np.float64) - np.asarray(b, np.float64)).ravel()
-                                   for a, b in zip(update.arrays, base)]) if base else np.zeros(0)
+            base = bases[name]
+            flat = np.concatenate([(np.asarray(a, np.float64) - np.asarray(base[k], np.float64)).ravel()
+                                   for k, a in update.named(keys).items()]) if base else np.zeros(0)
             by_partition[pid] = (update, weight, flat)
-        info: dict[str, Any] = {"clusters_before": [list(c) for c in self.clusters], "norms": []}
-        new_clusters: list[list[int]] = []
-        new_bases: list[NDArrays] = []
-        for members, base in zip(self.clusters, self.cluster_models):
+        info: dict[str, Any] = {"norms": []}
+        new_groups: dict[str, list[int]] = {}
+        new_bases: dict[str, NamedArrays] = {}
+        for name, members in groups.items():
             reported = [p for p in members if p in by_partition]
             if not reported:
-                new_clusters.append(members)
-                new_bases.append(base)
+                new_groups[name], new_bases[name] = members, bases[name]
                 continue
             dws = np.stack([by_partition[p][2] for p in reported])
             mean_norm = float(np.linalg.norm(dws.mean(axis=0)))
@@ -172,63 +176,60 @@ class GCFLStrategy(WeightedAveraging):
                 log(WARNING, "round %s: GCFL would split cluster %s but clients %s sent no update; postponed",
                     server_round, members, sorted(set(members) - set(reported)))
                 wants = False
-            if wants:
-                left, right = min_cut(update_similarity(dws))
-                halves = [[reported[i] for i in left], [reported[i] for i in right]]
-                split = {"round": server_round, "cluster": members, "into": halves, "mean_norm": mean_norm,
-                         "max_norm": max_norm}
-                self.splits.append(split)
-                info.setdefault("split", []).append(split)
-                log(INFO, "round %s: GCFL splits cluster %s into %s and %s (mean update norm %.4f < eps1 %g, "
-                    "largest %.4f > eps2 %g)", server_round, members, halves[0], halves[1], mean_norm, self.eps1,
-                    max_norm, self.eps2)
-                new_clusters += halves
-                new_bases += [base, base]
-            else:
-                new_clusters.append(members)
-                new_bases.append(base)
-        models = []
-        for members, base in zip(new_clusters, new_bases):
-            group = [by_partition[p] for p in members if p in by_partition]
-            if not group:
-                models.append(base)
+            if not wants:
+                new_groups[name], new_bases[name] = members, bases[name]
                 continue
-            try:
-                models.append(self.aggregator.aggregate([u for u, _, _ in group], [w for _, w, _ in group],
-                                                        like=base))
-            except RoundNotAggregated as exc:
-                log(WARNING, "round %s: cluster %s keeps its model: %s", server_round, members, exc)
-                info.setdefault("not_aggregated", []).append({"cluster": members, "reason": str(exc)})
-                models.append(base)
-        self.clusters, self.cluster_models = new_clusters, models
-        self._sent_params = {}
-        info["clusters"] = [list(c) for c in self.clusters]
-        del info["clusters_before"]
+            left, right = min_cut(update_similarity(dws))
+            halves = [[reported[i] for i in left], [reported[i] for i in right]]
+            split = {"round": server_round, "cluster": members, "into": halves, "mean_norm": mean_norm,
+                     "max_norm": max_norm}
+            self.splits.append(split)
+            info.setdefault("split", []).append(split)
+            log(INFO, "round %s: GCFL splits cluster %s into %s and %s (mean update norm %.4f < eps1 %g, "
+                "largest %.4f > eps2 %g)", server_round, members, halves[0], halves[1], mean_norm, self.eps1,
+                max_norm, self.eps2)
+            for half in halves:
+                half_name = self._new_name()
+                new_groups[half_name], new_bases[half_name] = half, bases[name]
+        for name, members in new_groups.items():
+            group = [by_partition[p] for p in members if p in by_partition]
+            model = new_bases[name]
+            if group:
+                try:
+                    model = self.aggregator.aggregate_named([u for u, _, _ in group], [w for _, w, _ in group],
+                                                            like=new_bases[name])
+                except RoundNotAggregated as exc:
+                    log(WARNING, "round %s: cluster %s keeps its model: %s", server_round, members, exc)
+                    info.setdefault("not_aggregated", []).append({"cluster": members, "reason": str(exc)})
+            self.bank.set(group_slot(name), model)
+        for name in groups:
+            if name not in new_groups:
+                self.bank.drop(group_slot(name))
+        self.bank.set_groups(new_groups)
+        info["clusters"] = self.clusters
         self.book.start(server_round)["gcfl"] = info
         try:  # the federation-wide "FL model" (what a checkpoint and evaluate_fn see)
             return super().aggregate_updates(server_round, updates, weights)
         except RoundNotAggregated as exc:
             log(WARNING, "round %s: the federation-wide model is kept (%s); the clusters' models are updated",
                 server_round, exc)
-            return self.global_arrays
-
-    def configure_fit(self, server_round, parameters, client_manager):
-        self._sent_params = {}
-        return super().configure_fit(server_round, parameters, client_manager)
+            return None
 
     # --------------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "gcfl": {
-            "clusters": [list(c) for c in self.clusters], "splits": self.splits,
-            "models": None if self.cluster_models is None else [list(m) for m in self.cluster_models]}}
+        return {**super().state_dict(), "gcfl": {"splits": self.splits, "names": self._names}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        gcfl = state.get("gcfl") or {}
+        if "models" in gcfl and "bank" not in state:  # a checkpoint of the first spine (clusters kept here)
+            state = dict(state)
+            clusters = [[int(p) for p in c] for c in gcfl["clusters"]]
+            models = gcfl.get("models")
+            state["bank"] = {"global_keys": None, "groups": {f"c{k}": c for k, c in enumerate(clusters)},
+                             "models": {} if models is None else {
+                                 group_slot(f"c{k}"): {"keys": [str(i) for i in range(len(m))], "arrays": list(m)}
+                                 for k, m in enumerate(models)}}
+            gcfl = {"splits": gcfl.get("splits") or [], "names": len(clusters)}
         super().load_state_dict(state)
-        gcfl = state.get("gcfl")
-        if gcfl is None:
-            return
-        self.clusters = [[int(p) for p in c] for c in gcfl["clusters"]]
         self.splits = list(gcfl.get("splits") or [])
-        models = gcfl.get("models")
-        self.cluster_models = None if models is None else [[np.asarray(a) for a in m] for m in models]
-        self._sent_params = {}
+        self._names = int(gcfl.get("names", 0))

@@ -140,6 +140,22 @@ class Phase:
         return self.record
 
 
+def relay(phase: Phase, clients: list[ClientProxy], *, collect: str,
+          request: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None, deliver: str,
+          route: Callable[[ClientProxy, PhaseReply], PhaseMessage],
+          on_collect: Callable[[PhaseReply], None] | None = None, require_all: bool = True) -> list[PhaseReply]:
+    """Collect, route, deliver: Flower has no channel between clients, so an exchange among them goes through the
+    server. Send ``collect`` (``request``) to ``clients``: each answers with what it owns and what it needs;
+    ``on_collect`` sees each answer as it arrives (to add it into running sums and drop it, keeping the server's
+    memory to one answer); once every answer is in, ``route(proxy, its answer)`` builds what each client that
+    answered receives, sent as ``deliver``. Returns the ``deliver`` replies. FedGCN's exchange of neighbour
+    aggregations runs on it (once); so can an embedding exchange (every round)."""
+    collected = phase.send(collect, clients, request, on_reply=on_collect, require_all=require_all)
+    answered = {reply.proxy.cid: reply for reply in collected}
+    targets = [proxy for proxy in clients if proxy.cid in answered]
+    return phase.send(deliver, targets, lambda proxy: route(proxy, answered[proxy.cid]), require_all=require_all)
+
+
 class PhaseRunner:
     """Opens phases for a strategy: ``directory`` names clients, ``max_parallel`` caps messages in flight."""
 

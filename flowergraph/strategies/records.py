@@ -6,19 +6,23 @@ A round's record is opened by the first hook of the round (``configure_fit``), c
 held back while its evaluation travels inside the next round's ``fit``: fused evaluation). ``time_s`` is the
 round's wall time, ``elapsed_s`` the time since the first round started (carried across a resume). Records go
 to a :class:`flowergraph.storage.results.RunRecorder` (``rounds.jsonl``); without one they are only kept in memory.
+Every closed record is also handed to the book's ``listeners`` (the strategy's
+:meth:`~flowergraph.strategies.FederatedStrategy.round_closed` hook: e.g. an agent's reward from the round's time
+and accuracy), in the order records are written.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 
 class RoundBook:
     """The current round's record, the record held back for fused evaluation, and the run's clock."""
 
-    def __init__(self, recorder=None) -> None:
+    def __init__(self, recorder=None, listeners: list[Callable[[dict[str, Any]], None]] | None = None) -> None:
         self.recorder = recorder
+        self.listeners = list(listeners or [])
         self.pending: dict[str, Any] = {}
         self.held: dict[str, Any] | None = None
         self._t0: float | None = None
@@ -59,8 +63,12 @@ class RoundBook:
         return record
 
     def write(self, record: dict[str, Any] | None) -> None:
-        if record is not None and self.recorder is not None:
+        if record is None:
+            return
+        if self.recorder is not None:
             self.recorder.write_round(record)
+        for listener in self.listeners:
+            listener(record)
 
     def flush(self) -> None:
         """Close and write the current round's record."""

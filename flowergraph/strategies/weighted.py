@@ -58,7 +58,8 @@ silently.
 
 State (checkpoints): :meth:`~flowergraph.strategies.FederatedStrategy.state_dict` returns what the strategy
 needs, besides the global arrays and the round number, to continue a run exactly (the round record held back for
-fused evaluation, the elapsed time, the run's tag and last client checkpoint); ``load_state_dict`` restores it. A stateful subclass (an RL agent, a population) extends
+fused evaluation, the elapsed time, the run's tag and last client checkpoint); ``load_state_dict`` restores it. A
+stateful subclass (an RL agent, a population) extends
 both: values may be JSON types or numpy arrays, nested in dicts and lists (see :mod:`flowergraph.storage.checkpoint`).
 
 Records: one per round (see :mod:`flowergraph.storage.results`). ``time_s`` is the round's wall time (fit, server
@@ -68,10 +69,14 @@ next round's fit, so its record is written when that fit returns.
 
 from __future__ import annotations
 
-from .aggregation import WEIGHTINGS, WeightedMean
+from typing import Any
+
+from ..settings.choices import WEIGHTINGS
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST
+from .aggregation import Aggregator, WeightedMean
 from .base import EvaluateFn, FederatedStrategy
 from .directory import failure_reason
-from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST
+from .policy import FederationPolicy
 
 __all__ = ["CONFIG_ERROR_MARKER", "IDENTITY_REQUEST", "WEIGHTINGS", "EvaluateFn", "WeightedAveraging",
            "failure_reason"]
@@ -81,16 +86,16 @@ class WeightedAveraging(FederatedStrategy):
     """Sample-weighted federated averaging with per-round records.
 
     ``weighting``: ``"train-size"`` (default), ``"batch-size"`` or ``"uniform"``; ``aggregator``: a robust rule
-    instead of the weighted mean (:func:`flowergraph.strategies.aggregation.make_aggregator`); every other argument is
-    :class:`~flowergraph.strategies.FederatedStrategy`'s (``num_clients``, ``num_rounds``, ``fraction_fit``,
-    ``min_clients``, ``fused_eval``, ``recorder``, ...).
+    instead of the weighted mean (:func:`flowergraph.strategies.aggregation.make_aggregator`); ``policy`` and every
+    other argument are :class:`~flowergraph.strategies.FederatedStrategy`'s (``recorder``, ``evaluate_fn``, ...).
     """
 
-    def __init__(self, *, weighting: str = "train-size", aggregator=None, **kwargs) -> None:
+    def __init__(self, policy: FederationPolicy | None = None, *, weighting: str = "train-size",
+                 aggregator: Aggregator | None = None, **kwargs: Any) -> None:
         if weighting not in WEIGHTINGS:
             raise ValueError(f"unknown weighting {weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
         self._weighting = weighting
-        super().__init__(aggregator=aggregator or WeightedMean(weighting), **kwargs)
+        super().__init__(policy, aggregator=aggregator or WeightedMean(weighting), **kwargs)
 
     @property
     def weighting(self) -> str:

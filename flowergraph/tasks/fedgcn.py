@@ -221,7 +221,7 @@ def check_fedgcn_model(model: nn.Module) -> None:
 
 
 def fedgcn_forward(model: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
-    """The 2-layer GCN on pre-aggregated features: same parameters as ``NodeClassifier("gcn", layers=2)``.
+    """The 2-layer GCN on pre-aggregated features: same parameters as ``build_node_model("gcn", layers=2)``.
 
     Layer 1 is ``(Â X)_u W1 + b1`` (the aggregation is already done), layer 2 propagates with Â_iu.
     Returns log-probabilities for the client's own nodes.
@@ -230,7 +230,8 @@ def fedgcn_forward(model: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
     h = conv1.lin(ext.features)
     if conv1.bias is not None:
         h = h + conv1.bias
-    h = F.dropout(F.relu(h), model.dropout, model.training)
+    p = model.dropout.p if isinstance(model.dropout, nn.Module) else float(model.dropout)
+    h = F.dropout(F.relu(h), p, model.training)
     hw = conv2.lin(h)
     out = torch.zeros((ext.num_own, hw.size(1)), dtype=hw.dtype)
     out = out.index_add(0, ext.prop_index[0], hw[ext.prop_index[1]] * ext.prop_weight[:, None])

@@ -55,20 +55,35 @@ class BytesLRU:
         self.used = 0
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        missing = object()
+        value = self.get(key, missing)
+        if value is missing:
+            value = build()
+            self.put(key, value)
+        return value
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The value under ``key`` (marked as recently used), or ``default``."""
+        with self._lock:
+            if key not in self._items:
+                return default
+            self._items.move_to_end(key)
+            return self._items[key][0]
+
+    def put(self, key: Hashable, value: Any, size: int | None = None) -> bool:
+        """Keep ``value`` under ``key`` (replacing what was there); False when it is larger than the budget."""
+        size = nbytes(value) if size is None else int(size)
         with self._lock:
             if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key][0]
-        value = build()
-        size = nbytes(value)
-        with self._lock:
-            if key not in self._items and size <= self.budget:
-                self._items[key] = (value, size)
-                self.used += size
-                while self.used > self.budget:
-                    _, (_, dropped) = self._items.popitem(last=False)
-                    self.used -= dropped
-        return value
+                self.used -= self._items.pop(key)[1]
+            if size > self.budget:
+                return False
+            self._items[key] = (value, size)
+            self.used += size
+            while self.used > self.budget:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self.used -= dropped
+        return True
 
     def clear(self) -> None:
         with self._lock:

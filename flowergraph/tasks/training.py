@@ -49,19 +49,26 @@ def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
 
 
-def train_steps(model: nn.Module, forward, y: torch.Tensor, train_mask: torch.Tensor, cfg: TrainConfig) -> float:
+def train_steps(model: nn.Module, forward, y: torch.Tensor, train_mask: torch.Tensor, cfg: TrainConfig, *,
+                prox_mu: float = 0.0, prox_anchor: dict[str, torch.Tensor] | None = None) -> float:
     """Run ``cfg.local_steps`` full-batch steps; ``forward()`` returns log-probabilities for all nodes.
 
+    ``prox_mu`` > 0 adds FedProx's proximal term ``mu/2 sum ||w - w_0||^2`` over the named parameters of
+    ``prox_anchor`` (their values when the round started) to every step's loss; the reported loss includes it.
     Returns the mean training loss over the steps, or NaN (and no update) when there is no training node.
     """
     if int(train_mask.sum()) == 0:
         return math.nan
     model.train()
     optimizer = make_optimizer(model.parameters(), cfg)
+    params = dict(model.named_parameters())
+    anchor = {k: v.detach().clone() for k, v in (prox_anchor or {}).items()} if prox_mu > 0 else {}
     total = 0.0
     for _ in range(cfg.local_steps):
         optimizer.zero_grad()
         loss = F.nll_loss(forward()[train_mask], y[train_mask])
+        if anchor:
+            loss = loss + prox_mu / 2 * sum(((params[k] - w0) ** 2).sum() for k, w0 in anchor.items())
         loss.backward()
         optimizer.step()
         total += float(loss.detach())

@@ -41,14 +41,14 @@ def _client(args: ClientArgs):
     from flowergraph.tasks.training import evaluate_masks, train_steps
 
     s = args.settings
-    graph = args.node_graph()
+    graph = args.data()
     lr = s["toy-personal.lr"]
 
     class PersonalClient(FlowergraphClient):
         partition_id = args.partition_id
 
         def __init__(self):
-            self.model = build_node_model("gcn", graph.num_features, graph.num_classes, hidden=s.hidden,
+            self.model = build_node_model("gcn", graph.num_features, graph.num_classes, hidden=s["node.hidden"],
                                           seed=s.seed)
             self.shared = [k for k in self.model.state_dict() if k.startswith(SHARED_PREFIX)]
             self.private = [k for k in self.model.state_dict() if not k.startswith(SHARED_PREFIX)]
@@ -85,7 +85,7 @@ def _client(args: ClientArgs):
             torch.manual_seed(round_seed(s.seed, int(config["server_round"]), args.partition_id))
             self.model.train()
             total = 0.0
-            for _ in range(s.local_steps):
+            for _ in range(s["node.local-steps"]):
                 optimizer.zero_grad()
                 out = self.model(self.data.x, self.data.edge_index)
                 loss = torch.nn.functional.nll_loss(out[self.data.train_mask], self.data.y[self.data.train_mask])
@@ -97,7 +97,7 @@ def _client(args: ClientArgs):
             counts = args.state.get_values("toy-count") or {"trained": 0}
             args.state.set_values("toy-count", {"trained": int(counts["trained"]) + 1})
             return self._shared_arrays(), graph.num_train, {"partition_id": args.partition_id,
-                                                            "train_loss": total / s.local_steps, **metrics}
+                                                            "train_loss": total / s["node.local-steps"], **metrics}
 
         def _evaluate(self):
             r = evaluate_masks(self.model, lambda: self.model(self.data.x, self.data.edge_index), self.data.y,

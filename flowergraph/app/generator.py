@@ -1,0 +1,78 @@
+"""Flower app folders for flowergraph: ``python -m flowergraph.app write DIR``.
+
+A plain ``flwr run DIR`` accepts only the run-config keys listed in the app's ``pyproject.toml``
+(``[tool.flwr.app.config]``). The repository's own ``pyproject.toml`` lists the built-in methods' keys; a method
+installed from another package (an entry point in ``flowergraph.methods``) has keys of its own. This writes an app
+folder whose ``pyproject.toml`` names flowergraph's ServerApp and ClientApp and lists every key of every task and
+method installed in this environment (plugins included), so ``flwr run DIR --run-config "mymethod.key=..."`` works::
+
+    python -m flowergraph.app write my-app                 # pyproject.toml only: the apps come from site-packages
+    FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run my-app local --run-config "method='mymethod'"
+
+``--with-package`` also copies flowergraph's Python files into the folder (what the launchers do: the run then
+uses exactly this checkout's code, also on SuperNodes that install the app).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+SERVER_APP = "flowergraph.app.server_app:app"
+CLIENT_APP = "flowergraph.app.client_app:app"
+
+
+def app_pyproject(name: str = "flowergraph-app", include: str = "flowergraph_app.py") -> str:
+    """The ``pyproject.toml`` of a Flower app running flowergraph, with every registered key (``include``: the
+    files Flower packs into the app, a glob)."""
+    from ..settings.reference import toml_table
+
+    return ('[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+            f'[project]\nname = "{name}"\nversion = "0.1.0"\ndescription = "flowergraph run"\n'
+            'license = "Apache-2.0"\ndependencies = []\n\n'
+            f'[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["{include}"]\n\n'
+            f'[tool.flwr.app.components]\nserverapp = "{SERVER_APP}"\nclientapp = "{CLIENT_APP}"\n\n'
+            f"[tool.flwr.app.config]\n{toml_table()}\n")
+
+
+def write_app(app_dir: str | Path, *, with_package: bool = False, name: str = "flowergraph-app") -> Path:
+    """Write a Flower app folder (see the module docstring); returns it. ``with_package`` copies flowergraph's
+    Python files into it."""
+    app_dir = Path(app_dir)
+    app_dir.mkdir(parents=True, exist_ok=True)
+    if with_package:
+        target = app_dir / "flowergraph"
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:  # Flower packs the folder's Python files: give it one, so an app of only pyproject.toml still builds
+        (app_dir / "flowergraph_app.py").write_text(
+            '"""Written by `python -m flowergraph.app write`: the apps are flowergraph\'s (see pyproject.toml)."""\n')
+    (app_dir / "pyproject.toml").write_text(
+        app_pyproject(name, "flowergraph/**/*.py" if with_package else "flowergraph_app.py"))
+    return app_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flowergraph.app",
+                                     description="Write a Flower app folder that runs flowergraph with every "
+                                                 "installed method's run-config keys (for a plain `flwr run`).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    write = sub.add_parser("write", help="write DIR/pyproject.toml (and DIR/flowergraph with --with-package)")
+    write.add_argument("dir", help="the app folder to write (created if missing)")
+    write.add_argument("--with-package", action="store_true", help="also copy flowergraph's Python files into it")
+    write.add_argument("--name", default="flowergraph-app", help="the app's project name (default: %(default)s)")
+    args = parser.parse_args(argv)
+    path = write_app(args.dir, with_package=args.with_package, name=args.name)
+    from ..methods import methods
+
+    print(f"wrote {path / 'pyproject.toml'} (methods: {', '.join(methods())})")
+    print(f"run it: FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run {path} <federation> --run-config ...")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The baseline methods, registered once for every task that has a generic client (``Task.baseline_client``):
+
+* ``fedavg``: sample-weighted federated averaging of the whole shared model (McMahan et al., 2017);
+* ``fedprox``: FedAvg with the proximal term ``mu/2 ||w - w_global||^2`` in local training (Li et al., 2020);
+* ``fedper``: FedAvg of all but the output layer, which stays on each client (Arivazhagan et al., 2019);
+* ``gcfl``: clusters of clients by the similarity of their updates, one model per cluster (Xie et al., 2021).
+
+On node classification the model is the node task's GCN/GraphSAGE/GAT (``node.*``); on graph classification it
+is FedStar's GIN baseline (``graph.*``), so ``method=fedprox`` on CHEM is FedStar's FedProx row. The old spelling
+``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl`` still works, with a DeprecationWarning.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..settings.options import Option, at_least
+from .registry import ClientArgs, Method, Sharing, StrategyArgs, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flwr.client import NumPyClient
+    from flwr.server.strategy import Strategy
+
+    from ..settings import RunSettings
+
+BASELINES = ("fedavg", "fedprox", "fedper", "gcfl")
+TASKS = ("node", "graph")
+
+
+def _client_for(baseline: str) -> Callable[[ClientArgs], "NumPyClient"]:
+    def build(args: ClientArgs) -> "NumPyClient":
+        task = args.task
+        if task.baseline_client is None:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"method {baseline!r} needs the task's generic client, which task {task.name!r} "
+                              f"does not provide")
+        mu = args.settings["fedprox.mu"] if baseline == "fedprox" else 0.0
+        return task.baseline_client(args, Sharing(baseline, mu))
+
+    return build
+
+
+def _stateful(s: "RunSettings") -> bool:
+    return bool(s.task_info.baseline_stateful)
+
+
+def _averaging(args: StrategyArgs) -> "Strategy":
+    from ..strategies.weighted import WeightedAveraging
+
+    return WeightedAveraging(weighting=args.settings.weighting, **args.common())
+
+
+def _gcfl(args: StrategyArgs) -> "Strategy":
+    from ..strategies.gcfl import GCFLStrategy
+
+    s = args.settings
+    g = s.of("gcfl")
+    return GCFLStrategy(eps1=g.eps1, eps2=g.eps2, warmup=g.warmup, weighting=s.weighting, **args.common())
+
+
+def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
+    from ..errors import ConfigError
+
+    raise ConfigError("server-eval=true: fedper's server holds no output layer (it stays on each client), so there is "
+                      "no global model to evaluate; set server-eval=false")
+
+
+FEDAVG = register(Method(
+    name="fedavg", summary="sample-weighted federated averaging of the whole model (node classification: the "
+    "node task's GCN/GraphSAGE/GAT, FedGCN's 0-hop, cross-client edges dropped; graph classification: a GIN)",
+    tasks=TASKS, build_strategy=_averaging, build_client=_client_for("fedavg"), stateful_clients=_stateful))
+FEDPROX = register(Method(
+    name="fedprox", summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in local training", tasks=TASKS,
+    build_strategy=_averaging, build_client=_client_for("fedprox"), stateful_clients=_stateful,
+    options=(Option("fedprox.mu", 0.01, "Proximal weight mu.", check=at_least(0.0), group="fedprox"),)))
+FEDPER = register(Method(
+    name="fedper", summary="FedAvg of all but the output layer, which stays on each client", tasks=TASKS,
+    build_strategy=_averaging, build_client=_client_for("fedper"), stateful_clients=True,
+    server_evaluate=_no_server_model))
+GCFL = register(Method(
+    name="gcfl", summary="GCFL (Xie et al., NeurIPS 2021): clients clustered by the similarity of their updates, "
+    "one model per cluster", tasks=TASKS, build_strategy=_gcfl, build_client=_client_for("gcfl"),
+    stateful_clients=_stateful,
+    summable_updates=False, model_scope="per-group",
+    options=(
+        Option("gcfl.eps1", 0.07, "A cluster may split when the norm of its clients' mean update is below this (the "
+               "authors' values: CHEM 0.07, BIO-CHEM 0.07, BIO-CHEM-SN 0.08; the presets set them).",
+               check=at_least(0.0, False), group="gcfl"),
+        Option("gcfl.eps2", 0.28, "... and its largest client update norm is above this (the authors' values: CHEM "
+               "0.28, BIO-CHEM 0.35, BIO-CHEM-SN 0.4).", check=at_least(0.0, False), group="gcfl"),
+        Option("gcfl.warmup", 20, "No cluster splits in rounds 1..warmup (the authors' 20).", check=at_least(0),
+               group="gcfl"),
+    )))
