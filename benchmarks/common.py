@@ -122,25 +122,41 @@ class TreeMemorySampler:
 
 
 # --------------------------------------------------------------------------------------------------- cell store
-def code_state() -> dict:
+def _source_digest(path: Path) -> bytes:
+    """A file's code without its docstrings, comments and layout (``ast.dump`` of the module with docstrings
+    removed): editing documentation does not change it, editing code does."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False).encode()
+
+
+def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
     """The code that produces a benchmark cell: the git commit, whether the working tree differed from it, and a
-    hash of every source file that can change a number (the package's Python files). Two cells with the same
-    ``sources`` hash were computed by the same code, whatever their commits."""
+    hash of the code (docstrings and comments excluded) of the files matching ``sources`` (globs under the
+    repository: the modules on the cell's computation path). Two cells with the same ``sources`` hash were
+    computed by the same code, whatever their commits."""
     import hashlib
     import subprocess
 
     digest = hashlib.sha256()
-    for path in sorted((REPO / "flowergraph").rglob("*.py")):
+    files = sorted({p for pattern in sources for p in REPO.glob(pattern) if p.is_file()})
+    for path in files:
         digest.update(str(path.relative_to(REPO)).encode())
-        digest.update(path.read_bytes())
+        digest.update(_source_digest(path))
     try:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
                                 text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "flowergraph"], cwd=REPO,
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", *sources], cwd=REPO,
                                     capture_output=True, text=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", True
-    return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16]}
+    return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16], "files": len(files)}
 
 
 class CellStore:
@@ -149,9 +165,9 @@ class CellStore:
     never mixes numbers from different code silently: :meth:`current` tells whether a cell was computed by the
     code as it is now, and tables flag the others."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> None:
         self.dir = REPO / "benchmarks" / "cells" / name
-        self.code = code_state()
+        self.code = code_state(sources)
 
     def path(self, cell: str) -> Path:
         return self.dir / f"{cell}.json"

@@ -1,26 +1,31 @@
 """FedStar and its baselines on the paper's settings (Tan et al., AAAI 2023, Tables 1-3), with the paper's
-numbers side by side.
+numbers and, where known, the authors' code's side by side.
 
-Every cell (setting x variant x seed) is a federated run of 200 rounds, 1 local epoch, batch 128, Adam lr 1e-3,
-weight decay 5e-4, hidden 64, split seed 123 (the paper's protocol), run through flowergraph's real ServerApp
-and ClientApp code in one process (:mod:`flowergraph.app.inprocess`: the strategy, the clients, their persistent
-state and the records are those of a Flower run; Flower's transport is left out, which changes no number: tests
-check the two agree to 1e-6). The reported accuracy is the paper's: each client's test accuracy after the last
-round, averaged over clients; mean +- std over seeds.
+Every cell (setting x variant x training seed x structure x split seed) is a federated run of 200 rounds, 1 local
+epoch, batch 128, Adam lr 1e-3, weight decay 5e-4, hidden 64, on the authors' split (scikit-learn's stratified
+train_test_split with split seed 123, ``graph.split=paper``), run through flowergraph's real ServerApp and
+ClientApp code in one process (:mod:`flowergraph.app.inprocess`: the strategy, the clients, their persistent state
+and the records are those of a Flower run; Flower's transport is left out, which changes no number: tests check
+the two agree to 1e-6). The reported accuracy is the paper's: each client's test accuracy after the last round,
+averaged over clients; mean +- std over training seeds (the authors' seeds 1-5).
 
-Resumable across sessions and fresh clones: a finished cell's row and accuracy curve are kept in the repository
-(``benchmarks/cells/fedstar/<cell>.json``, a few KB, committed with the table) and skipped; its full run
-directory stays under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint
-there (every 50 rounds). ``--jobs 2`` runs two cells at once (one thread each).
+Resumable across sessions and fresh clones: a finished cell is kept in the repository
+(``benchmarks/cells/fedstar-paper-split/<cell>.json``, a few KB: its settings, its row, its accuracy curve and
+the code state that produced it, see ``benchmarks/common.py: CellStore``) and skipped; its full run directory stays
+under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint there (every 50
+rounds). A cell computed by other code than the current one (another hash of the sources on FedStar's path) is
+flagged in the tables; ``--rerun-stale`` runs it again. ``--jobs 2`` runs two cells at once (one thread each).
+``tests/test_fedstar_cells.py`` re-runs a stored cell for 10 rounds and compares it with its stored curve.
 
-    .venv/bin/python benchmarks/fedstar.py                         # Table 1: all settings (seeds 0-2 on CHEM and
-                                                                   #   BIO-CHEM, seed 0 elsewhere)
-    .venv/bin/python benchmarks/fedstar.py --settings CHEM --seeds 0 1 2 --jobs 2
-    .venv/bin/python benchmarks/fedstar.py --ablation              # Tables 2 and 3 on BIO-CHEM
-    .venv/bin/python benchmarks/fedstar.py --tables-only           # rewrite the tables from finished cells
+    .venv/bin/python benchmarks/fedstar.py                   # Table 1: CHEM seeds 1-5, BIO-CHEM 1-3, others seed 1
+    .venv/bin/python benchmarks/fedstar.py --settings CHEM --seeds 1 2 --jobs 2
+    .venv/bin/python benchmarks/fedstar.py --ablation        # Tables 2 and 3 on BIO-CHEM (seed 1)
+    .venv/bin/python benchmarks/fedstar.py --split-spread    # CHEM over 5 split seeds, training seed 1
+    .venv/bin/python benchmarks/fedstar.py --tables-only     # rewrite the tables from finished cells
 
 COLLAB is not in the offline dataset collection: BIO-CHEM-SN and BIO-SN-CV run without it (12 and 8 datasets
-instead of 13 and 9), which the tables say.
+instead of 13 and 9), which the tables say. The cells of flowergraph's earlier per-class split (an unrecorded older
+code state, ``benchmarks/cells/fedstar/``) are summarised at the end for comparison, never mixed in.
 """
 
 from __future__ import annotations
@@ -36,11 +41,25 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, data_dir, table, write_result  # noqa: E402
+from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
 TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")
-MULTI_SEED = ("CHEM", "BIO-CHEM")  # >= 3 seeds here, 1 elsewhere (the issue's minimum)
+SEEDS = {"CHEM": (1, 2, 3, 4, 5), "BIO-CHEM": (1, 2, 3), "BIO-CHEM-SN": (1,), "BIO-SN-CV": (1,)}  # training seeds
+SPLIT_SEED = 123  # the authors' seed_dataSplit
+SPREAD_SPLITS = (123, 1, 2, 3, 4)  # --split-spread: CHEM over these split seeds, training seed 1
+SPREAD_VARIANTS = ("fedstar", "local", "local-decoupled", "fedavg")
+BASELINE_METHODS = ("fedavg", "fedprox", "fedper", "gcfl")  # methods of their own; the rest are fedstar.variant
+# The authors' code (github.com/yuetan031/FedStar da01eace, seeds 1-5, this machine class; issue 21): CHEM only.
+AUTHORS = {("CHEM", "fedstar"): 79.10, ("CHEM", "local"): 74.99}
+AUTHORS_CLIENTS = {("CHEM", "fedstar"): (87.4, 83.9, 76.6, 71.1, 55.4, 98.8, 80.5)}
+# The modules on a cell's computation path: a change to any of them (code, not docstrings) makes a cell stale.
+SOURCES = ("flowergraph/tasks/graphcls/*.py", "flowergraph/tasks/compute.py", "flowergraph/tasks/datasets.py",
+           "flowergraph/tasks/partition.py", "flowergraph/tasks/torch_state.py", "flowergraph/tasks/memo.py",
+           "flowergraph/clients/base.py", "flowergraph/clients/fedstar.py", "flowergraph/clients/state.py",
+           "flowergraph/clients/cache.py", "flowergraph/methods/fedstar.py", "flowergraph/methods/graph.py",
+           "flowergraph/methods/baselines.py", "flowergraph/strategies/*.py", "flowergraph/app/inprocess.py",
+           "flowergraph/app/loop.py", "flowergraph/app/server_app.py", "flowergraph/app/client_app.py")
 # Paper, Table 1 (mean over 5 seeds); local-decoupled = Table 2's "None, with decoupling" (no CHEM column).
 PAPER = {
     "local": (75.38, 71.09, 69.37, 66.91), "fedavg": (75.26, 70.65, 68.92, 64.86),
@@ -52,7 +71,8 @@ PAPER = {
 PAPER_STD = {"fedstar": (2.44, 2.50, 2.43, 1.81), "local": (2.26, 1.21, 3.05, 2.84)}
 # Paper, Table 3 (BIO-CHEM): structure embedding ablation.
 PAPER_STRUCTURE = {"dse+rwse": 74.54, "dse": 74.42, "rwse": 72.74, "ones": 69.51}
-STORE = REPO / "benchmarks" / "cells" / "fedstar"  # finished cells, committed (see the module docstring)
+STORE_NAME = "fedstar-paper-split"  # finished cells, committed (see the module docstring)
+LEGACY = REPO / "benchmarks" / "cells" / "fedstar"  # the per-class split's cells (older code), for comparison only
 LATE_ROUNDS = 50  # the steadier companion of the final-round number: the evaluations of the last 50 rounds
 ABLATION_SHARING = ("fedstar", "share-all", "share-feature", "local-decoupled")
 ABLATION_STRUCTURE = ("dse", "rwse", "ones")
@@ -67,32 +87,46 @@ def datasets_of(setting: str) -> list[str]:
     return list(parse_graph_datasets(setting, offline_only=True, data_dir=data_dir()))
 
 
-def cell_name(setting: str, variant: str, seed: int, structure: str = "dse+rwse") -> str:
+Cell = tuple  # (setting, variant, seed, structure, split_seed)
+
+
+def cell_name(setting: str, variant: str, seed: int, structure: str = "dse+rwse", split_seed: int = SPLIT_SEED) -> str:
     extra = "" if structure == "dse+rwse" else f"-{structure}"
-    return f"{setting}-{variant}{extra}-s{seed}"
+    split = "" if split_seed == SPLIT_SEED else f"-split{split_seed}"
+    return f"{setting}-{variant}{extra}-s{seed}{split}"
 
 
-def run_cell(work: str, setting: str, variant: str, seed: int, rounds: int, structure: str = "dse+rwse",
-             eval_every: int = 10) -> dict:
+def cell_settings(setting: str, variant: str, seed: int, structure: str, split_seed: int, rounds: int,
+                  eval_every: int = 10) -> dict:
+    """The run configuration of a cell (without the machine's paths): what the store records beside its row."""
+    names = datasets_of(setting)
+    config = {"dataset": ",".join(names), "num-clients": len(names), "rounds": rounds, "seed": seed,
+              "graph.split": "paper", "graph.split-seed": split_seed, "fedstar.structure": structure,
+              "eval-every": eval_every}
+    if variant in BASELINE_METHODS:
+        config["method"] = variant
+    else:
+        config.update({"method": "fedstar", "fedstar.variant": variant})
+    if variant == "gcfl":  # the GCFL authors' thresholds for the same datasets (strategies/gcfl.py: GCFL_EPS)
+        from flowergraph.strategies.gcfl import GCFL_EPS
+
+        config["gcfl.eps1"], config["gcfl.eps2"] = GCFL_EPS[setting]
+    return config
+
+
+def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     """One federated run (or its continuation from the last checkpoint); returns its row."""
     from flowergraph.app.inprocess import run_inprocess  # sets torch up as the Flower apps do (one thread, no denormals)
     from flowergraph.storage.results import read_run
 
-    out = Path(work) / cell_name(setting, variant, seed, structure)
+    out = Path(work) / cell_name(*cell)
     summary_file = out / "summary.json"
     if summary_file.exists():
         summary = json.loads(summary_file.read_text())
         if summary.get("status") == "completed" and summary.get("rounds_completed") == rounds:
-            return row_of(out, setting, variant, seed, structure)
-    names = datasets_of(setting)
-    config = {"method": "fedstar", "dataset": ",".join(names), "num-clients": len(names), "rounds": rounds,
-              "seed": seed, "fedstar.variant": variant, "fedstar.structure": structure, "data-dir": data_dir(),
-              "eval-every": eval_every, "checkpoint-every": 50, "out-dir": str(out),
-              "state-dir": str(out / "client-state")}
-    if variant == "gcfl":  # the GCFL authors' thresholds for the same datasets (strategies/gcfl.py: GCFL_EPS)
-        from flowergraph.strategies.gcfl import GCFL_EPS
-
-        config["fedstar.gcfl-eps1"], config["fedstar.gcfl-eps2"] = GCFL_EPS[setting]
+            return row_of(out, cell)
+    config = {**cell_settings(*cell, rounds, eval_every), "data-dir": data_dir(), "checkpoint-every": 50,
+              "out-dir": str(out), "state-dir": str(out / "client-state")}
     if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
         config["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
     elif out.exists():
@@ -107,12 +141,13 @@ def run_cell(work: str, setting: str, variant: str, seed: int, rounds: int, stru
     meta.write_text(json.dumps({"wall_s": previous.get("wall_s", 0.0) + time.perf_counter() - started,
                                 "cpu_s": previous.get("cpu_s", 0.0) + time.process_time() - cpu_started}) + "\n")
     read_run(out)  # written completely
-    return row_of(out, setting, variant, seed, structure)
+    return row_of(out, cell)
 
 
-def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> dict:
+def row_of(out: Path, cell: Cell) -> dict:
     from flowergraph.storage.results import read_run
 
+    setting, variant, seed, structure, split_seed = cell
     run = read_run(out)
     last = [r for r in run["rounds"] if r.get("round", 0) >= 1][-1]
     meta = json.loads((out / "bench.json").read_text()) if (out / "bench.json").exists() else {}
@@ -120,10 +155,12 @@ def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> 
     train_rounds = [r["time_s"] for r in run["rounds"] if r.get("round", 0) >= 1 and r.get("time_s")]
     late = [r["mean_client_accuracy"] for r in run["rounds"]
             if r.get("round", 0) > last["round"] - LATE_ROUNDS and r.get("mean_client_accuracy") is not None]
-    row = {"setting": setting, "variant": variant, "seed": seed, "structure": structure,
+    row = {"setting": setting, "variant": variant, "seed": seed, "structure": structure, "split_seed": split_seed,
            "accuracy": 100 * last["mean_client_accuracy"], "late": 100 * statistics.mean(late), "clients": clients,
            "rounds": last["round"], "wall_s": meta.get("wall_s"), "cpu_s": meta.get("cpu_s"),
-           "round_s": statistics.median(train_rounds) if train_rounds else None, "rounds_s": sum(train_rounds)}
+           "round_s": statistics.median(train_rounds) if train_rounds else None, "rounds_s": sum(train_rounds),
+           "curve": [[r["round"], r["mean_client_accuracy"]] for r in run["rounds"]
+                     if r.get("round", 0) >= 1 and r.get("mean_client_accuracy") is not None]}
     if meta.get("wall_s") is not None and meta["wall_s"] < 0.9 * sum(train_rounds):
         # stopped before it finished (its seconds until then were never written) and resumed from a checkpoint:
         # the CPU and wall seconds cover the resumed part only
@@ -134,35 +171,41 @@ def row_of(out: Path, setting: str, variant: str, seed: int, structure: str) -> 
     return row
 
 
-def store_file(cell: tuple, rounds: int) -> Path:
-    """The stored row of a cell; runs shorter than the paper's 200 rounds (smoke tests) get their own files."""
-    return STORE / f"{cell_name(*cell)}{'' if rounds == 200 else f'-r{rounds}'}.json"
+def store_key(cell: Cell, rounds: int) -> str:
+    """A cell's name in the store; runs shorter than the paper's 200 rounds (smoke tests) get their own."""
+    return cell_name(*cell) + ("" if rounds == 200 else f"-r{rounds}")
 
 
-def load_cell(cell: tuple, rounds: int) -> dict | None:
-    """A finished cell's row from the committed store, or None (absent, or run with another round count)."""
-    path = store_file(cell, rounds)
-    if not path.exists():
-        return None
-    row = json.loads(path.read_text())
-    row["clients"] = {int(k): v for k, v in row["clients"].items()}
-    return row if row.get("rounds") == rounds else None
-
-
-def keep_cell(out: Path, row: dict) -> dict:
-    """Store a finished cell: its row and its curve (mean client accuracy after each evaluated round)."""
-    from flowergraph.storage.results import read_run
-
-    run = read_run(out)
-    row = dict(row, curve=[[r["round"], r["mean_client_accuracy"]] for r in run["rounds"]
-                           if r.get("round", 0) >= 1 and r.get("mean_client_accuracy") is not None])
-    cell = (row["setting"], row["variant"], row["seed"], row["structure"])
-    STORE.mkdir(parents=True, exist_ok=True)
-    target = store_file(cell, row["rounds"])
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(row, indent=1) + "\n")
-    tmp.replace(target)
+def as_row(record: dict, store: CellStore) -> dict:
+    row = dict(record["row"], clients={int(k): v for k, v in record["row"]["clients"].items()})
+    row["stale"] = store.flag(record)
     return row
+
+
+def load_cell(store: CellStore, cell: Cell, rounds: int, rerun_stale: bool = False) -> dict | None:
+    """A finished cell's row from the committed store, or None (absent, run with another round count, or from
+    other code when ``rerun_stale``)."""
+    record = store.load(store_key(cell, rounds))
+    if record is None or record["row"].get("rounds") != rounds or (rerun_stale and not store.current(record)):
+        return None
+    return as_row(record, store)
+
+
+def keep_cell(store: CellStore, cell: Cell, row: dict, rounds: int, eval_every: int) -> dict:
+    """Store a finished cell: its settings, its row (curve included) and the code state that produced it."""
+    record = store.save(store_key(cell, rounds), cell_settings(*cell, rounds, eval_every), row)
+    return as_row(record, store)
+
+
+def legacy_rows() -> list[dict]:
+    """The cells of flowergraph's earlier per-class split (``benchmarks/cells/fedstar/``: older code, recorded
+    without its code state): for the comparison section only."""
+    rows = []
+    for path in sorted(LEGACY.glob("*.json")):
+        row = json.loads(path.read_text())
+        if row.get("rounds") == 200:
+            rows.append(row)
+    return rows
 
 
 def fmt(values: list[float]) -> str:
@@ -179,10 +222,107 @@ def paper(variant: str, setting: str) -> str:
 
 
 def values(rows: list[dict], setting: str, variant: str, structure: str = "dse+rwse", key: str = "accuracy",
-           seed: int | None = None) -> list[float]:
-    """``key`` of every finished cell of (setting, variant, structure), in row order; of one seed if given."""
+           seed: int | None = None, split_seed: int | None = SPLIT_SEED) -> list:
+    """``key`` of every finished cell of (setting, variant, structure, split seed), in row order; of one training
+    seed if given; of every split seed if ``split_seed`` is None."""
     return [r[key] for r in rows if (r["setting"], r["variant"], r["structure"]) == (setting, variant, structure)
-            and seed in (None, r["seed"])]
+            and seed in (None, r["seed"]) and split_seed in (None, r.get("split_seed", SPLIT_SEED))]
+
+
+def stale_mark(rows: list[dict], setting: str, variant: str, structure: str = "dse+rwse") -> str:
+    return " †" if any(values(rows, setting, variant, structure, key="stale")) else ""
+
+
+def spread(values_: list[float]) -> str:
+    return f"{statistics.stdev(values_):.2f} ({len(values_)})" if len(values_) > 1 else "-"
+
+
+def split_spread(rows: list[dict]) -> list[str]:
+    """CHEM over split seeds (training seed 1) beside CHEM over training seeds (split 123): what the paper does not
+    report."""
+    have = [v for v in SPREAD_VARIANTS if len(values(rows, "CHEM", v, seed=1, split_seed=None)) > 1]
+    if not have:
+        return []
+    lines, by_split = [], {}
+    for v in have:
+        over_splits = values(rows, "CHEM", v, seed=1, split_seed=None)
+        over_seeds = values(rows, "CHEM", v)
+        lines.append([LABELS[v], fmt(over_seeds), spread(over_seeds), fmt(over_splits), spread(over_splits)])
+        for r in rows:
+            if (r["setting"], r["variant"], r["seed"], r["structure"]) == ("CHEM", v, 1, "dse+rwse"):
+                by_split.setdefault(r.get("split_seed", SPLIT_SEED), {})[v] = r["accuracy"]
+    gaps = []
+    for split_seed, accs in sorted(by_split.items()):
+        gaps.append([split_seed] + [f"{accs[v]:.2f}" if v in accs else "-" for v in have] +
+                    [f"{accs['fedstar'] - accs[o]:+.2f}" if "fedstar" in accs and o in accs else "-"
+                     for o in have if o != "fedstar"])
+    tests = sorted(len(g) for g in _chem_test_sizes())
+    return ["\n## The spread over splits (CHEM; not in the paper)\n",
+            "The same runs on five train/val/test splits (the authors' scikit-learn split with split seeds "
+            f"{', '.join(map(str, SPREAD_SPLITS))}; training seed 1) beside five training seeds on split 123. "
+            "Std = standard deviation of the mean client accuracy (number of runs):\n",
+            table(["method", "over training seeds (split 123)", "std", "over splits (seed 1)", "std"], lines),
+            "\nPer split (training seed 1), and FedStar's lead:\n",
+            table(["split seed"] + [LABELS[v] for v in have] + [f"FedStar - {LABELS[o]}" for o in have
+                                                                  if o != "fedstar"], gaps),
+            f"\nCHEM's test sets have {', '.join(map(str, tests))} graphs: one test graph of the smallest moves "
+            f"the mean over the 7 clients by {100 / 7 / tests[0]:.2f} points."]
+
+
+def _chem_test_sizes() -> list:
+    from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
+
+    spec = GraphTaskSpec(datasets=tuple(datasets_of("CHEM")), data_dir=data_dir())
+    return [client_graph_data(spec, k).test for k in range(len(spec.datasets))]
+
+
+def claims(rows: list[dict]) -> list[str]:
+    """The README's claims about FedStar, re-checked on these cells: its lead over Local and FedAvg per setting
+    (mean over seeds, with the seed std of each), and how much of it the decoupled model alone gives."""
+    lines = []
+    for s in SETTINGS:
+        fs, lo, fa, ld = (values(rows, s, v) for v in ("fedstar", "local", "fedavg", "local-decoupled"))
+        if not fs:
+            continue
+
+        def lead(other: list[float], fs: list[float] = fs) -> str:
+            if not other:
+                return "-"
+            return f"{statistics.mean(fs) - statistics.mean(other):+.2f}"
+
+        lines.append([s, len(fs), lead(lo), lead(fa), lead(ld),
+                      f"{statistics.mean(ld) - statistics.mean(lo):+.2f}" if ld and lo else "-",
+                      spread(fs)])
+    if not lines:
+        return []
+    return ["\n## FedStar's lead, per setting\n",
+            "Mean over training seeds (split 123). `decoupled alone` = Local with FedStar's model minus Local GIN "
+            "(the part of the lead that needs no federation):\n",
+            table(["setting", "seeds", "FedStar - Local", "FedStar - FedAvg", "FedStar - Local decoupled",
+                   "decoupled alone", "FedStar seed std"], lines)]
+
+
+def legacy_section() -> list[str]:
+    rows = legacy_rows()
+    if not rows:
+        return []
+    lines = []
+    for s in SETTINGS:
+        for v in ("local", "fedavg", "fedstar"):
+            accs = [r["accuracy"] for r in rows if (r["setting"], r["variant"], r.get("structure")) ==
+                    (s, v, "dse+rwse")]
+            if accs:
+                lines.append([s, LABELS[v], fmt(accs)])
+    return ["\n## Before: flowergraph's per-class split (for comparison only)\n",
+            "The earlier cells (`benchmarks/cells/fedstar/`, seeds 0-2): a per-class shuffle instead of the authors' "
+            "split, FedAvg/FedProx sharing the hidden FC too, the first classifier layer after pooling; produced by "
+            "an older code state that was not recorded (they do not reproduce exactly with today's code). Same "
+            "protocol otherwise:\n", table(["setting", "method", "accuracy (per-class split)"], lines)]
+
+
+def authors(variant: str, setting: str) -> str:
+    value = AUTHORS.get((setting, variant))
+    return "-" if value is None else f"{value:.2f}"
 
 
 def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
@@ -190,10 +330,11 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
 
     present = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
     sizes = {s: len(datasets_of(s)) for s in present}
-    header = ["method"] + [f"{s} ({sizes[s]} datasets): ours \\| paper" for s in present]
+    header = ["method"] + [f"{s} ({sizes[s]} datasets): ours \\| paper \\| authors' code" for s in present]
     body = []
     for variant in TABLE1:
-        body.append([LABELS[variant]] + [f"{fmt(acc(s, variant))} \\| {paper(variant, s)}" for s in present])
+        body.append([LABELS[variant]] + [f"{fmt(acc(s, variant))}{stale_mark(rows, s, variant)} \\| "
+                                         f"{paper(variant, s)} \\| {authors(variant, s)}" for s in present])
     gains = []
     for variant in TABLE1:
         cells = []
@@ -204,8 +345,10 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
             cells.append(f"{mine} \\| {p - pl:+.2f}" if p is not None else f"{mine} \\| -")
         gains.append([LABELS[variant]] + cells)
     late = [[LABELS[v]] + [fmt(acc(s, v, key="late")) for s in present] for v in TABLE1]
-    out = [f"Mean over clients of each client's test accuracy after round {rounds} (%), mean ± std over seeds; "
-           "the paper's numbers are means over 5 seeds.\n", table(header, body),
+    out = [f"Mean over clients of each client's test accuracy after round {rounds} (%), mean ± std over training "
+           "seeds on the authors' split (split seed 123); the paper's numbers and the authors' code's (CHEM, run on "
+           "this machine class, issue 21) are means over seeds 1-5. A cell marked † was computed by older code "
+           "than the current one (listed at the end).\n", table(header, body),
            "\n**Gain over Local (GIN), percentage points** (ours | paper):\n",
            table(["method"] + present, gains),
            f"\n**The same, averaged over the evaluations of the last {LATE_ROUNDS} rounds** (clients evaluate "
@@ -219,6 +362,8 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
             if clients:
                 per = [statistics.mean(100 * c[k] for c in clients) for k in range(len(datasets_of(s)))]
                 lines.append([s, LABELS[variant]] + [f"{v:.1f}" for v in per])
+            if (s, variant) in AUTHORS_CLIENTS:
+                lines.append([s, LABELS[variant] + ", authors' code"] + [f"{v:.1f}" for v in AUTHORS_CLIENTS[s, variant]])
     if lines:
         width = max(len(line) for line in lines)
         lines = [line + [""] * (width - len(line)) for line in lines]
@@ -257,15 +402,21 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 "id in the setting's dataset order):\n",
                 table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"],
                       lines)]
+    out += claims(rows) + split_spread(rows) + legacy_section()
+    stale = [r for r in rows if r.get("stale")]
+    if stale:
+        out += ["\n**Cells from older code** (†: re-run them with `--rerun-stale`):\n",
+                "\n".join(f"- {cell_name(r['setting'], r['variant'], r['seed'], r['structure'], r['split_seed'])}"
+                          f"{r['stale']}" for r in stale)]
     timing = [[r["setting"], LABELS[r["variant"]] + ("" if r["structure"] == "dse+rwse" else f" ({r['structure']})"),
-               r["seed"], f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
+               r["seed"], r.get("split_seed", SPLIT_SEED), f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
                f"{r['wall_s']:.0f}" if r.get("wall_s") and not r.get("timing_partial") else
                f"{r['rounds_s']:.0f} (rounds only: resumed)" if r.get("rounds_s") else "-",
                f"{r['round_s']:.2f}" if r.get("round_s") else "-"] for r in rows]
     out += ["\n**Every cell**: CPU seconds of the run's process (one torch thread), wall seconds (other jobs on the 2 "
             "cores included), median training-round time. A cell stopped mid-run and resumed from its last "
             "checkpoint shows `-` for CPU and, as wall, the sum of its training-round times:\n",
-            table(["setting", "method", "seed", "CPU s", "wall s", "round s"], timing)]
+            table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s"], timing)]
     return "\n".join(out)
 
 
@@ -277,6 +428,7 @@ def plot_summary(rows: list[dict]) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r.get("split_seed", SPLIT_SEED) == SPLIT_SEED]
     present = [s for s in SETTINGS if any(r["setting"] == s and r["structure"] == "dse+rwse" for r in rows)]
     if not present:
         return None
@@ -320,6 +472,7 @@ def plot_settings(rows: list[dict]) -> list[str]:
     import matplotlib.pyplot as plt
 
     written = []
+    rows = [r for r in rows if r.get("split_seed", SPLIT_SEED) == SPLIT_SEED]
     for setting in SETTINGS:
         seeds = sorted({r["seed"] for r in rows if r["setting"] == setting and r["structure"] == "dse+rwse"})
         for seed in seeds:
@@ -349,61 +502,80 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--variants", nargs="+", default=list(TABLE1), choices=list(LABELS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
-                        help="seeds for CHEM and BIO-CHEM (other settings: the first one unless --all-seeds)")
-    parser.add_argument("--all-seeds", action="store_true", help="every seed on every setting")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="training seeds (default: CHEM 1-5, BIO-CHEM 1-3, the others 1)")
     parser.add_argument("--ablation", action="store_true", help="the BIO-CHEM ablations (first seed)")
+    parser.add_argument("--split-spread", action="store_true",
+                        help=f"CHEM's {', '.join(SPREAD_VARIANTS)} over split seeds {SPREAD_SPLITS} (training seed 1)")
+    parser.add_argument("--only-extra", action="store_true", help="with --ablation/--split-spread: not Table 1")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--work", default=str(REPO / "results" / "bench-fedstar"))
+    parser.add_argument("--work", default=str(REPO / "results" / "bench-fedstar-paper-split"))
     parser.add_argument("--tables-only", action="store_true", help="no new runs: the tables from finished cells")
+    parser.add_argument("--rerun-stale", action="store_true", help="re-run cells computed by other code")
     args = parser.parse_args()
-    cells = []
-    for setting in args.settings:
-        seeds = args.seeds if setting in MULTI_SEED or args.all_seeds else args.seeds[:1]
-        cells += [(setting, v, s, "dse+rwse") for s in seeds for v in args.variants]
+    store = CellStore(STORE_NAME, SOURCES)
+    cells: list[Cell] = []
+    if not args.only_extra:
+        for setting in args.settings:
+            seeds = args.seeds or SEEDS[setting]
+            cells += [(setting, v, s, "dse+rwse", SPLIT_SEED) for s in seeds for v in args.variants]
+    first = (args.seeds or [1])[0]
     if args.ablation:
-        cells += [("BIO-CHEM", v, args.seeds[0], "dse+rwse") for v in ABLATION_SHARING]
-        cells += [("BIO-CHEM", "fedstar", args.seeds[0], k) for k in ABLATION_STRUCTURE]
+        cells += [("BIO-CHEM", v, first, "dse+rwse", SPLIT_SEED) for v in ABLATION_SHARING]
+        cells += [("BIO-CHEM", "fedstar", first, k, SPLIT_SEED) for k in ABLATION_STRUCTURE]
+    if args.split_spread:
+        cells += [("CHEM", v, 1, "dse+rwse", k) for k in SPREAD_SPLITS for v in SPREAD_VARIANTS]
     cells = list(dict.fromkeys(cells))
-    rows, pending = [], []
+    # every cell in the store goes into the tables (a table of CHEM alone still shows the rest); new runs only
+    # for the cells asked for
+    rows = {}
+    for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
+        record = json.loads(path.read_text())
+        if record["row"].get("rounds") == args.rounds:
+            row = as_row(record, store)
+            rows[(row["setting"], row["variant"], row["seed"], row["structure"], row["split_seed"])] = row
+    pending = []
     for cell in cells:
         out = Path(args.work) / cell_name(*cell)
         done = out / "summary.json"
-        stored = load_cell(cell, args.rounds)
-        if stored is not None:
-            rows.append(stored)
-        elif done.exists() and json.loads(done.read_text()).get("rounds_completed") == args.rounds and \
-                json.loads(done.read_text()).get("status") == "completed":
-            rows.append(keep_cell(out, row_of(out, *cell)))  # finished in --work, not yet in the store
+        if load_cell(store, cell, args.rounds, args.rerun_stale) is not None:
+            continue
+        if done.exists() and json.loads(done.read_text()).get("rounds_completed") == args.rounds and \
+                json.loads(done.read_text()).get("status") == "completed" and \
+                (out / "bench.json").exists() and (out / "bench.json").stat().st_mtime > _code_mtime():
+            rows[cell] = keep_cell(store, cell, row_of(out, cell), args.rounds, args.eval_every)  # finished in --work
         elif not args.tables_only:
             pending.append(cell)
-    print(f"{len(rows)} finished cells kept, {len(pending)} to run", flush=True)
+    print(f"{len(rows)} finished cells in the store, {len(pending)} to run", flush=True)
     if pending:
         import multiprocessing
 
         with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(run_cell, args.work, s, v, seed, args.rounds, k, args.eval_every):
-                       (s, v, seed, k) for s, v, seed, k in pending}
+            futures = {pool.submit(run_cell, args.work, cell, args.rounds, args.eval_every): cell for cell in pending}
             for future in as_completed(futures):
-                row = future.result()
-                rows.append(keep_cell(Path(args.work) / cell_name(*futures[future]), row))
-                print(f"{cell_name(row['setting'], row['variant'], row['seed'], row['structure'])}: "
-                      f"{row['accuracy']:.2f}% after {row['rounds']} rounds ({row['wall_s']:.0f} s)", flush=True)
-    rows.sort(key=lambda r: (SETTINGS.index(r["setting"]), list(LABELS).index(r["variant"]), r["structure"],
-                             r["seed"]))
-    missing = [c for c in cells if not any((r["setting"], r["variant"], r["seed"], r["structure"]) == c
-                                           for r in rows)]
+                cell = futures[future]
+                row = rows[cell] = keep_cell(store, cell, future.result(), args.rounds, args.eval_every)
+                print(f"{cell_name(*cell)}: {row['accuracy']:.2f}% after {row['rounds']} rounds "
+                      f"({row['wall_s']:.0f} s)", flush=True)
+    ordered = sorted(rows.values(), key=lambda r: (SETTINGS.index(r["setting"]), list(LABELS).index(r["variant"]),
+                                                   r["structure"], r["split_seed"] != SPLIT_SEED, r["split_seed"],
+                                                   r["seed"]))
+    missing = [c for c in cells if c not in rows]
     body = (f"Settings as in the paper (App. A.3), client k owns dataset k; {args.rounds} rounds, 1 local epoch, "
-            "batch 128, Adam lr 1e-3, weight decay 5e-4, hidden 64, 3 layers, dropout 0.5, stratified 80/10/10 "
-            "split with seed 123, client-side evaluation every "
-            f"{args.eval_every} rounds and after the last. In-process runs of the real ServerApp/ClientApp code "
-            f"(flowergraph.app.inprocess), {os.cpu_count()} cores. BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not "
-            "in the offline dataset collection); the paper's columns for them include it.\n\n"
-            + tables(rows, args.rounds, args.eval_every))
-    plots = plot_settings(rows)
-    summary_plot = plot_summary(rows)
+            "batch 128, Adam lr 1e-3, weight decay 5e-4, hidden 64, 3 layers, dropout 0.5; the authors' split "
+            "(scikit-learn's stratified train_test_split 80/20 then 50/50, split seed 123, `graph.split=paper`); "
+            "FedAvg/FedProx share the GIN convolutions (`graph.baseline-share=convs`, the authors' server model); "
+            "FedStar's first classifier layer per node before pooling (`fedstar.pool-order=per-node`, the authors' "
+            f"code); client-side evaluation every {args.eval_every} rounds and after the last. In-process runs of the "
+            f"real ServerApp/ClientApp code (flowergraph.app.inprocess), {os.cpu_count()} cores. Code state of the "
+            f"current sources: {store.code['sources']} (commit {store.code['commit']}"
+            f"{', dirty' if store.code['dirty'] else ''}). BIO-CHEM-SN and BIO-SN-CV run without COLLAB (not in the "
+            "offline dataset collection); the paper's columns for them include it.\n\n"
+            + tables(ordered, args.rounds, args.eval_every))
+    plots = plot_settings(ordered)
+    summary_plot = plot_summary(ordered)
     if summary_plot:
         body += f"\n\nTable 1 as a picture: `{summary_plot}`."
     if plots:
@@ -412,6 +584,12 @@ def main() -> None:
         body += ("\n\n**Not run yet** (the table is resumable: the same command runs only these): "
                  + ", ".join(cell_name(*c) for c in missing))
     write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body)
+
+
+def _code_mtime() -> float:
+    """The newest modification time of the sources on a cell's path: a run directory older than that was
+    produced by other code and is not adopted into the store."""
+    return max(p.stat().st_mtime for pattern in SOURCES for p in REPO.glob(pattern))
 
 
 if __name__ == "__main__":

@@ -197,9 +197,14 @@ def test_baselines_run_and_local_ones_send_nothing(variant, shared_data, tmp_pat
     if variant.startswith("local"):
         assert all(res.parameters.tensors == [] for res in fits)
         assert "get_parameters" not in [kind for p in proxies for kind, _, _ in p.messages]
-    else:  # GIN across datasets: 3 GIN layers (2 Linear + the fixed eps buffer each) and the hidden fc
-        keys = shared_keys(build_graph_model("gin", 7, 2), "all", cross_dataset=True)
-        assert len(keys) == 3 * 5 + 2 and all(len(res.parameters.tensors) == len(keys) for res in fits)
+    else:  # FedProx shares the GIN layers (the authors' server model: 2 Linear + the fixed eps buffer each)
+        keys = shared_keys(build_graph_model("gin", 7, 2), "convs", cross_dataset=True)
+        assert len(keys) == 3 * 5 and all(len(res.parameters.tensors) == len(keys) for res in fits)
+        # graph.baseline-share=all (flowergraph's choice before): the hidden fc too
+        _, proxies = run_inprocess(_run(shared_data, tmp_path, "all", rounds=1, method="fedprox",
+                                        **{"graph.baseline-share": "all"}), record=True)
+        fits = [res for p in proxies for kind, _, res in p.messages if kind == "fit"]
+        assert all(len(res.parameters.tensors) == 3 * 5 + 2 for res in fits)
 
 
 def test_fedprox_pulls_only_the_shared_arrays(spec):

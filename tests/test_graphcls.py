@@ -241,7 +241,7 @@ def _positions(client, spec):
 
 def test_stratified_split_80_10_10_per_class(shared_data):
     labels = np.loadtxt(shared_data / "TUDataset" / "PTC_MR" / "raw" / "PTC_MR_graph_labels.txt", dtype=np.int64)
-    spec = GraphTaskSpec("CHEM", data_dir=str(shared_data))
+    spec = GraphTaskSpec("CHEM", data_dir=str(shared_data), split_method="per-class")
     client = client_graph_data(spec, 4)
     assert client.name == "PTC_MR" and client.num_classes == 2 and client.num_features == 18
     train, val, test = _positions(client, spec)
@@ -381,7 +381,8 @@ def _dense_forward(model, batch):
         for conv, sconv in zip(model.feat_convs, model.struct_convs):
             h = torch.relu(gin(conv, torch.cat([h, g], -1)))
             g = torch.tanh(gcn @ sconv.lin(g) + sconv.bias)
-        z = model.pool_fc(pool @ torch.cat([h, g], -1))
+        hg = torch.cat([h, g], -1)
+        z = pool @ model.pool_fc(hg) if model.pool_order == "per-node" else model.pool_fc(pool @ hg)
     else:
         h = model.feat_in(batch.x)
         for conv in model.feat_convs:
@@ -488,3 +489,55 @@ def test_no_flower_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
+
+
+def test_the_default_split_is_the_authors_sklearn_split():
+    """graph.split=paper equals scikit-learn's train_test_split called as the FedStar authors call it (lib/setupGC.py:
+    test_size=0.2 stratified, then 50/50 of the held-out part, random_state = the split seed): the same indices in
+    the same order, on a small labelled set."""
+    from sklearn.model_selection import train_test_split
+
+    from flowergraph.tasks.graphcls.data import paper_split
+
+    labels = np.array([0] * 23 + [1] * 11 + [2] * 7)
+    rng = np.random.default_rng(5)
+    labels = labels[rng.permutation(len(labels))]
+    items = list(range(len(labels)))  # the authors split the list of graphs itself
+    tv, held = train_test_split(items, test_size=0.2, stratify=labels, shuffle=True, random_state=123)
+    val, test = train_test_split(held, train_size=0.5, test_size=0.5, stratify=labels[held], shuffle=True,
+                                 random_state=123)
+    got = paper_split(labels, 123)
+    assert [list(g) for g in got] == [tv, val, test]
+    assert sorted(np.concatenate(got).tolist()) == items  # every graph once
+    assert paper_split(labels, 7)[2].tolist() != test  # the split seed moves it
+
+
+def test_both_splits_are_available_and_differ(shared_data):
+    from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
+
+    a = client_graph_data(GraphTaskSpec(datasets="MUTAG", data_dir=str(shared_data)), 0)
+    b = client_graph_data(GraphTaskSpec(datasets="MUTAG", data_dir=str(shared_data), split_method="per-class"), 0)
+    assert (a.num_train, a.num_val, a.num_test) == (150, 19, 19) and (b.num_train, b.num_val, b.num_test) == \
+        (150, 19, 19)
+    assert {id(g) for g in a.test} != {id(g) for g in b.test}
+    with pytest.raises(ConfigError, match="unknown split method 'sklearn'; valid choices: paper, per-class"):
+        GraphTaskSpec(datasets="MUTAG", split_method="sklearn")
+
+
+def test_pool_order_differs_only_in_the_bias():
+    """per-node adds FC(2h,h)'s bias once per node, pooled once per graph: with a zero bias they agree."""
+    from torch_geometric.data import Batch, Data
+
+    from flowergraph.tasks.graphcls.models import build_graph_model
+
+    g = Data(x=torch.randn(5, 3), s=torch.randn(5, 4), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]))
+    batch = Batch.from_data_list([g, g])
+    a = build_graph_model("decoupled", 3, 2, 4, hidden=8, seed=1, pool_order="per-node").eval()
+    b = build_graph_model("decoupled", 3, 2, 4, hidden=8, seed=1, pool_order="pooled").eval()
+    assert not torch.allclose(a(batch), b(batch))
+    with torch.no_grad():
+        a.pool_fc.bias.zero_()
+        b.pool_fc.bias.zero_()
+    torch.testing.assert_close(a(batch), b(batch))
+    with pytest.raises(ConfigError, match="unknown pool_order 'mean'; valid choices: per-node, pooled"):
+        build_graph_model("decoupled", 3, 2, 4, pool_order="mean")

@@ -59,15 +59,18 @@ class FedStarClient(FederatedClient):
 
     ``variant`` in :data:`VARIANTS`; ``cross_dataset``: the clients own different datasets (so only layers
     whose shapes agree can be shared); ``train``: epochs, batch size, Adam settings and the FedProx ``mu``
-    (used by ``fedprox`` only); ``model_kwargs``: ``hidden``, ``layers``, ``dropout``.
+    (used by ``fedprox`` only); ``model_kwargs``: ``hidden``, ``layers``, ``dropout`` (and ``pool_order`` for the
+    decoupled model); ``part``: share this part instead of the variant's (:func:`part_keys`: the graph task's
+    FedAvg/FedProx share ``convs`` by default).
     """
 
     def __init__(self, data: ClientGraphData, *, partition_id: int, variant: str = "fedstar",
                  train: GraphTrainConfig = GraphTrainConfig(), model_kwargs: dict | None = None, seed: int = 0,
-                 state: ClientState | None = None, cross_dataset: bool = True) -> None:
+                 state: ClientState | None = None, cross_dataset: bool = True, part: str | None = None) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"unknown FedStar variant {variant!r}; valid choices: {', '.join(VARIANTS)}")
         kind, self.part, prox = VARIANTS[variant]
+        self.part = part or self.part
         self.train_config = train if prox else GraphTrainConfig(train.local_epochs, train.batch_size, train.lr,
                                                                  train.weight_decay, 0.0)
         self.train_config.validate()

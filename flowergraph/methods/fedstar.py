@@ -42,6 +42,9 @@ OPTIONS = (
          "(RWSE), one of them, or `ones` (an all-ones vector: the paper's 'without' ablation).", STRUCTURE_CHOICES),
     _opt("dse-dim", 16, "DSE width (degrees clipped to [1, dse-dim]).", check=at_least(1)),
     _opt("rwse-dim", 16, "RWSE width (random-walk steps 1..rwse-dim).", check=at_least(1)),
+    _opt("pool-order", "per-node", "Where the decoupled model applies its first classifier layer FC(2h, h): to "
+         "every node before the sum pooling (`per-node`, the authors' code) or after it (`pooled`, the paper's "
+         "Table 9); they differ in the bias only (added once per node or once per graph).", ("per-node", "pooled")),
 )
 
 
@@ -78,7 +81,8 @@ def _client(args: ClientArgs) -> "NumPyClient":
     spec = task_spec(s)
     return FedStarClient(client_graph_data(spec, args.partition_id), partition_id=args.partition_id,
                          variant=s["fedstar.variant"], train=train_config(s), seed=s.seed, state=args.state,
-                         model_kwargs=model_kwargs(s), cross_dataset=len(spec.datasets) > 1)
+                         model_kwargs={**model_kwargs(s), "pool_order": s["fedstar.pool-order"]},
+                         cross_dataset=len(spec.datasets) > 1)
 
 
 FEDSTAR = register(Method(

@@ -8,13 +8,14 @@ embeddings s of one batch of graphs::
     for l = 1..L:
         h_l = Dropout(ReLU(GIN_l([h_{l-1} || g_{l-1}])))     GIN(2h -> h), MLP Linear(2h,h)-ReLU-Linear(h,h), eps = 0
         g_l = tanh(GCN_l(g_{l-1}))                           GCN(h, h), self loops + symmetric normalisation (shared)
-    z = sum over the graph's nodes of [h_L || g_L]           sum pooling (2h)
-    z = FC(2h, h)(z);  z = Dropout(ReLU(FC(h, h)(z)));  out = log_softmax(FC(h, n_class)(z))
+    z = sum over the graph's nodes of FC(2h, h)([h_L || g_L])   pool_order="per-node" (the authors' code)
+      = FC(2h, h)(sum over the graph's nodes of [h_L || g_L])   pool_order="pooled" (the paper's Table 9)
+    z = Dropout(ReLU(FC(h, h)(z)));  out = log_softmax(FC(h, n_class)(z))
 
-Deviation from the authors' code: they apply ``FC(2h, h)`` ("Whp") to every node *before* the sum pooling;
-Table 9 (and this module) pools first. The two differ only in the bias, which the authors' order adds once per
-node (``n_nodes * b``) instead of once per graph. Everything else (GIN inner MLP without batch norm, eps fixed
-at 0, GCNConv defaults, no dropout on the structure branch, ReLU + dropout after FC(h, h) only) follows the code.
+``pool_order``: the authors' code applies ``FC(2h, h)`` ("Whp") to every node *before* the sum pooling (the
+default here); Table 9 pools first. The two differ only in the bias, which the authors' order adds once per node
+(``n_nodes * b``) instead of once per graph. Everything else (GIN inner MLP without batch norm, eps fixed at 0,
+GCNConv defaults, no dropout on the structure branch, ReLU + dropout after FC(h, h) only) follows the code.
 
 ``GIN`` (the baselines' model, as in the authors' code): ``FC(n_feat, h)``; L x [GIN(h -> h) with MLP
 Linear(h,h)-ReLU-Linear(h,h), ReLU, Dropout]; sum pooling; ``FC(h, h)``, ReLU, Dropout; ``FC(h, n_class)``;
@@ -62,6 +63,7 @@ from torch import nn
 from ...errors import ConfigError
 
 MODELS = ("decoupled", "gin")
+POOL_ORDERS = ("per-node", "pooled")  # where DecoupledGIN applies FC(2h, h): see the module docstring
 PARTS = ("structure", "feature", "classifier", "convs", "all-but-classifier", "all")
 
 
@@ -117,13 +119,16 @@ class DecoupledGIN(nn.Module):
     }
 
     def __init__(self, num_features: int, structure_dim: int, num_classes: int, hidden: int = 64, layers: int = 3,
-                 dropout: float = 0.5, seed: int | None = None):
+                 dropout: float = 0.5, seed: int | None = None, pool_order: str = "per-node"):
         super().__init__()
         from torch_geometric.nn import GCNConv
 
         _check(hidden, layers, dropout, num_features=num_features, structure_dim=structure_dim,
                num_classes=num_classes)
+        if pool_order not in POOL_ORDERS:
+            raise ConfigError(f"unknown pool_order {pool_order!r}; valid choices: {', '.join(POOL_ORDERS)}")
         self.dropout = dropout
+        self.pool_order = pool_order
         with _seeded(seed, "feat_in"):
             self.feat_in = nn.Linear(num_features, hidden)
         with _seeded(seed, "struct_in"):
@@ -149,7 +154,10 @@ class DecoupledGIN(nn.Module):
         for gin, gcn in zip(self.feat_convs, self.struct_convs):
             h = F.dropout(F.relu(gin(torch.cat([h, g], dim=-1), edge_index)), self.dropout, self.training)
             g = torch.tanh(gcn(g, edge_index))
-        z = self.pool_fc(global_add_pool(torch.cat([h, g], dim=-1), data.batch))
+        if self.pool_order == "per-node":
+            z = global_add_pool(self.pool_fc(torch.cat([h, g], dim=-1)), data.batch)
+        else:
+            z = self.pool_fc(global_add_pool(torch.cat([h, g], dim=-1), data.batch))
         z = F.dropout(F.relu(self.fc(z)), self.dropout, self.training)
         return F.log_softmax(self.out(z), dim=-1)
 
@@ -191,10 +199,11 @@ class GIN(nn.Module):
 
 
 def build_graph_model(kind: str, num_features: int, num_classes: int, structure_dim: int = 32, hidden: int = 64,
-                      layers: int = 3, dropout: float = 0.5, seed: int | None = None) -> nn.Module:
-    """``decoupled`` (FedStar, uses ``structure_dim``) or ``gin`` (baselines, ignores it)."""
+                      layers: int = 3, dropout: float = 0.5, seed: int | None = None,
+                      pool_order: str = "per-node") -> nn.Module:
+    """``decoupled`` (FedStar, uses ``structure_dim`` and ``pool_order``) or ``gin`` (baselines, ignore them)."""
     if kind == "decoupled":
-        return DecoupledGIN(num_features, structure_dim, num_classes, hidden, layers, dropout, seed)
+        return DecoupledGIN(num_features, structure_dim, num_classes, hidden, layers, dropout, seed, pool_order)
     if kind == "gin":
         return GIN(num_features, num_classes, hidden, layers, dropout, seed)
     raise ConfigError(f"unknown graph model {kind!r}; valid choices: {', '.join(MODELS)}")

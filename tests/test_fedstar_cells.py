@@ -1,0 +1,65 @@
+"""The stored FedStar benchmark cells are reproducible: the cheapest stored cell of ``benchmarks/fedstar.py``
+(``benchmarks/cells/fedstar-paper-split/``) is re-run for 10 rounds from its recorded settings with today's code,
+and its mean client accuracy after round 10 must equal the stored curve's.
+
+A failure means the code on FedStar's path now computes other numbers than the stored table's: re-run the cells
+(``benchmarks/fedstar.py --rerun-stale``) or find the change."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STORE = REPO / "benchmarks" / "cells" / "fedstar-paper-split"
+
+
+def _cheapest_cell() -> dict:
+    records = [json.loads(p.read_text()) for p in sorted(STORE.glob("*.json"))] if STORE.is_dir() else []
+    records = [r for r in records if any(rnd == 10 for rnd, _ in r["row"].get("curve", []))
+               and r["settings"]["dataset"].count(",") <= 6]
+    if not records:
+        warnings.warn(f"NO STORED FEDSTAR CELL in {STORE}: the reproduction test has nothing to re-run", stacklevel=1)
+        pytest.skip(f"no stored FedStar cell with a round-10 point in {STORE} (run benchmarks/fedstar.py)")
+    return min(records, key=lambda r: r["row"].get("cpu_s") or math.inf)
+
+
+def test_cell_store_records_code_state_and_flags_other_code(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import common
+
+    monkeypatch.setattr(common, "REPO", tmp_path)
+    (tmp_path / "pkg").mkdir()
+    module = tmp_path / "pkg" / "m.py"
+    module.write_text('"""doc"""\ndef f():\n    """doc"""\n    return 1  # a comment\n')
+    store = common.CellStore("t", ("pkg/*.py",))
+    record = store.save("a", {"seed": 1}, {"accuracy": 0.5})
+    assert record["code"]["files"] == 1 and store.current(store.load("a")) and store.flag(record) == ""
+    # documentation and comments do not change the code state ...
+    module.write_text('"""other doc"""\ndef f():\n    """changed"""\n    return 1\n')
+    assert common.CellStore("t", ("pkg/*.py",)).current(store.load("a"))
+    # ... code does, and the cell is flagged with the commit that produced it
+    module.write_text('def f():\n    return 2\n')
+    later = common.CellStore("t", ("pkg/*.py",))
+    assert not later.current(store.load("a"))
+    assert later.flag(store.load("a")).startswith(" (older code: ")
+
+
+def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
+    from flowergraph.app.inprocess import run_inprocess
+    from flowergraph.storage.results import read_run
+
+    record = _cheapest_cell()
+    settings = dict(record["settings"], rounds=10, **{"data-dir": str(shared_data), "out-dir": str(tmp_path / "run"),
+                                                       "state-dir": str(tmp_path / "state")})
+    run_inprocess(settings)
+    rounds = {r["round"]: r for r in read_run(tmp_path / "run")["rounds"] if r.get("round", 0) >= 1}
+    stored = dict((rnd, acc) for rnd, acc in record["row"]["curve"])
+    assert rounds[10]["mean_client_accuracy"] == pytest.approx(stored[10], abs=1e-9), (
+        f"cell {record['cell']} (code {record['code']}) no longer reproduces: round 10 gives "
+        f"{rounds[10]['mean_client_accuracy']}, stored {stored[10]}")
