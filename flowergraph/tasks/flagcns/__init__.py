@@ -59,7 +59,7 @@ Where the paper is followed against the reference code (github 21S003018/FL-AGCN
 14. **Ablation names.** The paper's ablation text swaps the gammas (ControllerEO = 1); ``ABLATIONS`` names them by
     what they keep: ``controller-eo`` is gamma = 0, ``client-eo`` gamma = 1.
 15. **gamma_t.** ``0.5 * 0.99^t`` with t the 1-based epoch of Algorithm 2, warm-up epochs counted (first FEO at
-    t = 51: 0.2997); the reference uses the 0-based epoch (0.3025).
+    t = 51: 0.2995); the reference uses the 0-based epoch (0.3025).
 16. **EA operators** (the paper says only "evolutionary operations"; the reference's): half of the base as parents
     (uniformly without replacement, the reference's reservoir sampling), uniform crossover with probability 0.2
     (controller) or 0.5 (clients) with another parent (the reference may pick the parent itself), otherwise

@@ -351,6 +351,9 @@ class SearchSchedule:
                      "retrain_epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.sample_size > self.population_size:
+            raise ConfigError(f"sample_size must be <= population_size={self.population_size}, got "
+                              f"{self.sample_size}")
         if not 0 <= self.warmup_epochs <= self.epochs:
             raise ConfigError(f"warmup_epochs must be in [0, epochs={self.epochs}], got {self.warmup_epochs}")
         if self.fixed_gamma is not None and not 0.0 <= self.fixed_gamma <= 1.0:

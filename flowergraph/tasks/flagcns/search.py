@@ -57,9 +57,6 @@ class InProcessSearch:
             raise ConfigError(f"unknown gradient combination {combine!r}; valid choices: {', '.join(COMBINE_MODES)}")
         if not graphs:
             raise ConfigError("InProcessSearch needs at least one client graph")
-        if schedule.sample_size > schedule.population_size:
-            raise ConfigError(f"sample_size {schedule.sample_size} exceeds population_size "
-                              f"{schedule.population_size}")
         self.space, self.graphs, self.schedule = space, list(graphs), schedule
         self.fitness, self.combine = fitness, combine
         in_dim = int(graphs[0].x.size(1))

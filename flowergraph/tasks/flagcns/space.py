@@ -213,9 +213,11 @@ class SearchSpace:
         for i, p, t in used:
             source = "IS" if p == 0 else f"L{p}"
             lines.append(f"  L{i} : {OPERATIONS[t]}({source})")
-        if len(used) < self.num_layers:
-            lines.append(f"  L{len(used) + 1}..L{self.num_layers}: unused (predecessor of L{len(used) + 1} "
-                         f"is None)")
+        first = len(used) + 1
+        if first == self.num_layers:
+            lines.append(f"  L{first} : unused (its predecessor is None)")
+        elif first < self.num_layers:
+            lines.append(f"  L{first}..L{self.num_layers}: unused (predecessor of L{first} is None)")
         fused = self.fused_layers(code)
         lines.append("  S2 : " + (f"mean({', '.join(f'L{i}' for i in fused)})" if fused else "IS (no layer)"))
         lines.append(f"  OS : FC(classes) + {ACTIVATIONS[code[-1]]}")

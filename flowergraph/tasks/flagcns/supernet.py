@@ -116,6 +116,11 @@ def _apply_op(name: str, module: nn.Module, h: torch.Tensor, edge_index: torch.T
     return F.elu(out) if name == "GATConv" else F.relu(out)
 
 
+#: Parameters an operation holds but never uses as configured here: ARMAConv's recursion weight serves its layers
+#: 2.. of an ARMA stack, and the space's ARMAConv has one layer. They get no gradient (see ``gradient_keys``).
+UNUSED_PARAMETERS: dict[str, tuple[str, ...]] = {"ARMAConv": ("weight",)}
+
+
 def cell_name(layer: int, pred: int, op: int) -> str:
     """The SuperNet module name of (layer, predecessor, operation index), e.g. ``l2_p1_GCNConv``."""
     return f"l{layer}_p{pred}_{OPERATIONS[op]}"
@@ -214,11 +219,20 @@ class SuperNet(nn.Module):
         return ["input"] + [f"cells.{cell_name(i, p, t)}" for i, p, t in self.space.layers(code)] + ["output"]
 
     def code_keys(self, codes: Code | Iterable[Code]) -> list[str]:
-        """The state-dict keys the sub-networks of ``codes`` (one code or several) read and train, in the
-        SuperNet's state-dict order. These are exactly the parameters that receive gradients from them."""
+        """The state-dict keys of the sub-networks of ``codes`` (one code or several), in the SuperNet's
+        state-dict order: what a client needs to run them. :meth:`gradient_keys` is the part they train."""
         codes = _as_codes(self.space, codes)
         prefixes = {m + "." for code in codes for m in self.code_modules(code)}
         return [k for k in self.state_dict() if any(k.startswith(p) for p in prefixes)]
+
+    def gradient_keys(self, codes: Code | Iterable[Code]) -> list[str]:
+        """The keys of ``code_keys(codes)`` that receive a gradient from a forward of ``codes``: all but the
+        parameters in :data:`UNUSED_PARAMETERS`. A pure function of the codes, so every client sends the same
+        names for the same codes."""
+        codes = _as_codes(self.space, codes)
+        unused = {f"cells.{cell_name(i, p, t)}.{name}" for code in codes for i, p, t in self.space.layers(code)
+                  for name in UNUSED_PARAMETERS.get(OPERATIONS[t], ())}
+        return [k for k in self.code_keys(codes) if k not in unused]
 
     def arrays(self, codes: Code | Iterable[Code] | None = None) -> dict[str, np.ndarray]:
         """Named numpy copies of the whole SuperNet (``codes=None``) or of the sub-networks of ``codes``."""

@@ -5,8 +5,9 @@ nodes; ``CE_i(W, a)`` is the mean cross-entropy of code a's outputs over client 
 
 * **Client** (:func:`client_loss_and_gradients`): for sampled codes S it computes
   ``L_i = (1/|S|) sum_{a in S} CE_i(W_a, a)`` (one forward per code, intermediates shared, one backward) and
-  ``g_i = dL_i / dW`` restricted to the parameters the codes touch (``SuperNet.code_keys(S)``); the others have
-  no gradient and are not sent.
+  ``g_i = dL_i / dW`` restricted to the parameters the codes train (``SuperNet.gradient_keys(S)``: their
+  sub-networks' parameters, ARMAConv's unused recursion weight excepted); the others have no gradient and are not
+  sent.
 * **Server** (:func:`combine_gradients`): ``g = sum_i (n_i / sum_j n_j) g_i`` (``mode="weighted"``, paper Eq. 2:
   with the client's ``1/|S|`` this is ``(1/|P|) sum_i (n_i / sum_j n_j) dW^P_{G_i}``) or ``g = sum_i g_i``
   (``mode="sum"``). A parameter a client did not send counts as a zero gradient from it.
@@ -63,7 +64,7 @@ def _mask(graph, name: str) -> torch.Tensor:
 def client_loss_and_gradients(supernet: SuperNet, graph, codes: Iterable[Code],
                               share: bool = True) -> tuple[float, dict[str, np.ndarray]]:
     """``(L_i, g_i)`` for one client (module docstring): the training loss averaged over ``codes`` and its
-    gradients, named by SuperNet state-dict key, for exactly the keys ``supernet.code_keys(codes)``. Leaves the
+    gradients, named by SuperNet state-dict key, for exactly the keys ``supernet.gradient_keys(codes)``. Leaves the
     SuperNet's weights and ``.grad`` fields unchanged. A graph without training nodes gives ``(nan, {})``."""
     codes = _as_codes(supernet.space, codes)
     if not codes:
@@ -80,7 +81,7 @@ def client_loss_and_gradients(supernet: SuperNet, graph, codes: Iterable[Code],
     loss.backward()
     params = dict(supernet.named_parameters())
     grads = {}
-    for key in supernet.code_keys(codes):
+    for key in supernet.gradient_keys(codes):
         grad = params[key].grad
         grads[key] = (np.zeros(tuple(params[key].shape), dtype=np.float32) if grad is None
                       else grad.detach().cpu().numpy().copy())
