@@ -199,11 +199,11 @@ class SearchSpace:
     def canonical(self, code: Code) -> Code:
         """The representative of ``code``'s network: genes of unused layers set to type 0 and predecessor None.
         Two codes decode to the same network iff their canonical forms are equal."""
-        code = list(self.check(code))
-        k = len(self.layers(tuple(code)))
+        genes = list(self.check(code))
+        k = len(self.layers(tuple(genes)))
         for i in range(k + 1, self.num_layers + 1):
-            code[2 * i - 1], code[2 * i] = 0, NONE
-        return tuple(code)
+            genes[2 * i - 1], genes[2 * i] = 0, NONE
+        return tuple(genes)
 
     def describe(self, code: Code) -> str:
         """A readable multi-line rendering of the architecture."""

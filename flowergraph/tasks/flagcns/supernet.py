@@ -160,7 +160,7 @@ class _CodeRunner:
             code = space.check(code)
             fc = get(("fc",), lambda: self.input_fc(drop(x)))
             key0 = ("is", code[0])
-            h = {0: (key0, get(key0, _activation, ACTIVATIONS[code[0]], fc))}
+            h: dict[int, tuple[tuple, torch.Tensor]] = {0: (key0, get(key0, _activation, ACTIVATIONS[code[0]], fc))}
             for i, pred, op in space.layers(code):
                 pkey, ph = h[pred]
                 key = (i, op, pkey)

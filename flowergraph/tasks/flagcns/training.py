@@ -256,7 +256,8 @@ def federated_train_architecture(space: SearchSpace, code: Code, graphs: Sequenc
         torch.manual_seed(seed)
         for epoch in range(1, epochs + 1):
             net.train()
-            grads, losses = [], []
+            grads: list[dict[str, np.ndarray]] = []
+            losses: list[float] = []
             for g in graphs:
                 mask = _mask(g, "train")
                 optimizer.zero_grad(set_to_none=True)
