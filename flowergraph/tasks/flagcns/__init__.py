@@ -1,0 +1,98 @@
+"""Flower-free core of FL-AGCNS (Wang et al., "FL-AGCNS: Federated Learning Framework for Automatic Graph
+Convolutional Network Search"): federated GCN architecture search with a weight-sharing SuperNet and federated
+evolutionary optimisation (FEO). Nothing here imports ``flwr``.
+
+* :mod:`.space` -- the search space of paper Table 1, the (2L+2)-integer code, validity, random codes, mutation,
+  crossover, readable renderings, the fixed baselines as codes.
+* :mod:`.supernet` -- the SuperNet (one module per (layer, predecessor, operation)), sub-network keys and arrays,
+  standalone networks decoded from codes, parameter counts.
+* :mod:`.training` -- a client's loss and gradients over sampled codes, validation of codes, the server's gradient
+  combination and Adam step (state exportable), reference training of a fixed code (one graph or in-process
+  federated).
+* :mod:`.evolution` -- the EA (ask/tell, JSON state), gamma, the population rule of Algorithm 1, the schedule.
+* :mod:`.search` -- Algorithm 2 in one process over the clients' graphs (the reference a federated run must match).
+
+Deviations and choices
+----------------------
+Where the paper is followed against the reference code (github 21S003018/FL-AGCNS, read at commit c0a8f29):
+
+1. **Code.** The paper's 2L+2 genes ``(IS, t_1, p_1, ..., t_L, p_L, OS)`` with ``p_i in {None, 0..i-1}``, None
+   ending stage 2 (Table 1). The reference uses L+2 genes, a layer gene ``12 p + t + 1`` or 0, where 0 skips only
+   that layer (its output is the input stage's), never skips layers 1-2, fixes layer 2's predecessor to layer 1
+   and never varies the input structure (``MASKRANGE``).
+2. **Stage-2 fusion.** The paper's mean of all used layers; the reference averages only the layers no other layer
+   consumes (``local_mask``): ``SearchSpace(fusion="leaves")``.
+3. **Input structure.** The paper's five ``FC(64) + activation`` options. The reference defines only
+   ``Linear + ReLU`` (``set_x``), followed by a second ReLU.
+4. **FC layers shared across activations.** One input FC layer for the five input structures and one output FC
+   layer for the five output structures (the reference's single ``z`` layer with five activations; its ``Darts``
+   class applies five input activations to one shared ``self.x`` layer). Table 1's "out size 64" for the output
+   structure is read as the number of classes (the reference's ``Linear(64, nclass)``).
+5. **Outputs and loss.** ``act_OS(FC(z))`` is the network's output and the loss is ``F.cross_entropy`` of it, as in
+   the reference (so sigmoid/tanh/softmax outputs are bounded logits).
+6. **Operations.** Hyper-parameters and the activation after each layer (ELU after GATConv, ReLU otherwise) from
+   the reference (:mod:`.supernet` lists them); the paper gives none. BatchNorm is left out of GINConv's MLP and
+   GENConv's MLP (its running statistics would be shared by all codes and no client's).
+7. **Predecessors.** Layer i reads ``h_{p_i}``. The reference's layers 4-6 test ``supermask[i] in [1, 12]`` (a list,
+   not a range), so most codes feed them the previous layer's output while using the module of the coded
+   predecessor.
+8. **Warm-up.** The reference's 50 warm-up epochs assign fresh random codes to a local variable that is never
+   read, so they train on the initial population; :class:`.search.InProcessSearch` draws a fresh random training
+   population every warm-up epoch, as intended. The paper has no warm-up.
+9. **Final architecture.** Algorithm 2 lines 19-22: the member of the final P with the lowest FLL. The reference
+   never sets ``controller.output`` (``get_best_supermask`` is commented out) and tracks the best validation
+   accuracy ever seen.
+10. **Gradient combination.** ``weighted`` (the paper, Eq. 2): ``sum_i (n_i / sum_j n_j) g_i``. The reference's
+    server sums, but each client first multiplies its gradient by ``train_rate = n_i / 140`` (its share of
+    Cora's training nodes), so the reference computes the same weighted combination; ``sum`` (unscaled) is an
+    option. Each client averages its loss over the sampled codes (the paper's ``1/|P|``); one Adam step (lr 0.02,
+    weight decay 5e-6) on the parameters that got a gradient.
+11. **Fitness.** The paper's ``-FLL`` and ``-L_val_{G_i}`` (losses); the reference uses validation accuracy,
+    val-size weighted (``InProcessSearch(fitness="accuracy")``).
+12. **Client EA input.** Algorithm 1 step 3: a client evolves ``P_{G_i} u P_FL``. The reference's clients never
+    receive P_FL and evolve their own population only.
+13. **Population rule.** gamma is the clients' share of P (Algorithm 1, Section 3.3, and the reference); quotas by
+    largest remainder with client weights = training-set sizes (the paper's weight is garbled; the reference uses
+    ``train_rate``); distinct networks, each source backfilling from its own ranking. The reference keeps
+    ``int((1-gamma)|P|) + 1`` controller members, then clients' members interleaved and deduplicated through a
+    Python set (random order), and sends each client's top ``int(train_rate |P|) + 1``.
+14. **Ablation names.** The paper's ablation text swaps the gammas (ControllerEO = 1); ``ABLATIONS`` names them by
+    what they keep: ``controller-eo`` is gamma = 0, ``client-eo`` gamma = 1.
+15. **gamma_t.** ``0.5 * 0.99^t`` with t the 1-based epoch of Algorithm 2, warm-up epochs counted (first FEO at
+    t = 51: 0.2995); the reference uses the 0-based epoch (0.3025).
+16. **EA operators** (the paper says only "evolutionary operations"; the reference's): half of the base as parents
+    (uniformly without replacement, the reference's reservoir sampling), uniform crossover with probability 0.2
+    (controller) or 0.5 (clients) with another parent (the reference may pick the parent itself), otherwise
+    per-gene mutation with rate ``1/(2L+2)`` (the reference's 1/8 for 8 genes), (mu + lambda) truncation
+    selection. Duplicates are removed by network (canonical code) in a deterministic order (the reference: a set
+    of genotype strings, random order); both controller and clients refill to |P| with random codes (the reference:
+    the controller only).
+17. **Random codes.** Uniform over each gene's values (the distribution the paper's count implies): half of random
+    codes then have no graph layer. ``SearchSpace(none_prob=..., min_layers=...)`` changes that (the reference:
+    layers 1-2 always present, layers 3-6 skipped with probability 0.2).
+18. **Dropout.** None, as in the paper and the reference (``SearchSpace(dropout=...)`` adds it).
+19. **Retraining.** The reference's federated retraining of an architecture is, per epoch, one gradient per client,
+    combined, one Adam step (FedSGD with the server's Adam), keeping the first epoch with the best federated
+    validation accuracy; :func:`.training.federated_train_architecture` does exactly that.
+"""
+
+from .evolution import (ABLATIONS, PAPER_SCHEDULE, Assembled, EAConfig, EvolutionaryOptimizer, SearchSchedule,
+                        assemble_population, best_architecture, distinct, gamma_at, new_rng, population_quotas,
+                        rng_from_json, rng_state_json, sample_members)
+from .search import InProcessSearch, best_fitness_curve
+from .space import (ACTIVATIONS, BASELINES, FUSIONS, NONE, OPERATIONS, Code, SearchSpace, baseline_code,
+                    code_from_layers)
+from .supernet import ArchitectureNet, SuperNet, build_network, cell_name, parameter_count, pseudo_coordinates
+from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, TrainResult, client_loss_and_gradients,
+                       combine_gradients, evaluate_codes, federated_mean, federated_train_architecture,
+                       train_architecture)
+
+__all__ = [
+    "ABLATIONS", "PAPER_SCHEDULE", "Assembled", "EAConfig", "EvolutionaryOptimizer", "SearchSchedule",
+    "assemble_population", "best_architecture", "distinct", "gamma_at", "new_rng", "population_quotas",
+    "rng_from_json", "rng_state_json", "sample_members", "InProcessSearch", "best_fitness_curve", "ACTIVATIONS",
+    "BASELINES", "FUSIONS", "NONE", "OPERATIONS", "Code", "SearchSpace", "baseline_code", "code_from_layers",
+    "ArchitectureNet", "SuperNet", "build_network", "cell_name", "parameter_count", "pseudo_coordinates",
+    "COMBINE_MODES", "LR", "WEIGHT_DECAY", "SuperNetOptimizer", "TrainResult", "client_loss_and_gradients",
+    "combine_gradients", "evaluate_codes", "federated_mean", "federated_train_architecture", "train_architecture",
+]

@@ -1,0 +1,294 @@
+"""Losses, gradients and the server's step for FL-AGCNS's SuperNet, and the reference training of a fixed code.
+
+Notation: client i holds graph G_i with ``n_i = |train_{G_i}|`` training and ``v_i = |val_{G_i}|`` validation
+nodes; ``CE_i(W, a)`` is the mean cross-entropy of code a's outputs over client i's training nodes.
+
+* **Client** (:func:`client_loss_and_gradients`): for sampled codes S it computes
+  ``L_i = (1/|S|) sum_{a in S} CE_i(W_a, a)`` (one forward per code, intermediates shared, one backward) and
+  ``g_i = dL_i / dW`` restricted to the parameters the codes train (``SuperNet.gradient_keys(S)``: their
+  sub-networks' parameters, ARMAConv's unused recursion weight excepted); the others have no gradient and are not
+  sent.
+* **Server** (:func:`combine_gradients`): ``g = sum_i (n_i / sum_j n_j) g_i`` (``mode="weighted"``, paper Eq. 2:
+  with the client's ``1/|S|`` this is ``(1/|P|) sum_i (n_i / sum_j n_j) dW^P_{G_i}``) or ``g = sum_i g_i``
+  (``mode="sum"``). A parameter a client did not send counts as a zero gradient from it.
+* **Step** (:class:`SuperNetOptimizer`): one Adam step (lr 0.02, weight decay 5e-6: ``g + 5e-6 W``) on the
+  parameters that received a gradient; the others, as torch's Adam does with a ``None`` gradient, keep their
+  values and their moment estimates (and step counts) unchanged.
+* **Evaluation** (:func:`evaluate_codes`): each code's mean cross-entropy and accuracy on client i's validation
+  (or any) nodes, in evaluation mode without gradients; :func:`federated_mean` gives
+  ``FLL_a = sum_i (v_i / sum_j v_j) L_val_i(a)`` (paper Eq. 1) and the val-size weighted accuracy.
+
+Reference training of one code (:func:`train_architecture`, one graph; :func:`federated_train_architecture`, in
+one process over the clients' graphs exactly as the reference code retrains the final architecture: every epoch
+each client's full-batch gradient, their weighted combination, one Adam step; the epoch with the best (federated)
+validation accuracy is kept and its test accuracy reported).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...errors import ConfigError
+from ..torch_state import load_optimizer_state, module_arrays, optimizer_state
+from .space import Code, SearchSpace
+from .supernet import ArchitectureNet, SuperNet, _as_codes
+
+COMBINE_MODES = ("weighted", "sum")
+
+#: The paper's / reference code's SuperNet optimiser: Adam, learning rate 0.02, weight decay 5e-6.
+LR = 0.02
+WEIGHT_DECAY = 5e-6
+
+
+def _tensors(graph):
+    try:
+        return graph.x, graph.edge_index, graph.y
+    except AttributeError:
+        raise ConfigError(f"a graph needs x, edge_index, y and train/val/test masks; got {type(graph).__name__}") \
+            from None
+
+
+def _mask(graph, name: str) -> torch.Tensor:
+    mask = getattr(graph, f"{name}_mask", None)
+    if mask is None:
+        raise ConfigError(f"the graph has no {name}_mask; valid mask names: train, val, test")
+    return mask
+
+
+def client_loss_and_gradients(supernet: SuperNet, graph, codes: Iterable[Code],
+                              share: bool = True) -> tuple[float, dict[str, np.ndarray]]:
+    """``(L_i, g_i)`` for one client (module docstring): the training loss averaged over ``codes`` and its
+    gradients, named by SuperNet state-dict key, for exactly the keys ``supernet.gradient_keys(codes)``. Leaves the
+    SuperNet's weights and ``.grad`` fields unchanged. A graph without training nodes gives ``(nan, {})``."""
+    codes = _as_codes(supernet.space, codes)
+    if not codes:
+        raise ConfigError("client_loss_and_gradients needs at least one code")
+    x, edge_index, y = _tensors(graph)
+    mask = _mask(graph, "train")
+    if int(mask.sum()) == 0:
+        return math.nan, {}
+    was_training = supernet.training
+    supernet.train()
+    supernet.zero_grad(set_to_none=True)
+    outs = supernet.forward_codes(x, edge_index, codes, share=share)
+    loss = torch.stack([F.cross_entropy(out[mask], y[mask]) for out in outs]).mean()
+    loss.backward()
+    params = dict(supernet.named_parameters())
+    grads = {}
+    for key in supernet.gradient_keys(codes):
+        grad = params[key].grad
+        grads[key] = (np.zeros(tuple(params[key].shape), dtype=np.float32) if grad is None
+                      else grad.detach().cpu().numpy().copy())
+    supernet.zero_grad(set_to_none=True)
+    supernet.train(was_training)
+    return float(loss.detach()), grads
+
+
+@torch.no_grad()
+def evaluate_codes(supernet: SuperNet, graph, codes: Iterable[Code], masks: Sequence[str] = ("val",),
+                   share: bool = True) -> list[dict[str, float]]:
+    """For each code, ``<mask>_loss`` (mean cross-entropy), ``<mask>_accuracy`` and ``num_<mask>`` for every
+    mask name in ``masks`` (train, val, test), from one evaluation-mode forward; NaN for an empty mask."""
+    codes = _as_codes(supernet.space, codes)
+    x, edge_index, y = _tensors(graph)
+    named = {m: _mask(graph, m) for m in masks}
+    was_training = supernet.training
+    supernet.eval()
+    outs = supernet.forward_codes(x, edge_index, codes, share=share) if codes else []
+    supernet.train(was_training)
+    return [_metrics(out, y, named) for out in outs]
+
+
+def _metrics(out: torch.Tensor, y: torch.Tensor, masks: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    result: dict[str, float] = {}
+    pred = out.argmax(dim=-1)
+    for name, mask in masks.items():
+        n = int(mask.sum())
+        result[f"num_{name}"] = n
+        if n == 0:
+            result[f"{name}_loss"] = math.nan
+            result[f"{name}_accuracy"] = math.nan
+        else:
+            result[f"{name}_loss"] = float(F.cross_entropy(out[mask], y[mask]))
+            result[f"{name}_accuracy"] = float((pred[mask] == y[mask]).double().mean())
+    return result
+
+
+def federated_mean(values: Sequence[float], sizes: Sequence[float]) -> float:
+    """``sum_i (s_i / sum_j s_j) value_i`` over the clients with ``s_i > 0`` (their values must be finite); NaN
+    when no client has a positive size. FLL (paper Eq. 1) with validation losses and validation sizes."""
+    if len(values) != len(sizes):
+        raise ConfigError(f"{len(values)} values but {len(sizes)} sizes")
+    if any(s < 0 for s in sizes):
+        raise ConfigError(f"sizes must be >= 0, got {list(sizes)}")
+    total = float(sum(s for s in sizes if s > 0))
+    if total == 0:
+        return math.nan
+    return float(sum((s / total) * v for v, s in zip(values, sizes) if s > 0))
+
+
+def combine_gradients(grads: Sequence[Mapping[str, np.ndarray]], sizes: Sequence[float] | None = None,
+                      mode: str = "weighted") -> dict[str, np.ndarray]:
+    """The server's combination of the clients' gradients (module docstring): ``weighted`` (needs ``sizes``, the
+    clients' training-set sizes) or ``sum``. Keys: the union of the clients' keys, in first-seen order; a missing
+    key is a zero gradient. Computed in float64, returned in the clients' dtype."""
+    if mode not in COMBINE_MODES:
+        raise ConfigError(f"unknown gradient combination {mode!r}; valid choices: {', '.join(COMBINE_MODES)}")
+    if not grads:
+        raise ConfigError("combine_gradients needs the gradients of at least one client")
+    if mode == "weighted":
+        if sizes is None or len(sizes) != len(grads):
+            raise ConfigError(f"mode 'weighted' needs one training-set size per client: {len(grads)} gradients, "
+                              f"sizes {sizes!r}")
+        if any(s < 0 for s in sizes) or sum(sizes) <= 0:
+            raise ConfigError(f"training-set sizes must be >= 0 with a positive sum, got {list(sizes)}")
+        total = float(sum(sizes))
+        weights = [float(s) / total for s in sizes]
+    else:
+        weights = [1.0] * len(grads)
+    out: dict[str, np.ndarray] = {}
+    dtypes: dict[str, np.dtype] = {}
+    for w, g in zip(weights, grads):
+        for key, value in g.items():
+            value = np.asarray(value)
+            if key in out:
+                if value.shape != out[key].shape:
+                    raise ConfigError(f"gradient {key!r} has shape {value.shape} from one client and "
+                                      f"{out[key].shape} from another")
+                out[key] += w * value.astype(np.float64)
+            else:
+                out[key] = w * value.astype(np.float64)
+                dtypes[key] = value.dtype
+    return {k: v.astype(dtypes[k]) for k, v in out.items()}
+
+
+class SuperNetOptimizer:
+    """The server's Adam over the SuperNet's parameters; :meth:`step` applies one combined gradient.
+
+    Its state (moment estimates, step counts) goes to arrays and JSON values (:meth:`state`) and back
+    (:meth:`load_state`), so a resumed search steps exactly as an uninterrupted one."""
+
+    def __init__(self, supernet: SuperNet, lr: float = LR, weight_decay: float = WEIGHT_DECAY):
+        if not lr > 0:
+            raise ConfigError(f"lr must be > 0, got {lr}")
+        if weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {weight_decay}")
+        self.supernet = supernet
+        self.params = dict(supernet.named_parameters())
+        self.optimizer = torch.optim.Adam(list(self.params.values()), lr=lr, weight_decay=weight_decay)
+
+    def step(self, grads: Mapping[str, np.ndarray]) -> None:
+        """One Adam step with ``grads`` (named by state-dict key); parameters not named are left as they are."""
+        for key, value in grads.items():
+            if key not in self.params:
+                raise ConfigError(f"gradient for {key!r}, which is not a SuperNet parameter")
+            if tuple(np.shape(value)) != tuple(self.params[key].shape):
+                raise ConfigError(f"gradient {key!r} has shape {tuple(np.shape(value))}, the parameter "
+                                  f"{tuple(self.params[key].shape)}")
+        for p in self.params.values():
+            p.grad = None
+        for key, value in grads.items():
+            p = self.params[key]
+            p.grad = torch.from_numpy(np.ascontiguousarray(value)).to(p.dtype).clone()
+        self.optimizer.step()
+        for p in self.params.values():
+            p.grad = None
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        return optimizer_state(self.optimizer)
+
+    def load_state(self, arrays: Mapping[str, np.ndarray], values: Mapping[str, Any]) -> None:
+        load_optimizer_state(self.optimizer, arrays, values)
+
+
+# ----------------------------------------------------------------------------------------- reference training
+@dataclass
+class TrainResult:
+    """Outcome of training one code: the epoch (1-based) with the best validation accuracy (the first such
+    epoch), its validation and test accuracy, and the per-epoch history."""
+
+    best_epoch: int
+    val_accuracy: float
+    test_accuracy: float
+    parameters: int
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_state: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def train_architecture(space: SearchSpace, code: Code, graph, epochs: int = 50, lr: float = LR,
+                       weight_decay: float = WEIGHT_DECAY, seed: int = 0) -> TrainResult:
+    """Train ``code``'s network from scratch on one graph: ``epochs`` full-batch Adam steps on the training
+    cross-entropy; after every step, validation and test accuracy; keeps the first epoch with the best
+    validation accuracy (the reference code's selection)."""
+    return federated_train_architecture(space, code, [graph], epochs=epochs, lr=lr, weight_decay=weight_decay,
+                                        seed=seed)
+
+
+def federated_train_architecture(space: SearchSpace, code: Code, graphs: Sequence, epochs: int = 50,
+                                 lr: float = LR, weight_decay: float = WEIGHT_DECAY, seed: int = 0,
+                                 mode: str = "weighted") -> TrainResult:
+    """The reference code's final training, in one process: one model; every epoch each client's full-batch
+    training gradient, combined by :func:`combine_gradients` (``mode``, train-size weights), one Adam step; then
+    validation/test accuracy per client, combined with validation/test-size weights (FLACC for test). Keeps the
+    first epoch with the best federated validation accuracy."""
+    if epochs < 1:
+        raise ConfigError(f"epochs must be >= 1, got {epochs}")
+    if not graphs:
+        raise ConfigError("federated_train_architecture needs at least one graph")
+    code = space.check(code)
+    in_dim = int(graphs[0].x.size(1))
+    num_classes = int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or
+                      max(int(g.y.max()) + 1 for g in graphs))
+    net = ArchitectureNet(space, code, in_dim, num_classes, seed=seed)
+    params = dict(net.named_parameters())
+    optimizer = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay)
+    train_sizes = [int(_mask(g, "train").sum()) for g in graphs]
+    history: list[dict[str, float]] = []
+    best = TrainResult(best_epoch=0, val_accuracy=-math.inf, test_accuracy=math.nan,
+                       parameters=int(sum(p.numel() for p in params.values())))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for epoch in range(1, epochs + 1):
+            net.train()
+            grads: list[dict[str, np.ndarray]] = []
+            losses: list[float] = []
+            for g in graphs:
+                mask = _mask(g, "train")
+                optimizer.zero_grad(set_to_none=True)
+                if int(mask.sum()) == 0:
+                    grads.append({})
+                    losses.append(math.nan)
+                    continue
+                loss = F.cross_entropy(net(g.x, g.edge_index)[mask], g.y[mask])
+                loss.backward()
+                grads.append({k: p.grad.detach().numpy().copy() for k, p in params.items() if p.grad is not None})
+                losses.append(float(loss.detach()))
+            combined = combine_gradients(grads, train_sizes, mode)
+            optimizer.zero_grad(set_to_none=True)
+            for key, value in combined.items():
+                params[key].grad = torch.from_numpy(value).clone()
+            optimizer.step()
+            net.eval()
+            with torch.no_grad():
+                rows = [_metrics(net(g.x, g.edge_index), g.y, {"val": _mask(g, "val"), "test": _mask(g, "test")})
+                        for g in graphs]
+            record = {
+                "epoch": epoch,
+                "train_loss": federated_mean(losses, train_sizes),
+                "val_loss": federated_mean([r["val_loss"] for r in rows], [r["num_val"] for r in rows]),
+                "val_accuracy": federated_mean([r["val_accuracy"] for r in rows], [r["num_val"] for r in rows]),
+                "test_accuracy": federated_mean([r["test_accuracy"] for r in rows], [r["num_test"] for r in rows]),
+            }
+            history.append(record)
+            if record["val_accuracy"] > best.val_accuracy:
+                best.best_epoch, best.val_accuracy = epoch, record["val_accuracy"]
+                best.test_accuracy = record["test_accuracy"]
+                best.best_state = module_arrays(net)
+    best.history = history
+    return best
