@@ -17,7 +17,7 @@ from flowergraph.tasks.asfgnn import data as adata
 from flowergraph.tasks.asfgnn.divergence import (average_arrays, js_divergence, kl_divergence, label_counts,
                                                  label_distribution, mix_arrays, sum_counts)
 from flowergraph.tasks.asfgnn.models import (build_model, fgnn_arrays, fgnn_keys, l2_penalty, load_fgnn_arrays,
-                                             sgnn_arrays, sgnn_keys)
+                                             sgnn_arrays, sgnn_keys, sparse_csr)
 from flowergraph.tasks.asfgnn.reference import run_centralized, run_clients, run_config
 from flowergraph.tasks.asfgnn.search import (GridSearch, RandomSearch, SearchSpace, SmacSearch,
                                              client_hyperparams, config_from_hyperparams, load_driver, make_driver)
@@ -110,6 +110,7 @@ def test_sgnn_fgnn_shapes_and_unit_embeddings():
     assert torch.allclose(h.norm(dim=1), torch.ones(6), atol=1e-6)
     assert model(x, ei).shape == (6, 7)
     assert len(model.sgnn.convs) == 3
+    assert torch.allclose(model(sparse_csr(x), ei), model(x, ei), atol=1e-6)  # the sparse input path
     assert model.fgnn.lin1.weight.shape == (64, 64) and model.fgnn.lin2.weight.shape == (7, 64)
 
 

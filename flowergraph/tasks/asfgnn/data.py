@@ -56,6 +56,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -100,6 +101,13 @@ class ClientData:
     test_mask: torch.Tensor
     num_classes: int  # J of the whole dataset
     owner: torch.Tensor | None = None  # centralized union only: the client that owns each node
+
+    @cached_property
+    def x_input(self) -> torch.Tensor:
+        """The features as sparse CSR, the model's input in training and evaluation (computed once)."""
+        from .models import sparse_csr
+
+        return sparse_csr(self.x)
 
     @property
     def num_nodes(self) -> int:

@@ -27,6 +27,10 @@ matrices of both networks (not the biases). The paper writes ``||W||_2``; we rea
 ``l2_loss`` (half the squared Frobenius norm), the weight decay of the GCN code the paper follows [35], since a
 plain norm is not differentiable at 0 and is not what "L2 regularisation" means in that code.
 
+The input features may be dense or sparse CSR (:attr:`~.data.ClientData.x_input`: Cora's and CiteSeer's
+bag-of-words rows are ~1 % non-zero, and the projection ``x W_0`` dominates a dense step); with CSR input the
+input dropout draws over the stored entries only (same distribution, other random numbers than the dense path).
+
 Dropout takes an optional ``torch.Generator`` so a training step is a pure function of (weights, data,
 generator state): the reference loops and the Flower clients derive one generator per (seed, client, round) and
 get the same numbers.
@@ -67,6 +71,27 @@ def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generato
         return torch.zeros_like(x)
     keep = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device) >= p
     return x * keep / (1.0 - p)
+
+
+def sparse_csr(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a sparse CSR tensor (torch flags CSR as beta; the warning is silenced here)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return x.to_sparse_csr()
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor, p: float, training: bool,
+             generator: torch.Generator | None) -> torch.Tensor:
+    """``dropout(x) @ weight.T`` for dense or sparse-CSR ``x``. For CSR, dropout draws only over the stored
+    entries (dropping a zero changes nothing), which is the same distribution at ~1/80 of the cost on Cora."""
+    if x.layout != torch.sparse_csr:
+        return dropout(x, p, training, generator) @ weight.t()
+    if training and p > 0.0:
+        values = dropout(x.values(), p, training, generator)
+        x = torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape, check_invariants=False)
+    return x @ weight.t()
 
 
 def check_depth(depth: int) -> int:
@@ -112,7 +137,9 @@ class SGNN(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
                 generator: torch.Generator | None = None) -> torch.Tensor:
-        h = self.input(dropout(x, self.dropout, self.training, generator))
+        """Embeddings of every node; ``x`` dense or sparse CSR (:func:`sparse_csr`, much faster for
+        bag-of-words features)."""
+        h = _project(x, self.input.weight, self.dropout, self.training, generator)
         for conv in self.convs:
             h = self._act(conv(dropout(h, self.dropout, self.training, generator), edge_index))
         return F.normalize(h, p=2.0, dim=-1)

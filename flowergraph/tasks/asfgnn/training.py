@@ -126,7 +126,7 @@ def loss_fn(model: SFGNN, data: ClientData, hp: HyperParams,
     """Eq. 4: mean cross-entropy over the training nodes plus the L2 term over all weight matrices."""
     if data.num_train == 0:
         raise ConfigError(f"client {data.client} has no training nodes: it cannot train")
-    logits = model(data.x, data.edge_index, generator)
+    logits = model(data.x_input, data.edge_index, generator)
     return F.cross_entropy(logits[data.train_mask], data.y[data.train_mask]) + l2_penalty(model, hp.l2)
 
 
@@ -156,7 +156,7 @@ def _accuracy(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> float:
 def predict(model: SFGNN, data: ClientData) -> torch.Tensor:
     """Predicted class of every node (no dropout)."""
     model.eval()
-    return model(data.x, data.edge_index).argmax(dim=-1)
+    return model(data.x_input, data.edge_index).argmax(dim=-1)
 
 
 @torch.no_grad()
