@@ -305,6 +305,8 @@ def test_reference_runs_are_deterministic_and_share_only_what_they_should(cora_c
     assert nojs.history[0] == one.history[0] and nojs.history[2] != one.history[2]
     with pytest.raises(ConfigError, match=r"depths \[2, 1\] must match"):
         run_clients(cora_clients, hps, method="fl", rounds=1)
+    with pytest.raises(ConfigError, match=r"fgnn_init 'server' is unknown; valid choices: client, shared"):
+        run_clients(cora_clients, hps, method="sfgnn", rounds=1, fgnn_init="server")
     with pytest.raises(ConfigError, match=r"method 'fedprox' is unknown; valid choices: sfgnn, sfgnn-nojs, fl, sp"):
         run_clients(cora_clients, hps, method="fedprox", rounds=1)
     assert run_clients(cora_clients, HP, method="fl", rounds=2).history[-1]["mean_val"] >= 0

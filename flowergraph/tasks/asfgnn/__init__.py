@@ -32,9 +32,13 @@ Deviations and choices (where the paper is silent or cannot be followed literall
    round t); T is not given, we default to T = 200 (the epoch count of GCN [35]).
 7. **Label counts N_i** are the client's training labels (full batch: the "current batch" of line 6 is the
    training set). They do not change across rounds, so ``js_i`` is constant over a run.
-8. **Aggregation**: SFGNN's server averages the discriminators with 1/I (line 17, as written). FL (FedAvg)
-   averages the whole model weighted by training-node counts; FL clients start from one common model, SFGNN
-   clients from their own random models (line 2).
+8. **Aggregation and initialisation**: SFGNN's server averages the discriminators with 1/I (line 17, as
+   written). FL (FedAvg) averages the whole model weighted by training-node counts. Line 2 ("randomly
+   initialise W_l,0^i for every i") does not say whether the clients' initial discriminators are the same: we
+   start them from one common random discriminator (as a server broadcast gives; the SGNNs are initialised
+   per client), because averaging independently initialised discriminators mixes unrelated hidden units and
+   cost 9-16 points of test accuracy on Cora (``run_clients(..., fgnn_init="client")`` keeps the other
+   reading). FL clients start from one common model.
 9. **Metric order**: a client's metric M_i of round t is measured on the model entering the round (line 9),
    i.e. after the previous round's mixing; the reference runs evaluate once more after the last round.
    ``M(theta) = max_t mean_i val_acc_i`` (Algorithm 4 line 11); the reported accuracy is the mean client test
