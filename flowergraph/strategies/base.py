@@ -272,8 +272,17 @@ class FederatedStrategy(Strategy):
         :class:`~flowergraph.strategies.aggregation.RoundNotAggregated` to keep every model for the round."""
         return self.aggregator.aggregate_named(updates, weights, like=self.bank.global_model or {})
 
+    def aggregate_secure(self, server_round: int, aggregate: NamedArrays, num_clients: int
+                         ) -> Mapping[str, np.ndarray] | None:
+        """The new global model from a round whose individual updates the server never held: ``aggregate`` is the
+        weighted mean of ``num_clients`` clients' updates, decrypted (``secure-agg=ckks``). Default: the aggregate
+        itself. A method whose updates carry more than the model (e.g. statistics to turn into the next round's
+        config) splits them here, as it does in :meth:`aggregate_updates` otherwise; None keeps the model."""
+        return aggregate
+
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
-        """Per-round work after aggregation (default: none); ``updates`` are the accepted ones."""
+        """Per-round work after aggregation (default: none); ``updates`` are the accepted ones (empty under
+        ``secure-agg=ckks``, whose round is aggregated by :meth:`aggregate_secure`)."""
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
         config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
@@ -559,9 +568,15 @@ class FederatedStrategy(Strategy):
             log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
                 server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
             rec["aggregated"] = False
+            self.after_fit(server_round, [])
             return None, {"num_fit": rec["num_fit"]}
         rec["aggregated"] = True
-        self.global_arrays = new
+        keys = list(self.bank.global_model or {})
+        result = self.aggregate_secure(server_round, named(new, keys if len(keys) == len(new) else None),
+                                       rec["num_fit"])
+        if result is not None:
+            self.bank.set_global(result)
+        self.after_fit(server_round, [])
         return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
 
     def _record_fused_evaluation(self, server_round: int, results: list[tuple[ClientProxy, FitRes]]) -> None:
