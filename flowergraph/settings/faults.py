@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-# kind -> what the client does in the fit message of the chosen round (README "Reliability" documents these).
+# kind -> what the client does in the fit message of the chosen round (docs/reliability.md documents these).
 FAULT_KINDS: dict[str, str] = {
     "raise": "raises an exception instead of answering (Flower reports the message as failed)",
     "nan": "trains, then returns its arrays filled with NaN",

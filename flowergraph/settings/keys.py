@@ -1,4 +1,4 @@
-"""The keys every run has (Flower-free): :data:`COMMON_OPTIONS`, the README groups they are listed under, and
+"""The keys every run has (Flower-free): :data:`COMMON_OPTIONS`, the groups docs/configuration.md lists them under, and
 renamed keys (:data:`RENAMED`). Each registered method adds its own keys, named ``<method>.<key>``
 (:mod:`flowergraph.methods`)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
 from .options import Option, at_least, left_open, right_open, within
 
-# Group names, in the order the README lists them (a method's keys follow under the method's name).
+# Group names, in the order docs/configuration.md lists them (a method's keys follow under the method's name).
 GROUPS = {
     "run": "The run",
     "federation": "Federation: sampling, averaging, evaluation",
@@ -81,7 +81,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            group="reliability"),
     Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
            "e.g. `raise:1@2,nan:0@3`, `@*` = every round; kinds: `raise`, `nan`, `shape`, `exit`, `hang`, and the "
-           "poisoning kinds `scale`, `flip` (README, Reliability).",
+           "poisoning kinds `scale`, `flip` (docs/reliability.md).",
            group="reliability"),
     # -- data owners
     Option("partition-dir", "", "A folder written by `python -m flowergraph.partition export`: client k reads only "

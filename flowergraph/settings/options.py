@@ -1,7 +1,7 @@
 """Run-configuration options: the schema primitive every layer declares its keys with (Flower-free).
 
 An :class:`Option` is one run-config key: its name, default (whose type is the key's type), help text, the
-valid choices or a check, and the group it is documented under in the README's configuration reference.
+valid choices or a check, and the group it is documented under in the configuration reference (docs/configuration.md).
 :mod:`flowergraph.settings` holds the keys every run has; each method declares its own keys in its registration
 (:mod:`flowergraph.methods`), named ``<method>.<key>`` (e.g. ``fedgcn.hops``). Flower reads such dotted keys
 from a nested table (``[tool.flwr.app.config.fedgcn]``) or as they are (``--run-config "fedgcn.hops=1"``).
@@ -22,7 +22,7 @@ class Option:
 
     ``check(value)`` returns an error text (``"must be >= 1"``) or None; ``normalize(value)`` may return the
     canonical spelling of a valid value or raise ConfigError (e.g. dataset names are case-insensitive).
-    ``group`` is the README section the key is listed under (a method's name for method keys).
+    ``group`` is the section of docs/configuration.md the key is listed under (a method's name for method keys).
     """
 
     key: str

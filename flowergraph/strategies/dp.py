@@ -16,7 +16,7 @@
 Every round's record in ``rounds.jsonl`` gets a ``dp`` entry: the mode, clipping norm, noise standard deviation,
 the releases so far and the cumulative ``(epsilon, delta)`` of the model updates, computed with Flower's RDP
 accountant (``flwr.serverapp.RdpAccountant``, Google's ``dp-accounting``) under these assumptions, stated again in
-the README:
+docs/privacy.md:
 
 * client-level DP with add-or-remove-one neighbouring, **no amplification by sampling** (Flower's fixed-clipping
   accounting does the same: the sampled clients are not drawn by Poisson sampling, so a subsampling bound would
