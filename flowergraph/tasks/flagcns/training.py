@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import ConfigError
+from ..training import mask_metrics
 from ..torch_state import load_optimizer_state, module_arrays, optimizer_state
 from .space import Code, SearchSpace
 from .supernet import ArchitectureNet, SuperNet, _as_codes
@@ -106,18 +107,8 @@ def evaluate_codes(supernet: SuperNet, graph, codes: Iterable[Code], masks: Sequ
 
 
 def _metrics(out: torch.Tensor, y: torch.Tensor, masks: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    result: dict[str, float] = {}
-    pred = out.argmax(dim=-1)
-    for name, mask in masks.items():
-        n = int(mask.sum())
-        result[f"num_{name}"] = n
-        if n == 0:
-            result[f"{name}_loss"] = math.nan
-            result[f"{name}_accuracy"] = math.nan
-        else:
-            result[f"{name}_loss"] = float(F.cross_entropy(out[mask], y[mask]))
-            result[f"{name}_accuracy"] = float((pred[mask] == y[mask]).double().mean())
-    return result
+    """Loss (cross-entropy of the outputs, as the reference trains on them) and accuracy per mask."""
+    return mask_metrics(out, y, masks, loss=F.cross_entropy, accuracy_dtype=torch.float64)  # type: ignore[return-value]
 
 
 def federated_mean(values: Sequence[float], sizes: Sequence[float]) -> float:
