@@ -23,3 +23,7 @@ class KeyFileError(FlowergraphError, ValueError):
 
 class CheckpointError(FlowergraphError, ValueError):
     """A checkpoint file is missing, corrupt, or does not fit the run that wants to resume from it."""
+
+
+class ClientsMissingError(FlowergraphError, RuntimeError):
+    """Fewer clients connected than the run needs within its wait (``connect-timeout``)."""

@@ -88,7 +88,7 @@ class StrategyArgs:
         whole = s.method_info.whole_graph
         return FederationPolicy(
             num_clients=s.effective_num_clients, num_rounds=s.rounds, fused_eval=s.fused_eval,
-            connect_timeout=s.init_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
+            connect_timeout=s.connect_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
             eval_every=s.eval_every, seed=s.seed, fraction_fit=1.0 if whole else s.fraction_fit,
             fraction_evaluate=1.0 if whole else s.fraction_evaluate,
             min_clients=None if whole else (s.min_clients or None), clients_per_round=1 if whole else None,
