@@ -5,6 +5,8 @@
   parallel); :class:`ProcessGroup` (every process a launcher starts, found by a tag in its environment even after
   it left the tree, and stopped by a watchdog process if the launcher itself dies); :func:`stop_on_signals`
   (SIGTERM and SIGHUP unwind a launcher like Ctrl-C, so its ``finally`` blocks stop what it started);
+* the temp directory: :func:`private_tmp` (a launcher's own temp folder for itself and every process it starts,
+  removed at the end: Ray's session folders, PyG's generated modules and torch's caches go with it);
 * Flower: :func:`flower_env` (the environment every Flower process gets: this venv first on PATH, no
   telemetry, no update check, no runtime ``uv sync``), :func:`write_app` (a throw-away Flower app of this
   package with every run-config key), :func:`write_run_config` (a run-config TOML file for ``flwr run
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -226,6 +229,38 @@ def _watchdog(parent: int, tag: str, interval: float = 0.5) -> None:
         if not procs:
             return
         stop_processes(procs)
+
+
+# ------------------------------------------------------------------------------------------------ temp folders
+_PRIVATE_TMP: list[str] = []
+
+
+@contextlib.contextmanager
+def private_tmp(prefix: str = "fg"):
+    """A temp folder for this launcher and every process it starts (``TMPDIR``, ``tempfile.tempdir``), removed
+    with everything in it at the end, so a run leaves nothing in the temp directory: Ray's session folders,
+    PyG's generated layer modules, torch's inductor cache, Flower's FAB unpacking. Nested uses share the outer
+    folder. Short on purpose: Ray's socket paths under it must stay below 107 bytes."""
+    import shutil
+    import tempfile
+
+    if _PRIVATE_TMP:
+        yield Path(_PRIVATE_TMP[-1])
+        return
+    path = tempfile.mkdtemp(prefix=prefix)
+    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = path
+    _PRIVATE_TMP.append(path)
+    try:
+        yield Path(path)
+    finally:
+        _PRIVATE_TMP.pop()
+        tempfile.tempdir = saved_dir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------------- Flower
