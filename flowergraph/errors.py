@@ -1,4 +1,19 @@
-"""Errors raised by flowergraph. Every message names the bad value and, where there is a list, the valid choices."""
+"""Errors raised by flowergraph. Every message names the bad value and, where there is a list, the valid choices
+(with :func:`did_you_mean` for a close one)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
+    """``"; did you mean 'x'?"`` for a close match among ``choices`` (case-insensitive; '' when there is none)."""
+    import difflib
+
+    options = [str(c) for c in choices]
+    lowered = {o.lower(): o for o in options}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
 
 
 class FlowergraphError(Exception):

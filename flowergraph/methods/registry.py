@@ -397,7 +397,8 @@ def get_task(name: str) -> Task:
     registry = tasks()
     if name in registry:
         return registry[name]
-    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{_plugin_hint()}")
+    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}"
+                      f"{_plugin_hint()}")
 
 
 def task_of_dataset(dataset: str) -> Task:
@@ -411,7 +412,6 @@ def task_of_dataset(dataset: str) -> Task:
 
 def suggest(name: str, choices: Iterable[Any]) -> str:
     """``"; did you mean 'x'?"`` for a close match among ``choices`` ('' when there is none)."""
-    import difflib
+    from ..errors import did_you_mean
 
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return did_you_mean(name, choices)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError, DatasetUnavailableError
+from ..errors import ConfigError, DatasetUnavailableError, did_you_mean
 
 PLANETOID = ("Cora", "CiteSeer", "PubMed")
 TU_DATASETS = (
@@ -54,16 +54,12 @@ class DatasetInfo:
 
 def canonical_name(name: str) -> str:
     """Return the canonical spelling of a dataset name (case-insensitive match) or raise ConfigError."""
-    import difflib
-
     for known in ALL_DATASETS:
         if name.lower() == known.lower():
             return known
-    close = difflib.get_close_matches(str(name).lower(), [d.lower() for d in ALL_DATASETS], n=1, cutoff=0.6)
-    hint = f"; did you mean {next(d for d in ALL_DATASETS if d.lower() == close[0])!r}?" if close else ""
     raise ConfigError(
         f"unknown dataset {name!r}; valid choices: node classification {', '.join(NODE_DATASETS)}; "
-        f"graph classification {', '.join(GRAPH_DATASETS)}{hint}"
+        f"graph classification {', '.join(GRAPH_DATASETS)}{did_you_mean(name, ALL_DATASETS)}"
     )
 
 
