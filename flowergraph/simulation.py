@@ -36,7 +36,7 @@ from .settings import (RunSettings, load_preset, natural_num_clients, option_by_
 from .settings.plan import RunPlan
 from .errors import ConfigError
 from .methods import methods
-from .storage.results import accuracy_text
+from .storage.results import accuracy_text, add_launcher_times
 from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, private_tmp, run_command, tee_output,
                           write_app, write_run_config)
 
@@ -239,7 +239,7 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
 def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpus_per_client, verbose, stream,
                     timeout) -> SimulationResult:
     stream = stream or sys.stdout
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     if num_clients is None:
         num_clients = (overrides or {}).get("num-clients") or natural_num_clients(
             method, dataset or (overrides or {}).get("dataset"))
@@ -290,6 +290,7 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
     status, log_file = app_run.status, app_run.log_file
     summary = {}
     summary_file = out_dir / "summary.json"
+    add_launcher_times(out_dir, started_at, time.monotonic() - started)  # the time plot starts at the launch
     if summary_file.exists():
         summary = json.loads(summary_file.read_text())
         if status == "failed" and summary.get("status") != "failed":
@@ -339,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", default=None, metavar="PATH",
                         help="continue the run checkpointed at PATH (a checkpoint file or the run's out-dir) with "
                              "its settings, in its out-dir; --rounds sets the new total")
-    parser.add_argument("--cpus-per-client", type=int, default=1)
+    parser.add_argument("--cpus-per-client", type=int, default=1, help="CPUs Flower gives each client (Ray actor); "
+                        "on 2 cores keep 1 (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)

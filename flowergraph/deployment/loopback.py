@@ -321,7 +321,7 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
 def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, data_dir, *, dataset, key_file,
                     partition_dir, timeout, host, check_data, stream, verbose) -> DeploymentResult:
     stream = stream or sys.stdout
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
         raise ConfigError(f"num_nodes must be an integer >= 1 (one SuperNode per data owner), got {num_nodes!r}")
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
@@ -397,6 +397,9 @@ def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, da
     finally:
         result.pids = dep.pids
         result.wall_time_s = time.monotonic() - started
+    from ..storage.results import add_launcher_times
+
+    add_launcher_times(out, started_at, result.wall_time_s)  # the time plot starts at the launch
     summary_file = out / "summary.json"
     if summary_file.exists():
         result.summary = json.loads(summary_file.read_text())
