@@ -9,7 +9,7 @@ from flwr.server import ServerAppComponents, ServerConfig
 from flwr.serverapp import ServerApp
 
 from flowergraph.storage.results import RunRecorder
-from flowergraph.strategies import WeightedAveraging
+from flowergraph.strategies import FederationPolicy, WeightedAveraging
 
 
 def server_fn(context: Context):
@@ -17,8 +17,8 @@ def server_fn(context: Context):
     out = Path(str(context.run_config["results-dir"])).expanduser().resolve() / f"run-{context.run_id}"
     log(INFO, "plugin example: results in %s", out)
     recorder = RunRecorder(out, dict(context.run_config), total_rounds=rounds)
-    strategy = WeightedAveraging(num_clients=int(context.run_config["num-clients"]), weighting="uniform",
-                                 num_rounds=rounds, recorder=recorder)
+    policy = FederationPolicy(num_clients=int(context.run_config["num-clients"]), num_rounds=rounds)
+    strategy = WeightedAveraging(policy, weighting="uniform", recorder=recorder)
     return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds, round_timeout=300))
 
 
