@@ -42,13 +42,21 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+_FAILED = []
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_CACHE:
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+    if exitstatus not in (0, 5):  # 5: no tests collected
+        _FAILED.append(exitstatus)
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+    if _FAILED:  # the failed tests' folders and logs stay for a look
+        print(f"\nkept for inspection (the session failed): {_SESSION_TMP}")
+    else:
+        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
 
 
 def missing_test_datasets() -> list[str]:

@@ -33,6 +33,11 @@ def configure_torch(threads: int | None = 1) -> bool:
     """Set this process's torch for training: ``threads`` intra-op threads (None leaves them) and denormals
     flushed to zero (see the module docstring). Returns whether the flush is on (False also where the CPU cannot
     flush). Cheap: safe to call for every message."""
+    import warnings
+
+    # PyG decorates a few helpers with torch.jit.script at import; torch 2.13 warns about it in every process that
+    # imports PyG (every client actor): a library's own business, never the user's.
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning)
     import torch
 
     if threads is not None and torch.get_num_threads() != threads:
