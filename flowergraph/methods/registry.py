@@ -88,7 +88,7 @@ class StrategyArgs:
         whole = s.method_info.whole_graph
         return FederationPolicy(
             num_clients=s.effective_num_clients, num_rounds=s.rounds, fused_eval=s.fused_eval,
-            connect_timeout=s.init_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
+            connect_timeout=s.connect_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
             eval_every=s.eval_every, seed=s.seed, fraction_fit=1.0 if whole else s.fraction_fit,
             fraction_evaluate=1.0 if whole else s.fraction_evaluate,
             min_clients=None if whole else (s.min_clients or None), clients_per_round=1 if whole else None,
@@ -397,7 +397,8 @@ def get_task(name: str) -> Task:
     registry = tasks()
     if name in registry:
         return registry[name]
-    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{_plugin_hint()}")
+    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}"
+                      f"{_plugin_hint()}")
 
 
 def task_of_dataset(dataset: str) -> Task:
@@ -411,7 +412,6 @@ def task_of_dataset(dataset: str) -> Task:
 
 def suggest(name: str, choices: Iterable[Any]) -> str:
     """``"; did you mean 'x'?"`` for a close match among ``choices`` ('' when there is none)."""
-    import difflib
+    from ..errors import did_you_mean
 
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return did_you_mean(name, choices)

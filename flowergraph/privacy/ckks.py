@@ -301,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.privacy.ckks")
     sub = parser.add_subparsers(dest="cmd", required=True)
     keygen = sub.add_parser("keygen", help="write a new CKKS secret context (share it with clients only)")
-    keygen.add_argument("path")
-    keygen.add_argument("--poly-modulus-degree", type=int, default=POLY_MODULUS_DEGREE, choices=(4096, 8192))
+    keygen.add_argument("path", help="the key file to write (it holds the secret key: keep it with the clients)")
+    keygen.add_argument("--poly-modulus-degree", type=int, default=POLY_MODULUS_DEGREE, choices=(4096, 8192),
+                        help="CKKS ring degree N (default: %(default)s)")
     args = parser.parse_args(argv)
     bits = COEFF_MOD_BIT_SIZES if args.poly_modulus_degree == 4096 else (60, 60)
     path = write_key_file(args.path, create_secret_context(args.poly_modulus_degree, bits))

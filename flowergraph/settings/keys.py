@@ -65,6 +65,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "messages (identity, initial model, one-off method phases such as FedGCN's exchange, restoring client "
            "state); simulation start-up (Ray, torch) counts here, not in round-timeout.",
            check=at_least(0.0, False), group="reliability"),
+    Option("connect-timeout", 60.0, "Seconds the server waits for `num-clients` nodes to connect before anything "
+           "starts; while it waits it reports how many did (`2 of 3 clients connected`), and then the run fails "
+           "naming how many came. Simulation nodes connect at once; in a deployment start the SuperNodes first, "
+           "or raise this.", check=at_least(0.0, False), group="reliability"),
     Option("poll-interval", 0.05, "Longest wait (s) between the server's polls for client replies; polls start "
            "after 2 ms and back off to this. 0 keeps Flower's own fixed polling (0.1 s in simulation, 3 s in "
            "deployment), which rounds every fit/evaluate phase up to that tick.", check=at_least(0.0),

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ class Option:
             value = self.normalize(value)
         choices = self.valid_choices
         if choices is not None and value not in choices:
-            raise ConfigError(f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}")
+            raise ConfigError(f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}"
+                              f"{did_you_mean(value, choices)}")
         if self.check is not None:
             problem = self.check(value)
             if problem:
