@@ -124,7 +124,7 @@ def build_client(context: Context):
         from ..clients.privacy import DPUpdates
 
         client = DPUpdates(client, s.dp, pid, clipping_norm=s.dp_clipping_norm, sensitivity=s.dp_sensitivity,
-                           epsilon=s.dp_epsilon, delta=s.dp_delta, seed=s.seed)
+                           epsilon=s.dp_epsilon, delta=s.dp_delta)
     client = _with_faults(client, s, pid)
     if s.secure_agg != "none":
         from ..clients.secure import SecureUpdates

@@ -34,7 +34,10 @@ Differences from Flower's wrappers, all on failure handling: a round with a fail
 is recorded (``aggregated: false`` with the reason) and fused evaluation results are not lost; the wrapper
 passes every attribute it does not define (records, checkpoints, ``finish``) to the wrapped strategy, and its
 accountant is part of the checkpointed state. The noise comes from NumPy's global generator (Flower's
-choice), so runs with ``dp`` on are not bit-reproducible.
+choice), so runs with ``dp`` on are not bit-reproducible. The local noise (``dp=local``) is drawn by each client
+from the operating system's entropy, never from anything the server knows (the run seed, the round, the
+partition id): a server that could regenerate it would subtract it and recover the local model (issue 19), so
+runs with local DP are not bit-reproducible either, and a resumed run does not equal the uninterrupted one.
 """
 
 from __future__ import annotations
