@@ -37,6 +37,22 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def distinct_failures(failures: list) -> list:
+    """``failures`` without repeats of one failed message: Flower's ``SecAggPlusWorkflow`` appends a client's
+    failed masked-vector reply twice (as ``Exception(msg.error)``, the same error object), which would count one
+    dropout as two failures that no client can be paired with."""
+    seen: set[int] = set()
+    out = []
+    for failure in failures:
+        args = getattr(failure, "args", ())
+        if isinstance(failure, BaseException) and len(args) == 1 and not isinstance(args[0], (str, bytes, int)):
+            if id(args[0]) in seen:
+                continue
+            seen.add(id(args[0]))
+        out.append(failure)
+    return out
+
+
 def refusal(reason: str) -> str | None:
     """The part of a failure reason after :data:`CONFIG_ERROR_MARKER` (a client refused the run), else None."""
     return reason[reason.index(CONFIG_ERROR_MARKER):] if CONFIG_ERROR_MARKER in reason else None
