@@ -445,3 +445,21 @@ def test_local_dp_records_the_replace_one_budget(tmp_path):
     assert rec["epsilon"] == pytest.approx(epsilon(sigma / clip), rel=1e-9)
     assert rec["epsilon_replace_one"] == pytest.approx(epsilon(sigma / (2 * clip)), rel=1e-9)
     assert rec["epsilon_replace_one"] > rec["epsilon"]
+
+
+def test_the_client_app_gives_the_secure_wrapper_the_runs_bounds(key_file):
+    from flwr.app import Context, RecordDict
+
+    from flowergraph.app import client_app
+
+    def build(**run):
+        ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
+                      run_config={**BASE, "num-clients": 3, **run})
+        return client_app.build_client(ctx)
+
+    secagg = build(**{"secure-agg": "secagg+", "secagg-clipping-range": 4.0, "secagg-max-weight": 50.0})
+    assert (secagg.clipping_range, secagg.max_weight) == (4.0, 50.0)
+    enc = build(**{"secure-agg": "ckks", "key-file": key_file, "min-secure-clients": 3})
+    assert enc.min_secure_clients == 3 and enc.mode == "ckks"
+    local = build(dp="local")
+    assert local.mode == "local" and not hasattr(local, "seed")

@@ -130,7 +130,8 @@ def build_client(context: Context):
         from ..clients.secure import SecureUpdates
 
         client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
-                               max_weight=s.secagg_weight_bound)
+                               max_weight=s.secagg_weight_bound, clipping_range=s.secagg_clipping_range,
+                               min_secure_clients=s.min_secure_clients)
     return client
 
 
