@@ -341,10 +341,16 @@ def test_a_secaggplus_dropout_is_one_failure_named_by_its_client():
     s.directory.partition_of.update({p.cid: k for k, (p, _) in enumerate(results)})
     from flwr.app.error import Error
 
-    error = Error(code=0, reason="secure-agg='secagg+': partition 2 refuses to send its update: 1 NaN")
+    refused = "secure-agg='secagg+': partition 2 refuses to send its update: 1 NaN or infinite value(s)"
+    ray = ("<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'\x1b[36mray::ClientAppActor.run()\x1b[39m "
+           "(pid=1, ip=192.0.2.2)\n  File \"flowergraph/clients/secure.py\", line 87, in _check_finite\n    raise "
+           f"self._refuse(...)\nflowergraph.clients.secure.UpdateRefused: {refused}\n\nThe above exception was "
+           "the direct cause of the following exception:\n\nray::ClientAppActor.run()\n  File \"ray_actor.py\", "
+           "line 65, in run\nflwr.clientapp.client_app.ClientAppException: ...'>")
+    error = Error(code=2, reason=ray)  # what the workflow gets from a ClientApp that raised, in simulation
     _, _ = s.aggregate_fit(1, results[:2], [Exception(error), Exception(error)])
     rec = s.book.start(1)
-    assert rec["num_failures"] == 1 and [f["client"] for f in rec["failures"]] == ["2"]
+    assert rec["num_failures"] == 1 and rec["failures"] == [{"client": "2", "reason": refused}]
 
 
 def test_max_update_norm_keeps_one_x1e30_client_from_freezing_a_mean_run(tmp_path, monkeypatch):
@@ -463,3 +469,40 @@ def test_the_client_app_gives_the_secure_wrapper_the_runs_bounds(key_file):
     assert enc.min_secure_clients == 3 and enc.mode == "ckks"
     local = build(dp="local")
     assert local.mode == "local" and not hasattr(local, "seed")
+
+
+# ---------------------------------------------------------------------- every refusal: exit 2 before training
+REFUSED = {
+    "trimmed mean that trims nothing": (["--num-clients", "5", "--set", "aggregator=trimmed-mean"],
+                                        "error: aggregator='trimmed-mean' with aggregator-trim=0.1 drops int(0.1 x 5) "
+                                        "= 0 values at each end"),
+    "local DP epsilon out of range": (["--set", "dp=local", "--set", "dp-epsilon=2"],
+                                      "error: dp='local': dp-epsilon=2 is outside (0, 1)"),
+    "CKKS with one client per round": (["--num-clients", "5", "--set", "fraction-fit=0.2", "--set",
+                                        "secure-agg=ckks"],
+                                       "error: secure-agg='ckks' decrypts only sums of at least min-secure-clients=2 "
+                                       "updates (a sum of one update is that update), but this run samples 1"),
+    "SecAgg+ with two clients per round": (["--num-clients", "2", "--set", "secure-agg=secagg+"],
+                                           "error: secure-agg='secagg+' needs at least 3 clients per round"),
+    "max-update-norm with two clients": (["--num-clients", "2", "--set", "max-update-norm=10"],
+                                         "error: max-update-norm=10 needs at least 3 clients per round"),
+}
+
+
+def test_every_refused_combination_exits_2_from_the_launcher_before_training(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    procs = {name: subprocess.Popen([sys.executable, "-m", "flowergraph.simulation", *args, "--out",
+                                     str(tmp_path / f"run{i}")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=env, cwd=tmp_path)
+             for i, (name, (args, _)) in enumerate(REFUSED.items())}
+    for i, (name, proc) in enumerate(procs.items()):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, (name, proc.returncode, err[-500:])
+        assert err.startswith(REFUSED[name][1]), (name, err)
+        assert "flowergraph: fedavg on" not in out and not (tmp_path / f"run{i}").exists()  # nothing started

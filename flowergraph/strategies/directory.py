@@ -33,6 +33,13 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     m = re.search(r"Message: (.*?)'?>\)?\. It originated", text, flags=re.S)
     if m:
         text = m.group(1)
+    elif "The above exception was the direct cause" in text.replace("\\n", "\n"):
+        # a ClientApp traceback inside Ray's error (SecAgg+'s workflow passes it as it came): its first
+        # exception line is the client's own error
+        plain = text.replace("\\n", "\n").replace("\\'", "'")
+        m = re.search(r"(?:^|\n)\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Refused|Fault): ([^\n]+)", plain)
+        if m:
+            text = m.group(1)
     text = " ".join(text.split()).strip(" '>")
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
