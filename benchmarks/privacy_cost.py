@@ -127,7 +127,7 @@ def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes
 
     name = f"deploy-fedavg-{mode.replace('+', 'plus')}-n{nodes}-r{rounds}" + (f"-poll{poll:g}" if poll else "")
     cell = CELLS / name
-    done = cell.with_suffix(".json")
+    done = CELLS / f"{name}.json"
     if done.exists():
         return json.loads(done.read_text())
     shutil.rmtree(cell, ignore_errors=True)
@@ -152,6 +152,7 @@ def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes
     training = [r for r in run["rounds"] if r.get("round", 0) >= 1 and not r.get("phase")]
     later = [r for r in training if r["round"] >= 2]
     out = {"mode": mode, "poll": poll, "rounds": rounds, "nodes": nodes, "wall_s": result.wall_time_s,
+           "load_1min_after": os.getloadavg()[0],
            "round_s": statistics.median(r["time_s"] for r in later),
            "accuracy": run["summary"].get("final_accuracy"),
            "bytes_up": sum(r.get("bytes_up", 0) for r in training),
@@ -163,13 +164,33 @@ def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes
     return out
 
 
+def import_cpu(modules: str, repeats: int = 3) -> float:
+    """CPU seconds (user + system, median of ``repeats``) a fresh Python process spends importing ``modules``:
+    what every ClientApp process pays before it handles its one message."""
+    import resource
+
+    samples = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", f"import {modules}"], check=True, cwd=str(REPO))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        samples.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(samples)
+
+
 def _run_label(c: dict) -> str:
     return c["mode"] + (f", SuperExec poll {c['poll']:g} s" if c["poll"] else "")
 
 
 def deployment_section(rounds: int) -> str:
+    import os
+
     cells = [run_deployment_cell(mode, rounds) for mode in MODES]
     cells.append(run_deployment_cell("secagg+", rounds, poll=0.05))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" (1, 5, 15 min) on {os.cpu_count()} cores"
+    imp_app = import_cpu("flwr.supernode.runtime.run_clientapp, flwr.client.mod, flowergraph.app.client_app")
+    imp_torch = import_cpu("flwr.supernode.runtime.run_clientapp, flowergraph.app.client_app, torch, "
+                           "torch_geometric")
     base = cells[0]["round_s"]
     rows = [[_run_label(c), f"{100 * c['accuracy']:.2f}" if c.get("accuracy") is not None else "-",
              f"{c['round_s']:.1f}", f"{c['round_s'] / base:.2f}", f"{c['bytes_up'] / 1e6:.2f}",
@@ -185,7 +206,34 @@ def deployment_section(rounds: int) -> str:
             + table(["secure-agg", "final test acc %", "round s", "round time / none", "MB up", "MB down",
                      "wall s (start-up included)"], rows)
             + "\n\n**SecAgg+ per stage in the deployment** (seconds, median over rounds 2..R):\n\n"
-            + table(["run"] + STAGE_NAMES + ["sum of stages", "whole round"], stage_rows))
+            + table(["run"] + STAGE_NAMES + ["sum of stages", "whole round"], stage_rows)
+            + f"\n\nLoad average when this section was written: {load}"
+            + ("; 1-minute load at the end of each run: " + ", ".join(
+                f"{_run_label(c)} {c['load_1min_after']:.0f}" for c in cells if "load_1min_after" in c)
+               if any("load_1min_after" in c for c in cells) else
+               " (the runs' own loads were not recorded; 19 to 29 was read during them): the machine was "
+               "shared with other work, which inflates every wall time here several-fold")
+            + "."
+            + "\n\n**Can SecAgg+'s per-stage cost be cut?** What one stage costs on a node, from Flower 1.41's "
+              "source and measured here: (1) the SuperNode pulls messages in a loop that sleeps 3 s whenever it "
+              "finds none (`time.sleep(3)` in `flwr/supernode/start_client_internal.py`, not configurable): up to "
+              "3 s, 1.5 s on average, before a stage's message is even seen; (2) its SuperExec polls for pending "
+              "ClientApp tasks every `FLWR_SUPEREXEC_TASK_POLL_INTERVAL` s (default 1, settable 0.01-60): 0.5 s "
+              "on average; (3) a new `flwr-clientapp` process per message (in 1.41 it pulls the one task of its "
+              "token, runs the ClientApp once and exits, in `subprocess` and `process` isolation alike, so the "
+              "SuperNode cannot keep the app warm), which installs the FAB and imports Flower and the app: "
+              f"{imp_app:.2f} CPU s for `flowergraph.app.client_app` (its imports are lazy: no torch, no data), "
+              f"{imp_torch:.2f} CPU s when the stage trains and needs torch and PyG (only the masked-vector stage "
+              "does: `secaggplus_mod` answers the other three itself, without calling the client); (4) the "
+              "SuperNode checks for the reply every 0.5 s. On an idle machine that is ~3-4 s per non-training "
+              "stage, about 2.5 s of it Flower's fixed polling; three processes per stage on two shared cores "
+              "stretch it to the table's 12-16 s. The one setting we have, the SuperExec poll at 0.05 s, can save "
+              "~0.5 s per stage (2 s per round); in the runs above it is lost in the load (the load rose during "
+              "the second run). Pipelining is not available either: each SecAgg+ stage needs the previous "
+              "stage's replies, and `SecAggPlusWorkflow` runs one round's four stages in sequence; overlapping the "
+              "next round's key advertisement and key sharing with this round's unmasking would mean forking "
+              "Flower's protocol. What does cut the cost: fewer stages' worth of process starts (CKKS needs one "
+              "extra message per round, not three: 1.4x here against SecAgg+'s 2.3x), and a faster node machine.")
 
 
 def ckks_protocol_section(values: int = 23063, clients: int = 10, repeats: int = 3) -> str:
@@ -205,37 +253,37 @@ def ckks_protocol_section(values: int = 23063, clients: int = 10, repeats: int =
 
     def before():
         t = {"encrypt (all clients)": 0.0, "parse and add (server)": 0.0, "decrypt (one client)": 0.0}
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         uploads = [ckks.encrypt_vector(ctx, p) for p in payloads]
-        t["encrypt (all clients)"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t["encrypt (all clients)"] = time.process_time() - t0
+        t0 = time.process_time()
         acc = ckks.CiphertextSum(server)
         for blobs in uploads:
             acc.add(np.arange(len(blobs)), blobs)
         sums = acc.serialized(np.arange(len(uploads[0])))
-        t["parse and add (server)"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t["parse and add (server)"] = time.process_time() - t0
+        t0 = time.process_time()
         ckks.decrypt_vector(ctx, sums, values + 1)
-        t["decrypt (one client)"] = time.perf_counter() - t0
+        t["decrypt (one client)"] = time.process_time() - t0
         return t, pack_blobs(uploads[0])[1].size
 
     def after():
         t = {}
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         uploads = [ckks.encrypt_checked(ctx, p, key, 1, k) for k, p in enumerate(payloads)]
-        t["encrypt (all clients)"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t["encrypt (all clients)"] = time.process_time() - t0
+        t0 = time.process_time()
         acc = ckks.CiphertextSum(server)
         for blobs in uploads:
             vectors = acc.parse(blobs[:-1], size=ckks.num_slots(server))
             acc.parse(blobs[-1:], size=ckks.num_slots(server))
             acc.add_parsed(np.arange(len(vectors)), vectors)
         sums = acc.serialized(np.arange(len(uploads[0]) - 1))
-        t["parse and add (server)"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t["parse and add (server)"] = time.process_time() - t0
+        t0 = time.process_time()
         assert all(ckks.check_ciphertext_ok(ctx, u[-1], ckks.check_key(ctx), 1, k) for k, u in enumerate(uploads))
         ckks.decrypt_checked(ctx, sums, values + 1, ckks.check_key(ctx), 1, list(range(clients)))
-        t["decrypt (one client)"] = time.perf_counter() - t0
+        t["decrypt (one client)"] = time.process_time() - t0
         return t, pack_blobs(uploads[0])[1].size
 
     runs = {"before issue 19": [before() for _ in range(repeats)], "after (checks, flooding)": [after() for _ in
@@ -247,7 +295,7 @@ def ckks_protocol_section(values: int = 23063, clients: int = 10, repeats: int =
         rows.append([label] + [f"{med[n]:.3f}" for n in names] + [f"{sum(med.values()):.3f}",
                                                                    f"{results[0][1] / 1e3:.0f}"])
     return ("\n\n**CKKS's cryptography per round, before and after issue 19's checks** (one process, "
-            f"sequential CPU seconds, median of {repeats}; fedavg's Cora model, {values:,} parameters, {clients} "
+            f"CPU seconds (process time: the machine is shared), median of {repeats}; fedavg's Cora model, {values:,} parameters, {clients} "
             "clients; the simulation table above was measured before the change):\n\n"
             + table(["protocol"] + [f"{n} s" for n in names] + ["total s", "KB per upload"], rows))
 
