@@ -142,13 +142,14 @@ def build_client(context: Context):
         from ..clients.privacy import DPUpdates
 
         client = DPUpdates(client, s.dp, pid, clipping_norm=s.dp_clipping_norm, sensitivity=s.dp_sensitivity,
-                           epsilon=s.dp_epsilon, delta=s.dp_delta, seed=s.seed)
+                           epsilon=s.dp_epsilon, delta=s.dp_delta)
     client = _with_faults(client, s, pid)
     if s.secure_agg != "none":
         from ..clients.secure import SecureUpdates
 
         client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
-                               max_weight=s.secagg_weight_bound)
+                               max_weight=s.secagg_weight_bound, clipping_range=s.secagg_clipping_range,
+                               min_secure_clients=s.min_secure_clients)
     return client
 
 

@@ -92,7 +92,9 @@ class StrategyArgs:
             eval_every=s.eval_every, seed=s.seed, fraction_fit=1.0 if whole else s.fraction_fit,
             fraction_evaluate=1.0 if whole else s.fraction_evaluate,
             min_clients=None if whole else (s.min_clients or None), clients_per_round=1 if whole else None,
-            stateful_clients=s.method_info.is_stateful(s), secure_agg=s.secure_agg)
+            stateful_clients=s.method_info.is_stateful(s), secure_agg=s.secure_agg,
+            min_secure_clients=s.min_secure_clients, max_update_norm=s.max_update_norm,
+            secagg_clipping_range=s.secagg_clipping_range if s.secure_agg == "secagg+" else None)
 
     def common(self) -> dict[str, Any]:
         """Keyword arguments of :class:`flowergraph.strategies.FederatedStrategy` that every method takes from

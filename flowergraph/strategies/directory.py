@@ -35,8 +35,31 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     m = re.search(r"Message: (.*?)'?>\)?\. It originated", text, flags=re.S)
     if m:
         text = m.group(1)
+    elif "The above exception was the direct cause" in text.replace("\\n", "\n"):
+        # a ClientApp traceback inside Ray's error (SecAgg+'s workflow passes it as it came): its first
+        # exception line is the client's own error
+        plain = text.replace("\\n", "\n").replace("\\'", "'")
+        m = re.search(r"(?:^|\n)\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Refused|Fault): ([^\n]+)", plain)
+        if m:
+            text = m.group(1)
     text = " ".join(text.split()).strip(" '>")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def distinct_failures(failures: list) -> list:
+    """``failures`` without repeats of one failed message: Flower's ``SecAggPlusWorkflow`` appends a client's
+    failed masked-vector reply twice (as ``Exception(msg.error)``, the same error object), which would count one
+    dropout as two failures that no client can be paired with."""
+    seen: set[int] = set()
+    out = []
+    for failure in failures:
+        args = getattr(failure, "args", ())
+        if isinstance(failure, BaseException) and len(args) == 1 and not isinstance(args[0], (str, bytes, int)):
+            if id(args[0]) in seen:
+                continue
+            seen.add(id(args[0]))
+        out.append(failure)
+    return out
 
 
 def refusal(reason: str) -> str | None:
