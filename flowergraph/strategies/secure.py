@@ -86,11 +86,28 @@ class CKKSAggregation:
         info["summed"] = len(used)
         if not used:
             return None, info
-        request = DecryptRequest(*pack_blobs(acc.serialized(np.arange(chunks))), length=expected)
+        total, decrypted = self.decrypt_sum(server_round, acc, chunks, expected, [p for p, _ in used], timeout)
+        info.update(decrypted)
+        if total is None:
+            return None, info
+        weight = float(total[-1])
+        if not (weight > 0 and np.all(np.isfinite(total))):
+            info["error"] = f"the decrypted sum is not usable (total weight {weight})"
+            return None, info
+        info["total_weight"] = weight
+        return ckks.unflatten_arrays(total[:-1] / weight, like), info
+
+    def decrypt_sum(self, server_round: int, acc: "ckks.CiphertextSum", chunks: int, length: int,
+                    decryptors: list[ClientProxy], timeout: float | None,
+                    phase_name: str = "secure-ckks-decrypt") -> tuple[np.ndarray | None, dict[str, Any]]:
+        """Send the summed ciphertexts ``0..chunks-1`` of ``acc`` to the first of ``decryptors`` that answers
+        (phase ``phase_name``); ``(the plaintext sum of length values, or None; what happened)``."""
+        request = DecryptRequest(*pack_blobs(acc.serialized(np.arange(chunks))), length=length)
         message = PhaseMessage(request.arrays(), request.values())
-        phase = self.phases.begin("secure-ckks-decrypt", server_round, timeout=timeout)
-        total = None
-        for proxy, label in used:  # the first that answers decrypts
+        phase = self.phases.begin(phase_name, server_round, timeout=timeout)
+        total, info = None, {}
+        for proxy in decryptors:  # the first that answers decrypts
+            label = self.phases.directory.label(proxy)
             try:
                 (reply,) = phase.send(CKKS_DECRYPT, [proxy], message, require_all=True)
                 total = DecryptReply.decode(reply.arrays).total
@@ -101,11 +118,38 @@ class CKKSAggregation:
                     label, exc)
         record = phase.end()
         info.update(decrypt_time_s=record["time_s"], bytes_down=record["bytes_down"], bytes_up=record["bytes_up"])
-        if total is None or len(total) != expected:
+        if total is None or len(total) != length:
             info["error"] = "no client decrypted the sum"
             return None, info
-        weight = float(total[-1])
-        if not (weight > 0 and np.all(np.isfinite(total))):
-            info["error"] = f"the decrypted sum is not usable (total weight {weight})"
+        return np.asarray(total, dtype=np.float64), info
+
+    def sum_vectors(self, server_round: int, contributions: list[tuple[ClientProxy, str, np.ndarray, np.ndarray]],
+                    length: int, timeout: float | None, phase_name: str = "secure-ckks-decrypt"
+                    ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """Any method's encrypted vectors: add the ciphertexts of ``contributions`` (proxy, label, the packed
+        ``lengths`` and ``blob`` of :func:`flowergraph.privacy.ckks.encrypt_vector` of ``length`` values) without
+        a key and have one contributor decrypt the sum; ``(the plaintext sum or None, record)``. A contribution
+        with another number of ciphertexts is rejected (named in the record), as in :meth:`aggregate`."""
+        if self.server_ctx is None:
+            raise RuntimeError("secure-agg=ckks: the key setup phase has not run")
+        chunks = max(1, math.ceil(length / ckks.num_slots(self.server_ctx)))
+        acc = ckks.CiphertextSum(self.server_ctx)
+        used: list[ClientProxy] = []
+        info: dict[str, Any] = {"mode": "ckks", "values": length, "ciphertexts_per_client": chunks, "rejected": []}
+        for proxy, label, lengths, blob in contributions:
+            try:
+                blobs = unpack_blobs(lengths, blob)
+                if len(blobs) != chunks:
+                    raise ValueError(f"{len(blobs)} ciphertexts, expected {chunks}")
+                acc.add(np.arange(chunks), blobs)
+            except Exception as exc:  # noqa: BLE001 (a malformed encrypted reply is rejected, not fatal)
+                log(WARNING, "round %s: rejected the encrypted vector of client %s: %s", server_round, label, exc)
+                info["rejected"].append({"client": label, "reason": str(exc)})
+                continue
+            used.append(proxy)
+        info["summed"] = len(used)
+        if not used:
             return None, info
-        return ckks.unflatten_arrays(total[:-1] / weight, like), info
+        total, decrypted = self.decrypt_sum(server_round, acc, chunks, length, used, timeout, phase_name)
+        info.update(decrypted)
+        return total, info

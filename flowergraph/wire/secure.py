@@ -18,6 +18,11 @@ CKKS_SETUP = "secure.ckks-setup"
 CKKS_DECRYPT = "secure.ckks-decrypt"
 SECURE_AGG = "secure_agg"  # fit config: "ckks" asks for an encrypted update
 CKKS_VALUES = "ckks_values"  # fit metric: the length of the encrypted vector
+# The strategy's view of a decrypted round (never on the wire): the decrypted weighted mean reaches the method's
+# aggregate_updates as one update labelled CKKS_SUM whose metrics hold the total weight and the number summed.
+CKKS_SUM = "ckks-sum"
+CKKS_TOTAL_WEIGHT = "ckks_total_weight"
+CKKS_SUMMED = "ckks_summed"
 
 
 @dataclass(frozen=True)
