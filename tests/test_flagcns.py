@@ -347,3 +347,21 @@ def test_search_through_flowers_simulation_resumed_after_generation_one(referenc
         for x, y in zip(load_checkpoint(out).arrays, load_checkpoint(tmp_path / name).arrays, strict=True):
             np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
     assert math.isfinite(read_run(tmp_path / "resumed")["rounds"][-1]["flagcns"]["result"]["flacc"])
+
+
+def test_presets_hold_the_paper_setting_and_budget():
+    from pathlib import Path
+
+    from flowergraph.settings import load_preset
+    from flowergraph.tasks.flagcns import PAPER_SCHEDULE, SearchSpace
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):
+        paper = parse_run_config(load_preset(conf / f"{name}-paper.toml"))
+        quick = parse_run_config(load_preset(conf / f"{name}.toml"))
+        for s in (paper, quick):  # the paper's data: METIS into 3 clients, 20 per class / 500 / 1000
+            assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == \
+                ("flagcns", dataset, 3, "metis", "per-class:20/500/1000")
+            assert space_of(s) == SearchSpace(num_layers=6)
+        assert schedule_of(paper) == PAPER_SCHEDULE and paper.rounds == 250 * 5 + 50
+        assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50
