@@ -378,7 +378,7 @@ def main() -> None:
             "training rounds only (FedGCN's one-off exchange is identical in all three and excluded); memory: peak "
             "summed PSS over the launcher's process tree.\n\n"
             + table(["method", "secure-agg", "final test acc %", "vs none (points)",
-                     f"acc % over the last 20 rounds (vs none)", "round s", "round time / none",
+                     "acc % over the last 20 rounds (vs none)", "round s", "round time / none",
                      "extra s per round", "MB up", "MB down", "peak MB (all processes)"], rows)
             + "\n\n" + "\n".join(f"- {v}" for v in verdicts) + stage_table
             + "\n\nWhy SecAgg+ misses 2x here: each of its four stages is one message to every client, and Flower's "

@@ -2,7 +2,6 @@
 the code, and shown to fail now. In-process federations (the real ServerApp and ClientApp code paths); the
 SecAgg+ and Flower-transport checks are in test_privacy_simulation.py."""
 
-import json
 import math
 
 import numpy as np
@@ -269,6 +268,44 @@ def test_the_decrypting_client_decrypts_only_a_sum_of_the_rounds_uploads(key_fil
                                                                    **request.values()))
     reply = DecryptReply.decode(wire.unpack_arrays(props), wire.scalars(props))
     assert reply.total is None and "min-secure-clients=2" in reply.refused and not wire.unpack_arrays(props)
+
+
+def test_an_upload_made_for_one_sum_never_passes_in_another(key_file):
+    """Methods sum their own vectors under the same key and round as the training updates (FL-AGCNS's scores:
+    purpose ``flagcns.scores``). A server that puts a client's score upload into the round's update sum, or asks
+    for a sum of updates as if it were scores, or names a purpose the clients do not know, is refused; the same
+    uploads under their own purpose decrypt (with the count rule: the last value is the sum of num_examples)."""
+    from flowergraph.wire.secure import DecryptRequest, EncryptedUpdate
+
+    ctx = ckks.load_key_file(key_file)
+    server = ckks.load_server_context(ckks.server_context_bytes(ctx))
+    key = ckks.check_key(ctx)
+    rng = np.random.default_rng(1)
+    vectors = {k: np.concatenate([rng.normal(size=30), [float(10 * (k + 1))]]) for k in range(2)}
+    made = {(k, purpose): EncryptedUpdate(ckks.encrypt_checked(ctx, vectors[k], key, 7, k, purpose), 31)
+            for k in range(2) for purpose in ("update", "flagcns.scores")}
+
+    def ask(picks, purpose):
+        acc = ckks.CiphertextSum(server)
+        for k, made_for in picks:
+            acc.add(np.array([0]), [made[(k, made_for)].chunks[0]])
+        request = DecryptRequest(acc.serialized(np.array([0])), 31, (0, 1), (10, 20),
+                                 [made[pick].check for pick in picks], purpose=purpose)
+        return _decrypter(key_file, weighting="uniform").decrypt(request, 7)
+
+    mixed = ask([(0, "flagcns.scores"), (1, "update")], "update")
+    assert mixed.total is None and "does not decrypt to its round-7 check value" in mixed.refused
+    assert mixed.bad == (0,)  # the score upload is named: the server would reject its client
+    as_scores = ask([(0, "update"), (1, "update")], "flagcns.scores")
+    assert as_scores.total is None and as_scores.bad == (0, 1)
+    unknown = ask([(0, "update"), (1, "update")], "anything")
+    assert unknown.total is None and "unknown sum purpose 'anything'" in unknown.refused
+    scores = ask([(0, "flagcns.scores"), (1, "flagcns.scores")], "flagcns.scores")
+    assert not scores.refused
+    np.testing.assert_allclose(scores.total, vectors[0] + vectors[1], rtol=0, atol=1e-5)  # last value 30 = 10 + 20
+    # under weighting=uniform the update rule would expect 2 (one per participant), not 30: the rules differ
+    updates = ask([(0, "update"), (1, "update")], "update")
+    assert updates.total is None and "is not the sum 2 of the participants' weights" in updates.refused
 
 
 # -------------------------------------------------------------------------------- hole 5: SecAgg+ and NaN/x1e30

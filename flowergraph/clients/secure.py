@@ -32,8 +32,8 @@ from flwr.client import NumPyClient
 from .. import wire
 from ..errors import ConfigError
 from ..wire import CONFIG_ERROR_MARKER
-from ..wire.secure import CKKS_DECRYPT, CKKS_SETUP, SECURE_AGG, DecryptReply, DecryptRequest, EncryptedUpdate, \
-    SetupReply
+from ..wire.secure import (CKKS_DECRYPT, CKKS_SETUP, PURPOSES, SECURE_AGG, DecryptReply, DecryptRequest,
+                           EncryptedUpdate, SetupReply)
 from ..privacy import ckks
 from .base import ClientWrapper
 
@@ -134,6 +134,9 @@ class SecureUpdates(ClientWrapper):
         """Decrypt ``ask`` if it is the sum of one upload of each named participant of ``server_round`` (at least
         ``min_secure_clients`` distinct ones), else refuse (see the module docstring)."""
         parts = list(ask.participants)
+        rule = PURPOSES.get(ask.purpose)
+        if rule is None:
+            return DecryptReply(refused=f"unknown sum purpose {ask.purpose!r}; valid choices: {sorted(PURPOSES)}")
         if len(set(parts)) != len(parts):
             return DecryptReply(refused=f"the participants {parts} repeat a partition")
         if len(parts) < self.min_secure_clients:
@@ -143,17 +146,19 @@ class SecureUpdates(ClientWrapper):
         ctx = self._context()
         key = ckks.check_key(ctx)
         bad = tuple(p for p, blob in zip(parts, ask.checks)
-                    if not ckks.check_ciphertext_ok(ctx, blob, key, server_round, p))
+                    if not ckks.check_ciphertext_ok(ctx, blob, key, server_round, p, ask.purpose))
         if bad:
             return DecryptReply(refused=f"the check ciphertext of partition(s) {list(bad)} does not decrypt to its "
                                         f"round-{server_round} check value under the data owners' key", bad=bad)
         try:
-            total = ckks.decrypt_checked(ctx, ask.blobs, ask.length, key, server_round, parts)
+            total = ckks.decrypt_checked(ctx, ask.blobs, ask.length, key, server_round, parts, ask.purpose)
         except ckks.NotASum as exc:
             return DecryptReply(refused=f"not the sum of the round's uploads: {exc}")
-        weight = float(sum(self._weight(n) for n in ask.num_examples))
+        if rule == "count":
+            weight, how = float(sum(ask.num_examples)), f"purpose={ask.purpose}"
+        else:
+            weight, how = float(sum(self._weight(n) for n in ask.num_examples)), f"weighting={self.weighting}"
         if abs(total[-1] - weight) > WEIGHT_TOLERANCE:
             return DecryptReply(refused=f"the decrypted total weight {total[-1]:.6g} is not the sum {weight:g} of "
-                                        f"the participants' weights (weighting={self.weighting}, num_examples "
-                                        f"{list(ask.num_examples)})")
+                                        f"the participants' weights ({how}, num_examples {list(ask.num_examples)})")
         return DecryptReply(total=total)

@@ -307,14 +307,25 @@ def _uniform(key: bytes, label: str, count: int) -> np.ndarray:
     return 1.0 + (np.frombuffer(raw, dtype="<u8") >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
-def sum_check_values(key: bytes, server_round: int, partition: int, chunks: int) -> np.ndarray:
-    """The check value in the last slot of each of a client's ciphertexts in a round."""
-    return _uniform(key, f"sum/{int(server_round)}/{int(partition)}", chunks)
+UPDATE = "update"  # the purpose of a training round's encrypted update (the other purposes: a method's own sums)
 
 
-def check_vector(key: bytes, server_round: int, partition: int, slots: int) -> np.ndarray:
-    """What a client's check ciphertext of a round encrypts (every slot)."""
-    return _uniform(key, f"check/{int(server_round)}/{int(partition)}", slots)
+def _label(kind: str, server_round: int, partition: int, purpose: str) -> str:
+    """The check values' label: every (purpose, round, partition) has its own, so an upload made for one sum (a
+    method's scores, say) can never pass as part of another (the round's update sum)."""
+    where = f"{int(server_round)}/{int(partition)}"
+    return f"{kind}/{where}" if purpose == UPDATE else f"{kind}/{purpose}/{where}"
+
+
+def sum_check_values(key: bytes, server_round: int, partition: int, chunks: int,
+                     purpose: str = UPDATE) -> np.ndarray:
+    """The check value in the last slot of each of a client's ciphertexts for ``purpose`` in a round."""
+    return _uniform(key, _label("sum", server_round, partition, purpose), chunks)
+
+
+def check_vector(key: bytes, server_round: int, partition: int, slots: int, purpose: str = UPDATE) -> np.ndarray:
+    """What a client's check ciphertext for ``purpose`` in a round encrypts (every slot)."""
+    return _uniform(key, _label("check", server_round, partition, purpose), slots)
 
 
 def checked_chunks(length: int, slots: int) -> int:
@@ -322,9 +333,11 @@ def checked_chunks(length: int, slots: int) -> int:
     return max(1, math.ceil(length / (slots - 1)))
 
 
-def encrypt_checked(ctx, vector: np.ndarray, key: bytes, server_round: int, partition: int) -> list[bytes]:
+def encrypt_checked(ctx, vector: np.ndarray, key: bytes, server_round: int, partition: int,
+                    purpose: str = UPDATE) -> list[bytes]:
     """A client's upload: ``vector`` in :func:`checked_chunks` ciphertexts of ``slots - 1`` values and the
-    round's check value each, then its check ciphertext (serialised)."""
+    round's check value each, then its check ciphertext (serialised); ``purpose`` names the sum it is for
+    (:data:`UPDATE`, or a method's own)."""
     ts = _ts()
     slots = num_slots(ctx)
     vector = np.asarray(vector, dtype=np.float64).ravel()
@@ -333,9 +346,9 @@ def encrypt_checked(ctx, vector: np.ndarray, key: bytes, server_round: int, part
     flat = plain[:, :-1].reshape(-1)
     flat[:len(vector)] = vector
     plain[:, :-1] = flat.reshape(chunks, slots - 1)
-    plain[:, -1] = sum_check_values(key, server_round, partition, chunks)
+    plain[:, -1] = sum_check_values(key, server_round, partition, chunks, purpose)
     blobs = [ts.ckks_vector(ctx, row).serialize() for row in plain]
-    blobs.append(ts.ckks_vector(ctx, check_vector(key, server_round, partition, slots)).serialize())
+    blobs.append(ts.ckks_vector(ctx, check_vector(key, server_round, partition, slots, purpose)).serialize())
     return blobs
 
 
@@ -343,19 +356,20 @@ class NotASum(ValueError):
     """What the decrypting client was asked to decrypt is not the sum of the round's uploads it was told of."""
 
 
-def check_ciphertext_ok(ctx, blob: bytes, key: bytes, server_round: int, partition: int) -> bool:
-    """Whether ``blob`` decrypts (under this key) to the check vector of (round, partition)."""
+def check_ciphertext_ok(ctx, blob: bytes, key: bytes, server_round: int, partition: int,
+                        purpose: str = UPDATE) -> bool:
+    """Whether ``blob`` decrypts (under this key) to the check vector of (purpose, round, partition)."""
     ts = _ts()
     try:
         got = np.asarray(ts.ckks_vector_from(ctx, bytes(blob)).decrypt(), dtype=np.float64)
     except Exception:  # noqa: BLE001 (malformed: not ok)
         return False
-    want = check_vector(key, server_round, partition, num_slots(ctx))
+    want = check_vector(key, server_round, partition, num_slots(ctx), purpose)
     return got.shape == want.shape and bool(np.all(np.abs(got - want) <= CHECK_TOLERANCE))
 
 
 def decrypt_checked(ctx, blobs: list[bytes], length: int, key: bytes, server_round: int,
-                    partitions: list[int]) -> np.ndarray:
+                    partitions: list[int], purpose: str = UPDATE) -> np.ndarray:
     """The ``length`` values of a sum of uploads of ``partitions`` in ``server_round``; :class:`NotASum` unless
     every ciphertext's check slot equals the sum of those partitions' check values (one upload of each, added
     once, chunks in place). The plaintext is returned flooded and rounded (:func:`flood`)."""
@@ -364,7 +378,7 @@ def decrypt_checked(ctx, blobs: list[bytes], length: int, key: bytes, server_rou
     chunks = checked_chunks(length, slots)
     if len(blobs) != chunks:
         raise NotASum(f"{len(blobs)} ciphertexts cannot hold {length} values ({slots - 1} per ciphertext)")
-    want = np.sum([sum_check_values(key, server_round, p, chunks) for p in partitions], axis=0)
+    want = np.sum([sum_check_values(key, server_round, p, chunks, purpose) for p in partitions], axis=0)
     rows = []
     for j, blob in enumerate(blobs):
         try:

@@ -72,7 +72,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from .. import wire
-from ..wire.secure import CKKS_VALUES
+from ..wire.secure import CKKS_SUM, CKKS_SUMMED, CKKS_TOTAL_WEIGHT, CKKS_VALUES
 from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .bank import GLOBAL, ModelBank, NamedArrays, named
 from .common import check_named_update, config_bytes, parameters_bytes, weighted_metric
@@ -614,10 +614,15 @@ class FederatedStrategy(Strategy):
             metrics.append(res.metrics)
         rec["train_loss"] = weighted_metric((_number(m.get(wire.TRAIN_LOSS)), w) for m, w in zip(metrics, weights))
         needed = max(self.min_clients or 1, self.ckks.min_clients)
-        new: list[np.ndarray] | None = None
+        mean: list[np.ndarray] | None = None
         info: dict[str, Any] = {"mode": "ckks", "summed": 0}
+        # what the clients were sent (the global model, or the part client_model names: every client is sent the
+        # same arrays, since per-client models cannot be summed): the shapes of the encrypted update
+        sent = self._reference(results[0][0]) if results else None
+        if sent is None:
+            sent = self.bank.global_model or {}
         if len(uploads) >= needed:
-            new, info = self.ckks.aggregate(server_round, uploads, self.global_arrays or [], self.round_timeout)
+            mean, info = self.ckks.aggregate(server_round, uploads, list(sent.values()), self.round_timeout)
             self.book.add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
         else:
             info["error"] = (f"{len(uploads)} encrypted update(s) arrived, fewer than {needed}: a sum of so few is "
@@ -625,13 +630,29 @@ class FederatedStrategy(Strategy):
         rec["secure_agg"] = info
         rec["rejected"] = info.get("rejected", [])
         rec["num_fit"] = int(info.get("summed", 0))
-        if new is None or rec["num_fit"] < needed:
+        if mean is None or rec["num_fit"] < needed:
             log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
                 server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
             rec["aggregated"] = False
+            self.after_fit(server_round, [])
             return None, {"num_fit": rec["num_fit"]}
+        # The decrypted weighted mean, as one update of weight 1 (the mean of one update is itself): the default
+        # aggregate_updates adopts it as the new model; a method that sends gradients steps its model with it.
+        total_weight = float(info.get("total_weight", 0.0))
+        update = Update(CKKS_SUM, mean, int(round(total_weight)),
+                        {CKKS_TOTAL_WEIGHT: total_weight, CKKS_SUMMED: rec["num_fit"]}, keys=list(sent))
+        try:
+            new = self.aggregate_updates(server_round, [update], [1.0])
+        except RoundNotAggregated as exc:
+            log(WARNING, "round %s: %s; the model is kept unchanged", server_round, exc)
+            rec["not_aggregated"] = str(exc)
+            rec["aggregated"] = False
+            self.after_fit(server_round, [update])
+            return None, {"num_fit": rec["num_fit"]}
+        if new is not None:
+            self.bank.set_global(new)
         rec["aggregated"] = True
-        self.global_arrays = new
+        self.after_fit(server_round, [update])
         return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
 
     def _record_fused_evaluation(self, server_round: int, results: list[tuple[ClientProxy, FitRes]]) -> None:

@@ -136,15 +136,35 @@ class CKKSAggregation:
     def aggregate(self, server_round: int, uploads: list[Upload], like: list[np.ndarray],
                   timeout: float | None) -> tuple[list[np.ndarray] | None, dict[str, Any]]:
         """Sum the encrypted ``[w θ, w]`` of ``uploads`` and have a client decrypt the sum (steps 3-5);
-        ``(new global arrays or None, record)``."""
+        ``(the weighted mean shaped like ``like``, or None; record)`` (``record["total_weight"]``: ``sum w``)."""
+        expected = int(sum(int(np.prod(a.shape)) for a in like)) + 1
+        total, info = self.sum_checked(server_round, uploads, expected, timeout)
+        if total is None:
+            return None, info
+        weight = float(total[-1])
+        if not (weight > 0 and np.all(np.isfinite(total))):
+            info["error"] = f"the decrypted sum is not usable (total weight {weight})"
+            return None, info
+        info["total_weight"] = weight
+        return ckks.unflatten_arrays(total[:-1] / weight, like), info
+
+    def sum_checked(self, server_round: int, uploads: list[Upload], expected: int, timeout: float | None,
+                    purpose: str = "update", phase_name: str = "secure-ckks-decrypt"
+                    ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """Steps 3-5 for any sum: parse ``uploads`` (each an :class:`EncryptedUpdate` of ``expected`` values made
+        by :func:`flowergraph.privacy.ckks.encrypt_checked` for ``purpose``), add the valid ones and have one of
+        their clients check and decrypt the sum; ``(the plaintext sum of expected values, or None; record)``.
+        ``purpose`` (a key of :data:`flowergraph.wire.secure.PURPOSES`) separates a method's own sums from the
+        round's update sum: an upload made for one never passes as part of the other."""
         if self.server_ctx is None:
             raise RuntimeError("secure-agg=ckks: the key setup phase has not run")
-        expected = int(sum(int(np.prod(a.shape)) for a in like)) + 1
         slots = ckks.num_slots(self.server_ctx)
         self._round = server_round
         info: dict[str, Any] = {"mode": "ckks", "values": expected,
                                 "ciphertexts_per_client": ckks.checked_chunks(expected, slots) + 1, "rejected": [],
                                 "min_secure_clients": self.min_clients}
+        if purpose != "update":
+            info["purpose"] = purpose
         accepted = self._parse(uploads, expected, info)
         phase = None
         distrusted: set[str] = set()
@@ -153,7 +173,7 @@ class CKKSAggregation:
             while total is None:
                 info["summed"] = len(accepted)
                 if len(accepted) < self.min_clients:
-                    info["error"] = (f"{len(accepted)} valid encrypted update(s), fewer than min-secure-clients="
+                    info["error"] = (f"{len(accepted)} valid encrypted upload(s), fewer than min-secure-clients="
                                      f"{self.min_clients}: a sum of so few is never decrypted")
                     return None, info
                 acc = ckks.CiphertextSum(self.server_ctx)
@@ -163,11 +183,11 @@ class CKKSAggregation:
                 request = DecryptRequest(blobs=acc.serialized(index), length=expected,
                                          participants=tuple(int(a.upload.partition) for a in accepted),
                                          num_examples=tuple(int(a.upload.num_examples) for a in accepted),
-                                         checks=[a.check for a in accepted])
+                                         checks=[a.check for a in accepted], purpose=purpose)
                 del acc
                 message = PhaseMessage(request.arrays(), request.values())
                 if phase is None:
-                    phase = self.phases.begin("secure-ckks-decrypt", server_round, timeout=timeout)
+                    phase = self.phases.begin(phase_name, server_round, timeout=timeout)
                 outcome = self._ask(phase, server_round, accepted, message, distrusted, info)
                 if isinstance(outcome, np.ndarray):
                     total = outcome
@@ -188,11 +208,7 @@ class CKKSAggregation:
         if len(total) != expected:
             info["error"] = f"the decrypted sum has {len(total)} values, expected {expected}"
             return None, info
-        weight = float(total[-1])
-        if not (weight > 0 and np.all(np.isfinite(total))):
-            info["error"] = f"the decrypted sum is not usable (total weight {weight})"
-            return None, info
-        return ckks.unflatten_arrays(total[:-1] / weight, like), info
+        return total, info
 
     def _ask(self, phase, server_round: int, accepted: list[_Accepted], message: PhaseMessage,
              distrusted: set[str], info: dict[str, Any]) -> np.ndarray | tuple[int, ...] | None:

@@ -25,6 +25,15 @@ CKKS_SETUP = "secure.ckks-setup"
 CKKS_DECRYPT = "secure.ckks-decrypt"
 SECURE_AGG = "secure_agg"  # fit config: "ckks" asks for an encrypted update
 CKKS_VALUES = "ckks_values"  # fit metric: the length of the encrypted vector
+# The strategy's view of a decrypted round (never on the wire): the decrypted weighted mean reaches the method's
+# aggregate_updates as one update labelled CKKS_SUM whose metrics hold the total weight and the number summed.
+CKKS_SUM = "ckks-sum"
+# What a sum may be, and what its last value (the total weight) must equal on the decrypting client:
+# "update": sum over participants of the weight `weighting` gives their num_examples (a training round);
+# "flagcns.scores": sum of their num_examples (FL-AGCNS's validation-size weighted scores, wire/flagcns.py).
+PURPOSES = {"update": "weighting", "flagcns.scores": "count"}
+CKKS_TOTAL_WEIGHT = "ckks_total_weight"
+CKKS_SUMMED = "ckks_summed"
 
 
 def _int_list(text: Any, what: str) -> tuple[int, ...]:
@@ -95,14 +104,16 @@ class EncryptedUpdate:
 class DecryptRequest:
     """What the decrypting client is asked to decrypt: ``blobs``, the summed ciphertexts; ``length``, the
     plaintext length; ``participants``, the partition ids whose uploads the server says it summed, with each one's
-    clear ``num_examples`` (its fit reply's) and its ``checks`` ciphertext (in the same order). The round is the
-    phase's round."""
+    clear ``num_examples`` (its fit reply's) and its ``checks`` ciphertext (in the same order); ``purpose``, which
+    sum it is (:data:`PURPOSES`: a training round's update sum, or a method's own sum). The round is the phase's
+    round."""
 
     blobs: list[bytes]
     length: int
     participants: tuple[int, ...]
     num_examples: tuple[int, ...]
     checks: list[bytes] = field(default_factory=list)
+    purpose: str = "update"
 
     def __post_init__(self) -> None:
         if not len(self.participants) == len(self.num_examples) == len(self.checks):
@@ -114,7 +125,7 @@ class DecryptRequest:
 
     def values(self) -> dict[str, Any]:
         return {"length": int(self.length), "participants": json.dumps([int(p) for p in self.participants]),
-                "num_examples": json.dumps([int(n) for n in self.num_examples])}
+                "num_examples": json.dumps([int(n) for n in self.num_examples]), "purpose": self.purpose}
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "DecryptRequest":
@@ -124,7 +135,7 @@ class DecryptRequest:
         return cls(blobs=unpack_blobs(arrays[0], arrays[1]), length=int(values["length"]),
                    participants=_int_list(values["participants"], "participants"),
                    num_examples=_int_list(values["num_examples"], "num_examples"),
-                   checks=unpack_blobs(arrays[2], arrays[3]))
+                   checks=unpack_blobs(arrays[2], arrays[3]), purpose=str(values.get("purpose", "update")))
 
 
 @dataclass(frozen=True)
