@@ -2,7 +2,7 @@
 10000, 100 rounds) with ``dp=central-client`` (clients clip their update to ``dp-clipping-norm``, the server adds
 Gaussian noise ``z C / n`` to the new global model), at several noise multipliers ``z``, against the same run
 without DP. Reports final and best test accuracy and the ``(epsilon, delta=1e-5)`` the run spent, from Flower's
-RDP accountant (client-level, no amplification by sampling; see the README).
+RDP accountant (client-level, no amplification by sampling; see docs/privacy.md).
 
 All runs use ``weighting=uniform`` (central DP's noise is calibrated to an unweighted mean). In one process
 (flowergraph.app.inprocess); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.

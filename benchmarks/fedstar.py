@@ -61,6 +61,17 @@ SOURCES = ("flowergraph/tasks/graphcls/*.py", "flowergraph/tasks/compute.py", "f
            "flowergraph/methods/fedstar.py", "flowergraph/methods/graph.py", "flowergraph/methods/baselines.py",
            "flowergraph/strategies/base.py", "flowergraph/strategies/bank.py", "flowergraph/strategies/aggregation.py",
            "flowergraph/strategies/weighted.py", "flowergraph/strategies/fedstar.py", "flowergraph/strategies/gcfl.py")
+# Paper, Table 1 (mean over 5 seeds); local-decoupled = Table 2's "None, with decoupling" (no CHEM column).
+PAPER = {
+    "local": (75.38, 71.09, 69.37, 66.91), "fedavg": (75.26, 70.65, 68.92, 64.86),
+    "fedprox": (75.30, 70.75, 69.21, 65.18), "fedper": (77.09, 71.97, 69.37, 62.23),
+    "gcfl": (76.49, 71.60, 70.65, 66.31), "fedstar": (79.79, 74.54, 72.16, 69.49),
+    "local-decoupled": (None, 74.08, 71.30, 68.76),
+    "share-all": (None, 71.97, 69.85, 65.78), "share-feature": (None, 71.00, 68.53, 64.14),
+}
+PAPER_STD = {"fedstar": (2.44, 2.50, 2.43, 1.81), "local": (2.26, 1.21, 3.05, 2.84)}
+# Paper, Table 3 (BIO-CHEM): structure embedding ablation.
+PAPER_STRUCTURE = {"dse+rwse": 74.54, "dse": 74.42, "rwse": 72.74, "ones": 69.51}
 STORE_NAME = "fedstar-paper-split"  # finished cells, committed (see the module docstring)
 LEGACY = REPO / "benchmarks" / "cells" / "fedstar"  # the per-class split's cells (older code), for comparison only
 LATE_ROUNDS = 50  # the steadier companion of the final-round number: the evaluations of the last 50 rounds

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, table, write_result  # noqa: E402

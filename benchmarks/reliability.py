@@ -2,7 +2,7 @@
 
 Cora, public split, GCN hidden 16, 5 clients (Dirichlet beta = 10000), 30 rounds x 3 local steps, min-clients = 3,
 round-timeout = 20 s; one run per fault plan, every plan with the same seed as the fault-free run, for weighted
-averaging (fedavg) and 2-hop FedGCN. Writes docs/results/reliability.md (the README's Reliability table).
+averaging (fedavg) and 2-hop FedGCN. Writes docs/results/reliability.md (the table of docs/reliability.md).
 
     .venv/bin/python benchmarks/reliability.py [--rounds 30] [--clients 5] [--seed 0]
 """

@@ -11,11 +11,16 @@
   (``python -m flowergraph.partition export``); :func:`load_partition_file` reads one, checked against the
   dataset, the number of clients and the client id; :func:`read_manifest` checks an export folder.
 * :func:`node_graph`: what flowergraph's ClientApp uses: the node's own file when it has one, else the cut.
+
+Checking a data folder before a run (which datasets it holds, which presets and settings can run from it)::
+
+    python -m flowergraph.data check DIR [--preset conf/fedstar-chem.toml] [--dataset Cora]
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .tasks.federated_graph import (ClientGraph, GraphSpec, PartitionSpec, build_client_graph, client_graph,
@@ -42,3 +47,120 @@ def node_graph(settings, partition_id: int, partition_file: str | os.PathLike | 
         return load_partition_file(partition_file, dataset=s.dataset, num_clients=s.num_clients,
                                    client_id=partition_id)
     return client_graph(s.graph_spec(), s.partition_spec(), partition_id)
+
+
+# ------------------------------------------------------------------------------------------------ data check
+def preset_dirs() -> list[Path]:
+    """Where presets are looked for: ``./conf`` and the checkout's ``conf/`` (if flowergraph runs from one)."""
+    dirs = [Path.cwd() / "conf", Path(__file__).resolve().parents[1] / "conf"]
+    return [d for d in dict.fromkeys(p.resolve() for p in dirs) if d.is_dir()]
+
+
+def datasets_needed(value: str) -> tuple[str, ...]:
+    """The raw datasets a run-config ``dataset`` value needs (a setting such as CHEM: all of its datasets; the
+    built-in synthetic graph: none)."""
+    from .settings.datasets import normalize_dataset
+    from .tasks.datasets import NODE_DATASETS, SYNTHETIC
+    from .tasks.graphcls.data import parse_graph_datasets
+
+    value = normalize_dataset(value)
+    if value == SYNTHETIC:
+        return ()
+    if value in NODE_DATASETS:
+        return (value,)
+    return parse_graph_datasets(value)
+
+
+def check_data_dir(data_dir: str | os.PathLike, presets: list[str] | None = None, datasets: list[str] | None = None,
+                   out=None) -> int:
+    """Print which datasets ``data_dir`` holds and which presets (``conf/*.toml``) and FedStar settings can run
+    from it; returns 0 when everything asked for (``presets``, ``datasets``; nothing asked: every preset in
+    ``conf/``) is there, else 1."""
+    from .settings import load_preset
+    from .tasks.datasets import PLANETOID, TU_DATASETS, data_dir_report
+    from .tasks.graphcls.data import SETTINGS
+
+    out = out or sys.stdout
+    root = Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"data folder {str(data_dir)!r} does not exist")
+    asked = [d for name in (datasets or []) for d in datasets_needed(name)]
+    rows = {r.name: r for r in data_dir_report(root, tuple(dict.fromkeys((*PLANETOID, *TU_DATASETS, *asked))))}
+    print(f"data folder {root.resolve()} (PyG layout: <dir>/Planetoid/<name>/raw, <dir>/TUDataset/<name>/raw)",
+          file=out)
+    width = max(len(n) for n in rows)
+    for row in rows.values():
+        state = "ok     " if row.present else "MISSING"
+        print(f"  {row.name:<{width}}  {row.family:<9}  {state}  {row.where}", file=out)
+    missing_any = False
+
+    def report(label: str, needs: tuple[str, ...], counts: bool) -> None:
+        nonlocal missing_any
+        lacking = [d for d in needs if not rows[d].present]
+        missing_any |= counts and bool(lacking)
+        what = "no raw data (built-in synthetic graph)" if not needs else ", ".join(needs)
+        state = f"MISSING {', '.join(lacking)}" if lacking else "ok"
+        print(f"  {label}: {state}  (needs {what})", file=out)
+
+    if presets is None or presets:
+        files = [Path(p) for p in presets] if presets else sorted(f for d in preset_dirs() for f in d.glob("*.toml"))
+        print("presets:", file=out)
+        for path in files:
+            values = load_preset(path)
+            if "dataset" not in values:  # an add-on preset (e.g. fedgcn-cora-he.toml) keeps the other's dataset
+                print(f"  {path.name}: no dataset of its own (combine it with another preset)", file=out)
+                continue
+            report(path.name, datasets_needed(str(values["dataset"])), True)
+    if datasets:
+        print("asked for:", file=out)
+        for name in datasets:
+            report(name, datasets_needed(name), True)
+    if not datasets and not presets:
+        print("FedStar settings (dataset=<setting>):", file=out)
+        for name, members in SETTINGS.items():
+            report(name, members, False)
+    if missing_any or not all(r.present for r in rows.values()):
+        print("Missing raw files: online, PyG downloads them into the cache on first use (leave data-dir empty); "
+              "offline, put them at the paths shown above.", file=out)
+    return 1 if missing_any else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .app.runtime import run_command
+
+    parser = argparse.ArgumentParser(prog="python -m flowergraph.data",
+                                     description="Check a data folder: which datasets' raw files it holds, and which "
+                                                 "presets and FedStar settings can run from it offline.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="list what a data folder holds and what is missing per preset/dataset",
+                           description="List the datasets a data folder holds (PyG layout) and, for every preset in "
+                                       "conf/ (or those given), whether its datasets are there. Exit status 1 when "
+                                       "something asked for is missing.")
+    check.add_argument("dir", nargs="?", default=None,
+                       help="the data folder (default: $FLOWERGRAPH_DATA)")
+    check.add_argument("--preset", action="append", default=None, metavar="TOML",
+                       help="check only this preset file (repeatable; default: every conf/*.toml)")
+    check.add_argument("--dataset", action="append", default=None, metavar="NAME",
+                       help="check this dataset value too (repeatable): a dataset, a FedStar setting such as CHEM, "
+                            "or a comma-separated list")
+    args = parser.parse_args(argv)
+    folder = args.dir or os.environ.get("FLOWERGRAPH_DATA")
+    if not folder:
+        parser.error("give the data folder (or set FLOWERGRAPH_DATA)")
+
+    def run() -> int:
+        from .errors import ConfigError
+
+        try:
+            presets = args.preset if args.preset is not None else ([] if args.dataset else None)
+            return check_data_dir(folder, presets, args.dataset)
+        except FileNotFoundError as exc:
+            raise ConfigError(str(exc)) from None
+
+    return run_command(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,19 @@
-"""Errors raised by flowergraph. Every message names the bad value and, where there is a list, the valid choices."""
+"""Errors raised by flowergraph. Every message names the bad value and, where there is a list, the valid choices
+(with :func:`did_you_mean` for a close one)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
+    """``"; did you mean 'x'?"`` for a close match among ``choices`` (case-insensitive; '' when there is none)."""
+    import difflib
+
+    options = [str(c) for c in choices]
+    lowered = {o.lower(): o for o in options}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
 
 
 class FlowergraphError(Exception):
@@ -23,3 +38,7 @@ class KeyFileError(FlowergraphError, ValueError):
 
 class CheckpointError(FlowergraphError, ValueError):
     """A checkpoint file is missing, corrupt, or does not fit the run that wants to resume from it."""
+
+
+class ClientsMissingError(FlowergraphError, RuntimeError):
+    """Fewer clients connected than the run needs within its wait (``connect-timeout``)."""

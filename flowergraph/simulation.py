@@ -36,9 +36,9 @@ from .settings import (RunSettings, load_preset, natural_num_clients, option_by_
 from .settings.plan import RunPlan
 from .errors import ConfigError
 from .methods import methods
-from .storage.results import accuracy_text
-from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, run_command, tee_output, write_app,
-                          write_run_config)
+from .storage.results import accuracy_text, add_launcher_times
+from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, private_tmp, run_command, tee_output,
+                          write_app, write_run_config)
 
 _MOVED = {"stop_processes": "flowergraph.app.runtime.stop_processes", "write_app": "flowergraph.app.runtime.write_app"}
 
@@ -109,8 +109,17 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
     """Run any Flower app directory in simulation with a private SuperLink; stop every process afterwards.
 
     Writes Flower's streamed log to ``log_dir/flower.log`` and the SuperLink's to ``log_dir/superlink.log``.
-    The status comes from ``flwr ls`` (``flwr run`` itself exits 0 when a run failed).
+    The status comes from ``flwr ls`` (``flwr run`` itself exits 0 when a run failed). Every Flower process gets
+    a private temp folder (:func:`~flowergraph.app.runtime.private_tmp`), removed at the end.
     """
+    with private_tmp():
+        return _run_flower_app(app_dir, num_supernodes=num_supernodes, run_config=run_config, log_dir=log_dir,
+                               cpus_per_client=cpus_per_client, verbose=verbose, stream=stream, timeout=timeout,
+                               extra_env=extra_env)
+
+
+def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_client, verbose, stream, timeout,
+                    extra_env) -> AppRun:
     stream = stream or sys.stdout
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -218,11 +227,19 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
     """Run one federated experiment in Flower's simulation engine and wait for it.
 
     Raises ConfigError (before anything starts) for bad input; returns a :class:`SimulationResult` whose
-    ``status`` is ``"completed"`` or ``"failed"``. Every process started here is stopped before returning.
+    ``status`` is ``"completed"`` or ``"failed"``. Every process started here is stopped before returning, and
+    everything they (and this function) wrote to the temp directory is removed.
     ``num_clients`` None: one client per dataset for a graph-level method given several, else 3.
     """
+    with private_tmp():
+        return _run_simulation(method, num_clients, rounds, dataset, out, overrides, cpus_per_client=cpus_per_client,
+                               verbose=verbose, stream=stream, timeout=timeout)
+
+
+def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpus_per_client, verbose, stream,
+                    timeout) -> SimulationResult:
     stream = stream or sys.stdout
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     if num_clients is None:
         num_clients = (overrides or {}).get("num-clients") or natural_num_clients(
             method, dataset or (overrides or {}).get("dataset"))
@@ -273,6 +290,7 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
     status, log_file = app_run.status, app_run.log_file
     summary = {}
     summary_file = out_dir / "summary.json"
+    add_launcher_times(out_dir, started_at, time.monotonic() - started)  # the time plot starts at the launch
     if summary_file.exists():
         summary = json.loads(summary_file.read_text())
         if status == "failed" and summary.get("status") != "failed":
@@ -322,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", default=None, metavar="PATH",
                         help="continue the run checkpointed at PATH (a checkpoint file or the run's out-dir) with "
                              "its settings, in its out-dir; --rounds sets the new total")
-    parser.add_argument("--cpus-per-client", type=int, default=1)
+    parser.add_argument("--cpus-per-client", type=int, default=1, help="CPUs Flower gives each client (Ray actor); "
+                        "on 2 cores keep 1 (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)

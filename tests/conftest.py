@@ -1,14 +1,31 @@
-"""Shared fixtures. Datasets come from ../shared/datasets (read-only; PyG processes copies in a cache)."""
+"""Shared fixtures. Datasets come from ../shared/datasets (read-only; PyG processes copies in a cache), or from the
+folder ``FLOWERGRAPH_TEST_DATA`` names. Tests that need them are skipped when they are missing, and the run ends
+with one line per skip reason; with ``FLOWERGRAPH_REQUIRE_DATA=1`` (CI) they fail instead.
+
+Everything the suite writes to the temp directory (the dataset cache, pytest's own folders, Ray's session
+folders, PyG's generated modules) goes into one folder of this session, removed at the end."""
 
 import os
 import shutil
 import tempfile
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FLOWERGRAPH_TEST_DATA", REPO.parent / "shared" / "datasets")).resolve()
+REQUIRE_DATA = os.environ.get("FLOWERGRAPH_REQUIRE_DATA", "").strip().lower() in ("1", "true", "yes")
+# The datasets the tests read: the offline collection (every Planetoid and TU dataset but PubMed and COLLAB). A
+# test that needs data is skipped (or fails) unless all of them are there.
+TEST_DATASETS = ("Cora", "CiteSeer", "AIDS", "BZR", "COX2", "DD", "DHFR", "ENZYMES", "IMDB-BINARY", "IMDB-MULTI",
+                 "Letter-high", "Letter-low", "Letter-med", "MUTAG", "NCI1", "NCI109", "PROTEINS", "PTC_MR")
+
+# One temp folder for the whole session, short (Ray's socket paths under it must stay under 107 bytes): every
+# process the tests start inherits it through TMPDIR, and it is removed when the session ends.
+_SESSION_TMP = tempfile.mkdtemp(prefix="fgt-")
+os.environ["TMPDIR"] = _SESSION_TMP
+tempfile.tempdir = _SESSION_TMP
 
 # One dataset cache per test session (inherited by simulation subprocesses through the environment), removed at
 # the end of the session unless the caller chose its own.
@@ -25,16 +42,61 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+_FAILED = []
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_CACHE:
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+    if exitstatus not in (0, 5):  # 5: no tests collected
+        _FAILED.append(exitstatus)
+
+
+def pytest_unconfigure(config):
+    if _FAILED:  # the failed tests' folders and logs stay for a look
+        print(f"\nkept for inspection (the session failed): {_SESSION_TMP}")
+    else:
+        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+
+
+def missing_test_datasets() -> list[str]:
+    """The datasets of :data:`TEST_DATASETS` whose raw files are not in :data:`SHARED_DATA`."""
+    from flowergraph.tasks.datasets import data_dir_report
+
+    return [row.name for row in data_dir_report(SHARED_DATA, TEST_DATASETS) if not row.present]
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not (SHARED_DATA / "Planetoid" / "Cora" / "raw").is_dir():
-        pytest.skip(f"raw datasets not found at {SHARED_DATA} (set FLOWERGRAPH_TEST_DATA)")
+    missing = missing_test_datasets() if SHARED_DATA.is_dir() else list(TEST_DATASETS)
+    if missing:
+        what = "the raw datasets are" if len(missing) == len(TEST_DATASETS) else f"{', '.join(missing)} are"
+        reason = (f"NEEDS RAW DATASETS: {what} not at {SHARED_DATA} (set FLOWERGRAPH_TEST_DATA=DIR; list what "
+                  f"a folder lacks: python -m flowergraph.data check DIR)")
+        if REQUIRE_DATA:
+            pytest.fail(f"{reason}; FLOWERGRAPH_REQUIRE_DATA=1 makes this a failure", pytrace=False)
+        pytest.skip(reason)
     return SHARED_DATA
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line per skip reason, with the number of tests and the files they are in (pytest -q prints an ``s``)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    counts: Counter = Counter()
+    files: dict[str, set] = defaultdict(set)
+    for report in skipped:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        counts[reason] += 1
+        files[reason].add(report.nodeid.split("::")[0].removeprefix("tests/"))
+    terminalreporter.section(f"{len(skipped)} tests skipped, by reason", sep="=", yellow=True, bold=True)
+    for reason, n in counts.most_common():
+        where = sorted(files[reason])
+        shown = ", ".join(where[:6]) + (f" and {len(where) - 6} more files" if len(where) > 6 else "")
+        terminalreporter.write_line(f"SKIPPED {n} test(s): {reason} [{shown}]", yellow=True, bold=True)
 
 
 @pytest.fixture(scope="session")

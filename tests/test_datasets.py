@@ -136,3 +136,40 @@ def test_read_only_data_dir_is_copied(tmp_path, shared_data, monkeypatch):
     finally:
         for p in [data_dir, *data_dir.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def _fake_raw(root, name):
+    """Empty raw files with the names PyG expects (the data check reads only the listing)."""
+    from flowergraph.tasks.datasets import _PLANETOID_SUFFIXES, dataset_info
+
+    info = dataset_info(name)
+    raw = root / info.family / info.name / "raw"
+    raw.mkdir(parents=True)
+    names = ([f"ind.{name.lower()}.{s}" for s in _PLANETOID_SUFFIXES] if info.family == "Planetoid"
+             else [f"{name}_{s}.txt" for s in ("A", "graph_indicator", "graph_labels")])
+    for n in names:
+        (raw / n).write_text("")
+
+
+def test_data_check_lists_what_is_missing_per_dataset_and_preset(tmp_path, capsys):
+    from flowergraph.data import main
+
+    for name in ("Cora", "MUTAG", "BZR"):
+        _fake_raw(tmp_path, name)
+    assert main(["check", str(tmp_path), "--dataset", "Cora", "--dataset", "mutag,bzr"]) == 0
+    out = capsys.readouterr().out
+    assert "Cora: ok  (needs Cora)" in out and "mutag,bzr: ok  (needs MUTAG, BZR)" in out
+    assert main(["check", str(tmp_path), "--dataset", "CHEM"]) == 1  # a setting needs all of its datasets
+    out = capsys.readouterr().out
+    assert "CHEM: MISSING COX2, DHFR, PTC_MR, AIDS, NCI1" in out
+    assert f"COX2         TUDataset  MISSING  {tmp_path}/TUDataset/COX2/raw/COX2_" in out  # where the files go
+    assert "offline, put them at the paths shown above" in out
+    repo = Path(__file__).resolve().parents[1]
+    assert main(["check", str(tmp_path), "--preset", str(repo / "conf" / "fedavg-cora.toml")]) == 0
+    assert main(["check", str(tmp_path), "--preset", str(repo / "conf" / "fedgcn-citeseer.toml")]) == 1
+    assert "fedgcn-citeseer.toml: MISSING CiteSeer" in capsys.readouterr().out
+    assert main(["check", str(tmp_path)]) == 1  # every preset of conf/: some need CiteSeer
+    out = capsys.readouterr().out
+    assert "fedavg-cora.toml: ok" in out and "fedstar-chem.toml: MISSING" in out
+    assert main(["check", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err

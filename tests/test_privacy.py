@@ -16,7 +16,9 @@ from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
 from flowergraph.settings.faults import Fault, parse_faults
 from flowergraph.app.inprocess import run_inprocess
+from flowergraph import wire
 from flowergraph.privacy import ckks
+from flowergraph.wire.secure import CKKS_DECRYPT, CKKS_VALUES, DecryptReply, DecryptRequest, EncryptedUpdate
 from flowergraph.storage.results import read_run
 from flowergraph.strategies.aggregation import (CoordinateMedian, Krum, RoundNotAggregated, TrimmedMean, Update,
                                                 make_aggregator)
@@ -52,6 +54,7 @@ def test_ckks_aggregate_equals_plain_averaging_and_the_server_never_holds_an_upd
     enc, enc_proxies = run_inprocess({**run, "out-dir": str(tmp_path / "ckks"), "secure-agg": "ckks",
                                       "key-file": key_file}, record=True)
     plain_fits, enc_fits = _fits(plain_proxies), _fits(enc_proxies)
+    ctx = ckks.load_key_file(key_file)
     for k in range(2):
         for r in range(3):
             sent_plain, update, n = plain_fits[k][r]
@@ -63,11 +66,31 @@ def test_ckks_aggregate_equals_plain_averaging_and_the_server_never_holds_an_upd
             assert reply[0].sum() == reply[1].size
             assert _flat(update).astype(np.float32).tobytes() not in reply[1].tobytes()
             # decrypted with the data owners' key it is [n x update, n] (train-size weighting)
-            from flowergraph.privacy.packing import unpack_blobs
-
-            values = ckks.decrypt_vector(ckks.load_key_file(key_file), unpack_blobs(*reply), _flat(update).size + 1)
+            upload = EncryptedUpdate.decode(reply, {CKKS_VALUES: _flat(update).size + 1})
+            values = ckks.decrypt_checked(ctx, upload.chunks, upload.length, ckks.check_key(ctx), r + 1, [k])
             np.testing.assert_allclose(values[-1], n, atol=1e-3)
-    # the decrypting client received only the sum: its decrypt phase carries one set of ciphertexts
+            np.testing.assert_allclose(values[:-1] / n, _flat(update), rtol=0, atol=1e-5)
+    # what the decrypting client (partition 0) received in each round's decrypt phase: the sum of both uploads
+    # of that round, both participants with their clear num_examples and their check ciphertexts; nothing else
+    asks = [(ins, res) for kind, ins, res in enc_proxies[0].messages
+            if kind == "get_properties" and ins.config.get(wire.PHASE) == CKKS_DECRYPT]
+    assert len(asks) == 3 and not any(kind == "get_properties" and ins.config.get(wire.PHASE) == CKKS_DECRYPT
+                                      for kind, ins, _ in enc_proxies[1].messages)
+    for r, (ins, res) in enumerate(asks):
+        request = wire.decode_phase(ins.config)
+        ask = DecryptRequest.decode(request.arrays, request.values)
+        assert request.round == r + 1 and ask.participants == (0, 1)
+        uploads = [EncryptedUpdate.decode(enc_fits[k][r][1], {CKKS_VALUES: ask.length}) for k in range(2)]
+        assert ask.num_examples == tuple(enc_fits[k][r][2] for k in range(2))
+        assert ask.checks == [u.check for u in uploads]
+        key = ckks.check_key(ctx)
+        got = ckks.decrypt_checked(ctx, ask.blobs, ask.length, key, r + 1, [0, 1])
+        want = sum(ckks.decrypt_checked(ctx, u.chunks, u.length, key, r + 1, [k]) for k, u in enumerate(uploads))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+        # what it returned: that sum, flooded and rounded to multiples of 2^-20 (no raw CKKS decryption)
+        total = DecryptReply.decode(wire.unpack_arrays(res.properties), wire.scalars(res.properties)).total
+        np.testing.assert_allclose(total, want, rtol=0, atol=1e-4)
+        assert np.array_equal(total * 2 ** 20, np.round(total * 2 ** 20))
     rounds = read_run(tmp_path / "ckks")["rounds"]
     assert rounds[0]["phase"] == "secure-ckks-setup"
     training = [r for r in rounds if r.get("round", 0) >= 1]
@@ -161,7 +184,7 @@ def test_central_dp_client_side_clips_before_sending(tmp_path):
 
 
 def test_local_dp_noise_has_the_documented_scale(tmp_path):
-    clip, eps, delta = 10.0, 1000.0, 1e-5
+    clip, eps, delta = 10.0, 0.5, 1e-5  # epsilon < 1: where the classic Gaussian mechanism's formula holds
     run = {**BASE, "num-clients": 3, "rounds": 1}
     _, plain = run_inprocess({**run, "out-dir": str(tmp_path / "plain")}, record=True)
     _, noisy = run_inprocess({**run, "out-dir": str(tmp_path / "dp"), "dp": "local", "dp-clipping-norm": clip,

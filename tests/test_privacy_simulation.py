@@ -3,13 +3,16 @@ rounds through Flower's SecAggPlusWorkflow and ``secaggplus_mod``; the strategy 
 aggregate (one distinct payload per round, checked on what the ServerApp receives) and the model equals plain
 averaging within SecAgg+'s quantisation. FedGCN with ``fedgcn.he=true`` and ``secure-agg=secagg+`` is the
 paper's fully private Algorithm 1. The in-process reference equals a Flower simulation of the same settings
-(test_simulation.py), so it stands in for the plain runs."""
+(test_simulation.py), so it stands in for the plain runs: the models are compared array by array, round by
+round (checkpoints). FedStar and FedGCN under ``secure-agg=ckks`` go through Flower's transport too."""
 
 import io
 
+import numpy as np
 import pytest
 
 from flowergraph.app.inprocess import run_inprocess
+from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.storage.results import read_run
 from flowergraph.simulation import run_simulation
 
@@ -20,23 +23,64 @@ def _training(path):
     return [r for r in read_run(path)["rounds"] if r.get("round", 0) >= 1 and not r.get("phase")]
 
 
-def test_fedavg_under_secaggplus_equals_plain_averaging(tmp_path):
-    run = {"seed": 3, "fused-eval": False}
+def _arrays(path, r):
+    return np.concatenate([np.asarray(a, np.float64).ravel() for a in
+                           load_checkpoint(path / "checkpoints" / f"round-{r:06d}.npz").arrays])
+
+
+def test_fedavg_under_secaggplus_equals_plain_averaging_and_a_nan_client_is_refused(tmp_path):
+    """The model SecAgg+ aggregates, round by round, equals plain train-size-weighted averaging (within its
+    quantisation), compared array by array: a client that weighed its update wrongly (uniform) would miss by 10x
+    the tolerance. In round 3 client 1's update is NaN: Flower would quantise it to a finite integer and the sum
+    would be garbage with no error; the client refuses it (a failure named by its partition), SecAgg+ goes on with
+    the two others, and the model equals plain averaging of those two."""
+    run = {"seed": 3, "fused-eval": False, "checkpoint-every": 1, "inject-faults": "nan:1@3"}
     result = run_simulation("fedavg", 3, 3, None, tmp_path / "secagg", {**run, "secure-agg": "secagg+"},
                             stream=io.StringIO(), timeout=600)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     got = _training(tmp_path / "secagg")
     assert all(r["secure_agg"] == {"mode": "secagg+", "distinct_payloads": 1} for r in got)
-    assert all(r["num_fit"] == 3 and r["aggregated"] and r["bytes_measured"] == "grid" for r in got)
-    # SecAgg+'s four stages (setup, share keys, collect masked vectors, unmask), 3 clients each, each timed
-    assert all([(st["messages"], st["replies"]) for st in r["fit_stages"]] == [(3, 3)] * 4 for r in got)
+    assert [(r["num_fit"], r["aggregated"], r["bytes_measured"]) for r in got] == [(3, True, "grid")] * 2 + \
+        [(2, True, "grid")]
+    assert got[2]["num_failures"] == 1 and got[2]["failures"][0]["client"] == "1"
+    assert "partition 1 refuses to send its update" in got[2]["failures"][0]["reason"]
+    # SecAgg+'s four stages (setup, share keys, collect masked vectors, unmask), each timed
+    assert [[(st["messages"], st["replies"]) for st in r["fit_stages"]] for r in got] == \
+        [[(3, 3)] * 4] * 2 + [[(3, 3), (3, 3), (3, 3), (2, 2)]]  # the refusal is a reply (an error)
     assert all(0 < sum(st["time_s"] for st in r["fit_stages"]) <= r["time_s"] for r in got)
-    run_inprocess({"method": "fedavg", "num-clients": 3, "rounds": 3, **run, "out-dir": str(tmp_path / "plain")})
+    plain = {"method": "fedavg", "num-clients": 3, "rounds": 3, **run}
+    run_inprocess({**plain, "out-dir": str(tmp_path / "plain")})
+    run_inprocess({**plain, "weighting": "uniform", "out-dir": str(tmp_path / "uniform")})
+    tolerance = 3e-5  # SecAgg+ quantises each value to 2^22 levels over [-8, 8]: measured 5e-6 to 8e-6
+    for r in (1, 2, 3):
+        secure, want = _arrays(tmp_path / "secagg", r), _arrays(tmp_path / "plain", r)
+        np.testing.assert_allclose(secure, want, rtol=0, atol=tolerance, err_msg=f"round {r}")
+        assert np.abs(_arrays(tmp_path / "uniform", r) - want).max() > 10 * tolerance  # the test can tell
     want = _training(tmp_path / "plain")
     assert [r["accuracy"] for r in got] == pytest.approx([r["accuracy"] for r in want], abs=0.003)
-    assert [r["loss"] for r in got] == pytest.approx([r["loss"] for r in want], abs=2e-3)
     # SecAgg+ costs bytes the strategy never sees (key shares, masked vectors); the grid counts them
     assert all(r["bytes_up"] > w["bytes_up"] for r, w in zip(got, want))
+
+
+@pytest.mark.parametrize("method,run", [
+    ("fedstar", {"dataset": "MUTAG,PTC_MR,BZR", "seed": 2}),
+    ("fedgcn", {"fedgcn.hops": 2, "seed": 4}),
+])
+def test_ckks_through_flower_equals_plain_averaging(tmp_path, method, run, shared_data):
+    """FedStar (its shared structure encoder) and FedGCN under secure-agg=ckks in Flower's simulation: every
+    round decrypts a sum of all three clients, and the model equals plain averaging (in-process, which equals a
+    simulation to 1e-6) within CKKS's error and the decryption's 2^-20 flooding."""
+    run = {**run, "data-dir": str(shared_data), "fused-eval": False, "checkpoint-every": 1}
+    result = run_simulation(method, 3, 2, None, tmp_path / "ckks", {**run, "secure-agg": "ckks"},
+                            stream=io.StringIO(), timeout=600)
+    assert result.status == "completed", result.log_file.read_text()[-3000:]
+    got = _training(tmp_path / "ckks")
+    assert [(r["aggregated"], r["secure_agg"]["summed"], r["secure_agg"]["decrypted_by"], r["rejected"])
+            for r in got] == [(True, 3, "0", [])] * 2
+    run_inprocess({"method": method, "num-clients": 3, "rounds": 2, **run, "out-dir": str(tmp_path / "plain")})
+    for r in (1, 2):
+        np.testing.assert_allclose(_arrays(tmp_path / "ckks", r), _arrays(tmp_path / "plain", r), rtol=0,
+                                   atol=1e-5, err_msg=f"round {r}")
 
 
 def test_fedgcn_he_with_secaggplus_is_fully_private_algorithm_1(tmp_path):

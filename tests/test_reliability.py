@@ -250,7 +250,8 @@ def _context(node_config, **run):
                                                "config; they must be equal"),
     ({"partition-id": 0}, "node config lacks num-partitions; start the SuperNode with --node-config"),
     ({"partition-id": 0, "num-partitions": 3, "data_dir": "/x"},
-     "unknown node-config key 'data_dir'; valid keys: partition-id, num-partitions, data-dir, dataset, key-file"),
+     "unknown node-config key 'data_dir'; did you mean 'data-dir'?; valid keys: partition-id, num-partitions, "
+     "data-dir, dataset, key-file"),
     ({"partition-id": 0, "num-partitions": 3, "data-dir": "/no/such/folder"},
      "data-dir '/no/such/folder' does not exist or is not a directory"),
     ({"partition-id": 0, "num-partitions": 3, "dataset": "Coraa"}, "unknown dataset 'Coraa'; valid choices"),

@@ -67,7 +67,7 @@ def test_faults_then_resume_fedavg(tmp_path):
     # No round waits forever: the hung client costs round-timeout, not more.
     assert timeout <= rounds[3]["time_s"] < timeout + 8
     # Round 5: partition 1's process died. In Flower 1.41's Ray simulation the dead actor is neither restarted
-    # nor removed from the pool, so other messages sent to it fail the same way (README, Reliability).
+    # nor removed from the pool, so other messages sent to it fail the same way (docs/reliability.md).
     died = "the client's process died (Ray: ActorDiedError)"
     assert {"client": "1", "reason": died} in rounds[4]["failures"]
     assert all(f["reason"] == died for f in rounds[4]["failures"])

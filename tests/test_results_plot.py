@@ -53,3 +53,24 @@ def test_time_axis_and_summary_count_one_off_phases(tmp_path):
 def test_plot_rejects_non_results_folder(tmp_path, capsys):
     assert plot_main([str(tmp_path)]) == 2
     assert "is not a flowergraph results directory (no rounds.jsonl)" in capsys.readouterr().err
+
+
+def test_time_plot_starts_at_the_launch_and_names_its_clock(tmp_path):
+    """The launcher's start time in the summary puts start-up on the time axis; without it the axis says what it
+    leaves out. The y axis names which accuracy it is."""
+    from flowergraph.plot import METRIC_LABELS, TIME_AXES, time_points
+    from flowergraph.storage.results import add_launcher_times
+
+    rec = RunRecorder(tmp_path / "a", {"method": "fedavg"}, total_rounds=2, log=None)
+    t0 = rec.started
+    for r in (1, 2):
+        rec.write_round({"round": r, "accuracy": 0.5 + r / 10, "time_s": 1.0, "elapsed_s": 1.0 * r,
+                         "ended_at": t0 + 20.0 + r})
+    rec.finish()
+    assert time_points(read_run(tmp_path / "a"), "accuracy") == ("serverapp", [(21.0, 0.6), (22.0, 0.7)])
+    add_launcher_times(tmp_path / "a", t0 - 30.0, 60.0)  # the launcher started 30 s before the ServerApp
+    clock, pts = time_points(read_run(tmp_path / "a"), "accuracy")
+    assert clock == "launcher" and [x for x, _ in pts] == [51.0, 52.0]
+    assert read_run(tmp_path / "a")["summary"]["wall_time_s"] == 60.0
+    assert "start-up included" in TIME_AXES["launcher"] and "start-up excluded" in TIME_AXES["rounds"]
+    assert "test accuracy" in METRIC_LABELS["accuracy"]

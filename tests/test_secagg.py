@@ -32,7 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 from flowergraph.clients import ClientState, FedGCNClient, TrainConfig
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph
 from flowergraph.storage.results import RunRecorder
-from flowergraph.strategies import FedGCNStrategy
+from flowergraph.strategies import FederationPolicy, FedGCNStrategy
 
 MODEL = {"kind": "gcn", "hidden": 16, "layers": 2, "dropout": 0.5, "heads": 8, "input_dropout": 0.0}
 
@@ -65,9 +65,9 @@ server = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     rounds = int(context.run_config["rounds"])
     recorder = RunRecorder(context.run_config["out-dir"], dict(context.run_config), total_rounds=rounds)
-    strategy = WatchedFedGCN(num_clients=3, hops=2, weighting="train-size", num_rounds=rounds, recorder=recorder,
-                             fused_eval=True, seed=int(context.run_config["seed"]), init_timeout=300,
-                             round_timeout=300)
+    policy = FederationPolicy(num_clients=3, num_rounds=rounds, fused_eval=True, seed=int(context.run_config["seed"]),
+                              init_timeout=300, round_timeout=300)
+    strategy = WatchedFedGCN(policy=policy, hops=2, weighting="train-size", recorder=recorder)
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds, round_timeout=300),
                            strategy=strategy)
     DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(num_shares=3, reconstruction_threshold=2))(grid, legacy)

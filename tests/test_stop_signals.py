@@ -114,3 +114,42 @@ def test_deployment_launcher_stops_everything_on_sigterm(tmp_path):
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM
     assert "stopped by SIGTERM; every process started here was stopped" in "".join(lines)
     _assert_all_gone(marker, seen)
+
+
+def test_stop_finds_and_stops_what_flwr_run_local_left_for_one_flwr_home(tmp_path):
+    """`python -m flowergraph.app.runtime stop` stops the background SuperLink of a FLWR_HOME and everything
+    under it, and nothing of another FLWR_HOME (stand-ins with Flower's command lines)."""
+    import time
+
+    import psutil
+
+    from flowergraph.app.runtime import local_superlink_processes
+
+    script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; "
+              "time.sleep(120)', 'flower-superexec']); time.sleep(120)")
+    started = []
+    for home in ("mine", "other"):
+        log = tmp_path / home / "local-superlink" / "superlink.log"
+        started.append(subprocess.Popen([sys.executable, "-c", script, "flower-superlink", "--log-file", str(log)],
+                                        start_new_session=True))
+    mine, other = started
+    try:
+        deadline = time.monotonic() + 30
+        while len(local_superlink_processes(tmp_path / "mine")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the stand-in SuperExec starts
+        found = sorted(p.pid for p in local_superlink_processes(tmp_path / "mine"))
+        assert mine.pid in found and len(found) == 2 and other.pid not in found
+        proc = subprocess.run([sys.executable, "-m", "flowergraph.app.runtime", "stop", "--flwr-home",
+                               str(tmp_path / "mine")], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "stopped 2 process(es)" in proc.stdout, proc.stdout + proc.stderr
+        mine.wait(timeout=30)
+        assert not [p for p in found if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert other.poll() is None  # another FLWR_HOME's SuperLink is left alone
+        again = subprocess.run([sys.executable, "-m", "flowergraph.app.runtime", "stop", "--flwr-home",
+                                str(tmp_path / "mine")], capture_output=True, text=True, timeout=60)
+        assert "nothing running for FLWR_HOME=" in again.stdout
+    finally:
+        from flowergraph.app.runtime import kill_tree
+
+        for p in started:
+            kill_tree(p.pid)

@@ -176,8 +176,25 @@ def test_missing_clients_fail_clearly():
     s = WeightedAveraging(FederationPolicy(num_clients=3, connect_timeout=1), initial_parameters=GLOBAL)
     manager = SimpleClientManager()
     manager.register(FakeProxy("a"))
-    with pytest.raises(RuntimeError, match="only 1 of num_clients=3 clients connected within 1 s"):
+    with pytest.raises(RuntimeError, match=r"only 1 of num-clients=3 clients connected within 1 s \(connect-timeout\)"):
         s.initialize_parameters(manager)
+
+
+def test_the_wait_for_clients_is_reported_while_it_lasts(monkeypatch):
+    import threading
+
+    from flowergraph.strategies import directory
+
+    lines = []
+    monkeypatch.setattr(directory, "log", lambda level, fmt, *args: lines.append(fmt % args))
+    manager = SimpleClientManager()
+    manager.register(FakeProxy("a"))
+    late = threading.Timer(1.5, lambda: manager.register(FakeProxy("b")))
+    late.start()
+    directory.ClientDirectory(2).wait(manager, timeout=30)
+    late.join()
+    assert lines[0].startswith("flowergraph: 1 of 2 clients connected; waiting up to ")
+    assert lines[-1].startswith("flowergraph: 2 of 2 clients connected after ")
 
 
 @pytest.mark.parametrize("kw,match", [

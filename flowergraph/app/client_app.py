@@ -19,20 +19,30 @@ skips the DP step but its poison still goes through secure aggregation); with ``
 or encrypt (CKKS) its update (:class:`flowergraph.clients.secure.SecureUpdates`). The app's one mod,
 :func:`privacy_mod`, is Flower's ``secaggplus_mod`` when the run has ``secure-agg=secagg+`` and does nothing
 otherwise.
+
+Deployment: Flower starts a fresh ``flwr-clientapp`` process for every message; :func:`node_mod` hands each
+message to the node's warm worker process (:mod:`flowergraph.app.worker`), which runs :data:`local_app` with the
+imports and the node's data already loaded, so a message pays Flower's own process start and not ours. This module
+imports only Flower at import time: everything else is imported when a message needs it.
 """
 
 from __future__ import annotations
 
-import functools
-import os
+import time
 
-from flwr.app import Context
-from flwr.clientapp import ClientApp
+_MODULE_T0 = time.time()  # when Flower started to import the ClientApp (message timing, flowergraph.app.timing)
 
-from ..settings import RunSettings, parse_run_config
-from ..errors import ConfigError, FlowergraphError
-from ..wire import CONFIG_ERROR_MARKER
-from ..tasks.compute import configure_torch
+import functools  # noqa: E402
+import os  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+from flwr.app import Context  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+
+from ..errors import ConfigError, FlowergraphError  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import RunSettings
 
 NODE_CONFIG_OVERRIDES = ("data-dir", "dataset", "key-file", "state-dir", "partition-dir")
 NODE_ONLY_KEYS = ("partition-file",)
@@ -40,7 +50,9 @@ NODE_CONFIG_KEYS = ("partition-id", "num-partitions") + NODE_CONFIG_OVERRIDES + 
 
 
 @functools.lru_cache(maxsize=16)
-def _settings(items: tuple) -> RunSettings:
+def _settings(items: tuple) -> "RunSettings":
+    from ..settings import parse_run_config
+
     return parse_run_config(dict(items), allow_unknown=True)
 
 
@@ -64,10 +76,13 @@ def check_node_config(node_config) -> None:
     """Refuse node-config keys this ClientApp does not read (a typo would otherwise be ignored silently)."""
     unknown = sorted(k for k in node_config if k not in NODE_CONFIG_KEYS)
     if unknown:
-        raise ConfigError(f"unknown node-config key {unknown[0]!r}; valid keys: {', '.join(NODE_CONFIG_KEYS)}")
+        from ..errors import did_you_mean
+
+        raise ConfigError(f"unknown node-config key {unknown[0]!r}{did_you_mean(unknown[0], NODE_CONFIG_KEYS)}; "
+                          f"valid keys: {', '.join(NODE_CONFIG_KEYS)}")
 
 
-def node_identity(node_config, settings: RunSettings) -> tuple[int, int]:
+def node_identity(node_config, settings: "RunSettings") -> tuple[int, int]:
     """(partition id, number of partitions) from the node config, checked against ``num-clients``."""
     missing = [k for k in ("partition-id", "num-partitions") if k not in node_config]
     if missing:
@@ -84,7 +99,7 @@ def node_identity(node_config, settings: RunSettings) -> tuple[int, int]:
     return pid, nparts
 
 
-def settings_for_node(context: Context) -> RunSettings:
+def settings_for_node(context: Context) -> "RunSettings":
     check_node_config(context.node_config)
     run = dict(context.run_config)
     for key in NODE_CONFIG_OVERRIDES:
@@ -118,19 +133,23 @@ def build_client(context: Context):
     state = ClientState(context.state)
     args = ClientArgs(settings=s, partition_id=pid, num_partitions=nparts, context=context, state=state,
                       partition_file=partition_file, cache=ProcessCache((context.run_id, pid)))
-    client = s.method_info.build_client(args)
+    from . import timing
+
+    with timing.build():  # the node's data and model (timed apart when FLOWERGRAPH_MESSAGE_TIMES is set)
+        client = s.method_info.build_client(args)
     client = StateCheckpoints(client, state, pid, s.state_dir or None)
     if s.dp in ("central-client", "local"):
         from ..clients.privacy import DPUpdates
 
         client = DPUpdates(client, s.dp, pid, clipping_norm=s.dp_clipping_norm, sensitivity=s.dp_sensitivity,
-                           epsilon=s.dp_epsilon, delta=s.dp_delta, seed=s.seed)
+                           epsilon=s.dp_epsilon, delta=s.dp_delta)
     client = _with_faults(client, s, pid)
     if s.secure_agg != "none":
         from ..clients.secure import SecureUpdates
 
         client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
-                               max_weight=s.secagg_weight_bound)
+                               max_weight=s.secagg_weight_bound, clipping_range=s.secagg_clipping_range,
+                               min_secure_clients=s.min_secure_clients)
     return client
 
 
@@ -149,7 +168,7 @@ def _check_key_file(path: str) -> None:
     _key_file_ok(path, st.st_mtime if st else -1.0, st.st_size if st else -1)
 
 
-def _with_faults(client, s: RunSettings, pid: int):
+def _with_faults(client, s: "RunSettings", pid: int):
     if not s.inject_faults:
         return client
     from ..settings.faults import faults_for, parse_faults
@@ -163,6 +182,9 @@ def _with_faults(client, s: RunSettings, pid: int):
 
 
 def client_fn(context: Context):
+    from ..tasks.compute import configure_torch
+    from ..wire import CONFIG_ERROR_MARKER
+
     configure_torch()  # one thread, denormals flushed (flowergraph.tasks.compute)
     try:
         client = build_client(context)
@@ -181,7 +203,54 @@ def privacy_mod(msg, context: Context, call_next):
     return call_next(msg, context)
 
 
-app = ClientApp(client_fn=client_fn, mods=[privacy_mod])
+def node_mod(msg, context: Context, call_next):
+    """In deployment, run the message in the node's warm worker (:mod:`flowergraph.app.worker`; here when there
+    is none); with ``FLOWERGRAPH_MESSAGE_TIMES`` set, record where the message's time went
+    (:mod:`flowergraph.app.timing`)."""
+    from . import timing, worker
+
+    with timing.message() as times:
+        reply, worker_times = None, None
+        if worker.enabled():
+            try:
+                reply, worker_times = worker.handle(msg, context)
+            except worker.NoWorker as exc:
+                from logging import WARNING
+
+                from flwr.common.logger import log
+
+                log(WARNING, "flowergraph: running this message in its own process (%s)", exc)
+        if reply is None:
+            reply = call_next(msg, context)
+    if times is not None:
+        record = dict(times.values, created=timing.process_created(), module=_MODULE_T0, pid=os.getpid(),
+                      run_id=int(context.run_id), node_id=int(context.node_id),
+                      partition=str(context.node_config.get("partition-id", "")),
+                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="flowergraph")
+        if worker_times:
+            record.update(worker=True, build_s=worker_times["build_s"],
+                          build_imports_s=worker_times["build_imports_s"],
+                          imports_s=record["imports_s"] + worker_times["imports_s"],
+                          worker_s=worker_times["end"] - worker_times["start"])
+        timing.write(record)
+    return reply
+
+
+def tidy_mod(msg, context: Context, call_next):
+    """After the message: PyG's generated layer modules leave the temp directory (they stay loaded)."""
+    try:
+        return call_next(msg, context)
+    finally:
+        import sys
+
+        if "torch_geometric" in sys.modules:
+            from ..tasks.compute import remove_generated_sources
+
+            remove_generated_sources()
+
+
+local_app = ClientApp(client_fn=client_fn, mods=[tidy_mod, privacy_mod])  # what runs a message (here or in the worker)
+app = ClientApp(client_fn=client_fn, mods=[node_mod, tidy_mod, privacy_mod])
 
 
 def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place

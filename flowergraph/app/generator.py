@@ -9,6 +9,9 @@ method installed in this environment (plugins included), so ``flwr run DIR --run
     python -m flowergraph.app write my-app                 # pyproject.toml only: the apps come from site-packages
     FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run my-app local --run-config "method='mymethod'"
 
+``python -m flowergraph.app check "num-clients=3 method='fedavg'"`` checks a ``--run-config`` value as the ServerApp
+will (Flower refuses a key missing from ``pyproject.toml`` with a bare "Invalid run configuration.").
+
 ``--with-package`` also copies flowergraph's Python files into the folder (what the launchers do: the run then
 uses exactly this checkout's code, also on SuperNodes that install the app).
 """
@@ -56,6 +59,28 @@ def write_app(app_dir: str | Path, *, with_package: bool = False, name: str = "f
     return app_dir
 
 
+def check_run_config(values: list[str]) -> int:
+    """Parse ``flwr run --run-config`` values as Flower does, then check them as the ServerApp does: 0 (valid) or
+    2 with the reason (an unknown key with a "did you mean")."""
+    from flwr.common.config import parse_config_args
+
+    from ..errors import FlowergraphError
+    from ..settings import parse_run_config
+
+    try:
+        config = parse_config_args(values)
+    except Exception as exc:  # noqa: BLE001 (Flower's own parse error: TOML syntax)
+        print(f"error: Flower cannot parse this run config: {exc}", file=sys.stderr)
+        return 2
+    try:
+        parse_run_config(config)
+    except FlowergraphError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"ok: {len(config)} key(s) valid: {', '.join(sorted(config))}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.app",
                                      description="Write a Flower app folder that runs flowergraph with every "
@@ -65,7 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("dir", help="the app folder to write (created if missing)")
     write.add_argument("--with-package", action="store_true", help="also copy flowergraph's Python files into it")
     write.add_argument("--name", default="flowergraph-app", help="the app's project name (default: %(default)s)")
+    check = sub.add_parser("check", help="check a `flwr run --run-config` value as the ServerApp will",
+                           description="Check `flwr run --run-config` values as the ServerApp will, naming an unknown "
+                                       "key with a 'did you mean' (Flower itself only says 'Invalid run "
+                                       "configuration.'). Exit status 0 when valid, 2 otherwise.")
+    check.add_argument("run_config", nargs="+", help="a string of key=value pairs (TOML values), or a TOML file")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        return check_run_config(args.run_config)
     path = write_app(args.dir, with_package=args.with_package, name=args.name)
     from ..methods import methods
 

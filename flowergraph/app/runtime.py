@@ -5,6 +5,11 @@
   parallel); :class:`ProcessGroup` (every process a launcher starts, found by a tag in its environment even after
   it left the tree, and stopped by a watchdog process if the launcher itself dies); :func:`stop_on_signals`
   (SIGTERM and SIGHUP unwind a launcher like Ctrl-C, so its ``finally`` blocks stop what it started);
+* the temp directory: :func:`private_tmp` (a launcher's own temp folder for itself and every process it starts,
+  removed at the end: Ray's session folders, PyG's generated modules and torch's caches go with it);
+* what ``flwr run . local`` leaves running: :func:`local_superlink_processes` and :func:`stop_local_superlink`
+  (``python -m flowergraph.app.runtime stop [--flwr-home DIR]``): the SuperLink Flower starts in the background
+  for a ``FLWR_HOME``, and every process under it (SuperExec, the simulation, Ray), by PID;
 * Flower: :func:`flower_env` (the environment every Flower process gets: this venv first on PATH, no
   telemetry, no update check, no runtime ``uv sync``), :func:`write_app` (a throw-away Flower app of this
   package with every run-config key), :func:`write_run_config` (a run-config TOML file for ``flwr run
@@ -13,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -228,6 +234,38 @@ def _watchdog(parent: int, tag: str, interval: float = 0.5) -> None:
         stop_processes(procs)
 
 
+# ------------------------------------------------------------------------------------------------ temp folders
+_PRIVATE_TMP: list[str] = []
+
+
+@contextlib.contextmanager
+def private_tmp(prefix: str = "fg"):
+    """A temp folder for this launcher and every process it starts (``TMPDIR``, ``tempfile.tempdir``), removed
+    with everything in it at the end, so a run leaves nothing in the temp directory: Ray's session folders,
+    PyG's generated layer modules, torch's inductor cache, Flower's FAB unpacking. Nested uses share the outer
+    folder. Short on purpose: Ray's socket paths under it must stay below 107 bytes."""
+    import shutil
+    import tempfile
+
+    if _PRIVATE_TMP:
+        yield Path(_PRIVATE_TMP[-1])
+        return
+    path = tempfile.mkdtemp(prefix=prefix)
+    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = path
+    _PRIVATE_TMP.append(path)
+    try:
+        yield Path(path)
+    finally:
+        _PRIVATE_TMP.pop()
+        tempfile.tempdir = saved_dir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(path, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------------- Flower
 def flower_env(flwr_home: str | os.PathLike | None = None, **extra: str) -> dict[str, str]:
     """The environment every Flower process gets here: this venv first on PATH (the SuperLink starts
@@ -292,8 +330,86 @@ def tee_output(proc, log_out, stream, *, verbose: bool = False, on_line=None) ->
     return proc.wait()
 
 
-if __name__ == "__main__":  # python -m flowergraph.app.runtime watchdog PARENT_PID TAG (started by ProcessGroup)
-    if len(sys.argv) == 4 and sys.argv[1] == "watchdog":
-        _watchdog(int(sys.argv[2]), sys.argv[3])
-    else:
-        sys.exit("usage: python -m flowergraph.app.runtime watchdog PARENT_PID TAG (started by ProcessGroup)")
+# ------------------------------------------------------------------------------ what `flwr run . local` leaves
+_FLOWER_PROCESSES = ("flower-superlink", "flower-superexec", "flwr-simulation", "flwr-serverapp", "flwr-clientapp",
+                     "raylet", "gcs_server", "ray/", "flowergraph.app.worker")
+
+
+def default_flwr_home() -> Path:
+    """``$FLWR_HOME``, else Flower's default ``~/.flwr``."""
+    return Path(os.environ.get("FLWR_HOME") or Path.home() / ".flwr").expanduser().resolve()
+
+
+def local_superlink_processes(flwr_home: str | os.PathLike | None = None) -> list:
+    """The processes ``flwr run . local`` started for ``flwr_home`` and left running (psutil.Process objects):
+    the SuperLink (its command line names ``<flwr_home>/local-superlink/``), every process under it, and Flower's
+    and Ray's processes that left its tree but carry ``FLWR_HOME=<flwr_home>`` in their environment."""
+    import psutil
+
+    home = Path(flwr_home).expanduser().resolve() if flwr_home else default_flwr_home()
+    marker = str(home / "local-superlink") + os.sep
+    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    found: dict[int, Any] = {}
+    for proc in psutil.process_iter():
+        if proc.pid in me:
+            continue
+        try:
+            cmdline = " ".join(proc.cmdline())
+            if "flower-superlink" in cmdline and marker in cmdline:
+                found[proc.pid] = proc
+                found.update((c.pid, c) for c in proc.children(recursive=True) if c.pid not in me)
+            elif any(name in cmdline for name in _FLOWER_PROCESSES) and \
+                    proc.environ().get("FLWR_HOME") and \
+                    Path(proc.environ()["FLWR_HOME"]).expanduser().resolve() == home:
+                found[proc.pid] = proc
+        except (psutil.Error, OSError):
+            continue
+    return list(found.values())
+
+
+def stop_local_superlink(flwr_home: str | os.PathLike | None = None) -> list[int]:
+    """Stop what ``flwr run . local`` left running for ``flwr_home`` (see :func:`local_superlink_processes`), by
+    PID: SIGTERM, then SIGKILL after 5 s. Returns the PIDs stopped."""
+    procs = local_superlink_processes(flwr_home)
+    stop_processes(procs)
+    return sorted(p.pid for p in procs)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m flowergraph.app.runtime",
+                                     description="Processes on this machine that Flower leaves behind.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    stop = sub.add_parser("stop", help="stop the SuperLink that `flwr run . local` started in the background",
+                          description="Stop the SuperLink that `flwr run . local` started for a FLWR_HOME (it "
+                                      "keeps running after the command), with every process under it (SuperExec, "
+                                      "the simulation, Ray), by PID.")
+    stop.add_argument("--flwr-home", default=None, metavar="DIR",
+                      help="the FLWR_HOME the SuperLink was started with (default: $FLWR_HOME, else ~/.flwr)")
+    stop.add_argument("--dry-run", action="store_true", help="list the processes, stop nothing")
+    watchdog = sub.add_parser("watchdog", help="(internal) stop a process group when its owner dies")
+    watchdog.add_argument("parent", type=int, help="the owner's PID")
+    watchdog.add_argument("tag", help="the group's tag")
+    args = parser.parse_args(argv)
+    if args.command == "watchdog":
+        _watchdog(args.parent, args.tag)
+        return 0
+    home = Path(args.flwr_home).expanduser().resolve() if args.flwr_home else default_flwr_home()
+    procs = local_superlink_processes(home)
+    if not procs:
+        print(f"nothing running for FLWR_HOME={home}")
+        return 0
+    for p in procs:
+        try:
+            print(f"{'would stop' if args.dry_run else 'stopping'} {p.pid}: {' '.join(p.cmdline())[:150]}")
+        except Exception:  # noqa: BLE001 (it may have ended meanwhile)
+            pass
+    if not args.dry_run:
+        stop_processes(procs)
+        print(f"stopped {len(procs)} process(es) of the local SuperLink for FLWR_HOME={home}")
+    return 0
+
+
+if __name__ == "__main__":  # python -m flowergraph.app.runtime stop | watchdog PARENT_PID TAG (ProcessGroup's)
+    sys.exit(_main())

@@ -20,7 +20,7 @@ from __future__ import annotations
 import traceback
 from logging import ERROR, INFO
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 from flwr.app import Context
 from flwr.common import Parameters, parameters_to_ndarrays
@@ -32,7 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 from ..settings.plan import RunPlan
 from ..storage.checkpoint import Checkpoint, checkpoint_file, save_checkpoint
 from ..settings import RunSettings, parse_run_config
-from ..errors import ConfigError
+from ..errors import ConfigError, FlowergraphError
 from .polling import PollingGrid
 from ..storage.results import RunRecorder
 from .loop import FlowergraphServer
@@ -142,7 +142,9 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         if strategy is not None:
             strategy.finish()  # rounds held back for fused evaluation are written, not lost
         recorder.finish("failed", error=f"{type(exc).__name__}: {exc}")
-        log(ERROR, "flowergraph: run failed: %s\n%s", exc, traceback.format_exc())
+        trace = "" if isinstance(exc, FlowergraphError) else "\n" + traceback.format_exc()  # bad input: its message
+        log(ERROR, "flowergraph: run failed: %s%s", exc, trace)
+        exc.flowergraph_logged = True  # type: ignore[attr-defined]
         raise
     summary = recorder.finish("completed")
     log(INFO, "server done; results in %s", out_dir)  # not a progress line: the launcher prints where results are
@@ -154,8 +156,11 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
+    try:
+        s = parse_run_config(context.run_config)  # the launchers' own check: the same messages
+    except FlowergraphError as exc:
+        refuse(exc)
     configure_torch(threads=None)  # denormals flushed where the server aggregates or trains
-    s = parse_run_config(context.run_config)
     if s.poll_interval > 0:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
 
@@ -164,7 +169,23 @@ def main(grid: Grid, context: Context) -> None:
             server.use_fit_workflow(secagg_workflow(s), grid, config.num_rounds, config.round_timeout)
         start_grid(grid=grid, server=server, config=config)
 
-    serve(s, launch, context.run_id)
+    try:
+        serve(s, launch, context.run_id)
+    except FlowergraphError as exc:  # Flower marks the run failed
+        if not getattr(exc, "flowergraph_logged", False):  # refused before the run started (e.g. resume-from)
+            refuse(exc)
+        raise exc.with_traceback(None) from None
+    finally:
+        from ..tasks.compute import remove_generated_sources
+
+        remove_generated_sources()
+
+
+def refuse(exc: BaseException) -> NoReturn:
+    """End the run on bad input: one ERROR line with the reason (the message the launchers print), then the
+    exception again without its long traceback: Flower marks the run failed (``flwr ls``: ``finished:failed``)."""
+    log(ERROR, "flowergraph: the run was refused: %s", exc)
+    raise exc.with_traceback(None) from None
 
 
 def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place

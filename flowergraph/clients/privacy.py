@@ -9,17 +9,21 @@ masking (:class:`flowergraph.clients.secure.SecureUpdates` wraps it in turn):
   the clipped update is what gets encrypted under ``secure-agg=ckks`` (a mod would see the ciphertext);
 * ``local``: the update is clipped to ``dp-clipping-norm`` and Gaussian noise of standard deviation
   ``S sqrt(2 ln(1.25 / delta)) / epsilon`` is added to every parameter (Flower's ``LocalDpMod`` arithmetic), drawn
-  from a generator seeded by (run seed, round, partition id), so runs are reproducible;
+  from a generator seeded by the operating system's entropy (``numpy.random.default_rng()`` with no seed, as
+  Flower's ``LocalDpMod``): nothing the server knows (run seed, round, partition id, anything in the run config)
+  determines it, so the server cannot regenerate the noise and subtract it. Runs with ``dp=local`` are therefore
+  not bit-reproducible (and a resumed run does not equal the uninterrupted one to the bit);
 * ``central-server``: nothing here (the server clips).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from flwr.client import NumPyClient
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM, compute_clip_model_update, get_norm
 
-from .. import wire
 from ..privacy.dp import local_noise_stddev
 from .base import ClientWrapper
 
@@ -30,7 +34,8 @@ class DPUpdates(ClientWrapper):
     """See the module docstring."""
 
     def __init__(self, inner: NumPyClient, mode: str, partition_id: int, *, clipping_norm: float,
-                 sensitivity: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5, seed: int = 0) -> None:
+                 sensitivity: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5, seed: int | None = None,
+                 rng: np.random.Generator | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown client-side dp {mode!r}; valid choices: {', '.join(MODES)}")
         if clipping_norm <= 0:
@@ -40,7 +45,11 @@ class DPUpdates(ClientWrapper):
         self.partition_id = int(partition_id)
         self.clipping_norm = float(clipping_norm)
         self.stddev = local_noise_stddev(sensitivity, epsilon, delta) if mode == "local" else 0.0
-        self.seed = int(seed)
+        if seed is not None:
+            warnings.warn("DPUpdates(seed=...) is ignored: local DP noise is drawn from the operating system's "
+                          "entropy, never from a seed the server knows", DeprecationWarning, stacklevel=2)
+        # never seeded from anything the server knows (issue 19): fresh OS entropy per wrapper (one per message)
+        self._rng = rng if rng is not None else np.random.default_rng()
 
     def fit(self, parameters, config):
         arrays, num_examples, metrics = self.inner.fit(parameters, config)
@@ -53,8 +62,7 @@ class DPUpdates(ClientWrapper):
             clip(arrays, received, float(config.get(KEY_CLIPPING_NORM, self.clipping_norm)))
             return arrays, num_examples, metrics
         clip(arrays, received, self.clipping_norm)
-        rng = np.random.default_rng([self.seed, int(config.get(wire.SERVER_ROUND, 0)), self.partition_id])
-        noisy = [(a + rng.normal(0.0, self.stddev, a.shape)).astype(a.dtype) for a in arrays]
+        noisy = [(a + self._rng.normal(0.0, self.stddev, a.shape)).astype(a.dtype) for a in arrays]
         return noisy, num_examples, metrics
 
 

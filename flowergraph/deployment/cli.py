@@ -176,51 +176,55 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", required=True, help="folder for ca.crt, ca.key, server.pem, server.key")
     s.add_argument("--host", action="append", help="IP or DNS name the SuperLink is reached at (repeatable; "
                    "default: 127.0.0.1 and localhost)")
-    s.add_argument("--days", type=int, default=365)
+    s.add_argument("--days", type=int, default=365, help="validity of the certificates (default: %(default)s)")
     s.add_argument("--force", action="store_true", help="overwrite existing files")
     s.set_defaults(fn=_cmd_certs)
 
     s = sub.add_parser("keys", help="data owner: create a SuperNode key pair (ECDSA P-384, OpenSSH)")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", required=True, help="folder for the private keys and their .pub files")
     s.add_argument("--name", action="append", help="key file name (repeatable)")
     s.add_argument("--num-nodes", type=int, help="create node0 ... node{N-1}")
-    s.add_argument("--force", action="store_true")
+    s.add_argument("--force", action="store_true", help="overwrite existing key files")
     s.set_defaults(fn=_cmd_keys)
 
     s = sub.add_parser("superlink", help="operator: run flower-superlink with TLS + SuperNode auth (foreground)")
     s.add_argument("--certs", required=True, help="folder with ca.crt, server.pem, server.key")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    s.add_argument("--port", type=int, default=9092)
+    s.add_argument("--port", type=int, default=9092, help="the one HTTPS port SuperNodes and flwr dial "
+                   "(default: %(default)s)")
     s.add_argument("--database", default="superlink.db", help="SuperLink state (registered nodes, runs)")
     s.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     s.set_defaults(fn=_cmd_superlink)
 
     s = sub.add_parser("connection", help="operator: add a TLS connection to $FLWR_HOME/config.toml")
-    s.add_argument("--name", required=True)
+    s.add_argument("--name", required=True, help="the connection's name, as flwr commands take it")
     s.add_argument("--address", required=True, help="SuperLink HOST:PORT (HOST must be in the certificate)")
     s.add_argument("--ca", required=True, help="ca.crt")
     s.add_argument("--flwr-home", default=None, help="default: $FLWR_HOME, else ~/.flwr")
     s.set_defaults(fn=_cmd_connection)
 
     s = sub.add_parser("register", help="operator: register SuperNode public keys (flwr supernode register)")
-    s.add_argument("--connection", required=True)
-    s.add_argument("public_key", nargs="+")
+    s.add_argument("--connection", required=True, help="the flwr connection of the SuperLink (see connection)")
+    s.add_argument("public_key", nargs="+", help="the owners' public keys (nodeK.pub)")
     s.set_defaults(fn=_cmd_register)
 
     s = sub.add_parser("wait", help="wait until the SuperLink answers (and N SuperNodes are online)")
-    s.add_argument("--address", required=True)
-    s.add_argument("--ca", required=True)
+    s.add_argument("--address", required=True, help="SuperLink HOST:PORT")
+    s.add_argument("--ca", required=True, help="the CA certificate (ca.crt) the SuperLink's certificate is checked "
+                   "against")
     s.add_argument("--connection", default=None, help="needed with --nodes")
     s.add_argument("--nodes", type=int, default=0, help="also wait for this many online SuperNodes")
-    s.add_argument("--timeout", type=float, default=120.0)
+    s.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: %(default)s)")
     s.set_defaults(fn=_cmd_wait)
 
     s = sub.add_parser("supernode", help="data owner: run flower-supernode for one partition (foreground)")
     s.add_argument("--superlink", required=True, help="SuperLink HOST:PORT")
     s.add_argument("--ca", required=True, help="the operator's ca.crt")
     s.add_argument("--key", required=True, help="this node's private key (its .pub must be registered)")
-    s.add_argument("--partition-id", type=int, required=True)
-    s.add_argument("--num-partitions", type=int, required=True)
+    s.add_argument("--partition-id", type=int, required=True, help="which client this node is: 0 .. N-1, a "
+                   "different one per owner")
+    s.add_argument("--num-partitions", type=int, required=True, help="N, the number of SuperNodes (= the run's "
+                   "num-clients)")
     s.add_argument("--partition-file", default=None, help="this owner's own partition file (python -m "
                    "flowergraph.partition export); the node then never reads the global dataset")
     s.add_argument("--state-dir", default=None, help="where this node saves its state at checkpoints")
@@ -233,42 +237,46 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=_cmd_supernode)
 
     s = sub.add_parser("run", help="operator: submit a run (flwr run --stream) and report its flwr ls status")
-    s.add_argument("--connection", required=True)
-    s.add_argument("--method", default="fedavg")
+    s.add_argument("--connection", required=True, help="the flwr connection of the SuperLink")
+    s.add_argument("--method", default="fedavg", help="a registered method (default: %(default)s)")
     s.add_argument("--num-clients", type=int, required=True, help="= number of SuperNodes")
-    s.add_argument("--rounds", type=int, default=2)
-    s.add_argument("--dataset", default=None)
+    s.add_argument("--rounds", type=int, default=2, help="training rounds (default: %(default)s)")
+    s.add_argument("--dataset", default=None, help="dataset (default: the built-in synthetic graph)")
     s.add_argument("--out", default=None, help="results folder, on the SuperLink's machine")
     s.add_argument("--log-dir", default=None, help="where flower.log goes here (default: --out)")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    s.add_argument("--timeout", type=float, default=None)
-    s.add_argument("--verbose", action="store_true")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any run-config key (repeatable)")
+    s.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
+    s.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     s.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("status", help="runs (flwr ls) and SuperNodes (flwr supernode list)")
-    s.add_argument("--connection", required=True)
-    s.add_argument("--run-id", type=int, default=None)
+    s.add_argument("--connection", required=True, help="the flwr connection of the SuperLink")
+    s.add_argument("--run-id", type=int, default=None, help="one run (default: every run)")
     s.set_defaults(fn=_cmd_status)
 
     s = sub.add_parser("stop", help="stop process trees by PID (what the loopback script started)")
-    s.add_argument("pid", type=int, nargs="+")
+    s.add_argument("pid", type=int, nargs="+", help="the PIDs the script printed")
     s.set_defaults(fn=_cmd_stop)
 
     s = sub.add_parser("loopback", help="everything on this machine: certs, SuperLink, N SuperNodes, one run")
-    s.add_argument("--method", default="fedavg")
-    s.add_argument("--num-nodes", type=int, default=3)
-    s.add_argument("--rounds", type=int, default=2)
-    s.add_argument("--dataset", default=None)
+    s.add_argument("--method", default="fedavg", help="a registered method (default: %(default)s)")
+    s.add_argument("--num-nodes", type=int, default=3, help="SuperNodes, one per client (default: %(default)s)")
+    s.add_argument("--rounds", type=int, default=2, help="training rounds (default: %(default)s)")
+    s.add_argument("--dataset", default=None, help="dataset (default: the built-in synthetic graph)")
     s.add_argument("--data-dir", action="append", default=None,
                    help="data folder passed to SuperNodes by node config (once: all nodes; N times: one each)")
     s.add_argument("--key-file", default=None, help="CKKS key file copied to every SuperNode's node config "
                    "(FedGCN he=true; default: a fresh one)")
     s.add_argument("--partition-dir", default=None, help="an export of python -m flowergraph.partition export: "
                    "node k gets only its own file")
-    s.add_argument("--out", default=None)
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    s.add_argument("--timeout", type=float, default=900.0)
-    s.add_argument("--verbose", action="store_true")
+    s.add_argument("--out", default=None, help="results and logs folder (default: results/deploy-<method>-"
+                   "<dataset>-<time>)")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any run-config key (repeatable)")
+    s.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole call, start-up included "
+                   "(default: %(default)s)")
+    s.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     s.set_defaults(fn=_cmd_loopback)
 
     a = p.parse_args(argv)

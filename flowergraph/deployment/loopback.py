@@ -70,8 +70,9 @@ class LoopbackDeployment:
         self.work = Path(work_dir).resolve() if work_dir else Path(tempfile.mkdtemp(prefix="flowergraph-deploy-"))
         self.connection = "fg-deploy"
         self.flwr_home = self.work / "operator-home"
+        self.tmp = self.work / "tmp"  # every party's temp folder (PyG's generated modules, FAB unpacking)
         self.group = ProcessGroup()  # every party carries its tag: found and stopped even if we are killed
-        self.env = self.group.env(flower_env(self.flwr_home))
+        self.env = self.group.env(self._flower_env(self.flwr_home))
         self.superlink: subprocess.Popen | None = None
         self.superlink_address: str | None = None
         self.nodes: list[Node] = []
@@ -82,6 +83,10 @@ class LoopbackDeployment:
         self._t0 = time.monotonic()
 
     # -- helpers ------------------------------------------------------------------------------------------
+    def _flower_env(self, home: Path) -> dict[str, str]:
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        return flower_env(home, TMPDIR=str(self.tmp))
+
     def say(self, text: str) -> None:
         self.stream.write(f"flowergraph: [{time.monotonic() - self._t0:6.1f} s] {text}\n")
         self.stream.flush()
@@ -131,7 +136,7 @@ class LoopbackDeployment:
         cmd = superlink_command(self.work / "certs", host=self.host, port=port,
                                 database=self.work / "superlink.db")
         log_file = self.log_dir / "superlink.log"
-        self.superlink = self._start("superlink", cmd, log_file, flower_env(self.work / "superlink-home"))
+        self.superlink = self._start("superlink", cmd, log_file, self._flower_env(self.work / "superlink-home"))
         wait_for_superlink(self.superlink_address, self.certs["ca_cert"], timeout=timeout, proc=self.superlink,
                            log_file=log_file)
         write_connection(self.flwr_home, self.connection, self.superlink_address, self.certs["ca_cert"])
@@ -172,7 +177,7 @@ class LoopbackDeployment:
                                 key_file=key_file, partition_file=partition_file, state_dir=home / "state",
                                 port=port)
         log_file = self.log_dir / (f"supernode-{partition_id}.log" if register else f"{name}.log")
-        proc = self._start(name, cmd, log_file, flower_env(self.work / f"{name}-home"))
+        proc = self._start(name, cmd, log_file, self._flower_env(self.work / f"{name}-home"))
         node = Node(partition_id, private, port, log_file, proc, node_id)
         self.nodes.append(node)
         what = f"registered as node {node_id}" if register else "key NOT registered"
@@ -302,10 +307,21 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
     own file ``client-k.npz`` only, named in its node config; it never reads the global dataset.
 
     Raises ConfigError (before anything starts) for bad input. ``check_data`` builds the data once here first,
-    so impossible settings fail in seconds. ``timeout`` bounds the whole call (start-up included).
+    so impossible settings fail in seconds. ``timeout`` bounds the whole call (start-up included). What this
+    call and its processes write to the temp directory is removed at the end.
     """
+    from ..app.runtime import private_tmp
+
+    with private_tmp():
+        return _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, data_dir, dataset=dataset,
+                               key_file=key_file, partition_dir=partition_dir, timeout=timeout, host=host,
+                               check_data=check_data, stream=stream, verbose=verbose)
+
+
+def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, data_dir, *, dataset, key_file,
+                    partition_dir, timeout, host, check_data, stream, verbose) -> DeploymentResult:
     stream = stream or sys.stdout
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
         raise ConfigError(f"num_nodes must be an integer >= 1 (one SuperNode per data owner), got {num_nodes!r}")
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
@@ -381,6 +397,9 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
     finally:
         result.pids = dep.pids
         result.wall_time_s = time.monotonic() - started
+    from ..storage.results import add_launcher_times
+
+    add_launcher_times(out, started_at, result.wall_time_s)  # the time plot starts at the launch
     summary_file = out / "summary.json"
     if summary_file.exists():
         result.summary = json.loads(summary_file.read_text())

@@ -69,7 +69,8 @@ ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _BUILTIN_MODULES = ("flowergraph.methods.baselines", "flowergraph.methods.node", "flowergraph.methods.graph",
-                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.asfgnn")
+                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns",
+                    "flowergraph.methods.asfgnn")
 
 
 @dataclass
@@ -89,11 +90,13 @@ class StrategyArgs:
         whole = s.method_info.whole_graph
         return FederationPolicy(
             num_clients=s.effective_num_clients, num_rounds=s.rounds, fused_eval=s.fused_eval,
-            connect_timeout=s.init_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
+            connect_timeout=s.connect_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
             eval_every=s.eval_every, seed=s.seed, fraction_fit=1.0 if whole else s.fraction_fit,
             fraction_evaluate=1.0 if whole else s.fraction_evaluate,
             min_clients=None if whole else (s.min_clients or None), clients_per_round=1 if whole else None,
-            stateful_clients=s.method_info.is_stateful(s), secure_agg=s.secure_agg)
+            stateful_clients=s.method_info.is_stateful(s), secure_agg=s.secure_agg,
+            min_secure_clients=s.min_secure_clients, max_update_norm=s.max_update_norm,
+            secagg_clipping_range=s.secagg_clipping_range if s.secure_agg == "secagg+" else None)
 
     def common(self) -> dict[str, Any]:
         """Keyword arguments of :class:`flowergraph.strategies.FederatedStrategy` that every method takes from
@@ -398,7 +401,8 @@ def get_task(name: str) -> Task:
     registry = tasks()
     if name in registry:
         return registry[name]
-    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{_plugin_hint()}")
+    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}"
+                      f"{_plugin_hint()}")
 
 
 def task_of_dataset(dataset: str) -> Task:
@@ -412,7 +416,6 @@ def task_of_dataset(dataset: str) -> Task:
 
 def suggest(name: str, choices: Iterable[Any]) -> str:
     """``"; did you mean 'x'?"`` for a close match among ``choices`` ('' when there is none)."""
-    import difflib
+    from ..errors import did_you_mean
 
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return did_you_mean(name, choices)

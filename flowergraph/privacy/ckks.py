@@ -199,22 +199,49 @@ def encrypt_rows(ctx, values: np.ndarray, offsets: np.ndarray, slots: int) -> tu
 
 
 class CiphertextSum:
-    """Server side: adds ciphertexts per index without any key."""
+    """Server side: adds ciphertexts per index without any key.
+
+    :meth:`add` parses every ciphertext of one upload before adding any of them: an upload with one malformed
+    (truncated, corrupt, other parameters) ciphertext changes nothing, so a rejected upload is never partly summed.
+    """
 
     def __init__(self, server_ctx):
         self.ctx = server_ctx
         self.sums: dict[int, object] = {}
 
-    def add(self, index: np.ndarray, blobs: list[bytes]) -> None:
+    def parse(self, blobs: list[bytes], size: int | None = None) -> list:
+        """The ciphertexts of ``blobs`` (ValueError naming the first that does not parse, or that does not hold
+        ``size`` values when given); nothing is added."""
         ts = _ts()
+        out = []
+        for k, blob in enumerate(blobs):
+            try:
+                vec = ts.ckks_vector_from(self.ctx, bytes(blob))
+            except Exception as exc:  # noqa: BLE001 (TenSEAL raises several types for a malformed ciphertext)
+                raise ValueError(f"ciphertext {k} of {len(blobs)} does not parse ({type(exc).__name__}: "
+                                 f"{str(exc)[:120]})") from None
+            if size is not None and vec.size() != size:
+                raise ValueError(f"ciphertext {k} of {len(blobs)} holds {vec.size()} values, expected {size}")
+            out.append(vec)
+        return out
+
+    def add(self, index: np.ndarray, blobs: list[bytes]) -> None:
         if len(index) != len(blobs):
             raise ValueError(f"{len(index)} ciphertext indices for {len(blobs)} ciphertexts")
-        for i, blob in zip(np.asarray(index).tolist(), blobs):
-            vec = ts.ckks_vector_from(self.ctx, blob)
-            if i in self.sums:
-                self.sums[i] += vec
+        self.add_parsed(index, self.parse(blobs), copy=False)  # all parsed first: a bad one adds nothing
+
+    def add_parsed(self, index: np.ndarray, vectors: list, copy: bool = True) -> None:
+        """Add already parsed ciphertexts (:meth:`parse`); with ``copy`` the vectors themselves are left
+        unchanged (the sum starts from a copy), so they can be summed again."""
+        if len(index) != len(vectors):
+            raise ValueError(f"{len(index)} ciphertext indices for {len(vectors)} ciphertexts")
+        for i, vec in zip(np.asarray(index).tolist(), vectors):
+            if i not in self.sums:
+                self.sums[i] = vec  # (CKKSVector.copy() crashes with a key-less context)
+            elif copy:
+                self.sums[i] = self.sums[i] + vec  # a new vector: neither summand changes
             else:
-                self.sums[i] = vec
+                self.sums[i] += vec
 
     def serialized(self, index: np.ndarray) -> list[bytes]:
         missing = [int(i) for i in index if int(i) not in self.sums]
@@ -256,6 +283,125 @@ def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray
 # ------------------------------------------------------------------------------------------------------------
 # Any float vector (model updates under secure-agg=ckks): slot-packed ciphertexts, added by index on the server.
 # ------------------------------------------------------------------------------------------------------------
+
+# ------------------------------------------------------------------------------------------------------------
+# Checked uploads (secure-agg=ckks): every ciphertext carries a check value in its last slot, and each upload
+# comes with one check ciphertext, so that the decrypting client can tell a sum of the round's uploads from
+# anything else (see flowergraph.strategies.secure for the protocol).
+# ------------------------------------------------------------------------------------------------------------
+
+CHECK_TOLERANCE = 1e-4  # CKKS's error on a check slot is ~1e-8 per summand
+FLOOD_BITS = 20  # decryptions are flooded with Gaussian noise of std 2^-20 and rounded to multiples of 2^-20
+
+
+def check_key(ctx) -> bytes:
+    """A secret only the data owners hold (derived from the secret key in the key file): it makes the check
+    values, which the server therefore cannot compute or forge."""
+    data = ctx.serialize(save_public_key=False, save_secret_key=True, save_galois_keys=False, save_relin_keys=False)
+    return hashlib.sha256(b"flowergraph/ckks-check/v1\0" + data).digest()
+
+
+def _uniform(key: bytes, label: str, count: int) -> np.ndarray:
+    """``count`` values in [1, 2), a pseudo-random function of (key, label)."""
+    raw = hashlib.shake_256(key + label.encode()).digest(8 * count)
+    return 1.0 + (np.frombuffer(raw, dtype="<u8") >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+UPDATE = "update"  # the purpose of a training round's encrypted update (the other purposes: a method's own sums)
+
+
+def _label(kind: str, server_round: int, partition: int, purpose: str) -> str:
+    """The check values' label: every (purpose, round, partition) has its own, so an upload made for one sum (a
+    method's scores, say) can never pass as part of another (the round's update sum)."""
+    where = f"{int(server_round)}/{int(partition)}"
+    return f"{kind}/{where}" if purpose == UPDATE else f"{kind}/{purpose}/{where}"
+
+
+def sum_check_values(key: bytes, server_round: int, partition: int, chunks: int,
+                     purpose: str = UPDATE) -> np.ndarray:
+    """The check value in the last slot of each of a client's ciphertexts for ``purpose`` in a round."""
+    return _uniform(key, _label("sum", server_round, partition, purpose), chunks)
+
+
+def check_vector(key: bytes, server_round: int, partition: int, slots: int, purpose: str = UPDATE) -> np.ndarray:
+    """What a client's check ciphertext for ``purpose`` in a round encrypts (every slot)."""
+    return _uniform(key, _label("check", server_round, partition, purpose), slots)
+
+
+def checked_chunks(length: int, slots: int) -> int:
+    """Ciphertexts that hold ``length`` values with one check slot each."""
+    return max(1, math.ceil(length / (slots - 1)))
+
+
+def encrypt_checked(ctx, vector: np.ndarray, key: bytes, server_round: int, partition: int,
+                    purpose: str = UPDATE) -> list[bytes]:
+    """A client's upload: ``vector`` in :func:`checked_chunks` ciphertexts of ``slots - 1`` values and the
+    round's check value each, then its check ciphertext (serialised); ``purpose`` names the sum it is for
+    (:data:`UPDATE`, or a method's own)."""
+    ts = _ts()
+    slots = num_slots(ctx)
+    vector = np.asarray(vector, dtype=np.float64).ravel()
+    chunks = checked_chunks(len(vector), slots)
+    plain = np.zeros((chunks, slots), dtype=np.float64)
+    flat = plain[:, :-1].reshape(-1)
+    flat[:len(vector)] = vector
+    plain[:, :-1] = flat.reshape(chunks, slots - 1)
+    plain[:, -1] = sum_check_values(key, server_round, partition, chunks, purpose)
+    blobs = [ts.ckks_vector(ctx, row).serialize() for row in plain]
+    blobs.append(ts.ckks_vector(ctx, check_vector(key, server_round, partition, slots, purpose)).serialize())
+    return blobs
+
+
+class NotASum(ValueError):
+    """What the decrypting client was asked to decrypt is not the sum of the round's uploads it was told of."""
+
+
+def check_ciphertext_ok(ctx, blob: bytes, key: bytes, server_round: int, partition: int,
+                        purpose: str = UPDATE) -> bool:
+    """Whether ``blob`` decrypts (under this key) to the check vector of (purpose, round, partition)."""
+    ts = _ts()
+    try:
+        got = np.asarray(ts.ckks_vector_from(ctx, bytes(blob)).decrypt(), dtype=np.float64)
+    except Exception:  # noqa: BLE001 (malformed: not ok)
+        return False
+    want = check_vector(key, server_round, partition, num_slots(ctx), purpose)
+    return got.shape == want.shape and bool(np.all(np.abs(got - want) <= CHECK_TOLERANCE))
+
+
+def decrypt_checked(ctx, blobs: list[bytes], length: int, key: bytes, server_round: int,
+                    partitions: list[int], purpose: str = UPDATE) -> np.ndarray:
+    """The ``length`` values of a sum of uploads of ``partitions`` in ``server_round``; :class:`NotASum` unless
+    every ciphertext's check slot equals the sum of those partitions' check values (one upload of each, added
+    once, chunks in place). The plaintext is returned flooded and rounded (:func:`flood`)."""
+    ts = _ts()
+    slots = num_slots(ctx)
+    chunks = checked_chunks(length, slots)
+    if len(blobs) != chunks:
+        raise NotASum(f"{len(blobs)} ciphertexts cannot hold {length} values ({slots - 1} per ciphertext)")
+    want = np.sum([sum_check_values(key, server_round, p, chunks, purpose) for p in partitions], axis=0)
+    rows = []
+    for j, blob in enumerate(blobs):
+        try:
+            row = np.asarray(ts.ckks_vector_from(ctx, bytes(blob)).decrypt(), dtype=np.float64)
+        except Exception as exc:  # noqa: BLE001
+            raise NotASum(f"ciphertext {j} does not parse ({type(exc).__name__})") from None
+        if row.shape != (slots,) or abs(row[-1] - want[j]) > CHECK_TOLERANCE * max(1, len(partitions)):
+            raise NotASum(f"ciphertext {j} is not the sum of one upload of each of partitions "
+                          f"{sorted(partitions)} in round {server_round}")
+        rows.append(row[:-1])
+    return flood(np.concatenate(rows)[:length])
+
+
+def flood(values: np.ndarray, bits: int = FLOOD_BITS, rng: np.random.Generator | None = None) -> np.ndarray:
+    """``values`` + Gaussian noise of standard deviation ``2^-bits``, rounded to multiples of ``2^-bits``: the
+    low-order bits of a CKKS decryption carry the encryption noise, which leaks the secret key to whoever sees
+    many decryptions (Li & Micciancio, EUROCRYPT 2021); noise ~2^10 times larger than CKKS's (~1e-9 here) drowns
+    it. The noise comes from the operating system's entropy."""
+    rng = rng if rng is not None else np.random.default_rng()
+    step = 2.0 ** -bits
+    values = np.asarray(values, dtype=np.float64)
+    return np.round((values + rng.normal(0.0, step, values.shape)) / step) * step
+
 
 def encrypt_vector(ctx, vector: np.ndarray) -> list[bytes]:
     """Encrypt a float vector in ``ceil(len / slots)`` ciphertexts (chunk k holds values k*slots..), serialised."""
@@ -301,8 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.privacy.ckks")
     sub = parser.add_subparsers(dest="cmd", required=True)
     keygen = sub.add_parser("keygen", help="write a new CKKS secret context (share it with clients only)")
-    keygen.add_argument("path")
-    keygen.add_argument("--poly-modulus-degree", type=int, default=POLY_MODULUS_DEGREE, choices=(4096, 8192))
+    keygen.add_argument("path", help="the key file to write (it holds the secret key: keep it with the clients)")
+    keygen.add_argument("--poly-modulus-degree", type=int, default=POLY_MODULUS_DEGREE, choices=(4096, 8192),
+                        help="CKKS ring degree N (default: %(default)s)")
     args = parser.parse_args(argv)
     bits = COEFF_MOD_BIT_SIZES if args.poly_modulus_degree == 4096 else (60, 60)
     path = write_key_file(args.path, create_secret_context(args.poly_modulus_degree, bits))

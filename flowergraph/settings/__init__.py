@@ -10,7 +10,7 @@ launchers and the ServerApp share.
   registered method's and task's keys), :data:`RENAMED` keys;
 * :func:`parse_run_config` -> :class:`RunSettings` (ConfigError naming the bad value and the valid choices);
   :func:`load_preset`, :func:`parse_set`; :func:`check_settings` (combinations across keys);
-* :func:`markdown_table` / :func:`toml_table` (the README reference and a Flower app's
+* :func:`markdown_table` / :func:`toml_table` (the configuration reference of docs/configuration.md and a Flower app's
   ``[tool.flwr.app.config]``; ``python -m flowergraph.settings --help``);
 * the choices several layers read: :data:`WEIGHTINGS`, :data:`AGGREGATORS`, :data:`SECURE_AGG`, :data:`DP_MODES`.
 

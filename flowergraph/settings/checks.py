@@ -3,6 +3,7 @@ starts, with the reason and the valid values."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -80,9 +81,15 @@ def check_privacy(s: RunSettings, method) -> None:
     """Combinations of secure aggregation, differential privacy and robust aggregation that cannot work."""
     per_round = s.clients_per_round
     check_capabilities(s, method)
+    sampling = f"num-clients={s.effective_num_clients}, fraction-fit={s.fraction_fit:g}"
     if s.secure_agg == "secagg+" and per_round < 3:
         raise ConfigError(f"secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), "
                           f"this run has {per_round}; use secure-agg='ckks', which works with 2")
+    if s.secure_agg == "ckks" and per_round < s.min_secure_clients:
+        raise ConfigError(f"secure-agg='ckks' decrypts only sums of at least min-secure-clients="
+                          f"{s.min_secure_clients} updates (a sum of one update is that update), but this run samples "
+                          f"{per_round} client(s) per round ({sampling}); valid: at least {s.min_secure_clients} "
+                          f"clients per round (raise num-clients or fraction-fit), or secure-agg='none'")
     shares, threshold = s.secagg_num_shares, s.secagg_reconstruction_threshold
 
     def count(v):
@@ -116,6 +123,30 @@ def check_privacy(s: RunSettings, method) -> None:
         raise ConfigError(f"dp='local': dp-sensitivity={s.dp_sensitivity} is below dp-clipping-norm="
                           f"{s.dp_clipping_norm}, so the noise would not cover a clipped update; set dp-sensitivity "
                           f">= dp-clipping-norm")
+    if s.dp == "local" and not s.dp_epsilon < 1:
+        raise ConfigError(f"dp='local': dp-epsilon={s.dp_epsilon:g} is outside (0, 1), where the noise "
+                          f"S sqrt(2 ln(1.25 / delta)) / epsilon (the classic Gaussian mechanism, Flower's LocalDpMod) "
+                          f"gives (epsilon, delta)-DP; above it the release's true epsilon is larger than the one "
+                          f"asked for; valid: 0 < dp-epsilon < 1")
+    if s.aggregator == "trimmed-mean":
+        trim = s.aggregator_trim
+        cut = int(trim * per_round)  # Flower's trim_mean drops int(trim x n) values at each end
+        if cut == 0:
+            least = math.ceil(1e4 / per_round) / 1e4  # the smallest 4-digit trim with int(trim x n) >= 1
+            fix = (f"set aggregator-trim >= {least:.4g} (and < 0.5)" if least < 0.5 else
+                   "sample at least 3 clients per round")
+            raise ConfigError(f"aggregator='trimmed-mean' with aggregator-trim={trim:g} drops int({trim:g} x "
+                              f"{per_round}) = 0 values at each end of the {per_round} updates of a round ({sampling}): "
+                              f"it would be a plain mean; {fix}, or use aggregator='median'")
+    if s.max_update_norm > 0:
+        if s.secure_agg != "none":
+            raise ConfigError(f"max-update-norm={s.max_update_norm:g} compares each client's update norm with the "
+                              f"round's median, but secure-agg={s.secure_agg!r} gives the server only their sum; set "
+                              f"max-update-norm=0 (SecAgg+ clips each value on the client instead)")
+        if per_round < 3:
+            raise ConfigError(f"max-update-norm={s.max_update_norm:g} needs at least 3 clients per round (the "
+                              f"median of {per_round} norm(s) cannot tell the outlier); this run samples {per_round} "
+                              f"({sampling})")
     if s.aggregator in ("krum", "multi-krum"):
         need = 2 * s["aggregator-malicious"] + 3
         if per_round < need:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
-# kind -> what the client does in the fit message of the chosen round (README "Reliability" documents these).
+# kind -> what the client does in the fit message of the chosen round (docs/reliability.md documents these).
 FAULT_KINDS: dict[str, str] = {
     "raise": "raises an exception instead of answering (Flower reports the message as failed)",
     "nan": "trains, then returns its arrays filled with NaN",
@@ -62,7 +62,7 @@ def parse_faults(spec: str, *, num_clients: int | None = None, rounds: int | Non
         kind, part, rnd = m.group(1).lower(), m.group(2), m.group(3)
         if kind not in FAULT_KINDS:
             raise ConfigError(f"inject-faults: unknown fault kind {m.group(1)!r} in {entry.strip()!r}; valid "
-                              f"choices: {', '.join(FAULT_KINDS)}")
+                              f"choices: {', '.join(FAULT_KINDS)}{did_you_mean(m.group(1), FAULT_KINDS)}")
         try:
             partition = int(part)
         except ValueError:

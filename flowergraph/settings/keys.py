@@ -1,4 +1,4 @@
-"""The keys every run has (Flower-free): :data:`COMMON_OPTIONS`, the README groups they are listed under, and
+"""The keys every run has (Flower-free): :data:`COMMON_OPTIONS`, the groups docs/configuration.md lists them under, and
 renamed keys (:data:`RENAMED`). Each registered method adds its own keys, named ``<method>.<key>``
 (:mod:`flowergraph.methods`)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
 from .options import Option, at_least, left_open, right_open, within
 
-# Group names, in the order the README lists them (a method's keys follow under the method's name).
+# Group names, in the order docs/configuration.md lists them (a method's keys follow under the method's name).
 GROUPS = {
     "run": "The run",
     "federation": "Federation: sampling, averaging, evaluation",
@@ -15,6 +15,10 @@ GROUPS = {
     "data-owners": "Data owners: partition files, keys, client state",
     "privacy": "Privacy and robustness of the training rounds: secure aggregation, differential privacy",
 }
+
+
+def _multiple(value: float) -> str | None:
+    return None if value == 0 or value > 1 else "must be 0 (off) or > 1 (a multiple of the round's median norm)"
 
 
 COMMON_OPTIONS: tuple[Option, ...] = (
@@ -55,6 +59,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("aggregator-malicious", 1, "krum / multi-krum: the number f of attackers assumed (Krum needs at least "
            "2f + 3 clients per round).", check=at_least(0), group="federation"),
     Option("aggregator-keep", 0, "multi-krum: updates averaged (0: n - f).", check=at_least(0), group="federation"),
+    Option("max-update-norm", 0.0, "Refuse an update whose L2 norm (against the model the client was sent) is "
+           "above this multiple of the round's median update norm, so that one client's x1e30 update cannot "
+           "wreck a `mean` run; 0: off. Needs >= 3 clients per round and individual updates (not with "
+           "`secure-agg`).", check=_multiple, group="federation"),
     Option("server-eval", False, "Also evaluate the global model on the global test data on the server (the "
            "server then loads the dataset; simulation/benchmarks only).", group="federation"),
     # -- reliability
@@ -65,6 +73,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "messages (identity, initial model, one-off method phases such as FedGCN's exchange, restoring client "
            "state); simulation start-up (Ray, torch) counts here, not in round-timeout.",
            check=at_least(0.0, False), group="reliability"),
+    Option("connect-timeout", 60.0, "Seconds the server waits for `num-clients` nodes to connect before anything "
+           "starts; while it waits it reports how many did (`2 of 3 clients connected`), and then the run fails "
+           "naming how many came. Simulation nodes connect at once; in a deployment start the SuperNodes first, "
+           "or raise this.", check=at_least(0.0, False), group="reliability"),
     Option("poll-interval", 0.05, "Longest wait (s) between the server's polls for client replies; polls start "
            "after 2 ms and back off to this. 0 keeps Flower's own fixed polling (0.1 s in simulation, 3 s in "
            "deployment), which rounds every fit/evaluate phase up to that tick.", check=at_least(0.0),
@@ -81,7 +93,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            group="reliability"),
     Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
            "e.g. `raise:1@2,nan:0@3`, `@*` = every round; kinds: `raise`, `nan`, `shape`, `exit`, `hang`, and the "
-           "poisoning kinds `scale`, `flip` (README, Reliability).",
+           "poisoning kinds `scale`, `flip` (docs/reliability.md).",
            group="reliability"),
     # -- data owners
     Option("partition-dir", "", "A folder written by `python -m flowergraph.partition export`: client k reads only "
@@ -98,8 +110,13 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("secure-agg", "none", "Secure aggregation of the training rounds' updates: `secagg+` (Flower's "
            "SecAgg+: masked updates, the server sees only their weighted sum; >= 3 clients per round) or `ckks` "
            "(clients encrypt their weighted updates under the data owners' CKKS key; the server adds ciphertexts "
-           "and one client decrypts the sum: works with 2 clients; needs `key-file`).", SECURE_AGG,
+           "and one client checks that it is a sum of >= `min-secure-clients` uploads and decrypts it: works with "
+           "2 clients per round; needs `key-file`).", SECURE_AGG,
            group="privacy"),
+    Option("min-secure-clients", 2, "secure-agg=ckks: the fewest valid encrypted updates whose sum is decrypted "
+           "(a sum of one update is that update): the run is refused when fewer clients are sampled per round, "
+           "a round in which fewer arrive keeps the model, and a client refuses to decrypt a sum of fewer.",
+           check=at_least(2), group="privacy"),
     Option("secagg-num-shares", 1.0, "SecAgg+: shares of each client's secret (a count, or a fraction of the "
            "sampled clients when <= 1).", check=at_least(0.0, False), group="privacy"),
     Option("secagg-reconstruction-threshold", 0.67, "SecAgg+: shares needed to rebuild a dropped client's "
@@ -123,9 +140,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            group="privacy"),
     Option("dp-delta", 1e-5, "DP: delta of the reported (epsilon, delta) budget (local DP: of each release).",
            check=left_open(0.0, 1.0), group="privacy"),
-    Option("dp-epsilon", 1.0, "Local DP: epsilon of each client's release per round (noise standard deviation "
-           "= sensitivity x sqrt(2 ln(1.25 / delta)) / epsilon).", check=at_least(0.0, False),
-           group="privacy"),
+    Option("dp-epsilon", 0.5, "Local DP: epsilon of each client's release per round (noise standard deviation "
+           "= sensitivity x sqrt(2 ln(1.25 / delta)) / epsilon, the classic Gaussian mechanism, which gives "
+           "(epsilon, delta)-DP only for epsilon < 1; with dp=local a value >= 1 is refused).",
+           check=at_least(0.0, False), group="privacy"),
     Option("dp-sensitivity", 1.0, "Local DP: L2 sensitivity the noise is calibrated to (at least "
            "dp-clipping-norm).", check=at_least(0.0, False), group="privacy"),
 )

@@ -1,7 +1,7 @@
 """Run-configuration options: the schema primitive every layer declares its keys with (Flower-free).
 
 An :class:`Option` is one run-config key: its name, default (whose type is the key's type), help text, the
-valid choices or a check, and the group it is documented under in the README's configuration reference.
+valid choices or a check, and the group it is documented under in the configuration reference (docs/configuration.md).
 :mod:`flowergraph.settings` holds the keys every run has; each method declares its own keys in its registration
 (:mod:`flowergraph.methods`), named ``<method>.<key>`` (e.g. ``fedgcn.hops``). Flower reads such dotted keys
 from a nested table (``[tool.flwr.app.config.fedgcn]``) or as they are (``--run-config "fedgcn.hops=1"``).
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Option:
 
     ``check(value)`` returns an error text (``"must be >= 1"``) or None; ``normalize(value)`` may return the
     canonical spelling of a valid value or raise ConfigError (e.g. dataset names are case-insensitive).
-    ``group`` is the README section the key is listed under (a method's name for method keys).
+    ``group`` is the section of docs/configuration.md the key is listed under (a method's name for method keys).
     """
 
     key: str
@@ -49,7 +49,8 @@ class Option:
             value = self.normalize(value)
         choices = self.valid_choices
         if choices is not None and value not in choices:
-            raise ConfigError(f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}")
+            raise ConfigError(f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}"
+                              f"{did_you_mean(value, choices)}")
         if self.check is not None:
             problem = self.check(value)
             if problem:

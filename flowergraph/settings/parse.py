@@ -2,8 +2,8 @@
 
 The keys every run has are :data:`COMMON_OPTIONS` below; each registered method adds its own, named
 ``<method>.<key>`` (:mod:`flowergraph.methods`). Together they are the single source of truth for
-``[tool.flwr.app.config]`` in ``pyproject.toml`` (a test checks they agree), for the README's configuration
-reference (``python -m flowergraph.settings --markdown``, grouped as the README lists them) and for validation:
+``[tool.flwr.app.config]`` in ``pyproject.toml`` (a test checks they agree), for the configuration
+reference (``python -m flowergraph.settings --markdown``, grouped as docs/configuration.md lists them) and for validation:
 :func:`parse_run_config` turns Flower's ``context.run_config`` (or any mapping) into a :class:`RunSettings` and
 raises :class:`~flowergraph.errors.ConfigError` naming the bad value and the valid choices before anything is
 trained.

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from .parse import canonical_key, option_by_key, renamed_keys
 
 
@@ -21,8 +21,11 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
     Unknown keys and unreadable files raise ConfigError naming the file."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"preset {str(path)!r} does not exist; presets are TOML files of run-config keys, "
-                          f"e.g. conf/fedgcn-cora.toml")
+        found = available_presets()
+        listed = (f"; the presets in {found[0].parent}: {', '.join(p.name for p in found)}"
+                  f"{did_you_mean(path.name, [p.name for p in found])}" if found else
+                  "; presets are TOML files of run-config keys, e.g. conf/fedgcn-cora.toml")
+        raise ConfigError(f"preset {str(path)!r} does not exist{listed}")
     try:
         values = flatten_tables(tomllib.loads(path.read_text()))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -31,9 +34,18 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
     known = option_by_key()
     unknown = [k for k in values if k not in known]
     if unknown:
-        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}; "
-                          f"valid keys: {', '.join(known)}")
+        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}"
+                          f"{did_you_mean(unknown[0], known)}; valid keys: {', '.join(known)}")
     return values
+
+
+def available_presets() -> list[Path]:
+    """The preset files in ``./conf`` (or, when flowergraph runs from a checkout, the checkout's ``conf/``)."""
+    for folder in (Path.cwd() / "conf", Path(__file__).resolve().parents[2] / "conf"):
+        found = sorted(folder.glob("*.toml"))
+        if found:
+            return found
+    return []
 
 
 def flatten_tables(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -58,7 +70,8 @@ def parse_set(pairs: list[str]) -> dict[str, Any]:
         key = canonical_key(key.strip())
         known = option_by_key()
         if key not in known:
-            raise ConfigError(f"unknown run-config key {key!r}; valid keys: {', '.join(known)}")
+            raise ConfigError(f"unknown run-config key {key!r}{did_you_mean(key, known)}; valid keys: "
+                              f"{', '.join(known)}")
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:

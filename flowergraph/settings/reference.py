@@ -1,4 +1,4 @@
-"""The configuration reference, generated from the registrations: the README's tables and the
+"""The configuration reference, generated from the registrations: the tables of docs/configuration.md and the
 ``[tool.flwr.app.config]`` tables of a Flower app's ``pyproject.toml`` (``python -m flowergraph.settings``)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _method_names() -> tuple[str, ...]:
 
 
 def markdown_table() -> str:
-    """The README's configuration reference: one table per group."""
+    """The configuration reference (docs/configuration.md): one table per group."""
     blocks = []
     for _, title, options in _groups():
         lines = [f"**{title}**", "", "| key | default | meaning | choices |", "|---|---|---|---|"]
@@ -62,10 +62,11 @@ def toml_table() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Print the run-configuration reference.")
-    parser.add_argument("--markdown", action="store_true", help="the README tables")
+    parser.add_argument("--markdown", action="store_true", help="the configuration tables (markdown)")
     parser.add_argument("--toml", action="store_true", help="the [tool.flwr.app.config] body")
-    parser.add_argument("--update-readme", metavar="README", help="rewrite the tables between the README's "
-                        "<!-- config-table --> markers")
+    parser.add_argument("--update-docs", "--update-readme", dest="update_readme", metavar="MARKDOWN",
+                        help="rewrite the tables between the file's <!-- config-table --> markers "
+                        "(docs/configuration.md)")
     parser.add_argument("--update-pyproject", metavar="PYPROJECT", help="rewrite its [tool.flwr.app.config] "
                         "tables (up to the next non-config table)")
     args = parser.parse_args()
@@ -87,8 +88,9 @@ def main() -> None:
 
         path = Path(args.update_readme)
         text = path.read_text()
-        new, n = re.subn(r"(<!-- config-table -->\n).*?(\n<!-- /config-table -->)",
-                         lambda m: m.group(1) + markdown_table() + m.group(2), text, flags=re.S)
+        new, n = re.subn(r"(<!-- config-table -->)\n?.*?\n?(<!-- /config-table -->)",
+                         lambda m: m.group(1) + "\n" + markdown_table().strip("\n") + "\n" + m.group(2), text,
+                         flags=re.S)
         if n != 1:
             raise SystemExit(f"{path}: expected one <!-- config-table --> ... <!-- /config-table --> block")
         path.write_text(new)

@@ -38,7 +38,7 @@ _PATTERN = "round-*.npz"
 # Run-config keys a resumed run may set differently from the checkpointed run (they change where and how the
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
 RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "round-timeout", "init-timeout",
-                     "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir", "inject-faults",
+                     "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir", "inject-faults",
                      "fused-eval")
 
 

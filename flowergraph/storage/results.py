@@ -12,7 +12,7 @@ started), ``accuracy`` / ``loss`` (client-side test accuracy / loss, weighted by
 ``val_accuracy``, ``train_loss`` (weighted like the aggregation), ``bytes_down`` / ``bytes_up`` (payload
 bytes sent to / received from clients this round: serialised arrays plus config/metric values),
 ``num_fit`` / ``num_failures`` / ``rejected`` (updates aggregated / failed / rejected as malformed),
-``clients`` (per-client metrics, keyed by partition id) and, when enabled, ``server_accuracy`` /
+``ended_at`` (wall clock, seconds since the epoch), ``clients`` (per-client metrics, keyed by partition id) and, when enabled, ``server_accuracy`` /
 ``server_loss`` (the global model on the global test nodes). Methods add their own keys (e.g. FedGCN's
 pre-training bytes as round 0).
 
@@ -145,6 +145,7 @@ class RunRecorder:
             "bytes_down": sum(r.get("bytes_down", 0) for r in self.rounds),
             "bytes_up": sum(r.get("bytes_up", 0) for r in self.rounds),
             "out_dir": str(self.out_dir),
+            "serverapp_started": self.started,  # wall clock; launchers add launcher_started and wall_time_s
         }
         dp = [r["dp"] for r in training if isinstance(r.get("dp"), dict)]
         if dp:  # the privacy budget spent by the model updates (strategies/dp.py)
@@ -162,6 +163,17 @@ class RunRecorder:
 
     def finish(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
         return self._write_summary(status, error)
+
+
+def add_launcher_times(out_dir: str | os.PathLike, started: float, wall_time_s: float) -> None:
+    """Record in ``summary.json`` when the launcher started (wall clock) and how long the whole run took, start-up
+    included (the time plot starts there)."""
+    path = Path(out_dir) / "summary.json"
+    if not path.exists():
+        return
+    summary = json.loads(path.read_text())
+    summary.update(launcher_started=started, wall_time_s=wall_time_s)
+    _write_atomic(path, json.dumps(_jsonable(summary), indent=2, sort_keys=True) + "\n")
 
 
 def accuracy_text(summary: dict[str, Any]) -> str:

@@ -19,7 +19,8 @@ Byzantine-robust rules (run config ``aggregator``), each Flower's own function f
 
 * :class:`CoordinateMedian` (``median``): the coordinate-wise median of the updates (weights ignored);
 * :class:`TrimmedMean` (``trimmed-mean``): per coordinate, drop the ``trim`` fraction of largest and of smallest
-  values, average the rest (weights ignored);
+  values, average the rest (weights ignored); a round whose valid updates are too few for it to drop any
+  (``int(trim x n) = 0``) is not aggregated rather than silently averaged (the settings refuse such a run);
 * :class:`Krum` (``krum``: the one update with the smallest sum of squared distances to its n - f - 2 nearest
   neighbours, for f = ``malicious`` assumed attackers; ``multi-krum``: the ``keep`` best-scored updates averaged
   with the weighting's weights, ``keep`` 0 meaning n - f).
@@ -186,6 +187,10 @@ class TrimmedMean(_FlowerRule):
 
     def _combine(self, results):
         from flwr.server.strategy.aggregate import aggregate_trimmed_avg
+
+        if int(self.trim * len(results)) == 0:  # Flower's trim_mean drops int(trim x n) at each end
+            raise RoundNotAggregated(f"trimmed mean with trim={self.trim} over {len(results)} valid updates drops "
+                                     f"nothing (int({self.trim} x {len(results)}) = 0): it would be a plain mean")
 
         return aggregate_trimmed_avg(results, self.trim)
 

@@ -55,7 +55,7 @@ Aggregation: every array is the weighted mean of the clients' arrays with the up
 weights ``1/I``, Algorithm 2 line 17; FL: FedAvg's training-node counts, or equal with ``weighting=uniform``); the
 statistics arrays are divided by the weight on the client, so the server recovers plain sums over the clients
 (see :mod:`flowergraph.wire.asfgnn`). Under CKKS the aggregate comes from the decrypted sum
-(:meth:`aggregate_secure`); under SecAgg+ every reply the strategy sees is the same masked mean.
+(one update labelled ``CKKS_SUM`` in :meth:`aggregate_updates`); under SecAgg+ every reply the strategy sees is the same masked mean.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ from ..tasks.asfgnn.divergence import average_arrays
 from ..tasks.asfgnn.search import SearchDriver, SearchSpace, load_driver, make_driver
 from ..wire import PhaseMessage
 from ..wire import asfgnn as aw
+from ..wire.secure import CKKS_SUM, CKKS_SUMMED
 from .aggregation import Update, WeightedMean
 from .bank import GLOBAL, NamedArrays
 from .base import FederatedStrategy, resolve_policy
@@ -256,11 +257,9 @@ class ASFGNNStrategy(FederatedStrategy):
                 rec.setdefault("clients", {}).setdefault(update.client, {}).update(
                     {"val_accuracy": row.mean("val_accuracy", "has_val"), "accuracy": row.mean("accuracy", "has_test"),
                      "train_loss": row.mean("train_loss", "has_loss")})
+        if len(updates) == 1 and updates[0].client == CKKS_SUM:  # secure-agg=ckks: the decrypted mean of n clients
+            return self._absorb(server_round, aggregate, int(updates[0].metrics[CKKS_SUMMED]))
         return self._absorb(server_round, aggregate, len(updates))
-
-    def aggregate_secure(self, server_round: int, aggregate: NamedArrays, num_clients: int
-                         ) -> NamedArrays | None:
-        return self._absorb(server_round, aggregate, num_clients)
 
     def _absorb(self, server_round: int, aggregate: Mapping[str, np.ndarray], clients: int) -> NamedArrays:
         """The new global model from the round's aggregate, and the round's aggregated evaluation."""

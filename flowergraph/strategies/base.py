@@ -72,18 +72,18 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from .. import wire
-from ..wire.secure import CKKS_VALUES
+from ..wire.secure import CKKS_SUM, CKKS_SUMMED, CKKS_TOTAL_WEIGHT, CKKS_VALUES
 from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .bank import GLOBAL, ModelBank, NamedArrays, named
 from .common import check_named_update, config_bytes, parameters_bytes, weighted_metric
-from .directory import ClientDirectory, failure_reason
+from .directory import ClientDirectory, distinct_failures, failure_reason
 from .evaluation import (DEFAULT_METRICS, ClientEvaluation, EvaluationSchedule, MetricAggregation, fused_metrics,
                          record_evaluation)
 from ..wire import PhaseMessage
 from .phases import PhaseRunner
 from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan
 from .records import RoundBook
-from .secure import CKKSAggregation
+from .secure import CKKSAggregation, Upload
 
 SECURE_AGG = ("none", "secagg+", "ckks")
 
@@ -137,7 +137,8 @@ class FederatedStrategy(Strategy):
                                            separate=self.stage_plan.last_rounds())
         self.book = RoundBook(recorder, listeners=[self.round_closed])
         self.phases = PhaseRunner(self.directory, max_parallel=policy.max_parallel)
-        self.ckks = CKKSAggregation(self.phases) if policy.secure_agg == "ckks" else None
+        self.ckks = CKKSAggregation(self.phases, policy.min_secure_clients) if policy.secure_agg == "ckks" \
+            else None
         self.last_fit_round = 0  # the last round whose fit results reached aggregate_fit
         self.resumed = False  # set by load_state_dict: the run continues from a checkpoint
         self.restored_clients = False  # a resumed run restored its clients' saved state
@@ -272,17 +273,9 @@ class FederatedStrategy(Strategy):
         :class:`~flowergraph.strategies.aggregation.RoundNotAggregated` to keep every model for the round."""
         return self.aggregator.aggregate_named(updates, weights, like=self.bank.global_model or {})
 
-    def aggregate_secure(self, server_round: int, aggregate: NamedArrays, num_clients: int
-                         ) -> Mapping[str, np.ndarray] | None:
-        """The new global model from a round whose individual updates the server never held: ``aggregate`` is the
-        weighted mean of ``num_clients`` clients' updates, decrypted (``secure-agg=ckks``). Default: the aggregate
-        itself. A method whose updates carry more than the model (e.g. statistics to turn into the next round's
-        config) splits them here, as it does in :meth:`aggregate_updates` otherwise; None keeps the model."""
-        return aggregate
-
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
-        """Per-round work after aggregation (default: none); ``updates`` are the accepted ones (empty under
-        ``secure-agg=ckks``, whose round is aggregated by :meth:`aggregate_secure`)."""
+        """Per-round work after aggregation (default: none); ``updates`` are the accepted ones (under
+        ``secure-agg=ckks``: the one decrypted mean, labelled ``CKKS_SUM``)."""
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
         config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
@@ -438,6 +431,7 @@ class FederatedStrategy(Strategy):
                       ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
         self.last_fit_round = server_round
+        failures = distinct_failures(failures)
         rec["num_failures"] = len(failures)
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
@@ -448,7 +442,14 @@ class FederatedStrategy(Strategy):
         if self.secure_agg == "secagg+":  # what SecAgg+ handed over: one aggregate, copied into every result
             rec["secure_agg"] = {"mode": "secagg+", "distinct_payloads": len({
                 hash(b"".join(res.parameters.tensors)) for _, res in results})}
-        updates, weights, rejected = [], [], []
+            problem = self._secagg_sum_problem(results)
+            if problem is not None:
+                log(WARNING, "round %s: the SecAgg+ sum is not usable: %s; the model is kept unchanged", server_round,
+                    problem)
+                rec.update(not_aggregated=f"the unmasked SecAgg+ sum is not usable: {problem}", rejected=[],
+                           num_fit=0)
+                return self._not_aggregated(server_round, rec, [])
+        updates, weights, rejected, norms = [], [], [], []
         for proxy, res in results:
             self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
             label = self.client_label(proxy, res.metrics)
@@ -466,10 +467,14 @@ class FederatedStrategy(Strategy):
                 continue
             updates.append(update)
             weights.append(weight)
+            if self.policy.max_update_norm > 0:
+                norms.append(self._update_norm(proxy, update))
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(label, {}).update(
                 {"num_train": int(res.num_examples), "fit_weight": weight,
                  **{f"fit_{k}": v for k, v in fit_metrics.items() if k != wire.NUM_TRAIN}})
+        if norms and len(updates) >= 3:
+            updates, weights = self._refuse_outliers(server_round, updates, weights, norms, rejected, rec)
         rec["rejected"] = rejected
         rec["num_fit"] = len(updates)
         rec["train_loss"] = weighted_metric((u.metrics.get(wire.TRAIN_LOSS), w) for u, w in zip(updates, weights))
@@ -508,6 +513,59 @@ class FederatedStrategy(Strategy):
         return Update(label, arrays, int(res.num_examples), dict(res.metrics),
                       keys=list(keys) if keys is not None else list(reference)), problem
 
+    def _update_norm(self, proxy: ClientProxy, update: Update) -> float:
+        """The L2 norm of an accepted update: of the arrays themselves (``gradients``), else of their difference
+        to the arrays the client was sent."""
+        if self.update_kind == "gradients":
+            return float(math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.arrays)))
+        reference = self._reference(proxy) or {}
+        keys = update.keys if update.keys is not None else list(reference)
+        total = 0.0
+        for key, array in zip(keys, update.arrays):
+            diff = np.asarray(array, dtype=np.float64) - np.asarray(reference[key], dtype=np.float64)
+            total += float(np.sum(np.square(diff)))
+        return math.sqrt(total)
+
+    def _refuse_outliers(self, server_round: int, updates: list[Update], weights: list[float], norms: list[float],
+                         rejected: list[dict[str, str]], rec: dict[str, Any]) -> tuple[list[Update], list[float]]:
+        """``max_update_norm``: the updates whose norm exceeds that multiple of the round's median norm are
+        refused (recorded under ``rejected``); the others are returned."""
+        limit = self.policy.max_update_norm
+        median = float(np.median(norms))
+        keep_u, keep_w = [], []
+        for update, weight, norm in zip(updates, weights, norms):
+            if median > 0 and norm > limit * median:
+                reason = (f"update norm {norm:.4g} is {norm / median:.3g} x the round's median {median:.4g}, above "
+                          f"max-update-norm={limit:g}")
+                log(WARNING, "round %s: refused the update of client %s: %s", server_round, update.client, reason)
+                rejected.append({"client": update.client, "reason": reason})
+                rec.get("clients", {}).pop(update.client, None)
+                continue
+            keep_u.append(update)
+            keep_w.append(weight)
+        return keep_u, keep_w
+
+    def _secagg_sum_problem(self, results: list[tuple[ClientProxy, FitRes]]) -> str | None:
+        """What is wrong with the average SecAgg+ unmasked (the same in every result), or None: it must be finite
+        and, as a weighted average of values clipped to the clipping range, inside it (a NaN a client sent, or an
+        overflow, lands anywhere after Flower's quantisation)."""
+        if not results:
+            return None
+        try:
+            arrays = parameters_to_ndarrays(results[0][1].parameters)
+        except Exception as exc:  # noqa: BLE001
+            return f"undecodable ({type(exc).__name__}: {exc})"
+        bad = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays)
+        if bad:
+            return f"{bad} NaN or infinite value(s)"
+        bound = self.policy.secagg_clipping_range
+        if bound is not None and arrays:
+            largest = max(float(np.max(np.abs(a))) if np.size(a) else 0.0 for a in arrays)
+            if largest > bound * (1 + 1e-3):
+                return (f"a value of magnitude {largest:.4g}, outside the clipping range {bound:g} that bounds an "
+                        f"average of clipped updates")
+        return None
+
     def _not_aggregated(self, server_round: int, rec: dict[str, Any], updates: list[Update]
                         ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec["aggregated"] = False
@@ -536,7 +594,7 @@ class FederatedStrategy(Strategy):
                         rec: dict[str, Any]) -> tuple[Parameters | None, dict[str, Scalar]]:
         """secure-agg=ckks: add the encrypted updates, have a client decrypt the sum (strategies/secure.py)."""
         assert self.ckks is not None
-        contributions: list[tuple[ClientProxy, str, list[Any], int]] = []
+        uploads: list[Upload] = []
         weights: list[float] = []
         metrics: list[dict[str, Scalar]] = []
         for proxy, res in results:
@@ -547,7 +605,8 @@ class FederatedStrategy(Strategy):
                 arrays = parameters_to_ndarrays(res.parameters)
             except Exception as exc:  # noqa: BLE001
                 arrays = [f"undecodable: {exc}"]
-            contributions.append((proxy, label, arrays, int(res.metrics.get(CKKS_VALUES, -1))))
+            uploads.append(Upload(proxy, label, self.partition(proxy), arrays, dict(res.metrics),
+                                  int(res.num_examples)))
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(label, {}).update(
                 {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
@@ -555,28 +614,46 @@ class FederatedStrategy(Strategy):
             weights.append(float(res.num_examples))
             metrics.append(res.metrics)
         rec["train_loss"] = weighted_metric((_number(m.get(wire.TRAIN_LOSS)), w) for m, w in zip(metrics, weights))
-        needed = max(self.min_clients or 1, 1)
-        new: list[np.ndarray] | None = None
+        needed = max(self.min_clients or 1, self.ckks.min_clients)
+        mean: list[np.ndarray] | None = None
         info: dict[str, Any] = {"mode": "ckks", "summed": 0}
-        if len(contributions) >= needed:
-            new, info = self.ckks.aggregate(server_round, contributions, self.global_arrays or [], self.round_timeout)
+        # what the clients were sent (the global model, or the part client_model names: every client is sent the
+        # same arrays, since per-client models cannot be summed): the shapes of the encrypted update
+        sent = self._reference(results[0][0]) if results else None
+        if sent is None:
+            sent = self.bank.global_model or {}
+        if len(uploads) >= needed:
+            mean, info = self.ckks.aggregate(server_round, uploads, list(sent.values()), self.round_timeout)
             self.book.add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
+        else:
+            info["error"] = (f"{len(uploads)} encrypted update(s) arrived, fewer than {needed}: a sum of so few is "
+                             f"never decrypted")
         rec["secure_agg"] = info
         rec["rejected"] = info.get("rejected", [])
         rec["num_fit"] = int(info.get("summed", 0))
-        if new is None or rec["num_fit"] < needed:
+        if mean is None or rec["num_fit"] < needed:
             log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
                 server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
             rec["aggregated"] = False
             self.after_fit(server_round, [])
             return None, {"num_fit": rec["num_fit"]}
+        # The decrypted weighted mean, as one update of weight 1 (the mean of one update is itself): the default
+        # aggregate_updates adopts it as the new model; a method that sends gradients steps its model with it.
+        total_weight = float(info.get("total_weight", 0.0))
+        update = Update(CKKS_SUM, mean, int(round(total_weight)),
+                        {CKKS_TOTAL_WEIGHT: total_weight, CKKS_SUMMED: rec["num_fit"]}, keys=list(sent))
+        try:
+            new = self.aggregate_updates(server_round, [update], [1.0])
+        except RoundNotAggregated as exc:
+            log(WARNING, "round %s: %s; the model is kept unchanged", server_round, exc)
+            rec["not_aggregated"] = str(exc)
+            rec["aggregated"] = False
+            self.after_fit(server_round, [update])
+            return None, {"num_fit": rec["num_fit"]}
+        if new is not None:
+            self.bank.set_global(new)
         rec["aggregated"] = True
-        keys = list(self.bank.global_model or {})
-        result = self.aggregate_secure(server_round, named(new, keys if len(keys) == len(new) else None),
-                                       rec["num_fit"])
-        if result is not None:
-            self.bank.set_global(result)
-        self.after_fit(server_round, [])
+        self.after_fit(server_round, [update])
         return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
 
     def _record_fused_evaluation(self, server_round: int, results: list[tuple[ClientProxy, FitRes]]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import re
+import time
 from logging import INFO, WARNING
 from typing import Any, Iterable
 
@@ -16,6 +17,7 @@ from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
+from ..errors import ClientsMissingError
 from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID, decode_keys
 
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
@@ -33,8 +35,31 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     m = re.search(r"Message: (.*?)'?>\)?\. It originated", text, flags=re.S)
     if m:
         text = m.group(1)
+    elif "The above exception was the direct cause" in text.replace("\\n", "\n"):
+        # a ClientApp traceback inside Ray's error (SecAgg+'s workflow passes it as it came): its first
+        # exception line is the client's own error
+        plain = text.replace("\\n", "\n").replace("\\'", "'")
+        m = re.search(r"(?:^|\n)\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Refused|Fault): ([^\n]+)", plain)
+        if m:
+            text = m.group(1)
     text = " ".join(text.split()).strip(" '>")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def distinct_failures(failures: list) -> list:
+    """``failures`` without repeats of one failed message: Flower's ``SecAggPlusWorkflow`` appends a client's
+    failed masked-vector reply twice (as ``Exception(msg.error)``, the same error object), which would count one
+    dropout as two failures that no client can be paired with."""
+    seen: set[int] = set()
+    out = []
+    for failure in failures:
+        args = getattr(failure, "args", ())
+        if isinstance(failure, BaseException) and len(args) == 1 and not isinstance(args[0], (str, bytes, int)):
+            if id(args[0]) in seen:
+                continue
+            seen.add(id(args[0]))
+        out.append(failure)
+    return out
 
 
 def refusal(reason: str) -> str | None:
@@ -60,13 +85,31 @@ class ClientDirectory:
         self.model_keys: dict[str, list[str]] = {}  # node id -> the names of its model's arrays (if it said)
 
     # ---------------------------------------------------------------------------------------------- nodes
-    def wait(self, client_manager: ClientManager, timeout: float) -> None:
-        """Wait until ``num_clients`` nodes are connected; RuntimeError after ``timeout`` seconds."""
-        if not client_manager.wait_for(self.num_clients, timeout=int(math.ceil(timeout))):
-            raise RuntimeError(
-                f"only {client_manager.num_available()} of num_clients={self.num_clients} clients connected "
-                f"within {timeout:.0f} s; start one SuperNode per client (simulation: num-supernodes must equal "
-                f"num-clients)")
+    def wait(self, client_manager: ClientManager, timeout: float, *, report_every: float = 10.0) -> None:
+        """Wait until ``num_clients`` nodes are connected, logging how many are while it waits ("2 of 3 clients
+        connected"); RuntimeError naming how many came after ``timeout`` seconds."""
+        need = self.num_clients
+        started = time.monotonic()
+        deadline = started + timeout
+        last_count, last_report = -1, started
+        while True:
+            count = client_manager.num_available()
+            if count >= need:
+                if last_count >= 0:
+                    log(INFO, "flowergraph: %d of %d clients connected after %.0f s", count, need,
+                        time.monotonic() - started)
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                raise ClientsMissingError(
+                    f"only {count} of num-clients={need} clients connected within {timeout:.0f} s (connect-timeout);"
+                    f" start one SuperNode per client (simulation: num-supernodes must equal num-clients), or raise "
+                    f"connect-timeout")
+            if count != last_count or now - last_report >= report_every:
+                log(INFO, "flowergraph: %d of %d clients connected; waiting up to %.0f s more (connect-timeout=%g)",
+                    count, need, deadline - now, timeout)
+                last_count, last_report = count, now
+            client_manager.wait_for(need, timeout=max(1, int(math.ceil(min(report_every / 2, deadline - now)))))
 
     def identify(self, client_manager: ClientManager, timeout: float | None) -> dict[str, int]:
         """Ask every connected node which partition it holds (``get_properties``); fills ``partition_of``.

@@ -3,8 +3,9 @@
 * ``central-server``: :class:`CentralDPServerSide` is Flower's ``DifferentialPrivacyServerSideFixedClipping``
   around the method's strategy: the server clips each update ``theta_k - theta`` to L2 norm ``C``
   (``dp-clipping-norm``), the method aggregates (the unweighted mean: ``weighting=uniform`` is required), and
-  Gaussian noise with standard deviation ``z C / n`` (``z`` = ``dp-noise-multiplier``, ``n`` = clients sampled per
-  round) is added to every parameter of the new global model.
+  Gaussian noise with standard deviation ``z C / m`` (``z`` = ``dp-noise-multiplier``, ``m`` = the updates the
+  mean was actually taken over: the clients sampled, less any update the wrapped strategy rejected) is added to
+  every parameter of the new global model.
 * ``central-client``: :class:`CentralDPClientSide` is Flower's ``DifferentialPrivacyClientSideFixedClipping``: the
   clients clip (Flower's ``compute_clip_model_update``, applied by :class:`flowergraph.clients.privacy.DPUpdates`
   before any encryption or masking, to the norm the server sends as ``clipping_norm``), the server adds the same
@@ -16,7 +17,7 @@
 Every round's record in ``rounds.jsonl`` gets a ``dp`` entry: the mode, clipping norm, noise standard deviation,
 the releases so far and the cumulative ``(epsilon, delta)`` of the model updates, computed with Flower's RDP
 accountant (``flwr.serverapp.RdpAccountant``, Google's ``dp-accounting``) under these assumptions, stated again in
-the README:
+docs/privacy.md:
 
 * client-level DP with add-or-remove-one neighbouring, **no amplification by sampling** (Flower's fixed-clipping
   accounting does the same: the sampled clients are not drawn by Poisson sampling, so a subsampling bound would
@@ -24,17 +25,27 @@ the README:
 * central DP: one Gaussian release per aggregated round with noise multiplier ``z`` (the noise on the sum of
   clipped updates is ``z C``); ``z = 0`` gives no guarantee (``epsilon`` is reported as ``inf``);
 * local DP: per client, one Gaussian release per round in which it trained, noise multiplier ``sigma / S``; the
-  budget reported is that of a client that trained every round so far.
+  budget reported is that of a client that trained every round so far. Two clipped updates of one client differ
+  by up to ``2 C`` in L2 norm, so under replace-one neighbouring (any two datasets of the client) the
+  sensitivity is ``2 C``: the record's ``epsilon_replace_one`` is the budget with noise multiplier
+  ``sigma / (2 C)``. ``dp-epsilon`` must be in (0, 1), where the classic Gaussian mechanism's formula holds (the
+  settings refuse other values).
 
 Not covered: the evaluation metrics, the training-set sizes and everything a method's own phases exchange
 (FedGCN's neighbour aggregation, FedStar's nothing-else), which are outside the mechanism.
 
-Differences from Flower's wrappers, all on failure handling: a round with a failed client is not aggregated
+Differences from Flower's wrappers, all on failure handling: the noise is calibrated to the number of updates
+the mean was taken over (Flower's uses the number sampled, which overstates the privacy of a round in which an
+update was rejected: one NaN client of 3 gave a recorded epsilon of 4.73 where the noise gave 7.59); a round
+with a failed client is not aggregated
 (as in Flower: the noise is calibrated to ``n`` updates), but the wrapped strategy still sees it, so the round
 is recorded (``aggregated: false`` with the reason) and fused evaluation results are not lost; the wrapper
 passes every attribute it does not define (records, checkpoints, ``finish``) to the wrapped strategy, and its
 accountant is part of the checkpointed state. The noise comes from NumPy's global generator (Flower's
-choice), so runs with ``dp`` on are not bit-reproducible.
+choice), so runs with ``dp`` on are not bit-reproducible. The local noise (``dp=local``) is drawn by each client
+from the operating system's entropy, never from anything the server knows (the run seed, the round, the
+partition id): a server that could regenerate it would subtract it and recover the local model (issue 19), so
+runs with local DP are not bit-reproducible either, and a resumed run does not equal the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -45,11 +56,12 @@ from dataclasses import dataclass
 from logging import WARNING
 from typing import Any
 
-from flwr.common import parameters_to_ndarrays
+from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.common.logger import log
 from flwr.server.strategy import (DifferentialPrivacyClientSideFixedClipping,
                                   DifferentialPrivacyServerSideFixedClipping, Strategy)
-from flwr.supercore.differential_privacy import compute_stdv
+from flwr.supercore.differential_privacy import (add_gaussian_noise_to_params, compute_clip_model_update,
+                                                 compute_stdv)
 
 from ..privacy.dp import local_noise_stddev
 from ..settings.choices import DP_MODES
@@ -166,8 +178,11 @@ class _DPWrapper:
 
 
 class _CentralDP(_DPWrapper):
+    clips_on_server = False
+    _averaged: int | None = None  # updates the last released mean was taken over
+
     def noise_stddev(self) -> float:
-        return compute_stdv(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
+        return compute_stdv(self.noise_multiplier, self.clipping_norm, self._averaged or self.num_sampled_clients)
 
     def aggregate_fit(self, server_round, results, failures):
         inner = self.strategy
@@ -182,11 +197,27 @@ class _CentralDP(_DPWrapper):
             log(WARNING, "round %s: dp=%s skips the aggregation of a round with %d failure(s); the global model is "
                 "kept", server_round, self.mode, len(failures))
             return None, {}
-        parameters, metrics = super().aggregate_fit(server_round, results, failures)
-        if parameters is not None:
+        # Flower's wrappers add noise z C / n for n = the clients sampled; the mean may be over fewer when the
+        # wrapped strategy rejects an update (NaN, wrong shape), and the noise must then be z C / m for the
+        # release to have noise multiplier z (issue 19): clip as Flower does, aggregate, then noise with m.
+        if self.clips_on_server:
+            for _, res in results:
+                arrays = parameters_to_ndarrays(res.parameters)
+                compute_clip_model_update(arrays, self.current_round_params, self.clipping_norm)
+                res.parameters = ndarrays_to_parameters(arrays)
+        parameters, metrics = inner.aggregate_fit(server_round, results, failures)
+        averaged = int(metrics.get("num_fit", len(results))) if isinstance(metrics, dict) else len(results)
+        extra: dict[str, Any] = {"clients": len(results), "averaged": averaged}
+        if parameters is not None and averaged > 0:
+            self._averaged = averaged
+            parameters = add_gaussian_noise_to_params(parameters, self.noise_multiplier, self.clipping_norm,
+                                                      averaged)
             inner.global_arrays = parameters_to_ndarrays(parameters)  # the released (noisy) model
-            self.budget.release(len(results))
-        self._record(server_round, clients=len(results))
+            self.budget.release(averaged)
+        if averaged != len(results):
+            extra["note"] = (f"the mean was over {averaged} of {len(results)} updates (the others were rejected): "
+                             f"noise z C / {averaged}")
+        self._record(server_round, **extra)
         return parameters, metrics
 
 
@@ -194,6 +225,7 @@ class CentralDPServerSide(_CentralDP, DifferentialPrivacyServerSideFixedClipping
     """``dp=central-server``: Flower's server-side fixed clipping around ``strategy`` (see the module docstring)."""
 
     mode = "central-server"
+    clips_on_server = True
 
     def __init__(self, strategy: Strategy, *, noise_multiplier: float, clipping_norm: float,
                  num_sampled_clients: int, delta: float = 1e-5) -> None:
@@ -234,6 +266,7 @@ class LocalDPAccounting(_DPWrapper, Strategy):
         self.clipping_norm, self.sensitivity, self.epsilon_per_round = clipping_norm, sensitivity, epsilon
         self.stddev = local_noise_stddev(sensitivity, epsilon, delta)
         self.budget = PrivacyBudget(self.stddev / sensitivity, delta, 1)
+        self.budget_replace_one = PrivacyBudget(self.stddev / (2 * clipping_norm), delta, 1)
 
     def __repr__(self) -> str:
         return f"LocalDPAccounting({self.strategy!r}, epsilon={self.epsilon_per_round}, C={self.clipping_norm})"
@@ -251,8 +284,18 @@ class LocalDPAccounting(_DPWrapper, Strategy):
         out = self.strategy.aggregate_fit(server_round, results, failures)
         if results:
             self.budget.release(1)
-        self._record(server_round, epsilon_per_round=self.epsilon_per_round, clients=len(results))
+            self.budget_replace_one.release(1)
+        self._record(server_round, epsilon_per_round=self.epsilon_per_round, clients=len(results),
+                     epsilon_replace_one=_jsonable(self.budget_replace_one.epsilon))
         return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "dp_replace_one": self.budget_replace_one.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self.budget_replace_one.load_state_dict(state.pop("dp_replace_one", state.get("dp", {})))
+        super().load_state_dict(state)
 
     def configure_evaluate(self, server_round, parameters, client_manager):
         return self.strategy.configure_evaluate(server_round, parameters, client_manager)

@@ -7,7 +7,7 @@ trains ``local_epochs`` epochs of mini-batch Adam on its own graphs (its Adam op
 and returns the shared arrays; the server averages them weighted by the clients' training-graph counts,
 ``w_g = sum_m |D_m| / N w_{g,m}``. Everything else (FedStar: the feature encoder and the classifier) never
 leaves the client. :class:`FedStarStrategy` is :class:`~flowergraph.strategies.weighted.WeightedAveraging`
-with ``train-size`` weighting and clients that keep state (``stateful_clients``: client checkpoints save each
+with the run's ``weighting`` (``train-size`` by default, the paper's) and clients that keep state (``stateful_clients``: client checkpoints save each
 client's private model and Adam moments, and a resumed run restores them).
 
 What travels is chosen by the variant (client side, :data:`flowergraph.clients.fedstar.VARIANTS`):

@@ -1,5 +1,5 @@
 """GCFL (Xie et al., *Federated Graph Classification over Non-IID Graphs*, NeurIPS 2021): clustered federated
-learning driven by the clients' weight updates. One of FedStar's baselines (``fedstar.variant=gcfl``), usable
+learning driven by the clients' weight updates. One of FedStar's baselines (``method=gcfl``), usable
 with any method's clients: the server only looks at the arrays they send back.
 
 Algorithm (the authors' ``run_gcfl``; every round r, with the clients of one cluster all holding its model
@@ -22,7 +22,7 @@ The shared arrays are what the clients send (FedStar's GCFL baseline: the GIN la
 run (checkpointed as the global model, ``evaluate_fn``) are the mean over all accepted updates, the authors'
 "FL model"; clients never receive them once clusters have split.
 
-Deviations, documented in the README: (a) a cluster only splits in a round where every one of its clients
+Deviations, documented in docs/methods/fedavg.md: (a) a cluster only splits in a round where every one of its clients
 reported an update (with sampling or failures the authors' code, which always has every client, has no rule);
 the split is postponed otherwise and the record says so; (b) the reported accuracy is each client's final test
 accuracy with its cluster's model, like every other method here; the authors' script reports, per client, the

@@ -41,6 +41,12 @@ class FederationPolicy:
         ``"secagg+"`` (informational: Flower's ``SecAggPlusWorkflow`` masks the updates).
     stateful_clients: the method's clients keep state in ``context.state`` that checkpoints must save and a
         resumed run must restore.
+    min_secure_clients: ``secure_agg="ckks"``: the fewest valid encrypted updates whose sum is decrypted (>= 2;
+        a round with fewer is not aggregated).
+    secagg_clipping_range: ``secure_agg="secagg+"``: SecAgg+'s clipping range; the unmasked average must lie in
+        it (a sum outside it, or not finite, is not aggregated). None: not checked.
+    max_update_norm: refuse an update whose L2 norm (against the model the client was sent) exceeds this multiple
+        of the round's median update norm (0: off; needs >= 3 updates; plain aggregation only).
     """
 
     num_clients: int
@@ -58,6 +64,9 @@ class FederationPolicy:
     max_parallel: int = 16
     secure_agg: str = "none"
     stateful_clients: bool = False
+    min_secure_clients: int = 2
+    secagg_clipping_range: float | None = None
+    max_update_norm: float = 0.0
 
     def __post_init__(self) -> None:
         if self.num_clients < 1:
@@ -70,6 +79,12 @@ class FederationPolicy:
             raise ValueError(f"min_clients must be in [0, num_clients={self.num_clients}], got {self.min_clients}")
         if self.secure_agg not in SECURE_AGG:
             raise ValueError(f"unknown secure_agg {self.secure_agg!r}; valid choices: {', '.join(SECURE_AGG)}")
+        if self.min_secure_clients < 2:
+            raise ValueError(f"min_secure_clients must be >= 2 (a sum of one update is that update), got "
+                             f"{self.min_secure_clients}")
+        if self.max_update_norm != 0 and not self.max_update_norm > 1:
+            raise ValueError(f"max_update_norm must be 0 (off) or > 1 (a multiple of the median norm), got "
+                             f"{self.max_update_norm}")
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
         if self.max_parallel < 1:

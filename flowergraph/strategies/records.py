@@ -58,6 +58,7 @@ class RoundBook:
         record = self.pending
         record["time_s"] = now - (self._round_start or now)
         record["elapsed_s"] = now - (self._t0 or now)
+        record["ended_at"] = time.time()  # wall clock: plots place rounds after the run's start-up
         self.pending = {}
         self._round_start = None
         return record

@@ -1,29 +1,53 @@
 """Secure aggregation under CKKS (run config ``secure-agg=ckks``): a part of
 :class:`flowergraph.strategies.FederatedStrategy`, for every method whose updates are summed.
 
-Protocol (the client side is :class:`flowergraph.clients.secure.SecureUpdates`):
+Protocol (the client side is :class:`flowergraph.clients.secure.SecureUpdates`, the messages
+:mod:`flowergraph.wire.secure`, the arithmetic :mod:`flowergraph.privacy.ckks`). ``k`` is a secret the data
+owners derive from their shared secret key (the server cannot compute it); ``v(k, r, p, j)`` and ``c(k, r, p)``
+are pseudo-random values in [1, 2) of (round r, partition p, ciphertext j).
 
 1. Once, before round 1: phase ``secure.ckks-setup`` to every client. Each returns its key fingerprint and the
    CKKS context without any key; every client must hold the same key (fingerprints equal), else the run fails.
-2. Each round, ``fit`` carries ``secure_agg = "ckks"``; each client returns the encryption of ``[w θ, w]`` (its
-   update θ flattened, its weight w) instead of θ.
-3. The server adds the ciphertexts of every client whose reply has the expected length (it cannot read them),
-   then sends the sums to one of those clients in phase ``secure.ckks-decrypt`` (the first by partition id; if
-   it fails, the next), which returns the plaintext ``[sum w θ, sum w]``. The new global model is
+2. Each round, ``fit`` carries ``secure_agg = "ckks"``; each client p returns ``[w θ, w]`` (its update θ
+   flattened, its weight w) in ciphertexts of 2047 values whose last slot holds ``v(k, r, p, j)``, and one more
+   ciphertext, its *check ciphertext*, encrypting ``c(k, r, p)`` in every slot.
+3. The server parses every ciphertext of an upload (count, parameters, number of values) before adding any: an
+   upload with one bad ciphertext is rejected whole and adds nothing. Fewer than ``min_clients``
+   (``min-secure-clients``, >= 2) valid uploads: the round is not aggregated and nothing is decrypted.
+4. Otherwise the server adds the uploads and sends phase ``secure.ckks-decrypt`` to one of their clients (the
+   first by partition id): the summed ciphertexts, the participants' partition ids, their clear
+   ``num_examples`` and their check ciphertexts. That client decrypts only if (a) the participants are at least
+   its own ``min-secure-clients``, all distinct; (b) every check ciphertext decrypts to its ``c(k, r, p)`` (one
+   that does not was encrypted under another key); (c) every summed ciphertext's check slot equals
+   ``sum_p v(k, r, p, j)`` over the named participants (so the sum holds exactly one upload of each, every
+   chunk in its place: not one client's upload, not an upload twice, not chunks of different subsets); (d) the
+   decrypted total weight equals the participants' weights computed from the clear ``num_examples``. It returns
+   the plaintext ``[sum w θ, sum w]`` flooded with Gaussian noise of standard deviation 2^-20 and rounded to
+   multiples of 2^-20 (raw CKKS decryptions leak the secret key: Li & Micciancio 2021). Otherwise it refuses,
+   naming the reason and, for (b), the participants whose check failed.
+5. A refusal that names a minority of the participants (not the decrypting client itself): those clients are
+   rejected (``rejected`` in the round's record), the sum is rebuilt without them (if at least ``min_clients``
+   remain) and sent again. A refusal that names a majority, or the decrypting client itself, means the
+   decrypting client's own key differs: the next client decrypts instead. Any other refusal: the round is not
+   aggregated. A client that fails to answer is replaced by the next. The new global model is
    ``sum w θ / sum w``, checked to be finite.
 
-What the server learns: the sum over the round's clients of their weighted updates and of their weights (as
-with SecAgg+), the number and size of the ciphertexts; never a single client's update. The decrypting client
-learns the same sum, nothing more (it receives no individual ciphertext). As with every CKKS use here, a data
-owner colluding with the server could decrypt any client's upload: the key is shared by the data owners. Update
-validation moves to the clients (an update with NaN/inf is refused before encryption); the server checks the
-ciphertext count and the decrypted aggregate. Robust aggregation needs individual updates and is refused with
-it; precision: the average differs from plaintext averaging by ~1e-7 (tested).
+What the server learns: the sum over at least ``min-secure-clients`` clients of their weighted updates and of
+their weights (as with SecAgg+), the number and size of the ciphertexts; never a single client's update, even
+when the other clients of the round failed. The decrypting client learns the same sum, nothing more (it receives
+no individual update ciphertext; the check ciphertexts carry only check values). What it does not protect
+against: a data owner colluding with the server (the key is shared by the data owners: it can decrypt any
+upload), and a server that deviates from the protocol by asking two different clients to decrypt two
+overlapping sums of the same round (each is a valid sum; their difference is an update): the clients do not
+agree on one participant set per round. A client can still poison the sum with a finite, well-formed update
+(robust aggregation needs individual updates and is refused with it); update validation moves to the clients
+(an update with NaN/inf is refused before encryption); the server checks the ciphertexts and the decrypted
+aggregate. Precision: the average differs from plaintext averaging by ~1e-7 (tested).
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from logging import INFO, WARNING
 from typing import Any
 
@@ -31,19 +55,42 @@ import numpy as np
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from ..wire.secure import CKKS_DECRYPT, CKKS_SETUP, DecryptReply, DecryptRequest, SetupReply
 from ..privacy import ckks
-from ..privacy.packing import pack_blobs, unpack_blobs
+from ..wire.secure import CKKS_DECRYPT, CKKS_SETUP, DecryptReply, DecryptRequest, EncryptedUpdate, SetupReply
 from .phases import PhaseError, PhaseMessage, PhaseRunner
 
 
-class CKKSAggregation:
-    """The server side of ``secure-agg=ckks`` (see the module docstring)."""
+@dataclass
+class Upload:
+    """One client's fit reply under CKKS, as the strategy received it."""
 
-    def __init__(self, phases: PhaseRunner) -> None:
+    proxy: ClientProxy
+    label: str
+    partition: int | None
+    arrays: list[Any]
+    metrics: dict[str, Any]
+    num_examples: int
+
+
+@dataclass
+class _Accepted:
+    upload: Upload
+    vectors: list  # the parsed chunk ciphertexts
+    check: bytes
+
+
+class CKKSAggregation:
+    """The server side of ``secure-agg=ckks`` (see the module docstring); ``min_clients``: the fewest valid
+    uploads whose sum is decrypted (``min-secure-clients``)."""
+
+    def __init__(self, phases: PhaseRunner, min_clients: int = 2) -> None:
+        if min_clients < 2:
+            raise ValueError(f"min_clients must be >= 2 (a sum of one update is that update), got {min_clients}")
         self.phases = phases
+        self.min_clients = int(min_clients)
         self.server_ctx = None
         self.fingerprint: str | None = None
+        self._round = 0
 
     def setup(self, clients: list[ClientProxy], timeout: float | None) -> dict[str, Any]:
         phase = self.phases.begin("secure-ckks-setup", 0, timeout=timeout)
@@ -59,53 +106,137 @@ class CKKSAggregation:
         log(INFO, "secure-agg=ckks: %d clients share key %s", len(replies), self.fingerprint)
         return record
 
-    def aggregate(self, server_round: int, contributions: list[tuple[ClientProxy, str, list[np.ndarray], int]],
-                  like: list[np.ndarray], timeout: float | None) -> tuple[list[np.ndarray] | None, dict[str, Any]]:
-        """Sum the encrypted ``[w θ, w]`` of ``contributions`` (proxy, label, arrays [lengths, blob], values) and
-        have a client decrypt the sum; ``(new global arrays or None, record)``."""
-        if self.server_ctx is None:
-            raise RuntimeError("secure-agg=ckks: the key setup phase has not run")
-        expected = int(sum(int(np.prod(a.shape)) for a in like)) + 1
+    def _parse(self, uploads: list[Upload], expected: int, info: dict[str, Any]) -> list[_Accepted]:
+        """Every upload parsed whole (step 3); a bad one is recorded under ``rejected`` and adds nothing."""
         slots = ckks.num_slots(self.server_ctx)
-        chunks = max(1, math.ceil(expected / slots))
-        acc = ckks.CiphertextSum(self.server_ctx)
-        used, info = [], {"mode": "ckks", "values": expected, "ciphertexts_per_client": chunks, "rejected": []}
-        for proxy, label, arrays, values in contributions:
+        chunks = ckks.checked_chunks(expected, slots)
+        parser = ckks.CiphertextSum(self.server_ctx)
+        accepted: list[_Accepted] = []
+        for up in uploads:
             try:
-                if values != expected or len(arrays) != 2:
-                    raise ValueError(f"{values} encrypted values, expected {expected}")
-                blobs = unpack_blobs(*arrays)
-                if len(blobs) != chunks:
-                    raise ValueError(f"{len(blobs)} ciphertexts, expected {chunks}")
-                acc.add(np.arange(chunks), blobs)
+                if up.partition is None:
+                    raise ValueError("its partition id is unknown (no identity reply)")
+                enc = EncryptedUpdate.decode(up.arrays, up.metrics)
+                if enc.length != expected:
+                    raise ValueError(f"{enc.length} encrypted values, expected {expected}")
+                if len(enc.chunks) != chunks:
+                    raise ValueError(f"{len(enc.chunks)} update ciphertexts, expected {chunks}")
+                vectors = parser.parse(enc.chunks, size=slots)
+                parser.parse([enc.check], size=slots)
             except Exception as exc:  # noqa: BLE001 (a malformed encrypted update is rejected, not fatal)
-                log(WARNING, "round %s: rejected the encrypted update of client %s: %s", server_round, label, exc)
-                info["rejected"].append({"client": label, "reason": str(exc)})
+                self._reject(info, up, f"malformed encrypted update: {exc}")
                 continue
-            used.append((proxy, label))
-        info["summed"] = len(used)
-        if not used:
-            return None, info
-        request = DecryptRequest(*pack_blobs(acc.serialized(np.arange(chunks))), length=expected)
-        message = PhaseMessage(request.arrays(), request.values())
-        phase = self.phases.begin("secure-ckks-decrypt", server_round, timeout=timeout)
-        total = None
-        for proxy, label in used:  # the first that answers decrypts
-            try:
-                (reply,) = phase.send(CKKS_DECRYPT, [proxy], message, require_all=True)
-                total = DecryptReply.decode(reply.arrays).total
-                info["decrypted_by"] = label
-                break
-            except PhaseError as exc:
-                log(WARNING, "round %s: client %s could not decrypt the sum (%s); trying the next", server_round,
-                    label, exc)
-        record = phase.end()
-        info.update(decrypt_time_s=record["time_s"], bytes_down=record["bytes_down"], bytes_up=record["bytes_up"])
-        if total is None or len(total) != expected:
-            info["error"] = "no client decrypted the sum"
+            accepted.append(_Accepted(up, vectors, enc.check))
+        return accepted
+
+    def _reject(self, info: dict[str, Any], up: Upload, reason: str) -> None:
+        log(WARNING, "round %s: rejected the encrypted update of client %s: %s", self._round, up.label, reason)
+        info["rejected"].append({"client": up.label, "reason": reason})
+
+    def aggregate(self, server_round: int, uploads: list[Upload], like: list[np.ndarray],
+                  timeout: float | None) -> tuple[list[np.ndarray] | None, dict[str, Any]]:
+        """Sum the encrypted ``[w θ, w]`` of ``uploads`` and have a client decrypt the sum (steps 3-5);
+        ``(the weighted mean shaped like ``like``, or None; record)`` (``record["total_weight"]``: ``sum w``)."""
+        expected = int(sum(int(np.prod(a.shape)) for a in like)) + 1
+        total, info = self.sum_checked(server_round, uploads, expected, timeout)
+        if total is None:
             return None, info
         weight = float(total[-1])
         if not (weight > 0 and np.all(np.isfinite(total))):
             info["error"] = f"the decrypted sum is not usable (total weight {weight})"
             return None, info
+        info["total_weight"] = weight
         return ckks.unflatten_arrays(total[:-1] / weight, like), info
+
+    def sum_checked(self, server_round: int, uploads: list[Upload], expected: int, timeout: float | None,
+                    purpose: str = "update", phase_name: str = "secure-ckks-decrypt"
+                    ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """Steps 3-5 for any sum: parse ``uploads`` (each an :class:`EncryptedUpdate` of ``expected`` values made
+        by :func:`flowergraph.privacy.ckks.encrypt_checked` for ``purpose``), add the valid ones and have one of
+        their clients check and decrypt the sum; ``(the plaintext sum of expected values, or None; record)``.
+        ``purpose`` (a key of :data:`flowergraph.wire.secure.PURPOSES`) separates a method's own sums from the
+        round's update sum: an upload made for one never passes as part of the other."""
+        if self.server_ctx is None:
+            raise RuntimeError("secure-agg=ckks: the key setup phase has not run")
+        slots = ckks.num_slots(self.server_ctx)
+        self._round = server_round
+        info: dict[str, Any] = {"mode": "ckks", "values": expected,
+                                "ciphertexts_per_client": ckks.checked_chunks(expected, slots) + 1, "rejected": [],
+                                "min_secure_clients": self.min_clients}
+        if purpose != "update":
+            info["purpose"] = purpose
+        accepted = self._parse(uploads, expected, info)
+        phase = None
+        distrusted: set[str] = set()
+        total = None
+        try:
+            while total is None:
+                info["summed"] = len(accepted)
+                if len(accepted) < self.min_clients:
+                    info["error"] = (f"{len(accepted)} valid encrypted upload(s), fewer than min-secure-clients="
+                                     f"{self.min_clients}: a sum of so few is never decrypted")
+                    return None, info
+                acc = ckks.CiphertextSum(self.server_ctx)
+                for a in accepted:
+                    acc.add_parsed(np.arange(len(a.vectors)), a.vectors)
+                index = np.arange(len(accepted[0].vectors))
+                request = DecryptRequest(blobs=acc.serialized(index), length=expected,
+                                         participants=tuple(int(a.upload.partition) for a in accepted),
+                                         num_examples=tuple(int(a.upload.num_examples) for a in accepted),
+                                         checks=[a.check for a in accepted], purpose=purpose)
+                del acc
+                message = PhaseMessage(request.arrays(), request.values())
+                if phase is None:
+                    phase = self.phases.begin(phase_name, server_round, timeout=timeout)
+                outcome = self._ask(phase, server_round, accepted, message, distrusted, info)
+                if isinstance(outcome, np.ndarray):
+                    total = outcome
+                elif outcome:  # participants to reject: rebuild the sum without them
+                    bad = set(outcome)
+                    for a in accepted:
+                        if a.upload.partition in bad:
+                            self._reject(info, a.upload, "its check ciphertext does not decrypt to its check value "
+                                                         "under the data owners' key (encrypted under another key?)")
+                    accepted = [a for a in accepted if a.upload.partition not in bad]
+                else:
+                    return None, info
+        finally:
+            if phase is not None:
+                record = phase.end()
+                info.update(decrypt_time_s=record["time_s"], bytes_down=record["bytes_down"],
+                            bytes_up=record["bytes_up"])
+        if len(total) != expected:
+            info["error"] = f"the decrypted sum has {len(total)} values, expected {expected}"
+            return None, info
+        return total, info
+
+    def _ask(self, phase, server_round: int, accepted: list[_Accepted], message: PhaseMessage,
+             distrusted: set[str], info: dict[str, Any]) -> np.ndarray | tuple[int, ...] | None:
+        """Ask the accepted clients in turn to decrypt: the plaintext, the partitions to reject, or None (no
+        client decrypted; ``info["error"]`` says why)."""
+        refusals = info.setdefault("decrypt_refusals", [])
+        for a in accepted:
+            up = a.upload
+            if up.label in distrusted:
+                continue
+            try:
+                (reply,) = phase.send(CKKS_DECRYPT, [up.proxy], message, require_all=True)
+                answer = DecryptReply.decode(reply.arrays, reply.values)
+            except (PhaseError, ValueError, KeyError) as exc:
+                log(WARNING, "round %s: client %s could not decrypt the sum (%s); trying the next", server_round,
+                    up.label, exc)
+                continue
+            if answer.total is not None:
+                info["decrypted_by"] = up.label
+                return np.asarray(answer.total, dtype=np.float64)
+            refusals.append({"client": up.label, "reason": answer.refused})
+            log(WARNING, "round %s: client %s refused to decrypt: %s", server_round, up.label, answer.refused)
+            if answer.bad:
+                if up.partition in answer.bad or 2 * len(answer.bad) >= len(accepted):
+                    distrusted.add(up.label)  # its own key differs from the others': ask the next one
+                    continue
+                return tuple(answer.bad)
+            info["error"] = f"client {up.label} refused to decrypt: {answer.refused}"
+            return None
+        info.setdefault("error", "no client decrypted the sum")
+        return None

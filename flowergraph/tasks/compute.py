@@ -33,8 +33,42 @@ def configure_torch(threads: int | None = 1) -> bool:
     """Set this process's torch for training: ``threads`` intra-op threads (None leaves them) and denormals
     flushed to zero (see the module docstring). Returns whether the flush is on (False also where the CPU cannot
     flush). Cheap: safe to call for every message."""
+    import warnings
+
+    # PyG decorates a few helpers with torch.jit.script at import; torch 2.13 warns about it in every process that
+    # imports PyG (every client actor): a library's own business, never the user's.
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning)
     import torch
 
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return bool(torch.set_flush_denormal(flush_denormal_enabled()))
+
+
+_REMOVED: set[str] = set()
+
+
+def remove_generated_sources() -> int:
+    """Delete the Python files PyG generated in the temp directory for this process's layers; returns how many.
+
+    PyG writes each message-passing layer's generated ``propagate`` code to a new ``<module>_propagate_*.py`` in
+    the temp directory (``NamedTemporaryFile(delete=False)``) the first time a process builds that layer, imports
+    it and never removes it: a deployment with a fresh process per message left one file per layer per message.
+    The module stays loaded; only its file goes (tracebacks inside it then show no source line)."""
+    import sys
+    import tempfile
+
+    tmp = os.path.realpath(tempfile.gettempdir()) + os.sep
+    removed = 0
+    for name, module in list(sys.modules.items()):
+        if name in _REMOVED or not name.startswith("torch_geometric."):
+            continue
+        path = getattr(module, "__file__", None) or ""
+        if path and os.path.realpath(path).startswith(tmp):
+            _REMOVED.add(name)
+            try:
+                os.unlink(path)
+                removed += 1
+            except OSError:
+                pass
+    return removed

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError, DatasetUnavailableError
+from ..errors import ConfigError, DatasetUnavailableError, did_you_mean
 
 PLANETOID = ("Cora", "CiteSeer", "PubMed")
 TU_DATASETS = (
@@ -59,7 +59,7 @@ def canonical_name(name: str) -> str:
             return known
     raise ConfigError(
         f"unknown dataset {name!r}; valid choices: node classification {', '.join(NODE_DATASETS)}; "
-        f"graph classification {', '.join(GRAPH_DATASETS)}"
+        f"graph classification {', '.join(GRAPH_DATASETS)}{did_you_mean(name, ALL_DATASETS)}"
     )
 
 
@@ -107,6 +107,33 @@ def _expected_files(info: DatasetInfo) -> str:
     if info.family == "Planetoid":
         return f"{info.family}/{info.name}/raw/ind.{info.name.lower()}.{{{','.join(_PLANETOID_SUFFIXES)}}}"
     return f"{info.family}/{info.name}/raw/{info.name}_{{A,graph_indicator,graph_labels}}.txt"
+
+
+@dataclass(frozen=True)
+class DataDirRow:
+    """One dataset in a data folder (:func:`data_dir_report`): where its raw files are, or where they belong."""
+
+    name: str
+    family: str
+    present: bool
+    where: str  # the folder holding its raw files, or (missing) the files expected
+
+
+def data_dir_report(data_dir: str | os.PathLike, names=None) -> list[DataDirRow]:
+    """Which datasets' raw files a folder holds, in PyG's layout (``<dir>/Planetoid/Cora/raw/...``,
+    ``<dir>/TUDataset/MUTAG/raw/...``, or ``<dir>/<name>/raw/...``); ``names``: these datasets (default: every
+    Planetoid and TU dataset). Reads nothing but the folder's listing."""
+    root = Path(data_dir).expanduser()
+    rows = []
+    for name in names or (PLANETOID + TU_DATASETS):
+        info = dataset_info(name)
+        if info.family == "synthetic":
+            continue
+        found = next((c for c in (root / info.family / info.name / "raw", root / info.name / "raw")
+                      if _raw_files_present(c, info)), None)
+        rows.append(DataDirRow(info.name, info.family, found is not None,
+                               str(found) if found is not None else f"{root}/{_expected_files(info)}"))
+    return rows
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ import torch
 from ..errors import ConfigError
 from .datasets import dataset_info, node_dataset_from_pyg
 from .partition import partition_nodes
-from .splits import apply_split, parse_split
+from .splits import MaskedNodes, apply_split, parse_split
 from .synthetic import CSBMParams, make_csbm
 
 
@@ -52,7 +52,7 @@ class PartitionSpec:
 
 
 @dataclass(eq=False)  # identity hash: memoised per process and used as a cache key
-class ClientGraph:
+class ClientGraph(MaskedNodes):
     """What client ``client_id`` holds. Tensors are CPU tensors; indices are int64."""
 
     client_id: int
@@ -76,21 +76,6 @@ class ClientGraph:
     def num_nodes(self) -> int:
         return int(self.global_ids.numel())
 
-    @property
-    def num_features(self) -> int:
-        return int(self.x.size(1))
-
-    @property
-    def num_train(self) -> int:
-        return int(self.train_mask.sum())
-
-    @property
-    def num_val(self) -> int:
-        return int(self.val_mask.sum())
-
-    @property
-    def num_test(self) -> int:
-        return int(self.test_mask.sum())
 
     def to_pyg(self):
         """The client's own subgraph as a PyG ``Data`` (cross-client edges left out)."""

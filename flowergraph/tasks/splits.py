@@ -21,6 +21,32 @@ import torch
 
 from ..errors import ConfigError
 
+class MaskedNodes:
+    """What a node set with features ``x`` and boolean split masks ``train_mask``, ``val_mask``, ``test_mask``
+    (tensors) reports about them; node-level client data classes inherit it."""
+
+    x: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+
+    @property
+    def num_features(self) -> int:
+        return int(self.x.size(1))
+
+    @property
+    def num_train(self) -> int:
+        return int(self.train_mask.sum())
+
+    @property
+    def num_val(self) -> int:
+        return int(self.val_mask.sum())
+
+    @property
+    def num_test(self) -> int:
+        return int(self.test_mask.sum())
+
+
 SPLIT_CHOICES = ("auto", "public", "random", "random:F/F/F", "per-class", "per-class:T/V/S")
 
 

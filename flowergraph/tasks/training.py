@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -82,7 +83,15 @@ def evaluate_masks(model: nn.Module, forward, y: torch.Tensor, masks: dict[str, 
     Keys: ``<name>_loss``, ``<name>_accuracy``, ``num_<name>``; loss/accuracy are NaN for an empty mask.
     """
     model.eval()
-    out = forward()
+    return mask_metrics(forward(), y, masks)
+
+
+def mask_metrics(out: torch.Tensor, y: torch.Tensor, masks: Mapping[str, torch.Tensor],
+                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.nll_loss,
+                 accuracy_dtype: torch.dtype = torch.float32) -> dict[str, float | int]:
+    """``<name>_loss`` (``loss`` of the masked outputs: ``F.nll_loss`` for log-probabilities,
+    ``F.cross_entropy`` for logits), ``<name>_accuracy`` (mean computed in ``accuracy_dtype``) and ``num_<name>``
+    for each named mask of one output; loss/accuracy are NaN for an empty mask."""
     pred = out.argmax(dim=-1)
     result: dict[str, float | int] = {}
     for name, mask in masks.items():
@@ -92,6 +101,6 @@ def evaluate_masks(model: nn.Module, forward, y: torch.Tensor, masks: dict[str, 
             result[f"{name}_loss"] = math.nan
             result[f"{name}_accuracy"] = math.nan
         else:
-            result[f"{name}_loss"] = float(F.nll_loss(out[mask], y[mask]))
-            result[f"{name}_accuracy"] = float((pred[mask] == y[mask]).float().mean())
+            result[f"{name}_loss"] = float(loss(out[mask], y[mask]))
+            result[f"{name}_accuracy"] = float((pred[mask] == y[mask]).to(accuracy_dtype).mean())
     return result

@@ -62,6 +62,7 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError
+from ..splits import MaskedNodes
 from .divergence import label_counts
 
 SETTINGS = ("label", "graph", "disjoint")
@@ -85,7 +86,7 @@ ROLES = ("train", "val", "test", "unlabelled")
 
 
 @dataclass(frozen=True, eq=False)
-class ClientData:
+class ClientData(MaskedNodes):
     """One client's induced subgraph. Tensors are CPU tensors; ``edge_index`` uses local indices 0..n-1."""
 
     dataset: str
@@ -114,25 +115,10 @@ class ClientData:
         return int(self.global_ids.numel())
 
     @property
-    def num_features(self) -> int:
-        return int(self.x.size(1))
-
-    @property
     def num_edges(self) -> int:
         """Undirected edges (each stored in both directions)."""
         return int(self.edge_index.size(1)) // 2
 
-    @property
-    def num_train(self) -> int:
-        return int(self.train_mask.sum())
-
-    @property
-    def num_val(self) -> int:
-        return int(self.val_mask.sum())
-
-    @property
-    def num_test(self) -> int:
-        return int(self.test_mask.sum())
 
     def train_label_counts(self) -> np.ndarray:
         """``N_i``: the client's training labels per class (length J), what it sends (secretly shared)."""

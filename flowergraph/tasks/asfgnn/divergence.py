@@ -84,17 +84,24 @@ def _as_distribution_input(values, name: str) -> np.ndarray:
     return v
 
 
-def kl_divergence(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray, base: float = 2.0) -> float:
-    """``KL(P || Q) = sum_x P(x) log(P(x) / Q(x))`` (inputs normalised first; ``0 log 0 = 0``).
-
-    Infinite when P puts mass where Q has none.
-    """
+def _two_distributions(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray,
+                       base: float) -> tuple[np.ndarray, np.ndarray]:
+    """``p`` and ``q`` normalised, checked to have the same classes, and ``base`` checked."""
     p_ = label_distribution(p)
     q_ = label_distribution(q)
     if p_.shape != q_.shape:
         raise ConfigError(f"the two distributions have {p_.size} and {q_.size} entries; they must match")
     if base <= 0 or base == 1:
         raise ConfigError(f"logarithm base must be > 0 and != 1, got {base!r}")
+    return p_, q_
+
+
+def kl_divergence(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray, base: float = 2.0) -> float:
+    """``KL(P || Q) = sum_x P(x) log(P(x) / Q(x))`` (inputs normalised first; ``0 log 0 = 0``).
+
+    Infinite when P puts mass where Q has none.
+    """
+    p_, q_ = _two_distributions(p, q, base)
     support = p_ > 0
     if np.any(q_[support] == 0):
         return math.inf
@@ -108,12 +115,7 @@ def js_divergence(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarr
     can pass its label counts ``N_i`` and the server's ``N_s`` directly. With the default base 2 the value is in
     [0, 1] (clipped against rounding): 0 for equal distributions, 1 for disjoint supports.
     """
-    p_ = label_distribution(p)
-    q_ = label_distribution(q)
-    if p_.shape != q_.shape:
-        raise ConfigError(f"the two distributions have {p_.size} and {q_.size} entries; they must match")
-    if base <= 0 or base == 1:
-        raise ConfigError(f"logarithm base must be > 0 and != 1, got {base!r}")
+    p_, q_ = _two_distributions(p, q, base)
     m = 0.5 * (p_ + q_)
     value = 0.5 * kl_divergence(p_, m, base) + 0.5 * kl_divergence(q_, m, base)
     upper = 1.0 / math.log2(base)  # ln 2 / ln base: the divergence of disjoint distributions

@@ -83,9 +83,9 @@ from .search import InProcessSearch, best_fitness_curve
 from .space import (ACTIVATIONS, BASELINES, FUSIONS, NONE, OPERATIONS, Code, SearchSpace, baseline_code,
                     code_from_layers)
 from .supernet import ArchitectureNet, SuperNet, build_network, cell_name, parameter_count, pseudo_coordinates
-from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, TrainResult, client_loss_and_gradients,
-                       combine_gradients, evaluate_codes, federated_mean, federated_train_architecture,
-                       train_architecture)
+from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, TrainResult, architecture_gradients,
+                       client_loss_and_gradients, combine_gradients, evaluate_codes, evaluate_network, federated_mean,
+                       federated_train_architecture, output_metrics, train_architecture)
 
 __all__ = [
     "ABLATIONS", "PAPER_SCHEDULE", "Assembled", "EAConfig", "EvolutionaryOptimizer", "SearchSchedule",
@@ -93,6 +93,7 @@ __all__ = [
     "rng_from_json", "rng_state_json", "sample_members", "InProcessSearch", "best_fitness_curve", "ACTIVATIONS",
     "BASELINES", "FUSIONS", "NONE", "OPERATIONS", "Code", "SearchSpace", "baseline_code", "code_from_layers",
     "ArchitectureNet", "SuperNet", "build_network", "cell_name", "parameter_count", "pseudo_coordinates",
-    "COMBINE_MODES", "LR", "WEIGHT_DECAY", "SuperNetOptimizer", "TrainResult", "client_loss_and_gradients",
-    "combine_gradients", "evaluate_codes", "federated_mean", "federated_train_architecture", "train_architecture",
+    "COMBINE_MODES", "LR", "WEIGHT_DECAY", "SuperNetOptimizer", "TrainResult", "architecture_gradients",
+    "client_loss_and_gradients", "combine_gradients", "evaluate_codes", "evaluate_network", "federated_mean",
+    "federated_train_architecture", "output_metrics", "train_architecture",
 ]

@@ -289,6 +289,13 @@ class ArchitectureNet(nn.Module):
         load_module_arrays(net, supernet.arrays(code))
         return net
 
+    def gradient_keys(self) -> list[str]:
+        """The state-dict keys a training forward gives a gradient (all but :data:`UNUSED_PARAMETERS`, as
+        :meth:`SuperNet.gradient_keys` of this code): what federated retraining exchanges."""
+        unused = {f"cells.{cell_name(i, p, t)}.{name}" for i, p, t in self.space.layers(self.code)
+                  for name in UNUSED_PARAMETERS.get(OPERATIONS[t], ())}
+        return [k for k in self.state_dict() if k not in unused]
+
     def describe(self) -> str:
         return self.space.describe(self.code)
 

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import ConfigError
+from ..training import mask_metrics
 from ..torch_state import load_optimizer_state, module_arrays, optimizer_state
 from .space import Code, SearchSpace
 from .supernet import ArchitectureNet, SuperNet, _as_codes
@@ -102,22 +103,13 @@ def evaluate_codes(supernet: SuperNet, graph, codes: Iterable[Code], masks: Sequ
     supernet.eval()
     outs = supernet.forward_codes(x, edge_index, codes, share=share) if codes else []
     supernet.train(was_training)
-    return [_metrics(out, y, named) for out in outs]
+    return [output_metrics(out, y, named) for out in outs]
 
 
-def _metrics(out: torch.Tensor, y: torch.Tensor, masks: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    result: dict[str, float] = {}
-    pred = out.argmax(dim=-1)
-    for name, mask in masks.items():
-        n = int(mask.sum())
-        result[f"num_{name}"] = n
-        if n == 0:
-            result[f"{name}_loss"] = math.nan
-            result[f"{name}_accuracy"] = math.nan
-        else:
-            result[f"{name}_loss"] = float(F.cross_entropy(out[mask], y[mask]))
-            result[f"{name}_accuracy"] = float((pred[mask] == y[mask]).double().mean())
-    return result
+def output_metrics(out: torch.Tensor, y: torch.Tensor, masks: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """``<mask>_loss`` (mean cross-entropy of ``out``, as the reference trains on its outputs), ``<mask>_accuracy``
+    and ``num_<mask>`` for every named mask (NaN loss and accuracy for an empty one)."""
+    return mask_metrics(out, y, masks, loss=F.cross_entropy, accuracy_dtype=torch.float64)  # type: ignore[return-value]
 
 
 def federated_mean(values: Sequence[float], sizes: Sequence[float]) -> float:
@@ -207,6 +199,38 @@ class SuperNetOptimizer:
         load_optimizer_state(self.optimizer, arrays, values)
 
 
+def architecture_gradients(net: ArchitectureNet, graph) -> tuple[float, dict[str, np.ndarray]]:
+    """One client's share of an epoch of federated retraining: the full-batch training cross-entropy of the
+    standalone network ``net`` on ``graph`` and its gradients, named by state-dict key, for the parameters that
+    received one (:meth:`ArchitectureNet.gradient_keys`). Leaves the weights and ``.grad`` fields unchanged; a
+    graph without training nodes gives ``(nan, {})``."""
+    x, edge_index, y = _tensors(graph)
+    mask = _mask(graph, "train")
+    if int(mask.sum()) == 0:
+        return math.nan, {}
+    was_training = net.training
+    net.train()
+    net.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(net(x, edge_index)[mask], y[mask])
+    loss.backward()
+    grads = {k: p.grad.detach().cpu().numpy().copy() for k, p in net.named_parameters() if p.grad is not None}
+    net.zero_grad(set_to_none=True)
+    net.train(was_training)
+    return float(loss.detach()), grads
+
+
+@torch.no_grad()
+def evaluate_network(net: ArchitectureNet, graph, masks: Sequence[str] = ("val", "test")) -> dict[str, float]:
+    """:func:`output_metrics` of one evaluation-mode forward of ``net`` over ``graph``."""
+    x, edge_index, y = _tensors(graph)
+    named = {m: _mask(graph, m) for m in masks}
+    was_training = net.training
+    net.eval()
+    out = net(x, edge_index)
+    net.train(was_training)
+    return output_metrics(out, y, named)
+
+
 # ----------------------------------------------------------------------------------------- reference training
 @dataclass
 class TrainResult:
@@ -255,29 +279,14 @@ def federated_train_architecture(space: SearchSpace, code: Code, graphs: Sequenc
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for epoch in range(1, epochs + 1):
-            net.train()
-            grads: list[dict[str, np.ndarray]] = []
-            losses: list[float] = []
-            for g in graphs:
-                mask = _mask(g, "train")
-                optimizer.zero_grad(set_to_none=True)
-                if int(mask.sum()) == 0:
-                    grads.append({})
-                    losses.append(math.nan)
-                    continue
-                loss = F.cross_entropy(net(g.x, g.edge_index)[mask], g.y[mask])
-                loss.backward()
-                grads.append({k: p.grad.detach().numpy().copy() for k, p in params.items() if p.grad is not None})
-                losses.append(float(loss.detach()))
-            combined = combine_gradients(grads, train_sizes, mode)
+            results = [architecture_gradients(net, g) for g in graphs]
+            losses = [loss for loss, _ in results]
+            combined = combine_gradients([grads for _, grads in results], train_sizes, mode)
             optimizer.zero_grad(set_to_none=True)
             for key, value in combined.items():
                 params[key].grad = torch.from_numpy(value).clone()
             optimizer.step()
-            net.eval()
-            with torch.no_grad():
-                rows = [_metrics(net(g.x, g.edge_index), g.y, {"val": _mask(g, "val"), "test": _mask(g, "test")})
-                        for g in graphs]
+            rows = [evaluate_network(net, g) for g in graphs]
             record = {
                 "epoch": epoch,
                 "train_loss": federated_mean(losses, train_sizes),

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...errors import ConfigError, DatasetUnavailableError, PartitionError
+from ...errors import ConfigError, DatasetUnavailableError, PartitionError, did_you_mean
 from ..datasets import GRAPH_DATASETS, _raw_files_present, cache_dir, dataset_info, load_pyg_dataset, \
     resolve_data_dir
 from .structure import degrees, parse_structure, rwse_cache_path, structure_dim, structure_embeddings
@@ -81,7 +81,8 @@ def graph_dataset_name(name: str) -> str:
     """The canonical spelling of a TU graph dataset (case-insensitive) or a ConfigError naming the choices."""
     match = [d for d in GRAPH_DATASETS if d.lower() == str(name).strip().lower()]
     if not match:
-        raise ConfigError(f"unknown graph dataset or setting {name!r}; valid choices: {_valid_choices()}")
+        raise ConfigError(f"unknown graph dataset or setting {name!r}; valid choices: {_valid_choices()}"
+                          f"{did_you_mean(name, (*SETTINGS, *GRAPH_DATASETS))}")
     return match[0]
 
 

@@ -1,0 +1,243 @@
+"""What a deployment round costs: fedavg, FedGCN and FedStar against Flower's own floor in the same deployment.
+
+Flower 1.41 runs every message a SuperNode receives in a fresh ``flwr-clientapp`` process. This measures, on one
+loopback deployment (SuperLink with TLS and SuperNode authentication, one SuperNode per client, all on this
+machine), the per-round wall time of
+
+* **floor**: Flower's own cost: flowergraph's ServerApp and strategy (``method=noop``: the same messages as
+  fedavg) with a ClientApp that returns what it receives and imports nothing but Flower (no torch);
+* **fedavg** (synthetic graph, GCN), **fedgcn** (synthetic graph, 2 hops) and **fedstar** (one TU dataset per
+  client: MUTAG, BZR, COX2),
+
+each in two node modes, each mode in its own deployment with its own floor:
+
+* ``cold``: ``FLOWERGRAPH_NODE_WORKER=off``: every message runs in its ``flwr-clientapp`` process (imports torch,
+  PyG and flowergraph and loads the node's data each time: what every message cost before the node worker);
+* ``warm``: the default: each node's messages run in its warm worker process (``flowergraph.app.worker``).
+
+Every ClientApp process records where its time went (``FLOWERGRAPH_MESSAGE_TIMES``, ``flowergraph.app.timing``):
+Flower's process start (process creation to the ClientApp's import: interpreter, Flower's imports, pulling the
+message), imports during the message (torch, PyG, flowergraph), the node's data load (building the client minus
+its imports) and the work (the rest of the message). The per-round figure is the median over rounds 2..R-1
+(round 1 starts each node's data and, warm, its worker; round R adds the separate final evaluation).
+
+    .venv/bin/python benchmarks/deployment_overhead.py [--rounds 5] [--modes cold,warm]
+
+Finished cells (one per mode) are kept in ``benchmarks/cells/deployment_overhead/`` with the code state that
+produced them; ``--fresh`` recomputes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CellStore, data_dir, table, write_result  # noqa: E402
+
+from flowergraph.app.runtime import write_app  # noqa: E402
+from flowergraph.deployment.control import submit_run  # noqa: E402
+from flowergraph.deployment.loopback import LoopbackDeployment  # noqa: E402
+from flowergraph.storage.results import read_run  # noqa: E402
+
+FLOOR_CLIENT = '''"""Flower's floor: a ClientApp that answers flowergraph's strategy (identity, initial model, fit, evaluate)
+with what it received, importing nothing but Flower and numpy (no torch, no PyG, no flowergraph client)."""
+import time
+
+_MODULE_T0 = time.time()
+
+import os  # noqa: E402
+
+import numpy as np  # noqa: E402
+from flwr.client import NumPyClient  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+
+from flowergraph import wire  # noqa: E402  (message keys only: numpy and Flower)
+
+
+class Floor(NumPyClient):
+    def __init__(self, pid):
+        self.pid = pid
+
+    def get_properties(self, config):
+        return {wire.PARTITION_ID: self.pid}
+
+    def get_parameters(self, config):
+        return [np.zeros(613, dtype=np.float32)]
+
+    def fit(self, parameters, config):
+        metrics = {wire.PARTITION_ID: self.pid}
+        if config.get(wire.EVALUATE_GLOBAL):
+            metrics.update({f"{wire.EVAL_PREFIX}loss": 0.0, f"{wire.EVAL_PREFIX}num_test": 1})
+        return parameters, 1, metrics
+
+    def evaluate(self, parameters, config):
+        return 0.0, 1, {wire.PARTITION_ID: self.pid, "loss": 0.0, "num_test": 1}
+
+
+def client_fn(context):
+    return Floor(int(context.node_config["partition-id"])).to_client()
+
+
+def timing_mod(msg, context, call_next):
+    if not os.environ.get("FLOWERGRAPH_MESSAGE_TIMES"):
+        return call_next(msg, context)
+    from flowergraph.app import timing
+
+    with timing.message() as times:
+        reply = call_next(msg, context)
+    timing.write(dict(times.values, created=timing.process_created(), module=_MODULE_T0, pid=os.getpid(),
+                      run_id=int(context.run_id), node_id=int(context.node_id),
+                      partition=str(context.node_config.get("partition-id", "")),
+                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="floor"))
+    return reply
+
+
+app = ClientApp(client_fn=client_fn, mods=[timing_mod])
+'''
+
+METHODS = {
+    "floor": {"method": "noop"},
+    "fedavg": {"method": "fedavg"},
+    "fedgcn": {"method": "fedgcn", "fedgcn.hops": 2},
+    "fedstar": {"method": "fedstar", "dataset": "MUTAG,BZR,COX2"},
+}
+MODES = {"cold": "off", "warm": "auto"}
+
+
+def floor_app(root: Path) -> Path:
+    app = root / "app"
+    write_app(app)
+    (app / "floor_client.py").write_text(FLOOR_CLIENT)
+    pyproject = app / "pyproject.toml"
+    text = pyproject.read_text().replace('clientapp = "flowergraph.app.client_app:app"',
+                                         'clientapp = "floor_client:app"')
+    text = text.replace('fab-include = ["flowergraph/**/*.py"]', 'fab-include = ["flowergraph/**/*.py", "floor_client.py"]')
+    pyproject.write_text(text)
+    return app
+
+
+def split(records: list[dict], rounds: set[int]) -> dict:
+    """Mean per-message seconds of the training messages of ``rounds``: Flower's start, imports, data, work."""
+    msgs = [r for r in records if r["type"] == "train" and r["group"].isdigit() and int(r["group"]) in rounds]
+    if not msgs:
+        return {}
+
+    def mean(f):
+        return statistics.mean(f(r) for r in msgs)
+
+    data = mean(lambda r: r["build_s"] - r["build_imports_s"])
+    imports = mean(lambda r: r["imports_s"])
+    handled = mean(lambda r: r["end"] - r["start"])
+    return {"messages": len(msgs), "flower_start": mean(lambda r: r["module"] - r["created"]),
+            "app_import": mean(lambda r: r["start"] - r["module"]), "imports": imports, "data": data,
+            "work": handled - imports - data, "span": mean(lambda r: r["end"] - r["created"])}
+
+
+def run_mode(mode: str, args, tmp: Path) -> list[dict]:
+    times_file = tmp / f"times-{mode}.jsonl"
+    os.environ["FLOWERGRAPH_MESSAGE_TIMES"] = str(times_file)
+    os.environ["FLOWERGRAPH_NODE_WORKER"] = MODES[mode]
+    results: list[dict] = []
+    with LoopbackDeployment(tmp / f"logs-{mode}", stream=sys.stdout) as dep:
+        dep.start_superlink()
+        for k in range(args.nodes):
+            dep.add_node(k, args.nodes, data_dir=data_dir())
+        dep.wait_for_nodes(args.nodes)
+        for i, name in enumerate(args.methods):
+            out = tmp / f"{mode}-{i}-{name}"
+            config = {"num-clients": args.nodes, "rounds": args.rounds, "out-dir": str(out), **METHODS[name]}
+            if name == "floor":
+                outcome = submit_run(floor_app(tmp / f"floor-{i}"), dep.connection, config, env=dep.env,
+                                     log_file=dep.log_dir / "flower.log", stream=sys.stdout, timeout=args.timeout)
+            else:
+                outcome = dep.run(config, timeout=args.timeout)
+            if outcome.status != "completed":
+                sys.exit(f"{mode} {name}: run {outcome.run_id} {outcome.flwr_status}; logs in {dep.log_dir}")
+            rows = [r for r in read_run(out)["rounds"] if r.get("round", 0) >= 1]
+            later = [r["time_s"] for r in rows if 2 <= r["round"] < args.rounds]
+            records = [json.loads(line) for line in times_file.read_text().splitlines()]
+            mine = [r for r in records if r["run_id"] == outcome.run_id]
+            results.append({"run": name, "round_s": statistics.median(later), "first_s": rows[0]["time_s"],
+                            "rounds": [r["time_s"] for r in rows], "messages": len(mine),
+                            "split": split(mine, set(range(2, args.rounds))),
+                            "worker": any(r.get("worker") for r in mine)})
+            print(f"== {mode} {name}: median round {results[-1]['round_s']:.2f} s", results[-1]["split"],
+                  flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per run (the median is over 2..R-1)")
+    parser.add_argument("--nodes", type=int, default=3, help="SuperNodes (= clients; fedstar needs 3)")
+    parser.add_argument("--modes", default="cold,warm", help="comma-separated: cold, warm")
+    parser.add_argument("--methods", default="floor,fedavg,fedgcn,fedstar,floor",
+                        help="runs in this order, comma-separated (the floor first and last: the ratio is against "
+                             "their mean)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--fresh", action="store_true", help="recompute the stored cells")
+    args = parser.parse_args()
+    args.methods = args.methods.split(",")
+    store = CellStore("deployment_overhead")
+    cells = {}
+    tmp = Path(tempfile.mkdtemp(prefix="fg-deploy-overhead-"))
+    try:
+        for mode in args.modes.split(","):
+            record = None if args.fresh else store.load(mode)
+            if record is None or not store.current(record) or record["settings"] != vars(args):
+                record = store.save(mode, vars(args), run_mode(mode, args, tmp))
+            cells[mode] = record
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.environ.pop("FLOWERGRAPH_MESSAGE_TIMES", None)
+
+    rows, ratios = [], []
+    for mode, record in cells.items():
+        res = record["row"]
+        floors = [r["round_s"] for r in res if r["run"] == "floor"]
+        floor = statistics.mean(floors) if floors else None
+        for r in res:
+            s = r["split"]
+            ratio = f"{r['round_s'] / floor:.2f}" if floor else ""
+            if r["run"] != "floor" and floor:
+                ratios.append((mode, r["run"], r["round_s"] / floor))
+            rows.append([mode + store.flag(record), r["run"], f"{r['round_s']:.2f}", ratio, f"{r['first_s']:.2f}",
+                         s.get("messages", 0) // max(1, args.rounds - 2),
+                         *(f"{s[k]:.2f}" if k in s else "" for k in ("flower_start", "app_import", "imports", "data",
+                                                                       "work", "span"))])
+    verdict = ""
+    for mode in cells:
+        mine = [(n, r) for m, n, r in ratios if m == mode]
+        if mine:
+            met = "met" if max(r for _, r in mine) <= 1.5 else "not met"
+            verdict += (f"**{mode}**: " + ", ".join(f"{n} {r:.2f}x" for n, r in mine)
+                        + f" the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n")
+    body = (f"{args.nodes} SuperNodes on 127.0.0.1 (TLS, SuperNode authentication), {args.rounds} rounds per run, "
+            f"fused client evaluation (flowergraph's default); fedavg and fedgcn on the built-in synthetic graph "
+            f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client). 2 cores shared with other work.\n\n"
+            + table(["mode", "run", "round s (median 2..R-1)", "x floor", "round 1 s", "train msgs / round",
+                     "Flower start s", "app import s", "imports s", "data s", "work s", "message s"], rows)
+            + "\n\nPer training message (means over rounds 2..R-1): **Flower start** = `flwr-clientapp` process "
+              "creation to the ClientApp module's import (interpreter, Flower's imports, pulling the message, "
+              "context and app from the SuperNode); **app import** = importing the ClientApp module and Flower's "
+              "message handling before flowergraph's code; **imports** = modules imported while handling the "
+              "message (torch, PyG, flowergraph; in the worker after its first message: none); **data** = "
+              "building the client minus its imports (the node's data, the model); **work** = the rest "
+              "(training, evaluation, serialisation); **message s** = process creation to the end of the "
+              "ClientApp's handling. The round time also holds what no process measures: the SuperNode's and "
+              "SuperExec's polling (a SuperNode with no message sleeps 3 s before asking again), pushing the "
+              "reply, and the server's aggregation.\n\n" + verdict + "Round times of every run (s):\n\n"
+            + "\n".join(f"* {mode} {r['run']}: " + ", ".join(f"{t:.2f}" for t in r["rounds"])
+                        for mode, record in cells.items() for r in record["row"]))
+    write_result("deployment_overhead", "What a deployment round costs, against Flower's own floor", body)
+
+
+if __name__ == "__main__":
+    main()

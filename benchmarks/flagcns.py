@@ -1,0 +1,465 @@
+"""FL-AGCNS on the paper's settings (Wang et al., Tables 3 and 5): the searched architecture against FL-Random at
+the same wall-time budget and against fixed architectures trained federatedly, the ablations on Cora, the best
+fitness per generation, and the search's speed in Flower's simulation against no-op clients.
+
+Data: the paper's (METIS into 3 clients, 20 training nodes per class, 500 validation, 1000 test); the split and
+METIS are seeded by the cell's seed, so every row of one seed sees the same clients.
+
+Cells (each kept in ``benchmarks/cells/flagcns/<cell>.json`` with its settings and code state, ``common.CellStore``;
+a finished cell is skipped, a stopped search resumes from its last checkpoint under ``--work``):
+
+* ``search`` (dataset, variant, budget, seed): an FL-AGCNS run (``method=flagcns``) through flowergraph's real
+  ServerApp and ClientApp code in one process (:mod:`flowergraph.app.inprocess`; equal to a Flower simulation, which
+  the tests check), search then its own retraining; the chosen architecture is then retrained ``--retrains`` times
+  from scratch (init seeds 0..R-1, 50 epochs each, the reference's federated retraining in one process:
+  ``federated_train_architecture``, which the Flower retraining equals) and FLACC is their mean. Variants: ``feo``
+  (FL-AGCNS), ``controller-eo``, ``client-eo`` (gamma fixed to 0 / 1) and ``random-partition`` (FEO on a random
+  node partition).
+* ``random`` (dataset, budget, seed): FL-Random at the same wall time as the seed's ``feo`` search: random codes of
+  the same space, each trained federatedly for 50 epochs (the paper: "we evaluate each GCN architecture for 50
+  epochs"), the one with the best federated validation accuracy kept, then retrained like the searched one.
+* ``fixed`` (dataset, architecture, seed): GCN, GAT, SAGE, SGC, APPNP as codes of the space (two layers between
+  the input and output structures; ``tasks/flagcns/space.py: BASELINES``), retrained the same way.
+* ``speed`` (budget, method): a few epochs in Flower's Ray simulation (1 CPU per client) of ``flagcns`` and of
+  ``flagcns-noop`` (same strategy and messages, clients that do no work): wall time per generation and the share
+  that is Flower's and the server's own cost.
+
+FLACC = test accuracy weighted by client test-set sizes at the epoch with the best federated validation accuracy;
+parameters of the whole network; inference time = one evaluation forward over every client's subgraph (summed),
+median of 10, one thread.
+
+    .venv/bin/python benchmarks/flagcns.py --quick                  # smoke check: tiny budget, 1 seed, minutes
+    .venv/bin/python benchmarks/flagcns.py                          # Table 3 (Cora, CiteSeer) + Table 5 + speed
+    .venv/bin/python benchmarks/flagcns.py --datasets Cora --seeds 0 --parts search fixed
+    .venv/bin/python benchmarks/flagcns.py --tables-only            # rewrite docs/results/flagcns.md from cells
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
+
+DATASETS = ("Cora", "CiteSeer")
+VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
+FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
+# Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
+BUDGETS = {
+    "paper": {"flagcns.layers": 6, "flagcns.population": 60, "flagcns.sample-size": 20, "flagcns.epochs": 250,
+              "flagcns.warmup": 50, "flagcns.steps-per-epoch": 5, "flagcns.retrain-epochs": 50},
+    "default": {"flagcns.layers": 6, "flagcns.population": 20, "flagcns.sample-size": 10, "flagcns.epochs": 40,
+                "flagcns.warmup": 10, "flagcns.steps-per-epoch": 5, "flagcns.retrain-epochs": 50},
+    "quick": {"flagcns.layers": 3, "flagcns.population": 8, "flagcns.sample-size": 4, "flagcns.epochs": 4,
+              "flagcns.warmup": 1, "flagcns.steps-per-epoch": 2, "flagcns.retrain-epochs": 10},
+}
+DATA = {"num-clients": 3, "node.split": "per-class:20/500/1000", "node.partitioner": "metis"}
+# The paper's Table 3 (FLACC %, parameters M, inference s) and Table 5 (Cora)
+PAPER3 = {"Cora": {"FL-AGCNS": (82.9, 0.105, 0.0339), "FL-Random": (79.8, 0.113, 0.0335), "gat": (79.0, 0.092, 0.0262),
+                   "sage": (78.8, 0.184, 0.0294), "gcn": (81.3, 0.102, 0.0200), "sgc": (78.1, 0.010, 0.0152),
+                   "appnp": (82.2, 0.092, 0.0216)},
+          "CiteSeer": {"FL-AGCNS": (70.6, 0.250, 0.0553), "FL-Random": (47.4, 0.296, 0.0916),
+                       "gat": (68.0, 0.238, 0.0612), "sage": (66.6, 0.475, 0.0920), "gcn": (68.6, 0.260, 0.0467),
+                       "sgc": (67.0, 0.022, 0.0381), "appnp": (69.5, 0.237, 0.0572)}}
+PAPER5 = {"feo": (82.9, 0.105, 0.0339), "controller-eo": (71.6, 0.117, 0.0434), "client-eo": (78.6, 0.105, 0.0489),
+          "random-partition": (52.6, 0.143, 0.0526)}
+LABELS = {"feo": "FL-AGCNS", "controller-eo": "ControllerEO (only the controller's EA: gamma = 0)",
+          "client-eo": "ClientEO (only the clients' EAs: gamma = 1)",
+          "random-partition": "RandomPartition (FEO on a random partition)", "gcn": "GCN", "gat": "GAT",
+          "sage": "SAGE", "sgc": "SGC", "appnp": "APPNP", "random": "FL-Random"}
+# The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
+SOURCES = ("flowergraph/tasks/flagcns/*.py", "flowergraph/tasks/datasets.py", "flowergraph/tasks/splits.py",
+           "flowergraph/tasks/partition.py", "flowergraph/tasks/federated_graph.py", "flowergraph/tasks/torch_state.py",
+           "flowergraph/tasks/compute.py", "flowergraph/wire/flagcns.py", "flowergraph/clients/flagcns.py",
+           "flowergraph/strategies/flagcns.py", "flowergraph/methods/flagcns.py", "flowergraph/strategies/base.py",
+           "flowergraph/strategies/bank.py", "flowergraph/strategies/aggregation.py")
+STORE = "flagcns"
+
+
+def run_config(dataset: str, variant: str, budget: str, seed: int) -> dict:
+    """The run configuration of a search cell (without the machine's paths)."""
+    b = BUDGETS[budget]
+    config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, **b, "flagcns.ablation": variant,
+              "rounds": b["flagcns.epochs"] * b["flagcns.steps-per-epoch"] + b["flagcns.retrain-epochs"]}
+    if variant == "random-partition":
+        config["node.partitioner"] = "random"
+    return config
+
+
+def clients_of(config: dict) -> list:
+    """The cell's three client graphs (as the run's clients build them)."""
+    from flowergraph.data import node_graph
+    from flowergraph.settings import parse_run_config
+
+    s = parse_run_config({**config, "data-dir": data_dir()})
+    return [node_graph(s, k) for k in range(s.num_clients)]
+
+
+def space_of(config: dict):
+    from flowergraph.methods.flagcns import space_of as space
+    from flowergraph.settings import parse_run_config
+
+    return space(parse_run_config({**config, "data-dir": data_dir()}))
+
+
+def inference_seconds(space, code, graphs, state: dict | None = None, repeats: int = 10) -> float:
+    """One evaluation forward over every client's subgraph (summed), median of ``repeats``."""
+    import torch
+
+    from flowergraph.tasks.flagcns import ArchitectureNet
+    from flowergraph.tasks.torch_state import load_module_arrays
+
+    net = ArchitectureNet(space, code, graphs[0].num_features, graphs[0].num_classes, seed=0)
+    if state:
+        load_module_arrays(net, state)
+    net.eval()
+    times = []
+    with torch.no_grad():
+        for g in graphs:
+            net(g.x, g.edge_index)  # warm-up
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for g in graphs:
+                net(g.x, g.edge_index)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def retrain(space, code, graphs, epochs: int, retrains: int) -> dict:
+    """``retrains`` federated retrainings from scratch (init seeds 0..R-1): FLACC of each (%), the parameters and
+    the inference time of the first."""
+    from flowergraph.tasks.flagcns import federated_train_architecture
+
+    results = [federated_train_architecture(space, code, graphs, epochs=epochs, seed=k) for k in range(retrains)]
+    accs = [100 * r.test_accuracy for r in results]
+    return {"retrains": accs, "flacc": statistics.mean(accs),
+            "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0, "parameters": results[0].parameters,
+            "best_epochs": [r.best_epoch for r in results],
+            "inference_s": inference_seconds(space, code, graphs, results[0].best_state)}
+
+
+# ------------------------------------------------------------------------------------------------------- cells
+def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, retrains: int) -> dict:
+    from flowergraph.app.inprocess import run_inprocess
+    from flowergraph.storage.results import read_run
+
+    config = run_config(dataset, variant, budget, seed)
+    out = work / f"{dataset}-{variant}-{budget}-s{seed}"
+    full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
+            "checkpoint-every": 25}
+    done = (out / "summary.json").exists() and json.loads((out / "summary.json").read_text()).get("status") == \
+        "completed"
+    if not done:
+        if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
+            full["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
+        elif out.exists():
+            shutil.rmtree(out)
+        started = time.perf_counter()
+        run_inprocess(full)
+        meta = out / "bench.json"
+        previous = json.loads(meta.read_text()) if meta.exists() else {}
+        meta.write_text(json.dumps({"wall_s": previous.get("wall_s", 0.0) + time.perf_counter() - started}) + "\n")
+    rounds = read_run(out)["rounds"]
+    search_rounds = [r for r in rounds if r.get("stage") == "search"]
+    result = rounds[-1]["flagcns"]["result"]
+    gens = [r["flagcns"]["generation"] for r in search_rounds if "generation" in (r.get("flagcns") or {})]
+    space, graphs = space_of(config), clients_of(config)
+    code = tuple(result["architecture"])
+    row = {"kind": "search", "dataset": dataset, "variant": variant, "budget": budget, "seed": seed,
+           "architecture": list(code), "describe": space.short(code), "fll": result["selection"]["fll"],
+           "run_flacc": 100 * result["flacc"], "run_best_epoch": result["epoch"],
+           "search_s": sum(r.get("time_s") or 0.0 for r in search_rounds),
+           "curve": [[g["epoch"], g["best_fll"]] for g in gens if g.get("best_fll") is not None],
+           "layers": len(space.layers(code)),
+           **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
+    # the run's own retraining (init seed = the run's seed) is the reference retraining with that seed
+    if seed < retrains and abs(row["retrains"][seed] - row["run_flacc"]) > 1e-6:
+        raise RuntimeError(f"{dataset} {variant} seed {seed}: the Flower run's retraining gave FLACC "
+                           f"{row['run_flacc']:.4f}, the reference retraining {row['retrains'][seed]:.4f}")
+    return row
+
+
+def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: int) -> dict:
+    """FL-Random for ``seconds`` of wall time (the seed's FL-AGCNS search time)."""
+    from flowergraph.tasks.flagcns import federated_train_architecture, new_rng
+
+    config = run_config(dataset, "feo", budget, seed)
+    space, graphs = space_of(config), clients_of(config)
+    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
+    rng = new_rng(seed, 0x2A)
+    best, tried, start = None, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or tried == 0:
+        code = space.sample(rng)
+        r = federated_train_architecture(space, code, graphs, epochs=epochs, seed=seed)
+        tried += 1
+        if best is None or r.val_accuracy > best[1]:
+            best = (code, r.val_accuracy)
+    code = best[0]
+    return {"kind": "random", "dataset": dataset, "budget": budget, "seed": seed, "architecture": list(code),
+            "describe": space.short(code), "val_accuracy": 100 * best[1], "tried": tried,
+            "budget_s": seconds, "used_s": time.perf_counter() - start, "layers": len(space.layers(code)),
+            **retrain(space, code, graphs, epochs, retrains)}
+
+
+def fixed_cell(dataset: str, name: str, budget: str, seed: int, retrains: int) -> dict:
+    from flowergraph.tasks.flagcns import baseline_code
+
+    config = run_config(dataset, "feo", budget, seed)
+    space, graphs = space_of(config), clients_of(config)
+    code = baseline_code(name, space)
+    return {"kind": "fixed", "dataset": dataset, "architecture_name": name, "seed": seed, "budget": budget,
+            "architecture": list(code), "describe": space.short(code),
+            **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
+
+
+def speed_cell(budget: str, method: str, epochs: int) -> dict:
+    """``epochs`` epochs (1 warm-up) of ``method`` in Flower's simulation; times per round and per generation."""
+    from flowergraph.simulation import run_simulation
+    from flowergraph.storage.results import read_run
+
+    b = {**BUDGETS[budget], "flagcns.epochs": epochs, "flagcns.warmup": 1, "flagcns.retrain-epochs": 1}
+    rounds = epochs * b["flagcns.steps-per-epoch"] + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / method
+        result = run_simulation(method, num_clients=3, rounds=rounds, dataset="Cora", out=out,
+                                overrides={**DATA, **b, "data-dir": data_dir(), "seed": 0}, timeout=3600)
+        if not result.ok:
+            sys.exit(f"{method} simulation failed; see {result.log_file}")
+        records = [r for r in read_run(out)["rounds"] if r.get("round", 0) >= 1]
+    steps = b["flagcns.steps-per-epoch"]
+    per_epoch: dict[int, float] = {}
+    feo: list[float] = []
+    for r in records:
+        f = r.get("flagcns") or {}
+        if r.get("stage") == "search":
+            per_epoch[f["epoch"]] = per_epoch.get(f["epoch"], 0.0) + r["time_s"]
+            if "flagcns-feo" in (r.get("phases") or {}):
+                feo.append(r["phases"]["flagcns-feo"]["time_s"])
+    generations = [per_epoch[t] for t in sorted(per_epoch) if t > 1]
+    steps_s = [r["time_s"] for r in records if r.get("stage") == "search" and
+               (r.get("flagcns") or {}).get("step") not in (None, steps) and (r["flagcns"]["epoch"] > 1)]
+    return {"kind": "speed", "budget": budget, "method": method, "epochs": epochs, "wall_s": result.wall_time_s,
+            "generation_s": statistics.median(generations), "generations": generations,
+            "warmup_epoch_s": per_epoch.get(1), "step_s": statistics.median(steps_s) if steps_s else None,
+            "feo_s": statistics.median(feo) if feo else None,
+            "population": b["flagcns.population"], "sample": b["flagcns.sample-size"], "layers": b["flagcns.layers"]}
+
+
+# ------------------------------------------------------------------------------------------------------- tables
+def fmt(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def paper_cell(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def tables(rows: list[dict], budget: str, store: CellStore) -> str:
+    out: list[str] = []
+    present = [d for d in DATASETS if any(r.get("dataset") == d for r in rows)]
+    stale = [r for r in rows if r.get("stale")]
+
+    def of(kind, dataset, **match):
+        return [r for r in rows if r.get("kind") == kind and r.get("dataset") == dataset and r.get("budget") == budget
+                and all(r.get(k) == v for k, v in match.items())]
+
+    # Table 3 shape
+    if present:
+        header = ["architecture / method"]
+        for d in present:
+            header += [f"{d}: FLACC % (ours \\| paper)", "params M (ours \\| paper)", "inference s (ours \\| paper)"]
+        body = []
+        for label, kind, match in [("FL-AGCNS", "search", {"variant": "feo"}), ("FL-Random", "random", {})] + \
+                [(LABELS[n], "fixed", {"architecture_name": n}) for n in FIXED]:
+            line = [label]
+            key = "FL-AGCNS" if kind == "search" else "FL-Random" if kind == "random" else match["architecture_name"]
+            for d in present:
+                cells = of(kind, d, **match)
+                paper = PAPER3.get(d, {}).get(key, (None, None, None))
+                mark = " †" if any(c.get("stale") for c in cells) else ""
+                line += [f"{fmt([c['flacc'] for c in cells])}{mark} \\| {paper_cell(paper[0], 1)}",
+                         f"{fmt([c['parameters'] / 1e6 for c in cells], 3)} \\| {paper_cell(paper[1], 3)}",
+                         f"{fmt([c['inference_s'] for c in cells], 4)} \\| {paper_cell(paper[2], 4)}"]
+            body.append(line)
+        seeds = sorted({r["seed"] for r in rows if r.get("budget") == budget})
+        out += [f"## Paper Table 3: searched vs FL-Random vs fixed architectures (budget `{budget}`)\n",
+                f"Mean ± std over search seeds {seeds} (each seed: its own split, METIS partition and search); every "
+                "architecture's FLACC is the mean over its retrainings from scratch (see each row's cells). FL-Random "
+                "had the wall time of the same seed's FL-AGCNS search. The paper's numbers are single values. The "
+                "fixed architectures are this search space's codes (FC+act, two layers, FC), not PyG's reference "
+                "models, so parameters differ from the paper's.\n", table(header, body)]
+        searched = []
+        for d in present:
+            for r in of("search", d, variant="feo") + of("random", d):
+                searched.append([d, LABELS["random"] if r["kind"] == "random" else "FL-AGCNS", r["seed"],
+                                 f"`{r['describe']}`", f"{r['flacc']:.1f} ± {r['flacc_std']:.1f}",
+                                 r.get("tried", "-"), f"{r.get('fll', float('nan')):.3f}" if r.get("fll") is not None
+                                 else "-", f"{r['search_s'] / 60:.1f}" if r.get("search_s") else
+                                 f"{r['used_s'] / 60:.1f}" if r.get("used_s") else "-"])
+        if searched:
+            out += ["\n**The architectures found** (FLACC over the retrainings; FL-Random: architectures tried in the "
+                    "budget; minutes of search):\n",
+                    table(["dataset", "method", "seed", "architecture", "FLACC %", "tried", "FLL", "search min"],
+                          searched)]
+    # Table 5 shape
+    abl = [v for v in VARIANTS if of("search", "Cora", variant=v)]
+    if abl:
+        body = [[LABELS[v], fmt([c["flacc"] for c in of("search", "Cora", variant=v)]),
+                 paper_cell(PAPER5[v][0], 1),
+                 fmt([c["parameters"] / 1e6 for c in of("search", "Cora", variant=v)], 3), paper_cell(PAPER5[v][1], 3),
+                 fmt([c["inference_s"] for c in of("search", "Cora", variant=v)], 4), paper_cell(PAPER5[v][2], 4)]
+                for v in abl]
+        out += ["\n## Paper Table 5: ablations on Cora\n",
+                "The paper's text names ControllerEO gamma = 1 and ClientEO gamma = 0, but under its own Algorithm 1 "
+                "(gamma is the clients' share of P) those would keep the opposite EA; the rows here are named by what "
+                "they keep (`flagcns.ablation`), which matches the paper's descriptions (\"only preserves the EA "
+                "optimizer in the controller\").\n",
+                table(["variant", "FLACC % ours", "paper", "params M ours", "paper", "inference s ours", "paper"],
+                      body)]
+    # Speed
+    speed = [r for r in rows if r.get("kind") == "speed"]
+    if speed:
+        body = []
+        for b in ("quick", "default", "paper"):
+            pair = {r["method"]: r for r in speed if r["budget"] == b}
+            if "flagcns" not in pair:
+                continue
+            real, noop = pair["flagcns"], pair.get("flagcns-noop")
+            share = f"{100 * noop['generation_s'] / real['generation_s']:.0f}%" if noop else "-"
+            body.append([b, f"L={real['layers']}, P={real['population']}, {real['sample']} codes/step",
+                         f"{real['generation_s']:.2f}", f"{real['step_s']:.2f}" if real.get("step_s") else "-",
+                         f"{real['feo_s']:.2f}" if real.get("feo_s") else "-",
+                         f"{noop['generation_s']:.2f}" if noop else "-", share, f"{real['wall_s']:.0f}"])
+        if body:
+            out += ["\n## Speed in Flower's simulation\n",
+                    "Cora, 3 clients, Ray simulation with 1 CPU per client on 2 cores; a few epochs (1 warm-up). A "
+                    "generation = one epoch after warm-up: its SuperNet steps (rounds) and its FEO phases. "
+                    "`no-op` = the same strategy and messages with `flagcns-noop` clients (no loading, training or "
+                    "evaluation): its share of the generation time is Flower's message overhead plus the server's "
+                    "own work (Adam steps, EA, assembling P).\n",
+                    table(["budget", "search", "s / generation", "s / SuperNet step", "s / FEO", "no-op s / generation",
+                           "no-op share", "run wall s"], body)]
+    if stale:
+        out += ["\n**Cells from older code** (†):\n", "\n".join(f"- {r['cell']}{r['stale']}" for r in stale)]
+    return "\n".join(out)
+
+
+def plot(rows: list[dict], budget: str) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    searches = [r for r in rows if r.get("kind") == "search" and r.get("budget") == budget and r.get("curve")]
+    if not searches:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for i, r in enumerate(sorted(searches, key=lambda r: (r["dataset"], r["variant"], r["seed"]))):
+        xs, ys = zip(*r["curve"])
+        ax.plot(xs, ys, label=f"{r['dataset']} {r['variant']} s{r['seed']}", color=plt.cm.tab10(i % 10), lw=1.2)
+    ax.set_xlabel("epoch (generation)")
+    ax.set_ylabel("best FLL in P_FL (lower is better)")
+    ax.set_title(f"FL-AGCNS: best fitness per generation (budget {budget})", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    name = f"flagcns_fitness{'' if budget == 'paper' else '_' + budget}.png"
+    fig.savefig(REPO / "docs" / "results" / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+# --------------------------------------------------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke check: tiny budget, 1 seed, 2 retrainings")
+    parser.add_argument("--budget", choices=tuple(BUDGETS), default="paper")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--retrains", type=int, default=10, help="retrainings of every architecture (the paper: 10)")
+    parser.add_argument("--parts", nargs="+", default=["search", "ablation", "random", "fixed", "speed"],
+                        choices=["search", "ablation", "random", "fixed", "speed"])
+    parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
+    parser.add_argument("--work", default=str(REPO / "results" / "bench-flagcns"), help="run folders (not in git)")
+    parser.add_argument("--tables-only", action="store_true")
+    parser.add_argument("--rerun-stale", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.budget, args.seeds, args.retrains, args.speed_epochs = "quick", args.seeds[:1], 2, 3
+    from flowergraph.tasks.compute import configure_torch
+
+    configure_torch(1)
+    store = CellStore(STORE, SOURCES)
+    work = Path(args.work)
+    rows: list[dict] = []
+
+    def cell(name: str, settings: dict, compute) -> dict | None:
+        record = store.load(name)
+        if record is not None and not (args.rerun_stale and not store.current(record)):
+            return {**record["row"], "cell": name, "stale": store.flag(record)}
+        if args.tables_only:
+            return None
+        started = time.perf_counter()
+        row = compute()
+        row["cell_s"] = time.perf_counter() - started
+        print(f"cell {name}: {json.dumps({k: v for k, v in row.items() if k not in ('curve', 'retrains')})[:300]}",
+              flush=True)
+        return {**store.save(name, {**settings, "retrains": args.retrains}, row)["row"], "cell": name, "stale": ""}
+
+    def add(row):
+        if row is not None:
+            rows.append(row)
+
+    b = args.budget
+    for dataset in args.datasets:
+        for seed in args.seeds:
+            variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
+                ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else [])
+            for v in variants:
+                add(cell(f"{dataset}-{v}-{b}-s{seed}", run_config(dataset, v, b, seed),
+                         lambda v=v, d=dataset, s=seed: search_cell(work, d, v, b, s, args.retrains)))
+            if "random" in args.parts:
+                feo = next((r for r in rows if r.get("kind") == "search" and r["dataset"] == dataset and
+                            r["variant"] == "feo" and r["seed"] == seed and r["budget"] == b), None)
+                if feo is not None:
+                    add(cell(f"{dataset}-random-{b}-s{seed}",
+                             {**run_config(dataset, "feo", b, seed), "random-search-seconds": feo["search_s"]},
+                             lambda d=dataset, s=seed, t=feo["search_s"]: random_cell(d, b, s, t, args.retrains)))
+            if "fixed" in args.parts:
+                for name in FIXED:
+                    add(cell(f"{dataset}-{name}-{b}-s{seed}",
+                             {**run_config(dataset, "feo", b, seed), "flagcns.architecture": name},
+                             lambda d=dataset, n=name, s=seed: fixed_cell(d, n, b, s, args.retrains)))
+    if "speed" in args.parts:
+        budgets = ["quick"] if args.quick else ["default", "paper"]
+        for sb in budgets:
+            for method in ("flagcns-noop", "flagcns"):
+                add(cell(f"speed-{sb}-{method}", {**BUDGETS[sb], "method": method, "epochs": args.speed_epochs},
+                         lambda sb=sb, m=method: speed_cell(sb, m, args.speed_epochs)))
+    # every stored cell of this budget (and the speed cells) goes into the tables, not only this invocation's
+    seen = {r["cell"] for r in rows}
+    for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
+        record = json.loads(path.read_text())
+        if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
+            rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
+    figure = plot(rows, b)
+    body = tables(rows, b, store)
+    if figure:
+        body += f"\n\n## Best fitness per generation\n\n![best FLL per generation]({figure})\n"
+    name = "flagcns" if b == "paper" else f"flagcns_{b}"
+    write_result(name, f"FL-AGCNS: searched architectures, baselines, ablations and speed (budget {b})", body)
+
+
+if __name__ == "__main__":
+    main()

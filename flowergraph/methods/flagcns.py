@@ -1,0 +1,208 @@
+"""FL-AGCNS (Wang et al.): registration. Strategy: :mod:`flowergraph.strategies.flagcns`; client:
+:mod:`flowergraph.clients.flagcns`; the maths (search space, SuperNet, FEO, the in-process reference):
+:mod:`flowergraph.tasks.flagcns`. Data: the node task's (``node.split``, ``node.partitioner``; the paper's setting,
+METIS into 3 clients with 20 training nodes per class, 500 validation and 1000 test, is in the presets
+``conf/flagcns-*.toml``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import ConfigError
+from ..settings.options import Option, at_least, within
+from .registry import ClientArgs, Method, StrategyArgs, register, suggest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flwr.client import NumPyClient
+    from flwr.server.strategy import Strategy
+
+    from ..settings import RunSettings
+
+COMBINE = ("weighted", "sum")
+FITNESS = ("loss", "accuracy")
+FUSION = ("all", "leaves")
+# gamma of each ablation (None: the schedule gamma0 * decay^t), named by what the population keeps (the paper's
+# ablation text swaps the names: tasks/flagcns/evolution.py); random-partition is FL-AGCNS on a random partition
+ABLATION = ("feo", "controller-eo", "client-eo", "random-partition")
+FIXED = ("gcn", "gat", "sage", "sgc", "appnp")  # tasks/flagcns/space.py: BASELINES
+
+
+def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
+         check: Callable[[Any], str | None] | None = None) -> Option:
+    return Option(f"flagcns.{key}", default, text, choices, check, group="flagcns")
+
+
+OPTIONS = (
+    _opt("layers", 6, "Graph layers L of the search space (the paper: 6); a code has 2L+2 integers.",
+         check=at_least(1)),
+    _opt("hidden", 64, "Width of the input structure and of every graph layer (the paper: 64).", check=at_least(1)),
+    _opt("fusion", "all", "How stage 2 combines the used layers: the mean of all (`all`, the paper) or of the layers "
+         "no other layer reads (`leaves`, the reference code).", FUSION),
+    _opt("min-layers", 0, "Random codes and mutations never end stage 2 before this many layers (0: every gene "
+         "uniform, the paper's space; half of the random codes then have no graph layer).", check=at_least(0)),
+    _opt("population", 20, "Population size |P| (the paper: 60).", check=at_least(1)),
+    _opt("sample-size", 10, "Codes sampled from P for each SuperNet step (the reference code: 20 of 60).",
+         check=at_least(1)),
+    _opt("epochs", 40, "Search epochs, warm-up included (the paper: 250); each is `steps-per-epoch` rounds, then "
+         "one FEO generation after the warm-up.", check=at_least(1)),
+    _opt("warmup", 10, "Warm-up epochs: SuperNet steps on a fresh random population each epoch, no FEO (the "
+         "reference code: 50).", check=at_least(0)),
+    _opt("steps-per-epoch", 5, "SuperNet steps (training rounds) per epoch (the paper's E_weight: 5).",
+         check=at_least(1)),
+    _opt("combine", "weighted", "How the server combines the clients' SuperNet gradients: weighted by training-set "
+         "size (`weighted`, the paper's Eq. 2) or summed (`sum`).", COMBINE),
+    _opt("fitness", "loss", "What the EAs rank by: validation loss (`loss`, the paper: FLL at the controller, the "
+         "local loss at each client) or validation accuracy (`accuracy`, the reference code).", FITNESS),
+    _opt("ablation", "feo", "The population rule: `feo` (gamma = gamma0 * gamma-decay^t, the clients' share of P), "
+         "`controller-eo` (gamma = 0: only the controller's EA), `client-eo` (gamma = 1: only the clients' EAs), "
+         "`random-partition` (FEO on randomly divided subgraphs: needs node.partitioner=random).", ABLATION),
+    _opt("gamma0", 0.5, "gamma at t = 0 (the paper: 0.5).", check=within(0.0, 1.0)),
+    _opt("gamma-decay", 0.99, "gamma's decay per epoch (the paper: 0.99).", check=lambda v: None if 0 < v <= 1
+         else "must be in (0, 1]"),
+    _opt("lr", 0.02, "The server's Adam learning rate, for the SuperNet and for retraining (the reference: 0.02).",
+         check=at_least(0.0, False)),
+    _opt("weight-decay", 5e-6, "The server's Adam weight decay (the reference: 5e-6).", check=at_least(0.0)),
+    _opt("retrain-epochs", 50, "Epochs (rounds) of federated retraining of the chosen architecture from scratch "
+         "(the paper: 50); the best-validation epoch gives FLACC.", check=at_least(1)),
+    _opt("architecture", "", "Skip the search and retrain this architecture: a fixed baseline (`gcn`, `gat`, "
+         "`sage`, `sgc`, `appnp`) or a code as a JSON list of 2L+2 integers; empty: search.", ),
+    _opt("init-seed", -1, "Seed of the retrained network's initial weights (-1: the run's `seed`, which also "
+         "seeds the data split); the paper retrains 10 times.", check=at_least(-1)),
+)
+
+
+def space_of(s: "RunSettings") -> Any:
+    """The run's :class:`~flowergraph.tasks.flagcns.SearchSpace` (ConfigError for bad values)."""
+    from ..tasks.flagcns import SearchSpace
+
+    o = s.of("flagcns")
+    if o.min_layers > o.layers:
+        raise ConfigError(f"flagcns.min-layers={o.min_layers} exceeds flagcns.layers={o.layers}; valid: 0..{o.layers}")
+    return SearchSpace(num_layers=o.layers, hidden=o.hidden, fusion=o.fusion, min_layers=o.min_layers)
+
+
+def schedule_of(s: "RunSettings") -> Any:
+    """The run's :class:`~flowergraph.tasks.flagcns.SearchSchedule` (ConfigError naming the keys)."""
+    from ..tasks.flagcns import ABLATIONS, SearchSchedule
+
+    o = s.of("flagcns")
+    if o.sample_size > o.population:
+        raise ConfigError(f"flagcns.sample-size={o.sample_size} exceeds flagcns.population={o.population}; valid: "
+                          f"1..{o.population}")
+    if o.warmup > o.epochs:
+        raise ConfigError(f"flagcns.warmup={o.warmup} exceeds flagcns.epochs={o.epochs}; valid: 0..{o.epochs}")
+    fixed = ABLATIONS.get(o.ablation) if o.ablation != "random-partition" else None
+    return SearchSchedule(population_size=o.population, sample_size=o.sample_size, epochs=o.epochs,
+                          warmup_epochs=o.warmup, steps_per_epoch=o.steps_per_epoch, gamma0=o.gamma0,
+                          gamma_decay=o.gamma_decay, fixed_gamma=fixed, retrain_epochs=o.retrain_epochs)
+
+
+def architecture_of(s: "RunSettings") -> tuple[int, ...] | None:
+    """``flagcns.architecture`` as a code (None: search); ConfigError names the bad value and the valid ones."""
+    from ..tasks.flagcns import baseline_code
+
+    text = str(s["flagcns.architecture"]).strip()
+    if not text:
+        return None
+    space = space_of(s)
+    if text.lower() in FIXED:
+        return baseline_code(text.lower(), space)
+    try:
+        code = json.loads(text)
+    except ValueError:
+        raise ConfigError(f"unknown flagcns.architecture {text!r}; valid choices: {', '.join(FIXED)}, a code as a "
+                          f"JSON list of {space.code_length} integers, or empty (search){suggest(text, FIXED)}") \
+            from None
+    if not isinstance(code, list):
+        raise ConfigError(f"flagcns.architecture={text!r}: a code is a JSON list of {space.code_length} integers")
+    try:
+        return space.check(code)
+    except ConfigError as exc:
+        raise ConfigError(f"flagcns.architecture={text!r}: {exc}") from None
+
+
+def search_rounds(s: "RunSettings") -> int:
+    o = s.of("flagcns")
+    return 0 if architecture_of(s) is not None else o.epochs * o.steps_per_epoch
+
+
+def _check(s: "RunSettings") -> None:
+    o = s.of("flagcns")
+    space = space_of(s)
+    schedule_of(s)
+    if architecture_of(s) is None and o.population > space.num_networks():
+        raise ConfigError(f"flagcns.population={o.population} exceeds the {space.num_networks()} distinct networks of "
+                          f"a space with flagcns.layers={o.layers}")
+    rounds = search_rounds(s) + o.retrain_epochs
+    if s.rounds != rounds:
+        how = (f"flagcns.epochs x flagcns.steps-per-epoch + flagcns.retrain-epochs = {o.epochs} x {o.steps_per_epoch} "
+               f"+ {o.retrain_epochs}" if search_rounds(s) else f"flagcns.retrain-epochs = {o.retrain_epochs} (a "
+               f"fixed flagcns.architecture is only retrained)")
+        raise ConfigError(f"rounds={s.rounds}, but an FL-AGCNS run has {how} = {rounds} rounds; set rounds={rounds}")
+    if o.ablation == "random-partition" and s["node.partitioner"] != "random":
+        raise ConfigError(f"flagcns.ablation='random-partition' runs FL-AGCNS on randomly divided subgraphs: set "
+                          f"node.partitioner='random' (got {s['node.partitioner']!r})")
+    if s.aggregator != "mean":
+        raise ConfigError(f"aggregator={s.aggregator!r}: FL-AGCNS combines gradients as flagcns.combine says; valid "
+                          f"with it: aggregator='mean'")
+    if s.secure_agg == "secagg+":
+        raise ConfigError("secure-agg='secagg+' would mask the SuperNet gradients only, while FL-AGCNS also sends "
+                          "validation losses; use secure-agg='ckks' (gradients and losses summed under CKKS)")
+    if s.secure_agg == "ckks":
+        want = "train-size" if o.combine == "weighted" else "uniform"
+        if s.weighting != want:
+            raise ConfigError(f"secure-agg='ckks' with flagcns.combine={o.combine!r}: each client weighs its encrypted "
+                              f"gradient itself, so set weighting={want!r} (got {s.weighting!r})")
+
+
+def _strategy(args: StrategyArgs) -> "Strategy":
+    from ..strategies.flagcns import FLAGCNSStrategy
+
+    s = args.settings
+    o = s.of("flagcns")
+    return FLAGCNSStrategy(space=space_of(s), schedule=schedule_of(s), combine=o.combine, fitness=o.fitness,
+                           lr=o.lr, weight_decay=o.weight_decay, architecture=architecture_of(s),
+                           init_seed=None if o.init_seed < 0 else o.init_seed, **args.common())
+
+
+def _client_kwargs(args: ClientArgs) -> dict[str, Any]:
+    s = args.settings
+    o = s.of("flagcns")
+    return dict(partition_id=args.partition_id, space=space_of(s), schedule=schedule_of(s), seed=s.seed,
+                fitness=o.fitness, state=args.state, cache=args.cache,
+                key_file=s.key_file if s.secure_agg == "ckks" else None, architecture=architecture_of(s),
+                init_seed=None if o.init_seed < 0 else o.init_seed)
+
+
+def _client(args: ClientArgs) -> "NumPyClient":
+    from ..clients.flagcns import FLAGCNSClient
+
+    return FLAGCNSClient(args.data(), **_client_kwargs(args))
+
+
+def _noop_client(args: ClientArgs) -> "NumPyClient":
+    from ..clients.flagcns import FLAGCNSNoOpClient
+
+    return FLAGCNSNoOpClient(args.data(), **_client_kwargs(args))
+
+
+def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
+    raise ConfigError("server-eval=true: FL-AGCNS's server holds a SuperNet, then a searched architecture, not the "
+                      "node task's model; set server-eval=false (clients evaluate the retrained architecture)")
+
+
+def _stateful(s: "RunSettings") -> bool:
+    return architecture_of(s) is None  # the clients' EAs (a fixed architecture is only retrained)
+
+
+FLAGCNS = register(Method(
+    name="flagcns", summary="FL-AGCNS (Wang et al.): federated GCN architecture search (weight-sharing SuperNet, "
+    "federated evolutionary optimisation), then federated retraining of the chosen architecture", tasks=("node",),
+    build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=_stateful,
+    update_kind="gradients", server_evaluate=_no_server_model, paper="../shared/papers/003_c98e86ed96b4afb8.txt"))
+FLAGCNS_NOOP = register(Method(
+    name="flagcns-noop", summary="FL-AGCNS's messages with clients that do no work: the floor for FL-AGCNS's "
+    "per-round time (benchmarks)", tasks=("node",), build_strategy=_strategy, build_client=_noop_client,
+    check=_check, stateful_clients=_stateful, update_kind="gradients", server_evaluate=_no_server_model,
+    benchmark_only=True))

@@ -1,0 +1,460 @@
+"""FL-AGCNS (Wang et al., *FL-AGCNS: Federated Learning Framework for Automatic Graph Convolutional Network
+Search*): a federated search over GCN architectures with a weight-sharing SuperNet and federated evolutionary
+optimisation (FEO), then the chosen architecture retrained from scratch, as a flowergraph strategy.
+
+The run has two stages (:class:`~flowergraph.strategies.policy.Stage`): ``search`` (``epochs x steps-per-epoch``
+rounds) and ``retrain`` (``retrain-epochs`` rounds); with a fixed architecture only ``retrain``. It computes what
+the in-process reference :class:`~flowergraph.tasks.flagcns.InProcessSearch` computes (paper Algorithm 2, the
+deviations listed in :mod:`flowergraph.tasks.flagcns`): same seed, same populations, SuperNet weights and chosen
+architecture (tests compare them), because both call the same functions in the same order; only where they run
+differs.
+
+Search round r (epoch t = ceil(r / S), step k; S steps per epoch): the server draws ``sample-size`` codes from the
+training population (P; during the ``warmup`` epochs a fresh random population drawn at each epoch's first step)
+and sends every client, in ``fit``, the SuperNet parameters those codes train (named) with the codes; each client
+returns its gradients of its training loss averaged over the codes; the server combines them (``weighted`` by
+training-set size, the paper's Eq. 2, or ``sum``) and takes one Adam step (lr 0.02, weight decay 5e-6) on the
+SuperNet it holds. After the epoch's last step, if t > warmup, one FEO generation (Algorithm 1), phase
+``flagcns-feo``:
+
+1. the controller's EA proposes a pool from P; every client scores it (phase message ``flagcns.evaluate``, with
+   the sub-networks' weights): validation loss and accuracy per code, or only their CKKS encryption in secure
+   mode, which the server sums without a key and one client decrypts (``flagcns-decrypt``); FLL (Eq. 1, the
+   validation-size weighted loss) ranks the pool: P_FL;
+2. every client evolves ``P_{G_i} u P_FL`` with its own EA on its own validation losses (``flagcns.evolve``, with
+   the whole SuperNet) and returns its ranking P_{G_i}; its EA's state stays on the client (client checkpoints);
+3. the server assembles the new P: the top ``(1 - gamma)|P|`` of P_FL and the top ``gamma |P| n_i / sum n_j`` of
+   each P_{G_i} (gamma = 0.5 * 0.99^t, or fixed by ``flagcns.ablation``).
+
+When ``retrain`` starts (Algorithm 2 lines 19-22, phase ``flagcns-final``) every client scores the final P; the
+member with the lowest FLL is the architecture. Retraining (the reference code's): its network starts from fresh
+seeded weights; each round every client returns its full-batch training gradient, the server combines them and
+takes one Adam step; clients evaluate every round (fused into the next fit); the epoch with the best federated
+validation accuracy gives FLACC (test accuracy weighted by test-set sizes), reported in the last round's record
+(``flagcns.result``) with the parameter count and the clients' inference time.
+
+What the server learns: the sampled codes and population (it runs the controller), each client's gradients and
+training loss per round (under ``secure-agg=ckks``: only their train-size weighted sum, no loss), each client's
+validation loss and accuracy per scored code (secure: only the sums over clients: FLL itself), each client's
+ranking of its own population and its training-set size, and in retraining each client's evaluation metrics (as
+for every method). State: the SuperNet (the bank's global model), Adam's moments, the population, the
+controller's EA, the random generator, the history and the retraining's best epoch join the checkpoint
+(:meth:`state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from logging import INFO, WARNING
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from flwr.common import Parameters, Scalar
+from flwr.common.logger import log
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from .. import wire
+from ..wire import PhaseMessage
+from ..wire import flagcns as msg
+from ..wire.secure import CKKS_SUM, CKKS_TOTAL_WEIGHT
+from .aggregation import Update
+from .bank import GLOBAL
+from .base import FederatedStrategy
+from .evaluation import ClientEvaluation
+from .phases import Phase
+from .secure import Upload
+from .policy import FederationPolicy, Stage
+
+SEARCH, RETRAIN = "search", "retrain"
+COMBINE = ("weighted", "sum")
+FITNESS = ("loss", "accuracy")
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if value is not None and math.isfinite(float(value)) else None
+
+
+class FLAGCNSStrategy(FederatedStrategy):
+    """FL-AGCNS's server (module docstring).
+
+    ``space`` (:class:`~flowergraph.tasks.flagcns.SearchSpace`) and ``schedule``
+    (:class:`~flowergraph.tasks.flagcns.SearchSchedule`: population, sample size, epochs, warm-up, steps per epoch,
+    gamma) define the search; ``combine``: ``weighted`` or ``sum``; ``fitness``: ``loss`` (the paper) or
+    ``accuracy`` (the reference code); ``lr`` / ``weight_decay``: the server's Adam (search and retraining);
+    ``architecture``: a code to retrain without searching; ``init_seed``: the retrained network's initial weights
+    (default: the run's seed). The policy's ``num_rounds`` must be the search rounds plus the retraining rounds.
+    Every other argument is :class:`~flowergraph.strategies.FederatedStrategy`'s.
+    """
+
+    def __init__(self, policy: FederationPolicy | None = None, *, space: Any, schedule: Any,
+                 combine: str = "weighted", fitness: str = "loss", lr: float | None = None,
+                 weight_decay: float | None = None, architecture: Sequence[int] | None = None,
+                 init_seed: int | None = None, **kwargs: Any) -> None:
+        from ..tasks.flagcns import LR, WEIGHT_DECAY, EvolutionaryOptimizer, new_rng
+
+        if combine not in COMBINE:
+            raise ValueError(f"unknown combine {combine!r}; valid choices: {', '.join(COMBINE)}")
+        if fitness not in FITNESS:
+            raise ValueError(f"unknown fitness {fitness!r}; valid choices: {', '.join(FITNESS)}")
+        self.space, self.budget = space, schedule
+        self.search_rounds = 0 if architecture is not None else schedule.epochs * schedule.steps_per_epoch
+        stages = (Stage(RETRAIN),) if self.search_rounds == 0 else (Stage(SEARCH, self.search_rounds), Stage(RETRAIN))
+        super().__init__(policy, update_kind="gradients", stages=stages, **kwargs)
+        self.combine, self.fitness = combine, fitness
+        self.lr = LR if lr is None else float(lr)
+        self.weight_decay = WEIGHT_DECAY if weight_decay is None else float(weight_decay)
+        self.init_seed = self.seed if init_seed is None else int(init_seed)
+        self.secure = self.ckks is not None
+        # Algorithm 2's server state, drawn in InProcessSearch's order: the generator, then the initial population
+        self.rng = new_rng(self.seed, 0x5EA)
+        self.population: list[tuple[int, ...]] = [] if architecture is not None else \
+            space.random_population(schedule.population_size, self.rng)
+        self.controller = EvolutionaryOptimizer(space, schedule.controller_config(), self.seed, salt=0)
+        self.training: list[tuple[int, ...]] = []  # the epoch's training population (warm-up: random)
+        self.codes: list[tuple[int, ...]] = []  # this round's sampled codes
+        self.epoch_losses: list[float | None] = []
+        self.history: list[dict[str, Any]] = []  # one record per epoch (InProcessSearch.history's fields)
+        self.chosen: tuple[int, ...] | None = None if architecture is None else space.check(architecture)
+        self.selection: dict[str, Any] | None = None  # how the chosen architecture was selected
+        self.best: dict[str, Any] | None = None  # retraining: the epoch with the best federated val accuracy
+        self.net: Any = None  # the server's torch module: the SuperNet, then the retrained network
+        self.optimizer: Any = None  # its Adam (SuperNetOptimizer)
+        self.keys: list[str] = []  # the arrays this round's clients are sent (and send back, as gradients)
+        self._optimizer_state: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
+        self._client_manager: ClientManager | None = None
+
+    def __repr__(self) -> str:
+        return (f"FLAGCNSStrategy(num_clients={self.num_clients}, layers={self.space.num_layers}, "
+                f"population={self.budget.population_size}, epochs={self.budget.epochs})")
+
+    # ------------------------------------------------------------------------------------------- helpers
+    @property
+    def searching(self) -> bool:
+        return self.stage.name == SEARCH
+
+    def position(self, server_round: int) -> tuple[int, int]:
+        """``(epoch t, step k)`` of a search round (both 1-based)."""
+        steps = self.budget.steps_per_epoch
+        return (server_round - 1) // steps + 1, (server_round - 1) % steps + 1
+
+    def _shape(self) -> tuple[int, int]:
+        model = self.bank.global_model or {}
+        try:
+            return int(model["input.weight"].shape[1]), int(model["output.weight"].shape[0])
+        except KeyError:
+            raise RuntimeError(f"the initial model is not an FL-AGCNS network (no input.weight / output.weight among "
+                               f"{list(model)[:4]}...): are the clients FL-AGCNS clients?") from None
+
+    def _build_net(self) -> None:
+        """The server's module and Adam for the current stage, from the bank's global model (and, after a resume,
+        the checkpoint's Adam state)."""
+        from ..tasks.flagcns import ArchitectureNet, SuperNet, SuperNetOptimizer
+        from ..tasks.torch_state import load_module_arrays
+
+        in_dim, num_classes = self._shape()
+        if self.searching:
+            self.net = SuperNet(self.space, in_dim, num_classes)
+            self.net.load_arrays(self.bank.global_model or {})
+        else:
+            assert self.chosen is not None
+            self.net = ArchitectureNet(self.space, self.chosen, in_dim, num_classes)
+            load_module_arrays(self.net, self.bank.global_model or {})
+            self.keys = self.net.gradient_keys()
+        self.optimizer = SuperNetOptimizer(self.net, lr=self.lr, weight_decay=self.weight_decay)
+        if self._optimizer_state is not None:
+            self.optimizer.load_state(*self._optimizer_state)
+            self._optimizer_state = None
+
+    def _fit_value(self, loss: float, accuracy: float) -> float:
+        return -loss if self.fitness == "loss" else accuracy
+
+    # --------------------------------------------------------------------------------------------- hooks
+    def setup(self, client_manager: ClientManager) -> None:
+        self._client_manager = client_manager
+        self._build_net()
+
+    def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
+        from ..tasks.flagcns import sample_members
+
+        self._client_manager = client_manager
+        if not self.searching:
+            return
+        t, k = self.position(server_round)
+        if k == 1:  # Algorithm 2: P, or during warm-up a fresh random population for the whole epoch
+            self.training = list(self.population) if self.budget.evolves(t) else \
+                self.space.random_population(self.budget.population_size, self.rng)
+            self.epoch_losses = []
+        self.codes = sample_members(self.training, self.budget.sample_size, self.rng)
+        self.keys = self.net.gradient_keys(self.codes)
+
+    def fit_config(self, server_round: int) -> dict[str, Scalar]:
+        config = super().fit_config(server_round)
+        if self.searching:
+            t, k = self.position(server_round)
+            config.update(msg.SearchStep(tuple(self.codes), t, k).config())
+        else:
+            assert self.chosen is not None
+            config.update(msg.Retrain(self.chosen).config())
+        return config
+
+    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+        """Every client gets the same named arrays: the parameters this round trains (the sampled codes'
+        sub-networks, or the retrained network's)."""
+        return GLOBAL, list(self.keys)
+
+    def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
+        config = super().evaluate_config(server_round)
+        if self.chosen is not None and not self.searching:
+            config.update(msg.Retrain(self.chosen).config())
+        return config
+
+    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager
+                           ) -> list[tuple[ClientProxy, Any]]:
+        if self.searching:  # the search is scored by its FEO phases, not by evaluate messages
+            self.book.start(server_round)
+            self.book.flush()
+            return []
+        return super().configure_evaluate(server_round, parameters, client_manager)
+
+    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
+                          ) -> Mapping[str, np.ndarray]:
+        """Combine the clients' gradients and take one Adam step on the server's module (the weights are the
+        clients' training-set sizes, whatever the aggregator says: Eq. 2)."""
+        from ..tasks.flagcns import combine_gradients
+
+        if len(updates) == 1 and updates[0].client == CKKS_SUM:  # secure: the decrypted train-size weighted mean
+            mean = updates[0].named(self.keys)
+            if self.combine == "weighted":
+                combined = mean
+            else:  # uniform client weights: the sum is the mean times the number of clients
+                total = float(updates[0].metrics[CKKS_TOTAL_WEIGHT])
+                combined = {k: (np.asarray(v, np.float64) * total).astype(v.dtype) for k, v in mean.items()}
+        else:
+            combined = combine_gradients([u.named(self.keys) for u in updates],
+                                         [float(u.num_examples) for u in updates], self.combine)
+        self.optimizer.step(combined)
+        new = dict(self.bank.global_model or {})
+        params = self.optimizer.params
+        for key in combined:
+            new[key] = params[key].detach().cpu().numpy().copy()
+        return new
+
+    def after_fit(self, server_round: int, updates: list[Update]) -> None:
+        from ..tasks.flagcns import federated_mean
+
+        if not self.searching:
+            return
+        t, k = self.position(server_round)
+        plain = [u for u in updates if u.client != CKKS_SUM and wire.TRAIN_LOSS in u.metrics]
+        loss = federated_mean([float(u.metrics[wire.TRAIN_LOSS]) for u in plain],
+                              [float(u.num_examples) for u in plain]) if plain else math.nan
+        self.epoch_losses.append(_finite(loss))
+        rec = self.book.start(server_round)
+        rec["flagcns"] = {"epoch": t, "step": k, "codes": len(self.codes), "arrays": len(self.keys),
+                          "train_loss": _finite(loss)}
+        if k == self.budget.steps_per_epoch:
+            rec["flagcns"]["generation"] = self._end_epoch(t, server_round)
+
+    def _end_epoch(self, t: int, server_round: int) -> dict[str, Any]:
+        losses = [v for v in self.epoch_losses if v is not None]
+        record: dict[str, Any] = {"epoch": t, "train_loss": float(np.mean(losses)) if losses else None,
+                                  "evolved": self.budget.evolves(t)}
+        if record["evolved"]:
+            record.update(self._feo(t, server_round))
+        self.history.append(record)
+        return record
+
+    def _feo(self, t: int, server_round: int) -> dict[str, Any]:
+        """One FEO generation (Algorithm 1) at the end of epoch ``t``."""
+        from ..tasks.flagcns import assemble_population
+
+        space, budget = self.space, self.budget
+        assert self._client_manager is not None
+        clients = self.all_clients(self._client_manager)
+        start = time.perf_counter()
+        gamma = budget.gamma(t)
+        phase = self.phases.begin(msg.FEO_PHASE, server_round, timeout=self.round_timeout)
+        self.controller.set_population(self.population)
+        pool = self.controller.propose()
+        scores = self.federated_scores(phase, clients, pool, server_round)
+        if scores is None:
+            self.book.add_phase(phase.end())
+            log(WARNING, "round %s: no client scored the controller's pool; FEO generation %s skipped",
+                server_round, t)
+            return {"gamma": gamma, "skipped": "no client scored the controller's pool"}
+        p_fl = self.controller.select([self._fit_value(loss, acc) for loss, acc in scores])
+        ranked: list[list[tuple[int, ...]]] = []
+        weights: list[float] = []
+        evaluations = 0
+        if gamma > 0:  # at gamma = 0 the clients' rankings get no seat in P
+            request = msg.EvolveRequest(tuple(p_fl), tuple(self.population), t)
+            arrays, values = request.encode()
+            for reply in phase.send(msg.EVOLVE, clients, PhaseMessage(arrays, values, model=self.net.arrays()),
+                                    require_all=False):
+                try:
+                    answer = msg.EvolveReply.decode(reply.arrays, reply.values)
+                    codes = [space.check(c) for c in answer.ranked]
+                except Exception as exc:  # noqa: BLE001 (a malformed ranking is left out, named)
+                    log(WARNING, "round %s: the ranking of client %s is malformed (%s); left out", server_round,
+                        reply.client, exc)
+                    continue
+                ranked.append(codes)
+                weights.append(float(answer.num_train))
+                evaluations += answer.evaluations
+        if ranked and sum(weights) > 0:
+            assembled = assemble_population(space, p_fl, ranked, gamma, weights, budget.population_size)
+        else:  # no client ranking (gamma = 0, or none arrived): the controller's alone
+            assembled = assemble_population(space, p_fl, [[]], 0.0, [1.0], budget.population_size)
+        self.population = list(assembled.population)
+        canonical = [space.canonical(c) for c in pool]
+        best = scores[canonical.index(space.canonical(p_fl[0]))]
+        n_fl, n_clients = assembled.counts()
+        self.book.add_phase(phase.end(pool=len(pool), clients_ranked=len(ranked)))
+        return {"gamma": gamma, "best_code": list(p_fl[0]), "best_fll": _finite(best[0]),
+                "best_val_accuracy": _finite(best[1]), "from_controller": n_fl,
+                "from_clients": n_clients if ranked else [], "pool": len(pool), "evaluations": evaluations,
+                "feo_seconds": time.perf_counter() - start}
+
+    def federated_scores(self, phase: Phase, clients: list[ClientProxy], codes: Sequence[tuple[int, ...]],
+                         server_round: int) -> list[tuple[float, float]] | None:
+        """``(FLL, federated validation accuracy)`` of each code (Eq. 1, validation-size weighted) from the clients
+        that answer ``flagcns.evaluate`` (None if none does): their per-client values, or in secure mode only the
+        decrypted sums."""
+        from ..tasks.flagcns import federated_mean
+
+        request = msg.EvaluateRequest(tuple(codes), encrypted=self.secure)
+        arrays, values = request.encode()
+        replies = phase.send(msg.EVALUATE, clients, PhaseMessage(arrays, values, model=self.net.arrays(codes)),
+                             require_all=False)
+        count = len(codes)
+        if self.secure:
+            assert self.ckks is not None
+            uploads = []
+            for reply in replies:
+                try:
+                    enc = msg.EncryptedScores.decode(reply.arrays, reply.values)
+                except Exception as exc:  # noqa: BLE001
+                    log(WARNING, "round %s: the encrypted scores of client %s are malformed (%s); left out",
+                        server_round, reply.client, exc)
+                    continue
+                uploads.append(Upload(reply.proxy, reply.client, self.partition(reply.proxy), enc.upload.arrays(),
+                                      enc.upload.metrics(), enc.num_val))
+            total, info = self.ckks.sum_checked(server_round, uploads, 3 * count + 1, self.round_timeout,
+                                                purpose=msg.SCORES_PURPOSE, phase_name=msg.DECRYPT_PHASE)
+            phase.record.setdefault("secure", []).append(
+                {k: v for k, v in info.items() if k not in ("bytes_down", "bytes_up")})
+            phase.record["bytes_down"] += int(info.get("bytes_down", 0))
+            phase.record["bytes_up"] += int(info.get("bytes_up", 0))
+            return None if total is None else msg.scores_from_sum(total, count)
+        rows = []
+        for reply in replies:
+            try:
+                scores = msg.Scores.decode(reply.arrays, reply.values)
+                if len(scores.losses) != count:
+                    raise ValueError(f"{len(scores.losses)} scores for {count} codes")
+            except Exception as exc:  # noqa: BLE001
+                log(WARNING, "round %s: the scores of client %s are malformed (%s); left out", server_round,
+                    reply.client, exc)
+                continue
+            rows.append(scores)
+        if not rows:
+            return None
+        sizes = [float(s.num_val) for s in rows]
+        return [(federated_mean([float(s.losses[j]) for s in rows], sizes),
+                 federated_mean([float(s.accuracies[j]) for s in rows], sizes)) for j in range(count)]
+
+    def begin_stage(self, stage: Stage, server_round: int, client_manager: ClientManager
+                    ) -> Mapping[str, np.ndarray] | None:
+        """``retrain`` starts: Algorithm 2 lines 19-22 (the member of P with the lowest FLL), then its network with
+        fresh seeded weights and a fresh Adam."""
+        from ..tasks.flagcns import ArchitectureNet, SuperNetOptimizer, best_architecture
+        from ..tasks.torch_state import module_arrays
+
+        if stage.name != RETRAIN:
+            return None
+        self._client_manager = client_manager
+        if self.chosen is None:
+            phase = self.phases.begin(msg.FINAL_PHASE, server_round, timeout=self.round_timeout)
+            scores = self.federated_scores(phase, self.all_clients(client_manager), self.population, server_round)
+            self.book.add_phase(phase.end(population=len(self.population)))
+            if scores is None:
+                raise RuntimeError(f"round {server_round}: no client scored the final population, so no architecture "
+                                   f"can be chosen")
+            try:
+                code, fll = best_architecture(self.population, [s[0] for s in scores])
+            except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
+                raise RuntimeError(f"round {server_round}: {exc}") from None
+            self.chosen = code
+            self.selection = {"code": list(code), "describe": self.space.short(code), "fll": _finite(fll),
+                              "val_accuracy": _finite(scores[self.population.index(code)][1]),
+                              "population": len(self.population)}
+            log(INFO, "FL-AGCNS chose %s (FLL %.4f)", self.space.short(code), fll)
+        in_dim, num_classes = self._shape()
+        net = ArchitectureNet(self.space, self.chosen, in_dim, num_classes, seed=self.init_seed)
+        self.net, self.optimizer = net, SuperNetOptimizer(net, lr=self.lr, weight_decay=self.weight_decay)
+        self.keys = net.gradient_keys()
+        self.book.start(server_round)["flagcns"] = {"selection": self.selection, "architecture": list(self.chosen),
+                                                    "parameters": self.parameters()}
+        return module_arrays(net)
+
+    def parameters(self) -> int:
+        """Parameters of the retrained network (all of them, as the paper counts)."""
+        return int(sum(p.numel() for p in self.net.parameters())) if not self.searching and self.net is not None \
+            else 0
+
+    def after_evaluate(self, server_round: int, evaluations: list[ClientEvaluation]) -> None:
+        """Retraining: the first epoch with the best federated validation accuracy (the reference's choice) and its
+        FLACC; after the last round, the run's result in that round's record (``flagcns.result``)."""
+        from ..tasks.flagcns import federated_mean
+
+        if server_round <= self.search_rounds:
+            return
+        rows = [e.metrics for e in evaluations]
+        val = federated_mean([float(m.get(wire.VAL_ACCURACY, math.nan)) for m in rows],
+                             [float(m.get(wire.NUM_VAL, 0)) for m in rows]) if rows else math.nan
+        test = federated_mean([float(m.get(wire.ACCURACY, math.nan)) for m in rows],
+                              [float(m.get(wire.NUM_TEST, 0)) for m in rows]) if rows else math.nan
+        if math.isfinite(val) and (self.best is None or val > self.best["val_accuracy"]):
+            self.best = {"epoch": server_round - self.search_rounds, "round": server_round, "val_accuracy": val,
+                         "flacc": _finite(test), "inference_s": float(sum(m.get(msg.INFERENCE_S, 0.0) for m in rows))}
+        if server_round == self.num_rounds:
+            self.book.start(server_round).setdefault("flagcns", {})["result"] = self.result()
+
+    def result(self) -> dict[str, Any]:
+        """The run's outcome: the architecture, how it was chosen, its parameters and its best retraining epoch."""
+        assert self.chosen is not None
+        return {"architecture": list(self.chosen), "describe": self.space.short(self.chosen),
+                "parameters": self.parameters(), "selection": self.selection, **(self.best or {})}
+
+    # --------------------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        from ..tasks.flagcns import rng_state_json
+
+        arrays, values = self.optimizer.state() if self.optimizer is not None else ({}, None)
+        return {**super().state_dict(), "flagcns": {
+            "population": [list(c) for c in self.population], "rng": rng_state_json(self.rng),
+            "controller": self.controller.state(), "training": [list(c) for c in self.training],
+            "epoch_losses": list(self.epoch_losses), "history": self.history,
+            "chosen": None if self.chosen is None else list(self.chosen), "selection": self.selection,
+            "best": self.best, "optimizer": {"arrays": arrays, "values": values}}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from ..tasks.flagcns import EvolutionaryOptimizer, rng_from_json
+
+        super().load_state_dict(state)
+        own = state.get("flagcns")
+        if own is None:
+            raise RuntimeError("the checkpoint holds no FL-AGCNS state (was it written by another method?)")
+        space = self.space
+        self.population = [space.check(c) for c in own["population"]]
+        self.rng = rng_from_json(own["rng"])
+        self.controller = EvolutionaryOptimizer.from_state(space, own["controller"])
+        self.training = [space.check(c) for c in own["training"]]
+        self.epoch_losses = list(own["epoch_losses"])
+        self.history = [dict(r) for r in own["history"]]
+        self.chosen = None if own["chosen"] is None else space.check(own["chosen"])
+        self.selection, self.best = own["selection"], own["best"]
+        opt = own["optimizer"]
+        self._optimizer_state = None if opt["values"] is None else (dict(opt["arrays"]), opt["values"])

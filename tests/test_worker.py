@@ -1,0 +1,70 @@
+"""The node worker (flowergraph.app.worker): a deployment's messages run in one warm process per node and run,
+with the same replies, state and errors as in their own process, and the worker cleans up after itself."""
+
+import os
+import time
+
+import psutil
+import pytest
+from flwr.app import Context, Message, RecordDict
+from flwr.common import GetPropertiesIns
+from flwr.compat.common import recorddict_compat as compat
+from flwr.supercore.task_identity import TaskIdentity
+
+from flowergraph import wire
+from flowergraph.app import worker
+from flowergraph.errors import ConfigError
+
+RUN_CONFIG = {"method": "fedavg", "num-clients": 3, "rounds": 2, "node.synthetic-nodes": 300}
+
+
+def _identity_message(node_id: int, message_id: str) -> Message:
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 11, node_id
+    content = compat.getpropertiesins_to_recorddict(GetPropertiesIns(config=dict(wire.IDENTITY_REQUEST)))
+    message = Message(content, dst_node_id=node_id, message_type="get_properties")
+    message.metadata.__dict__["_message_id"] = message_id
+    return message
+
+
+def _context(node_id: int, partition_id) -> Context:
+    return Context(run_id=11, node_id=node_id, node_config={"partition-id": partition_id, "num-partitions": 3},
+                   state=RecordDict(), run_config=dict(RUN_CONFIG))
+
+
+def test_messages_run_in_one_warm_worker_that_ends_when_idle(monkeypatch):
+    monkeypatch.setenv(worker.IDLE_ENV, "3")
+    monkeypatch.setenv("FLOWERGRAPH_MESSAGE_TIMES", os.devnull)  # the worker reports where its time went
+    node = 4242
+    pids, builds = [], []
+    for k in range(2):
+        reply, times = worker.handle(_identity_message(node, f"m{k}"), _context(node, 1))
+        res = compat.recorddict_to_getpropertiesres(reply.content)
+        assert res.properties[wire.PARTITION_ID] == 1
+        assert reply.metadata.reply_to_message_id == f"m{k}"
+        pids.append(worker.handle.last_pid)
+        builds.append(times)
+    assert pids[0] == pids[1] != os.getpid()  # one worker for the node's run, not this process
+    assert builds[1]["imports_s"] < 0.05 < builds[0]["imports_s"]  # torch & co. were imported once
+    # a message the client refuses raises here, as it would in its own process; the worker goes on
+    with pytest.raises(ConfigError, match=r"flowergraph refused the run: partition-id=7 out of range \[0, 2\]"):
+        worker.handle(_identity_message(node, "bad"), _context(node, 7))
+    assert worker.handle.last_pid == pids[0]
+    key = worker.worker_key(node, 11)
+    assert worker._connect(worker.address(key)) is not None
+    deadline = time.monotonic() + 60
+    while psutil.pid_exists(pids[0]) and time.monotonic() < deadline:  # idle for 3 s: it ends
+        if psutil.Process(pids[0]).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.2)
+    assert worker._connect(worker.address(key)) is None, "the idle worker is still listening"
+    assert not [p for p in worker.workers_dir().iterdir() if p.name.startswith(key)]  # its files are gone
+
+
+def test_a_worker_is_used_only_under_flowers_clientapp_process(monkeypatch):
+    monkeypatch.setattr("sys.argv", ["/venv/bin/flwr-clientapp", "--token", "x"])
+    assert worker.enabled()
+    monkeypatch.setenv(worker.ENV, "off")
+    assert not worker.enabled()
+    monkeypatch.delenv(worker.ENV)
+    monkeypatch.setattr("sys.argv", ["pytest"])  # the simulation's Ray actors are warm already
+    assert not worker.enabled()
