@@ -174,13 +174,14 @@ def _check(s: "RunSettings") -> None:
     if o.search == "grid":
         size = search_space(s).grid_size()
         if o.trials > size:
-            raise ConfigError(f"asfgnn.trials={o.trials} exceeds the grid's {size} points")
+            raise ConfigError(f"asfgnn.trials={o.trials} exceeds the grid's {size} points; valid: 1..{size}")
     if not is_cm(s):
         if o.variant != "sfgnn" and not o.js:
             raise ConfigError(f"asfgnn.js=false switches SFGNN's mixing off; asfgnn.variant={o.variant!r} mixes "
                               f"nothing (valid: asfgnn.variant='sfgnn')")
         if o.variant != "sfgnn" and o.fgnn_init != "shared":
-            raise ConfigError(f"asfgnn.fgnn-init={o.fgnn_init!r} applies to asfgnn.variant='sfgnn' only")
+            raise ConfigError(f"asfgnn.fgnn-init={o.fgnn_init!r} applies to asfgnn.variant='sfgnn' only (valid with "
+                              f"asfgnn.variant={o.variant!r}: 'shared')")
     config = default_config(s)  # ConfigError for a list of the wrong length
     if not is_cm(s) and o.variant == "fl" and len({c["depth"] for c in config["clients"]}) != 1:
         raise ConfigError(f"asfgnn.variant='fl' averages the whole model, so every client needs the same depth; "
