@@ -163,7 +163,8 @@ def test_what_each_client_sends_and_receives(reference):
     """SFGNN, checked on the messages: every client gets its own hyper-parameters; it sends back exactly the
     discriminator (no ``sgnn.*`` array) and its statistics; round 1's reply equals an independent replay of that
     client's first round (the seeded model with client 0's initial discriminator); round 2 sends each client the
-    plain mean of the round-1 discriminators and the summed label counts N_s; only client 0 is asked for the
+    plain mean of the round-1 discriminators and the summed label counts N_s, and no metric (with two clients
+    the mean would give away the other's accuracy); only client 0 is asked for the
     trial's initial discriminator; metrics carry nothing but the partition id and the array names."""
     config, _, proxies = reference
     s, clients, hps = _clients(config)
@@ -210,6 +211,7 @@ def test_what_each_client_sends_and_receives(reference):
             np.testing.assert_allclose(sent[key], (replies[0, 1][key] + replies[1, 1][key]) / 2, rtol=0, atol=1e-7)
         np.testing.assert_array_equal(aw.global_counts(sent), clients[0].train_label_counts()
                                       + clients[1].train_label_counts())
+        assert not sent[aw.METRICS].any()  # the round's mean accuracies stay with the server
 
 
 @pytest.mark.parametrize("variant", ["sp", "fl"])

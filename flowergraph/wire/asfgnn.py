@@ -27,7 +27,8 @@ over clients divided by their number)::
 
 Downstream (server -> client) the same names carry the server's values: ``asfgnn.counts`` = N_s / COUNT_SCALE
 (the global label counts, summed over the clients of the last aggregation; the client rounds ``x * COUNT_SCALE``
-back to integers), ``asfgnn.metrics`` the last round's averages, ``asfgnn.unit`` = [1]. Counts are scaled so that
+back to integers), ``asfgnn.metrics`` zeros (the averages stay with the server: see
+:meth:`RoundAggregate.downstream`), ``asfgnn.unit`` = [1]. Counts are scaled so that
 they stay inside SecAgg+'s clipping range (default 8: up to 8,000 training labels per class and client).
 """
 
@@ -234,12 +235,12 @@ class RoundAggregate:
         return self.sums[correct] / n if n > 0 else float("nan")
 
     def downstream(self, like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The statistics arrays the server sends back: N_s / COUNT_SCALE, the round's plain means, unit 1."""
-        means = [self.mean(name, _flag(name)) if _flag(name) else self.sums[name] / self.clients
-                 for name, _ in METRIC_FIELDS]
-        metrics = np.nan_to_num(np.asarray(means, dtype=np.float64), nan=0.0)
+        """The statistics arrays the server sends back: N_s / COUNT_SCALE, zero metrics, unit 1.
+
+        The metrics stay with the server (its search needs them, no client does): with two clients, a client that
+        received the round's mean accuracy could subtract its own and learn the other client's."""
         return {UNIT: np.ones_like(np.asarray(like[UNIT], dtype=np.float64)),
-                COUNTS: self.counts.astype(np.float64) / COUNT_SCALE, METRICS: metrics}
+                COUNTS: self.counts.astype(np.float64) / COUNT_SCALE, METRICS: np.zeros(len(METRIC_FIELDS))}
 
 
 def _flag(name: str) -> str | None:
