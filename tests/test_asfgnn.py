@@ -16,7 +16,6 @@ from flwr.common import parameters_to_ndarrays
 from flowergraph import wire
 from flowergraph.app.inprocess import run_inprocess
 from flowergraph.errors import ConfigError
-from flowergraph.methods.asfgnn import default_config, split_spec
 from flowergraph.privacy import ckks
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
@@ -40,6 +39,20 @@ SMAC = {**BASE, "asfgnn.search": "smac", "asfgnn.trials": 3, "asfgnn.trial-round
 COSTS = ("time_s", "elapsed_s", "ended_at", "phases")
 FGNN = ["fgnn.lin1.weight", "fgnn.lin1.bias", "fgnn.lin2.weight", "fgnn.lin2.bias"]
 STATS = [aw.UNIT, aw.COUNTS, aw.METRICS]
+
+
+def default_config(s):
+    # imported here, not at the top: importing a method's module before the registry has loaded the built-in
+    # methods registers it first, which reorders every method list (docs/configuration.md's check would fail)
+    from flowergraph.methods.asfgnn import default_config
+
+    return default_config(s)
+
+
+def split_spec(s):
+    from flowergraph.methods.asfgnn import split_spec
+
+    return split_spec(s)
 
 
 def _config(shared_data, tmp, name, base=BASE, **extra):

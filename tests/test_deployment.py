@@ -193,15 +193,16 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.privacy import ckks
     from flowergraph.settings import parse_run_config
-    from flowergraph.methods.asfgnn import split_spec
     from flowergraph.tasks.asfgnn.files import export_asfgnn_partitions
 
     run_config = {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "rounds": 3, "seed": 1,
                   "asfgnn.trial-rounds": 2, "asfgnn.hidden": 64, "asfgnn.depth": "2,1", "secure-agg": "ckks",
                   "checkpoint-every": 3}
+    settings = parse_run_config({**run_config, "data-dir": str(shared_data)})  # loads the registry first
+    from flowergraph.methods.asfgnn import split_spec
+
     parts = tmp_path / "parts"
-    export_asfgnn_partitions(split_spec(parse_run_config({**run_config, "data-dir": str(shared_data)})), parts,
-                             log=lambda *a: None)
+    export_asfgnn_partitions(split_spec(settings), parts, log=lambda *a: None)
     key_file = ckks.write_key_file(tmp_path / "owners" / "ckks.bin")
     monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "empty-cache"))
     before = _children()
