@@ -7,8 +7,8 @@ Markov decision process:
   ``pca_components`` (20) principal axes, concatenated: a vector of 20 (|C| + 1) numbers.
   *How the PCA is fitted*: once, on the first observation whose |C| + 1 weight vectors are not all equal
   (normally the end of the first round, when the clients' weights have diverged from the broadcast one), with
-  those vectors as samples: centred by their mean, axes from an SVD (numpy, what sklearn's PCA computes, signs
-  fixed so each axis's largest-magnitude entry is positive). |C| + 1 samples give at most |C| axes; missing
+  those vectors as samples: centred by their mean, axes from a numpy SVD (sklearn's PCA axes up to sign; here
+  each axis's largest-magnitude entry is made positive). |C| + 1 samples give at most |C| axes; missing
   axes project to 0 (the state keeps 20 numbers per model). The PCA is never refitted, so states stay
   comparable across rounds and episodes. Before it is fitted (the very first state, where all models are the
   initial one) the state is all zeros.

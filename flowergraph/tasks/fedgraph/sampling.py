@@ -38,6 +38,7 @@ p = 1 gives Q~ = Q exactly.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -176,8 +177,12 @@ def _check_probability(name: str, p: float) -> None:
         raise ConfigError(f"{name}={p!r}: a sampling probability must be in (0, 1]")
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
 def _check_batch(name: str, size: int | None) -> None:
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+    if size is not None and not _is_count(size):
         raise ConfigError(f"{name}={size!r}: a mini-batch size must be an integer >= 1 (or None for all labelled "
                           f"nodes)")
 
@@ -209,6 +214,7 @@ class SamplingPolicy:
 
     def __post_init__(self):
         _check_batch("kappa", self.kappa)
+        object.__setattr__(self, "kappa", int(self.kappa))
         object.__setattr__(self, "probs", tuple(float(p) for p in self.probs))
         for k, p in enumerate(self.probs):
             _check_probability(f"probs[{k}]", p)
@@ -245,10 +251,10 @@ class NodeWise:
 
     def __post_init__(self):
         _check_batch("batch-size", self.batch_size)
-        object.__setattr__(self, "fanouts", tuple(self.fanouts))
         for k, s in enumerate(self.fanouts):
-            if not isinstance(s, int) or isinstance(s, bool) or s < 1:
+            if not _is_count(s):
                 raise ConfigError(f"fanouts[{k}]={s!r}: a fan-out must be an integer >= 1")
+        object.__setattr__(self, "fanouts", tuple(int(s) for s in self.fanouts))
 
     def check(self, num_convs: int) -> None:
         if len(self.fanouts) != num_convs:
@@ -275,7 +281,7 @@ class LayerWise:
 
     def __post_init__(self):
         _check_batch("batch-size", self.batch_size)
-        if not isinstance(self.layer_size, int) or isinstance(self.layer_size, bool) or self.layer_size < 1:
+        if not _is_count(self.layer_size):
             raise ConfigError(f"layer-size={self.layer_size!r}: must be an integer >= 1")
 
     def check(self, num_convs: int) -> None:
