@@ -230,14 +230,16 @@ def test_eq7_rescaling_by_hand():
     assert seen == set(nbrs_full[0])  # the remote neighbour is sampled like an own one
 
 
-def test_eq7_is_unbiased():
+@pytest.mark.parametrize("scheme", [SamplingPolicy(kappa=1, probs=(0.5, 0.5)), LayerWise(batch_size=1, layer_size=6)],
+                         ids=["fedgraph", "fastgcn"])
+def test_sampled_weights_are_unbiased(scheme):
+    """E[Q~] = Q: eq. 7's |V(v)|/|N(v)| and FastGCN's c(u)/(t q(u)) are inverse inclusion weights."""
     view = _tiny()
-    policy = SamplingPolicy(kappa=1, probs=(0.5, 0.5))
     gen = torch.Generator().manual_seed(1)
     total: dict = {}
     draws = 2000
     for _ in range(draws):
-        for key, w in _dense(policy.sample(view, torch.tensor([0]), (False, True), gen), 1, view).items():
+        for key, w in _dense(scheme.sample(view, torch.tensor([0]), (False, True), gen), 1, view).items():
             total[key] = total.get(key, 0.0) + w / draws
     exact = _dense(FullBatch().sample(view, torch.tensor([0]), (False, True)), 1, view)
     assert set(total) == set(exact)
@@ -538,3 +540,13 @@ def test_synthesis(shared_data):
         synthesise(data, 4, -1)
     with pytest.raises(ConfigError, match="unknown data scheme 'kmeans'; valid choices: synthesis, dirichlet"):
         client_graphs(GraphSpec(), "kmeans", 2)
+
+
+def test_core_never_imports_flower():
+    import subprocess
+    import sys
+
+    code = ("import sys, flowergraph.tasks.fedgraph\n"
+            "bad = sorted(m for m in sys.modules if m == 'flwr' or m.startswith('flwr.'))\n"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
