@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from flowergraph.errors import ConfigError
-from flowergraph.npzio import read_npz, write_npz
+from flowergraph.storage.npzio import read_npz, write_npz
 from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, load_global_graph
 from flowergraph.tasks.fedgraph import (SHARING, ActionSpace, DDPGAgent, DDPGConfig, FullBatch, LayerWise,
                                         NodeWise, ReplayBuffer, Rows, SamplingPolicy, aggregate, build_model,

@@ -57,7 +57,7 @@ def _propagate(model: nn.Module, view: ClientView, sample: LayeredSample, tables
     """Run convolutions 0..upto-1 of ``sample``; returns h^(upto) for ``sample.nodes[upto]`` (post-activation)
     or, when ``upto`` is the last convolution count, the logits z^(K)."""
     convs: Any = model.convs
-    dropout = float(getattr(model, "dropout", 0.0))
+    dropout = float(getattr(model, "dropout_p", 0.0))  # the node models expose p (tasks/models.py)
     input_dropout = float(getattr(model, "input_dropout", 0.0))
     h = view.graph.x[sample.nodes[0]]
     if input_dropout > 0:
