@@ -418,22 +418,31 @@ def test_presets_hold_the_paper_setting_and_budget():
 
 
 @pytest.mark.simulation
-def test_a_smac_run_through_flowers_simulation_equals_the_in_process_run(smac_run, tmp_path):
-    """The same 3 SMAC trials through Flower's Ray simulation (2 SuperNodes, 1 CPU each, messages serialised,
-    client state in context.state): the same proposals and accuracies as in process."""
+def test_smac_under_secagg_through_flowers_simulation_equals_the_plaintext_run(shared_data, tmp_path):
+    """Flower's Ray simulation (3 SuperNodes, 1 CPU each, messages serialised, client state in context.state) with
+    SecAgg+ (the disjoint-label setting: SecAgg+ needs >= 3 clients) and 2 SMAC trials: the server is handed only
+    the masked aggregate (one distinct payload per round, no per-client accuracy in the records), and the run
+    equals the plaintext in-process run: the same proposals, label counts, and accuracies to SecAgg+'s
+    quantisation."""
     from flowergraph.simulation import run_simulation
 
     torch.set_num_threads(1)
-    config, out = smac_run
-    overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir",
-                                                               "checkpoint-every")}
-    overrides["out-dir"] = str(tmp_path / "sim")
-    result = run_simulation("asfgnn", num_clients=2, rounds=9, overrides=overrides, cpus_per_client=1, timeout=600)
+    config = _config(shared_data, tmp_path, "plain", SMAC, **{"asfgnn.setting": "disjoint", "num-clients": 3,
+                                                             "asfgnn.trials": 2, "rounds": 6,
+                                                             "asfgnn.depth": "3,2,1", "asfgnn.lr": "0.01",
+                                                             "asfgnn.dropout": "0.5"})
+    run_inprocess(config)
+    overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
+    overrides.update({"out-dir": str(tmp_path / "sim"), "secure-agg": "secagg+"})
+    result = run_simulation("asfgnn", num_clients=3, rounds=6, overrides=overrides, cpus_per_client=1, timeout=600)
     assert result.ok, result.log_file.read_text()[-3000:]
-    want, got = read_run(out), read_run(tmp_path / "sim")
-    assert [r["round"] for r in got["rounds"]] == list(range(1, 10))
+    want, got = read_run(tmp_path / "plain"), read_run(tmp_path / "sim")
+    assert [r["round"] for r in got["rounds"]] == list(range(1, 7))
     for a, b in zip(want["rounds"], got["rounds"], strict=True):
+        assert b["secure_agg"]["distinct_payloads"] == 1 and b["asfgnn"]["clients"] == 3
+        assert not any("val_accuracy" in c for c in b["clients"].values())
         assert a.get("trial_started") == b.get("trial_started")
-        assert b["asfgnn"]["mean_val"] == pytest.approx(a["asfgnn"]["mean_val"], abs=1e-6)
-        assert b["asfgnn"]["mean_test"] == pytest.approx(a["asfgnn"]["mean_test"], abs=1e-6)
+        assert b["asfgnn"]["label_counts"] == a["asfgnn"]["label_counts"]
+        assert b["asfgnn"]["mean_val"] == pytest.approx(a["asfgnn"]["mean_val"], abs=1e-5)
+        assert b["asfgnn"]["mean_test"] == pytest.approx(a["asfgnn"]["mean_test"], abs=1e-5)
     assert got["summary"]["search"]["best_config"] == want["summary"]["search"]["best_config"]
