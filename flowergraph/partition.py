@@ -7,7 +7,9 @@
 
 ``export`` validates the settings as a run would (``--set KEY=VALUE`` takes the run-config keys of the dataset,
 split, partitioner and synthetic graph), cuts the global graph and writes ``client-K.npz`` per client plus
-``manifest.json`` (format: :mod:`flowergraph.tasks.partition_files`). Hand client K its file; its SuperNode
+``manifest.json`` (format: :mod:`flowergraph.tasks.partition_files`). A method that assigns nodes to clients its
+own way exports its split (``--set method=asfgnn --set asfgnn.setting=label ...``: its registration's
+``extra["export_partitions"]``). Hand client K its file; its SuperNode
 then reads only that file (node config ``partition-file=...``), or a simulation reads the folder
 (run config ``partition-dir=...``). Exit status 2 for bad input.
 """
@@ -34,7 +36,11 @@ def _export(a) -> int:
     s = parse_run_config(raw)
     if s.method_info.task != "node":
         raise SystemExit("only node-level datasets are partitioned into files")
-    manifest = export_partitions(s.graph_spec(), s.partition_spec(), a.out, force=a.force)
+    exporter = s.method_info.extra.get("export_partitions")  # a method that assigns nodes its own way
+    if exporter is not None:
+        manifest = exporter(s, a.out, a.force)
+    else:
+        manifest = export_partitions(s.graph_spec(), s.partition_spec(), a.out, force=a.force)
     print(f"manifest: {manifest}")
     return 0
 

@@ -24,7 +24,8 @@ A **method** (:class:`Method`) is a strategy module, a client module and one reg
 The ServerApp, the ClientApp, the launchers and the settings look tasks and methods up here and never branch on
 a name. Built-in registrations: :mod:`flowergraph.methods.node` (the node task, ``centralized``, ``noop``),
 :mod:`flowergraph.methods.graph` (the graph task), :mod:`flowergraph.methods.baselines` (``fedavg``,
-``fedprox``, ``fedper``, ``gcfl``), :mod:`flowergraph.methods.fedgcn`, :mod:`flowergraph.methods.fedstar`. Other
+``fedprox``, ``fedper``, ``gcfl``), :mod:`flowergraph.methods.fedgcn`, :mod:`flowergraph.methods.fedstar`,
+:mod:`flowergraph.methods.asfgnn` (``asfgnn``, ``asfgnn-cm``). Other
 packages add tasks and methods without touching this package:
 
 * an installed package declares an entry point in the group ``flowergraph.methods`` whose object is a
@@ -68,7 +69,8 @@ ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _BUILTIN_MODULES = ("flowergraph.methods.baselines", "flowergraph.methods.node", "flowergraph.methods.graph",
-                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns")
+                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns",
+                    "flowergraph.methods.asfgnn")
 
 
 @dataclass

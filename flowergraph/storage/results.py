@@ -74,6 +74,7 @@ class RunRecorder:
         self.total_rounds = total_rounds
         self.log = log or (lambda _line: None)
         self.rounds: list[dict[str, Any]] = []
+        self.extra: dict[str, Any] = {}  # summary entries a method adds (set_summary)
         self.started = time.time()
         rounds_path = self.out_dir / "rounds.jsonl"
         if rounds_path.exists() and not resume:
@@ -95,6 +96,13 @@ class RunRecorder:
         with open(self.out_dir / "rounds.jsonl", "a") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
         self.log(self.progress_line(record))
+        self._write_summary("running")
+
+    def set_summary(self, key: str, value: Any) -> None:
+        """An entry of the method's own in ``summary.json`` (e.g. a search's best trial), kept from now on."""
+        if key not in self.extra and key in self.summary("running"):
+            raise ValueError(f"summary key {key!r} is flowergraph's own; choose another name")
+        self.extra[str(key)] = _jsonable(value)
         self._write_summary("running")
 
     def progress_line(self, r: dict[str, Any]) -> str:
@@ -143,6 +151,7 @@ class RunRecorder:
         if dp:  # the privacy budget spent by the model updates (strategies/dp.py)
             out["dp"] = {k: dp[-1].get(k) for k in ("mode", "epsilon", "delta", "releases", "noise_stddev",
                                                      "clipping_norm")}
+        out.update(self.extra)
         if error:
             out["error"] = error
         return out

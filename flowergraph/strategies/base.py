@@ -274,7 +274,8 @@ class FederatedStrategy(Strategy):
         return self.aggregator.aggregate_named(updates, weights, like=self.bank.global_model or {})
 
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
-        """Per-round work after aggregation (default: none); ``updates`` are the accepted ones."""
+        """Per-round work after aggregation (default: none); ``updates`` are the accepted ones (under
+        ``secure-agg=ckks``: the one decrypted mean, labelled ``CKKS_SUM``)."""
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
         config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}

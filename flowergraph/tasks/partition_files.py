@@ -93,17 +93,26 @@ def export_partitions(gspec: GraphSpec, pspec: PartitionSpec, out_dir: str | os.
     data = load_global_graph(gspec)
     assignment = node_assignment(gspec, pspec)
     header: dict[str, Any] = {
-        "format": FORMAT, "version": VERSION, "dataset": gspec.dataset, "num_clients": pspec.num_clients,
+        "dataset": gspec.dataset, "num_clients": pspec.num_clients,
         "num_global_nodes": int(data.num_nodes), "num_classes": int(data.num_classes),
         "num_features": int(data.num_features),
         "graph": {"split": gspec.split, "seed": gspec.seed, "synthetic": asdict(gspec.synthetic)
                   if gspec.dataset == "synthetic" else None},
         "partition": {"partitioner": pspec.partitioner, "beta": pspec.beta, "min_size": pspec.min_size,
-                      "seed": pspec.seed},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                      "seed": pspec.seed}}
+    graphs = (build_client_graph(data, assignment, k, pspec.num_clients) for k in range(pspec.num_clients))
+    return write_partitions(graphs, header, out, log=log)
+
+
+def write_partitions(graphs, header: dict[str, Any], out_dir: str | os.PathLike, *, log=print) -> Path:
+    """Write one ``client-K.npz`` per :class:`ClientGraph` of ``graphs`` (in client order) and the manifest into
+    ``out_dir``, with ``header`` (``dataset``, ``num_clients``, ``num_global_nodes``, ``num_classes``,
+    ``num_features``, ``graph``, ``partition``: how the clients' node sets were chosen) in every file: the writer of
+    :func:`export_partitions`, for methods that assign nodes to clients their own way."""
+    out = Path(out_dir).expanduser()
+    header = {**header, "format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     files = []
-    for k in range(pspec.num_clients):
-        graph = build_client_graph(data, assignment, k, pspec.num_clients)
+    for k, graph in enumerate(graphs):
         arrays = _arrays(graph)
         path = write_npz(out / partition_file_name(k), arrays,
                          {**header, "client_id": k, "digest": _digest(arrays)})
@@ -153,8 +162,9 @@ def _check_expected(where: str, header: dict, **expected: Any) -> None:
 
 
 def load_partition_file(path: str | os.PathLike, *, dataset: str | None = None, num_clients: int | None = None,
-                        client_id: int | None = None) -> ClientGraph:
-    """One client's data from its own file, checked (see the module docstring); memoised per process."""
+                        client_id: int | None = None, partition: dict[str, Any] | None = None) -> ClientGraph:
+    """One client's data from its own file, checked (see the module docstring); memoised per process.
+    ``partition``: values the file's ``partition`` header must have (how its node sets were chosen)."""
     p = Path(path).expanduser().resolve()
     try:
         st = p.stat()
@@ -162,6 +172,13 @@ def load_partition_file(path: str | os.PathLike, *, dataset: str | None = None, 
         raise ConfigError(f"partition file {str(path)!r} does not exist") from None
     graph, header = _LOADED.get_or_build((str(p), st.st_mtime_ns, st.st_size), lambda: _load(str(p)))
     _check_expected(str(path), header, dataset=dataset, num_clients=num_clients, client_id=client_id)
+    saved = header.get("partition") or {}
+    wrong = {k: (saved.get(k), v) for k, v in (partition or {}).items() if saved.get(k) != v}
+    if wrong:
+        raise PartitionError(f"partition file {str(path)!r} was exported with "
+                             f"{', '.join(f'{k}={got!r}' for k, (got, _) in wrong.items())}, but this run has "
+                             f"{', '.join(f'{k}={want!r}' for k, (_, want) in wrong.items())}; export the partitions "
+                             f"for this setting or use the right file")
     return graph
 
 

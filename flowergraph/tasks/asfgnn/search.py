@@ -465,6 +465,7 @@ class SmacSearch(SearchDriver):
         if self.initial_design_configs is not None:
             kwargs["initial_design"] = cls.get_initial_design(scenario, n_configs=int(self.initial_design_configs))
         smac = cls(scenario, target_function=None, overwrite=True, logging_level=logging.ERROR, **kwargs)
+        _ordered_start_points(smac)
         return smac
 
     def _propose(self, index: int):
@@ -520,6 +521,45 @@ class SmacSearch(SearchDriver):
         for i, record in enumerate(self._trials):
             if record.cost is not None:
                 self._smac.tell(self._trial_info(record), TrialValue(cost=record.cost), save=False)
+
+
+def _ordered_start_points(smac: Any) -> None:
+    """Make SMAC's proposals independent of the interpreter's string-hash seed.
+
+    SMAC's local search (``LocalSearch._get_init_points_from_previous_configs``, smac 2.4) de-duplicates its start
+    points with ``list(set(...))``: their order, hence the local searches' order and the proposal, follows the
+    configurations' hashes, which Python salts per interpreter (``PYTHONHASHSEED``). A resumed tuning run is a new
+    interpreter, so it proposed other configurations than the uninterrupted run (a replay inside one interpreter
+    did not show it). This replaces that method on this SMAC's own local search by the same code with an
+    order-preserving de-duplication (first occurrence kept, as SMAC's docstring describes); the random numbers it
+    draws are unchanged."""
+    import itertools
+
+    import numpy as np
+
+    maximizer = getattr(smac, "_acquisition_maximizer", None)
+    local = getattr(maximizer, "_local_search", None)
+    if local is None or not hasattr(local, "_get_init_points_from_previous_configs"):
+        return
+
+    def get_init_points(previous_configs: list, n_points: int, additional_start_points: list | None) -> list:
+        acquisition = local._acquisition_function
+        sorted_by_cost = []
+        if acquisition.model is not None:
+            from smac.utils.configspace import convert_configurations_to_array
+
+            conf_array = convert_configurations_to_array(previous_configs)
+            costs = acquisition.model.predict_marginalized(conf_array)[0]
+            if len(costs.shape) == 2 and costs.shape[1] > 1:
+                weights = np.array([local._rng.rand() for _ in range(costs.shape[1])])
+                costs = costs @ (weights / np.sum(weights))
+            random = local._rng.rand(len(costs))
+            indices = np.lexsort((random.flatten(), costs.flatten()))
+            sorted_by_cost = [previous_configs[i] for i in indices][:n_points]
+        extra = [point[1] for point in additional_start_points] if additional_start_points is not None else []
+        return list(dict.fromkeys(itertools.chain(sorted_by_cost, extra)))
+
+    local._get_init_points_from_previous_configs = get_init_points
 
 
 def make_driver(kind: str, space: SearchSpace, n_trials: int | None = None, **settings: Any) -> SearchDriver:
