@@ -232,3 +232,20 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
            "fedstar-noop, flagcns, flagcns-noop, asfgnn, asfgnn-cm, toy-personal; " \
            "plugins that " \
            "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr
+
+
+def test_the_method_order_does_not_depend_on_which_module_was_imported_first():
+    """The method list (docs, error messages, the config reference) is the built-in modules' order, then plugins,
+    in a process that imported a method's module before the registry loaded as in one that did not."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n{first}\nfrom flowergraph.methods.registry import methods, tasks\n"
+              "print(','.join(methods()), ';'.join(tasks()))")
+    plain = subprocess.run([sys.executable, "-c", script.format(first="")], capture_output=True, text=True,
+                           check=True, timeout=300).stdout.strip()
+    early = subprocess.run([sys.executable, "-c", script.format(first="import flowergraph.methods.flagcns\n"
+                                                                      "import flowergraph.methods.asfgnn")],
+                           capture_output=True, text=True, check=True, timeout=300).stdout.strip()
+    assert plain == early
+    assert plain.startswith("fedavg,fedprox,fedper,gcfl,")

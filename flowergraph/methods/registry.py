@@ -47,6 +47,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -261,6 +262,22 @@ _REWRITES: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
 _LOCK = threading.RLock()
 _loaded = False
 _plugin_errors: dict[str, str] = {}
+_ORIGIN: dict[tuple[str, str], str] = {}  # (kind, name) -> the module that registered it
+
+
+def _caller_module(depth: int) -> str:
+    """The module whose code called the registration (``depth`` frames up)."""
+    return str(sys._getframe(depth).f_globals.get("__name__", ""))
+
+
+def _in_order(registry: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``registry`` with the built-in registrations first, in the order of ``_BUILTIN_MODULES`` (each module's in
+    its registration order), then the rest (plugins) in registration order: the same order whichever module a
+    process happened to import first (a test that imports ``flowergraph.methods.flagcns`` before the registry
+    loads must not reorder the method list that the docs and the error messages show)."""
+    rank = {module: i for i, module in enumerate(_BUILTIN_MODULES)}
+    names = sorted(registry, key=lambda name: rank.get(_ORIGIN.get((kind, name), ""), len(rank)))
+    return {name: registry[name] for name in names}
 
 
 def _taken_keys(skip: str) -> set[str]:
@@ -285,12 +302,14 @@ def _add(registry: dict[str, Any], kind: str, item: Any, replace: bool) -> None:
 def register(method: Method, *, replace: bool = False) -> Method:
     """Add ``method`` to the registry (its option keys must not collide with any other key). Returns it."""
     _add(_REGISTRY, "method", method, replace)
+    _ORIGIN[("method", method.name)] = _caller_module(2)
     return method
 
 
 def register_task(task: Task, *, replace: bool = False) -> Task:
     """Add ``task`` to the registry (its option keys must not collide with any other key). Returns it."""
     _add(_TASKS, "task", task, replace)
+    _ORIGIN[("task", task.name)] = _caller_module(2)
     return task
 
 
@@ -368,13 +387,14 @@ def _register_found(obj: Any) -> None:
 def methods(*, include_benchmark: bool = True) -> dict[str, Method]:
     """Every registered method by name (built-in first, then plugins, in registration order)."""
     _load_plugins()
-    return {name: m for name, m in _REGISTRY.items() if include_benchmark or not m.benchmark_only}
+    return {name: m for name, m in _in_order(_REGISTRY, "method").items()
+            if include_benchmark or not m.benchmark_only}
 
 
 def tasks() -> dict[str, Task]:
     """Every registered task by name."""
     _load_plugins()
-    return dict(_TASKS)
+    return _in_order(_TASKS, "task")
 
 
 def _task_names() -> list[str]:
