@@ -68,7 +68,8 @@ ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _BUILTIN_MODULES = ("flowergraph.methods.baselines", "flowergraph.methods.node", "flowergraph.methods.graph",
-                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns")
+                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns",
+                    "flowergraph.methods.fedgraph")
 
 
 @dataclass
