@@ -92,9 +92,6 @@ def _check(s: "RunSettings") -> None:
     if s.aggregator != "mean":
         raise ConfigError(f"aggregator={s.aggregator!r}: FedGraph aggregates by eq. 8 (weighted by mini-batch "
                           f"size); valid with it: aggregator='mean'")
-    if s.secure_agg != "none":
-        raise ConfigError(f"secure-agg={s.secure_agg!r}: FedGraph's agent observes every client's weights (its "
-                          f"state is their PCA) and the embedding rows travel in clear; valid: secure-agg='none'")
     if s.dp != "none":
         raise ConfigError(f"dp={s.dp!r} would cover the training updates only, not the embedding rows FedGraph "
                           f"exchanges every round; valid: dp='none'")
@@ -166,4 +163,5 @@ FEDGRAPH = register(Method(
     name="fedgraph", summary="FedGraph (Chen et al., IEEE TPDS): cross-client graph convolution on hidden "
     "embeddings relayed by the server, per-client sampling policies chosen by a DDPG agent", tasks=("node",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=True,
-    summable_updates=False, preflight=_preflight, paper="../shared/papers/000_93d8b5038374ae0f.txt"))
+    summable_updates=False,  # the agent observes every client's weights (its state is their PCA): no secure sums
+    preflight=_preflight, paper="../shared/papers/000_93d8b5038374ae0f.txt"))
