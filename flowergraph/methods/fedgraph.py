@@ -6,7 +6,10 @@ The model is the node task's GCN (``node.hidden``, ``node.layers`` = K convoluti
 16, 2, 0.5); local training is FedGraph's own (Adam, ``fedgraph.lr``, ``fedgraph.weight-decay``,
 ``fedgraph.local-steps``). The clients' data is ``fedgraph.data``: the paper's overlapping synthesis
 (``fedgraph.var``) or a partitioner (``metis``, ``louvain``, ...; ``node.beta`` / ``node.min-partition-size`` as
-for the node task); ``node.partitioner`` is not used."""
+for the node task); ``node.partitioner`` is not used. A node whose node config names its own ``partition-file``
+reads it instead (``fedgraph.data`` must then be a partitioner). The DDPG agent's reward needs the server's test set:
+the dataset's test nodes, loaded by the ServerApp (``data-dir`` on the server); ``fedgraph.agent=fixed`` needs no
+data on the server."""
 
 from __future__ import annotations
 
@@ -117,6 +120,16 @@ def client_graph_of(s: "RunSettings", partition_id: int) -> Any:
 
 
 def _data(args: ClientArgs) -> Any:
+    """This node's graph: its own partition file when its node config names one (a partition: ``fedgraph.data``
+    must then name a partitioner, the one the files were exported with), else cut from the global dataset."""
+    if args.partition_file:
+        if args.settings["fedgraph.data"] == "synthesis":
+            raise ConfigError("this node holds a partition file, but fedgraph.data='synthesis' builds overlapping "
+                              "clients from the whole dataset; set fedgraph.data to the partitioner the files were "
+                              f"exported with (valid: {', '.join(DATA[1:])})")
+        from .node import node_data
+
+        return node_data(args)
     return client_graph_of(args.settings, args.partition_id)
 
 
@@ -145,7 +158,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
                             num_convs=n.layers, batch_size=o.batch_size, prob=o.prob, ddpg=ddpg,
                             kappa_range=(o.kappa_min, o.kappa_max), p_min=o.p_min, episode_reset=o.episode_reset,
                             target_accuracy=o.target_accuracy, omega=o.omega, alpha=o.alpha, beta=o.beta,
-                            test_fn=node_server_evaluate(s), **args.common())
+                            test_fn=node_server_evaluate(s) if o.agent == "ddpg" else None, **args.common())
 
 
 def _client(args: ClientArgs) -> "NumPyClient":
