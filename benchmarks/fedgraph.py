@@ -131,7 +131,9 @@ def tables(rows: list[dict], budget: str) -> str:
     runs = sorted((r for r in rows if r.get("budget") == budget),
                   key=lambda r: (r["dataset"], r["var"], VARIANTS.index(r["variant"]), r["seed"]))
     out = [f"Target accuracy {TARGET:.0%}. Times in seconds of the run's own clock (for FedGraph's DDPG variants: "
-           f"in the last episode, which restarts training). Accuracy: federated test accuracy after the last round."]
+           f"in the last episode, which restarts training; they include the server's own work: the DDPG variants also "
+           f"evaluate the global model on the server's test set and update the agent every round). Accuracy: "
+           f"federated test accuracy after the last round.\n"]
     body = [[r["dataset"], f"{r['var']:g}", r["variant"], r["seed"],
              fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None), fmt(time_to(r)),
              fmt(last_episode(r)[-1][1]), f"{r['bytes'] / 1e6:.1f}", r["stale"] or ""]
