@@ -45,6 +45,11 @@ DEPLOYMENT_METHODS = [
     ("flagcns", {"method": "flagcns", "flagcns.layers": 2, "flagcns.population": 4, "flagcns.sample-size": 2,
                  "flagcns.epochs": 1, "flagcns.warmup": 0, "flagcns.steps-per-epoch": 1,
                  "flagcns.retrain-epochs": 1, "checkpoint-every": 2}),
+    # FedGraph on the owners' partition files (the degree exchange, the per-round embedding relay, rows in
+    # context.state across fresh ClientApp processes, client checkpoints); a fixed policy: the DDPG agent's reward
+    # needs the server's test set, and this server holds no data
+    ("fedgraph", {"method": "fedgraph", "fedgraph.data": "dirichlet", "fedgraph.agent": "fixed",
+                  "fedgraph.batch-size": 64, "fedgraph.prob": 0.5, "checkpoint-every": 2}),
 ]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
@@ -157,7 +162,8 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             assert f'key-file="{home / "ckks-key.bin"}"' in node_config  # each owner's own copies
             assert f'partition-file="{home / f"client-{node.partition_id}.npz"}"' in node_config
             assert sorted(p.name for p in home.glob("client-*.npz")) == [f"client-{node.partition_id}.npz"]
-            # client checkpoints (FedGCN, FedStar, FL-AGCNS): each node wrote its own state into its own folder
+            # client checkpoints (FedGCN, FedStar, FL-AGCNS, FedGraph): each node wrote its own state into its own
+            # folder
             assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000002.npz"))) == \
                 sum(1 for _, overrides in DEPLOYMENT_METHODS if overrides.get("checkpoint-every"))
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).

@@ -4,7 +4,7 @@
 
 * :class:`FlowergraphClient`: base of every flowergraph client (identity, named phases);
 * :class:`NodeClassificationClient` (weighted averaging), :class:`FedGCNClient`, :class:`FedStarClient`,
-  :class:`FLAGCNSClient`, :class:`NoOpClient`;
+  :class:`FLAGCNSClient`, :class:`FedGraphClient`, :class:`NoOpClient`;
 * wrappers: :class:`ClientWrapper`, :class:`FaultInjectingClient`, :class:`StateCheckpoints`,
   :class:`DPUpdates` (client-side DP clipping / local DP), :class:`SecureUpdates` (SecAgg+ weights, CKKS
   encryption of the update);
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
     from .faults import FaultInjectingClient, InjectedFault
     from .fedgcn import FedGCNClient
     from .fedstar import FedStarClient
+    from .fedgraph import FedGraphClient
     from .flagcns import FLAGCNSClient
     from ..tasks.training import TrainConfig
     from .node import NoOpClient, NodeClassificationClient
@@ -37,11 +38,13 @@ _EXPORTS = {
     "FlowergraphClient": "base", "FederatedClient": "base", "ClientWrapper": "base", "StateCheckpoints": "base",
     "PhaseHandler": "base",
     "NodeClassificationClient": "node", "NoOpClient": "node", "FedGCNClient": "fedgcn",
-    "FedStarClient": "fedstar", "FLAGCNSClient": "flagcns", "TrainConfig": "flowergraph.tasks.training",
+    "FedStarClient": "fedstar", "FLAGCNSClient": "flagcns", "FedGraphClient": "fedgraph",
+    "TrainConfig": "flowergraph.tasks.training",
     "FaultInjectingClient": "faults",
     "InjectedFault": "faults", "ClientState": "state", "DPUpdates": "privacy", "SecureUpdates": "secure",
 }
 __all__ = ["ClientState", "ClientWrapper", "DPUpdates", "FLAGCNSClient", "FaultInjectingClient", "FedGCNClient",
+           "FedGraphClient",
            "FedStarClient",
            "FederatedClient", "FlowergraphClient", "InjectedFault", "NoOpClient", "NodeClassificationClient",
            "PhaseHandler", "SecureUpdates", "StateCheckpoints", "TrainConfig"]

@@ -71,7 +71,7 @@ PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _BUILTIN_MODULES = ("flowergraph.methods.baselines", "flowergraph.methods.node", "flowergraph.methods.graph",
                     "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns",
-                    "flowergraph.methods.asfgnn")
+                    "flowergraph.methods.asfgnn", "flowergraph.methods.fedgraph")
 
 
 @dataclass

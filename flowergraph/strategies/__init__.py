@@ -5,7 +5,8 @@
 
 * :class:`FederatedStrategy`: the base of every method, composed of parts (:mod:`flowergraph.strategies.base`);
 * :class:`WeightedAveraging` (FedAvg), :class:`FedGCNStrategy`, :class:`FedStarStrategy`,
-  :class:`FLAGCNSStrategy` (FL-AGCNS's architecture search): the methods;
+  :class:`FLAGCNSStrategy` (FL-AGCNS's architecture search), :class:`FedGraphStrategy` (FedGraph's
+  embedding relay and DDPG sampling agent): the methods;
   :class:`GCFLStrategy` (clustered FL by update similarity, FedStar's GCFL baseline; any method's clients);
 * privacy and robustness of the training rounds, for any of them: :class:`CentralDPServerSide`,
   :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers, recorded
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
     from .evaluation import ClientEvaluation, EvaluationSchedule, MetricAggregation
     from .fedgcn import FedGCNStrategy
     from .fedstar import FedStarStrategy
+    from .fedgraph import FedGraphStrategy
     from .flagcns import FLAGCNSStrategy
     from .gcfl import GCFLStrategy
     from .phases import Phase, PhaseError, PhaseMessage, PhaseReply, PhaseRunner, relay
@@ -47,7 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
 
 _EXPORTS = {
     "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
-    "FedStarStrategy": "fedstar", "FLAGCNSStrategy": "flagcns", "GCFLStrategy": "gcfl", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
+    "FedStarStrategy": "fedstar", "FLAGCNSStrategy": "flagcns", "FedGraphStrategy": "fedgraph",
+    "GCFLStrategy": "gcfl", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
     "LocalDPAccounting": "dp", "with_dp": "dp", "PrivacyBudget": "dp", "DPConfig": "dp",
     "FederationPolicy": "policy", "Stage": "policy", "UPDATE_KINDS": "policy", "ModelBank": "bank",
     "ClientEvaluation": "evaluation", "MetricAggregation": "evaluation", "check_named_update": "common",
@@ -64,7 +67,8 @@ _EXPORTS = {
 }
 __all__ = ["AggregationConfigError", "Aggregator", "CKKSAggregation", "CentralDPClientSide", "CentralDPServerSide",
            "ClientDirectory", "ClientEvaluation", "CoordinateMedian", "DPConfig", "EvaluationSchedule",
-           "FLAGCNSStrategy", "FedGCNStrategy", "FedStarStrategy", "FederatedStrategy", "FederationPolicy",
+           "FLAGCNSStrategy", "FedGCNStrategy", "FedGraphStrategy", "FedStarStrategy", "FederatedStrategy",
+           "FederationPolicy",
            "GCFLStrategy", "Krum",
            "LocalDPAccounting", "MetricAggregation", "ModelBank", "Phase", "PhaseError", "PhaseMessage",
            "PhaseReply", "PhaseRunner", "PrivacyBudget", "RoundBook", "RoundNotAggregated", "Stage", "TrimmedMean",

@@ -1,0 +1,373 @@
+"""FedGraph (Chen et al., IEEE TPDS): cross-client graph convolution on hidden embeddings that the server relays,
+per-client sampling policies chosen by a DDPG agent, as a flowergraph strategy. It computes what the core's
+in-process composition computes (:mod:`flowergraph.tasks.fedgraph`: ``exchange_in_process`` + ``train_round`` +
+``aggregate`` + the agent; tests compare them), because both call the same functions; only where they run differs.
+
+Protocol (messages: :mod:`flowergraph.wire.fedgraph`):
+
+1. **Degree exchange**, once before round 1 (phase ``fedgraph-degrees``, round 0 of ``rounds.jsonl``; skipped
+   for ``nonshare``): every owner sends its boundary nodes' global degrees, split per requesting client; the
+   server routes each client the degrees of exactly its remote neighbours (:func:`~.phases.relay`). Clients keep
+   them in their state (client checkpoints save them).
+2. **Embedding exchange** of round r (``staleness=same-round``; phase ``fedgraph-exchange`` in the round's
+   record): for each sharing convolution k in order (``fedgraph``: k = 1; ``allshare``: 0 then 1), every owner
+   computes ``h^(k)(u) W^(k)`` of its boundary nodes u with the model it trains this round (the global model,
+   sent with the phase message), exactly (all neighbours, no dropout), splits it per requester; the server routes
+   and delivers; no computation on the rows. With ``staleness=one-round`` there is no phase from round 2 on: each
+   owner computes its rows after its local training of round r-1 with its trained model and sends them in its fit
+   reply; the server routes them with round r's fit instructions (one round old; round 1 and the first round of a
+   reset episode exchange same-round, having nothing older). An owner that fails a round leaves its previous rows
+   in place (older still).
+3. **Training**: every client gets the global model and its plan (sharing, scheme, its policy
+   P_i = (kappa_i, p_i^(k))), trains ``local-steps`` iterations on fresh layered samples (Algorithm 1-2, eq. 7),
+   and returns its weights with ``num_examples`` = the mini-batch size used.
+4. **Aggregation** (eq. 8): the mean weighted by the clients' mini-batch sizes.
+5. **Agent** (``agent=ddpg``; Algorithm 4): after aggregation, the state s'[t] is the PCA of the global and every
+   client's weights; the reward r[t] (eq. 9) is ``omega ** (acc - target) - alpha (delta - beta)`` with ``acc``
+   the global model's accuracy on the server's test set (the dataset's test nodes, whole graph) and ``delta`` the
+   round's completion time on the server (exchange, training, upload, aggregation); the transition is stored, the
+   networks updated, and the next action sets every client's policy for round t+1. After T rounds the episode
+   ends; with ``episode-reset`` the next round restarts federated training from the initial model (a new
+   episode of Algorithm 4), else training goes on. The reward is taken after aggregation, not in
+   :meth:`round_closed`: with fused evaluation a round's record closes only when the next round's fit returns,
+   after the next policies were needed. ``alpha=-1`` profiles alpha on round 1 (penalty 1 there).
+
+Evaluation: clients evaluate with one exact forward using the rows received for the evaluated model: inside the
+next round's fit (fused: that round's exchange used exactly that model), or after an exchange phase with the
+evaluated model (``fedgraph-exchange-eval``) before a separate evaluation; with one-round staleness, with the rows
+pending on the server. The last round of an episode that resets is evaluated separately (the next round trains
+another model).
+
+What the server learns: every client's weights, loss and mini-batch size per round (as in FedAvg), its
+boundary nodes' global ids and degrees, and every round its boundary nodes' ``h^(k) W^(k)`` rows (allShare: also
+``x W^(0)``). It never receives raw features. State: the agent (networks, targets, optimizers, replay buffer,
+noise, PCA, episode position), the current policies, the initial model, alpha, the episode returns and the rows
+waiting for delivery (one-round) join the checkpoint (:meth:`state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from logging import INFO, WARNING
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from flwr.common import EvaluateIns, Parameters, Scalar
+from flwr.common.logger import log
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from ..wire import PhaseMessage
+from ..wire import fedgraph as msg
+from .aggregation import RoundNotAggregated, Update
+from .base import FederatedStrategy
+from .phases import Phase, PhaseReply, relay
+from .policy import FederationPolicy
+
+SHARING = ("fedgraph", "allshare", "nonshare")
+SAMPLING = ("fedgraph", "full", "graphsage", "fastgcn")
+AGENTS = ("ddpg", "fixed")
+STALENESS = ("same-round", "one-round")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(choices)}")
+    return value
+
+
+class FedGraphStrategy(FederatedStrategy):
+    """FedGraph's server (module docstring). ``test_fn(round, arrays) -> (loss, {"accuracy": a})``: the server's
+    test set (required with ``agent="ddpg"``). ``ddpg``: a :class:`~flowergraph.tasks.fedgraph.DDPGConfig`."""
+
+    def __init__(self, policy: FederationPolicy | None = None, *, sharing: str = "fedgraph",
+                 sampling: str = "fedgraph", agent: str = "ddpg", staleness: str = "same-round", num_convs: int = 2,
+                 batch_size: int = 256, prob: float = 1.0, ddpg: Any = None, kappa_range: tuple[int, int] = (32, 512),
+                 p_min: float = 0.1, episode_reset: bool = True, target_accuracy: float = 0.8, omega: float = 128.0,
+                 alpha: float = -1.0, beta: float = 0.0,
+                 test_fn: Callable[[int, list[np.ndarray]], Any] | None = None, **kwargs: Any) -> None:
+        from ..tasks.fedgraph import DDPGConfig, exchange_convs
+
+        super().__init__(policy, **kwargs)
+        self.sharing = _choice("sharing", sharing, SHARING)
+        self.sampling = _choice("sampling", sampling, SAMPLING)
+        self.agent_kind = _choice("agent", agent, AGENTS)
+        self.staleness = _choice("staleness", staleness, STALENESS)
+        if self.agent_kind == "ddpg" and (self.sampling != "fedgraph" or test_fn is None):
+            raise ValueError("agent='ddpg' chooses FedGraph sampling policies (sampling='fedgraph') from the accuracy "
+                             "on the server's test set (test_fn)")
+        self.num_convs = int(num_convs)
+        self.convs = exchange_convs(self.sharing, self.num_convs)
+        self.batch_size, self.prob = int(batch_size), float(prob)
+        self.ddpg = ddpg if ddpg is not None else DDPGConfig()
+        self.kappa_range, self.p_min = (int(kappa_range[0]), int(kappa_range[1])), float(p_min)
+        self.episode_reset = bool(episode_reset)
+        self.target_accuracy, self.omega = float(target_accuracy), float(omega)
+        self.alpha, self.beta = float(alpha), float(beta)
+        self.test_fn = test_fn
+        self.agent: Any = None  # DDPGAgent
+        self.policies: list[tuple[int, tuple[float, ...]]] = \
+            [(self.batch_size, (self.prob,) * self.num_convs)] * self.num_clients
+        self.initial: dict[str, np.ndarray] | None = None  # the initial model (an episode's restart)
+        self.alpha_value: float | None = None if self.alpha < 0 else self.alpha
+        self.episode_return = 0.0
+        self.returns: list[float] = []  # cumulative reward of every finished episode
+        self.new_episode = False  # the last round ended an episode: the next round starts one
+        self.last_state: np.ndarray | None = None
+        self.pending: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # one-round: "conv_requester_owner" -> rows
+        self.exchanged = False  # this round's rows came from a same-round exchange phase
+        self._fit_start = 0.0
+        if self.agent_kind == "ddpg" and self.episode_reset:  # an episode's last round: never fused (module doc)
+            T = self.ddpg.episode_rounds
+            self.schedule.separate |= {r for r in range(T, self.num_rounds + 1, T)}
+
+    def __repr__(self) -> str:
+        return (f"FedGraphStrategy(num_clients={self.num_clients}, sharing={self.sharing!r}, "
+                f"sampling={self.sampling!r}, agent={self.agent_kind!r}, staleness={self.staleness!r})")
+
+    # ----------------------------------------------------------------------------------------- relay
+    def _relay(self, phase: Phase, clients: list[ClientProxy], collect: str, request: PhaseMessage, deliver: str,
+               conv: int) -> dict[str, int]:
+        """Owners answer ``collect`` with a :class:`~flowergraph.wire.fedgraph.RowsUpload`; the server merges,
+        per requester, what every owner sent it (routing only) and delivers it as ``deliver``."""
+        from ..tasks.fedgraph import Rows, merge_rows
+
+        uploads: dict[int, msg.RowsUpload] = {}
+        widths: set[int] = set()
+
+        def collected(reply: PhaseReply) -> None:
+            up = msg.RowsUpload.decode(reply.arrays, reply.values)
+            uploads[int(reply.client)] = up
+            widths.add(up.width)
+            reply.arrays.clear()
+
+        def route(proxy: ClientProxy, _reply: PhaseReply) -> PhaseMessage:
+            me = self.partition(proxy)
+            width = max(widths) if widths else 1
+            parts = [Rows(ids=up.parts[me][0], values=np.asarray(up.parts[me][1]).reshape(-1, width))
+                     for up in uploads.values() if me in up.parts]
+            merged = merge_rows(parts) if parts else Rows(np.zeros(0, np.int64), np.zeros((0, width), np.float32))
+            values = np.asarray(merged.values).reshape(-1, width)
+            arrays, vals = msg.RowsDelivery(np.asarray(merged.ids), values, conv).encode()
+            return PhaseMessage(arrays=arrays, values=vals)
+
+        replies = relay(phase, clients, collect=collect, request=request, deliver=deliver, route=route,
+                        on_collect=collected)
+        return {r.client: msg.Stored.decode(r.arrays, r.values).rows for r in replies}
+
+    def degree_phase(self, clients: list[ClientProxy]) -> dict[str, Any]:
+        phase = self.phases.begin(msg.DEGREE_PHASE, 0, timeout=self.init_timeout)
+        stored = self._relay(phase, clients, msg.DEGREES, PhaseMessage(), msg.STORE_DEGREES, -1)
+        stats = phase.end(elapsed_s=0.0, remote_neighbours=stored)
+        del stats["failures"]  # every client must answer: a failure fails the run
+        if not self.resumed:  # a resumed run's records already hold round 0
+            self.book.write(dict(stats))
+        return stats
+
+    def exchange(self, name: str, server_round: int, clients: list[ClientProxy],
+                 model: Mapping[str, np.ndarray]) -> None:
+        """A same-round exchange: every sharing convolution's rows, computed with ``model``."""
+        if not self.convs:
+            return
+        phase = self.phases.begin(name, server_round, timeout=self.round_timeout)
+        stored: dict[str, int] = {}
+        for k in self.convs:
+            arrays, values = msg.RowsRequest(k, self.sharing).encode()
+            stored = self._relay(phase, clients, msg.ROWS, PhaseMessage(arrays=arrays, values=values, model=model),
+                                 msg.STORE_ROWS, k)
+        self.book.add_phase(phase.end(convs=list(self.convs), remote_rows=stored))
+
+    # ----------------------------------------------------------------------------------------- agent
+    def _start_episode(self) -> None:
+        model = self.bank.global_model or {}
+        state = self.last_state if (self.last_state is not None and not self.episode_reset) else \
+            self.agent.observe(model, [model] * self.num_clients)
+        self._set_action(self.agent.start_episode(state))
+        self.episode_return = 0.0
+        self.new_episode = False
+
+    def _set_action(self, action: np.ndarray) -> None:
+        self.policies = [(p.kappa, tuple(p.probs)) for p in self.agent.policies(action)]
+
+    def setup(self, client_manager: ClientManager) -> None:
+        from ..tasks.fedgraph import ActionSpace, DDPGAgent
+
+        clients = self.all_clients(client_manager)
+        if len(clients) != self.num_clients:
+            raise RuntimeError(f"FedGraph needs all {self.num_clients} clients (every owner sends rows, the agent "
+                               f"has a slot per client); {len(clients)} are connected")
+        if self.sharing != "nonshare":
+            if self.restored_clients:
+                log(INFO, "FedGraph: the clients restored their remote degrees from the checkpoint")
+            else:
+                self.degree_phase(clients)
+        if self.initial is None:
+            self.initial = {k: np.array(v, copy=True) for k, v in (self.bank.global_model or {}).items()}
+        if self.agent_kind == "ddpg" and self.agent is None:
+            space = ActionSpace(self.num_clients, self.num_convs, self.kappa_range[0], self.kappa_range[1],
+                                self.p_min, 1.0)
+            self.agent = DDPGAgent(space, self.ddpg, seed=self.seed)
+            self._start_episode()
+
+    def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
+        self._fit_start = time.perf_counter()
+        restart = False
+        if self.agent is not None and self.new_episode:
+            if self.episode_reset:
+                assert self.initial is not None
+                self.bank.set_global(dict(self.initial))
+                self.pending = {}
+                restart = True
+            self._start_episode()
+        rec = self.book.start(server_round)
+        rec["fedgraph"] = {"policies": [[k, list(p)] for k, p in self.policies],
+                           **({"episode": self.agent.episode} if self.agent is not None else {})}
+        if restart:
+            rec["fedgraph"]["restarted"] = True
+        self.exchanged = self.staleness == "same-round" or server_round == 1 or restart or not self.pending
+        if self.exchanged:
+            self.exchange(msg.EXCHANGE_PHASE, server_round, self.all_clients(client_manager),
+                          self.bank.global_model or {})
+
+    def plan(self, partition: int | None) -> msg.RoundPlan:
+        kappa, probs = self.policies[int(partition or 0)]
+        return msg.RoundPlan(self.sharing, self.sampling, kappa, probs, self.staleness)
+
+    def _inbox(self, partition: int | None) -> dict[str, Any]:
+        """One-round staleness: the rows pending for ``partition``, as a config value."""
+        from ..tasks.fedgraph import Rows, merge_rows
+
+        me = int(partition or 0)
+        parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for k in self.convs:
+            mine = [Rows(ids=ids, values=values) for key, (ids, values) in sorted(self.pending.items())
+                    if key.split("_")[:2] == [str(k), str(me)]]
+            if mine:
+                merged = merge_rows(mine)
+                parts[k] = (np.asarray(merged.ids), np.asarray(merged.values))
+        return {msg.INBOX: msg.pack_parts(parts)}
+
+    def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
+                         config: dict[str, Scalar]) -> list[tuple[ClientProxy, Any]]:
+        out = []
+        for proxy in clients:
+            p = self.partition(proxy)
+            extra: dict[str, Any] = dict(self.plan(p).config())
+            if not self.exchanged:
+                extra.update(self._inbox(p))
+            self.client_entry(int(p or 0))["policy"] = [extra[msg.KAPPA], extra[msg.PROBS]]
+            out.append((proxy, self.fit_instruction(proxy, parameters, {**config, **extra})))
+        return out
+
+    def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
+        config = super().evaluate_config(server_round)
+        config.update(msg.RoundPlan(self.sharing, self.sampling, self.batch_size, (self.prob,) * self.num_convs,
+                                    self.staleness).config())
+        return config
+
+    def evaluate_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy]
+                              ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """A separate evaluation: first the rows of the evaluated model (same-round), or the pending ones."""
+        out = super().evaluate_instructions(server_round, parameters, clients)
+        if self.staleness == "same-round":
+            self.exchange(msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients_of(clients),
+                          self.bank.global_model or {})
+            return out
+        return [(proxy, EvaluateIns(ins.parameters, {**ins.config, **self._inbox(self.partition(proxy))}))
+                for proxy, ins in out]
+
+    def all_clients_of(self, clients: list[ClientProxy]) -> list[ClientProxy]:
+        """Every owner must send rows, even to an evaluation of some clients: the connected ones."""
+        manager = getattr(self, "_manager", None)
+        return self.all_clients(manager) if manager is not None else clients
+
+    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+        self._manager = client_manager
+        return super().configure_evaluate(server_round, parameters, client_manager)
+
+    # ------------------------------------------------------------------------------------ aggregation
+    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
+                          ) -> Mapping[str, np.ndarray]:
+        """Eq. 8: weighted by the mini-batch sizes the clients report (``num_examples``)."""
+        from ..tasks.fedgraph import aggregate
+
+        keys = list(self.bank.global_model or {})
+        if sum(u.num_examples for u in updates) <= 0:
+            raise RoundNotAggregated("no client trained on a labelled node (every mini-batch size is 0)")
+        return aggregate([(u.named(keys), float(u.num_examples)) for u in updates])
+
+    def after_fit(self, server_round: int, updates: list[Update]) -> None:
+        from ..tasks.fedgraph import reward, time_penalty_alpha
+
+        rec = self.book.start(server_round)
+        info = rec.setdefault("fedgraph", {})
+        if self.staleness == "one-round":
+            for u in updates:
+                blob = u.metrics.get(msg.UPLOAD)
+                if not isinstance(blob, bytes):
+                    continue
+                for (k, requester), part in msg.unpack_parts(blob).items():
+                    self.pending[f"{k}_{requester}_{u.client}"] = part
+        model = self.bank.global_model or {}
+        delta = time.perf_counter() - self._fit_start
+        info["round_time"] = delta
+        if self.test_fn is not None:
+            _, metrics = self.test_fn(server_round, list(model.values()))
+            info["server_accuracy"] = float(metrics["accuracy"])
+        if self.agent is None:
+            return
+        if self.alpha_value is None:
+            try:
+                self.alpha_value = time_penalty_alpha([delta], self.beta)
+            except ValueError as exc:
+                log(WARNING, "FedGraph: cannot profile alpha (%s); using alpha = 1", exc)
+                self.alpha_value = 1.0
+        acc = info.get("server_accuracy", 0.0)
+        acc = acc if math.isfinite(acc) else 0.0
+        r = reward(acc, delta, self.target_accuracy, self.omega, self.alpha_value, self.beta)
+        keys = list(model)
+        by_partition = {u.partition: u.named(keys) for u in updates}
+        state = self.agent.observe(model, [by_partition.get(p, model) for p in range(self.num_clients)])
+        step = self.agent.record(r, state)
+        self.episode_return += r
+        info.update(reward=r, alpha=self.alpha_value, episode_round=self.agent.round if not step.done else
+                    self.ddpg.episode_rounds, critic_loss=step.critic_loss, actor_loss=step.actor_loss)
+        if step.done:
+            info["episode_return"] = self.episode_return
+            self.returns.append(self.episode_return)
+            self.new_episode = True
+            self.last_state = np.asarray(state, dtype=np.float32).copy()
+        else:
+            assert step.action is not None
+            self._set_action(step.action)
+
+    # ------------------------------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        agent = None
+        if self.agent is not None:
+            arrays, values = self.agent.export_state()
+            agent = {"arrays": arrays, "values": values}
+        return {**super().state_dict(), "fedgraph": {
+            "agent": agent, "policies": [[k, list(p)] for k, p in self.policies], "initial": self.initial,
+            "alpha": self.alpha_value, "episode_return": self.episode_return, "returns": list(self.returns),
+            "new_episode": self.new_episode, "last_state": self.last_state,
+            "pending": {key: {"ids": ids, "values": values} for key, (ids, values) in self.pending.items()}}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from ..tasks.fedgraph import DDPGAgent
+
+        super().load_state_dict(state)
+        own = state.get("fedgraph")
+        if own is None:
+            raise RuntimeError("the checkpoint holds no FedGraph state (was it written by another method?)")
+        self.agent = None if own["agent"] is None else DDPGAgent.from_state(own["agent"]["arrays"],
+                                                                            own["agent"]["values"])
+        self.policies = [(int(k), tuple(float(x) for x in p)) for k, p in own["policies"]]
+        self.initial = None if own["initial"] is None else {k: np.asarray(v) for k, v in own["initial"].items()}
+        self.alpha_value = None if own["alpha"] is None else float(own["alpha"])
+        self.episode_return = float(own["episode_return"])
+        self.returns = [float(r) for r in own["returns"]]
+        self.new_episode = bool(own["new_episode"])
+        self.last_state = None if own["last_state"] is None else np.asarray(own["last_state"], dtype=np.float32)
+        self.pending = {key: (np.asarray(v["ids"]), np.asarray(v["values"])) for key, v in own["pending"].items()}
