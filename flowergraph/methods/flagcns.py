@@ -117,9 +117,10 @@ def architecture_of(s: "RunSettings") -> tuple[int, ...] | None:
     if not isinstance(code, list):
         raise ConfigError(f"flagcns.architecture={text!r}: a code is a JSON list of {space.code_length} integers")
     try:
-        return space.check(code)
+        checked: tuple[int, ...] = tuple(space.check(code))
     except ConfigError as exc:
         raise ConfigError(f"flagcns.architecture={text!r}: {exc}") from None
+    return checked
 
 
 def search_rounds(s: "RunSettings") -> int:
