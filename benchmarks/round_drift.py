@@ -83,6 +83,11 @@ def render(store: CellStore) -> str:
             "accuracy (FedStar, the paper's metric) or test accuracy weighted by test nodes (Cora).\n\n"
             + table(["run", "flush", "rounds 1-10 s", "rounds 91-100 s", "rounds 191-200 s", "191-200 / 1-10",
                      "training rounds s", "run wall s", "final accuracy %"], rows)
+            + ("\n\n`fedstar-chem` with the flush off is not in this table yet (it runs about 15 min alone: `--runs "
+               "fedstar-chem --flush off`); measured when the defect was filed (issue 25, the code before the fix, "
+               "`fedstar.pool-order=pooled` then): rounds 1-50 at 1.65-1.75 s, round 70 3.8 s, round 150 6.7 s, not "
+               "finished after 880 s (round 186)."
+               if store.load("fedstar-chem-flush-off") is None else "")
             + "\n\nWhat goes denormal (FedStar CHEM, 80 rounds, flush off, every client's state counted): 7,695 "
               "of 1.4 M float32 values, all in Adam's first moments (`exp_avg`) and in the weights they move "
               "(the feature encoder's GIN weights and input layer); none in Adam's second moments "

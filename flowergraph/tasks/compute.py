@@ -9,9 +9,10 @@ ServerApp, the in-process runner and the benchmarks (:func:`configure_torch`).
   in long runs: in FedStar on CHEM (80 rounds, 7 clients) 7,695 of 1.4 M state values were denormal, all in
   Adam's first moments (``exp_avg``: the geometric tail of gradients that stopped, 0.9^k g) and in the weights
   they drive (the feature encoder's GIN weights, the input layer), none in the second moments. Rounds slowed from
-  1.7 s to 6.7 s over 150 rounds; flushed, they stay at 1.7 s (``docs/results/round_drift.md``). A value below
-  1e-38 contributes nothing measurable to a weight of order 1e-3 or a gradient step, so the results do not change
-  (the same table shows the final accuracies with and without). GPUs flush by default.
+  1.7 s to 6.7 s over 150 rounds; flushed, rounds 191-200 of the CHEM preset take 1.07x the time of rounds 1-10
+  (``docs/results/round_drift.md``). A value below 1e-38 contributes nothing measurable to a weight of order 1e-3
+  or a gradient step, so the results do not change (the same table: FedGCN and fedavg on Cora end at the same
+  accuracy with and without). GPUs flush by default.
 
 The environment variable ``FLOWERGRAPH_FLUSH_DENORMAL=0`` turns the flush off (for the before/after benchmark);
 it is inherited by every process of a run.
