@@ -117,7 +117,8 @@ def cell_settings(setting: str, variant: str, seed: int, structure: str, split_s
 
 def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     """One federated run (or its continuation from the last checkpoint); returns its row."""
-    from flowergraph.app.inprocess import run_inprocess  # sets torch up as the Flower apps do (one thread, no denormals)
+    # run_inprocess sets torch up as the Flower apps do (one thread, no denormals)
+    from flowergraph.app.inprocess import run_inprocess
     from flowergraph.storage.results import read_run
 
     out = Path(work) / cell_name(*cell)
@@ -209,12 +210,13 @@ def legacy_rows() -> list[dict]:
     return rows
 
 
-def fmt(values: list[float]) -> str:
+def fmt(values: list[float], unit: str = "seed") -> str:
+    """Mean ± std over runs, with how many runs (``unit``: what varies between them, seeds or splits)."""
     if not values:
         return "-"
     if len(values) == 1:
-        return f"{values[0]:.2f} (1 seed)"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
+        return f"{values[0]:.2f} (1 {unit})"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} {unit}s)"
 
 
 def paper(variant: str, setting: str) -> str:
@@ -248,7 +250,7 @@ def split_spread(rows: list[dict]) -> list[str]:
     for v in have:
         over_splits = values(rows, "CHEM", v, seed=1, split_seed=None)
         over_seeds = values(rows, "CHEM", v)
-        lines.append([LABELS[v], fmt(over_seeds), spread(over_seeds), fmt(over_splits), spread(over_splits)])
+        lines.append([LABELS[v], fmt(over_seeds), spread(over_seeds), fmt(over_splits, "split"), spread(over_splits)])
         for r in rows:
             if (r["setting"], r["variant"], r["seed"], r["structure"]) == ("CHEM", v, 1, "dse+rwse"):
                 by_split.setdefault(r.get("split_seed", SPLIT_SEED), {})[v] = r["accuracy"]
@@ -259,8 +261,9 @@ def split_spread(rows: list[dict]) -> list[str]:
                      for o in have if o != "fedstar"])
     tests = sorted(len(g) for g in _chem_test_sizes())
     return ["\n## The spread over splits (CHEM; not in the paper)\n",
-            "The same runs on five train/val/test splits (the authors' scikit-learn split with split seeds "
-            f"{', '.join(map(str, SPREAD_SPLITS))}; training seed 1) beside five training seeds on split 123. "
+            "The same runs on other train/val/test splits (the authors' scikit-learn split with split seeds "
+            f"{', '.join(map(str, SPREAD_SPLITS))}, those run so far; training seed 1) beside the training seeds on "
+            "split 123. "
             "Std = standard deviation of the mean client accuracy (number of runs):\n",
             table(["method", "over training seeds (split 123)", "std", "over splits (seed 1)", "std"], lines),
             "\nPer split (training seed 1), and FedStar's lead:\n",
@@ -364,7 +367,8 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 per = [statistics.mean(100 * c[k] for c in clients) for k in range(len(datasets_of(s)))]
                 lines.append([s, LABELS[variant]] + [f"{v:.1f}" for v in per])
             if (s, variant) in AUTHORS_CLIENTS:
-                lines.append([s, LABELS[variant] + ", authors' code"] + [f"{v:.1f}" for v in AUTHORS_CLIENTS[s, variant]])
+                lines.append([s, LABELS[variant] + ", authors' code"]
+                             + [f"{v:.1f}" for v in AUTHORS_CLIENTS[s, variant]])
     if lines:
         width = max(len(line) for line in lines)
         lines = [line + [""] * (width - len(line)) for line in lines]
@@ -410,7 +414,8 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 "\n".join(f"- {cell_name(r['setting'], r['variant'], r['seed'], r['structure'], r['split_seed'])}"
                           f"{r['stale']}" for r in stale)]
     timing = [[r["setting"], LABELS[r["variant"]] + ("" if r["structure"] == "dse+rwse" else f" ({r['structure']})"),
-               r["seed"], r.get("split_seed", SPLIT_SEED), f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
+               r["seed"], r.get("split_seed", SPLIT_SEED),
+               f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
                f"{r['wall_s']:.0f}" if r.get("wall_s") and not r.get("timing_partial") else
                f"{r['rounds_s']:.0f} (rounds only: resumed)" if r.get("rounds_s") else "-",
                f"{r['round_s']:.2f}" if r.get("round_s") else "-"] for r in rows]

@@ -134,6 +134,8 @@ def test_flower_run_equals_the_core_reference(reference):
     summary = read_run(out)["summary"]["search"]
     assert summary["best_trial"] == 0 and summary["best_val_accuracy"] == pytest.approx(ref.best_val, abs=1e-12)
     assert summary["best_config"] == default_config(parse_run_config(config))
+    # the planned budget and the finished trials are two fields (one key once held both, the list overwriting the count)
+    assert summary["trials_planned"] == summary["trials_finished"] == len(summary["trials"]) >= 1
 
 
 @pytest.mark.parametrize("label,extra,method,kwargs", [

@@ -328,7 +328,7 @@ class ASFGNNStrategy(FederatedStrategy):
             return
         best = self.best_trial()
         recorder.set_summary("search", {
-            "driver": self.search, "trials": self.trials, "trial_rounds": self.trial_rounds,
+            "driver": self.search, "trials_planned": self.trials, "trial_rounds": self.trial_rounds,
             "trials_finished": len(self.results),
             "best_trial": None if best is None else best["trial"],
             "best_config": None if best is None else best["config"],
