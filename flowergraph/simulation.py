@@ -264,6 +264,11 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
         settings = parse_run_config(config)
     print(f"flowergraph: {settings.method} on {info['summary']}, {supernodes} client(s), {settings.rounds} "
           f"round(s){sizes}", file=stream, flush=True)
+    if settings.client_order != "partition":
+        from .app.client_app import client_schedule
+
+        print(f"flowergraph: client-order={settings.client_order}: simulated nodes 0..{supernodes - 1} serve "
+              f"clients {list(client_schedule(settings))}", file=stream, flush=True)
     if auto_bound:
         print(f"flowergraph: SecAgg+ weights bounded by the largest client size: secagg-max-weight="
               f"{settings.secagg_max_weight:g}", file=stream, flush=True)

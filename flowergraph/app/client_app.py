@@ -1,11 +1,12 @@
 """The ClientApp: run config + node config -> the method's NumPyClient (looked up in the method registry).
 
-Node identity comes from the node configuration: ``partition-id`` and ``num-partitions`` (simulation sets
-both; in deployment pass them with ``flower-supernode --node-config``). A SuperNode may also name its own data,
-keys and state folder there: node-config keys ``data-dir``, ``dataset``, ``key-file``, ``state-dir`` and
-``partition-dir`` override the run configuration for that node, and ``partition-file`` names the data owner's
-own partition file (``python -m flowergraph.partition export``): the node then reads only that file, never the
-global dataset. Any other node-config key is refused.
+Node identity comes from the node configuration: ``partition-id`` and ``num-partitions`` (simulation sets both; in
+deployment pass them with ``flower-supernode --node-config``). In simulation, ``client-order`` may give node k
+another client than client k (:func:`client_schedule`); a deployment ignores it. A SuperNode may also name its own
+data, keys and state folder there: node-config keys ``data-dir``, ``dataset``, ``key-file``, ``state-dir`` and
+``partition-dir`` override the run configuration for that node, and ``partition-file`` names the data owner's own
+partition file (``python -m flowergraph.partition export``): the node then reads only that file, never the global
+dataset. Any other node-config key is refused.
 
 Bad input (node config, run config, a missing or corrupt data folder, partition file or key file) is checked
 when the client is built, before it trains; the error is re-raised with ``CONFIG_ERROR_MARKER`` in front, which
@@ -99,6 +100,34 @@ def node_identity(node_config, settings: "RunSettings") -> tuple[int, int]:
     return pid, nparts
 
 
+def client_schedule(settings: "RunSettings") -> tuple[int, ...]:
+    """``client-order``: the client each simulated node serves (entry k: node k's client).
+
+    ``partition``: node k serves client k. ``largest-first``: clients sorted by the number of training examples
+    the method's data check reports (``preflight``'s ``client_sizes``), largest first, ties by id. Flower's
+    simulation queues a round's messages in node order and its actors take them first come, first served, so
+    this starts the longest fits first. The schedule depends only on the run config, so every process computes
+    the same one; each client keeps its id, data and seeds."""
+    items = tuple(sorted(settings.as_dict().items(), key=lambda kv: kv[0]))
+    return _schedule(items)
+
+
+@functools.lru_cache(maxsize=8)
+def _schedule(items: tuple) -> tuple[int, ...]:
+    from ..settings import parse_run_config
+
+    s = parse_run_config(dict(items), allow_unknown=True)
+    n = s.effective_num_clients
+    if s.client_order == "partition" or n == 1:
+        return tuple(range(n))
+    check = s.method_info.preflight or s.task_info.preflight  # the launcher's data check (flowergraph.simulation)
+    sizes = (check(s) if check is not None else {}).get("client_sizes") or []
+    if len(sizes) != n:
+        raise ConfigError(f"client-order={s.client_order!r}: method {s.method!r} on {s.dataset!r} does not report "
+                          f"the size of each of its {n} clients (got {len(sizes)}); use client-order='partition'")
+    return tuple(sorted(range(n), key=lambda k: (-float(sizes[k]), k)))
+
+
 def settings_for_node(context: Context) -> "RunSettings":
     check_node_config(context.node_config)
     run = dict(context.run_config)
@@ -119,6 +148,12 @@ def build_client(context: Context):
 
     s = settings_for_node(context)
     pid, nparts = node_identity(context.node_config, s)
+    node_rank = None
+    if s.client_order != "partition":
+        from .worker import in_deployment
+
+        if not in_deployment():  # simulation: this node serves the client the schedule gives it
+            node_rank, pid = pid, client_schedule(s)[pid]
     if s.needs_key_file:
         if not s.key_file:
             raise ConfigError(f"method {s.method!r} with these settings encrypts, so it needs the data owners' CKKS "
@@ -150,6 +185,10 @@ def build_client(context: Context):
         client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
                                max_weight=s.secagg_weight_bound, clipping_range=s.secagg_clipping_range,
                                min_secure_clients=s.min_secure_clients)
+    if node_rank is not None:  # the server then sends each round's messages in the simulation's queue order
+        from ..clients.base import NodeRank
+
+        client = NodeRank(client, node_rank)
     return client
 
 

@@ -67,9 +67,12 @@ class ClientFailure(Exception):
         self.cause = cause
 
 
-def run_clients(instructions, call: str, timeout: float | None, group_id: int, max_workers: int | None):
+def run_clients(instructions, call: str, timeout: float | None, group_id: int, max_workers: int | None,
+                rank: Callable[[ClientProxy], Any] | None = None):
     """Send each ``(proxy, ins)`` (``call`` = "fit" or "evaluate") concurrently; (results, failures) as Flower's
-    ``fit_clients`` returns them, except that exceptions are :class:`ClientFailure`."""
+    ``fit_clients`` returns them, except that exceptions are :class:`ClientFailure`. ``rank(proxy)``: the
+    messages are sent in this order (Flower's simulation serves them in the order they arrive); results and
+    failures keep the order of ``instructions`` whatever it is."""
 
     def one(proxy, ins):
         try:
@@ -77,8 +80,13 @@ def run_clients(instructions, call: str, timeout: float | None, group_id: int, m
         except BaseException as exc:  # noqa: BLE001 (handed to the strategy, as Flower does)
             raise ClientFailure(proxy, exc) from exc
 
+    instructions = list(instructions)
+    order = list(range(len(instructions)))
+    if rank is not None:
+        order.sort(key=lambda i: rank(instructions[i][0]))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as pool:
-        futures = [pool.submit(one, proxy, ins) for proxy, ins in instructions]
+        submitted = {i: pool.submit(one, *instructions[i]) for i in order}
+        futures = [submitted[i] for i in range(len(instructions))]
         concurrent.futures.wait(futures)
     results, failures = [], []
     for future in futures:
@@ -152,6 +160,11 @@ class FlowergraphServer(Server):
                 self.on_round_end(current_round, self.parameters)
         return history, timeit.default_timer() - start_time
 
+    def _dispatch_rank(self) -> Callable[[ClientProxy], Any] | None:
+        """The strategy's order for sending a round's messages (its client directory's, when it has one)."""
+        directory = getattr(self.strategy, "directory", None)
+        return getattr(directory, "dispatch_rank", None)
+
     def fit_round(self, server_round: int, timeout: float | None):
         if self.fit_workflow is not None:
             return self._fit_round_workflow(server_round)
@@ -160,7 +173,8 @@ class FlowergraphServer(Server):
         if not instructions:
             log(INFO, "configure_fit: no clients selected, cancel")
             return None
-        results, failures = run_clients(instructions, "fit", timeout, server_round, self.max_workers)
+        results, failures = run_clients(instructions, "fit", timeout, server_round, self.max_workers,
+                                        self._dispatch_rank())
         log(INFO, "aggregate_fit: received %s results and %s failures", len(results), len(failures))
         parameters, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         return parameters, metrics, (results, failures)
@@ -200,7 +214,8 @@ class FlowergraphServer(Server):
                                                         client_manager=self._client_manager)
         if not instructions:
             return None
-        results, failures = run_clients(instructions, "evaluate", timeout, server_round, self.max_workers)
+        results, failures = run_clients(instructions, "evaluate", timeout, server_round, self.max_workers,
+                                        self._dispatch_rank())
         log(INFO, "aggregate_evaluate: received %s results and %s failures", len(results), len(failures))
         loss, metrics = self.strategy.aggregate_evaluate(server_round, results, failures)
         return loss, metrics, (results, failures)

@@ -48,6 +48,7 @@ from typing import Any
 
 ENV = "FLOWERGRAPH_NODE_WORKER"
 IDLE_ENV = "FLOWERGRAPH_NODE_WORKER_IDLE"
+WORKER_ENV = "FLOWERGRAPH_IN_NODE_WORKER"  # set in a worker process (in_deployment)
 DEFAULT_IDLE_S = 300.0
 START_TIMEOUT_S = 120.0
 _HEADER = struct.Struct("!Q")
@@ -89,6 +90,12 @@ def enabled() -> bool:
     if os.environ.get(ENV, "auto").strip().lower() in ("0", "off", "false", "no"):
         return False
     return Path(sys.argv[0]).name == "flwr-clientapp"
+
+
+def in_deployment() -> bool:
+    """Whether this process answers a deployment SuperNode's messages: Flower's ``flwr-clientapp`` process or the
+    node's worker (which it starts). Simulation and in-process runs are not."""
+    return os.environ.get(WORKER_ENV) == "1" or Path(sys.argv[0]).name == "flwr-clientapp"
 
 
 def workers_dir() -> Path:
@@ -387,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--idle", type=float, default=None,
                      help=f"stop after this many idle seconds (default ${IDLE_ENV} or {DEFAULT_IDLE_S:.0f})")
     args = parser.parse_args(argv)
+    os.environ[WORKER_ENV] = "1"  # in_deployment() for the code this worker runs
     idle = args.idle if args.idle is not None else float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
     serve(address(args.key), args.parent, args.key, idle)
     return 0

@@ -194,3 +194,19 @@ class StateCheckpoints(ClientWrapper):
         else:
             self.state.read(path, partition_id=self.partition_id, run_tag=tag, server_round=request.round)
         return wire.phase_reply(self.partition_id, [], StateReply(str(path), tuple(self.state.names())).values())
+
+
+class NodeRank(ClientWrapper):
+    """Adds the node's place in Flower's simulation queue (:data:`~flowergraph.wire.NODE_RANK`) to the identity
+    reply, so that the server sends each round's messages in the order the simulation serves them
+    (``client-order``; :func:`flowergraph.app.client_app.client_schedule`)."""
+
+    def __init__(self, inner: NumPyClient, rank: int) -> None:
+        super().__init__(inner)
+        self.rank = int(rank)
+
+    def get_properties(self, config):
+        props = self.inner.get_properties(config)
+        if wire.PHASE not in config:
+            props = {**props, wire.NODE_RANK: self.rank}
+        return props

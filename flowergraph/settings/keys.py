@@ -4,7 +4,7 @@ renamed keys (:data:`RENAMED`). Each registered method adds its own keys, named 
 
 from __future__ import annotations
 
-from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
+from .choices import AGGREGATORS, CLIENT_ORDERS, DP_MODES, SECURE_AGG, WEIGHTINGS
 from .options import Option, at_least, left_open, right_open, within
 
 # Group names, in the order docs/configuration.md lists them (a method's keys follow under the method's name).
@@ -35,6 +35,12 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("num-clients", 3, "Number of clients (must equal the number of SuperNodes / `num-partitions`).",
            check=at_least(1)),
     Option("rounds", 2, "Training rounds.", check=at_least(1)),
+    Option("client-order", "partition", "Simulation only: which client each simulated node serves. Flower's "
+           "simulation queues a round's messages in node order and its actors take them first come, first served, "
+           "so a round lasts at least as long as the last-queued large client. `partition`: node k serves client "
+           "k; `largest-first`: the clients with the most training examples go to the first nodes. Every client "
+           "keeps its id, data and seeds, so results are the same; only the wall time changes. A deployment "
+           "ignores it: each SuperNode's `partition-id` names its client.", CLIENT_ORDERS),
     # -- federation
     Option("weighting", "train-size", "Averaging weights: training-set size, reported mini-batch size, or "
            "uniform (the FedGCN reference code).", WEIGHTINGS, group="federation"),
@@ -89,7 +95,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            group="reliability"),
     Option("resume-from", "", "Continue a run from a checkpoint file or a run's out-dir (its latest checkpoint); "
            "every setting but rounds, out-dir, checkpoint-every, timeouts, poll-interval, data-dir, key-file, "
-           "state-dir, partition-dir, inject-faults and fused-eval must equal the checkpointed run's.",
+           "state-dir, partition-dir, inject-faults, fused-eval and client-order must equal the checkpointed run's.",
            group="reliability"),
     Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
            "e.g. `raise:1@2,nan:0@3`, `@*` = every round; kinds: `raise`, `nan`, `shape`, `exit`, `hang`, and the "

@@ -39,7 +39,7 @@ _PATTERN = "round-*.npz"
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
 RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "round-timeout", "init-timeout",
                      "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir", "inject-faults",
-                     "fused-eval")
+                     "fused-eval", "client-order")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from ..errors import ClientsMissingError
-from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, PARTITION_ID, decode_keys
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, NODE_RANK, PARTITION_ID, decode_keys
 
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
 
@@ -83,6 +83,7 @@ class ClientDirectory:
         self.clients_per_round = clients_per_round
         self.partition_of: dict[str, int] = {}  # node id (proxy.cid) -> partition id
         self.model_keys: dict[str, list[str]] = {}  # node id -> the names of its model's arrays (if it said)
+        self.rank_of: dict[str, int] = {}  # node id -> its place in the simulation's queue (if it said: NODE_RANK)
 
     # ---------------------------------------------------------------------------------------------- nodes
     def wait(self, client_manager: ClientManager, timeout: float, *, report_every: float = 10.0) -> None:
@@ -141,6 +142,8 @@ class ClientDirectory:
                 continue
             self.partition_of[proxy.cid] = int(pid)
             claims.setdefault(int(pid), []).append(proxy.cid)
+            if res.properties.get(NODE_RANK) is not None:
+                self.rank_of[proxy.cid] = int(res.properties[NODE_RANK])
             try:
                 keys = decode_keys(res.properties)
             except ValueError:
@@ -166,6 +169,12 @@ class ClientDirectory:
         if proxy.cid in self.partition_of:
             return str(self.partition_of[proxy.cid])
         return f"node {proxy.cid}"
+
+    def dispatch_rank(self, proxy: ClientProxy) -> tuple[int, int]:
+        """Where a client's message goes in the order a round's messages are sent: by the place the node said it
+        has in Flower's simulation queue (``client-order``), nodes that did not say after, in the order given."""
+        rank = self.rank_of.get(proxy.cid)
+        return (0, rank) if rank is not None else (1, 0)
 
     def ordered(self, clients: Iterable[ClientProxy]) -> list[ClientProxy]:
         """Clients ordered by partition id (nodes that did not identify themselves last, by node id)."""

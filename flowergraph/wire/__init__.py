@@ -42,6 +42,9 @@ from flwr.common import bytes_to_ndarray, ndarray_to_bytes
 
 # Every reply (fit, evaluate, phase, identity) names the partition the node holds.
 PARTITION_ID = "partition_id"
+# Identity reply, simulation with client-order != partition only: the node's place in Flower's message queue (its
+# simulation partition-id); the server sends each round's messages in this order (flowergraph.app.loop).
+NODE_RANK = "node_rank"
 # fit / evaluate config
 SERVER_ROUND = "server_round"
 EVALUATE_GLOBAL = "evaluate_global"  # fused evaluation: evaluate the received arrays before training
