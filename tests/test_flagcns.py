@@ -358,6 +358,23 @@ def test_search_through_flowers_simulation_resumed_after_generation_one(referenc
     assert math.isfinite(read_run(tmp_path / "resumed")["rounds"][-1]["flagcns"]["result"]["flacc"])
 
 
+def test_by_default_every_architecture_has_a_graph_layer():
+    """Random codes and mutations of the run's space never end stage 2 before layer 1 (flagcns.min-layers=1); with
+    min-layers=0 (every gene uniform) layer 1's predecessor is None with probability 1/2, an MLP."""
+    from flowergraph.tasks.flagcns import new_rng
+
+    def no_layer_share(extra: dict) -> float:
+        space = space_of(parse_run_config({**BASE, **extra}))
+        rng = new_rng(7)
+        codes = [space.sample(rng) for _ in range(2000)]
+        codes += [space.mutate(c, rng, rate=0.5) for c in codes]
+        return sum(not space.fused_layers(c) for c in codes) / len(codes)
+
+    assert parse_run_config(BASE)["flagcns.min-layers"] == 1
+    assert no_layer_share({}) == 0.0
+    assert 0.45 < no_layer_share({"flagcns.min-layers": 0}) < 0.55
+
+
 def test_presets_hold_the_paper_setting_and_budget():
     from pathlib import Path
 
@@ -371,6 +388,6 @@ def test_presets_hold_the_paper_setting_and_budget():
         for s in (paper, quick):  # the paper's data: METIS into 3 clients, 20 per class / 500 / 1000
             assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == \
                 ("flagcns", dataset, 3, "metis", "per-class:20/500/1000")
-            assert space_of(s) == SearchSpace(num_layers=6)
+            assert space_of(s) == SearchSpace(num_layers=6, min_layers=1)
         assert schedule_of(paper) == PAPER_SCHEDULE and paper.rounds == 250 * 5 + 50
         assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50

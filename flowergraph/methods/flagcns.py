@@ -39,8 +39,11 @@ OPTIONS = (
     _opt("hidden", 64, "Width of the input structure and of every graph layer (the paper: 64).", check=at_least(1)),
     _opt("fusion", "all", "How stage 2 combines the used layers: the mean of all (`all`, the paper) or of the layers "
          "no other layer reads (`leaves`, the reference code).", FUSION),
-    _opt("min-layers", 0, "Random codes and mutations never end stage 2 before this many layers (0: every gene "
-         "uniform, the paper's space; half of the random codes then have no graph layer).", check=at_least(0)),
+    _opt("min-layers", 1, "Random codes and mutations never end stage 2 before this many layers. 1 (default): "
+         "every architecture has a graph layer (Table 1 defines stage 2's output as the mean of the layers before "
+         "the first None, which for layer 1 is the mean of none; the reference code always has layers 1-2); 0: "
+         "every gene uniform, the paper's count, and half of the random codes are MLPs without a graph layer.",
+         check=at_least(0)),
     _opt("population", 20, "Population size |P| (the paper: 60).", check=at_least(1)),
     _opt("sample-size", 10, "Codes sampled from P for each SuperNet step (the reference code: 20 of 60).",
          check=at_least(1)),

@@ -69,7 +69,8 @@ Where the paper is followed against the reference code (github 21S003018/FL-AGCN
     the controller only).
 17. **Random codes.** Uniform over each gene's values (the distribution the paper's count implies): half of random
     codes then have no graph layer. ``SearchSpace(none_prob=..., min_layers=...)`` changes that (the reference:
-    layers 1-2 always present, layers 3-6 skipped with probability 0.2).
+    layers 1-2 always present, layers 3-6 skipped with probability 0.2); the method's default is
+    ``flagcns.min-layers=1`` (no MLP: the paper's stage-2 output of a code without layers is a mean of none).
 18. **Dropout.** None, as in the paper and the reference (``SearchSpace(dropout=...)`` adds it).
 19. **Retraining.** The reference's federated retraining of an architecture is, per epoch, one gradient per client,
     combined, one Adam step (FedSGD with the server's Adam), keeping the first epoch with the best federated
