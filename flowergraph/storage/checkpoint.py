@@ -38,8 +38,8 @@ _PATTERN = "round-*.npz"
 # Run-config keys a resumed run may set differently from the checkpointed run (they change where and how the
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
 RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "round-timeout", "init-timeout",
-                     "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir", "inject-faults",
-                     "fused-eval", "client-order")
+                     "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir",
+                     "inject-faults", "fused-eval", "client-order")
 
 
 @dataclass
