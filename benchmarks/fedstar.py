@@ -262,7 +262,7 @@ def split_spread(rows: list[dict]) -> list[str]:
     tests = sorted(len(g) for g in _chem_test_sizes())
     return ["\n## The spread over splits (CHEM; not in the paper)\n",
             "The same runs on other train/val/test splits (the authors' scikit-learn split with split seeds "
-            f"{', '.join(map(str, SPREAD_SPLITS))}, those run so far; training seed 1) beside the training seeds on "
+            f"{', '.join(map(str, sorted(by_split)))}; training seed 1) beside the training seeds on "
             "split 123. "
             "Std = standard deviation of the mean client accuracy (number of runs):\n",
             table(["method", "over training seeds (split 123)", "std", "over splits (seed 1)", "std"], lines),
@@ -270,7 +270,34 @@ def split_spread(rows: list[dict]) -> list[str]:
             table(["split seed"] + [LABELS[v] for v in have] + [f"FedStar - {LABELS[o]}" for o in have
                                                                   if o != "fedstar"], gaps),
             f"\nCHEM's test sets have {', '.join(map(str, tests))} graphs: one test graph of the smallest moves "
-            f"the mean over the 7 clients by {100 / 7 / tests[0]:.2f} points."]
+            f"the mean over the 7 clients by {100 / 7 / tests[0]:.2f} points."] + pooled_pairs(rows)
+
+
+def pooled_pairs(rows: list[dict]) -> list[str]:
+    """Differences paired run by run over every CHEM run on the authors' split family: the training seeds on split
+    123 and training seed 1 on the other split seeds (each (seed, split) pair once)."""
+    runs: dict[str, dict[tuple[int, int], float]] = {}
+    for r in rows:
+        split_seed = r.get("split_seed", SPLIT_SEED)
+        if (r["setting"], r["structure"]) == ("CHEM", "dse+rwse") and (split_seed == SPLIT_SEED or r["seed"] == 1):
+            runs.setdefault(r["variant"], {})[(r["seed"], split_seed)] = r["accuracy"]
+    lines = []
+    for a, b in (("fedstar", "local"), ("fedstar", "fedavg"), ("fedstar", "local-decoupled"),
+                 ("local-decoupled", "local")):
+        common = sorted(set(runs.get(a, {})) & set(runs.get(b, {})))
+        if len(common) < 2:
+            continue
+        diffs = [runs[a][k] - runs[b][k] for k in common]
+        sd = statistics.stdev(diffs)
+        lines.append([f"{LABELS[a]} - {LABELS[b]}", len(common), f"{statistics.mean(diffs):+.2f}", f"{sd:.2f}",
+                      f"{sd / len(diffs) ** 0.5:.2f}", f"{min(diffs):+.2f} to {max(diffs):+.2f}",
+                      sum(d > 0 for d in diffs)])
+    if not lines:
+        return []
+    return ["\nPaired run by run over every CHEM run above (training seeds on split 123, training seed 1 on the "
+            "other splits; each run is one (training seed, split seed)): `decoupled alone` is the last row, "
+            "sharing the structure encoder on top of it the third:\n",
+            table(["difference", "runs", "mean", "std", "std error", "range", "runs > 0"], lines)]
 
 
 def _chem_test_sizes() -> list:
@@ -424,11 +451,12 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
                f"{r['wall_s']:.0f}" if r.get("wall_s") and not r.get("timing_partial") else
                f"{r['rounds_s']:.0f} (rounds only: resumed)" if r.get("rounds_s") else "-",
-               f"{r['round_s']:.2f}" if r.get("round_s") else "-"] for r in rows]
-    out += ["\n**Every cell**: CPU seconds of the run's process (one torch thread), wall seconds (other jobs on the 2 "
+               f"{r['round_s']:.2f}" if r.get("round_s") else "-", f"{r['accuracy']:.2f}"] for r in rows]
+    out += ["\n**Every cell**: its final mean client accuracy, CPU seconds of the run's process (one torch thread), "
+            "wall seconds (other jobs on the 2 "
             "cores included), median training-round time. A cell stopped mid-run and resumed from its last "
             "checkpoint shows `-` for CPU and, as wall, the sum of its training-round times:\n",
-            table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s"], timing)]
+            table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s", "accuracy %"], timing)]
     return "\n".join(out)
 
 

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .settings import (RunSettings, load_preset, natural_num_clients, option_by_key, parse_run_config, parse_set,
+from .settings import (load_preset, natural_num_clients, option_by_key, parse_run_config, parse_set,
                        renamed_keys)
 from .settings.plan import RunPlan
 from .errors import ConfigError
 from .methods import methods
+from .methods.registry import preflight  # noqa: F401 (flowergraph.simulation.preflight, as before)
 from .storage.results import accuracy_text, add_launcher_times
 from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, private_tmp, run_command, tee_output,
                           write_app, write_run_config)
@@ -66,15 +67,6 @@ class SimulationResult:
     @property
     def ok(self) -> bool:
         return self.status == "completed"
-
-
-def preflight(settings: RunSettings) -> dict[str, Any]:
-    """The method's check of the data before Flower starts (fails fast on impossible settings, warms the
-    dataset cache); ``summary`` and ``client_sizes`` describe it."""
-    check = settings.method_info.preflight or settings.task_info.preflight
-    if check is None:
-        return {"summary": settings.dataset}
-    return check(settings)
 
 
 def _wait_healthy(port: int, proc: subprocess.Popen, log_file: Path, timeout: float = 60.0) -> None:
@@ -265,10 +257,10 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
     print(f"flowergraph: {settings.method} on {info['summary']}, {supernodes} client(s), {settings.rounds} "
           f"round(s){sizes}", file=stream, flush=True)
     if settings.client_order != "partition":
-        from .app.client_app import client_schedule
+        from .app.client_app import order_clients
 
         print(f"flowergraph: client-order={settings.client_order}: simulated nodes 0..{supernodes - 1} serve "
-              f"clients {list(client_schedule(settings))}", file=stream, flush=True)
+              f"clients {list(order_clients(settings, info.get('client_sizes')))}", file=stream, flush=True)
     if auto_bound:
         print(f"flowergraph: SecAgg+ weights bounded by the largest client size: secagg-max-weight="
               f"{settings.secagg_max_weight:g}", file=stream, flush=True)

@@ -114,17 +114,26 @@ def client_schedule(settings: "RunSettings") -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=8)
 def _schedule(items: tuple) -> tuple[int, ...]:
+    from ..methods.registry import preflight
     from ..settings import parse_run_config
 
     s = parse_run_config(dict(items), allow_unknown=True)
-    n = s.effective_num_clients
-    if s.client_order == "partition" or n == 1:
+    if s.client_order == "partition" or s.effective_num_clients == 1:
+        return order_clients(s, None)
+    return order_clients(s, preflight(s).get("client_sizes"))
+
+
+def order_clients(settings: "RunSettings", sizes) -> tuple[int, ...]:
+    """:func:`client_schedule` from the clients' sizes (``preflight``'s ``client_sizes``; unused for
+    ``partition``)."""
+    n = settings.effective_num_clients
+    if settings.client_order == "partition" or n == 1:
         return tuple(range(n))
-    check = s.method_info.preflight or s.task_info.preflight  # the launcher's data check (flowergraph.simulation)
-    sizes = (check(s) if check is not None else {}).get("client_sizes") or []
+    sizes = list(sizes or [])
     if len(sizes) != n:
-        raise ConfigError(f"client-order={s.client_order!r}: method {s.method!r} on {s.dataset!r} does not report "
-                          f"the size of each of its {n} clients (got {len(sizes)}); use client-order='partition'")
+        raise ConfigError(f"client-order={settings.client_order!r}: method {settings.method!r} on "
+                          f"{settings.dataset!r} does not report the size of each of its {n} clients (got "
+                          f"{len(sizes)}); use client-order='partition'")
     return tuple(sorted(range(n), key=lambda k: (-float(sizes[k]), k)))
 
 

@@ -89,13 +89,17 @@ def enabled() -> bool:
     """Whether messages go to a worker: under Flower's ``flwr-clientapp`` (deployment), unless turned off."""
     if os.environ.get(ENV, "auto").strip().lower() in ("0", "off", "false", "no"):
         return False
+    return _under_flwr_clientapp()
+
+
+def _under_flwr_clientapp() -> bool:
     return Path(sys.argv[0]).name == "flwr-clientapp"
 
 
 def in_deployment() -> bool:
     """Whether this process answers a deployment SuperNode's messages: Flower's ``flwr-clientapp`` process or the
     node's worker (which it starts). Simulation and in-process runs are not."""
-    return os.environ.get(WORKER_ENV) == "1" or Path(sys.argv[0]).name == "flwr-clientapp"
+    return os.environ.get(WORKER_ENV) == "1" or _under_flwr_clientapp()
 
 
 def workers_dir() -> Path:

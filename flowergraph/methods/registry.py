@@ -384,6 +384,17 @@ def _register_found(obj: Any) -> None:
             register(item, replace=True)
 
 
+def preflight(settings: "RunSettings") -> dict[str, Any]:
+    """The run's data check before Flower starts (the method's, else its task's): fails fast on impossible
+    settings and warms the dataset cache; ``summary`` and ``client_sizes`` describe the data. Used by the
+    launchers and by ``client-order`` (:func:`flowergraph.app.client_app.client_schedule`)."""
+    check: Callable[["RunSettings"], dict[str, Any]] | None = (settings.method_info.preflight
+                                                               or settings.task_info.preflight)
+    if check is None:
+        return {"summary": settings.dataset}
+    return check(settings)
+
+
 def methods(*, include_benchmark: bool = True) -> dict[str, Method]:
     """Every registered method by name (built-in first, then plugins, in registration order)."""
     _load_plugins()
