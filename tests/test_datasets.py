@@ -50,8 +50,33 @@ def test_per_class_and_random_splits(cora):
     assert torch.equal(other.train_mask, data.train_mask)  # same seed, same split
 
 
+def test_first_per_class_split_is_the_fl_agcns_authors(cora):
+    """The FL-AGCNS authors' split: training = the first T nodes of each class in node order (counted here by a
+    plain loop over the labels), validation and test drawn at random from the rest; on Cora with T = 20 the
+    training nodes are the public split's (nodes 0-139)."""
+    data = cora.clone()
+    apply_split(data, parse_split("first-per-class", "Planetoid"), seed=3)
+    left, expected = [20] * 7, []
+    for node, label in enumerate(data.y.tolist()):
+        if left[label] > 0:
+            left[label] -= 1
+            expected.append(node)
+    assert np.flatnonzero(data.train_mask.numpy()).tolist() == expected
+    assert torch.equal(data.train_mask, cora.train_mask)
+    assert int(data.val_mask.sum()) == 500 and int(data.test_mask.sum()) == 1000
+    assert not ((data.train_mask & data.val_mask) | (data.train_mask & data.test_mask)
+                | (data.val_mask & data.test_mask)).any()
+    other = cora.clone()
+    apply_split(other, parse_split("first-per-class:20/500/1000", "Planetoid"), seed=4)
+    assert torch.equal(other.train_mask, data.train_mask) and not torch.equal(other.test_mask, data.test_mask)
+    apply_split(other, parse_split("first-per-class:5/100/200", "Planetoid"), seed=3)
+    assert int(other.train_mask.sum()) == 35 and int(other.test_mask.sum()) == 200
+
+
 @pytest.mark.parametrize("text,match", [
-    ("stratified", "unknown split 'stratified'; valid choices: auto, public, random"),
+    ("stratified", "unknown split 'stratified'; valid choices: auto, public, random, random:F/F/F, per-class, "
+                   "per-class:T/V/S, first-per-class, first-per-class:T/V/S"),
+    ("first-per-class:1.5/10/10", "first-per-class takes integers"),
     ("random:0.7/0.2/0.2", "fractions sum to 1.1 > 1"),
     ("per-class:2.5/10/10", "per-class takes integers"),
     ("random:a/b/c", "expected three numbers"),

@@ -19,8 +19,9 @@ from flowergraph.tasks.flagcns import (ABLATIONS, ACTIVATIONS, BASELINES, NONE, 
                                        baseline_code, best_architecture, build_network, cell_name,
                                        client_loss_and_gradients, code_from_layers, combine_gradients,
                                        evaluate_codes, federated_mean, federated_train_architecture, gamma_at,
-                                       new_rng, parameter_count, population_quotas, rng_from_json, rng_state_json,
-                                       train_architecture)
+                                       new_rng, parameter_count, population_quotas, REFERENCE_BASELINES,
+                                       reference_baseline, rng_from_json, rng_state_json, train_architecture,
+                                       federated_train_network)
 from flowergraph.tasks.synthetic import CSBMParams
 
 SMALL = GraphSpec(dataset="synthetic", split="per-class:6/24/24", seed=3,
@@ -501,6 +502,45 @@ def test_reference_training_of_baselines(graphs, whole):
     fed_sum = federated_train_architecture(space, code, graphs, epochs=5, seed=2, mode="sum")
     assert fed.history != fed_sum.history
     assert fed.parameters == parameter_count(space, code, whole.num_features, 3)
+
+
+def test_reference_baselines_parameters_and_training(whole):
+    """The authors' fixed baselines: their parameter counts on Cora (1433 features, 7 classes) are the paper's
+    Table 3 column (GAT 0.092 M, SAGE 0.184 M, SGC 0.010 M, APPNP 0.092 M; GCN 0.092 M, the table says 0.102 M);
+    federated_train_network on one client is a plain full-batch Adam loop (lr 0.02, weight decay 5e-6) written
+    here; a bad name is refused with the valid choices."""
+    counts = {name: sum(p.numel() for p in reference_baseline(name, 1433, 7).parameters())
+              for name in REFERENCE_BASELINES}
+    assert {k: round(v / 1e6, 3) for k, v in counts.items()} == {"gcn": 0.092, "gat": 0.092, "sage": 0.184,
+                                                                    "sgc": 0.010, "appnp": 0.092}
+    for name in REFERENCE_BASELINES:
+        net = reference_baseline(name, whole.num_features, 3, seed=1)
+        again = reference_baseline(name, whole.num_features, 3, seed=1)
+        for a, b in zip(net.parameters(), again.parameters()):
+            assert torch.equal(a, b)  # seeded initialisation
+        hand = copy.deepcopy(net)
+        result = federated_train_network(net, [whole], epochs=6, seed=0)
+        optimizer = torch.optim.Adam(hand.parameters(), lr=0.02, weight_decay=5e-6)
+        val_accuracies, losses = [], []
+        for _ in range(6):
+            hand.train()
+            optimizer.zero_grad()
+            out = hand(whole.x, whole.edge_index)
+            loss = torch.nn.functional.cross_entropy(out[whole.train_mask], whole.y[whole.train_mask])
+            loss.backward()
+            losses.append(float(loss.detach()))
+            optimizer.step()
+            hand.eval()
+            with torch.no_grad():
+                pred = hand(whole.x, whole.edge_index).argmax(1)
+            val_accuracies.append(float((pred[whole.val_mask] == whole.y[whole.val_mask]).double().mean()))
+        assert [h["val_accuracy"] for h in result.history] == pytest.approx(val_accuracies, abs=1e-12), name
+        assert [h["train_loss"] for h in result.history] == pytest.approx(losses, rel=1e-6), name
+        assert len(set(losses)) == 6  # it trains
+        assert result.parameters == sum(p.numel() for p in hand.parameters())
+    with pytest.raises(ConfigError, match="unknown reference baseline 'gin'; valid choices: gcn, gat, sage, sgc, "
+                                          "appnp"):
+        reference_baseline("gin", 8, 3)
 
 
 def test_cora_metis_federated_gcn_code(shared_data):

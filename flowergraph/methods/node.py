@@ -30,6 +30,7 @@ NODE_DATASETS = ("Cora", "CiteSeer", "PubMed", "synthetic")
 
 OPTIONS: tuple[Option, ...] = (
     Option("node.split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, "
+           "`first-per-class[:20/500/1000]` (the first nodes of each class train, as the FL-AGCNS authors' code), "
            "`auto` (public for Planetoid, random 60/20/20 otherwise).", group="node"),
     Option("node.partitioner", "dirichlet", "Node partitioner.", PARTITIONERS, group="node"),
     Option("node.beta", 10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",

@@ -5,6 +5,9 @@ Presets (the ``split`` run-config value):
 * ``public`` -- the Planetoid public split (Cora/CiteSeer/PubMed: 20 labels per class, 500 val, 1000 test).
 * ``per-class`` -- 20 random training nodes per class, 500 validation, 1000 test (the "random" split of the
   Planetoid paper); ``per-class:T/V/S`` sets the three numbers.
+* ``first-per-class`` -- the first 20 nodes of each class in node order for training, then 500 validation and
+  1000 test nodes drawn at random from the rest (the FL-AGCNS authors' split, ``make_data.py``; on Cora its
+  training nodes are the public split's); ``first-per-class:T/V/S`` sets the three numbers.
 * ``random`` -- random fractions 60/20/20 of all nodes; ``random:0.6/0.2/0.2`` (or ``random:60/20/20``)
   sets them. Fractions must sum to at most 1.
 * ``auto`` -- ``public`` for Planetoid datasets, ``random`` (60/20/20) otherwise.
@@ -47,12 +50,13 @@ class MaskedNodes:
         return int(self.test_mask.sum())
 
 
-SPLIT_CHOICES = ("auto", "public", "random", "random:F/F/F", "per-class", "per-class:T/V/S")
+SPLIT_CHOICES = ("auto", "public", "random", "random:F/F/F", "per-class", "per-class:T/V/S", "first-per-class",
+                 "first-per-class:T/V/S")
 
 
 @dataclass(frozen=True)
 class SplitSpec:
-    kind: str  # "public" | "random" | "per-class"
+    kind: str  # "public" | "random" | "per-class" | "first-per-class"
     a: float = 0.0
     b: float = 0.0
     c: float = 0.0
@@ -70,9 +74,9 @@ def parse_split(text: str, dataset_family: str) -> SplitSpec:
             raise ConfigError(f"split {text!r}: 'public' takes no arguments")
         if dataset_family != "Planetoid":
             raise ConfigError(f"split {text!r}: the public split exists only for Planetoid datasets; "
-                              f"valid choices here: random, random:F/F/F, per-class, per-class:T/V/S, auto")
+                              f"valid choices here: {', '.join(c for c in SPLIT_CHOICES if c != 'public')}")
         return SplitSpec("public")
-    if kind not in ("random", "per-class"):
+    if kind not in ("random", "per-class", "first-per-class"):
         raise ConfigError(f"unknown split {text!r}; valid choices: {', '.join(SPLIT_CHOICES)}")
     default = (0.6, 0.2, 0.2) if kind == "random" else (20, 500, 1000)
     if not args:
@@ -82,7 +86,7 @@ def parse_split(text: str, dataset_family: str) -> SplitSpec:
         values = [float(p) for p in parts]
     except ValueError:
         raise ConfigError(f"split {text!r}: expected three numbers after ':' like "
-                          f"{'random:0.6/0.2/0.2' if kind == 'random' else 'per-class:20/500/1000'}") from None
+                          f"{'random:0.6/0.2/0.2' if kind == 'random' else kind + ':20/500/1000'}") from None
     if len(values) != 3 or any(v < 0 for v in values):
         raise ConfigError(f"split {text!r}: expected three non-negative numbers after ':'")
     if kind == "random":
@@ -94,7 +98,7 @@ def parse_split(text: str, dataset_family: str) -> SplitSpec:
             raise ConfigError(f"split {text!r}: the training fraction must be > 0")
     else:
         if any(v != int(v) for v in values) or values[0] < 1:
-            raise ConfigError(f"split {text!r}: per-class takes integers T/V/S with T >= 1")
+            raise ConfigError(f"split {text!r}: {kind} takes integers T/V/S with T >= 1")
     return SplitSpec(kind, *values)
 
 
@@ -122,11 +126,11 @@ def apply_split(data, spec: SplitSpec, seed: int) -> None:
         y = data.y.numpy()
         for k in np.unique(y):
             idx = np.flatnonzero(y == k)
-            chosen = rng.permutation(idx)[:per_class]
+            chosen = idx[:per_class] if spec.kind == "first-per-class" else rng.permutation(idx)[:per_class]
             train[chosen] = True
         rest = rng.permutation(np.flatnonzero(~train))
         if n_val + n_test > len(rest):
-            raise ConfigError(f"per-class split asks for {n_val} validation + {n_test} test nodes but only "
+            raise ConfigError(f"{spec.kind} split asks for {n_val} validation + {n_test} test nodes but only "
                               f"{len(rest)} nodes remain after the training nodes")
         val[rest[:n_val]] = True
         test[rest[n_val:n_val + n_test]] = True

@@ -77,6 +77,7 @@ Where the paper is followed against the reference code (github 21S003018/FL-AGCN
     validation accuracy; :func:`.training.federated_train_architecture` does exactly that.
 """
 
+from .baselines import REFERENCE_BASELINES, ReferenceBaseline, reference_baseline
 from .evolution import (ABLATIONS, PAPER_SCHEDULE, Assembled, EAConfig, EvolutionaryOptimizer, SearchSchedule,
                         assemble_population, best_architecture, distinct, gamma_at, new_rng, population_quotas,
                         rng_from_json, rng_state_json, sample_members)
@@ -86,7 +87,8 @@ from .space import (ACTIVATIONS, BASELINES, FUSIONS, NONE, OPERATIONS, Code, Sea
 from .supernet import ArchitectureNet, SuperNet, build_network, cell_name, parameter_count, pseudo_coordinates
 from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, TrainResult, architecture_gradients,
                        client_loss_and_gradients, combine_gradients, evaluate_codes, evaluate_network, federated_mean,
-                       federated_train_architecture, output_metrics, train_architecture)
+                       federated_train_architecture, federated_train_network, output_metrics,
+                       train_architecture)
 
 __all__ = [
     "ABLATIONS", "PAPER_SCHEDULE", "Assembled", "EAConfig", "EvolutionaryOptimizer", "SearchSchedule",
@@ -96,5 +98,6 @@ __all__ = [
     "ArchitectureNet", "SuperNet", "build_network", "cell_name", "parameter_count", "pseudo_coordinates",
     "COMBINE_MODES", "LR", "WEIGHT_DECAY", "SuperNetOptimizer", "TrainResult", "architecture_gradients",
     "client_loss_and_gradients", "combine_gradients", "evaluate_codes", "evaluate_network", "federated_mean",
-    "federated_train_architecture", "output_metrics", "train_architecture",
+    "federated_train_architecture", "federated_train_network", "output_metrics", "train_architecture",
+    "REFERENCE_BASELINES", "ReferenceBaseline", "reference_baseline",
 ]

@@ -261,15 +261,31 @@ def federated_train_architecture(space: SearchSpace, code: Code, graphs: Sequenc
     training gradient, combined by :func:`combine_gradients` (``mode``, train-size weights), one Adam step; then
     validation/test accuracy per client, combined with validation/test-size weights (FLACC for test). Keeps the
     first epoch with the best federated validation accuracy."""
-    if epochs < 1:
-        raise ConfigError(f"epochs must be >= 1, got {epochs}")
     if not graphs:
         raise ConfigError("federated_train_architecture needs at least one graph")
     code = space.check(code)
     in_dim = int(graphs[0].x.size(1))
-    num_classes = int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or
-                      max(int(g.y.max()) + 1 for g in graphs))
-    net = ArchitectureNet(space, code, in_dim, num_classes, seed=seed)
+    net = ArchitectureNet(space, code, in_dim, _num_classes(graphs), seed=seed)
+    return federated_train_network(net, graphs, epochs=epochs, lr=lr, weight_decay=weight_decay, seed=seed,
+                                   mode=mode)
+
+
+def _num_classes(graphs: Sequence) -> int:
+    return int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or
+               max(int(g.y.max()) + 1 for g in graphs))
+
+
+def federated_train_network(net: torch.nn.Module, graphs: Sequence, epochs: int = 50, lr: float = LR,
+                            weight_decay: float = WEIGHT_DECAY, seed: int = 0,
+                            mode: str = "weighted") -> TrainResult:
+    """:func:`federated_train_architecture`'s loop for any network called as ``net(x, edge_index)`` whose output
+    is given to the cross-entropy (e.g. the reference code's fixed baselines,
+    :func:`~flowergraph.tasks.flagcns.baselines.reference_baseline`). ``seed`` seeds the training's random
+    draws (dropout), not the initialisation: ``net`` comes initialised."""
+    if epochs < 1:
+        raise ConfigError(f"epochs must be >= 1, got {epochs}")
+    if not graphs:
+        raise ConfigError("federated_train_network needs at least one graph")
     params = dict(net.named_parameters())
     optimizer = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay)
     train_sizes = [int(_mask(g, "train").sum()) for g in graphs]
