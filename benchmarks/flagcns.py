@@ -3,7 +3,11 @@ the same wall-time budget and against fixed architectures trained federatedly, t
 fitness per generation, and the search's speed in Flower's simulation against no-op clients.
 
 Data: the paper's (METIS into 3 clients, 20 training nodes per class, 500 validation, 1000 test); the split and
-METIS are seeded by the cell's seed, so every row of one seed sees the same clients.
+METIS are seeded by the cell's seed, so every row of one seed sees the same clients. ``--split`` picks how the 20
+training nodes per class are chosen: ``first-per-class`` (the default: the first 20 of each class in node order,
+the authors' ``make_data.py``; on Cora these are the public split's training nodes) or ``per-class`` (20 at random,
+flowergraph's earlier choice); validation and test nodes are random in both. Cells of the ``per-class`` split keep
+their old names, the others end in ``-<split>``; each split gets its own tables.
 
 Cells (each kept in ``benchmarks/cells/flagcns/<cell>.json`` with its settings and code state, ``common.CellStore``;
 a finished cell is skipped, a stopped search resumes from its last checkpoint under ``--work``):
@@ -20,6 +24,9 @@ a finished cell is skipped, a stopped search resumes from its last checkpoint un
   epochs"), the one with the best federated validation accuracy kept, then retrained like the searched one.
 * ``fixed`` (dataset, architecture, seed): GCN, GAT, SAGE, SGC, APPNP as codes of the space (two layers between
   the input and output structures; ``tasks/flagcns/space.py: BASELINES``), retrained the same way.
+* ``reference`` (dataset, architecture, seed): the same five as the authors' code builds them
+  (``tasks/flagcns/baselines.py``: their own small PyG networks, whose parameter counts are the paper's Table 3
+  column), retrained the same way (the authors' ``server.py --mode eval``: 50 epochs, 10 retrainings).
 * ``speed`` (budget, method): a few epochs in Flower's Ray simulation (1 CPU per client) of ``flagcns`` and of
   ``flagcns-noop`` (same strategy and messages, clients that do no work): wall time per generation and the share
   that is Flower's and the server's own cost.
@@ -30,7 +37,8 @@ median of 10, one thread.
 
     .venv/bin/python benchmarks/flagcns.py --quick                  # smoke check: tiny budget, 1 seed, minutes
     .venv/bin/python benchmarks/flagcns.py                          # Table 3 (Cora, CiteSeer) + Table 5 + speed
-    .venv/bin/python benchmarks/flagcns.py --datasets Cora --seeds 0 --parts search fixed
+    .venv/bin/python benchmarks/flagcns.py --datasets Cora --seeds 0 --parts search fixed reference
+    .venv/bin/python benchmarks/flagcns.py --budget default --split per-class --parts fixed   # the earlier split
     .venv/bin/python benchmarks/flagcns.py --tables-only            # rewrite docs/results/flagcns.md from cells
 """
 
@@ -60,7 +68,12 @@ BUDGETS = {
     "quick": {"flagcns.layers": 3, "flagcns.population": 8, "flagcns.sample-size": 4, "flagcns.epochs": 4,
               "flagcns.warmup": 1, "flagcns.steps-per-epoch": 2, "flagcns.retrain-epochs": 10},
 }
-DATA = {"num-clients": 3, "node.split": "per-class:20/500/1000", "node.partitioner": "metis"}
+DATA = {"num-clients": 3, "node.partitioner": "metis"}
+# the 20 training nodes per class: at random (flowergraph's first choice) or the first ones (the authors' code)
+SPLITS = {"per-class": "per-class:20/500/1000", "first-per-class": "first-per-class:20/500/1000"}
+SPLIT_LABELS = {"first-per-class": "the authors' split: the first 20 nodes of each class train (on Cora the public "
+                "training nodes), 500 validation and 1000 test nodes at random",
+                "per-class": "20 random training nodes per class, 500 validation and 1000 test nodes at random"}
 # The paper's Table 3 (FLACC %, parameters M, inference s) and Table 5 (Cora)
 PAPER3 = {"Cora": {"FL-AGCNS": (82.9, 0.105, 0.0339), "FL-Random": (79.8, 0.113, 0.0335), "gat": (79.0, 0.092, 0.0262),
                    "sage": (78.8, 0.184, 0.0294), "gcn": (81.3, 0.102, 0.0200), "sgc": (78.1, 0.010, 0.0152),
@@ -74,6 +87,8 @@ LABELS = {"feo": "FL-AGCNS", "controller-eo": "ControllerEO (only the controller
           "client-eo": "ClientEO (only the clients' EAs: gamma = 1)",
           "random-partition": "RandomPartition (FEO on a random partition)", "gcn": "GCN", "gat": "GAT",
           "sage": "SAGE", "sgc": "SGC", "appnp": "APPNP", "random": "FL-Random"}
+REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' network", "sage": "SAGE, authors' network",
+                    "sgc": "SGC, authors' network", "appnp": "APPNP, authors' network"}
 # The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
 SOURCES = ("flowergraph/tasks/flagcns/*.py", "flowergraph/tasks/datasets.py", "flowergraph/tasks/splits.py",
            "flowergraph/tasks/partition.py", "flowergraph/tasks/federated_graph.py", "flowergraph/tasks/torch_state.py",
@@ -83,10 +98,11 @@ SOURCES = ("flowergraph/tasks/flagcns/*.py", "flowergraph/tasks/datasets.py", "f
 STORE = "flagcns"
 
 
-def run_config(dataset: str, variant: str, budget: str, seed: int) -> dict:
+def run_config(dataset: str, variant: str, budget: str, seed: int, split: str = "per-class") -> dict:
     """The run configuration of a search cell (without the machine's paths)."""
     b = BUDGETS[budget]
-    config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, **b, "flagcns.ablation": variant,
+    config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, "node.split": SPLITS[split], **b,
+              "flagcns.ablation": variant,
               "rounds": b["flagcns.epochs"] * b["flagcns.steps-per-epoch"] + b["flagcns.retrain-epochs"]}
     if variant == "random-partition":
         config["node.partitioner"] = "random"
@@ -109,14 +125,16 @@ def space_of(config: dict):
     return space(parse_run_config({**config, "data-dir": data_dir()}))
 
 
-def inference_seconds(space, code, graphs, state: dict | None = None, repeats: int = 10) -> float:
-    """One evaluation forward over every client's subgraph (summed), median of ``repeats``."""
+def inference_seconds(space, code, graphs, state: dict | None = None, repeats: int = 10, net=None) -> float:
+    """One evaluation forward over every client's subgraph (summed), median of ``repeats``; of ``code``'s network,
+    or of ``net`` when given."""
     import torch
 
     from flowergraph.tasks.flagcns import ArchitectureNet
     from flowergraph.tasks.torch_state import load_module_arrays
 
-    net = ArchitectureNet(space, code, graphs[0].num_features, graphs[0].num_classes, seed=0)
+    if net is None:
+        net = ArchitectureNet(space, code, graphs[0].num_features, graphs[0].num_classes, seed=0)
     if state:
         load_module_arrays(net, state)
     net.eval()
@@ -146,12 +164,18 @@ def retrain(space, code, graphs, epochs: int, retrains: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------- cells
-def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, retrains: int) -> dict:
+def cell_name(base: str, split: str) -> str:
+    """A cell's name: the ``per-class`` split's cells keep the names they had before splits were a dimension."""
+    return base if split == "per-class" else f"{base}-{split}"
+
+
+def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, retrains: int,
+                split: str = "per-class") -> dict:
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.storage.results import read_run
 
-    config = run_config(dataset, variant, budget, seed)
-    out = work / f"{dataset}-{variant}-{budget}-s{seed}"
+    config = run_config(dataset, variant, budget, seed, split)
+    out = work / cell_name(f"{dataset}-{variant}-{budget}-s{seed}", split)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
             "checkpoint-every": 25}
     done = (out / "summary.json").exists() and json.loads((out / "summary.json").read_text()).get("status") == \
@@ -172,7 +196,7 @@ def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, 
     gens = [r["flagcns"]["generation"] for r in search_rounds if "generation" in (r.get("flagcns") or {})]
     space, graphs = space_of(config), clients_of(config)
     code = tuple(result["architecture"])
-    row = {"kind": "search", "dataset": dataset, "variant": variant, "budget": budget, "seed": seed,
+    row = {"kind": "search", "dataset": dataset, "variant": variant, "budget": budget, "seed": seed, "split": split,
            "architecture": list(code), "describe": space.short(code), "fll": result["selection"]["fll"],
            "run_flacc": 100 * result["flacc"], "run_best_epoch": result["epoch"],
            "search_s": sum(r.get("time_s") or 0.0 for r in search_rounds),
@@ -186,11 +210,11 @@ def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, 
     return row
 
 
-def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: int) -> dict:
+def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: int, split: str = "per-class") -> dict:
     """FL-Random for ``seconds`` of wall time (the seed's FL-AGCNS search time)."""
     from flowergraph.tasks.flagcns import federated_train_architecture, new_rng
 
-    config = run_config(dataset, "feo", budget, seed)
+    config = run_config(dataset, "feo", budget, seed, split)
     space, graphs = space_of(config), clients_of(config)
     epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
     rng = new_rng(seed, 0x2A)
@@ -202,21 +226,42 @@ def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: 
         if best is None or r.val_accuracy > best[1]:
             best = (code, r.val_accuracy)
     code = best[0]
-    return {"kind": "random", "dataset": dataset, "budget": budget, "seed": seed, "architecture": list(code),
+    return {"kind": "random", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
+            "architecture": list(code),
             "describe": space.short(code), "val_accuracy": 100 * best[1], "tried": tried,
             "budget_s": seconds, "used_s": time.perf_counter() - start, "layers": len(space.layers(code)),
             **retrain(space, code, graphs, epochs, retrains)}
 
 
-def fixed_cell(dataset: str, name: str, budget: str, seed: int, retrains: int) -> dict:
+def fixed_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, split: str = "per-class") -> dict:
     from flowergraph.tasks.flagcns import baseline_code
 
-    config = run_config(dataset, "feo", budget, seed)
+    config = run_config(dataset, "feo", budget, seed, split)
     space, graphs = space_of(config), clients_of(config)
     code = baseline_code(name, space)
     return {"kind": "fixed", "dataset": dataset, "architecture_name": name, "seed": seed, "budget": budget,
-            "architecture": list(code), "describe": space.short(code),
+            "split": split, "architecture": list(code), "describe": space.short(code),
             **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
+
+
+def reference_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, split: str) -> dict:
+    """The authors' network ``name`` (``tasks/flagcns/baselines.py``), retrained like the searched architecture:
+    ``retrains`` federated retrainings from scratch (init seeds 0..R-1)."""
+    from flowergraph.tasks.flagcns import federated_train_network, reference_baseline
+
+    config = run_config(dataset, "feo", budget, seed, split)
+    graphs = clients_of(config)
+    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
+    features, classes = graphs[0].num_features, graphs[0].num_classes
+    results = [federated_train_network(reference_baseline(name, features, classes, seed=k), graphs, epochs=epochs,
+                                       seed=k) for k in range(retrains)]
+    accs = [100 * r.test_accuracy for r in results]
+    net = reference_baseline(name, features, classes, seed=0)
+    return {"kind": "reference", "dataset": dataset, "architecture_name": name, "seed": seed, "budget": budget,
+            "split": split, "retrains": accs, "flacc": statistics.mean(accs),
+            "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0, "parameters": results[0].parameters,
+            "best_epochs": [r.best_epoch for r in results],
+            "inference_s": inference_seconds(None, None, graphs, results[0].best_state, net=net)}
 
 
 def speed_cell(budget: str, method: str, epochs: int) -> dict:
@@ -265,10 +310,11 @@ def paper_cell(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def tables(rows: list[dict], budget: str, store: CellStore) -> str:
+def tables(rows: list[dict], budget: str, split: str) -> str:
+    """Tables 3 and 5 of one split."""
     out: list[str] = []
+    rows = [r for r in rows if r.get("split", "per-class") == split and r.get("kind") != "speed"]
     present = [d for d in DATASETS if any(r.get("dataset") == d for r in rows)]
-    stale = [r for r in rows if r.get("stale")]
 
     def of(kind, dataset, **match):
         return [r for r in rows if r.get("kind") == kind and r.get("dataset") == dataset and r.get("budget") == budget
@@ -281,7 +327,10 @@ def tables(rows: list[dict], budget: str, store: CellStore) -> str:
             header += [f"{d}: FLACC % (ours \\| paper)", "params M (ours \\| paper)", "inference s (ours \\| paper)"]
         body = []
         for label, kind, match in [("FL-AGCNS", "search", {"variant": "feo"}), ("FL-Random", "random", {})] + \
-                [(LABELS[n], "fixed", {"architecture_name": n}) for n in FIXED]:
+                [(LABELS[n], "fixed", {"architecture_name": n}) for n in FIXED] + \
+                [(REFERENCE_LABELS[n], "reference", {"architecture_name": n}) for n in FIXED]:
+            if kind == "reference" and not any(of(kind, d, **match) for d in present):
+                continue
             line = [label]
             key = "FL-AGCNS" if kind == "search" else "FL-Random" if kind == "random" else match["architecture_name"]
             for d in present:
@@ -293,12 +342,15 @@ def tables(rows: list[dict], budget: str, store: CellStore) -> str:
                          f"{fmt([c['inference_s'] for c in cells], 4)} \\| {paper_cell(paper[2], 4)}"]
             body.append(line)
         seeds = sorted({r["seed"] for r in rows if r.get("budget") == budget and "seed" in r})  # speed: no seed
-        out += [f"## Paper Table 3: searched vs FL-Random vs fixed architectures (budget `{budget}`)\n",
-                f"Mean ± std over search seeds {seeds} (each seed: its own split, METIS partition and search); every "
-                "architecture's FLACC is the mean over its retrainings from scratch (see each row's cells). FL-Random "
-                "had the wall time of the same seed's FL-AGCNS search. The paper's numbers are single values. The "
-                "fixed architectures are this search space's codes (FC+act, two layers, FC), not PyG's reference "
-                "models, so parameters differ from the paper's.\n", table(header, body)]
+        out += [f"## Paper Table 3: searched vs FL-Random vs fixed architectures (budget `{budget}`, split "
+                f"`{split}`)\n",
+                f"Split: {SPLIT_LABELS[split]}. Mean ± std over search seeds {seeds} (each seed: its own split, METIS "
+                "partition and search); every architecture's FLACC is the mean over its retrainings from scratch (see "
+                "each row's cells). FL-Random had the wall time of the same seed's FL-AGCNS search. The paper's "
+                "numbers are single values. The plain fixed rows (GCN, ...) are this search space's codes (FC+act, two "
+                "layers, FC); the rows marked *authors' network* are the networks the authors' code trains for the "
+                "paper's baselines (`tasks/flagcns/baselines.py`; their parameter counts are the paper's), trained "
+                "the same way.\n", table(header, body)]
         searched = []
         for d in present:
             for r in of("search", d, variant="feo") + of("random", d):
@@ -320,14 +372,20 @@ def tables(rows: list[dict], budget: str, store: CellStore) -> str:
                  fmt([c["parameters"] / 1e6 for c in of("search", "Cora", variant=v)], 3), paper_cell(PAPER5[v][1], 3),
                  fmt([c["inference_s"] for c in of("search", "Cora", variant=v)], 4), paper_cell(PAPER5[v][2], 4)]
                 for v in abl]
-        out += ["\n## Paper Table 5: ablations on Cora\n",
+        out += [f"\n## Paper Table 5: ablations on Cora (split `{split}`)\n",
                 "The paper's text names ControllerEO gamma = 1 and ClientEO gamma = 0, but under its own Algorithm 1 "
                 "(gamma is the clients' share of P) those would keep the opposite EA; the rows here are named by what "
                 "they keep (`flagcns.ablation`), which matches the paper's descriptions (\"only preserves the EA "
                 "optimizer in the controller\").\n",
                 table(["variant", "FLACC % ours", "paper", "params M ours", "paper", "inference s ours", "paper"],
                       body)]
-    # Speed
+    return "\n".join(out)
+
+
+def speed_and_stale(rows: list[dict]) -> str:
+    """The speed table and the list of cells from older code."""
+    out: list[str] = []
+    stale = [r for r in rows if r.get("stale")]
     speed = [r for r in rows if r.get("kind") == "speed"]
     if speed:
         body = []
@@ -365,9 +423,12 @@ def plot(rows: list[dict], budget: str) -> str | None:
     if not searches:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for i, r in enumerate(sorted(searches, key=lambda r: (r["dataset"], r["variant"], r["seed"]))):
+    for i, r in enumerate(sorted(searches, key=lambda r: (r.get("split", "per-class"), r["dataset"], r["variant"],
+                                                          r["seed"]))):
         xs, ys = zip(*r["curve"])
-        ax.plot(xs, ys, label=f"{r['dataset']} {r['variant']} s{r['seed']}", color=plt.cm.tab10(i % 10), lw=1.2)
+        split = r.get("split", "per-class")
+        ax.plot(xs, ys, label=f"{r['dataset']} {r['variant']} s{r['seed']} ({split})", color=plt.cm.tab20(i % 20),
+                lw=1.2, ls="--" if split == "per-class" else "-")
     ax.set_xlabel("epoch (generation)")
     ax.set_ylabel("best FLL in P_FL (lower is better)")
     ax.set_title(f"FL-AGCNS: best fitness per generation (budget {budget})", fontsize=10)
@@ -388,8 +449,10 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--retrains", type=int, default=10, help="retrainings of every architecture (the paper: 10)")
-    parser.add_argument("--parts", nargs="+", default=["search", "ablation", "random", "fixed", "speed"],
-                        choices=["search", "ablation", "random", "fixed", "speed"])
+    parser.add_argument("--parts", nargs="+", default=["search", "ablation", "random", "fixed", "reference", "speed"],
+                        choices=["search", "ablation", "random", "fixed", "reference", "speed"])
+    parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
+                        help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-flagcns"), help="run folders (not in git)")
     parser.add_argument("--tables-only", action="store_true")
@@ -421,26 +484,33 @@ def main() -> None:
         if row is not None:
             rows.append(row)
 
-    b = args.budget
+    b, split = args.budget, args.split
     for dataset in args.datasets:
         for seed in args.seeds:
             variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
                 ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else [])
             for v in variants:
-                add(cell(f"{dataset}-{v}-{b}-s{seed}", run_config(dataset, v, b, seed),
-                         lambda v=v, d=dataset, s=seed: search_cell(work, d, v, b, s, args.retrains)))
+                add(cell(cell_name(f"{dataset}-{v}-{b}-s{seed}", split), run_config(dataset, v, b, seed, split),
+                         lambda v=v, d=dataset, s=seed: search_cell(work, d, v, b, s, args.retrains, split)))
             if "random" in args.parts:
                 feo = next((r for r in rows if r.get("kind") == "search" and r["dataset"] == dataset and
-                            r["variant"] == "feo" and r["seed"] == seed and r["budget"] == b), None)
+                            r["variant"] == "feo" and r["seed"] == seed and r["budget"] == b and
+                            r.get("split", "per-class") == split), None)
                 if feo is not None:
-                    add(cell(f"{dataset}-random-{b}-s{seed}",
-                             {**run_config(dataset, "feo", b, seed), "random-search-seconds": feo["search_s"]},
-                             lambda d=dataset, s=seed, t=feo["search_s"]: random_cell(d, b, s, t, args.retrains)))
+                    add(cell(cell_name(f"{dataset}-random-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "random-search-seconds": feo["search_s"]},
+                             lambda d=dataset, s=seed, t=feo["search_s"]: random_cell(d, b, s, t, args.retrains,
+                                                                                      split)))
             if "fixed" in args.parts:
                 for name in FIXED:
-                    add(cell(f"{dataset}-{name}-{b}-s{seed}",
-                             {**run_config(dataset, "feo", b, seed), "flagcns.architecture": name},
-                             lambda d=dataset, n=name, s=seed: fixed_cell(d, n, b, s, args.retrains)))
+                    add(cell(cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
+                             lambda d=dataset, n=name, s=seed: fixed_cell(d, n, b, s, args.retrains, split)))
+            if "reference" in args.parts:
+                for name in FIXED:
+                    add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "reference-architecture": name},
+                             lambda d=dataset, n=name, s=seed: reference_cell(d, n, b, s, args.retrains, split)))
     if "speed" in args.parts:
         budgets = ["quick"] if args.quick else ["default", "paper"]
         for sb in budgets:
@@ -454,7 +524,12 @@ def main() -> None:
         if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
     figure = plot(rows, b)
-    body = tables(rows, b, store)
+    splits = [sp for sp in ("first-per-class", "per-class")
+              if any(r.get("split", "per-class") == sp and r.get("kind") != "speed" for r in rows)]
+    body = "\n\n".join(tables(rows, b, sp) for sp in splits)
+    extra = speed_and_stale(rows)
+    if extra:
+        body += "\n" + extra
     if figure:
         body += f"\n\n## Best fitness per generation\n\n![best FLL per generation]({figure})\n"
     name = "flagcns" if b == "paper" else f"flagcns_{b}"
