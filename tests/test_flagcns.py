@@ -385,9 +385,9 @@ def test_presets_hold_the_paper_setting_and_budget():
     for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):
         paper = parse_run_config(load_preset(conf / f"{name}-paper.toml"))
         quick = parse_run_config(load_preset(conf / f"{name}.toml"))
-        for s in (paper, quick):  # the paper's data: METIS into 3 clients, 20 per class / 500 / 1000
+        for s in (paper, quick):  # the paper's data: METIS into 3 clients, the authors' 20 per class / 500 / 1000
             assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == \
-                ("flagcns", dataset, 3, "metis", "per-class:20/500/1000")
+                ("flagcns", dataset, 3, "metis", "first-per-class:20/500/1000")
             assert space_of(s) == SearchSpace(num_layers=6, min_layers=1)
         assert schedule_of(paper) == PAPER_SCHEDULE and paper.rounds == 250 * 5 + 50
         assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50
