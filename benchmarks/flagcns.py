@@ -27,6 +27,9 @@ a finished cell is skipped, a stopped search resumes from its last checkpoint un
 * ``reference`` (dataset, architecture, seed): the same five as the authors' code builds them
   (``tasks/flagcns/baselines.py``: their own small PyG networks, whose parameter counts are the paper's Table 3
   column), retrained the same way (the authors' ``server.py --mode eval``: 50 epochs, 10 retrainings).
+* ``outputs`` (dataset, budget, seed): a control for the searched architecture: the seed's ``feo`` code retrained
+  (like the others) with each of the five output activations in place of the one the search chose; the graph part
+  stays as found.
 * ``speed`` (budget, method): a few epochs in Flower's Ray simulation (1 CPU per client) of ``flagcns`` and of
   ``flagcns-noop`` (same strategy and messages, clients that do no work): wall time per generation and the share
   that is Flower's and the server's own cost.
@@ -264,6 +267,25 @@ def reference_cell(dataset: str, name: str, budget: str, seed: int, retrains: in
             "inference_s": inference_seconds(None, None, graphs, results[0].best_state, net=net)}
 
 
+def outputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
+    """The searched ``code`` retrained with every output activation (the last gene)."""
+    from flowergraph.tasks.flagcns import ACTIVATIONS, federated_train_architecture
+
+    config = run_config(dataset, "feo", budget, seed, split)
+    space, graphs = space_of(config), clients_of(config)
+    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
+    by_output = {}
+    for i, act in enumerate(ACTIVATIONS):
+        c = tuple(code[:-1]) + (i,)
+        accs = [100 * federated_train_architecture(space, c, graphs, epochs=epochs, seed=k).test_accuracy
+                for k in range(retrains)]
+        by_output[act] = {"retrains": accs, "flacc": statistics.mean(accs),
+                          "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0}
+    return {"kind": "outputs", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
+            "architecture": list(code), "describe": space.short(tuple(code)),
+            "chosen_output": ACTIVATIONS[code[-1]], "by_output": by_output}
+
+
 def speed_cell(budget: str, method: str, epochs: int) -> dict:
     """``epochs`` epochs (1 warm-up) of ``method`` in Flower's simulation; times per round and per generation."""
     from flowergraph.simulation import run_simulation
@@ -364,6 +386,18 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                     "budget; minutes of search):\n",
                     table(["dataset", "method", "seed", "architecture", "FLACC %", "tried", "FLL", "search min"],
                           searched)]
+    # the output-activation control
+    outs = [r for d in present for r in of("outputs", d)]
+    if outs:
+        acts = list(outs[0]["by_output"])
+        body = [[r["dataset"], r["seed"], r["chosen_output"]] +
+                [f"{r['by_output'][a]['flacc']:.1f} ± {r['by_output'][a]['flacc_std']:.1f}" for a in acts]
+                for r in sorted(outs, key=lambda r: (r["dataset"], r["seed"]))]
+        means = [[d, "mean", ""] + [fmt([r["by_output"][a]["flacc"] for r in outs if r["dataset"] == d])
+                                    for a in acts] for d in present if any(r["dataset"] == d for r in outs)]
+        out += ["\n**Control: the searched architecture with each output activation** (FLACC over the retrainings; "
+                "the graph part as the search found it, only the last gene changed):\n",
+                table(["dataset", "seed", "search chose"] + acts, body + means)]
     # Table 5 shape
     abl = [v for v in VARIANTS if of("search", "Cora", variant=v)]
     if abl:
@@ -449,8 +483,9 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--retrains", type=int, default=10, help="retrainings of every architecture (the paper: 10)")
-    parser.add_argument("--parts", nargs="+", default=["search", "ablation", "random", "fixed", "reference", "speed"],
-                        choices=["search", "ablation", "random", "fixed", "reference", "speed"])
+    parser.add_argument("--parts", nargs="+",
+                        default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
+                        choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
@@ -506,6 +541,13 @@ def main() -> None:
                     add(cell(cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
                              {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
                              lambda d=dataset, n=name, s=seed: fixed_cell(d, n, b, s, args.retrains, split)))
+            if "outputs" in args.parts:
+                feo = store.load(cell_name(f"{dataset}-feo-{b}-s{seed}", split))
+                if feo is not None:
+                    code = feo["row"]["architecture"]
+                    add(cell(cell_name(f"{dataset}-outputs-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "architecture": code},
+                             lambda d=dataset, s=seed, c=code: outputs_cell(d, b, s, args.retrains, split, c)))
             if "reference" in args.parts:
                 for name in FIXED:
                     add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
