@@ -153,17 +153,21 @@ def inference_seconds(space, code, graphs, state: dict | None = None, repeats: i
     return statistics.median(times)
 
 
-def retrain(space, code, graphs, epochs: int, retrains: int) -> dict:
+def retrain(space, code, graphs, epochs: int, retrains: int, network=None) -> dict:
     """``retrains`` federated retrainings from scratch (init seeds 0..R-1): FLACC of each (%), the parameters and
-    the inference time of the first."""
-    from flowergraph.tasks.flagcns import federated_train_architecture
+    the inference time of the first. Of ``code``'s network, or of ``network(seed)`` (a fresh network) when given."""
+    from flowergraph.tasks.flagcns import federated_train_architecture, federated_train_network
 
-    results = [federated_train_architecture(space, code, graphs, epochs=epochs, seed=k) for k in range(retrains)]
+    if network is None:
+        results = [federated_train_architecture(space, code, graphs, epochs=epochs, seed=k) for k in range(retrains)]
+    else:
+        results = [federated_train_network(network(k), graphs, epochs=epochs, seed=k) for k in range(retrains)]
     accs = [100 * r.test_accuracy for r in results]
     return {"retrains": accs, "flacc": statistics.mean(accs),
             "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0, "parameters": results[0].parameters,
             "best_epochs": [r.best_epoch for r in results],
-            "inference_s": inference_seconds(space, code, graphs, results[0].best_state)}
+            "inference_s": inference_seconds(space, code, graphs, results[0].best_state,
+                                             net=None if network is None else network(0))}
 
 
 # ------------------------------------------------------------------------------------------------------- cells
@@ -248,23 +252,15 @@ def fixed_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, s
 
 
 def reference_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, split: str) -> dict:
-    """The authors' network ``name`` (``tasks/flagcns/baselines.py``), retrained like the searched architecture:
-    ``retrains`` federated retrainings from scratch (init seeds 0..R-1)."""
-    from flowergraph.tasks.flagcns import federated_train_network, reference_baseline
+    """The authors' network ``name`` (``tasks/flagcns/baselines.py``), retrained like the searched architecture."""
+    from flowergraph.tasks.flagcns import reference_baseline
 
-    config = run_config(dataset, "feo", budget, seed, split)
-    graphs = clients_of(config)
-    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
+    graphs = clients_of(run_config(dataset, "feo", budget, seed, split))
     features, classes = graphs[0].num_features, graphs[0].num_classes
-    results = [federated_train_network(reference_baseline(name, features, classes, seed=k), graphs, epochs=epochs,
-                                       seed=k) for k in range(retrains)]
-    accs = [100 * r.test_accuracy for r in results]
-    net = reference_baseline(name, features, classes, seed=0)
     return {"kind": "reference", "dataset": dataset, "architecture_name": name, "seed": seed, "budget": budget,
-            "split": split, "retrains": accs, "flacc": statistics.mean(accs),
-            "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0, "parameters": results[0].parameters,
-            "best_epochs": [r.best_epoch for r in results],
-            "inference_s": inference_seconds(None, None, graphs, results[0].best_state, net=net)}
+            "split": split,
+            **retrain(None, None, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains,
+                      network=lambda k: reference_baseline(name, features, classes, seed=k))}
 
 
 def outputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
