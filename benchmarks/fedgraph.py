@@ -25,6 +25,17 @@ taken in the last episode (from its first round), since every episode restarts t
     .venv/bin/python benchmarks/fedgraph.py --budget default     # conf/fedgraph-cora.toml's budget (5 clients)
     .venv/bin/python benchmarks/fedgraph.py                      # the paper's (20 clients, 300 rounds): hours
     .venv/bin/python benchmarks/fedgraph.py --tables-only        # rewrite docs/results/fedgraph*.md from cells
+
+Split (``--split``): the paper draws "a training set, a validation set and a test set" at random without sizes and
+takes batch 256 from FastGCN (its ref. [20]); the default ``full-supervised`` is FastGCN's split: 500 validation
+and 1000 test nodes at random, every other node for training (Cora 1208/500/1000, CiteSeer 1827/500/1000), so a
+client of the synthesis holds ~970 labelled Cora nodes and batch 256 is a real mini-batch. ``public`` (Planetoid's
+140 training nodes: a client holds ~110, so batch 256 *is* full batch) keeps the first cells' names.
+
+Sharing control (``--parts sharing``): FedGraph (fixed policy), nonShare and allShare on a disjoint random
+partition (``fedgraph.data=random``), where most of a client's edges cross clients, against the synthesis, where
+each client holds ~80% of the nodes and few edges cross; the tables give each setting's fraction of cross-client
+edge ends, which is what sharing can recover.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -67,22 +79,47 @@ SOURCES = ("flowergraph/tasks/fedgraph/*.py", "flowergraph/tasks/datasets.py", "
            "flowergraph/strategies/fedgraph.py", "flowergraph/methods/fedgraph.py", "flowergraph/strategies/base.py",
            "flowergraph/strategies/phases.py")
 STORE = "fedgraph"
+SPLITS = {  # --split: node.split per dataset (None: the dataset's own, Planetoid's public split)
+    "full-supervised": {"Cora": "random:0.4461/0.1846/0.3693", "CiteSeer": "random:0.5491/0.1503/0.3006"},
+    "public": {"Cora": None, "CiteSeer": None},
+}
+SHARING_VARIANTS = ("fixed", "nonshare", "allshare")
+PARTS = ("main", "sharing")
 
 
-def run_config(dataset: str, variant: str, var: float, budget: str, seed: int) -> dict:
+def cell_name(dataset: str, variant: str, var: float, budget: str, seed: int, split: str, data: str = "synthesis"
+              ) -> str:
+    where = f"v{var}" if data == "synthesis" else data
+    return f"{dataset}-{variant}-{where}-{budget}-s{seed}" + ("" if split == "public" else f"-{split}")
+
+
+def run_config(dataset: str, variant: str, var: float, budget: str, seed: int, split: str = "public",
+               data: str = "synthesis") -> dict:
     """The run configuration of a cell (without the machine's paths)."""
-    return {**SETTINGS, **BUDGETS[budget], "dataset": dataset, "seed": seed, "fedgraph.var": var,
-            **VARIANT_KEYS[variant]}
+    config = {**SETTINGS, **BUDGETS[budget], "dataset": dataset, "seed": seed, "fedgraph.var": var,
+              **VARIANT_KEYS[variant]}
+    if SPLITS[split][dataset] is not None:
+        config["node.split"] = SPLITS[split][dataset]
+    if data != "synthesis":
+        config["fedgraph.data"] = data
+    return config
 
 
-def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, seed: int) -> dict:
+def cross_fraction(graphs) -> float:
+    """Fraction of the clients' edge ends whose other end another client holds (cross-client edges over all)."""
+    cross = sum(int(g.cross_edges.shape[1]) for g in graphs)
+    return cross / max(1, cross + sum(int(g.edge_index.shape[1]) for g in graphs))
+
+
+def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, seed: int, split: str = "public",
+             data: str = "synthesis") -> dict:
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
     from flowergraph.storage.results import read_run
 
-    config = run_config(dataset, variant, var, budget, seed)
-    out = work / f"{dataset}-{variant}-v{var}-{budget}-s{seed}"
+    config = run_config(dataset, variant, var, budget, seed, split, data)
+    out = work / cell_name(dataset, variant, var, budget, seed, split, data)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
             "checkpoint-every": 10}
     summary = out / "summary.json"
@@ -97,9 +134,12 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
               (r.get("fedgraph") or {}).get("episode", 1)] for r in rounds]
     returns = [(r.get("fedgraph") or {}).get("episode_return") for r in rounds]
     s = parse_run_config({**config, "data-dir": data_dir()})
-    sizes = [int(client_graph_of(s, k).num_nodes) for k in range(s.num_clients)]
+    graphs = [client_graph_of(s, k) for k in range(s.num_clients)]
+    sizes = [int(g.num_nodes) for g in graphs]
     last = rounds[-1].get("fedgraph") or {}
     return {"kind": "run", "dataset": dataset, "variant": variant, "var": var, "budget": budget, "seed": seed,
+            "split": split, "data": data, "cross_fraction": cross_fraction(graphs),
+            "labelled": [int(g.train_mask.sum()) for g in graphs],
             "curve": curve, "returns": [r for r in returns if r is not None], "client_nodes": sizes,
             "last_policies": last.get("policies"), "final_accuracy": curve[-1][2],
             "bytes": sum(int(r.get("bytes_down", 0)) + int(r.get("bytes_up", 0)) for r in rounds)}
@@ -124,25 +164,101 @@ def time_to(row: dict, target: float = TARGET) -> float | None:
     return None
 
 
-def tables(rows: list[dict], budget: str) -> str:
+def _split(row: dict) -> str:
+    return row.get("split", "public")
+
+
+def _data(row: dict) -> str:
+    return row.get("data", "synthesis")
+
+
+def _mean_std(values: list[float], scale: float = 100.0) -> str:
+    values = [scale * v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def _time_summary(rows: list[dict]) -> str:
+    times = [time_to(r) for r in rows]
+    reached = [t for t in times if t is not None]
+    if not reached:
+        return f"never (0/{len(times)})"
+    return f"{statistics.mean(reached):.2f} ({len(reached)}/{len(times)})"
+
+
+def summary(runs: list[dict]) -> str:
+    """Means over seeds at variance 0.1 on the synthesis: one row per variant, two columns per dataset."""
+    runs = [r for r in runs if r["var"] == 0.1 and _data(r) == "synthesis"]
+    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in runs)]
+    header = ["variant"]
+    for d in datasets:
+        header += [f"{d} acc %", f"{d} time to {TARGET:.0%} (s; reached)", f"{d} MB moved"]
+    body = []
+    for variant in VARIANTS:
+        line = [variant]
+        for d in datasets:
+            cell = [r for r in runs if r["dataset"] == d and r["variant"] == variant]
+            line += [_mean_std([r["final_accuracy"] for r in cell]), _time_summary(cell) if cell else "-",
+                     f"{statistics.mean(r['bytes'] for r in cell) / 1e6:.1f}" if cell else "-"]
+        if any(v != "-" for v in line[1:]):
+            body.append(line)
+    return table(header, body)
+
+
+def sharing_table(runs: list[dict]) -> str:
+    """FedGraph (fixed policy), nonShare and allShare on the synthesis and on a disjoint random partition."""
+    body = []
+    for d in DATASETS:
+        for data in ("synthesis", "random"):
+            cells = [r for r in runs if r["dataset"] == d and _data(r) == data and r["var"] == 0.1
+                     and r["variant"] in SHARING_VARIANTS]
+            if not cells:
+                continue
+            fractions = [r["cross_fraction"] for r in cells if r.get("cross_fraction") is not None]
+            acc = {v: [r["final_accuracy"] for r in cells if r["variant"] == v] for v in SHARING_VARIANTS}
+            gap = [a - b for a, b in zip(acc["fixed"], acc["nonshare"])] if len(acc["fixed"]) == len(
+                acc["nonshare"]) else []
+            body.append([d, data, f"{statistics.mean(fractions):.2f}" if fractions else "-",
+                         *[_mean_std(acc[v]) for v in SHARING_VARIANTS], _mean_std(gap) if gap else "-",
+                         *[_time_summary([r for r in cells if r["variant"] == v]) for v in SHARING_VARIANTS]])
+    return table(["dataset", "clients' data", "cross-client edge ends", "FedGraph (fixed) acc %", "nonShare acc %",
+                  "allShare acc %", "FedGraph - nonShare (points)", f"FedGraph time to {TARGET:.0%}",
+                  f"nonShare time to {TARGET:.0%}", f"allShare time to {TARGET:.0%}"], body)
+
+
+def tables(rows: list[dict], budget: str, split: str) -> str:
     def fmt(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
 
-    runs = sorted((r for r in rows if r.get("budget") == budget),
-                  key=lambda r: (r["dataset"], r["var"], VARIANTS.index(r["variant"]), r["seed"]))
-    out = [f"Target accuracy {TARGET:.0%}. Times in seconds of the run's own clock (for FedGraph's DDPG variants: "
+    runs = sorted((r for r in rows if r.get("budget") == budget and _split(r) == split),
+                  key=lambda r: (r["dataset"], _data(r), r["var"], VARIANTS.index(r["variant"]), r["seed"]))
+    if not runs:
+        return ""
+    labelled = sorted({n for r in runs if r.get("labelled") for n in r["labelled"]})
+    out = [f"## Split `{split}`\n",
+           (f"Labelled nodes per client: {labelled[0]} to {labelled[-1]}.\n" if labelled else ""),
+           (f"Target accuracy {TARGET:.0%}. Times in seconds of the run's own clock (for FedGraph's DDPG variants: "
            f"in the last episode, which restarts training; they include the server's own work: the DDPG variants also "
            f"evaluate the global model on the server's test set and update the agent every round). Accuracy: "
-           f"federated test accuracy after the last round.\n"]
-    body = [[r["dataset"], f"{r['var']:g}", r["variant"], r["seed"],
-             fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None), fmt(time_to(r)),
-             fmt(last_episode(r)[-1][1]), f"{r['bytes'] / 1e6:.1f}", r["stale"] or ""]
+           f"federated test accuracy after the last round, mean ± std over seeds (each seed draws the split, the "
+            f"synthesis and the initial model).\n"),
+           "### Summary (variance 0.1)\n", summary(runs), ""]
+    if any(_data(r) != "synthesis" for r in runs):
+        out += ["### Where sharing's gain comes from\n", sharing_table(runs), ""]
+    body = [[r["dataset"], _data(r), f"{r['var']:g}", r["variant"], r["seed"],
+             fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None), fmt(time_to(r), 2),
+             fmt(last_episode(r)[-1][1]), f"{r['bytes'] / 1e6:.1f}",
+             fmt(r.get("cross_fraction"), 2), r["stale"] or ""]
             for r in runs]
-    out.append(table(["dataset", "var", "variant", "seed", "final acc %", f"time to {TARGET:.0%} (s)",
-                      "time of the curve (s)", "MB moved", "note"], body))
+    out += ["### Every cell\n", table(["dataset", "data", "var", "variant", "seed", "final acc %",
+                                       f"time to {TARGET:.0%} (s)", "time of the curve (s)", "MB moved",
+                                       "cross-client edge ends", "note"], body)]
     ddpg = [r for r in runs if r["variant"] == "fedgraph" and r["returns"]]
     if ddpg:
-        out.append("\n## DDPG: return per episode\n")
+        out.append("\n### DDPG: return per episode\n")
         out.append(table(["dataset", "var", "seed", "returns (episode 1, 2, ...)", "client nodes",
                           "last policies (kappa, p)"],
                          [[r["dataset"], f"{r['var']:g}", r["seed"], ", ".join(f"{x:.2f}" for x in r["returns"]),
@@ -151,14 +267,16 @@ def tables(rows: list[dict], budget: str) -> str:
     return "\n".join(out)
 
 
-def plot(rows: list[dict], budget: str) -> str | None:
+def plot(rows: list[dict], budget: str, split: str) -> str | None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in rows if r.get("budget") == budget and r["var"] == 0.1 and r["seed"] == min(
-        x["seed"] for x in rows if x.get("budget") == budget)]
+    rows = [r for r in rows if r.get("budget") == budget and _split(r) == split and _data(r) == "synthesis"]
+    if not rows:
+        return None
+    runs = [r for r in rows if r["var"] == 0.1 and r["seed"] == min(x["seed"] for x in rows)]
     if not runs:
         return None
     datasets = sorted({r["dataset"] for r in runs})
@@ -172,7 +290,7 @@ def plot(rows: list[dict], budget: str) -> str | None:
         ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("wall time (s)")
         ax.set_ylabel("test accuracy")
-        ax.set_title(f"{dataset}: accuracy vs wall time (budget {budget})", fontsize=9)
+        ax.set_title(f"{dataset}: accuracy vs wall time (budget {budget}, split {split})", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     ax = axes[-1]
@@ -185,16 +303,34 @@ def plot(rows: list[dict], budget: str) -> str | None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    name = f"fedgraph{'' if budget == 'paper' else '_' + budget}.png"
+    name = f"fedgraph{'' if budget == 'paper' else '_' + budget}{'' if split == 'public' else '_' + split}.png"
     fig.savefig(REPO / "docs" / "results" / name, dpi=110)
     plt.close(fig)
     return name
+
+
+def cells(args) -> list[tuple[str, str, float, int, str]]:
+    """(dataset, variant, var, seed, data) of every cell the arguments select, in run order: Cora first."""
+    out = []
+    for dataset in args.datasets:
+        if "main" in args.parts:
+            for var in args.vars:
+                for variant in args.variants:
+                    if var != 0.1 and variant not in ("fedgraph", "full"):
+                        continue  # heterogeneity: FedGraph against full batch
+                    out += [(dataset, variant, var, seed, "synthesis") for seed in args.seeds]
+        if "sharing" in args.parts:
+            out += [(dataset, variant, 0.1, seed, "random") for variant in SHARING_VARIANTS for seed in args.seeds]
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 clients, 6 rounds, 1 seed")
     parser.add_argument("--budget", choices=tuple(BUDGETS), default="paper")
+    parser.add_argument("--split", choices=tuple(SPLITS), default="full-supervised",
+                        help="node split (module docstring); every split's stored cells go into the tables")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--vars", nargs="+", type=float, default=list(VARS),
@@ -211,34 +347,33 @@ def main() -> None:
     configure_torch(1)
     store = CellStore(STORE, SOURCES)
     work = Path(args.work)
-    rows: list[dict] = []
     b = args.budget
-    for dataset in args.datasets:
-        for var in args.vars:
-            for variant in args.variants:
-                if var != 0.1 and variant not in ("fedgraph", "full"):
-                    continue  # heterogeneity: FedGraph against full batch
-                for seed in args.seeds:
-                    name = f"{dataset}-{variant}-v{var}-{b}-s{seed}"
-                    record = store.load(name)
-                    if record is not None and not (args.rerun_stale and not store.current(record)):
-                        rows.append({**record["row"], "cell": name, "stale": store.flag(record)})
-                        continue
-                    if args.tables_only:
-                        continue
-                    started = time.perf_counter()
-                    row = run_cell(work, dataset, variant, var, b, seed)
-                    row["cell_s"] = time.perf_counter() - started
-                    print(f"cell {name}: final accuracy {row['final_accuracy']}, time to {TARGET:.0%} "
-                          f"{time_to(row)}, {row['cell_s']:.1f} s", flush=True)
-                    rows.append({**store.save(name, run_config(dataset, variant, var, b, seed), row)["row"],
-                                 "cell": name, "stale": ""})
-    figure = plot(rows, b)
-    body = tables(rows, b)
-    if figure:
-        body += f"\n\n![accuracy vs wall time, DDPG returns]({figure})\n"
+    if not args.tables_only:
+        for dataset, variant, var, seed, data in cells(args):
+            name = cell_name(dataset, variant, var, b, seed, args.split, data)
+            record = store.load(name)
+            if record is not None and not (args.rerun_stale and not store.current(record)):
+                continue
+            started = time.perf_counter()
+            row = run_cell(work, dataset, variant, var, b, seed, args.split, data)
+            row["cell_s"] = time.perf_counter() - started
+            print(f"cell {name}: final accuracy {row['final_accuracy']}, time to {TARGET:.0%} "
+                  f"{time_to(row)}, {row['cell_s']:.1f} s", flush=True)
+            store.save(name, run_config(dataset, variant, var, b, seed, args.split, data), row)
+    rows = []
+    for path in sorted(store.dir.glob("*.json")):
+        record = json.loads(path.read_text())
+        rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
+    body = []
+    for split in SPLITS:
+        part = tables(rows, b, split)
+        if not part:
+            continue
+        figure = plot(rows, b, split)
+        body.append(part + (f"\n\n![accuracy vs wall time, DDPG returns]({figure})\n" if figure else ""))
     name = "fedgraph" if b == "paper" else f"fedgraph_{b}"
-    write_result(name, f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})", body)
+    write_result(name, f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
+                 "\n\n".join(body))
 
 
 if __name__ == "__main__":
