@@ -354,22 +354,24 @@ def test_presets_hold_the_paper_setting():
     assert quick.num_clients < 20 and quick.rounds <= 60
 
 
-def test_presets_use_fastgcns_full_supervised_split(shared_data):
-    """Both presets split Cora as FastGCN does (the paper's batch 256 is FastGCN's): 1208 training, 500
-    validation and 1000 test nodes, disjoint, for every seed."""
+@pytest.mark.parametrize("preset, counts", [("fedgraph-cora.toml", [1208, 500, 1000]),
+                                            ("fedgraph-cora-paper.toml", [1208, 500, 1000]),
+                                            ("fedgraph-citeseer.toml", [1827, 500, 1000])])
+def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts):
+    """The presets split as FastGCN does (the paper's batch 256 is FastGCN's): 500 validation and 1000 test nodes,
+    every other node for training, disjoint, for every seed."""
     from pathlib import Path
 
     from flowergraph.settings import load_preset
     from flowergraph.tasks.federated_graph import GraphSpec, load_global_graph
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
-    splits = {load_preset(conf / name)["node.split"] for name in ("fedgraph-cora.toml", "fedgraph-cora-paper.toml")}
-    assert len(splits) == 1
+    values = load_preset(Path(__file__).resolve().parents[1] / "conf" / preset)
     for seed in (0, 1):
-        data = load_global_graph(GraphSpec(dataset="Cora", data_dir=str(shared_data), split=next(iter(splits)),
-                                           seed=seed))
+        data = load_global_graph(GraphSpec(dataset=values["dataset"], data_dir=str(shared_data),
+                                           split=values["node.split"], seed=seed))
         masks = torch.stack([data.train_mask, data.val_mask, data.test_mask])
-        assert masks.sum(dim=1).tolist() == [1208, 500, 1000]
+        assert masks.sum(dim=1).tolist() == counts
+        assert int(masks.sum(dim=0).max()) == 1 and sum(counts) == data.num_nodes  # disjoint, every node
         assert int(masks.sum(dim=0).max()) == 1  # disjoint
 
 
