@@ -25,12 +25,15 @@ taken in the last episode (from its first round), since every episode restarts t
     .venv/bin/python benchmarks/fedgraph.py --budget default     # conf/fedgraph-cora.toml's budget (5 clients)
     .venv/bin/python benchmarks/fedgraph.py                      # the paper's (20 clients, 300 rounds): hours
     .venv/bin/python benchmarks/fedgraph.py --tables-only        # rewrite docs/results/fedgraph*.md from cells
+    .venv/bin/python benchmarks/fedgraph.py --budget paper --datasets Cora --seeds 0 --variants fedgraph fixed full \
+        --vars 0.1 --parts main                                   # the paper's budget, one seed (~25 min)
 
 Split (``--split``): the paper draws "a training set, a validation set and a test set" at random without sizes and
 takes batch 256 from FastGCN (its ref. [20]); the default ``full-supervised`` is FastGCN's split: 500 validation
 and 1000 test nodes at random, every other node for training (Cora 1208/500/1000, CiteSeer 1827/500/1000), so a
-client of the synthesis holds ~970 labelled Cora nodes and batch 256 is a real mini-batch. ``public`` (Planetoid's
-140 training nodes: a client holds ~110, so batch 256 *is* full batch) keeps the first cells' names.
+client of the synthesis holds 158-1208 labelled Cora nodes (variance 0.1) and batch 256 is a real mini-batch.
+``public`` (Planetoid's 140 training nodes: a client holds ~110, so batch 256 *is* full batch) keeps the first
+cells' names.
 
 FastGCN control (``--parts layers``): is FastGCN's failure at the paper's layer size (256) the method or our code?
 Client 0 of the seed's synthesis alone (no sharing, 40 rounds of the same local iterations, Flower-free core) with
@@ -38,9 +41,9 @@ full batch and with FastGCN at layer sizes 256 ... 16384: an unbiased sampler ap
 grows.
 
 Sharing control (``--parts sharing``): FedGraph (fixed policy), nonShare and allShare on a disjoint random
-partition (``fedgraph.data=random``), where most of a client's edges cross clients, against the synthesis, where
-each client holds ~80% of the nodes and few edges cross; the tables give each setting's fraction of cross-client
-edge ends, which is what sharing can recover.
+partition (``fedgraph.data=random``), where 80% of the clients' edge ends cross clients, against the synthesis, where
+each client holds ~80% of the nodes and a third of its edge ends cross; the tables give each setting's fraction of
+cross-client edge ends, which is what sharing can recover.
 """
 
 from __future__ import annotations
