@@ -331,9 +331,11 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                   key=lambda r: (r["dataset"], _data(r), r["var"], VARIANTS.index(r["variant"]), r["seed"]))
     if not runs:
         return ""
-    labelled = sorted({n for r in runs if r.get("labelled") for n in r["labelled"]})
+    labelled = {d: sorted(n for r in runs if r["dataset"] == d and r["var"] == 0.1 and _data(r) == "synthesis"
+                          for n in r.get("labelled") or []) for d in DATASETS}
+    labelled = ", ".join(f"{d} {ns[0]}-{ns[-1]}" for d, ns in labelled.items() if ns)
     out = [f"## Split `{split}`\n",
-           (f"Labelled nodes per client: {labelled[0]} to {labelled[-1]}.\n" if labelled else ""),
+           (f"Labelled nodes per client (synthesis, variance 0.1): {labelled}.\n" if labelled else ""),
            (f"Target accuracy {TARGET:.0%}. Times in seconds of the run's own clock (for FedGraph's DDPG variants: "
            f"in the last episode, which restarts training; they include the server's own work: the DDPG variants also "
            f"evaluate the global model on the server's test set and update the agent every round). Accuracy: "

@@ -372,7 +372,6 @@ def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts)
         masks = torch.stack([data.train_mask, data.val_mask, data.test_mask])
         assert masks.sum(dim=1).tolist() == counts
         assert int(masks.sum(dim=0).max()) == 1 and sum(counts) == data.num_nodes  # disjoint, every node
-        assert int(masks.sum(dim=0).max()) == 1  # disjoint
 
 
 @pytest.mark.simulation
