@@ -70,7 +70,11 @@ BUDGETS = {
     "paper": {"num-clients": 20, "rounds": 300, "fedgraph.episode-rounds": 30},
     "default": {"num-clients": 5, "rounds": 30, "fedgraph.episode-rounds": 10},
     "quick": {"num-clients": 3, "rounds": 6, "fedgraph.episode-rounds": 3},
+    # the agent over many episodes (the paper trains 300 and sees its returns converge within 100: Fig. 6): the
+    # default budget's clients and 10-round episodes, 150 episodes
+    "learning": {"num-clients": 5, "rounds": 1500, "fedgraph.episode-rounds": 10},
 }
+LEARNING_BLOCK = 10  # episodes per row of the learning table
 SETTINGS = {"method": "fedgraph", "node.model": "gcn", "node.hidden": 16, "node.layers": 2, "node.dropout": 0.5,
             "fedgraph.data": "synthesis", "fedgraph.lr": 0.01, "fedgraph.batch-size": 256,
             "fedgraph.omega": 128.0, "fedgraph.pca-components": 20, "fedgraph.target-accuracy": 0.8}
@@ -133,7 +137,7 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
     config = run_config(dataset, variant, var, budget, seed, split, data)
     out = work / cell_name(dataset, variant, var, budget, seed, split, data)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
-            "checkpoint-every": 10}
+            "checkpoint-every": 100 if budget == "learning" else 10}
     summary = out / "summary.json"
     if not (summary.exists() and json.loads(summary.read_text()).get("status") == "completed"):
         if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
@@ -149,11 +153,14 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
     graphs = [client_graph_of(s, k) for k in range(s.num_clients)]
     sizes = [int(g.num_nodes) for g in graphs]
     last = rounds[-1].get("fedgraph") or {}
+    # every round's policies (kappa, p per convolution) per client: what the agent chose, for the learning table
+    trace = [[[int(k), *[round(float(x), 3) for x in ps]] for k, ps in (r.get("fedgraph") or {}).get("policies") or []]
+             for r in rounds] if variant == "fedgraph" else None
     return {"kind": "run", "dataset": dataset, "variant": variant, "var": var, "budget": budget, "seed": seed,
             "split": split, "data": data, "cross_fraction": cross_fraction(graphs),
             "labelled": [int(g.train_mask.sum()) for g in graphs],
             "curve": curve, "returns": [r for r in returns if r is not None], "client_nodes": sizes,
-            "last_policies": last.get("policies"), "final_accuracy": curve[-1][2],
+            "last_policies": last.get("policies"), "final_accuracy": curve[-1][2], "policy_trace": trace,
             "bytes": sum(int(r.get("bytes_down", 0)) + int(r.get("bytes_up", 0)) for r in rounds)}
 
 
@@ -322,9 +329,82 @@ def _spearman(a: list[float], b: list[float]) -> str:
     return f"{float(np.corrcoef(ra, rb)[0, 1]):+.2f}"
 
 
+def episodes(row: dict) -> list[dict]:
+    """Per episode of a DDPG run: its return, the accuracy after its last round, its wall time (from its start),
+    and each client's mean policy over its rounds (kappa, p per convolution; from ``policy_trace``)."""
+    curve, trace = row["curve"], row.get("policy_trace")
+    out = []
+    for e in sorted({c[3] for c in curve}):
+        idx = [i for i, c in enumerate(curve) if c[3] == e]
+        start = curve[idx[0] - 1][1] if idx[0] > 0 else 0.0
+        policies = None
+        if trace and all(trace[i] for i in idx):
+            policies = np.mean(np.asarray([trace[i] for i in idx], dtype=float), axis=0).tolist()
+        out.append({"episode": e, "return": row["returns"][e - 1] if e - 1 < len(row["returns"]) else None,
+                    "accuracy": curve[idx[-1]][2], "seconds": curve[idx[-1]][1] - start, "rounds": len(idx),
+                    "policies": policies})
+    return [x for x in out if x["return"] is not None]  # a finished episode has its return
+
+
+def fixed_reference(rows: list[dict], row: dict) -> dict | None:
+    """The fixed-policy cell of the default budget with ``row``'s dataset, seed, variance, split and clients."""
+    return next((r for r in rows if r.get("kind") == "run" and r["variant"] == "fixed" and r["budget"] == "default"
+                 and r["dataset"] == row["dataset"] and r["seed"] == row["seed"] and r["var"] == row["var"]
+                 and _split(r) == _split(row) and _data(r) == _data(row)
+                 and len(r["client_nodes"]) == len(row["client_nodes"])), None)
+
+
+def learning_table(rows: list[dict], runs: list[dict]) -> str:
+    """The agent over many episodes: blocks of LEARNING_BLOCK episodes, against the untrained agent (first block)
+    and the fixed policy at the same wall time."""
+    out = []
+    for r in runs:
+        eps = episodes(r)
+        if not eps:
+            continue
+        fixed = fixed_reference(rows, r)
+        body = []
+        for b0 in range(0, len(eps), LEARNING_BLOCK):
+            block = eps[b0:b0 + LEARNING_BLOCK]
+            at = [accuracy_at(fixed, e["seconds"]) for e in block] if fixed else []
+            kappas = [float(np.mean([p[0] for p in e["policies"]])) for e in block if e["policies"]]
+            probs = [float(np.mean([q for p in e["policies"] for q in p[1:]])) for e in block if e["policies"]]
+            body.append([f"{block[0]['episode']}-{block[-1]['episode']}",
+                         f"{statistics.mean(e['return'] for e in block):.2f}",
+                         _mean_std([e["accuracy"] for e in block]),
+                         f"{statistics.mean(e['seconds'] for e in block):.2f}",
+                         _mean_std([a for a in at if a is not None]) if any(a is not None for a in at) else "-",
+                         f"{statistics.mean(kappas):.0f}" if kappas else "-",
+                         f"{statistics.mean(probs):.2f}" if probs else "-"])
+        last = [e for e in eps[-LEARNING_BLOCK:] if e["policies"]]
+        per_client = np.mean([e["policies"] for e in last], axis=0) if last else None
+        learned = ("" if per_client is None else
+                   f"Learned policies (mean over the last {len(last)} episodes), per client (nodes: kappa, p): "
+                   + "; ".join(f"{n}: {k:.0f}, {', '.join(f'{q:.2f}' for q in ps)}" for n, (k, *ps) in
+                               zip(r["client_nodes"], per_client.tolist()))
+                   + f". Spearman(size, kappa) {_spearman(r['client_nodes'], per_client[:, 0].tolist())}.\n")
+        out += [f"**{r['dataset']}, variance {r['var']:g}, seed {r['seed']}** ({len(eps)} episodes of "
+                f"{eps[0]['rounds']} rounds, {r['cell_s'] / 60:.0f} min{'; ' + r['stale'] if r['stale'] else ''})\n",
+                table(["episodes", "mean return", "accuracy at episode end %", "episode wall time (s)",
+                       "fixed policy at the same time %", "mean kappa", "mean p"], body), "", learned]
+    return "\n".join(out)
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     def fmt(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
+
+    if budget == "learning":
+        runs = sorted((r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"
+                       and r["variant"] == "fedgraph"), key=lambda r: (r["dataset"], r["var"], r["seed"]))
+        if not runs:
+            return ""
+        return (f"## Split `{split}`: the DDPG agent over many episodes\n\nEach episode restarts federated training "
+                f"(Algorithm 4); exploration noise starts at sigma 0.2 and decays by 0.98 per episode (0.02 at least), "
+                f"so the last blocks act almost greedily. \"Fixed policy at the same time\": the accuracy of the "
+                f"default budget's fixed-policy cell (kappa 256, p = 1; same seed, split, synthesis and clients) after "
+                f"the wall time of each episode. Returns are eq. 9 summed over an episode's rounds.\n\n"
+                + learning_table(rows, runs))
 
     layers = [r for r in rows if r.get("kind") == "layers" and _split(r) == split and budget == "default"]
     runs = sorted((r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"),
@@ -383,6 +463,8 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
             and r.get("kind") == "run"]
     if not rows:
         return None
+    if budget == "learning":
+        return plot_learning(rows, split)
     runs = [r for r in rows if r["var"] == 0.1 and r["seed"] == min(x["seed"] for x in rows)]
     if not runs:
         return None
@@ -411,6 +493,42 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     name = f"fedgraph{'' if budget == 'paper' else '_' + budget}{'' if split == 'public' else '_' + split}.png"
+    fig.savefig(REPO / "docs" / "results" / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def plot_learning(rows: list[dict], split: str) -> str | None:
+    """Return per episode (and its running mean over LEARNING_BLOCK episodes) and the episode-end accuracy."""
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in rows if r["variant"] == "fedgraph" and r["returns"]]
+    if not runs:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for i, r in enumerate(runs):
+        eps = episodes(r)
+        x = [e["episode"] for e in eps]
+        color = plt.cm.tab10(i % 10)
+        ret = np.asarray([e["return"] for e in eps])
+        axes[0].plot(x, ret, color=color, alpha=0.3, lw=0.8)
+        if len(ret) >= LEARNING_BLOCK:
+            run_mean = np.convolve(ret, np.ones(LEARNING_BLOCK) / LEARNING_BLOCK, mode="valid")
+            axes[0].plot(x[LEARNING_BLOCK - 1:], run_mean, color=color, label=f"{r['dataset']} var {r['var']:g} "
+                         f"seed {r['seed']}")
+        axes[1].plot(x, [e["accuracy"] for e in eps], color=color, alpha=0.6, lw=0.8,
+                     label=f"{r['dataset']} seed {r['seed']}")
+    axes[0].set_xlabel("episode")
+    axes[0].set_ylabel("return (eq. 9 summed over the episode)")
+    axes[0].set_title(f"DDPG learning curve (running mean over {LEARNING_BLOCK} episodes)", fontsize=9)
+    axes[1].set_xlabel("episode")
+    axes[1].set_ylabel("test accuracy at the episode's end")
+    axes[1].set_title("accuracy after each episode's last round", fontsize=9)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    name = f"fedgraph_learning_{split}.png"
     fig.savefig(REPO / "docs" / "results" / name, dpi=110)
     plt.close(fig)
     return name

@@ -61,6 +61,9 @@ from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
+# The fitness control (``--parts fitness``): FEO ranking by federated validation accuracy, as the authors' code does
+# (``federal.py``: ``process_population`` and ``aggregate_accu``), instead of the paper's validation loss (FLL, Eq. 1)
+FITNESS_VARIANTS = {"feo-accuracy": "accuracy"}
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
 # Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
 BUDGETS = {
@@ -89,7 +92,8 @@ PAPER5 = {"feo": (82.9, 0.105, 0.0339), "controller-eo": (71.6, 0.117, 0.0434), 
 LABELS = {"feo": "FL-AGCNS", "controller-eo": "ControllerEO (only the controller's EA: gamma = 0)",
           "client-eo": "ClientEO (only the clients' EAs: gamma = 1)",
           "random-partition": "RandomPartition (FEO on a random partition)", "gcn": "GCN", "gat": "GAT",
-          "sage": "SAGE", "sgc": "SGC", "appnp": "APPNP", "random": "FL-Random"}
+          "sage": "SAGE", "sgc": "SGC", "appnp": "APPNP", "random": "FL-Random",
+          "feo-accuracy": "FL-AGCNS ranking by validation accuracy (the authors' code)"}
 REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' network", "sage": "SAGE, authors' network",
                     "sgc": "SGC, authors' network", "appnp": "APPNP, authors' network"}
 # The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
@@ -105,8 +109,10 @@ def run_config(dataset: str, variant: str, budget: str, seed: int, split: str = 
     """The run configuration of a search cell (without the machine's paths)."""
     b = BUDGETS[budget]
     config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, "node.split": SPLITS[split], **b,
-              "flagcns.ablation": variant,
+              "flagcns.ablation": "feo" if variant in FITNESS_VARIANTS else variant,
               "rounds": b["flagcns.epochs"] * b["flagcns.steps-per-epoch"] + b["flagcns.retrain-epochs"]}
+    if variant in FITNESS_VARIANTS:
+        config["flagcns.fitness"] = FITNESS_VARIANTS[variant]
     if variant == "random-partition":
         config["node.partitioner"] = "random"
     return config
@@ -394,6 +400,24 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         out += ["\n**Control: the searched architecture with each output activation** (FLACC over the retrainings; "
                 "the graph part as the search found it, only the last gene changed):\n",
                 table(["dataset", "seed", "search chose"] + acts, body + means)]
+    # the fitness control: the paper's FLL against the authors' code's validation accuracy
+    fit = [(d, v) for d in present for v in FITNESS_VARIANTS if of("search", d, variant=v)]
+    if fit:
+        from flowergraph.tasks.flagcns import ACTIVATIONS
+
+        def output(r):
+            return ACTIVATIONS[r["architecture"][-1]]
+
+        body = []
+        for d, v in fit:
+            for label, variant in (("validation loss (FLL, the paper)", "feo"), (f"validation {FITNESS_VARIANTS[v]} "
+                                                                                "(the authors' code)", v)):
+                cells = sorted(of("search", d, variant=variant), key=lambda r: r["seed"])
+                body.append([d, label, fmt([c["flacc"] for c in cells]),
+                             ", ".join(f"s{c['seed']}: {output(c)} {c['flacc']:.1f}" for c in cells)])
+        out += ["\n**Control: what the EAs rank by** (FEO, same seeds, splits and partitions; FLACC over the "
+                "retrainings; per seed the output activation the search chose):\n",
+                table(["dataset", "fitness", "FLACC %", "per seed: output gene, FLACC"], body)]
     # Table 5 shape
     abl = [v for v in VARIANTS if of("search", "Cora", variant=v)]
     if abl:
@@ -481,7 +505,7 @@ def main() -> None:
     parser.add_argument("--retrains", type=int, default=10, help="retrainings of every architecture (the paper: 10)")
     parser.add_argument("--parts", nargs="+",
                         default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
-                        choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"])
+                        choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
@@ -519,7 +543,8 @@ def main() -> None:
     for dataset in args.datasets:
         for seed in args.seeds:
             variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
-                ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else [])
+                ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else []) + \
+                (list(FITNESS_VARIANTS) if "fitness" in args.parts else [])
             for v in variants:
                 add(cell(cell_name(f"{dataset}-{v}-{b}-s{seed}", split), run_config(dataset, v, b, seed, split),
                          lambda v=v, d=dataset, s=seed: search_cell(work, d, v, b, s, args.retrains, split)))
