@@ -99,7 +99,13 @@ SPLITS = {  # --split: node.split per dataset (None: the dataset's own, Planetoi
     "public": {"Cora": None, "CiteSeer": None},
 }
 SHARING_VARIANTS = ("fixed", "nonshare", "allshare")
-PARTS = ("main", "sharing", "layers")
+# The policy grid (``--parts policies``): fixed FedGraph policies across the agent's action range (kappa in
+# [32, 512], p in [0.1, 1]): what each costs per round and in accuracy, i.e. what the agent could gain
+POLICY_GRID = ((32, 0.1), (32, 1.0), (256, 0.1), (256, 1.0), (512, 1.0))
+for _k, _p in POLICY_GRID:
+    VARIANT_KEYS[f"fixed-k{_k}-p{_p:g}"] = {"fedgraph.agent": "fixed", "fedgraph.batch-size": _k, "fedgraph.prob": _p}
+GRID_VARIANTS = tuple(f"fixed-k{k}-p{p:g}" for k, p in POLICY_GRID)
+PARTS = ("main", "sharing", "layers", "policies")
 LAYER_SIZES = (256, 1024, 4096, 16384)  # the paper's 256 first
 
 
@@ -354,6 +360,41 @@ def fixed_reference(rows: list[dict], row: dict) -> dict | None:
                  and len(r["client_nodes"]) == len(row["client_nodes"])), None)
 
 
+def _round_times(row: dict) -> list[float]:
+    times = [c[1] for c in row["curve"]]
+    return [b - a for a, b in zip([0.0] + times[:-1], times)]
+
+
+def accuracy_after(row: dict, rounds: int) -> float | None:
+    return next((c[2] for c in row["curve"] if c[0] == rounds), None)
+
+
+def policy_grid_table(grid: list[dict], rows: list[dict]) -> str:
+    """Per dataset and fixed policy: seconds per round (rounds 2.., mean over seeds), accuracy after 10 rounds (an
+    episode of the default budget) and after the last, time to the target; the DDPG agent's rows of the same
+    budget for comparison."""
+    body = []
+    for dataset in DATASETS:
+        for variant in GRID_VARIANTS + ("fedgraph",):
+            cells = [r for r in (grid if variant != "fedgraph" else rows) if r["dataset"] == dataset
+                     and r["variant"] == variant and r.get("kind") == "run" and r["budget"] == grid[0]["budget"]
+                     and _split(r) == _split(grid[0]) and r["var"] == 0.1 and _data(r) == "synthesis"]
+            if not cells:
+                continue
+            per_round = [statistics.mean(_round_times(r)[1:]) for r in cells]
+            label = "DDPG agent (last episode)" if variant == "fedgraph" else \
+                "kappa {}, p {}".format(*variant.removeprefix("fixed-k").split("-p"))
+            curves = [last_episode(r) for r in cells]
+            body.append([dataset, label, len(cells), f"{statistics.mean(per_round):.3f}",
+                         _mean_std([next((c[2] for c in cv if c[0] - cv[0][0] + 1 == 10), None) for cv in curves]),
+                         _mean_std([r["final_accuracy"] for r in cells]), _time_summary(cells)])
+    return ("Seconds per round: the run's own clock, rounds 2 onwards, mean over seeds (for the agent: over its whole "
+            "run). Cells of one invocation ran one after another in one process, so their times compare; the agent's "
+            "cells ran in another invocation.\n\n" +
+            table(["dataset", "policy", "seeds", "s per round", "acc % after 10 rounds", "final acc %",
+                   f"time to {TARGET:.0%} (s; reached)"], body))
+
+
 def learning_table(rows: list[dict], runs: list[dict]) -> str:
     """The agent over many episodes: blocks of LEARNING_BLOCK episodes, against the untrained agent (first block)
     and the fixed policy at the same wall time."""
@@ -407,7 +448,10 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 + learning_table(rows, runs))
 
     layers = [r for r in rows if r.get("kind") == "layers" and _split(r) == split and budget == "default"]
-    runs = sorted((r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"),
+    grid = [r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"
+            and r["variant"] in GRID_VARIANTS]
+    runs = sorted((r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"
+                   and r["variant"] in VARIANTS),
                   key=lambda r: (r["dataset"], _data(r), r["var"], VARIANTS.index(r["variant"]), r["seed"]))
     if not runs:
         return ""
@@ -428,6 +472,9 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 heterogeneity_table(runs), ""]
     if any(_data(r) != "synthesis" for r in runs):
         out += ["### Where sharing's gain comes from\n", sharing_table(runs), ""]
+    if grid:
+        out += ["### Fixed policies across the agent's action range (what the agent could gain)\n",
+                policy_grid_table(grid, rows), ""]
     if layers:
         out += [f"### FastGCN against its layer size (client 0 alone, {layers[0]['rounds']} rounds, no sharing)\n",
                 layers_table(layers), ""]
@@ -460,7 +507,7 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r.get("budget") == budget and _split(r) == split and _data(r) == "synthesis"
-            and r.get("kind") == "run"]
+            and r.get("kind") == "run" and r["variant"] in VARIANTS]
     if not rows:
         return None
     if budget == "learning":
@@ -544,6 +591,8 @@ def cells(args) -> list[tuple[str, str, float, int, str]]:
                     if var != 0.1 and variant not in ("fedgraph", "full"):
                         continue  # heterogeneity: FedGraph against full batch
                     out += [(dataset, variant, var, seed, "synthesis") for seed in args.seeds]
+        if "policies" in args.parts:
+            out += [(dataset, variant, 0.1, seed, "synthesis") for variant in GRID_VARIANTS for seed in args.seeds]
         if "sharing" in args.parts:
             out += [(dataset, variant, 0.1, seed, "random") for variant in SHARING_VARIANTS for seed in args.seeds]
     return out
