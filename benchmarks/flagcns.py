@@ -473,7 +473,8 @@ def plot(rows: list[dict], budget: str) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    searches = [r for r in rows if r.get("kind") == "search" and r.get("budget") == budget and r.get("curve")]
+    searches = [r for r in rows if r.get("kind") == "search" and r.get("budget") == budget and r.get("curve")
+                and r["variant"] not in FITNESS_VARIANTS]  # ranked by accuracy: their best member's FLL is no curve
     if not searches:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
