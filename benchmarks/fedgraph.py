@@ -376,8 +376,8 @@ def policy_grid_table(grid: list[dict], rows: list[dict]) -> str:
     body = []
     for dataset in DATASETS:
         for variant in GRID_VARIANTS + ("fedgraph",):
-            cells = [r for r in (grid if variant != "fedgraph" else rows) if r["dataset"] == dataset
-                     and r["variant"] == variant and r.get("kind") == "run" and r["budget"] == grid[0]["budget"]
+            cells = [r for r in (grid if variant != "fedgraph" else rows) if r.get("kind") == "run"
+                     and r["dataset"] == dataset and r["variant"] == variant and r["budget"] == grid[0]["budget"]
                      and _split(r) == _split(grid[0]) and r["var"] == 0.1 and _data(r) == "synthesis"]
             if not cells:
                 continue
