@@ -63,7 +63,8 @@ DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
 # The fitness control (``--parts fitness``): FEO ranking by federated validation accuracy, as the authors' code does
 # (``federal.py``: ``process_population`` and ``aggregate_accu``), instead of the paper's validation loss (FLL, Eq. 1)
-FITNESS_VARIANTS = {"feo-accuracy": "accuracy"}
+# (``--parts ablation-accuracy``: the ablations so ranked); "<variant>-accuracy" -> (variant, fitness)
+FITNESS_VARIANTS = {f"{v}-accuracy": (v, "accuracy") for v in VARIANTS}
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
 # Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
 BUDGETS = {
@@ -93,7 +94,9 @@ LABELS = {"feo": "FL-AGCNS", "controller-eo": "ControllerEO (only the controller
           "client-eo": "ClientEO (only the clients' EAs: gamma = 1)",
           "random-partition": "RandomPartition (FEO on a random partition)", "gcn": "GCN", "gat": "GAT",
           "sage": "SAGE", "sgc": "SGC", "appnp": "APPNP", "random": "FL-Random",
-          "feo-accuracy": "FL-AGCNS ranking by validation accuracy (the authors' code)"}
+          **{f"{v}-accuracy": f"{label}, ranked by validation accuracy (the authors' code)" for v, label in
+             (("feo", "FL-AGCNS"), ("controller-eo", "ControllerEO"), ("client-eo", "ClientEO"),
+              ("random-partition", "RandomPartition"))}}
 REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' network", "sage": "SAGE, authors' network",
                     "sgc": "SGC, authors' network", "appnp": "APPNP, authors' network"}
 # The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
@@ -108,12 +111,13 @@ STORE = "flagcns"
 def run_config(dataset: str, variant: str, budget: str, seed: int, split: str = "per-class") -> dict:
     """The run configuration of a search cell (without the machine's paths)."""
     b = BUDGETS[budget]
+    base, fitness = FITNESS_VARIANTS.get(variant, (variant, None))
     config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, "node.split": SPLITS[split], **b,
-              "flagcns.ablation": "feo" if variant in FITNESS_VARIANTS else variant,
+              "flagcns.ablation": base,
               "rounds": b["flagcns.epochs"] * b["flagcns.steps-per-epoch"] + b["flagcns.retrain-epochs"]}
-    if variant in FITNESS_VARIANTS:
-        config["flagcns.fitness"] = FITNESS_VARIANTS[variant]
-    if variant == "random-partition":
+    if fitness is not None:
+        config["flagcns.fitness"] = fitness
+    if base == "random-partition":
         config["node.partitioner"] = "random"
     return config
 
@@ -401,7 +405,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 "the graph part as the search found it, only the last gene changed):\n",
                 table(["dataset", "seed", "search chose"] + acts, body + means)]
     # the fitness control: the paper's FLL against the authors' code's validation accuracy
-    fit = [(d, v) for d in present for v in FITNESS_VARIANTS if of("search", d, variant=v)]
+    fit = [(d, v) for d in present for v in ("feo-accuracy",) if of("search", d, variant=v)]
     if fit:
         from flowergraph.tasks.flagcns import ACTIVATIONS
 
@@ -410,8 +414,8 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
 
         body = []
         for d, v in fit:
-            for label, variant in (("validation loss (FLL, the paper)", "feo"), (f"validation {FITNESS_VARIANTS[v]} "
-                                                                                "(the authors' code)", v)):
+            for label, variant in (("validation loss (FLL, the paper)", "feo"),
+                                   (f"validation {FITNESS_VARIANTS[v][1]} (the authors' code)", v)):
                 cells = sorted(of("search", d, variant=variant), key=lambda r: r["seed"])
                 body.append([d, label, fmt([c["flacc"] for c in cells]),
                              ", ".join(f"s{c['seed']}: {output(c)} {c['flacc']:.1f}" for c in cells)])
@@ -419,12 +423,14 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 "retrainings; per seed the output activation the search chose):\n",
                 table(["dataset", "fitness", "FLACC %", "per seed: output gene, FLACC"], body)]
     # Table 5 shape
-    abl = [v for v in VARIANTS if of("search", "Cora", variant=v)]
+    abl = [v for v in VARIANTS + tuple(FITNESS_VARIANTS) if of("search", "Cora", variant=v)]
     if abl:
         body = [[LABELS[v], fmt([c["flacc"] for c in of("search", "Cora", variant=v)]),
-                 paper_cell(PAPER5[v][0], 1),
-                 fmt([c["parameters"] / 1e6 for c in of("search", "Cora", variant=v)], 3), paper_cell(PAPER5[v][1], 3),
-                 fmt([c["inference_s"] for c in of("search", "Cora", variant=v)], 4), paper_cell(PAPER5[v][2], 4)]
+                 paper_cell(PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]][0], 1),
+                 fmt([c["parameters"] / 1e6 for c in of("search", "Cora", variant=v)], 3),
+                 paper_cell(PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]][1], 3),
+                 fmt([c["inference_s"] for c in of("search", "Cora", variant=v)], 4),
+                 paper_cell(PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]][2], 4)]
                 for v in abl]
         out += [f"\n## Paper Table 5: ablations on Cora (split `{split}`)\n",
                 "The paper's text names ControllerEO gamma = 1 and ClientEO gamma = 0, but under its own Algorithm 1 "
@@ -506,7 +512,8 @@ def main() -> None:
     parser.add_argument("--retrains", type=int, default=10, help="retrainings of every architecture (the paper: 10)")
     parser.add_argument("--parts", nargs="+",
                         default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
-                        choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness"])
+                        choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness",
+                                 "ablation-accuracy"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
@@ -545,7 +552,9 @@ def main() -> None:
         for seed in args.seeds:
             variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
                 ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else []) + \
-                (list(FITNESS_VARIANTS) if "fitness" in args.parts else [])
+                (["feo-accuracy"] if "fitness" in args.parts else []) + \
+                ([f"{v}-accuracy" for v in VARIANTS[1:]] if "ablation-accuracy" in args.parts and dataset == "Cora"
+                 else [])
             for v in variants:
                 add(cell(cell_name(f"{dataset}-{v}-{b}-s{seed}", split), run_config(dataset, v, b, seed, split),
                          lambda v=v, d=dataset, s=seed: search_cell(work, d, v, b, s, args.retrains, split)))
