@@ -365,10 +365,6 @@ def _round_times(row: dict) -> list[float]:
     return [b - a for a, b in zip([0.0] + times[:-1], times)]
 
 
-def accuracy_after(row: dict, rounds: int) -> float | None:
-    return next((c[2] for c in row["curve"] if c[0] == rounds), None)
-
-
 def policy_grid_table(grid: list[dict], rows: list[dict]) -> str:
     """Per dataset and fixed policy: seconds per round (rounds 2.., mean over seeds), accuracy after 10 rounds (an
     episode of the default budget) and after the last, time to the target; the DDPG agent's rows of the same

@@ -425,13 +425,12 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
     # Table 5 shape
     abl = [v for v in VARIANTS + tuple(FITNESS_VARIANTS) if of("search", "Cora", variant=v)]
     if abl:
-        body = [[LABELS[v], fmt([c["flacc"] for c in of("search", "Cora", variant=v)]),
-                 paper_cell(PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]][0], 1),
-                 fmt([c["parameters"] / 1e6 for c in of("search", "Cora", variant=v)], 3),
-                 paper_cell(PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]][1], 3),
-                 fmt([c["inference_s"] for c in of("search", "Cora", variant=v)], 4),
-                 paper_cell(PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]][2], 4)]
-                for v in abl]
+        body = []
+        for v in abl:
+            cells, paper = of("search", "Cora", variant=v), PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]]
+            body.append([LABELS[v], fmt([c["flacc"] for c in cells]), paper_cell(paper[0], 1),
+                         fmt([c["parameters"] / 1e6 for c in cells], 3), paper_cell(paper[1], 3),
+                         fmt([c["inference_s"] for c in cells], 4), paper_cell(paper[2], 4)])
         out += [f"\n## Paper Table 5: ablations on Cora (split `{split}`)\n",
                 "The paper's text names ControllerEO gamma = 1 and ClientEO gamma = 0, but under its own Algorithm 1 "
                 "(gamma is the clients' share of P) those would keep the opposite EA; the rows here are named by what "
