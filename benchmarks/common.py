@@ -32,6 +32,26 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def pyplot():
+    """matplotlib's ``pyplot`` on the file-only Agg backend: benchmarks draw to files, never to a screen."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, name: str) -> str:
+    """Lay ``fig`` out, write it to ``docs/results/<name>`` (110 dpi), close it and return ``name``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(REPO / "docs" / "results" / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def mean_std(values: list[float]) -> str:
     values = [v for v in values if v is not None]
     if not values:

@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
+from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fixed", "full", "graphsage", "fastgcn", "nonshare", "allshare", "one-round")
@@ -497,10 +497,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
 
 
 def plot(rows: list[dict], budget: str, split: str) -> str | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = [r for r in rows if r.get("budget") == budget and _split(r) == split and _data(r) == "synthesis"
             and r.get("kind") == "run" and r["variant"] in VARIANTS]
@@ -534,16 +531,13 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     ax.set_title("DDPG learning curve", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
     name = f"fedgraph{'' if budget == 'paper' else '_' + budget}{'' if split == 'public' else '_' + split}.png"
-    fig.savefig(REPO / "docs" / "results" / name, dpi=110)
-    plt.close(fig)
-    return name
+    return save_figure(fig, name)
 
 
 def plot_learning(rows: list[dict], split: str) -> str | None:
     """Return per episode (and its running mean over LEARNING_BLOCK episodes) and the episode-end accuracy."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     runs = [r for r in rows if r["variant"] == "fedgraph" and r["returns"]]
     if not runs:
@@ -570,11 +564,8 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
     name = f"fedgraph_learning_{split}.png"
-    fig.savefig(REPO / "docs" / "results" / name, dpi=110)
-    plt.close(fig)
-    return name
+    return save_figure(fig, name)
 
 
 def cells(args) -> list[tuple[str, str, float, int, str]]:

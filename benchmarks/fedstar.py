@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
+from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
 TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")
@@ -463,10 +463,7 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
 def plot_summary(rows: list[dict]) -> str | None:
     """Table 1 as a picture: per setting, each method's final mean client accuracy (bar: mean over seeds; black
     ticks: the seeds) with the paper's number (a white diamond): ``docs/results/fedstar_table1.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = [r for r in rows if r.get("split_seed", SPLIT_SEED) == SPLIT_SEED]
     present = [s for s in SETTINGS if any(r["setting"] == s and r["structure"] == "dse+rwse" for r in rows)]
@@ -496,20 +493,13 @@ def plot_summary(rows: list[dict]) -> str | None:
                  fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    target = REPO / "docs" / "results" / "fedstar_table1.png"
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
-    return target.name
+    return save_figure(fig, "fedstar_table1.png")
 
 
 def plot_settings(rows: list[dict]) -> list[str]:
     """Per setting, the mean client accuracy of Table 1's methods against the round (first seed that has at least
     two of them), drawn from the stored curves: ``docs/results/fedstar_<setting>_accuracy_vs_round.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     written = []
     rows = [r for r in rows if r.get("split_seed", SPLIT_SEED) == SPLIT_SEED]
@@ -529,11 +519,8 @@ def plot_settings(rows: list[dict]) -> list[str]:
             ax.set_title(f"{setting}, seed {seed}")
             ax.grid(alpha=0.3)
             ax.legend()
-            fig.tight_layout()
-            target = REPO / "docs" / "results" / f"fedstar_{setting.lower()}_accuracy_vs_round.png"
-            fig.savefig(target, dpi=110)
-            plt.close(fig)
-            written.append(f"{target.name} (seed {seed})")
+            name = save_figure(fig, f"fedstar_{setting.lower()}_accuracy_vs_round.png")
+            written.append(f"{name} (seed {seed})")
             break
     return written
 

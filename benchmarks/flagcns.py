@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
+from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -473,10 +473,7 @@ def speed_and_stale(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], budget: str) -> str | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     searches = [r for r in rows if r.get("kind") == "search" and r.get("budget") == budget and r.get("curve")
                 and r["variant"] not in FITNESS_VARIANTS]  # ranked by accuracy: their best member's FLL is no curve
@@ -494,11 +491,8 @@ def plot(rows: list[dict], budget: str) -> str | None:
     ax.set_title(f"FL-AGCNS: best fitness per generation (budget {budget})", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
     name = f"flagcns_fitness{'' if budget == 'paper' else '_' + budget}.png"
-    fig.savefig(REPO / "docs" / "results" / name, dpi=110)
-    plt.close(fig)
-    return name
+    return save_figure(fig, name)
 
 
 # --------------------------------------------------------------------------------------------------------- main
