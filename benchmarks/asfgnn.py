@@ -24,7 +24,7 @@ Cells:
   needs to come within 0.5 points of the best validation accuracy any of them reached.
 
 The paper's T (rounds per trial) and number of trials are not given: ``paper`` uses T = 200 (GCN's epochs) and 100
-trials (SMAC's default), ``long`` 10 x 100 (~6 min per Cora cell here: is the gap to the paper the short trials?),
+trials (SMAC's default), ``long`` 10 x 100 (1.5-9 min per Cora cell here: is the gap to the paper the short trials?),
 ``default`` conf/asfgnn-cora.toml's 8 x 24, ``quick`` 3 x 10 (a smoke check). ``--methods`` and ``--alphas`` pick
 a part's rows (in that order), e.g. Table 3's SP and SFGNN first.
 
