@@ -62,7 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
 
 DATASETS = ("Cora", "CiteSeer")
-VARIANTS = ("fedgraph", "fixed", "full", "graphsage", "fastgcn", "nonshare", "allshare", "one-round")
+VARIANTS = ("fedgraph", "fedgraph-work", "fixed", "full", "graphsage", "fastgcn", "nonshare", "allshare", "one-round")
+AGENT_VARIANTS = ("fedgraph", "fedgraph-work", "one-round")  # episodes restart training: curves of the last one
 VARS = (0.1, 0.5, 1.0)
 TARGET = 0.75  # the paper's Fig. 7 statement for Cora
 TARGET_HIGH = {"Cora": 0.85, "CiteSeer": 0.70}  # a second target: Cora near its curves' end, CiteSeer below
@@ -80,6 +81,7 @@ SETTINGS = {"method": "fedgraph", "node.model": "gcn", "node.hidden": 16, "node.
             "fedgraph.omega": 128.0, "fedgraph.pca-components": 20, "fedgraph.target-accuracy": 0.8}
 VARIANT_KEYS = {
     "fedgraph": {},
+    "fedgraph-work": {"fedgraph.round-time": "work"},
     "fixed": {"fedgraph.agent": "fixed"},
     "full": {"fedgraph.agent": "fixed", "fedgraph.sampling": "full"},
     "graphsage": {"fedgraph.agent": "fixed", "fedgraph.sampling": "graphsage"},
@@ -152,8 +154,11 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
             shutil.rmtree(out)
         run_inprocess(full)
     rounds = [r for r in read_run(out)["rounds"] if r["round"] >= 1]
+    # per round: round, the run's clock (s), accuracy, episode, the largest client work (GMAC) and the slowest
+    # client's local training time (s) of the round
     curve = [[r["round"], float(r.get("elapsed_s") or 0.0), r.get("accuracy"),
-              (r.get("fedgraph") or {}).get("episode", 1)] for r in rounds]
+              (r.get("fedgraph") or {}).get("episode", 1), (r.get("fedgraph") or {}).get("max_gmacs"),
+              (r.get("fedgraph") or {}).get("slowest_client_s")] for r in rounds]
     returns = [(r.get("fedgraph") or {}).get("episode_return") for r in rounds]
     s = parse_run_config({**config, "data-dir": data_dir()})
     graphs = [client_graph_of(s, k) for k in range(s.num_clients)]
@@ -161,7 +166,7 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
     last = rounds[-1].get("fedgraph") or {}
     # every round's policies (kappa, p per convolution) per client: what the agent chose, for the learning table
     trace = [[[int(k), *[round(float(x), 3) for x in ps]] for k, ps in (r.get("fedgraph") or {}).get("policies") or []]
-             for r in rounds] if variant == "fedgraph" else None
+             for r in rounds] if variant in ("fedgraph", "fedgraph-work") else None
     return {"kind": "run", "dataset": dataset, "variant": variant, "var": var, "budget": budget, "seed": seed,
             "split": split, "data": data, "cross_fraction": cross_fraction(graphs),
             "labelled": [int(g.train_mask.sum()) for g in graphs],
@@ -211,12 +216,39 @@ def last_episode(row: dict) -> list[list]:
     """The curve from the start of the run's last episode (FedGraph restarts training every episode), times from
     that start."""
     curve = row["curve"]
-    if row["variant"] not in ("fedgraph", "one-round"):
+    if row["variant"] not in AGENT_VARIANTS:
         return curve
     episode = curve[-1][3]
     part = [c for c in curve if c[3] == episode]
     start = next((c[1] for c in curve if c[0] == part[0][0] - 1), 0.0) if part[0][0] > 1 else 0.0
-    return [[c[0], c[1] - start, c[2], c[3]] for c in part]
+    return [[c[0], c[1] - start, *c[2:]] for c in part]
+
+
+def cumulative_work(curve: list[list]) -> list[float] | None:
+    """The running sum of every round's largest client work (GMAC) along ``curve``; None for cells that predate
+    the work count."""
+    if not curve or len(curve[0]) < 5 or any(c[4] is None for c in curve):
+        return None
+    return np.cumsum([c[4] for c in curve]).tolist()
+
+
+def work_to(row: dict, target: float = TARGET) -> float | None:
+    """Cumulative work (GMAC, the slowest client's per round) of the last episode until ``target`` is reached."""
+    curve = last_episode(row)
+    work = cumulative_work(curve)
+    if work is None:
+        return None
+    return next((w for c, w in zip(curve, work) if c[2] is not None and c[2] >= target), None)
+
+
+def accuracy_at_work(row: dict, gmacs: float) -> float | None:
+    """The accuracy of the last round whose cumulative work (last episode) is within ``gmacs``."""
+    curve = last_episode(row)
+    work = cumulative_work(curve)
+    if work is None:
+        return None
+    done = [c[2] for c, w in zip(curve, work) if w <= gmacs + 1e-12 and c[2] is not None]
+    return done[-1] if done else None
 
 
 def time_to(row: dict, target: float = TARGET) -> float | None:
@@ -287,6 +319,50 @@ def summary(runs: list[dict]) -> str:
     return table(header, body)
 
 
+def work_table(runs: list[dict]) -> str:
+    """Per variant (synthesis, variance 0.1): the slowest client's work and local training time per round, the
+    cumulative work to the targets and the accuracy at the work the DDPG agent rewarded by work spent in its last
+    episode; and how well work predicts the slowest client's time (Pearson r over the fixed policies' rounds)."""
+    runs = [r for r in runs if r["var"] == 0.1 and _data(r) == "synthesis" and cumulative_work(r["curve"])]
+    body, notes = [], []
+    for d in DATASETS:
+        agent = {r["seed"]: r for r in runs if r["dataset"] == d and r["variant"] == "fedgraph-work"}
+        pairs = []
+        for variant in VARIANTS + GRID_VARIANTS:
+            cells = [r for r in runs if r["dataset"] == d and r["variant"] == variant]
+            if not cells:
+                continue
+            rounds = [c for r in cells for c in last_episode(r)[1:] if c[5] is not None]
+            if variant not in AGENT_VARIANTS:
+                pairs += [(c[4], c[5]) for c in rounds]
+            budget = [accuracy_at_work(r, cumulative_work(last_episode(agent[r["seed"]]))[-1])
+                      for r in cells if r["seed"] in agent]
+            body.append([d, variant, len(cells), f"{statistics.mean(c[4] for c in rounds):.4f}",
+                         f"{statistics.mean(c[5] for c in rounds):.3f}",
+                         _work_summary([work_to(r) for r in cells]),
+                         _work_summary([work_to(r, TARGET_HIGH[d]) for r in cells]),
+                         _mean_std(budget) if budget else "-", _mean_std([r["final_accuracy"] for r in cells])])
+        if len(pairs) >= 3:
+            x, y = np.asarray(pairs, dtype=float).T
+            notes.append(f"{d}: r = {float(np.corrcoef(x, y)[0, 1]):.2f} over {len(pairs)} rounds")
+    if not body:
+        return ""
+    return ("Work: the largest number of forward multiply-adds of any client in a round (GMAC; "
+            "`fedgraph.round-time=work`, deterministic), summed over the rounds (the last episode for the agents). "
+            "Rounds 2 onwards for the per-round means. How well the slowest client's work predicts its measured "
+            "local training time (Pearson, fixed policies' rounds): " + "; ".join(notes) + ".\n\n" +
+            table(["dataset", "variant", "seeds", "GMAC per round", "slowest client s per round",
+                   f"GMAC to {TARGET:.0%} (reached)", "GMAC to 2nd target (reached)",
+                   "acc % at fedgraph-work's work", "final acc %"], body))
+
+
+def _work_summary(values: list[float | None]) -> str:
+    reached = [v for v in values if v is not None]
+    if not reached:
+        return f"never (0/{len(values)})"
+    return f"{statistics.mean(reached):.3f} ({len(reached)}/{len(values)})"
+
+
 def heterogeneity_table(runs: list[dict]) -> str:
     """Paper Fig. 9's shape: time to the target at each variance of xi, FedGraph against full batch."""
     body = []
@@ -346,9 +422,10 @@ def episodes(row: dict) -> list[dict]:
         policies = None
         if trace and all(trace[i] for i in idx):
             policies = np.mean(np.asarray([trace[i] for i in idx], dtype=float), axis=0).tolist()
+        work = [curve[i][4] for i in idx] if len(curve[idx[0]]) >= 5 else []
         out.append({"episode": e, "return": row["returns"][e - 1] if e - 1 < len(row["returns"]) else None,
                     "accuracy": curve[idx[-1]][2], "seconds": curve[idx[-1]][1] - start, "rounds": len(idx),
-                    "policies": policies})
+                    "policies": policies, "gmacs": sum(work) if work and None not in work else None})
     return [x for x in out if x["return"] is not None]  # a finished episode has its return
 
 
@@ -400,16 +477,22 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
         if not eps:
             continue
         fixed = fixed_reference(rows, r)
+        by_work = r["variant"] == "fedgraph-work"
+        if by_work and fixed is not None and cumulative_work(fixed["curve"]) is None:
+            fixed = None  # a fixed-policy cell from before the work count: no work axis
         body = []
         for b0 in range(0, len(eps), LEARNING_BLOCK):
             block = eps[b0:b0 + LEARNING_BLOCK]
-            at = [accuracy_at(fixed, e["seconds"]) for e in block] if fixed else []
+            at = [accuracy_at_work(fixed, e["gmacs"]) if by_work else accuracy_at(fixed, e["seconds"])
+                  for e in block] if fixed else []
             kappas = [float(np.mean([p[0] for p in e["policies"]])) for e in block if e["policies"]]
             probs = [float(np.mean([q for p in e["policies"] for q in p[1:]])) for e in block if e["policies"]]
             body.append([f"{block[0]['episode']}-{block[-1]['episode']}",
                          f"{statistics.mean(e['return'] for e in block):.2f}",
                          _mean_std([e["accuracy"] for e in block]),
                          f"{statistics.mean(e['seconds'] for e in block):.2f}",
+                         f"{statistics.mean(e['gmacs'] for e in block):.3f}" if all(
+                             e["gmacs"] is not None for e in block) else "-",
                          _mean_std([a for a in at if a is not None]) if any(a is not None for a in at) else "-",
                          f"{statistics.mean(kappas):.0f}" if kappas else "-",
                          f"{statistics.mean(probs):.2f}" if probs else "-"])
@@ -420,10 +503,13 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
                    + "; ".join(f"{n}: {k:.0f}, {', '.join(f'{q:.2f}' for q in ps)}" for n, (k, *ps) in
                                zip(r["client_nodes"], per_client.tolist()))
                    + f". Spearman(size, kappa) {_spearman(r['client_nodes'], per_client[:, 0].tolist())}.\n")
-        out += [f"**{r['dataset']}, variance {r['var']:g}, seed {r['seed']}** ({len(eps)} episodes of "
-                f"{eps[0]['rounds']} rounds, {r['cell_s'] / 60:.0f} min{'; ' + r['stale'] if r['stale'] else ''})\n",
+        reward_by = "work (GMAC)" if by_work else "the server's clock"
+        out += [f"**{r['dataset']}, variance {r['var']:g}, seed {r['seed']}, time penalty by {reward_by}** "
+                f"({len(eps)} episodes of {eps[0]['rounds']} rounds, {r['cell_s'] / 60:.0f} min"
+                f"{'; ' + r['stale'] if r['stale'] else ''})\n",
                 table(["episodes", "mean return", "accuracy at episode end %", "episode wall time (s)",
-                       "fixed policy at the same time %", "mean kappa", "mean p"], body), "", learned]
+                       "episode work (GMAC)", f"fixed policy at the same {'work' if by_work else 'time'} %",
+                       "mean kappa", "mean p"], body), "", learned]
     return "\n".join(out)
 
 
@@ -433,14 +519,17 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
 
     if budget == "learning":
         runs = sorted((r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"
-                       and r["variant"] == "fedgraph"), key=lambda r: (r["dataset"], r["var"], r["seed"]))
+                       and r["variant"] in ("fedgraph", "fedgraph-work")),
+                      key=lambda r: (r["dataset"], r["var"], r["variant"], r["seed"]))
         if not runs:
             return ""
         return (f"## Split `{split}`: the DDPG agent over many episodes\n\nEach episode restarts federated training "
                 f"(Algorithm 4); exploration noise starts at sigma 0.2 and decays by 0.98 per episode (0.02 at least), "
                 f"so the last blocks act almost greedily. \"Fixed policy at the same time\": the accuracy of the "
                 f"default budget's fixed-policy cell (kappa 256, p = 1; same seed, split, synthesis and clients) after "
-                f"the wall time of each episode. Returns are eq. 9 summed over an episode's rounds.\n\n"
+                f"the wall time of each episode (for the agent whose time penalty is work: after the same work). "
+                f"Returns are eq. 9 summed over an episode's rounds; the time penalty is profiled to 1 on the first "
+                f"round, so a return compares only within one cell.\n\n"
                 + learning_table(rows, runs))
 
     layers = [r for r in rows if r.get("kind") == "layers" and _split(r) == split and budget == "default"]
@@ -463,6 +552,9 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
             f"synthesis and the initial model). \"At FedGraph's time\": the accuracy of the last round finished within "
            f"the wall time of the same seed's last DDPG episode (the same time budget).\n"),
            "### Summary (variance 0.1)\n", summary(runs), ""]
+    work = work_table(runs + grid)
+    if work:
+        out += ["### Work instead of wall time (deterministic)\n", work, ""]
     if any(r["var"] != 0.1 for r in runs):
         out += [f"### Heterogeneity (paper Fig. 9's shape; 2nd target: {', '.join(f'{d} {t:.0%}' for d, t in TARGET_HIGH.items())})\n",
                 heterogeneity_table(runs), ""]
@@ -482,14 +574,15 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
     out += ["### Every cell\n", table(["dataset", "data", "var", "variant", "seed", "final acc %",
                                        f"time to {TARGET:.0%} (s)", "time of the curve (s)", "MB moved",
                                        "cross-client edge ends", "note"], body)]
-    ddpg = [r for r in runs if r["variant"] == "fedgraph" and r["returns"]]
+    ddpg = [r for r in runs if r["variant"] in ("fedgraph", "fedgraph-work") and r["returns"]]
     if ddpg:
         out.append("\n### DDPG: return per episode\n")
         out.append("Spearman: rank correlation between the clients' sizes and the kappa the agent gave them in the "
                    "last round (ties broken by order).\n")
-        out.append(table(["dataset", "var", "seed", "returns (episode 1, 2, ...)", "client nodes",
+        out.append(table(["dataset", "var", "variant", "seed", "returns (episode 1, 2, ...)", "client nodes",
                           "last policies (kappa, p)", "Spearman(size, kappa)"],
-                         [[r["dataset"], f"{r['var']:g}", r["seed"], ", ".join(f"{x:.2f}" for x in r["returns"]),
+                         [[r["dataset"], f"{r['var']:g}", r["variant"], r["seed"],
+                           ", ".join(f"{x:.2f}" for x in r["returns"]),
                            r["client_nodes"], json.dumps([[k, [round(p, 2) for p in ps]] for k, ps in
                                                           (r["last_policies"] or [])]),
                            _spearman(r["client_nodes"], [k for k, _ in r["last_policies"] or []])] for r in ddpg]))
@@ -524,8 +617,8 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
         ax.legend(fontsize=7)
     ax = axes[-1]
     for r in runs:
-        if r["variant"] == "fedgraph" and r["returns"]:
-            ax.plot(range(1, len(r["returns"]) + 1), r["returns"], marker="o", label=r["dataset"])
+        if r["variant"] in ("fedgraph", "fedgraph-work") and r["returns"]:
+            ax.plot(range(1, len(r["returns"]) + 1), r["returns"], marker="o", label=f"{r['dataset']} {r['variant']}")
     ax.set_xlabel("episode")
     ax.set_ylabel("cumulative reward")
     ax.set_title("DDPG learning curve", fontsize=9)
@@ -539,7 +632,7 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
     """Return per episode (and its running mean over LEARNING_BLOCK episodes) and the episode-end accuracy."""
     plt = pyplot()
 
-    runs = [r for r in rows if r["variant"] == "fedgraph" and r["returns"]]
+    runs = [r for r in rows if r["variant"] in ("fedgraph", "fedgraph-work") and r["returns"]]
     if not runs:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -551,10 +644,10 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
         axes[0].plot(x, ret, color=color, alpha=0.3, lw=0.8)
         if len(ret) >= LEARNING_BLOCK:
             run_mean = np.convolve(ret, np.ones(LEARNING_BLOCK) / LEARNING_BLOCK, mode="valid")
-            axes[0].plot(x[LEARNING_BLOCK - 1:], run_mean, color=color, label=f"{r['dataset']} var {r['var']:g} "
+            axes[0].plot(x[LEARNING_BLOCK - 1:], run_mean, color=color, label=f"{r['dataset']} {r['variant']} "
                          f"seed {r['seed']}")
         axes[1].plot(x, [e["accuracy"] for e in eps], color=color, alpha=0.6, lw=0.8,
-                     label=f"{r['dataset']} seed {r['seed']}")
+                     label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
     axes[0].set_xlabel("episode")
     axes[0].set_ylabel("return (eq. 9 summed over the episode)")
     axes[0].set_title(f"DDPG learning curve (running mean over {LEARNING_BLOCK} episodes)", fontsize=9)

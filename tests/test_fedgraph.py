@@ -300,6 +300,47 @@ def test_resume_restores_the_agent_and_equals_uninterrupted(reference, tmp_path,
     assert final["updates"] == 4 and final["buffer"]["size"] == 4
 
 
+
+def _fit_metrics(proxies, server_round):
+    """What every client's fit reply of ``server_round`` carried, as the server received it: {partition: metrics}."""
+    out = {}
+    for proxy in proxies:
+        for kind, ins, res in proxy.messages:
+            if kind == "fit" and int(ins.config.get(wire.SERVER_ROUND, -1)) == server_round:
+                out[int(proxy.context.node_config["partition-id"])] = dict(res.metrics)
+    return out
+
+
+def test_work_round_time_is_the_largest_reported_work_and_repeats_exactly(shared_data, tmp_path):
+    """fedgraph.round-time=work: each round's delta is the largest forward multiply-adds (in billions) a client
+    reported in its fit reply (read from the replies the server received), alpha is profiled from round 1's, and the
+    reward is eq. 9 of them; with no clock in the reward, a second run chooses the same policies and earns the same
+    rewards (with round-time=server, alpha profiled, it would not)."""
+    runs = []
+    for name in ("a", "b"):
+        config = _config(shared_data, tmp_path, name, **{"fedgraph.alpha": -1.0, "fedgraph.round-time": "work",
+                                                         "rounds": 3})
+        _, proxies = run_inprocess(config, record=True)
+        runs.append(([r for r in read_run(tmp_path / name)["rounds"] if r["round"] >= 1], proxies))
+    rounds, proxies = runs[0]
+    alpha = None
+    for rec in rounds:
+        info = rec["fedgraph"]
+        reported = _fit_metrics(proxies, rec["round"])
+        assert sorted(reported) == list(range(K))
+        work = max(m[msg.FORWARD_MACS] for m in reported.values()) / 1e9
+        assert 0 < work < 1 and info["max_gmacs"] == work
+        assert info["slowest_client_s"] == max(m[msg.LOCAL_SECONDS] for m in reported.values())
+        alpha = alpha if alpha is not None else 1.0 / work  # profiled on round 1: penalty 1 there (beta = 0)
+        assert info["alpha"] == pytest.approx(alpha, rel=1e-12)
+        assert info["reward"] == pytest.approx(reward(info["server_accuracy"], work, 0.8, 128.0, alpha, 0.0),
+                                               abs=1e-12)
+    # the policies differ between clients (the agent acts per client), so do the reported costs
+    assert len({m[msg.FORWARD_MACS] for m in _fit_metrics(proxies, 1).values()}) == K
+    again, _ = runs[1]
+    assert [r["fedgraph"]["policies"] for r in again] == [r["fedgraph"]["policies"] for r in rounds]
+    assert [r["fedgraph"]["reward"] for r in again] == [r["fedgraph"]["reward"] for r in rounds]
+
 BAD = [
     ({"fedgraph.sharing": "all"}, "unknown fedgraph.sharing 'all'; valid choices: fedgraph, allshare, nonshare"),
     ({"fedgraph.sampling": "sage"}, "unknown fedgraph.sampling 'sage'; valid choices: fedgraph, full, graphsage, "
@@ -310,6 +351,8 @@ BAD = [
     ({"fedgraph.staleness": "two-round"}, "unknown fedgraph.staleness 'two-round'; valid choices: same-round, "
                                           "one-round"),
     ({"fedgraph.cut-norm": "none"}, "unknown fedgraph.cut-norm 'none'; valid choices: local, global"),
+    ({"fedgraph.round-time": "wall"}, "unknown fedgraph.round-time 'wall'; valid choices: server, slowest-client, "
+                                      "work"),
     ({"fedgraph.var": -0.5}, "fedgraph.var=-0.5: must be >= 0.0"),
     ({"fedgraph.prob": 0.0}, "fedgraph.prob=0.0: must be in (0.0, 1.0]"),
     ({"fedgraph.batch-size": 0}, "fedgraph.batch-size=0: must be >= 1"),

@@ -15,9 +15,9 @@ from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, load_globa
 from flowergraph.tasks.fedgraph import (SHARING, ActionSpace, DDPGAgent, DDPGConfig, FullBatch, LayerWise,
                                         NodeWise, ReplayBuffer, Rows, SamplingPolicy, aggregate, build_model,
                                         build_view, client_graphs, degree_rows, exchange_convs, exchange_degrees,
-                                        exchange_in_process, export_plan, forward, full_forward, make_scheme,
-                                        owner_rows, request_plan, reward, shared_convs, soft_update, synthesise,
-                                        time_penalty_alpha, train_round)
+                                        exact_sample, exchange_in_process, export_plan, forward, forward_macs,
+                                        full_forward, make_scheme, owner_rows, request_plan, reward, shared_convs,
+                                        soft_update, synthesise, time_penalty_alpha, train_round)
 from flowergraph.tasks.fedgraph.model import evaluate
 from flowergraph.tasks.training import TrainConfig
 
@@ -304,6 +304,23 @@ def test_baselines_respect_their_budgets(shared_data):
     assert pol.batch.numel() == 100 and pol.num_edges() < full.num_edges()
 
 
+def test_forward_macs_by_hand():
+    """The deterministic round cost (fedgraph.round-time=work) counted by hand on the tiny client: mini-batch {0},
+    exact sample. Convolution 1 (sharing): own nodes {0, 1, 2, 3}, remote r10 (a received row: no h W on this
+    client), 5 edges into node 0 (self loop + 4 neighbours); convolution 0 (cut): the same 4 own nodes, edges into
+    them 4 + 3 + 3 + 2 = 12 (self loops included). x is 5-wide, 16 hidden units, 2 classes."""
+    view = _tiny()
+    model = build_model(5, 2, hidden=16, num_convs=2, seed=0)
+    sample = exact_sample(view, torch.tensor([0]), shared_convs("fedgraph", 2))
+    assert [n.numel() for n in sample.nodes] == [4, 4, 1] and [e.num_edges for e in sample.convs] == [12, 5]
+    assert forward_macs(model, sample) == 4 * 5 * 16 + 12 * 16 + 4 * 16 * 2 + 5 * 2
+    # nonShare drops the remote neighbour: one edge fewer into node 0
+    cut = exact_sample(view, torch.tensor([0]), shared_convs("nonshare", 2))
+    assert forward_macs(model, cut) == 4 * 5 * 16 + 12 * 16 + 4 * 16 * 2 + 4 * 2
+    with pytest.raises(ConfigError, match="the sample has 2 convolutions, the model 3"):
+        forward_macs(build_model(5, 2, num_convs=3, seed=0), sample)
+
+
 # ---------------------------------------------------------------------------------------------- local round
 def test_train_round(shared_data):
     gspec = GraphSpec(dataset="Cora", data_dir=str(shared_data), split="random:0.6/0.2/0.2")
@@ -321,6 +338,12 @@ def test_train_round(shared_data):
         assert res.num_samples == expected[scheme.name]
         assert res.iterations == 3 and math.isfinite(res.loss) and res.seconds > 0
         assert 0 <= res.sample_seconds <= res.seconds and res.nodes_per_iteration > 0
+        if scheme.name == "full":  # one deterministic sample per round, three iterations
+            once = forward_macs(model, scheme.sample(views[0], torch.nonzero(views[0].graph.train_mask)[:, 0],
+                                                     shared_convs("fedgraph", 2)))
+            assert res.forward_macs == 3 * once > 0
+        else:
+            assert res.forward_macs > 0
         assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     # Training with the exchange improves this client's validation accuracy over the initial model.
     fresh = build_model(data.num_features, data.num_classes, seed=0)

@@ -223,7 +223,7 @@ class FedGraphClient(FederatedClient):
             wire.BATCH_SIZE: int(result.num_samples), msg.LOCAL_SECONDS: float(result.seconds),
             msg.SAMPLE_SECONDS: float(result.sample_seconds),
             msg.NODES_PER_ITERATION: float(result.nodes_per_iteration),
-            msg.EDGES_PER_ITERATION: float(result.edges_per_iteration)}
+            msg.EDGES_PER_ITERATION: float(result.edges_per_iteration), msg.FORWARD_MACS: int(result.forward_macs)}
         if plan.staleness == "one-round":  # the rows the others use next round, from the trained model
             self.model.eval()
             parts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}

@@ -34,6 +34,7 @@ AGENTS = ("ddpg", "fixed")
 DATA = ("synthesis",) + tuple(p for p in PARTITIONERS if p != "none")
 STALENESS = ("same-round", "one-round")
 CUT_NORMS = ("local", "global")
+ROUND_TIMES = ("server", "slowest-client", "work")
 
 
 def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
@@ -76,7 +77,12 @@ OPTIONS = (
     _opt("omega", 128.0, "Eq. 9: base Omega of the accuracy term (the paper: 128).", check=at_least(1.0, False)),
     _opt("alpha", -1.0, "Eq. 9: time penalty alpha; -1: profiled, 1 / (round 1's time - beta), so the penalty "
          "is about 1 (the paper); 0: no time penalty (runs repeat exactly).", check=at_least(-1.0)),
-    _opt("beta", 0.0, "Eq. 9: time offset beta (seconds).", check=at_least(0.0)),
+    _opt("beta", 0.0, "Eq. 9: time offset beta (in fedgraph.round-time's unit).", check=at_least(0.0)),
+    _opt("round-time", "server", "Eq. 9: how the round's time delta is measured: `server` (the paper's: the "
+         "server's clock, exchange to aggregation; in a one-process simulation the clients' training adds up), "
+         "`slowest-client` (the largest local training time a client reports: a deployment with parallel "
+         "clients) or `work` (the largest number of a client's forward multiply-adds this round, in billions: "
+         "deterministic, no machine noise in the reward).", ROUND_TIMES),
 )
 
 
@@ -158,6 +164,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
                             num_convs=n.layers, batch_size=o.batch_size, prob=o.prob, ddpg=ddpg,
                             kappa_range=(o.kappa_min, o.kappa_max), p_min=o.p_min, episode_reset=o.episode_reset,
                             target_accuracy=o.target_accuracy, omega=o.omega, alpha=o.alpha, beta=o.beta,
+                            round_time=o.round_time,
                             test_fn=node_server_evaluate(s) if o.agent == "ddpg" else None, **args.common())
 
 

@@ -25,7 +25,13 @@ Protocol (messages: :mod:`flowergraph.wire.fedgraph`):
 5. **Agent** (``agent=ddpg``; Algorithm 4): after aggregation, the state s'[t] is the PCA of the global and every
    client's weights; the reward r[t] (eq. 9) is ``omega ** (acc - target) - alpha (delta - beta)`` with ``acc``
    the global model's accuracy on the server's test set (the dataset's test nodes, whole graph) and ``delta`` the
-   round's completion time on the server (exchange, training, upload, aggregation); the transition is stored, the
+   round's completion time, measured as ``round_time`` says: ``server`` (the paper's: the server's clock from the
+   round's start to aggregation: exchange, training, upload; in a one-process simulation the clients' training
+   adds up instead of overlapping), ``slowest-client`` (the largest local training time a client reports: the
+   training part of a deployment whose clients run in parallel; the exchange is left out, every policy pays it
+   alike) or ``work`` (the largest number of multiply-adds, in billions, of a client's forward passes this
+   round: deterministic, so the reward carries no machine noise and a run repeats exactly; the training part of
+   a parallel deployment on equal machines, up to a constant); the transition is stored, the
    networks updated, and the next action sets every client's policy for round t+1. After T rounds the episode
    ends; with ``episode-reset`` the next round restarts federated training from the initial model (a new
    episode of Algorithm 4), else training goes on. The reward is taken after aggregation, not in
@@ -69,6 +75,7 @@ SHARING = ("fedgraph", "allshare", "nonshare")
 SAMPLING = ("fedgraph", "full", "graphsage", "fastgcn")
 AGENTS = ("ddpg", "fixed")
 STALENESS = ("same-round", "one-round")
+ROUND_TIMES = ("server", "slowest-client", "work")
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
@@ -85,7 +92,7 @@ class FedGraphStrategy(FederatedStrategy):
                  sampling: str = "fedgraph", agent: str = "ddpg", staleness: str = "same-round", num_convs: int = 2,
                  batch_size: int = 256, prob: float = 1.0, ddpg: Any = None, kappa_range: tuple[int, int] = (32, 512),
                  p_min: float = 0.1, episode_reset: bool = True, target_accuracy: float = 0.8, omega: float = 128.0,
-                 alpha: float = -1.0, beta: float = 0.0,
+                 alpha: float = -1.0, beta: float = 0.0, round_time: str = "server",
                  test_fn: Callable[[int, list[np.ndarray]], Any] | None = None, **kwargs: Any) -> None:
         from ..tasks.fedgraph import DDPGConfig, exchange_convs
 
@@ -94,6 +101,7 @@ class FedGraphStrategy(FederatedStrategy):
         self.sampling = _choice("sampling", sampling, SAMPLING)
         self.agent_kind = _choice("agent", agent, AGENTS)
         self.staleness = _choice("staleness", staleness, STALENESS)
+        self.round_time = _choice("round_time", round_time, ROUND_TIMES)
         if self.agent_kind == "ddpg" and (self.sampling != "fedgraph" or test_fn is None):
             raise ValueError("agent='ddpg' chooses FedGraph sampling policies (sampling='fedgraph') from the accuracy "
                              "on the server's test set (test_fn)")
@@ -310,8 +318,11 @@ class FedGraphStrategy(FederatedStrategy):
                 for (k, requester), part in msg.unpack_parts(blob).items():
                     self.pending[f"{k}_{requester}_{u.client}"] = part
         model = self.bank.global_model or {}
-        delta = time.perf_counter() - self._fit_start
-        info["round_time"] = delta
+        info["round_time"] = time.perf_counter() - self._fit_start
+        info["slowest_client_s"] = max((float(u.metrics.get(msg.LOCAL_SECONDS, 0.0)) for u in updates), default=0.0)
+        info["max_gmacs"] = max((int(u.metrics.get(msg.FORWARD_MACS, 0)) for u in updates), default=0) / 1e9
+        delta = info[{"server": "round_time", "slowest-client": "slowest_client_s", "work": "max_gmacs"}[
+            self.round_time]]
         if self.test_fn is not None:
             _, metrics = self.test_fn(server_round, list(model.values()))
             info["server_accuracy"] = float(metrics["accuracy"])

@@ -62,6 +62,7 @@ LOCAL_SECONDS = "fedgraph_local_s"  # wall time of the local iterations
 SAMPLE_SECONDS = "fedgraph_sample_s"
 NODES_PER_ITERATION = "fedgraph_nodes"
 EDGES_PER_ITERATION = "fedgraph_edges"
+FORWARD_MACS = "fedgraph_macs"  # multiply-adds of the round's forward passes (tasks.fedgraph.forward_macs)
 
 
 def _i64(a: Any) -> np.ndarray:

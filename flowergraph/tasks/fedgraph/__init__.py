@@ -72,7 +72,7 @@ from .graph import (CUT_NORMS, SHARING, Adjacency, ClientView, Rows, boundary_no
                     exchange_convs, exchange_degrees, export_plan, merge_rows, relay, request_plan, shared_convs,
                     split_rows)
 from .local import PAPER_TRAIN, RoundResult, train_round
-from .model import build_model, evaluate, exchange_in_process, forward, full_forward, owner_rows
+from .model import build_model, evaluate, exchange_in_process, forward, forward_macs, full_forward, owner_rows
 from .sampling import (SCHEMES, ConvEdges, FullBatch, LayeredSample, LayerWise, NodeWise, SamplingPolicy,
                        exact_sample, make_scheme)
 from .server import OMEGA, aggregate, reward, time_penalty_alpha
@@ -82,7 +82,7 @@ __all__ = [
     "FullBatch", "LayeredSample", "LayerWise", "NodeWise", "OMEGA", "PAPER_TRAIN", "ReplayBuffer", "RoundResult",
     "Rows", "SamplingPolicy", "SCHEMES", "SHARING", "StepResult", "SynthesisedGraph", "WeightPCA", "aggregate",
     "boundary_nodes", "build_model", "build_view", "client_graphs", "degree_rows", "evaluate", "exact_sample",
-    "exchange_convs", "exchange_degrees", "exchange_in_process", "export_plan", "forward", "full_forward",
-    "make_scheme", "merge_rows", "owner_rows", "relay", "request_plan", "reward", "shared_convs", "soft_update",
-    "split_rows", "synthesise", "synthesised_graph", "time_penalty_alpha", "train_round",
+    "exchange_convs", "exchange_degrees", "exchange_in_process", "export_plan", "forward", "forward_macs",
+    "full_forward", "make_scheme", "merge_rows", "owner_rows", "relay", "request_plan", "reward", "shared_convs",
+    "soft_update", "split_rows", "synthesise", "synthesised_graph", "time_penalty_alpha", "train_round",
 ]

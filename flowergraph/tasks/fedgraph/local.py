@@ -19,7 +19,7 @@ from torch import nn
 
 from ..training import TrainConfig, make_optimizer
 from .graph import ClientView, shared_convs
-from .model import Tables, check_model, forward
+from .model import Tables, check_model, forward, forward_macs
 from .sampling import FullBatch, Scheme
 
 # The paper's local optimiser: Adam, lr 0.01 (weight decay 5e-4 and 3 iterations per round are our choices).
@@ -35,6 +35,7 @@ class RoundResult:
     sample_seconds: float  # part of ``seconds`` spent building samples
     nodes_per_iteration: float  # mean over iterations of the nodes in all layers (remote rows included)
     edges_per_iteration: float
+    forward_macs: int = 0  # multiply-adds of the iterations' forward passes (:func:`~.model.forward_macs`)
 
 
 def train_round(model: nn.Module, view: ClientView, scheme: Scheme, sharing: str, tables: Tables | None = None,
@@ -57,7 +58,7 @@ def train_round(model: nn.Module, view: ClientView, scheme: Scheme, sharing: str
     model.train()
     optimizer = optimizer if optimizer is not None else make_optimizer(model.parameters(), cfg)
     total = 0.0
-    nodes = edges = 0
+    nodes = edges = macs = 0
     sample_seconds = 0.0
     fixed = None
     start = time.perf_counter()
@@ -76,8 +77,9 @@ def train_round(model: nn.Module, view: ClientView, scheme: Scheme, sharing: str
         total += float(loss.detach())
         nodes += sum(sample.layer_sizes())
         edges += sample.num_edges()
+        macs += forward_macs(model, sample)
     seconds = time.perf_counter() - start
     steps = cfg.local_steps
     return RoundResult(loss=total / steps, num_samples=scheme.batch_for(int(train_idx.numel())), iterations=steps,
                        seconds=seconds, sample_seconds=sample_seconds, nodes_per_iteration=nodes / steps,
-                       edges_per_iteration=edges / steps)
+                       edges_per_iteration=edges / steps, forward_macs=macs)

@@ -94,6 +94,21 @@ def forward(model: nn.Module, view: ClientView, sample: LayeredSample, tables: T
     return F.log_softmax(_propagate(model, view, sample, tables, num_convs, model.training), dim=-1)
 
 
+def forward_macs(model: nn.Module, sample: LayeredSample) -> int:
+    """Multiply-adds of one :func:`forward` of ``sample`` (the work a round's compute grows with; deterministic):
+    per convolution k, the own nodes of layer k times ``in_k x out_k`` (``h W``; received remote rows cost
+    nothing) plus one ``out_k``-wide multiply-add per sampled edge (the aggregation). Bias, activations, dropout
+    and the backward pass (about twice the forward) are left out: they scale with the same counts."""
+    convs: Any = model.convs
+    if sample.num_convs != len(convs):
+        raise ConfigError(f"the sample has {sample.num_convs} convolutions, the model {len(convs)}")
+    total = 0
+    for k, conv in enumerate(convs):
+        fan_in, fan_out = int(conv.lin.in_channels), int(conv.lin.out_channels)
+        total += int(sample.nodes[k].numel()) * fan_in * fan_out + sample.convs[k].num_edges * fan_out
+    return total
+
+
 def full_forward(model: nn.Module, view: ClientView, sharing: str, tables: Tables | None = None) -> torch.Tensor:
     """Log-probabilities for every own node, every neighbour (Q~ = Q)."""
     shared = shared_convs(sharing, check_model(model))
