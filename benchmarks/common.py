@@ -179,6 +179,24 @@ def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
     return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16], "files": len(files)}
 
 
+PACKAGES = ("torch", "torch_geometric", "numpy", "scipy", "scikit-learn", "flwr")
+
+
+def environment() -> dict:
+    """The interpreter and the versions of the packages a cell's numbers depend on. Recorded with every cell, not
+    compared: the same sources on another build of these packages can differ in the last floating-point digits
+    (seen on FedGraph's fixed-policy cells: 32 of 96 identical, the others 0.07 points apart on average)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"python": platform.python_version(), "machine": platform.machine(), **versions}
+
+
 class CellStore:
     """Finished benchmark cells kept in the repository (``benchmarks/cells/<name>/<cell>.json``), each with the
     settings and the code state (:func:`code_state`) that produced it, so a table resumes on a fresh clone and
@@ -201,7 +219,7 @@ class CellStore:
     def save(self, cell: str, settings: dict, row: dict) -> dict:
         import json
 
-        record = {"cell": cell, "settings": settings, "code": self.code, "row": row}
+        record = {"cell": cell, "settings": settings, "code": self.code, "env": environment(), "row": row}
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path(cell).with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=1) + "\n")
