@@ -661,34 +661,49 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
 
 
 def plot_learning(rows: list[dict], split: str) -> str | None:
-    """Return per episode (and its running mean over LEARNING_BLOCK episodes) and the episode-end accuracy."""
+    """One panel per measure of eq. 9's round time: the return per episode (running mean over LEARNING_BLOCK
+    episodes) of every seed; a last panel: the slowest client's work per episode (the same unit for every agent)."""
     plt = pyplot()
 
     runs = [r for r in rows if r["variant"] in DDPG_VARIANTS and r["returns"]]
     if not runs:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for i, r in enumerate(runs):
-        eps = episodes(r)
-        x = [e["episode"] for e in eps]
-        color = plt.cm.tab10(i % 10)
-        ret = np.asarray([e["return"] for e in eps])
-        axes[0].plot(x, ret, color=color, alpha=0.3, lw=0.8)
-        if len(ret) >= LEARNING_BLOCK:
-            run_mean = np.convolve(ret, np.ones(LEARNING_BLOCK) / LEARNING_BLOCK, mode="valid")
-            axes[0].plot(x[LEARNING_BLOCK - 1:], run_mean, color=color, label=f"{r['dataset']} {r['variant']} "
-                         f"seed {r['seed']}")
-        axes[1].plot(x, [e["accuracy"] for e in eps], color=color, alpha=0.6, lw=0.8,
-                     label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
-    axes[0].set_xlabel("episode")
-    axes[0].set_ylabel("return (eq. 9 summed over the episode)")
-    axes[0].set_title(f"DDPG learning curve (running mean over {LEARNING_BLOCK} episodes)", fontsize=9)
-    axes[1].set_xlabel("episode")
-    axes[1].set_ylabel("test accuracy at the episode's end")
-    axes[1].set_title("accuracy after each episode's last round", fontsize=9)
+    variants = [v for v in DDPG_VARIANTS if any(r["variant"] == v for r in runs)]
+    titles = {"fedgraph": "delta = the server's clock (the paper's)", "fedgraph-work": "delta = work (deterministic)",
+              "fedgraph-client": "delta = the slowest client's local time"}
+    fig, axes = plt.subplots(1, len(variants) + 1, figsize=(4.6 * (len(variants) + 1), 4))
+
+    def smooth(values: list[float]) -> tuple[int, np.ndarray]:
+        v = np.asarray(values, dtype=float)
+        if len(v) < LEARNING_BLOCK:
+            return 1, v
+        return LEARNING_BLOCK, np.convolve(v, np.ones(LEARNING_BLOCK) / LEARNING_BLOCK, mode="valid")
+
+    for ax, variant in zip(axes, variants):
+        for r in (r for r in runs if r["variant"] == variant):
+            eps = episodes(r)
+            x = [e["episode"] for e in eps]
+            color = plt.cm.tab10(r["seed"] % 10)
+            ax.plot(x, [e["return"] for e in eps], color=color, alpha=0.25, lw=0.8)
+            k, mean = smooth([e["return"] for e in eps])
+            ax.plot(x[k - 1:], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
+        ax.set_title(f"return per episode, {titles[variant]}", fontsize=8)
+        ax.set_ylabel("return (eq. 9 summed over the episode)")
+    ax = axes[-1]
+    styles = {"fedgraph": "-", "fedgraph-work": "--", "fedgraph-client": ":"}
+    for r in runs:
+        eps = [e for e in episodes(r) if e["gmacs"] is not None]
+        if not eps:
+            continue
+        k, mean = smooth([e["gmacs"] for e in eps])
+        ax.plot([e["episode"] for e in eps][k - 1:], mean, color=plt.cm.tab10(r["seed"] % 10),
+                ls=styles[r["variant"]], label=f"{r['variant']} seed {r['seed']}")
+    ax.set_title(f"slowest client's work per episode (running mean over {LEARNING_BLOCK})", fontsize=8)
+    ax.set_ylabel("GMAC per episode")
     for ax in axes:
+        ax.set_xlabel("episode")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6)
     name = f"fedgraph_learning_{split}.png"
     return save_figure(fig, name)
 
