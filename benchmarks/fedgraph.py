@@ -289,12 +289,16 @@ def _mean_std(values: list[float], scale: float = 100.0) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
-def _time_summary(rows: list[dict], target: float = TARGET) -> str:
-    times = [time_to(r, target) for r in rows]
-    reached = [t for t in times if t is not None]
+def _reached(values: list[float | None], digits: int = 2) -> str:
+    """The mean over the runs that reached a target, and how many did: '1.23 (2/3)' or 'never (0/3)'."""
+    reached = [v for v in values if v is not None]
     if not reached:
-        return f"never (0/{len(times)})"
-    return f"{statistics.mean(reached):.2f} ({len(reached)}/{len(times)})"
+        return f"never (0/{len(values)})"
+    return f"{statistics.mean(reached):.{digits}f} ({len(reached)}/{len(values)})"
+
+
+def _time_summary(rows: list[dict], target: float = TARGET) -> str:
+    return _reached([time_to(r, target) for r in rows])
 
 
 def accuracy_at(row: dict, seconds: float) -> float | None:
@@ -353,8 +357,8 @@ def work_table(runs: list[dict]) -> str:
                       for r in cells if r["seed"] in agent]
             body.append([d, variant, len(cells), f"{statistics.mean(c[4] for c in rounds):.4f}",
                          f"{statistics.mean(c[5] for c in rounds):.3f}",
-                         _work_summary([work_to(r) for r in cells]),
-                         _work_summary([work_to(r, TARGET_HIGH[d]) for r in cells]),
+                         _reached([work_to(r) for r in cells], 3),
+                         _reached([work_to(r, TARGET_HIGH[d]) for r in cells], 3),
                          _mean_std(budget) if budget else "-", _mean_std([r["final_accuracy"] for r in cells])])
         if len(pairs) >= 3:
             x, y = np.asarray(pairs, dtype=float).T
@@ -368,13 +372,6 @@ def work_table(runs: list[dict]) -> str:
             table(["dataset", "variant", "seeds", "GMAC per round", "slowest client s per round",
                    f"GMAC to {TARGET:.0%} (reached)", "GMAC to 2nd target (reached)",
                    "acc % at fedgraph-work's work", "final acc %"], body))
-
-
-def _work_summary(values: list[float | None]) -> str:
-    reached = [v for v in values if v is not None]
-    if not reached:
-        return f"never (0/{len(values)})"
-    return f"{statistics.mean(reached):.3f} ({len(reached)}/{len(values)})"
 
 
 def heterogeneity_table(runs: list[dict]) -> str:
