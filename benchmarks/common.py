@@ -182,11 +182,26 @@ def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
 PACKAGES = ("torch", "torch_geometric", "numpy", "scipy", "scikit-learn", "flwr")
 
 
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def environment() -> dict:
-    """The interpreter and the versions of the packages a cell's numbers depend on. Recorded with every cell, not
-    compared: the same sources on another build of these packages can differ in the last floating-point digits
-    (seen on FedGraph's fixed-policy cells: 32 of 96 identical, the others 0.07 points apart on average)."""
+    """What besides the code decides a cell's last digits: the interpreter, the versions of the packages its
+    numbers depend on, the CPU and the instruction set torch dispatches to. Recorded with every cell; not part of
+    :meth:`CellStore.current` (a cell is current when its code is), but a reproduction test is exact only where it
+    matches: the same sources on another machine or build differ in the last floating-point digits (FedGraph's
+    fixed-policy cells re-run on 2026-11-26: 32 of 96 identical, the others 0.07 points apart on average; a FedStar
+    cell's round-10 accuracy 0.001 apart; setting MKL's instruction set alone moves it)."""
     from importlib import metadata
+
+    import torch
 
     versions = {}
     for name in PACKAGES:
@@ -194,7 +209,8 @@ def environment() -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"python": platform.python_version(), "machine": platform.machine(), **versions}
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpu": _cpu_model(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), **versions}
 
 
 class CellStore:
