@@ -230,12 +230,14 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
     assert enc_rounds[0]["phase"] == "secure-ckks-setup"
     # The decrypted sums carry the decrypting client's flooding noise (2^-20 per value from the OS's entropy,
     # privacy/ckks.py: flood), which Adam's normalised steps carry into the SuperNet: the secure search is not the
-    # plaintext one bit for bit (FLL differed by 3e-5 to 7e-4 after 13 rounds in repeated runs). What each client
-    # sent was checked exactly above; here the search only has to stay close to the plaintext one.
+    # plaintext one bit for bit (FLL differed by 3e-5 to 7e-4 after 13 rounds in repeated runs on the machine that
+    # wrote this test; on 2026-11-26's machine by up to 7.3e-3, 2 of 4 runs above the old bound of 5e-3: a flaky
+    # failure). What each client sent was checked exactly above; here the search only has to stay close to the
+    # plaintext one: within 0.02 of an FLL of ~1.2 (a wrong scale or a lost client moves it by far more).
     for a, b in zip(_generations(plain_rounds), _generations(enc_rounds), strict=True):
         assert (a.get("best_fll") is None) == (b.get("best_fll") is None)
         if a.get("best_fll") is not None:
-            assert b["best_fll"] == pytest.approx(a["best_fll"], abs=5e-3)
+            assert b["best_fll"] == pytest.approx(a["best_fll"], abs=2e-2)
         assert b["train_loss"] is None  # no client's training loss reached the server
     assert enc_rounds[-1]["flagcns"]["result"]["flacc"] == pytest.approx(
         plain_rounds[-1]["flagcns"]["result"]["flacc"], abs=0.05)
