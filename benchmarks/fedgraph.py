@@ -246,30 +246,28 @@ def cumulative_work(curve: list[list]) -> list[float] | None:
     return np.cumsum([c[4] for c in curve]).tolist()
 
 
+def _along(row: dict, by: str) -> list[tuple[float, float | None]] | None:
+    """(x, accuracy) per round of the last episode, x = seconds of the run's clock from its start (``by="time"``)
+    or cumulative work in GMAC (``by="work"``; None for cells that predate the work count)."""
+    curve = last_episode(row)
+    xs = [c[1] for c in curve] if by == "time" else cumulative_work(curve)
+    return None if xs is None else [(x, c[2]) for x, c in zip(xs, curve)]
+
+
 def work_to(row: dict, target: float = TARGET) -> float | None:
     """Cumulative work (GMAC, the slowest client's per round) of the last episode until ``target`` is reached."""
-    curve = last_episode(row)
-    work = cumulative_work(curve)
-    if work is None:
-        return None
-    return next((w for c, w in zip(curve, work) if c[2] is not None and c[2] >= target), None)
+    return time_to(row, target, by="work")
 
 
 def accuracy_at_work(row: dict, gmacs: float) -> float | None:
     """The accuracy of the last round whose cumulative work (last episode) is within ``gmacs``."""
-    curve = last_episode(row)
-    work = cumulative_work(curve)
-    if work is None:
-        return None
-    done = [c[2] for c, w in zip(curve, work) if w <= gmacs + 1e-12 and c[2] is not None]
-    return done[-1] if done else None
+    return accuracy_at(row, gmacs + 1e-12, by="work")
 
 
-def time_to(row: dict, target: float = TARGET) -> float | None:
-    for _, t, acc, *_ in last_episode(row):
-        if acc is not None and acc >= target:
-            return t
-    return None
+def time_to(row: dict, target: float = TARGET, by: str = "time") -> float | None:
+    """Seconds (or GMAC, ``by="work"``) of the last episode until ``target`` is reached; None if never."""
+    points = _along(row, by) or []
+    return next((x for x, acc in points if acc is not None and acc >= target), None)
 
 
 def _split(row: dict) -> str:
@@ -301,9 +299,10 @@ def _time_summary(rows: list[dict], target: float = TARGET) -> str:
     return _reached([time_to(r, target) for r in rows])
 
 
-def accuracy_at(row: dict, seconds: float) -> float | None:
-    """The accuracy of the last round finished within ``seconds`` of the (last-episode) curve's start."""
-    done = [c[2] for c in last_episode(row) if c[1] <= seconds and c[2] is not None]
+def accuracy_at(row: dict, budget: float, by: str = "time") -> float | None:
+    """The accuracy of the last round finished within ``budget`` seconds (or GMAC, ``by="work"``) of the
+    (last-episode) curve's start."""
+    done = [acc for x, acc in _along(row, by) or [] if x <= budget and acc is not None]
     return done[-1] if done else None
 
 
@@ -440,21 +439,17 @@ def episodes(row: dict) -> list[dict]:
     return [x for x in out if x["return"] is not None]  # a finished episode has its return
 
 
-def fixed_reference(rows: list[dict], row: dict) -> dict | None:
-    """The fixed-policy cell of the default budget with ``row``'s dataset, seed, variance, split and clients."""
-    return next((r for r in rows if r.get("kind") == "run" and r["variant"] == "fixed" and r["budget"] == "default"
-                 and r["dataset"] == row["dataset"] and r["seed"] == row["seed"] and r["var"] == row["var"]
-                 and _split(r) == _split(row) and _data(r) == _data(row)
-                 and len(r["client_nodes"]) == len(row["client_nodes"])), None)
-
-
-def grid_references(rows: list[dict], row: dict) -> list[dict]:
-    """The policy grid's cells (``--parts policies``, default budget) with ``row``'s dataset, seed, variance, split
-    and clients."""
-    return [r for r in rows if r.get("kind") == "run" and r["variant"] in GRID_VARIANTS and r["budget"] == "default"
+def references(rows: list[dict], row: dict, variants: tuple[str, ...]) -> list[dict]:
+    """The default budget's cells of ``variants`` with ``row``'s dataset, seed, variance, split, data and clients."""
+    return [r for r in rows if r.get("kind") == "run" and r["variant"] in variants and r["budget"] == "default"
             and r["dataset"] == row["dataset"] and r["seed"] == row["seed"] and r["var"] == row["var"]
             and _split(r) == _split(row) and _data(r) == _data(row)
             and len(r["client_nodes"]) == len(row["client_nodes"])]
+
+
+def fixed_reference(rows: list[dict], row: dict) -> dict | None:
+    """The fixed-policy cell (kappa 256, p = 1) matching ``row`` (:func:`references`)."""
+    return next(iter(references(rows, row, ("fixed",))), None)
 
 
 def _round_times(row: dict) -> list[float]:
@@ -500,7 +495,7 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
         by_work = r["variant"] == "fedgraph-work"
         if by_work and fixed is not None and cumulative_work(fixed["curve"]) is None:
             fixed = None  # a fixed-policy cell from before the work count: no work axis
-        grid = [g for g in grid_references(rows, r) if cumulative_work(g["curve"])] if by_work else []
+        grid = [g for g in references(rows, r, GRID_VARIANTS) if cumulative_work(g["curve"])] if by_work else []
         body = []
         for b0 in range(0, len(eps), LEARNING_BLOCK):
             block = eps[b0:b0 + LEARNING_BLOCK]
