@@ -700,7 +700,7 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
             continue
         k, mean = smooth([e["gmacs"] for e in eps])
         ax.plot([e["episode"] for e in eps][k - 1:], mean, color=plt.cm.tab10(r["seed"] % 10),
-                ls=styles[r["variant"]], label=f"{r['variant']} seed {r['seed']}")
+                ls=styles[r["variant"]], label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
     ax.set_title(f"slowest client's work per episode (running mean over {LEARNING_BLOCK})", fontsize=8)
     ax.set_ylabel("GMAC per episode")
     for ax in axes:
