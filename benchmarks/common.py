@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shlex
@@ -199,6 +200,11 @@ def environment() -> dict:
     matches: the same sources on another machine or build differ in the last floating-point digits (FedGraph's
     fixed-policy cells re-run on 2026-11-26: 32 of 96 identical, the others 0.07 points apart on average; a FedStar
     cell's round-10 accuracy 0.001 apart; setting MKL's instruction set alone moves it)."""
+    return dict(_environment())  # a copy: the cached one is shared by every save of the process
+
+
+@functools.cache
+def _environment() -> dict:
     from importlib import metadata
 
     import torch

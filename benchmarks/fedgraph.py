@@ -81,6 +81,9 @@ VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambd
 DDPG_VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda")
 WORK_VARIANTS = ("fedgraph-work", "fedgraph-work-lambda")  # eq. 9's delta is work
 PAPER_TARGET = {"Cora": 0.9016, "CiteSeer": 0.879}  # the paper's Lambda (Fig. 6's runs), fedgraph-work-lambda
+DELTA = {"fedgraph": "the server's clock (the paper's)", "fedgraph-work": "work (GMAC, deterministic)",
+         "fedgraph-client": "the slowest client's local training time",
+         "fedgraph-work-lambda": "work (GMAC), the paper's Lambda"}  # what eq. 9's delta is, per DDPG variant
 AGENT_VARIANTS = DDPG_VARIANTS + ("one-round",)  # episodes restart training: curves of the last one
 VARS = (0.1, 0.5, 1.0)
 TARGET = 0.75  # the paper's Fig. 7 statement for Cora
@@ -97,11 +100,11 @@ LEARNING_BLOCK = 10  # episodes per row of the learning table
 SETTINGS = {"method": "fedgraph", "node.model": "gcn", "node.hidden": 16, "node.layers": 2, "node.dropout": 0.5,
             "fedgraph.data": "synthesis", "fedgraph.lr": 0.01, "fedgraph.batch-size": 256,
             "fedgraph.omega": 128.0, "fedgraph.pca-components": 20, "fedgraph.target-accuracy": 0.8}
-VARIANT_KEYS = {
+VARIANT_KEYS = {  # a value given as {dataset: value} is the dataset's (run_config)
     "fedgraph": {},
     "fedgraph-work": {"fedgraph.round-time": "work"},
     "fedgraph-client": {"fedgraph.round-time": "slowest-client"},
-    "fedgraph-work-lambda": {"fedgraph.round-time": "work"},  # and PAPER_TARGET (run_config)
+    "fedgraph-work-lambda": {"fedgraph.round-time": "work", "fedgraph.target-accuracy": PAPER_TARGET},
     "fixed": {"fedgraph.agent": "fixed"},
     "full": {"fedgraph.agent": "fixed", "fedgraph.sampling": "full"},
     "graphsage": {"fedgraph.agent": "fixed", "fedgraph.sampling": "graphsage"},
@@ -141,9 +144,7 @@ def run_config(dataset: str, variant: str, var: float, budget: str, seed: int, s
                data: str = "synthesis") -> dict:
     """The run configuration of a cell (without the machine's paths)."""
     config = {**SETTINGS, **BUDGETS[budget], "dataset": dataset, "seed": seed, "fedgraph.var": var,
-              **VARIANT_KEYS[variant]}
-    if variant == "fedgraph-work-lambda":
-        config["fedgraph.target-accuracy"] = PAPER_TARGET[dataset]
+              **{k: v[dataset] if isinstance(v, dict) else v for k, v in VARIANT_KEYS[variant].items()}}
     if SPLITS[split][dataset] is not None:
         config["node.split"] = SPLITS[split][dataset]
     if data != "synthesis":
@@ -531,10 +532,8 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
                    + "; ".join(f"{n}: {k:.0f}, {', '.join(f'{q:.2f}' for q in ps)}" for n, (k, *ps) in
                                zip(r["client_nodes"], per_client.tolist()))
                    + f". Spearman(size, kappa) {_spearman(r['client_nodes'], per_client[:, 0].tolist())}.\n")
-        reward_by = {"fedgraph": "the server's clock", "fedgraph-work": "work (GMAC)",
-                     "fedgraph-client": "the slowest client's local training time",
-                     "fedgraph-work-lambda": f"work (GMAC), the paper's Lambda {PAPER_TARGET[r['dataset']]:.2%}"
-                     }[r["variant"]]
+        reward_by = DELTA[r["variant"]] + (f" {PAPER_TARGET[r['dataset']]:.2%}"
+                                           if r["variant"] == "fedgraph-work-lambda" else "")
         out += [f"**{r['dataset']}, variance {r['var']:g}, seed {r['seed']}, time penalty by {reward_by}** "
                 f"({len(eps)} episodes of {eps[0]['rounds']} rounds, {r['cell_s'] / 60:.0f} min"
                 f"{'; ' + r['stale'] if r['stale'] else ''})\n",
@@ -671,9 +670,6 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
     if not runs:
         return None
     variants = [v for v in DDPG_VARIANTS if any(r["variant"] == v for r in runs)]
-    titles = {"fedgraph": "delta = the server's clock (the paper's)", "fedgraph-work": "delta = work (deterministic)",
-              "fedgraph-client": "delta = the slowest client's local time",
-              "fedgraph-work-lambda": "delta = work, the paper's Lambda"}
     fig, axes = plt.subplots(1, len(variants) + 1, figsize=(4.6 * (len(variants) + 1), 4))
 
     def smooth(values: list[float]) -> tuple[int, np.ndarray]:
@@ -690,7 +686,7 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
             ax.plot(x, [e["return"] for e in eps], color=color, alpha=0.25, lw=0.8)
             k, mean = smooth([e["return"] for e in eps])
             ax.plot(x[k - 1:], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
-        ax.set_title(f"return per episode, {titles[variant]}", fontsize=8)
+        ax.set_title(f"return per episode, delta = {DELTA[variant]}", fontsize=8)
         ax.set_ylabel("return (eq. 9 summed over the episode)")
     ax = axes[-1]
     styles = {"fedgraph": "-", "fedgraph-work": "--", "fedgraph-client": ":", "fedgraph-work-lambda": "-."}
