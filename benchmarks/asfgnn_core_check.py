@@ -1,4 +1,4 @@
-"""Sanity check of the Flower-free ASFGNN core (flowergraph.tasks.asfgnn) on Cora, alpha = 1.0.
+"""Sanity check of the Flower-free ASFGNN core (flowergraph.tasks.asfgnn) at fixed hyper-parameters.
 
 Trains SP (each client alone) and CM (one model on the union graph), and with ``--methods`` also SFGNN (with and
 without JS) and FL, through the in-process reference loops (:mod:`flowergraph.tasks.asfgnn.reference`), with
@@ -6,10 +6,19 @@ the paper's Table 4 hyper-parameters for Cora (client A: K=4, client B: K=2, lr 
 FL: K=4, lr 0.01, L2 0.005, dropout 0; CM: the FL setting). The hidden size is not in Table 4: ``--hidden``
 (default 128). No tuning: this checks that the core trains sensibly, it does not reproduce Table 3.
 
+By default Cora, alpha = 1.0 (the label split) on the public split. ``--dataset CiteSeer`` takes Table 4's
+CiteSeer values (FL: K=4, lr 0.005, L2 0.005, dropout 0; A: K=4, lr 0.005, L2 0.01, dropout 0.5; B: K=4, lr 0.01,
+L2 0.01, dropout 0). ``--setting graph`` is Table 5's degree split; ``--split`` replaces the public
+train/validation/test split (the paper's, "as [35]") by another ``node.split`` value, e.g. ``random:0.6/0.2/0.2``:
+a control of how much the split, not the method, moves a row. Such runs write ``asfgnn_core_check_<name>.md``
+(``--name``).
+
 The reported accuracy is the mean client test accuracy at the evaluation with the best mean validation accuracy
 (M(theta) of Algorithm 4); CM reports its accuracy over all 1000 test nodes and the mean of the two clients'.
 
     .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 200 --seeds 0 1 2
+    .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 100 --dataset CiteSeer --setting graph \
+        --split random:0.6/0.2/0.2 --methods sp sfgnn fl --name table5
 """
 
 from __future__ import annotations
@@ -24,7 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import data_dir, mean_std, table, write_result  # noqa: E402
 
-PAPER = {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264, "sfgnn-nojs": 0.9081}
+PAPER = {("Cora", "label"): {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264, "sfgnn-nojs": 0.9081},
+         ("CiteSeer", "label"): {"cm": 0.7001, "fl": 0.7500, "sp": 0.7823, "sfgnn": 0.8055},
+         ("Cora", "graph"): {"fl": 0.7525, "sfgnn": 0.7986}, ("CiteSeer", "graph"): {"fl": 0.7020, "sfgnn": 0.7583}}
+# Table 4: (K, lr, L2, dropout) of FL, client A and client B
+TABLE4 = {"Cora": ((4, 0.01, 5e-3, 0.0), (4, 0.01, 5e-3, 0.5), (2, 0.01, 5e-3, 0.5)),
+          "CiteSeer": ((4, 0.005, 5e-3, 0.0), (4, 0.005, 1e-2, 0.5), (4, 0.01, 1e-2, 0.0))}
 LABELS = {"sp": "SP (each client alone)", "cm": "CM (centralized)", "sfgnn": "SFGNN (JS mixing)",
           "sfgnn-nojs": "SFGNN without JS", "fl": "FL (FedAvg, whole model)"}
 
@@ -37,7 +51,16 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["sp", "cm"],
                         choices=["sp", "cm", "sfgnn", "sfgnn-nojs", "fl"])
     parser.add_argument("--fgnn-init", default="shared", choices=["client", "shared"])
+    parser.add_argument("--dataset", default="Cora", choices=["Cora", "CiteSeer"])
+    parser.add_argument("--setting", default="label", choices=["label", "graph"])
+    parser.add_argument("--split", default="public", help="node.split of the global graph (default: public)")
+    parser.add_argument("--name", default="", help="suffix of the result file (asfgnn_core_check_<name>.md); "
+                        "required unless the defaults (Cora, label, public) are kept")
     args = parser.parse_args()
+    default_run = (args.dataset, args.setting, args.split) == ("Cora", "label", "public")
+    if not default_run and not args.name:
+        parser.error("--name is required with --dataset/--setting/--split other than the defaults (Cora, label, "
+                     "public): the default result file is the Cora label check's")
 
     import torch
 
@@ -48,11 +71,11 @@ def main() -> None:
     from flowergraph.tasks.asfgnn.training import HyperParams
 
     root = data_dir()
-    clients = all_clients("Cora", "label", 1.0, 0, data_dir=root)
-    union = centralized_data("Cora", "label", 1.0, 0, data_dir=root)
-    per_client = [HyperParams(hidden=args.hidden, depth=4, dropout=0.5, l2=5e-3, lr=0.01),
-                  HyperParams(hidden=args.hidden, depth=2, dropout=0.5, l2=5e-3, lr=0.01)]
-    shared = HyperParams(hidden=args.hidden, depth=4, dropout=0.0, l2=5e-3, lr=0.01)
+    clients = all_clients(args.dataset, args.setting, 1.0, 0, data_dir=root, split=args.split)
+    union = centralized_data(args.dataset, args.setting, 1.0, 0, data_dir=root, split=args.split)
+    shared, *per_client = [HyperParams(hidden=args.hidden, depth=k, dropout=d, l2=l2, lr=lr)
+                           for k, lr, l2, d in TABLE4[args.dataset]]
+    paper = PAPER[(args.dataset, args.setting)]
 
     results: dict[str, list[dict]] = {m: [] for m in args.methods}
     for method in args.methods:
@@ -84,32 +107,48 @@ def main() -> None:
                      mean_std([r["val"] for r in runs]),
                      " / ".join(mean_std([r["clients"][i] for r in runs]) for i in range(2)),
                      mean_std([r["final"] for r in runs]),
-                     f"{statistics.mean(r['seconds'] for r in runs):.0f}", PAPER[method]])
+                     f"{statistics.mean(r['seconds'] for r in runs):.0f}", paper.get(method, "-")])
     js_note = ""
     for method in ("sfgnn", "sfgnn-nojs"):
         if results.get(method):
             js = results[method][0]["js"]
-            js_note = (f"JS(Q_i || Q_s) of the two clients: {js[0]:.4f} (A, 4 classes) and {js[1]:.4f} (B, 3 "
-                       f"classes): client A keeps {js[0]:.0%} of its own discriminator at every mixing.\n\n")
+            classes = [len(set(c.y[c.train_mask].tolist())) for c in clients]
+            js_note = (f"JS(Q_i || Q_s) of the two clients: {js[0]:.4f} (A, {classes[0]} classes) and {js[1]:.4f} "
+                       f"(B, {classes[1]} classes): client A keeps {js[0]:.0%} of its own discriminator at every "
+                       f"mixing.\n\n")
             break
+    sizes = "; ".join(f"{'AB'[i]}: {c.x.shape[0]} nodes, {int(c.train_mask.sum())} / {int(c.val_mask.sum())} / "
+                      f"{int(c.test_mask.sum())} train / val / test" for i, c in enumerate(clients))
+    if default_run:
+        what = ("Cora, two clients, alpha = 1.0 (A: Theory, Reinforcement Learning, Genetic Algorithms, "
+                "Probabilistic Methods, 1,412 nodes; B: Neural Networks, Case Based, Rule Learning, 1,296 nodes), "
+                "public split restricted to each client.")
+    else:
+        what = (f"{args.dataset}, two clients, setting `{args.setting}` "
+                + ("(Table 5: A the degree <= 3 nodes of the first label part, B the degree > 3 nodes of the "
+                   "second)" if args.setting == "graph" else "(alpha = 1.0)")
+                + f", node split `{args.split}` restricted to each client ({sizes}).")
     body = (
-        f"Cora, two clients, alpha = 1.0 (A: Theory, Reinforcement Learning, Genetic Algorithms, Probabilistic "
-        f"Methods, 1,412 nodes; B: Neural Networks, Case Based, Rule Learning, 1,296 nodes), public split "
-        f"restricted to each client. {args.rounds} rounds of one full-batch Adam step, seeds "
+        f"{what} {args.rounds} rounds of one full-batch Adam step, seeds "
         f"{', '.join(map(str, args.seeds))} (mean ± std), hidden {args.hidden}, FGNN init '{args.fgnn_init}'. "
         f"Table 4's hyper-parameters, no tuning.\n\n"
         f"*Mean client test* is the mean of the two clients' test accuracies at the evaluation with the best "
         f"mean validation accuracy (for CM: the centralized model's accuracy on each client's test nodes); "
-        f"*all test nodes* is CM's accuracy over the 1000 public test nodes. *Final* is the same mean after the "
+        f"*all test nodes* is CM's accuracy over all the union's test nodes. *Final* is the same mean after the "
         f"last round. *s / run* is wall time on a machine shared with other jobs (not a speed measurement). "
-        f"Paper: Table 3 (Table 6 for SFGNN without JS), tuned by grid search.\n\n"
+        f"Paper: Table {3 if args.setting == 'label' else 5} (Table 6 for SFGNN without JS), tuned by grid "
+        f"search, on the public split.\n\n"
         + table(["method", "mean client test", "all test nodes", "best mean val", "client A / B test",
                  "final", "s / run", "paper"], rows)
         + "\n\n" + js_note
         + "This is a check of the core (no hyper-parameter search, no Flower); the issue's Table 3 reproduction "
           "with tuning belongs to the Flower method's benchmark.\n"
     )
-    write_result("asfgnn_core_check", "ASFGNN core sanity check (Cora, alpha = 1.0)", body)
+    if default_run:
+        write_result("asfgnn_core_check", "ASFGNN core sanity check (Cora, alpha = 1.0)", body)
+    else:
+        write_result(f"asfgnn_core_check_{args.name}", f"ASFGNN core check: {args.dataset}, setting "
+                     f"{args.setting}, split {args.split}", body)
 
 
 if __name__ == "__main__":
