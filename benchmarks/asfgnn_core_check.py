@@ -14,7 +14,8 @@ a control of how much the split, not the method, moves a row. Such runs write ``
 (``--name``).
 
 The reported accuracy is the mean client test accuracy at the evaluation with the best mean validation accuracy
-(M(theta) of Algorithm 4); CM reports its accuracy over all 1000 test nodes and the mean of the two clients'.
+(M(theta) of Algorithm 4); CM reports its accuracy over all the union's test nodes
+(Cora's label split: the 1000 public ones) and the mean of the two clients'.
 
     .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 200 --seeds 0 1 2
     .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 100 --dataset CiteSeer --setting graph \
