@@ -74,16 +74,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
 
 DATASETS = ("Cora", "CiteSeer")
-VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fixed", "full", "graphsage",
-            "fastgcn", "nonshare", "allshare", "one-round")
+VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
+            "fedgraph-work-floor", "fixed", "full", "graphsage", "fastgcn", "nonshare", "allshare", "one-round")
 # the DDPG agent with eq. 9's delta as the server's clock (the paper), the largest client work (deterministic) or
 # the slowest client's local training time (fedgraph.round-time)
-DDPG_VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda")
-WORK_VARIANTS = ("fedgraph-work", "fedgraph-work-lambda")  # eq. 9's delta is work
+# and two tests of DDPG's late relapses on the work-rewarded agent (not in the paper): TD3's update rule, and a
+# floor of 0.1 under the exploration noise (the relapses came when sigma had decayed below 0.05)
+DDPG_VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
+                 "fedgraph-work-floor")
+WORK_VARIANTS = ("fedgraph-work", "fedgraph-work-lambda", "fedgraph-work-td3", "fedgraph-work-floor")
+RELAPSE_VARIANTS = ("fedgraph-work", "fedgraph-work-td3", "fedgraph-work-floor")  # the stability table's rows
 PAPER_TARGET = {"Cora": 0.9016, "CiteSeer": 0.879}  # the paper's Lambda (Fig. 6's runs), fedgraph-work-lambda
 DELTA = {"fedgraph": "the server's clock (the paper's)", "fedgraph-work": "work (GMAC, deterministic)",
          "fedgraph-client": "the slowest client's local training time",
-         "fedgraph-work-lambda": "work (GMAC), the paper's Lambda"}  # what eq. 9's delta is, per DDPG variant
+         "fedgraph-work-lambda": "work (GMAC), the paper's Lambda",
+         "fedgraph-work-td3": "work (GMAC), TD3's update rule",
+         "fedgraph-work-floor": "work (GMAC), exploration noise >= 0.1"}  # eq. 9's delta (and more), per variant
 AGENT_VARIANTS = DDPG_VARIANTS + ("one-round",)  # episodes restart training: curves of the last one
 VARS = (0.1, 0.5, 1.0)
 TARGET = 0.75  # the paper's Fig. 7 statement for Cora
@@ -105,6 +111,8 @@ VARIANT_KEYS = {  # a value given as {dataset: value} is the dataset's (run_conf
     "fedgraph-work": {"fedgraph.round-time": "work"},
     "fedgraph-client": {"fedgraph.round-time": "slowest-client"},
     "fedgraph-work-lambda": {"fedgraph.round-time": "work", "fedgraph.target-accuracy": PAPER_TARGET},
+    "fedgraph-work-td3": {"fedgraph.round-time": "work", "fedgraph.agent-update": "td3"},
+    "fedgraph-work-floor": {"fedgraph.round-time": "work", "fedgraph.noise-min": 0.1},
     "fixed": {"fedgraph.agent": "fixed"},
     "full": {"fedgraph.agent": "fixed", "fedgraph.sampling": "full"},
     "graphsage": {"fedgraph.agent": "fixed", "fedgraph.sampling": "graphsage"},
@@ -544,6 +552,41 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
     return "\n".join(out)
 
 
+def stability_table(rows: list[dict], runs: list[dict]) -> str:
+    """Per work-rewarded agent and seed: its best block of LEARNING_BLOCK episodes (least work per episode) against
+    its last block, and the best grid policy at the last block's work: how much of what it learned it keeps."""
+    body = []
+    for r in runs:
+        if r["variant"] not in RELAPSE_VARIANTS:
+            continue
+        eps = episodes(r)
+        blocks = [eps[b:b + LEARNING_BLOCK] for b in range(0, len(eps), LEARNING_BLOCK)]
+        blocks = [b for b in blocks if len(b) == LEARNING_BLOCK and all(e["gmacs"] is not None for e in b)]
+        if len(blocks) < 2:
+            continue
+        work = [statistics.mean(e["gmacs"] for e in b) for b in blocks]
+        ret = [statistics.mean(e["return"] for e in b) for b in blocks]
+        best = int(np.argmin(work))
+        grid = [g for g in references(rows, r, GRID_VARIANTS) if cumulative_work(g["curve"])]
+        at = [max((a for a in (accuracy_at_work(g, e["gmacs"]) for g in grid) if a is not None), default=None)
+              for e in blocks[-1]] if grid else []
+        last_acc = [e["accuracy"] for e in blocks[-1]]
+        body.append([r["dataset"], DELTA[r["variant"]], r["seed"], f"{work[0]:.3f}",
+                     f"{blocks[best][0]['episode']}-{blocks[best][-1]['episode']}: {work[best]:.3f}",
+                     f"{work[-1]:.3f}", f"{work[-1] / work[0] - 1:+.0%}", f"{max(work[best:]):.3f}",
+                     f"{ret[best]:.2f} / {ret[-1]:.2f}", _mean_std(last_acc),
+                     _mean_std([a for a in at if a is not None]) if any(a is not None for a in at) else "-"])
+    if not body:
+        return ""
+    return ("### Does the agent keep what it learned? (work-rewarded agents)\n\nBlocks of "
+            f"{LEARNING_BLOCK} episodes; work: GMAC per episode, mean over the block. \"Worst after the best\": the "
+            "largest block mean after the best block (a relapse shows as a value far above the best). Accuracy: at "
+            "episode end, last block; the best grid policy at the same work as in the tables below.\n\n"
+            + table(["dataset", "agent (time penalty by)", "seed", "work, first block", "best block: work",
+                     "work, last block", "last vs first", "worst after the best", "return best / last block",
+                     "accuracy last block %", "best grid policy at the same work %"], body) + "\n\n")
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     def fmt(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
@@ -563,7 +606,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 f"test accuracy itself, an upper bound for any fixed policy of the grid). "
                 f"Returns are eq. 9 summed over an episode's rounds; the time penalty is profiled to 1 on the first "
                 f"round, so a return compares only within one cell.\n\n"
-                + learning_table(rows, runs))
+                + stability_table(rows, runs) + learning_table(rows, runs))
 
     layers = [r for r in rows if r.get("kind") == "layers" and _split(r) == split and budget == "default"]
     grid = [r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"

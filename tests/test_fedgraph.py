@@ -20,6 +20,9 @@ from flowergraph.methods.fedgraph import client_graph_of, train_config_of
 from flowergraph.methods.node import node_server_evaluate
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
+from flowergraph.strategies.aggregation import Update
+from flowergraph.strategies.fedgraph import FedGraphStrategy
+from flowergraph.strategies.policy import FederationPolicy
 from flowergraph.tasks.fedgraph import (ActionSpace, DDPGAgent, DDPGConfig, Rows, SamplingPolicy, aggregate,
                                         boundary_nodes, build_model, build_view, exchange_degrees,
                                         exchange_in_process, owner_rows, reward, train_round)
@@ -341,6 +344,37 @@ def test_work_round_time_is_the_largest_reported_work_and_repeats_exactly(shared
     assert [r["fedgraph"]["policies"] for r in again] == [r["fedgraph"]["policies"] for r in rounds]
     assert [r["fedgraph"]["reward"] for r in again] == [r["fedgraph"]["reward"] for r in rounds]
 
+def test_agent_keys_reach_the_agent(shared_data, tmp_path):
+    """fedgraph.agent-update=td3 and fedgraph.noise-min arrive in the server's agent (read back from the run's
+    checkpoint), whose second critic is saved with it and restores."""
+    config = _config(shared_data, tmp_path, "td3", **{"rounds": 2, "checkpoint-every": 1,
+                                                      "fedgraph.agent-update": "td3", "fedgraph.noise-min": 0.15})
+    run_inprocess(config)
+    state = load_checkpoint(tmp_path / "td3" / "checkpoints" / "round-000002.npz").strategy_state["fedgraph"]["agent"]
+    cfg = state["values"]["config"]
+    assert (cfg["twin_critics"], cfg["policy_delay"], cfg["target_noise"], cfg["noise_min"]) == (True, 2, 0.2, 0.15)
+    assert state["values"]["noise_std"] == pytest.approx(0.196)  # 0.2 x 0.98 after episode 1; the floor not yet
+    agent = DDPGAgent.from_state(state["arrays"], state["values"])
+    assert agent.critic2 is not None and agent.updates == 2
+    assert any(k.startswith("critic2_target.") for k in state["arrays"])
+
+
+@pytest.mark.parametrize("round_time,metric", [("work", msg.FORWARD_MACS), ("slowest-client", msg.LOCAL_SECONDS)])
+def test_a_client_that_does_not_report_its_cost_is_an_error(round_time, metric):
+    """The reward's time term comes from the clients' fit replies: one without the metric (a client that is not
+    ours) is a clear error naming the client and the metric, not a silent 0 that drops eq. 9's time term."""
+    strategy = FedGraphStrategy(FederationPolicy(num_clients=2, num_rounds=2), round_time=round_time,
+                                test_fn=lambda r, arrays: (0.0, {"accuracy": 0.5}))
+    strategy.agent = DDPGAgent(ActionSpace(num_clients=2), DDPGConfig(), seed=0)
+    updates = [Update("0", [], 10, {msg.FORWARD_MACS: 5_000_000, msg.LOCAL_SECONDS: 0.1}),
+               Update("1", [], 10, {msg.LOCAL_SECONDS: 0.1} if metric == msg.FORWARD_MACS else
+                      {msg.FORWARD_MACS: 5_000_000})]
+    with pytest.raises(ValueError, match=re.escape(f"fedgraph.round-time={round_time!r} needs every client's "
+                                                   f"{metric!r} metric in its fit reply; client(s) 1 sent none in "
+                                                   f"round 1")):
+        strategy.after_fit(1, updates)
+
+
 BAD = [
     ({"fedgraph.sharing": "all"}, "unknown fedgraph.sharing 'all'; valid choices: fedgraph, allshare, nonshare"),
     ({"fedgraph.sampling": "sage"}, "unknown fedgraph.sampling 'sage'; valid choices: fedgraph, full, graphsage, "
@@ -353,6 +387,8 @@ BAD = [
     ({"fedgraph.cut-norm": "none"}, "unknown fedgraph.cut-norm 'none'; valid choices: local, global"),
     ({"fedgraph.round-time": "wall"}, "unknown fedgraph.round-time 'wall'; valid choices: server, slowest-client, "
                                       "work"),
+    ({"fedgraph.agent-update": "sac"}, "unknown fedgraph.agent-update 'sac'; valid choices: ddpg, td3"),
+    ({"fedgraph.noise-min": -0.1}, "fedgraph.noise-min=-0.1: must be >= 0.0"),
     ({"fedgraph.var": -0.5}, "fedgraph.var=-0.5: must be >= 0.0"),
     ({"fedgraph.prob": 0.0}, "fedgraph.prob=0.0: must be in (0.0, 1.0]"),
     ({"fedgraph.batch-size": 0}, "fedgraph.batch-size=0: must be >= 1"),

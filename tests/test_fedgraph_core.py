@@ -1,6 +1,7 @@
 """FedGraph's Flower-free core: cross-client convolution exactness, what owners send, sampling (eq. 7), local
 training, eq. 8/9, the DDPG agent (soft update, replay buffer, exact export/restore) and the data synthesis."""
 
+import copy
 import json
 import math
 
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 from flowergraph.errors import ConfigError
 from flowergraph.storage.npzio import read_npz, write_npz
 from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, load_global_graph
-from flowergraph.tasks.fedgraph import (SHARING, ActionSpace, DDPGAgent, DDPGConfig, FullBatch, LayerWise,
+from flowergraph.tasks.fedgraph import (SHARING, UPDATE_RULES, ActionSpace, DDPGAgent, DDPGConfig, FullBatch, LayerWise,
                                         NodeWise, ReplayBuffer, Rows, SamplingPolicy, aggregate, build_model,
                                         build_view, client_graphs, degree_rows, exchange_convs, exchange_degrees,
                                         exact_sample, exchange_in_process, export_plan, forward, forward_macs,
@@ -469,8 +470,9 @@ def _run(agent, rng, rounds):
     return out
 
 
-def test_ddpg_export_restores_the_agent_exactly(tmp_path):
-    cfg = DDPGConfig(episode_rounds=4, batch_size=4, buffer_capacity=6)
+@pytest.mark.parametrize("rule", sorted(UPDATE_RULES))
+def test_ddpg_export_restores_the_agent_exactly(tmp_path, rule):
+    cfg = DDPGConfig(episode_rounds=4, batch_size=4, buffer_capacity=6, **UPDATE_RULES[rule])
     agent = DDPGAgent(ActionSpace(num_clients=3, num_convs=2), cfg, seed=5)
     rng = np.random.default_rng(1)
     w = _weights(rng)
@@ -491,7 +493,8 @@ def test_ddpg_export_restores_the_agent_exactly(tmp_path):
     for a, b in zip(a_steps, b_steps):
         assert a.critic_loss == b.critic_loss and a.actor_loss == b.actor_loss and a.done == b.done
         np.testing.assert_array_equal(a.action, b.action)
-    for name in DDPGAgent.NETS:
+    assert restored.nets == agent.nets and len(agent.nets) == (6 if rule == "td3" else 4)
+    for name in agent.nets:
         for p, q in zip(getattr(agent, name).parameters(), getattr(restored, name).parameters()):
             assert torch.equal(p, q)
     # The restored agent is not just the same seed: a fresh agent with that seed acts differently.
@@ -501,15 +504,70 @@ def test_ddpg_export_restores_the_agent_exactly(tmp_path):
     assert not np.array_equal(fresh.act(s, explore=False), restored.act(s, explore=False))
 
 
-def test_ddpg_learns_a_bandit():
+def _params(net):
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def test_td3_update_by_hand():
+    """TD3's step against a hand computation: the first critic's loss is the MSE to r + gamma (1 - d) min(q1~, q2~)
+    at the smoothed target action (noise drawn from the agent's generator right after the mini-batch, clipped to
+    +-0.5); the actor and the three targets stay put on odd steps and move on even ones (soft update by tau); both
+    critics move on every step."""
+    cfg = DDPGConfig(episode_rounds=50, pca_components=2, batch_size=8, gamma=0.9, tau=0.1, **UPDATE_RULES["td3"])
+    space = ActionSpace(num_clients=2, num_convs=1)
+    agent = DDPGAgent(space, cfg, seed=3)
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        agent.buffer.add(rng.normal(size=agent.state_dim), rng.uniform(-1, 1, size=space.dim), float(rng.normal()),
+                         rng.normal(size=agent.state_dim), done=(i % 5 == 4))
+    for step in (1, 2):
+        before = {name: _params(getattr(agent, name)) for name in agent.nets}
+        gen = copy.deepcopy(agent.rng)
+        idx = gen.choice(len(agent.buffer), size=8, replace=False)
+        s, a, r, s2, d = (torch.from_numpy(getattr(agent.buffer, f)[idx]) for f in ReplayBuffer.FIELDS)
+        eps = torch.from_numpy(np.clip(gen.normal(0.0, 0.2, size=(8, space.dim)), -0.5, 0.5)).float()
+        with torch.no_grad():
+            a2 = (agent.actor_target(s2) + eps).clamp(-1, 1)
+            q = torch.minimum(agent.critic_target(s2, a2), agent.critic2_target(s2, a2))
+            want = float(((agent.critic(s, a) - (r + 0.9 * (1 - d) * q)) ** 2).mean())
+        critic_loss, actor_loss = agent.update()
+        assert critic_loss == pytest.approx(want, rel=1e-5)
+        moved = {name: not all(torch.equal(p, q) for p, q in zip(before[name], _params(getattr(agent, name))))
+                 for name in agent.nets}
+        assert moved["critic"] and moved["critic2"]
+        if step == 1:  # delayed: the actor and every target wait
+            assert actor_loss is None
+            assert not any(moved[n] for n in ("actor", "actor_target", "critic_target", "critic2_target"))
+        else:
+            assert actor_loss is not None and all(moved.values())
+            for name, src in (("actor_target", "actor"), ("critic_target", "critic"), ("critic2_target", "critic2")):
+                for t0, now, new in zip(before[name], _params(getattr(agent, name)), _params(getattr(agent, src))):
+                    torch.testing.assert_close(now, 0.9 * t0 + 0.1 * new, rtol=1e-5, atol=1e-6)
+    assert agent.updates == 2
+
+
+def test_ddpg_rule_is_the_papers_update():
+    """The default rule keeps the paper's update: one critic, the actor and the targets move on every step."""
+    agent = DDPGAgent(ActionSpace(num_clients=1, num_convs=1), DDPGConfig(pca_components=2), seed=0)
+    assert agent.critic2 is None and agent.nets == DDPGAgent.NETS and DDPGConfig() == DDPGConfig(**UPDATE_RULES["ddpg"])
+    agent.buffer.add(np.zeros(agent.state_dim), np.zeros(2), 1.0, np.zeros(agent.state_dim), False)
+    before = _params(agent.actor_target)
+    assert agent.update()[1] is not None
+    assert not all(torch.equal(p, q) for p, q in zip(before, _params(agent.actor_target)))
+    with pytest.raises(ConfigError, match=r"ddpg policy_delay=0: must be >= 1"):
+        DDPGConfig(policy_delay=0).validate()
+
+
+@pytest.mark.parametrize("rule", sorted(UPDATE_RULES))
+def test_ddpg_learns_a_bandit(rule):
     """Sanity: with reward -(a - 0.5)^2 summed over dimensions and a constant state, the actor moves toward 0.5."""
     space = ActionSpace(num_clients=1, num_convs=1)
     cfg = DDPGConfig(episode_rounds=1, pca_components=2, batch_size=32, actor_lr=1e-3, critic_lr=1e-3, gamma=0.0,
-                     tau=0.05, noise_std=0.5, noise_decay=1.0)
+                     tau=0.05, noise_std=0.5, noise_decay=1.0, **UPDATE_RULES[rule])
     agent = DDPGAgent(space, cfg, seed=0)
     state = np.ones(agent.state_dim, dtype=np.float32)
     torch.manual_seed(0)
-    for _ in range(200):
+    for _ in range(200 if rule == "ddpg" else 400):  # TD3's actor moves every 2nd step: twice the episodes
         a = agent.start_episode(state)
         agent.record(-float(np.sum((a - 0.5) ** 2)), state)
     assert np.abs(agent.act(state, explore=False) - 0.5).max() < 0.2

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SHARING = ("fedgraph", "allshare", "nonshare")
 SAMPLING = ("fedgraph", "full", "graphsage", "fastgcn")
 AGENTS = ("ddpg", "fixed")
+AGENT_UPDATES = ("ddpg", "td3")  # the keys of flowergraph.tasks.fedgraph.UPDATE_RULES
 DATA = ("synthesis",) + tuple(p for p in PARTITIONERS if p != "none")
 STALENESS = ("same-round", "one-round")
 CUT_NORMS = ("local", "global")
@@ -68,6 +69,11 @@ OPTIONS = (
     _opt("episode-rounds", 30, "DDPG: rounds T per episode.", check=at_least(1)),
     _opt("episode-reset", True, "DDPG: a new episode restarts federated training from the initial model "
          "(Algorithm 4); false: training goes on and only the episode restarts."),
+    _opt("agent-update", "ddpg", "DDPG: the agent's update rule: `ddpg` (the paper's) or `td3` (twin critics, "
+         "delayed actor updates, target policy smoothing; not in the paper: a test of DDPG's late relapses).",
+         AGENT_UPDATES),
+    _opt("noise-min", 0.02, "DDPG: floor of the exploration noise's sigma (0.2 at first, x 0.98 per episode).",
+         check=at_least(0.0)),
     _opt("pca-components", 20, "DDPG: PCA dimensions per model in the state (the paper: 20).", check=at_least(1)),
     _opt("kappa-min", 32, "DDPG: smallest mini-batch size an action maps to.", check=at_least(1)),
     _opt("kappa-max", 512, "DDPG: largest mini-batch size an action maps to.", check=at_least(1)),
@@ -152,14 +158,22 @@ def train_config_of(s: "RunSettings") -> Any:
     return TrainConfig(local_steps=o.local_steps, optimizer="adam", lr=o.lr, weight_decay=o.weight_decay)
 
 
+def ddpg_config_of(s: "RunSettings") -> Any:
+    """The agent's :class:`~flowergraph.tasks.fedgraph.DDPGConfig` from a run's ``fedgraph.*`` keys."""
+    from ..tasks.fedgraph import UPDATE_RULES, DDPGConfig
+
+    o = s.of("fedgraph")
+    return DDPGConfig(episode_rounds=o.episode_rounds, pca_components=o.pca_components, noise_min=o.noise_min,
+                      **UPDATE_RULES[o.agent_update])
+
+
 def _strategy(args: StrategyArgs) -> "Strategy":
     from ..strategies.fedgraph import FedGraphStrategy
-    from ..tasks.fedgraph import DDPGConfig
     from .node import node_server_evaluate
 
     s = args.settings
     o, n = s.of("fedgraph"), s.of("node")
-    ddpg = DDPGConfig(episode_rounds=o.episode_rounds, pca_components=o.pca_components)
+    ddpg = ddpg_config_of(s)
     return FedGraphStrategy(sharing=o.sharing, sampling=o.sampling, agent=o.agent, staleness=o.staleness,
                             num_convs=n.layers, batch_size=o.batch_size, prob=o.prob, ddpg=ddpg,
                             kappa_range=(o.kappa_min, o.kappa_max), p_min=o.p_min, episode_reset=o.episode_reset,

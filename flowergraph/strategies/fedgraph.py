@@ -328,6 +328,13 @@ class FedGraphStrategy(FederatedStrategy):
             info["server_accuracy"] = float(metrics["accuracy"])
         if self.agent is None:
             return
+        needed = {"work": msg.FORWARD_MACS, "slowest-client": msg.LOCAL_SECONDS}.get(self.round_time)
+        silent = sorted(u.client for u in updates if needed is not None and needed not in u.metrics)
+        if silent:  # a missing report would read as 0 and drop eq. 9's time term without a word
+            raise ValueError(f"fedgraph.round-time={self.round_time!r} needs every client's {needed!r} metric in its "
+                             f"fit reply; client(s) {', '.join(silent)} sent none in round {server_round} (a client "
+                             f"that is not flowergraph's FedGraphClient must report it; valid without it: "
+                             f"fedgraph.round-time='server')")
         if self.alpha_value is None:
             try:
                 self.alpha_value = time_penalty_alpha([delta], self.beta)

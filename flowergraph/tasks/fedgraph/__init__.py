@@ -67,7 +67,7 @@ Deviations and choices (where the paper is silent or cannot be followed literall
 """
 
 from .data import DATA_SCHEMES, SynthesisedGraph, client_graphs, synthesise, synthesised_graph
-from .ddpg import ActionSpace, DDPGAgent, DDPGConfig, ReplayBuffer, StepResult, WeightPCA, soft_update
+from .ddpg import UPDATE_RULES, ActionSpace, DDPGAgent, DDPGConfig, ReplayBuffer, StepResult, WeightPCA, soft_update
 from .graph import (CUT_NORMS, SHARING, Adjacency, ClientView, Rows, boundary_nodes, build_view, degree_rows,
                     exchange_convs, exchange_degrees, export_plan, merge_rows, relay, request_plan, shared_convs,
                     split_rows)
@@ -85,4 +85,5 @@ __all__ = [
     "exchange_convs", "exchange_degrees", "exchange_in_process", "export_plan", "forward", "forward_macs",
     "full_forward", "make_scheme", "merge_rows", "owner_rows", "relay", "request_plan", "reward", "shared_convs",
     "soft_update", "split_rows", "synthesise", "synthesised_graph", "time_penalty_alpha", "train_round",
+    "UPDATE_RULES",
 ]

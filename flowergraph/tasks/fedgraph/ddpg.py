@@ -25,6 +25,12 @@ copies. Update (eq. 10-14) from a uniform mini-batch of K transitions of the rep
     actor:  minimise -mean q(s, mu(s))                                                (Adam, actor_lr)
     targets: theta~ <- tau theta + (1 - tau) theta~                                   (phi in the paper)
 
+Optional TD3 rule (``DDPGConfig`` fields from :data:`UPDATE_RULES["td3"]`; Fujimoto et al., ICML 2018; *not in the
+paper*, which uses the plain DDPG update above): a second critic q2 with its own target and Adam; the target
+becomes r + gamma (1 - done) min(q~, q2~)(s', clip(mu~(s') + clip(N(0, 0.2^2), -0.5, 0.5), -1, 1)), both critics
+regress on it, and the actor (on q) and all targets move on every 2nd update only. It exists to test whether the
+plain update's late relapses (``docs/methods/fedgraph.md``) are the critic's over-estimation.
+
 Exploration: a[t] = clip(mu(s'[t]) + N(0, sigma^2 I), -1, 1), sigma multiplied by ``noise_decay`` after each
 episode (not below ``noise_min``). The replay buffer is a ring of ``buffer_capacity`` transitions (the oldest
 dropped when full); the last transition of an episode (round T) is terminal (done = 1: no bootstrap).
@@ -122,6 +128,11 @@ class DDPGConfig:
     noise_std: float = 0.2
     noise_decay: float = 0.98
     noise_min: float = 0.02
+    # TD3 (Fujimoto et al. 2018; not in the paper; off by default: the paper's DDPG): see :data:`UPDATE_RULES`
+    twin_critics: bool = False  # two critics; the target takes the smaller of their target values
+    policy_delay: int = 1  # the actor and the target networks move every policy_delay-th critic step
+    target_noise: float = 0.0  # target policy smoothing: N(0, target_noise^2) on mu~(s'), clipped to +-clip
+    target_noise_clip: float = 0.5
 
     def validate(self) -> None:
         checks = [
@@ -133,10 +144,21 @@ class DDPGConfig:
             ("batch_size", self.batch_size >= 1, ">= 1"), ("buffer_capacity", self.buffer_capacity >= 1, ">= 1"),
             ("noise_std", self.noise_std >= 0, ">= 0"), ("noise_decay", 0.0 < self.noise_decay <= 1.0, "in (0, 1]"),
             ("noise_min", self.noise_min >= 0, ">= 0"),
+            ("policy_delay", self.policy_delay >= 1, ">= 1"), ("target_noise", self.target_noise >= 0, ">= 0"),
+            ("target_noise_clip", self.target_noise_clip >= 0, ">= 0"),
         ]
         for name, ok, rule in checks:
             if not ok:
                 raise ConfigError(f"ddpg {name}={getattr(self, name)!r}: must be {rule}")
+
+
+UPDATE_RULES: dict[str, dict[str, Any]] = {
+    "ddpg": {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0},  # the paper's (eq. 10-14)
+    # TD3's three changes with its authors' defaults: clipped double Q, delayed actor/target updates (every 2nd
+    # step), target policy smoothing (sigma 0.2 clipped to 0.5; actions span [-1, 1] as in their experiments)
+    "td3": {"twin_critics": True, "policy_delay": 2, "target_noise": 0.2, "target_noise_clip": 0.5},
+}
+"""DDPGConfig fields per update rule (``fedgraph.agent-update``)."""
 
 
 def _mlp(sizes: Sequence[int]) -> nn.Sequential:
@@ -334,12 +356,18 @@ class DDPGAgent:
             torch.manual_seed(self.seed)
             self.actor = Actor(self.state_dim, space.dim, config.hidden)
             self.critic = Critic(self.state_dim, space.dim, config.hidden)
+            self.critic2 = Critic(self.state_dim, space.dim, config.hidden) if config.twin_critics else None
         self.actor_target = copy.deepcopy(self.actor)
         self.critic_target = copy.deepcopy(self.critic)
-        for p in (*self.actor_target.parameters(), *self.critic_target.parameters()):
-            p.requires_grad_(False)
+        self.critic2_target = copy.deepcopy(self.critic2)
+        for name in self.nets:
+            if name.endswith("_target"):
+                for p in getattr(self, name).parameters():
+                    p.requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.critic2_opt = (None if self.critic2 is None
+                            else torch.optim.Adam(self.critic2.parameters(), lr=config.critic_lr))
         self.buffer = ReplayBuffer(config.buffer_capacity, self.state_dim, space.dim)
         self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xDD9C]))
         self.pca = WeightPCA(config.pca_components)
@@ -403,30 +431,62 @@ class DDPGAgent:
         return StepResult(action=action, done=done, critic_loss=None if losses is None else losses[0],
                           actor_loss=None if losses is None else losses[1])
 
-    def update(self) -> tuple[float, float] | None:
-        """One critic and one actor step from a mini-batch, then the soft target updates; None when empty."""
+    def update(self) -> tuple[float, float | None] | None:
+        """One critic step from a mini-batch and, every ``policy_delay``-th step, one actor step and the soft target
+        updates; None when the buffer is empty. Returns (critic loss, actor loss or None where the actor did not
+        move). With twin critics both step on the same target, min of the two target critics' values (TD3), and
+        the loss returned is the first critic's; the actor follows the first critic."""
+        cfg = self.config
         if len(self.buffer) == 0:
             return None
-        s, a, r, s2, d = self.buffer.batch(self.buffer.sample_indices(self.config.batch_size, self.rng))
+        s, a, r, s2, d = self.buffer.batch(self.buffer.sample_indices(cfg.batch_size, self.rng))
         with torch.no_grad():
-            target = r + self.config.gamma * (1.0 - d) * self.critic_target(s2, self.actor_target(s2))
+            a2 = self.actor_target(s2)
+            if cfg.target_noise > 0:  # drawn from the agent's own generator: exported, so restores are exact
+                eps = self.rng.normal(0.0, cfg.target_noise, size=tuple(a2.shape))
+                a2 = (a2 + torch.from_numpy(np.clip(eps, -cfg.target_noise_clip, cfg.target_noise_clip))
+                      .to(a2.dtype)).clamp(-1.0, 1.0)
+            q2 = self.critic_target(s2, a2)
+            if self.critic2_target is not None:
+                q2 = torch.minimum(q2, self.critic2_target(s2, a2))
+            target = r + cfg.gamma * (1.0 - d) * q2
         critic_loss = F.mse_loss(self.critic(s, a), target)
         self.critic_opt.zero_grad()
         critic_loss.backward()
         self.critic_opt.step()
+        if self.critic2 is not None and self.critic2_opt is not None:
+            critic2_loss = F.mse_loss(self.critic2(s, a), target)
+            self.critic2_opt.zero_grad()
+            critic2_loss.backward()
+            self.critic2_opt.step()
+        self.updates += 1
+        if self.updates % cfg.policy_delay:
+            return float(critic_loss.detach()), None
         actor_loss = -self.critic(s, self.actor(s)).mean()
         self.actor_opt.zero_grad()
         actor_loss.backward()
         self.actor_opt.step()
         self.critic_opt.zero_grad()  # the actor's step left gradients on the critic
-        soft_update(self.actor_target, self.actor, self.config.tau)
-        soft_update(self.critic_target, self.critic, self.config.tau)
-        self.updates += 1
+        soft_update(self.actor_target, self.actor, cfg.tau)
+        soft_update(self.critic_target, self.critic, cfg.tau)
+        if self.critic2 is not None and self.critic2_target is not None:
+            soft_update(self.critic2_target, self.critic2, cfg.tau)
         return float(critic_loss.detach()), float(actor_loss.detach())
 
     # --- export / import ---------------------------------------------------------------------------------
     NETS = ("actor", "critic", "actor_target", "critic_target")
     OPTS = ("actor_opt", "critic_opt")
+    TWIN_NETS = ("critic2", "critic2_target")  # with twin critics (TD3) only
+    TWIN_OPTS = ("critic2_opt",)
+
+    @property
+    def nets(self) -> tuple[str, ...]:
+        """The names of this agent's networks (the second critic and its target with ``twin_critics``)."""
+        return self.NETS + (self.TWIN_NETS if self.config.twin_critics else ())
+
+    @property
+    def opts(self) -> tuple[str, ...]:
+        return self.OPTS + (self.TWIN_OPTS if self.config.twin_critics else ())
 
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """(named arrays, JSON values) holding everything the agent will ever use."""
@@ -435,9 +495,9 @@ class DDPGAgent:
                                                                            "hidden": list(self.config.hidden)},
                                   "seed": self.seed, "rng": _rng_values(self.rng), "noise_std": self.noise_std,
                                   "episode": self.episode, "round": self.round, "updates": self.updates}
-        for name in self.NETS:
+        for name in self.nets:
             arrays.update({f"{name}.{k}": v for k, v in module_arrays(getattr(self, name)).items()})
-        for name in self.OPTS:
+        for name in self.opts:
             opt_arrays, values[name] = optimizer_state(getattr(self, name))
             arrays.update({f"{name}.{k}": v for k, v in opt_arrays.items()})
         buf_arrays, values["buffer"] = self.buffer.export_state()
@@ -459,13 +519,13 @@ class DDPGAgent:
         def part(prefix: str) -> dict[str, np.ndarray]:
             return {k[len(prefix) + 1:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
 
-        for name in cls.NETS:
+        for name in agent.nets:
             net = getattr(agent, name)
             saved = part(name)
             if sorted(saved) != sorted(net.state_dict()):
                 raise ValueError(f"saved {name} has entries {sorted(saved)}, the network {sorted(net.state_dict())}")
             load_module_arrays(net, saved)
-        for name in cls.OPTS:
+        for name in agent.opts:
             load_optimizer_state(getattr(agent, name), part(name), values[name])
         agent.buffer = ReplayBuffer.from_state(part("buffer"), values["buffer"])
         agent.pca = WeightPCA.from_state(part("pca"), values["pca"])
