@@ -571,7 +571,8 @@ def stability_table(rows: list[dict], runs: list[dict]) -> str:
         at = [max((a for a in (accuracy_at_work(g, e["gmacs"]) for g in grid) if a is not None), default=None)
               for e in blocks[-1]] if grid else []
         last_acc = [e["accuracy"] for e in blocks[-1]]
-        body.append([r["dataset"], DELTA[r["variant"]], r["seed"], f"{work[0]:.3f}",
+        body.append([r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}",
+                     f"{work[0]:.3f}",
                      f"{blocks[best][0]['episode']}-{blocks[best][-1]['episode']}: {work[best]:.3f}",
                      f"{work[-1]:.3f}", f"{work[-1] / work[0] - 1:+.0%}", f"{max(work[best:]):.3f}",
                      f"{ret[best]:.2f} / {ret[-1]:.2f}", _mean_std(last_acc),
@@ -598,8 +599,10 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         if not runs:
             return ""
         return (f"## Split `{split}`: the DDPG agent over many episodes\n\nEach episode restarts federated training "
-                f"(Algorithm 4); exploration noise starts at sigma 0.2 and decays by 0.98 per episode (0.02 at least), "
-                f"so the last blocks act almost greedily. \"Fixed policy at the same time\": the accuracy of the "
+                f"(Algorithm 4); exploration noise starts at sigma 0.2 and decays by 0.98 per episode (0.02 at least; "
+                f"0.1 at least for the agent marked \"exploration noise >= 0.1\"), so the last blocks act almost "
+                f"greedily. TD3's update rule: twin critics, delayed actor, smoothed targets (not in the paper). "
+                f"\"Fixed policy at the same time\": the accuracy of the "
                 f"default budget's fixed-policy cell (kappa 256, p = 1; same seed, split, synthesis and clients) after "
                 f"the wall time of each episode (for the agent whose time penalty is work: after the same work; "
                 f"\"best grid policy\": the best of the policy grid's fixed policies at that work, chosen on the "
@@ -713,7 +716,15 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
     if not runs:
         return None
     variants = [v for v in DDPG_VARIANTS if any(r["variant"] == v for r in runs)]
-    fig, axes = plt.subplots(1, len(variants) + 1, figsize=(4.6 * (len(variants) + 1), 4))
+    relapse = [r for r in runs if r["variant"] in RELAPSE_VARIANTS[1:]]  # the relapse tests, if run
+    panels = len(variants) + 1 + bool(relapse)
+    cols = min(panels, 4)
+    rows_ = -(-panels // cols)
+    fig, grid = plt.subplots(rows_, cols, figsize=(4.6 * cols, 4 * rows_), squeeze=False)
+    axes = list(grid.reshape(-1))
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    axes = axes[:panels]
 
     def smooth(values: list[float]) -> tuple[int, np.ndarray]:
         v = np.asarray(values, dtype=float)
@@ -731,17 +742,26 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
             ax.plot(x[k - 1:], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
         ax.set_title(f"return per episode, delta = {DELTA[variant]}", fontsize=8)
         ax.set_ylabel("return (eq. 9 summed over the episode)")
-    ax = axes[-1]
-    styles = {"fedgraph": "-", "fedgraph-work": "--", "fedgraph-client": ":", "fedgraph-work-lambda": "-."}
-    for r in runs:
-        eps = [e for e in episodes(r) if e["gmacs"] is not None]
-        if not eps:
-            continue
-        k, mean = smooth([e["gmacs"] for e in eps])
-        ax.plot([e["episode"] for e in eps][k - 1:], mean, color=plt.cm.tab10(r["seed"] % 10),
-                ls=styles[r["variant"]], label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
-    ax.set_title(f"slowest client's work per episode (running mean over {LEARNING_BLOCK})", fontsize=8)
-    ax.set_ylabel("GMAC per episode")
+    styles = {"fedgraph": "-", "fedgraph-work": "--", "fedgraph-client": ":", "fedgraph-work-lambda": "-.",
+              "fedgraph-work-td3": "-", "fedgraph-work-floor": ":"}
+
+    def work_panel(ax, which: list[dict], title: str) -> None:
+        for r in which:
+            eps = [e for e in episodes(r) if e["gmacs"] is not None]
+            if not eps:
+                continue
+            k, mean = smooth([e["gmacs"] for e in eps])
+            ax.plot([e["episode"] for e in eps][k - 1:], mean, color=plt.cm.tab10(r["seed"] % 10),
+                    ls=styles[r["variant"]], label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
+        ax.set_title(title, fontsize=8)
+        ax.set_ylabel("GMAC per episode")
+
+    work_panel(axes[len(variants)], [r for r in runs if r["variant"] not in RELAPSE_VARIANTS[1:]],
+               f"slowest client's work per episode (running mean over {LEARNING_BLOCK})")
+    if relapse:
+        work_panel(axes[-1], [r for r in runs if r["variant"] in RELAPSE_VARIANTS and any(
+            q["dataset"] == r["dataset"] and q["seed"] == r["seed"] for q in relapse)],
+            "relapse tests: DDPG (--), TD3 (-), noise >= 0.1 (:); work per episode")
     for ax in axes:
         ax.set_xlabel("episode")
         ax.grid(alpha=0.3)
