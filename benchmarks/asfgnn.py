@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
+from common import (REPO, CellStore, data_dir, prepare_run_dir, run_dir_current, table,  # noqa: E402
+                    write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -108,9 +108,10 @@ def run_config(dataset: str, method: str, *, setting: str = "label", alpha: floa
 
 
 def completed(out: Path) -> bool:
-    """Whether the run folder ``out`` holds a finished run."""
+    """Whether the run folder ``out`` holds a finished run of the code as it is now."""
     summary = out / "summary.json"
-    return summary.exists() and json.loads(summary.read_text()).get("status") == "completed"
+    return (summary.exists() and json.loads(summary.read_text()).get("status") == "completed"
+            and run_dir_current(out, SOURCES))
 
 
 def run_cell(work: Path, name: str, config: dict) -> dict:
@@ -122,11 +123,10 @@ def run_cell(work: Path, name: str, config: dict) -> dict:
     out = work / name
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
             "checkpoint-every": config["asfgnn.trial-rounds"] + 1}  # a checkpoint after every trial
-    if not completed(out):
-        if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
+    state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
+    if state != "completed":
+        if state == "resume":
             full["resume-from"] = str(out)
-        elif out.exists():
-            shutil.rmtree(out)
         started = time.perf_counter()
         run_inprocess(full)
         meta = out / "bench.json"

@@ -180,6 +180,50 @@ def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
     return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16], "files": len(files)}
 
 
+RUN_CODE = "bench-code.json"  # in a cell's run folder: the code state that wrote the run
+
+
+@functools.lru_cache(maxsize=None)
+def _sources_hash(sources: tuple[str, ...]) -> str:
+    return code_state(sources)["sources"]
+
+
+def run_dir_current(out: Path, sources: tuple[str, ...]) -> bool:
+    """Whether the run folder ``out`` was started by the code as it is now (see :func:`prepare_run_dir`)."""
+    import json
+
+    marker = out / RUN_CODE
+    return marker.exists() and json.loads(marker.read_text()).get("sources") == _sources_hash(tuple(sources))
+
+
+def prepare_run_dir(out: Path, sources: tuple[str, ...]) -> str:
+    """Make a cell's run folder ``out`` safe to compute the cell from, and say how: ``"completed"`` (a finished
+    run: read it), ``"resume"`` (a stopped run with checkpoints: pass ``resume-from``) or ``"fresh"`` (an empty
+    folder: start the run).
+
+    A run folder is reused or resumed only when the code that wrote it is the code as it is now (the
+    ``sources`` hash of :func:`code_state`, recorded in ``out/bench-code.json`` when the folder is started); a
+    folder from other code, or one without that record (written before it existed), is removed first. Without
+    this, re-running a stale cell (``--rerun-stale``) in a ``--work`` folder that still held the old run read
+    the old run's output back and stored it as a cell of today's code. The hash is computed once per process:
+    a benchmark does not change its own sources while it runs."""
+    import json
+    import shutil
+
+    if out.exists() and not run_dir_current(out, sources):
+        shutil.rmtree(out)
+    if out.exists():
+        summary = out / "summary.json"
+        if summary.exists() and json.loads(summary.read_text()).get("status") == "completed":
+            return "completed"
+        if (out / "checkpoints").is_dir() and any((out / "checkpoints").glob("round-*.npz")):
+            return "resume"
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / RUN_CODE).write_text(json.dumps({"sources": _sources_hash(tuple(sources))}) + "\n")
+    return "fresh"
+
+
 PACKAGES = ("torch", "torch_geometric", "numpy", "scipy", "scikit-learn", "flwr")
 
 

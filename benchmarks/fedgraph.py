@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import time
@@ -71,7 +70,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
+from common import (REPO, CellStore, data_dir, prepare_run_dir, pyplot, save_figure, table,  # noqa: E402
+                    write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
@@ -179,12 +179,10 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
     out = work / cell_name(dataset, variant, var, budget, seed, split, data)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
             "checkpoint-every": 100 if budget == "learning" else 10}
-    summary = out / "summary.json"
-    if not (summary.exists() and json.loads(summary.read_text()).get("status") == "completed"):
-        if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
+    state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
+    if state != "completed":
+        if state == "resume":
             full["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
-        elif out.exists():
-            shutil.rmtree(out)
         run_inprocess(full)
     rounds = [r for r in read_run(out)["rounds"] if r["round"] >= 1]
     # per round: round, the run's clock (s), accuracy, episode, the largest client work (GMAC) and the slowest

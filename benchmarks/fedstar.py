@@ -41,7 +41,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
+from common import (REPO, CellStore, data_dir, prepare_run_dir, pyplot, run_dir_current,  # noqa: E402
+                    save_figure, table, write_result)
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
 TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")
@@ -122,19 +123,21 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     from flowergraph.storage.results import read_run
 
     out = Path(work) / cell_name(*cell)
-    summary_file = out / "summary.json"
-    if summary_file.exists():
-        summary = json.loads(summary_file.read_text())
-        if summary.get("status") == "completed" and summary.get("rounds_completed") == rounds:
+    state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
+    if state == "completed":
+        if json.loads((out / "summary.json").read_text()).get("rounds_completed") == rounds:
             return row_of(out, cell)
+        if any((out / "checkpoints").glob("round-*.npz")):
+            state = "resume"  # a finished shorter run continues to ``rounds``
+        else:
+            import shutil
+
+            shutil.rmtree(out)
+            state = prepare_run_dir(out, SOURCES)
     config = {**cell_settings(*cell, rounds, eval_every), "data-dir": data_dir(), "checkpoint-every": 50,
               "out-dir": str(out), "state-dir": str(out / "client-state")}
-    if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
+    if state == "resume":
         config["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
-    elif out.exists():
-        import shutil
-
-        shutil.rmtree(out)
     started, cpu_started = time.perf_counter(), time.process_time()
     run_inprocess(config)
     meta = out / "bench.json"
@@ -571,7 +574,7 @@ def main() -> None:
             continue
         if done.exists() and json.loads(done.read_text()).get("rounds_completed") == args.rounds and \
                 json.loads(done.read_text()).get("status") == "completed" and \
-                (out / "bench.json").exists() and (out / "bench.json").stat().st_mtime > _code_mtime():
+                (out / "bench.json").exists() and run_dir_current(out, SOURCES):
             rows[cell] = keep_cell(store, cell, row_of(out, cell), args.rounds, args.eval_every)  # finished in --work
         elif not args.tables_only:
             pending.append(cell)
@@ -611,12 +614,6 @@ def main() -> None:
         body += ("\n\n**Not run yet** (the table is resumable: the same command runs only these): "
                  + ", ".join(cell_name(*c) for c in missing))
     write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body)
-
-
-def _code_mtime() -> float:
-    """The newest modification time of the sources on a cell's path: a run directory older than that was
-    produced by other code and is not adopted into the store."""
-    return max(p.stat().st_mtime for pattern in SOURCES for p in REPO.glob(pattern))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -57,7 +56,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, pyplot, save_figure, table, write_result  # noqa: E402
+from common import (REPO, CellStore, data_dir, prepare_run_dir, pyplot, save_figure, table,  # noqa: E402
+                    write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -195,13 +195,10 @@ def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, 
     out = work / cell_name(f"{dataset}-{variant}-{budget}-s{seed}", split)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
             "checkpoint-every": 25}
-    done = (out / "summary.json").exists() and json.loads((out / "summary.json").read_text()).get("status") == \
-        "completed"
-    if not done:
-        if (out / "checkpoints").is_dir() and list((out / "checkpoints").glob("round-*.npz")):
+    state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
+    if state != "completed":
+        if state == "resume":
             full["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
-        elif out.exists():
-            shutil.rmtree(out)
         started = time.perf_counter()
         run_inprocess(full)
         meta = out / "bench.json"
