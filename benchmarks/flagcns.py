@@ -335,6 +335,13 @@ def paper_cell(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def output(row: dict) -> str:
+    """The output activation (the last gene) of a search cell's chosen architecture."""
+    from flowergraph.tasks.flagcns import ACTIVATIONS
+
+    return ACTIVATIONS[row["architecture"][-1]]
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     """Tables 3 and 5 of one split."""
     out: list[str] = []
@@ -404,11 +411,6 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
     # the fitness control: the paper's FLL against the authors' code's validation accuracy
     fit = [(d, v) for d in present for v in ("feo-accuracy",) if of("search", d, variant=v)]
     if fit:
-        from flowergraph.tasks.flagcns import ACTIVATIONS
-
-        def output(r):
-            return ACTIVATIONS[r["architecture"][-1]]
-
         body = []
         for d, v in fit:
             for label, variant in (("validation loss (FLL, the paper)", "feo"),
@@ -422,14 +424,12 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
     # Table 5 shape
     abl = [v for v in VARIANTS + tuple(FITNESS_VARIANTS) if of("search", "Cora", variant=v)]
     if abl:
-        from flowergraph.tasks.flagcns import ACTIVATIONS
-
         body = []
         for v in abl:
             cells = sorted(of("search", "Cora", variant=v), key=lambda r: r["seed"])
             paper = PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]]
             body.append([LABELS[v], fmt([c["flacc"] for c in cells]), paper_cell(paper[0], 1),
-                         ", ".join(f"s{c['seed']}: {c['flacc']:.1f} ({ACTIVATIONS[c['architecture'][-1]]})"
+                         ", ".join(f"s{c['seed']}: {c['flacc']:.1f} ({output(c)})"
                                    for c in cells),
                          fmt([c["parameters"] / 1e6 for c in cells], 3), paper_cell(paper[1], 3),
                          fmt([c["inference_s"] for c in cells], 4), paper_cell(paper[2], 4)])
