@@ -30,6 +30,10 @@ a finished cell is skipped, a stopped search resumes from its last checkpoint un
 * ``outputs`` (dataset, budget, seed): a control for the searched architecture: the seed's ``feo`` code retrained
   (like the others) with each of the five output activations in place of the one the search chose; the graph part
   stays as found.
+* ``published`` (dataset, code, fusion, seed): the architectures the authors published as found by FL-AGCNS
+  (their README: ``server.py --mode test --code ...``; :data:`PUBLISHED`), translated into this space's code and
+  retrained like the others, with stage 2 fused as the paper says (``all``) and as their code does (``leaves``): can
+  this space and retraining reach the paper's FL-AGCNS number at all, given the architecture it reports?
 * ``speed`` (budget, method): a few epochs in Flower's Ray simulation (1 CPU per client) of ``flagcns`` and of
   ``flagcns-noop`` (same strategy and messages, clients that do no work): wall time per generation and the share
   that is Flower's and the server's own cost.
@@ -42,6 +46,7 @@ median of 10, one thread.
     .venv/bin/python benchmarks/flagcns.py                          # Table 3 (Cora, CiteSeer) + Table 5 + speed
     .venv/bin/python benchmarks/flagcns.py --datasets Cora --seeds 0 --parts search fixed reference
     .venv/bin/python benchmarks/flagcns.py --budget default --split per-class --parts fixed   # the earlier split
+    .venv/bin/python benchmarks/flagcns.py --datasets Cora --parts published   # the authors' published codes
     .venv/bin/python benchmarks/flagcns.py --tables-only            # rewrite docs/results/flagcns.md from cells
 """
 
@@ -99,6 +104,25 @@ LABELS = {"feo": "FL-AGCNS", "controller-eo": "ControllerEO (only the controller
               ("random-partition", "RandomPartition"))}}
 REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' network", "sage": "SAGE, authors' network",
                     "sgc": "SGC, authors' network", "appnp": "APPNP, authors' network"}
+# The architectures the authors published (github 21S003018/FL-AGCNS, README "Example"), in their 8-integer supermask
+# (input, layers 1-6 as 12 * predecessor + operation (1-based; 0 = unused), output): layer j reads layer
+# (g - 1) // 12 (0 = the input structure), operation (g - 1) % 12 + 1 of models.py's y_1..y_12 (Table 1's order);
+# input 1 = x_1 = relu(FC(64)), output 5 = identity. Translated here with the unused layers left out and the others
+# renumbered in order; predecessors as the code intends them. (As their forward executes, layer 4-6's
+# predecessor is found by list membership, ``g in [12k + 1, 12(k + 1)]``, so a layer 6 with gene 55 reads layer 5,
+# not layer 4: that difference is not reproduced.) Leaves (their ``local_mask``): the layers no other layer reads.
+PUBLISHED = {
+    # README, Cora: 1 6 0 0 6 54 55 5 -> L1 APPNP(IS), L4 APPNP(IS), L5 APPNP(L4), L6 AGNN(L4); leaves L1, L5, L6
+    ("Cora", "readme"): ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("AGNNConv", 2)), "identity"),
+    # README, "the presented in paper": 1 6 0 6 42 54 55 5 -> L1 APPNP(IS), L3 APPNP(IS), L4 APPNP(L3),
+    # L5 APPNP(L4), L6 AGNN(L4); leaves L1, L5, L6
+    ("Cora", "paper"): ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("APPNP", 3), ("AGNNConv", 3)),
+                        "identity"),
+    # README, CiteSeer: 1 4 18 30 42 0 0 5 -> L1 GCN(IS), L2 APPNP(L1), L3 APPNP(L2), L4 APPNP(L3); leaf L4
+    ("CiteSeer", "readme"): ("relu", (("GCNConv", 0), ("APPNP", 1), ("APPNP", 2), ("APPNP", 3)), "identity"),
+}
+PUBLISHED_CODES = {("Cora", "readme"): "1 6 0 0 6 54 55 5", ("Cora", "paper"): "1 6 0 6 42 54 55 5",
+                   ("CiteSeer", "readme"): "1 4 18 30 42 0 0 5"}
 # The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
 SOURCES = ("flowergraph/tasks/flagcns/*.py", "flowergraph/tasks/datasets.py", "flowergraph/tasks/splits.py",
            "flowergraph/tasks/partition.py", "flowergraph/tasks/federated_graph.py", "flowergraph/tasks/torch_state.py",
@@ -270,6 +294,19 @@ def reference_cell(dataset: str, name: str, budget: str, seed: int, retrains: in
                       network=lambda k: reference_baseline(name, features, classes, seed=k))}
 
 
+def published_cell(dataset: str, key: str, fusion: str, budget: str, seed: int, retrains: int, split: str) -> dict:
+    """The authors' published architecture ``(dataset, key)`` (:data:`PUBLISHED`) with stage 2 fused by ``fusion``,
+    retrained like the searched architecture."""
+    from flowergraph.tasks.flagcns import code_from_layers
+
+    config = {**run_config(dataset, "feo", budget, seed, split), "flagcns.fusion": fusion}
+    space, graphs = space_of(config), clients_of(config)
+    code = code_from_layers(space, *PUBLISHED[(dataset, key)])
+    return {"kind": "published", "dataset": dataset, "published": key, "fusion": fusion, "seed": seed,
+            "budget": budget, "split": split, "architecture": list(code), "describe": space.short(code),
+            **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
+
+
 def outputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
     """The searched ``code`` retrained with every output activation (the last gene)."""
     from flowergraph.tasks.flagcns import ACTIVATIONS, federated_train_architecture
@@ -408,6 +445,25 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         out += ["\n**Control: the searched architecture with each output activation** (FLACC over the retrainings; "
                 "the graph part as the search found it, only the last gene changed):\n",
                 table(["dataset", "seed", "search chose"] + acts, body + means)]
+    # the authors' published architectures
+    pub = [r for d in present for r in of("published", d)]
+    if pub:
+        body = []
+        for (d, key), fusion in sorted({((r["dataset"], r["published"]), r["fusion"]) for r in pub},
+                                       key=lambda k: (DATASETS.index(k[0][0]), k[0][1], k[1])):
+            cells = sorted([r for r in pub if r["dataset"] == d and r["published"] == key and r["fusion"] == fusion],
+                           key=lambda r: r["seed"])
+            feo = of("search", d, variant="feo")
+            body.append([d, f"`{PUBLISHED_CODES[(d, key)]}` ({key})", f"`{cells[0]['describe']}`", fusion,
+                         fmt([c["flacc"] for c in cells]) + (" †" if any(c.get("stale") for c in cells) else ""),
+                         ", ".join(f"s{c['seed']}: {c['flacc']:.1f}" for c in cells),
+                         fmt([c["parameters"] / 1e6 for c in cells], 3), fmt([c["flacc"] for c in feo]),
+                         paper_cell(PAPER3[d]["FL-AGCNS"][0], 1)])
+        out += ["\n**Control: the architectures the authors published** (their README's codes, translated into this "
+                "space, retrained like every row above on the same seeds, splits and partitions; stage 2 fused as the "
+                "paper says, `all`, or as their code does, `leaves`; FLACC over the retrainings):\n",
+                table(["dataset", "published code", "architecture", "fusion", "FLACC %", "per seed",
+                       "params M", "our FL-AGCNS", "paper FL-AGCNS"], body)]
     # the fitness control: the paper's FLL against the authors' code's validation accuracy
     fit = [(d, v) for d in present for v in ("feo-accuracy",) if of("search", d, variant=v)]
     if fit:
@@ -508,7 +564,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+",
                         default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
                         choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness",
-                                 "ablation-accuracy"])
+                                 "ablation-accuracy", "published"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
@@ -579,6 +635,16 @@ def main() -> None:
                     add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
                              {**run_config(dataset, "feo", b, seed, split), "reference-architecture": name},
                              lambda d=dataset, n=name, s=seed: reference_cell(d, n, b, s, args.retrains, split)))
+            if "published" in args.parts:
+                for (d, key) in PUBLISHED:
+                    if d != dataset:
+                        continue
+                    for fusion in ("all", "leaves"):
+                        add(cell(cell_name(f"{dataset}-published-{key}-{fusion}-{b}-s{seed}", split),
+                                 {**run_config(dataset, "feo", b, seed, split), "flagcns.fusion": fusion,
+                                  "published": key},
+                                 lambda d=dataset, k=key, f=fusion, s=seed: published_cell(d, k, f, b, s, args.retrains,
+                                                                                           split)))
     if "speed" in args.parts:
         budgets = ["quick"] if args.quick else ["default", "paper"]
         for sb in budgets:
