@@ -30,6 +30,7 @@ a finished cell is skipped, a stopped search resumes from its last checkpoint un
 * ``outputs`` (dataset, budget, seed): a control for the searched architecture: the seed's ``feo`` code retrained
   (like the others) with each of the five output activations in place of the one the search chose; the graph part
   stays as found.
+* ``inputs`` (dataset, budget, seed): the same control for the first gene (the input activation).
 * ``published`` (dataset, code, fusion, seed): the architectures the authors published as found by FL-AGCNS
   (their README: ``server.py --mode test --code ...``; :data:`PUBLISHED`), translated into this space's code and
   retrained like the others, with stage 2 fused as the paper says (``all``) and as their code does (``leaves``): can
@@ -307,23 +308,44 @@ def published_cell(dataset: str, key: str, fusion: str, budget: str, seed: int, 
             **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
 
 
+def by_activation(space, code, graphs, epochs: int, retrains: int, position: int) -> dict:
+    """``code`` retrained with every activation at gene ``position`` (0: the input structure, -1: the output
+    structure): FLACC over the retrainings per activation."""
+    from flowergraph.tasks.flagcns import ACTIVATIONS, federated_train_architecture
+
+    out = {}
+    for i, act in enumerate(ACTIVATIONS):
+        c = list(code)
+        c[position] = i
+        accs = [100 * federated_train_architecture(space, tuple(c), graphs, epochs=epochs, seed=k).test_accuracy
+                for k in range(retrains)]
+        out[act] = {"retrains": accs, "flacc": statistics.mean(accs),
+                    "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0}
+    return out
+
+
 def outputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
     """The searched ``code`` retrained with every output activation (the last gene)."""
-    from flowergraph.tasks.flagcns import ACTIVATIONS, federated_train_architecture
+    from flowergraph.tasks.flagcns import ACTIVATIONS
 
     config = run_config(dataset, "feo", budget, seed, split)
     space, graphs = space_of(config), clients_of(config)
-    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
-    by_output = {}
-    for i, act in enumerate(ACTIVATIONS):
-        c = tuple(code[:-1]) + (i,)
-        accs = [100 * federated_train_architecture(space, c, graphs, epochs=epochs, seed=k).test_accuracy
-                for k in range(retrains)]
-        by_output[act] = {"retrains": accs, "flacc": statistics.mean(accs),
-                          "flacc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0}
     return {"kind": "outputs", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
             "architecture": list(code), "describe": space.short(tuple(code)),
-            "chosen_output": ACTIVATIONS[code[-1]], "by_output": by_output}
+            "chosen_output": ACTIVATIONS[code[-1]],
+            "by_output": by_activation(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains, -1)}
+
+
+def inputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
+    """The searched ``code`` retrained with every input activation (the first gene)."""
+    from flowergraph.tasks.flagcns import ACTIVATIONS
+
+    config = run_config(dataset, "feo", budget, seed, split)
+    space, graphs = space_of(config), clients_of(config)
+    return {"kind": "inputs", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
+            "architecture": list(code), "describe": space.short(tuple(code)),
+            "chosen_input": ACTIVATIONS[code[0]],
+            "by_input": by_activation(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains, 0)}
 
 
 def speed_cell(budget: str, method: str, epochs: int) -> dict:
@@ -433,17 +455,19 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                     "budget; minutes of search):\n",
                     table(["dataset", "method", "seed", "architecture", "FLACC %", "tried", "FLL", "search min"],
                           searched)]
-    # the output-activation control
-    outs = [r for d in present for r in of("outputs", d)]
-    if outs:
-        acts = list(outs[0]["by_output"])
-        body = [[r["dataset"], r["seed"], r["chosen_output"]] +
-                [f"{r['by_output'][a]['flacc']:.1f} ± {r['by_output'][a]['flacc_std']:.1f}" for a in acts]
-                for r in sorted(outs, key=lambda r: (r["dataset"], r["seed"]))]
-        means = [[d, "mean", ""] + [fmt([r["by_output"][a]["flacc"] for r in outs if r["dataset"] == d])
-                                    for a in acts] for d in present if any(r["dataset"] == d for r in outs)]
-        out += ["\n**Control: the searched architecture with each output activation** (FLACC over the retrainings; "
-                "the graph part as the search found it, only the last gene changed):\n",
+    # the activation controls: the searched architecture with each output (input) activation
+    for kind, gene, where in (("outputs", "output", "last"), ("inputs", "input", "first")):
+        cells = [r for d in present for r in of(kind, d)]
+        if not cells:
+            continue
+        acts = list(cells[0][f"by_{gene}"])
+        body = [[r["dataset"], r["seed"], r[f"chosen_{gene}"]] +
+                [f"{r[f'by_{gene}'][a]['flacc']:.1f} ± {r[f'by_{gene}'][a]['flacc_std']:.1f}" for a in acts]
+                for r in sorted(cells, key=lambda r: (r["dataset"], r["seed"]))]
+        means = [[d, "mean", ""] + [fmt([r[f"by_{gene}"][a]["flacc"] for r in cells if r["dataset"] == d])
+                                    for a in acts] for d in present if any(r["dataset"] == d for r in cells)]
+        out += [f"\n**Control: the searched architecture with each {gene} activation** (FLACC over the retrainings; "
+                f"the rest of the architecture as the search found it, only the {where} gene changed):\n",
                 table(["dataset", "seed", "search chose"] + acts, body + means)]
     # the authors' published architectures
     pub = [r for d in present for r in of("published", d)]
@@ -564,7 +588,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+",
                         default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
                         choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness",
-                                 "ablation-accuracy", "published"])
+                                 "ablation-accuracy", "published", "inputs"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
@@ -630,6 +654,13 @@ def main() -> None:
                     add(cell(cell_name(f"{dataset}-outputs-{b}-s{seed}", split),
                              {**run_config(dataset, "feo", b, seed, split), "architecture": code},
                              lambda d=dataset, s=seed, c=code: outputs_cell(d, b, s, args.retrains, split, c)))
+            if "inputs" in args.parts:
+                feo = store.load(cell_name(f"{dataset}-feo-{b}-s{seed}", split))
+                if feo is not None:
+                    code = feo["row"]["architecture"]
+                    add(cell(cell_name(f"{dataset}-inputs-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "architecture": code, "gene": "input"},
+                             lambda d=dataset, s=seed, c=code: inputs_cell(d, b, s, args.retrains, split, c)))
             if "reference" in args.parts:
                 for name in FIXED:
                     add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
