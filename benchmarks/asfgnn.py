@@ -345,13 +345,13 @@ def plot_search(searches: dict[str, list[dict]], seeds: list[int], targets: dict
     plt = pyplot()
     fig, axes = plt.subplots(1, len(shown), figsize=(3.6 * len(shown), 3.4), sharey=True, squeeze=False)
     for ax, seed in zip(axes[0], shown):
-        for i, d in enumerate(searches):
+        for d in searches:
             c = next((c for c in searches[d] if c["seed"] == seed), None)
             if c is None:
                 continue
             vals = [t["best_val"] for t in sorted(c["trials"], key=lambda t: t["trial"])]
             best = [max(vals[:k + 1]) for k in range(len(vals))]
-            ax.step(range(1, len(best) + 1), best, where="post", label=d, color=plt.cm.tab10(i))
+            ax.step(range(1, len(best) + 1), best, where="post", label=d, color=plt.cm.tab10(LANES.index(d)))
         ax.axhline(targets[seed], ls="--", color="grey", lw=0.8)
         ax.set_title(f"seed {seed}", fontsize=9)
         ax.set_xlabel("trial")
