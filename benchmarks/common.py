@@ -10,6 +10,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Iterable
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "datasets"
@@ -69,11 +70,35 @@ def machine() -> str:
             f"torch {torch.__version__}")
 
 
-def write_result(name: str, title: str, body: str, argv: list[str] | None = None) -> Path:
-    """Write docs/results/<name>.md with the command that produced it, and print it."""
-    argv = sys.argv if argv is None else argv
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(argv[0], REPO), *argv[1:]])
-    text = (f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n.venv/bin/{command}\n```\n\n"
+def command_line(argv: list[str] | None = None, drop: tuple[str, ...] = ()) -> str:
+    """The benchmark command ``argv`` (default: this process's) as typed from the repository root; each option in
+    ``drop`` is left out with its value (e.g. ``--work``: a machine's scratch folder, not part of the result)."""
+    argv = list(sys.argv if argv is None else argv)
+    args, i = [], 1
+    while i < len(argv):
+        a = argv[i]
+        if a in drop:
+            i += 2
+            continue
+        if any(a.startswith(f"{d}=") for d in drop):
+            i += 1
+            continue
+        args.append(a)
+        i += 1
+    return ".venv/bin/python " + " ".join(shlex.quote(a) for a in [os.path.relpath(argv[0], REPO), *args])
+
+
+def write_result(name: str, title: str, body: str, argv: list[str] | None = None,
+                 cell_commands: Iterable[str] = ()) -> Path:
+    """Write docs/results/<name>.md with the command that produced it, and print it. ``cell_commands``: the commands
+    that computed the stored cells the tables show (:meth:`CellStore.commands`); listed under the file's own
+    command where they differ from it (a table rewritten with ``--tables-only`` still says how its numbers came)."""
+    command = command_line(argv)
+    others = [c for c in dict.fromkeys(cell_commands) if c and c != command]
+    cells = ("" if not others else
+             "Its cells were computed by (each cell records the command that computed it, without `--work`; cells "
+             "stored before commands were recorded are not listed):\n\n```bash\n" + "\n".join(others) + "\n```\n\n")
+    text = (f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n{command}\n```\n\n{cells}"
             f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{body}\n")
     out = REPO / "docs" / "results" / f"{name}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -285,12 +310,25 @@ class CellStore:
     def save(self, cell: str, settings: dict, row: dict) -> dict:
         import json
 
-        record = {"cell": cell, "settings": settings, "code": self.code, "env": environment(), "row": row}
+        record = {"cell": cell, "settings": settings, "code": self.code, "env": environment(),
+                  "command": command_line(drop=("--work",)), "row": row}
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path(cell).with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=1) + "\n")
         tmp.replace(self.path(cell))
         return record
+
+    def commands(self, keep: Callable[[dict], bool] = lambda row: True) -> list[str]:
+        """The distinct commands that computed the stored cells whose row passes ``keep``, in cell-name order
+        (cells stored before commands were recorded have none)."""
+        import json
+
+        found = []
+        for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
+            record = json.loads(path.read_text())
+            if record.get("command") and keep(record["row"]):
+                found.append(record["command"])
+        return list(dict.fromkeys(found))
 
     def current(self, record: dict | None) -> bool:
         """Whether ``record`` was computed by the package's sources as they are now."""

@@ -855,7 +855,7 @@ def main() -> None:
         body.append(part + (f"\n\n![accuracy vs wall time, DDPG returns]({figure})\n" if figure else ""))
     name = "fedgraph" if b == "paper" else f"fedgraph_{b}"
     write_result(name, f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
-                 "\n\n".join(body))
+                 "\n\n".join(body), cell_commands=store.commands(lambda row: row.get("budget") == b))
 
 
 if __name__ == "__main__":

@@ -613,7 +613,7 @@ def main() -> None:
     if missing:
         body += ("\n\n**Not run yet** (the table is resumable: the same command runs only these): "
                  + ", ".join(cell_name(*c) for c in missing))
-    write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body)
+    write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body, cell_commands=store.commands())
 
 
 if __name__ == "__main__":

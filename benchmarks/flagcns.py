@@ -698,7 +698,8 @@ def main() -> None:
     if figure:
         body += f"\n\n## Best fitness per generation\n\n![best FLL per generation]({figure})\n"
     name = "flagcns" if b == "paper" else f"flagcns_{b}"
-    write_result(name, f"FL-AGCNS: searched architectures, baselines, ablations and speed (budget {b})", body)
+    write_result(name, f"FL-AGCNS: searched architectures, baselines, ablations and speed (budget {b})", body,
+                 cell_commands=store.commands(lambda row: row.get("budget") == b or row.get("kind") == "speed"))
 
 
 if __name__ == "__main__":
