@@ -401,6 +401,13 @@ def output(row: dict) -> str:
     return ACTIVATIONS[row["architecture"][-1]]
 
 
+def genes(row: dict) -> str:
+    """The input and output activations (the first and last genes) of a search cell's chosen architecture."""
+    from flowergraph.tasks.flagcns import ACTIVATIONS
+
+    return f"{ACTIVATIONS[row['architecture'][0]]} in, {output(row)} out"
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     """Tables 3 and 5 of one split."""
     out: list[str] = []
@@ -509,7 +516,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
             cells = sorted(of("search", "Cora", variant=v), key=lambda r: r["seed"])
             paper = PAPER5[FITNESS_VARIANTS.get(v, (v,))[0]]
             body.append([LABELS[v], fmt([c["flacc"] for c in cells]), paper_cell(paper[0], 1),
-                         ", ".join(f"s{c['seed']}: {c['flacc']:.1f} ({output(c)})"
+                         ", ".join(f"s{c['seed']}: {c['flacc']:.1f} ({genes(c)})"
                                    for c in cells),
                          fmt([c["parameters"] / 1e6 for c in cells], 3), paper_cell(paper[1], 3),
                          fmt([c["inference_s"] for c in cells], 4), paper_cell(paper[2], 4)])
@@ -518,8 +525,8 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 "(gamma is the clients' share of P) those would keep the opposite EA; the rows here are named by what "
                 "they keep (`flagcns.ablation`), which matches the paper's descriptions (\"only preserves the EA "
                 "optimizer in the controller\").\n",
-                table(["variant", "FLACC % ours", "paper", "per seed: FLACC % (output gene)", "params M ours", "paper",
-                       "inference s ours", "paper"], body)]
+                table(["variant", "FLACC % ours", "paper", "per seed: FLACC % (input, output genes)", "params M ours",
+                       "paper", "inference s ours", "paper"], body)]
     return "\n".join(out)
 
 
