@@ -324,28 +324,19 @@ def by_activation(space, code, graphs, epochs: int, retrains: int, position: int
     return out
 
 
-def outputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
-    """The searched ``code`` retrained with every output activation (the last gene)."""
+def gene_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int], gene: str) -> dict:
+    """The searched ``code`` retrained with every activation at its ``gene``: ``output`` (the last gene) or
+    ``input`` (the first)."""
     from flowergraph.tasks.flagcns import ACTIVATIONS
 
+    position = {"input": 0, "output": -1}[gene]
     config = run_config(dataset, "feo", budget, seed, split)
     space, graphs = space_of(config), clients_of(config)
-    return {"kind": "outputs", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
+    return {"kind": f"{gene}s", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
             "architecture": list(code), "describe": space.short(tuple(code)),
-            "chosen_output": ACTIVATIONS[code[-1]],
-            "by_output": by_activation(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains, -1)}
-
-
-def inputs_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int]) -> dict:
-    """The searched ``code`` retrained with every input activation (the first gene)."""
-    from flowergraph.tasks.flagcns import ACTIVATIONS
-
-    config = run_config(dataset, "feo", budget, seed, split)
-    space, graphs = space_of(config), clients_of(config)
-    return {"kind": "inputs", "dataset": dataset, "budget": budget, "seed": seed, "split": split,
-            "architecture": list(code), "describe": space.short(tuple(code)),
-            "chosen_input": ACTIVATIONS[code[0]],
-            "by_input": by_activation(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains, 0)}
+            f"chosen_{gene}": ACTIVATIONS[code[position]],
+            f"by_{gene}": by_activation(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains,
+                                        position)}
 
 
 def speed_cell(budget: str, method: str, epochs: int) -> dict:
@@ -654,20 +645,14 @@ def main() -> None:
                     add(cell(cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
                              {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
                              lambda d=dataset, n=name, s=seed: fixed_cell(d, n, b, s, args.retrains, split)))
-            if "outputs" in args.parts:
+            for gene in ("output", "input"):
                 feo = store.load(cell_name(f"{dataset}-feo-{b}-s{seed}", split))
-                if feo is not None:
+                if f"{gene}s" in args.parts and feo is not None:
                     code = feo["row"]["architecture"]
-                    add(cell(cell_name(f"{dataset}-outputs-{b}-s{seed}", split),
-                             {**run_config(dataset, "feo", b, seed, split), "architecture": code},
-                             lambda d=dataset, s=seed, c=code: outputs_cell(d, b, s, args.retrains, split, c)))
-            if "inputs" in args.parts:
-                feo = store.load(cell_name(f"{dataset}-feo-{b}-s{seed}", split))
-                if feo is not None:
-                    code = feo["row"]["architecture"]
-                    add(cell(cell_name(f"{dataset}-inputs-{b}-s{seed}", split),
-                             {**run_config(dataset, "feo", b, seed, split), "architecture": code, "gene": "input"},
-                             lambda d=dataset, s=seed, c=code: inputs_cell(d, b, s, args.retrains, split, c)))
+                    add(cell(cell_name(f"{dataset}-{gene}s-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "architecture": code,
+                              **({"gene": gene} if gene == "input" else {})},  # outputs cells predate the key
+                             lambda d=dataset, s=seed, c=code, g=gene: gene_cell(d, b, s, args.retrains, split, c, g)))
             if "reference" in args.parts:
                 for name in FIXED:
                     add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
