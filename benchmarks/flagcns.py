@@ -112,18 +112,19 @@ REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' networ
 # renumbered in order; predecessors as the code intends them. (As their forward executes, layer 4-6's
 # predecessor is found by list membership, ``g in [12k + 1, 12(k + 1)]``, so a layer 6 with gene 55 reads layer 5,
 # not layer 4: that difference is not reproduced.) Leaves (their ``local_mask``): the layers no other layer reads.
-PUBLISHED = {
-    # README, Cora: 1 6 0 0 6 54 55 5 -> L1 APPNP(IS), L4 APPNP(IS), L5 APPNP(L4), L6 AGNN(L4); leaves L1, L5, L6
-    ("Cora", "readme"): ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("AGNNConv", 2)), "identity"),
-    # README, "the presented in paper": 1 6 0 6 42 54 55 5 -> L1 APPNP(IS), L3 APPNP(IS), L4 APPNP(L3),
-    # L5 APPNP(L4), L6 AGNN(L4); leaves L1, L5, L6
-    ("Cora", "paper"): ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("APPNP", 3), ("AGNNConv", 3)),
-                        "identity"),
-    # README, CiteSeer: 1 4 18 30 42 0 0 5 -> L1 GCN(IS), L2 APPNP(L1), L3 APPNP(L2), L4 APPNP(L3); leaf L4
-    ("CiteSeer", "readme"): ("relu", (("GCNConv", 0), ("APPNP", 1), ("APPNP", 2), ("APPNP", 3)), "identity"),
+PUBLISHED = {  # (dataset, key) -> (their supermask, its translation: input, layers, output)
+    # README, Cora -> L1 APPNP(IS), L4 APPNP(IS), L5 APPNP(L4), L6 AGNN(L4); leaves L1, L5, L6
+    ("Cora", "readme"): ("1 6 0 0 6 54 55 5",
+                         ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("AGNNConv", 2)), "identity")),
+    # README, "the presented in paper" -> L1 APPNP(IS), L3 APPNP(IS), L4 APPNP(L3), L5 APPNP(L4), L6 AGNN(L4);
+    # leaves L1, L5, L6
+    ("Cora", "paper"): ("1 6 0 6 42 54 55 5",
+                        ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("APPNP", 3), ("AGNNConv", 3)),
+                         "identity")),
+    # README, CiteSeer -> L1 GCN(IS), L2 APPNP(L1), L3 APPNP(L2), L4 APPNP(L3); leaf L4
+    ("CiteSeer", "readme"): ("1 4 18 30 42 0 0 5",
+                             ("relu", (("GCNConv", 0), ("APPNP", 1), ("APPNP", 2), ("APPNP", 3)), "identity")),
 }
-PUBLISHED_CODES = {("Cora", "readme"): "1 6 0 0 6 54 55 5", ("Cora", "paper"): "1 6 0 6 42 54 55 5",
-                   ("CiteSeer", "readme"): "1 4 18 30 42 0 0 5"}
 # The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
 SOURCES = ("flowergraph/tasks/flagcns/*.py", "flowergraph/tasks/datasets.py", "flowergraph/tasks/splits.py",
            "flowergraph/tasks/partition.py", "flowergraph/tasks/federated_graph.py", "flowergraph/tasks/torch_state.py",
@@ -302,7 +303,7 @@ def published_cell(dataset: str, key: str, fusion: str, budget: str, seed: int, 
 
     config = {**run_config(dataset, "feo", budget, seed, split), "flagcns.fusion": fusion}
     space, graphs = space_of(config), clients_of(config)
-    code = code_from_layers(space, *PUBLISHED[(dataset, key)])
+    code = code_from_layers(space, *PUBLISHED[(dataset, key)][1])
     return {"kind": "published", "dataset": dataset, "published": key, "fusion": fusion, "seed": seed,
             "budget": budget, "split": split, "architecture": list(code), "describe": space.short(code),
             **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
@@ -476,7 +477,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
             cells = sorted([r for r in pub if r["dataset"] == d and r["published"] == key and r["fusion"] == fusion],
                            key=lambda r: r["seed"])
             feo = of("search", d, variant="feo")
-            body.append([d, f"`{PUBLISHED_CODES[(d, key)]}` ({key})", f"`{cells[0]['describe']}`", fusion,
+            body.append([d, f"`{PUBLISHED[(d, key)][0]}` ({key})", f"`{cells[0]['describe']}`", fusion,
                          fmt([c["flacc"] for c in cells]) + (" †" if any(c.get("stale") for c in cells) else ""),
                          ", ".join(f"s{c['seed']}: {c['flacc']:.1f}" for c in cells),
                          fmt([c["parameters"] / 1e6 for c in cells], 3), fmt([c["flacc"] for c in feo]),
