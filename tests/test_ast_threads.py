@@ -1,0 +1,85 @@
+"""numpy.load in several threads at once, as a federated round does (Flower's server thread pool, the strategy's
+phase threads): on CPython 3.11 it could fail at random with ``SystemError: AST constructor recursion depth
+mismatch`` (CPython gh-106905; seen in our CI, in FedGraph's exchange phase). flowergraph serialises ``ast.parse``
+on those versions (flowergraph._compat.serialize_ast_parse)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# Threads loading small arrays while creating cyclic garbage with finalizers, with a tiny switch interval: a
+# collection inside one thread's parse runs a finalizer, which lets another thread parse in the middle. Prints the
+# number of failed loads (stops at the first one, or after SECONDS).
+STRESS = textwrap.dedent("""
+    import gc, io, sys, threading, time
+    import numpy as np
+    if sys.argv[1] == "flowergraph":
+        import flowergraph  # noqa: F401  (installs the lock)
+    seconds = float(sys.argv[2])
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            [i for i in range(30)]
+
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((3, 4), dtype=np.float32))
+    data = buf.getvalue()
+    errors = []
+    stop = time.monotonic() + seconds
+
+    def work():
+        while time.monotonic() < stop and not errors:
+            try:
+                assert np.load(io.BytesIO(data)).shape == (3, 4)
+            except SystemError as e:
+                errors.append(str(e))
+            for _ in range(20):
+                Cycle()
+
+    gc.set_threshold(7, 5, 5)
+    sys.setswitchinterval(1e-6)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    print(len(errors), errors[:1])
+""")
+
+
+def _stress(mode: str, seconds: float) -> tuple[int, str]:
+    out = subprocess.run([sys.executable, "-c", STRESS, mode, str(seconds)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    count, _, first = out.stdout.strip().partition(" ")
+    return int(count), first
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info >= (3, 12),
+                    reason="the race is in CPython 3.11's ast module; newer versions do not have it")
+def test_the_race_exists_without_the_lock_and_not_with_it():
+    """Without flowergraph imported the stress fails a load (the bug is real on this Python); with it, none fails
+    in the same time."""
+    count, first = _stress("plain", 20.0)
+    assert count >= 1 and "AST constructor recursion depth mismatch" in first, \
+        "the stress did not reproduce the race in 20 s: it no longer shows that the lock is needed"
+    assert _stress("flowergraph", 5.0) == (0, "[]")
+
+
+def test_the_lock_keeps_ast_parse_working():
+    import ast
+
+    import flowergraph  # noqa: F401
+    from flowergraph._compat import serialize_ast_parse
+
+    assert serialize_ast_parse() == (sys.version_info < (3, 12) and sys.implementation.name == "cpython")
+    assert serialize_ast_parse(force=True) and serialize_ast_parse(force=True)  # idempotent
+    assert ast.literal_eval("{'descr': '<f4', 'shape': (3, 4)}") == {"descr": "<f4", "shape": (3, 4)}
+    assert isinstance(ast.parse("x = 1", mode="exec"), ast.Module)
+    with pytest.raises(SyntaxError):
+        ast.parse("x = = 1")
