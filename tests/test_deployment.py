@@ -333,6 +333,54 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
 
 
 @pytest.mark.deployment
+def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_at_once(tmp_path):
+    """What failed our CI (stop 40): under load one write to the SuperLink's SQLite state waited > 5 s (Flower's busy
+    timeout) for the lock, the SuperLink answered the SuperExec's task poll with 500, the SuperExec exited (Flower
+    neither retries a 500 nor restarts it), and the next run hung until the test's 900 s timeout.
+
+    Here another connection holds the database's write lock for 12 s while the SuperExec polls: with Flower's own
+    5 s the SuperExec dies and the run never starts (checked by hand: the run timed out after 300 s, 5 answers of
+    500 in superlink.log); our SuperLink (flowergraph.deployment.superlink) waits it out and the run completes.
+    Then the SuperExec is killed: the next run stops within seconds, naming it, instead of hanging."""
+    import signal
+    import sqlite3
+
+    from flowergraph.app.runtime import descendants
+    from flowergraph.deployment.loopback import _is_superexec
+
+    before = _children()
+    out = tmp_path / "lock"
+    config = {"method": "fedavg", "num-clients": 2, "rounds": 1}
+    with LoopbackDeployment(out) as dep:
+        dep.start_superlink()
+        for k in range(2):
+            dep.add_node(k, 2)
+        dep.wait_for_nodes(2, timeout=180)
+        superexec = [p for p in descendants(dep.superlink.pid) if _is_superexec(p)]
+        assert len(superexec) == 1, descendants(dep.superlink.pid)
+        db = sqlite3.connect(dep.work / "superlink.db", timeout=60, isolation_level=None)
+        db.execute("BEGIN IMMEDIATE")  # the write lock, as a large upload holds it on a loaded machine
+        time.sleep(12)
+        db.execute("COMMIT")
+        db.close()
+        outcome = dep.run(dict(config, **{"out-dir": str(out / "after-lock")}), timeout=TIMEOUT)
+        log = (out / "superlink.log").read_text()
+        assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", log[-3000:]
+        assert "database is locked" not in log and '" 500' not in log
+        assert [p for p in descendants(dep.superlink.pid) if _is_superexec(p)] == superexec  # never restarted
+
+        os.kill(superexec[0], signal.SIGKILL)
+        started = time.monotonic()
+        outcome = dep.run(dict(config, **{"out-dir": str(out / "no-superexec")}), timeout=TIMEOUT)
+        assert outcome.status == "failed" and outcome.flwr_status.startswith(
+            "stopped: the SuperLink's SuperExec (it launches every ServerApp; Flower does not restart it) exited; "
+            "no run can start."), outcome.flwr_status
+        assert time.monotonic() - started < 60
+        ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in dep.nodes]
+    _assert_nothing_left(dep.pids, ports, before)
+
+
+@pytest.mark.deployment
 def test_timeout_stops_the_run_and_every_process(tmp_path):
     before = _children()
     started = time.monotonic()

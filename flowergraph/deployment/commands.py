@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ def superlink_command(certs_dir: str | os.PathLike, *, host: str = "127.0.0.1", 
     """``flower-superlink`` with TLS, SuperNode authentication and no runtime ``uv sync`` of app dependencies.
 
     One HTTPS port serves SuperNodes (Fleet API), ``flwr`` (Control API) and the ServerApp (Runtime API).
+    It runs through :mod:`flowergraph.deployment.superlink` (Flower's entry point with a longer SQLite busy
+    timeout; the arguments are ``flower-superlink``'s).
     """
     certs = Path(certs_dir).expanduser().resolve()
     for name in (CA_CERT, SERVER_CERT, SERVER_KEY):
@@ -32,7 +35,7 @@ def superlink_command(certs_dir: str | os.PathLike, *, host: str = "127.0.0.1", 
             raise KeyFileError(f"{str(certs / name)!r} does not exist; create the certificates with "
                                f"`python -m flowergraph.deployment certs --out {certs}`")
     _check_port(port, "SuperLink")
-    return [str(BIN_DIR / "flower-superlink"),
+    return [sys.executable, "-m", "flowergraph.deployment.superlink",
             "--ssl-ca-certfile", str(certs / CA_CERT), "--ssl-certfile", str(certs / SERVER_CERT),
             "--ssl-keyfile", str(certs / SERVER_KEY), "--enable-supernode-auth",
             "--disable-runtime-dependency-installation",

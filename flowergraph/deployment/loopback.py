@@ -46,6 +46,24 @@ def _tail(path: Path, chars: int = 2000) -> str:
         return ""
 
 
+def _is_superexec(pid: int) -> bool:
+    import psutil
+
+    try:
+        return any("flower-superexec" in part for part in psutil.Process(pid).cmdline()[:2])
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def _errors(path: Path, lines: int = 6) -> str:
+    """The last ERROR lines and exception lines of a Flower log (what ended a process), or its tail."""
+    text = _tail(path, 200_000).splitlines()
+    picked = [line for line in text if "ERROR" in line or line.startswith(("httpx.", "sqlite3.", "Traceback"))]
+    if picked:
+        return f"Its last errors ({path}):\n" + "\n".join(picked[-lines:])
+    return f"It logged no error; the log ({path}) ends:\n" + "\n".join(text[-lines:])
+
+
 class LoopbackDeployment:
     """A SuperLink and SuperNodes on this machine, with TLS and SuperNode authentication.
 
@@ -81,6 +99,7 @@ class LoopbackDeployment:
         self.certs: dict[str, Path] = {}
         self.app_dir: Path | None = None
         self._t0 = time.monotonic()
+        self._superexec_seen = False  # see _dead_superexec
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _flower_env(self, home: Path) -> dict[str, str]:
@@ -139,6 +158,9 @@ class LoopbackDeployment:
         self.superlink = self._start("superlink", cmd, log_file, self._flower_env(self.work / "superlink-home"))
         wait_for_superlink(self.superlink_address, self.certs["ca_cert"], timeout=timeout, proc=self.superlink,
                            log_file=log_file)
+        deadline = time.monotonic() + 30.0  # the SuperLink starts its SuperExec just after it answers
+        while self._dead_superexec() is None and not self._superexec_seen and time.monotonic() < deadline:
+            time.sleep(0.2)
         write_connection(self.flwr_home, self.connection, self.superlink_address, self.certs["ca_cert"])
         self.say(f"SuperLink up at {self.superlink_address} (TLS, SuperNode authentication; pid "
                  f"{self.superlink.pid}; log {log_file})")
@@ -212,6 +234,8 @@ class LoopbackDeployment:
                 if node.node_id is not None and not node.killed and node.exit_code is not None:
                     raise RuntimeError(f"SuperNode for partition {node.partition_id} exited with code "
                                        f"{node.exit_code}; log {node.log_file}:\n{_tail(node.log_file)}")
+            if (dead := self._dead_superexec()) is not None:
+                raise RuntimeError(dead)
             online = sum(n.get("status") == "online" for n in list_nodes(self.connection, self.env))
             if online >= count:
                 self.say(f"{online}/{count} SuperNodes online")
@@ -227,7 +251,21 @@ class LoopbackDeployment:
                         f"the run (log {node.log_file})")
         if self.superlink is not None and self.superlink.poll() is not None:
             return f"the SuperLink exited with code {self.superlink.returncode}"
-        return None
+        return self._dead_superexec()
+
+    def _dead_superexec(self) -> str | None:
+        """Flower's SuperLink launches every ServerApp through a SuperExec process it starts once and does not
+        restart: once that process has been seen and is gone, no run can start or go on."""
+        if self.superlink is None:
+            return None
+        alive = [pid for pid in descendants(self.superlink.pid) if _is_superexec(pid)]
+        if alive:
+            self._superexec_seen = True
+            return None
+        if not self._superexec_seen:
+            return None
+        return (f"the SuperLink's SuperExec (it launches every ServerApp; Flower does not restart it) exited; no "
+                f"run can start. {_errors(self.log_dir / 'superlink.log')}")
 
     def run(self, run_config: dict[str, Any], *, timeout: float | None = None,
             on_started: Callable[[int], None] | None = None) -> RunOutcome:
