@@ -154,13 +154,15 @@ def run_cell(work: Path, name: str, config: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------- tables
-def fmt(values: list[float], digits: int = 4) -> str:
+def fmt(values: list[float], digits: int = 4, n: int | None = None) -> str:
+    """mean ± std; with ``n`` (the seeds a table is about), a cell over another number of seeds says how many."""
     values = [v for v in values if v is not None]
     if not values:
         return "-"
+    count = f" (n={len(values)})" if n is not None and len(values) != n else ""
     if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+        return f"{values[0]:.{digits}f}{count}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}{count}"
 
 
 def accuracy(row: dict) -> float:
@@ -199,6 +201,12 @@ def tables(rows: list[dict], budget: str) -> str:
         return " †" if any(c.get("stale") for c in cells) else ""
 
     seeds = sorted({r["seed"] for r in rows})
+    groups: dict[tuple, int] = {}  # the usual number of seeds per tuned row; a row over another number says so
+    for r in rows:
+        if r.get("kind") == "tuned":
+            key = tuple(r.get(k) for k in ("dataset", "setting", "alpha", "method"))
+            groups[key] = groups.get(key, 0) + 1
+    n = statistics.mode(groups.values()) if groups else None
     t3 = [d for d in ("Cora", "CiteSeer") if of("tuned", dataset=d, setting="label", alpha=1.0, budget=budget)]
     if t3:
         body = []
@@ -206,12 +214,12 @@ def tables(rows: list[dict], budget: str) -> str:
             line = [d]
             for m in ("cm", "fl", "sp", "sfgnn"):
                 cells = of("tuned", dataset=d, setting="label", alpha=1.0, method=m, budget=budget)
-                line.append(f"{fmt([accuracy(c) for c in cells])}{mark(cells)} \\| {PAPER3[d][m]:.4f}")
+                line.append(f"{fmt([accuracy(c) for c in cells], n=n)}{mark(cells)} \\| {PAPER3[d][m]:.4f}")
             body.append(line)
         out += [f"## Paper Table 3: tuned accuracy, alpha = 1.0 (budget `{budget}`)\n",
                 f"Mean client test accuracy of the best trial (best mean client validation accuracy), mean ± std over "
-                f"seeds {seeds}; ours \\| paper (the paper tuned by grid search). Target: SFGNN within 2 points of "
-                "the paper and SFGNN > SP > FL > CM.\n",
+                f"seeds {seeds} (n = the number of seeds where a cell has other than {n}); ours \\| paper (the "
+                "paper tuned by grid search). Target: SFGNN within 2 points of the paper and SFGNN > SP > FL > CM.\n",
                 table(["dataset"] + [f"{LABELS[m]} (ours \\| paper)" for m in ("cm", "fl", "sp", "sfgnn")], body)]
         oracle = []  # (dataset, method, its cells that have the control's column)
         for d in t3:
@@ -253,9 +261,9 @@ def tables(rows: list[dict], budget: str) -> str:
             best = (max(("sfgnn", "fl", "sp"), key=means.__getitem__).upper()
                     if all(m in means for m in ("sfgnn", "fl", "sp")) else "-")
             sp_fl = ("SP" if means["sp"] > means["fl"] else "FL") if all(m in means for m in ("fl", "sp")) else "-"
-            body.append([f"{a:.1f}", f"{fmt([accuracy(c) for c in cells['sfgnn-nojs']])} \\| {PAPER6[a][0]:.4f}",
-                         f"{fmt([accuracy(c) for c in cells['sfgnn']])} \\| {PAPER6[a][1]:.4f}",
-                         fmt([accuracy(c) for c in cells["fl"]]), fmt([accuracy(c) for c in cells["sp"]]),
+            body.append([f"{a:.1f}", f"{fmt([accuracy(c) for c in cells['sfgnn-nojs']], n=n)} \\| {PAPER6[a][0]:.4f}",
+                         f"{fmt([accuracy(c) for c in cells['sfgnn']], n=n)} \\| {PAPER6[a][1]:.4f}",
+                         fmt([accuracy(c) for c in cells["fl"]], n=n), fmt([accuracy(c) for c in cells["sp"]], n=n),
                          f"{best} \\| {best_paper}", f"{sp_fl} \\| {sp_fl_paper}"])
             gaps.append([f"{a:.1f}"] + [gap(cells[m]) if cells[m] else "-" for m in ("fl", "sp", "sfgnn", "sfgnn-nojs")]
                         + [f"{PAPER6[a][1]:.3f}"])
@@ -267,6 +275,27 @@ def tables(rows: list[dict], budget: str) -> str:
                 table(["alpha", "without JS (ours \\| paper)", "with JS (ours \\| paper)", "FL", "SP",
                        "best of SFGNN, FL, SP (ours \\| paper's text)", "SP or FL ahead (ours \\| paper's text)"],
                       body)]
+        paired = []
+        for a in sorted(t6, reverse=True):
+            js = {c["seed"]: accuracy(c) for c in of("tuned", dataset="Cora", setting="label", alpha=a,
+                                                     method="sfgnn", budget=budget)}
+            nojs = {c["seed"]: accuracy(c) for c in of("tuned", dataset="Cora", setting="label", alpha=a,
+                                                       method="sfgnn-nojs", budget=budget)}
+            both = sorted(set(js) & set(nojs))
+            if both:
+                diff = [js[k] - nojs[k] for k in both]
+                paired.append([f"{a:.1f}", f"{len(both)} ({', '.join(map(str, both))})", fmt([js[k] for k in both]),
+                               fmt([nojs[k] for k in both]),
+                               f"{statistics.mean(diff):+.4f}" + (f" ± {statistics.stdev(diff):.4f}" if len(diff) > 1
+                                                                  else ""),
+                               f"{sum(d > 0 for d in diff)} / {sum(d == 0 for d in diff)} / {sum(d < 0 for d in diff)}",
+                               f"{PAPER6[a][1] - PAPER6[a][0]:+.4f}"])
+        if paired:
+            out += ["\n**JS against no JS, seed-paired**, over every seed that has both cells (the rows above average "
+                    "each method over its own cells): with JS minus without, and on how many seeds JS is ahead / "
+                    "level / behind. The paper's improvement is its Table 6's (one run each).\n",
+                    table(["alpha", "seeds", "with JS", "without JS", "with - without", "ahead / level / behind",
+                           "paper's improvement"], paired)]
         out += ["\nWhat the tuner saw against what the table reports: per alpha and method, the mean over seeds of "
                 "the best configuration's objective (the best mean client validation accuracy over its rounds), "
                 "its test accuracy and (in brackets) the difference (the personalised rows tune 2 x 4 "
