@@ -234,7 +234,8 @@ def tables(rows: list[dict], budget: str) -> str:
                     "every trial (an upper bound of what any selection could report; the rows above select on "
                     "validation). If the paper's number sat above this, selecting on test would not explain it.\n",
                     table(["dataset", "method", "selected on validation", "selected on test", "paper"],
-                          [[d, LABELS[m], fmt([accuracy(c) for c in cells]), fmt([c["oracle_test"] for c in cells]),
+                          [[d, LABELS[m], fmt([accuracy(c) for c in cells], n=n),
+                            fmt([c["oracle_test"] for c in cells], n=n),
                             f"{paper[d][m]:.4f}" if m in paper[d] else "-"] for d, m, cells in oracle])]
     t5 = [d for d in ("Cora", "CiteSeer") if of("tuned", dataset=d, setting="graph", budget=budget)]
     if t5:
