@@ -45,6 +45,7 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -165,6 +166,21 @@ def fmt(values: list[float], digits: int = 4, n: int | None = None) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}{count}"
 
 
+def paired(a_cells: list[dict], b_cells: list[dict]) -> list[str] | None:
+    """a against b over the seeds that have both: [seeds, a, b, a - b, on how many seeds a is ahead / level /
+    behind] (None if no seed has both)."""
+    a = {c["seed"]: accuracy(c) for c in a_cells}
+    b = {c["seed"]: accuracy(c) for c in b_cells}
+    both = sorted(set(a) & set(b))
+    if not both:
+        return None
+    diff = [a[k] - b[k] for k in both]
+    spread = f" ± {statistics.stdev(diff):.4f}" if len(diff) > 1 else ""
+    return [f"{len(both)} ({', '.join(map(str, both))})", fmt([a[k] for k in both]), fmt([b[k] for k in both]),
+            f"{statistics.mean(diff):+.4f}{spread}",
+            f"{sum(d > 0 for d in diff)} / {sum(d == 0 for d in diff)} / {sum(d < 0 for d in diff)}"]
+
+
 def accuracy(row: dict) -> float:
     """The paper's number: the mean of the clients' test accuracies (CM: of the owners' nodes in the union)."""
     if row["method"] == "cm":
@@ -201,11 +217,9 @@ def tables(rows: list[dict], budget: str) -> str:
         return " †" if any(c.get("stale") for c in cells) else ""
 
     seeds = sorted({r["seed"] for r in rows})
-    groups: dict[tuple, int] = {}  # the usual number of seeds per tuned row; a row over another number says so
-    for r in rows:
-        if r.get("kind") == "tuned":
-            key = tuple(r.get(k) for k in ("dataset", "setting", "alpha", "method"))
-            groups[key] = groups.get(key, 0) + 1
+    # the usual number of seeds per tuned row; a cell over another number says so
+    groups = Counter(tuple(r.get(k) for k in ("dataset", "setting", "alpha", "method")) for r in rows
+                     if r.get("kind") == "tuned")
     n = statistics.mode(groups.values()) if groups else None
     t3 = [d for d in ("Cora", "CiteSeer") if of("tuned", dataset=d, setting="label", alpha=1.0, budget=budget)]
     if t3:
@@ -221,6 +235,19 @@ def tables(rows: list[dict], budget: str) -> str:
                 f"seeds {seeds} (n = the number of seeds where a cell has other than {n}); ours \\| paper (the "
                 "paper tuned by grid search). Target: SFGNN within 2 points of the paper and SFGNN > SP > FL > CM.\n",
                 table(["dataset"] + [f"{LABELS[m]} (ours \\| paper)" for m in ("cm", "fl", "sp", "sfgnn")], body)]
+        pairs = []
+        for d in t3:
+            for a, b in (("sfgnn", "sp"), ("sp", "fl"), ("fl", "cm")):
+                row = paired(of("tuned", dataset=d, setting="label", alpha=1.0, method=a, budget=budget),
+                             of("tuned", dataset=d, setting="label", alpha=1.0, method=b, budget=budget))
+                if row:
+                    pairs.append([d, f"{LABELS[a]} - {LABELS[b]}", *row, f"{PAPER3[d][a] - PAPER3[d][b]:+.4f}"])
+        if pairs:
+            out += ["\n**Seed-paired**: the paper's order, one neighbouring pair at a time, over every seed that has "
+                    "both cells (the table above averages each method over its own cells): the difference, and on "
+                    "how many seeds the first is ahead / level / behind.\n",
+                    table(["dataset", "pair", "seeds", "first", "second", "first - second", "ahead / level / behind",
+                           "paper"], pairs)]
         oracle = []  # (dataset, method, its cells that have the control's column)
         for d in t3:
             for m in ("cm", "fl", "sp", "sfgnn-nojs", "sfgnn"):
@@ -253,10 +280,12 @@ def tables(rows: list[dict], budget: str) -> str:
                     f" ({statistics.mean(c['best_val'] - accuracy(c) for c in cs):+.3f}) / "
                     + (f"{statistics.mean(oracle):.3f}" if len(oracle) == len(cs) else "-"))
 
-        body, gaps = [], []
+        body, gaps, js_pairs = [], [], []
         for a in sorted(t6, reverse=True):
             cells = {m: of("tuned", dataset="Cora", setting="label", alpha=a, method=m, budget=budget)
                      for m in ("sfgnn-nojs", "sfgnn", "fl", "sp")}
+            if row := paired(cells["sfgnn"], cells["sfgnn-nojs"]):
+                js_pairs.append([f"{a:.1f}", *row, f"{PAPER6[a][1] - PAPER6[a][0]:+.4f}"])
             means = {m: statistics.mean(accuracy(c) for c in cs) for m, cs in cells.items() if cs}
             best_paper, sp_fl_paper = paper_fig3(a)
             best = (max(("sfgnn", "fl", "sp"), key=means.__getitem__).upper()
@@ -276,27 +305,12 @@ def tables(rows: list[dict], budget: str) -> str:
                 table(["alpha", "without JS (ours \\| paper)", "with JS (ours \\| paper)", "FL", "SP",
                        "best of SFGNN, FL, SP (ours \\| paper's text)", "SP or FL ahead (ours \\| paper's text)"],
                       body)]
-        paired = []
-        for a in sorted(t6, reverse=True):
-            js = {c["seed"]: accuracy(c) for c in of("tuned", dataset="Cora", setting="label", alpha=a,
-                                                     method="sfgnn", budget=budget)}
-            nojs = {c["seed"]: accuracy(c) for c in of("tuned", dataset="Cora", setting="label", alpha=a,
-                                                       method="sfgnn-nojs", budget=budget)}
-            both = sorted(set(js) & set(nojs))
-            if both:
-                diff = [js[k] - nojs[k] for k in both]
-                paired.append([f"{a:.1f}", f"{len(both)} ({', '.join(map(str, both))})", fmt([js[k] for k in both]),
-                               fmt([nojs[k] for k in both]),
-                               f"{statistics.mean(diff):+.4f}" + (f" ± {statistics.stdev(diff):.4f}" if len(diff) > 1
-                                                                  else ""),
-                               f"{sum(d > 0 for d in diff)} / {sum(d == 0 for d in diff)} / {sum(d < 0 for d in diff)}",
-                               f"{PAPER6[a][1] - PAPER6[a][0]:+.4f}"])
-        if paired:
+        if js_pairs:
             out += ["\n**JS against no JS, seed-paired**, over every seed that has both cells (the rows above average "
                     "each method over its own cells): with JS minus without, and on how many seeds JS is ahead / "
                     "level / behind. The paper's improvement is its Table 6's (one run each).\n",
                     table(["alpha", "seeds", "with JS", "without JS", "with - without", "ahead / level / behind",
-                           "paper's improvement"], paired)]
+                           "paper's improvement"], js_pairs)]
         out += ["\nWhat the tuner saw against what the table reports: per alpha and method, the mean over seeds of "
                 "the best configuration's objective (the best mean client validation accuracy over its rounds), "
                 "its test accuracy and (in brackets) the difference (the personalised rows tune 2 x 4 "

@@ -345,9 +345,6 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
     import signal
     import sqlite3
 
-    from flowergraph.app.runtime import descendants
-    from flowergraph.deployment.loopback import _is_superexec
-
     before = _children()
     out = tmp_path / "lock"
     config = {"method": "fedavg", "num-clients": 2, "rounds": 1}
@@ -356,8 +353,8 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
         for k in range(2):
             dep.add_node(k, 2)
         dep.wait_for_nodes(2, timeout=180)
-        superexec = [p for p in descendants(dep.superlink.pid) if _is_superexec(p)]
-        assert len(superexec) == 1, descendants(dep.superlink.pid)
+        superexec = dep.superexec_pids()
+        assert len(superexec) == 1, superexec
         db = sqlite3.connect(dep.work / "superlink.db", timeout=60, isolation_level=None)
         db.execute("BEGIN IMMEDIATE")  # the write lock, as a large upload holds it on a loaded machine
         time.sleep(12)
@@ -367,7 +364,7 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
         log = (out / "superlink.log").read_text()
         assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", log[-3000:]
         assert "database is locked" not in log and '" 500' not in log
-        assert [p for p in descendants(dep.superlink.pid) if _is_superexec(p)] == superexec  # never restarted
+        assert dep.superexec_pids() == superexec  # the same process all along
 
         os.kill(superexec[0], signal.SIGKILL)
         started = time.monotonic()

@@ -159,7 +159,7 @@ class LoopbackDeployment:
         wait_for_superlink(self.superlink_address, self.certs["ca_cert"], timeout=timeout, proc=self.superlink,
                            log_file=log_file)
         deadline = time.monotonic() + 30.0  # the SuperLink starts its SuperExec just after it answers
-        while self._dead_superexec() is None and not self._superexec_seen and time.monotonic() < deadline:
+        while not self.superexec_pids() and time.monotonic() < deadline:
             time.sleep(0.2)
         write_connection(self.flwr_home, self.connection, self.superlink_address, self.certs["ca_cert"])
         self.say(f"SuperLink up at {self.superlink_address} (TLS, SuperNode authentication; pid "
@@ -253,16 +253,17 @@ class LoopbackDeployment:
             return f"the SuperLink exited with code {self.superlink.returncode}"
         return self._dead_superexec()
 
+    def superexec_pids(self) -> list[int]:
+        """The PIDs of the SuperLink's SuperExec (Flower's process that launches every ServerApp; one, once
+        started)."""
+        pids = [pid for pid in descendants(self.superlink.pid) if _is_superexec(pid)] if self.superlink else []
+        self._superexec_seen = self._superexec_seen or bool(pids)
+        return pids
+
     def _dead_superexec(self) -> str | None:
-        """Flower's SuperLink launches every ServerApp through a SuperExec process it starts once and does not
-        restart: once that process has been seen and is gone, no run can start or go on."""
-        if self.superlink is None:
-            return None
-        alive = [pid for pid in descendants(self.superlink.pid) if _is_superexec(pid)]
-        if alive:
-            self._superexec_seen = True
-            return None
-        if not self._superexec_seen:
+        """Flower's SuperLink starts its SuperExec once and does not restart it: once that process has been seen
+        and is gone, no run can start or go on."""
+        if self.superexec_pids() or not self._superexec_seen:
             return None
         return (f"the SuperLink's SuperExec (it launches every ServerApp; Flower does not restart it) exited; no "
                 f"run can start. {_errors(self.log_dir / 'superlink.log')}")
