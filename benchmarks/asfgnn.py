@@ -127,7 +127,8 @@ def run_cell(work: Path, name: str, config: dict) -> dict:
 
     out = work / name
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
-            "checkpoint-every": config["asfgnn.trial-rounds"] + 1}  # a checkpoint after every trial
+            "checkpoint-every": config["asfgnn.trial-rounds"] + 1,  # a checkpoint after every trial
+            "checkpoint-keep": 1}
     state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
     if state != "completed":
         if state == "resume":

@@ -178,7 +178,7 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
     config = run_config(dataset, variant, var, budget, seed, split, data)
     out = work / cell_name(dataset, variant, var, budget, seed, split, data)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
-            "checkpoint-every": 100 if budget == "learning" else 10}
+            "checkpoint-every": 100 if budget == "learning" else 10, "checkpoint-keep": 1}
     state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
     if state != "completed":
         if state == "resume":

@@ -135,7 +135,7 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
             shutil.rmtree(out)
             state = prepare_run_dir(out, SOURCES)
     config = {**cell_settings(*cell, rounds, eval_every), "data-dir": data_dir(), "checkpoint-every": 50,
-              "out-dir": str(out), "state-dir": str(out / "client-state")}
+              "checkpoint-keep": 1, "out-dir": str(out), "state-dir": str(out / "client-state")}
     if state == "resume":
         config["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
     started, cpu_started = time.perf_counter(), time.process_time()

@@ -220,7 +220,7 @@ def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, 
     config = run_config(dataset, variant, budget, seed, split)
     out = work / cell_name(f"{dataset}-{variant}-{budget}-s{seed}", split)
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
-            "checkpoint-every": 25}
+            "checkpoint-every": 25, "checkpoint-keep": 1}
     state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
     if state != "completed":
         if state == "resume":

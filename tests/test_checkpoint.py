@@ -212,6 +212,49 @@ def test_resume_refuses_bad_checkpoints_before_training(tmp_path):
 def test_checkpoint_settings_are_validated():
     with pytest.raises(Exception, match=r"checkpoint-every=-1: must be >= 0"):
         parse_run_config({"checkpoint-every": -1})
+    with pytest.raises(Exception, match=r"checkpoint-keep=-1: must be >= 0"):
+        parse_run_config({"checkpoint-keep": -1})
+    with pytest.raises(Exception, match=r"checkpoint-keep='two': expected an integer"):
+        parse_run_config({"checkpoint-keep": "two"})
+
+
+def test_prune_rounds_keeps_the_newest_and_never_a_later_round(tmp_path):
+    from flowergraph.storage.checkpoint import prune_rounds
+
+    for k in (1, 2, 3, 5, 9):  # 9: a round of the run this one resumed from an earlier checkpoint of
+        (tmp_path / f"round-{k:06d}.npz").write_bytes(b"x")
+    for other in ("round-000004.npz.tmp", "round-x.npz", "notes.txt"):
+        (tmp_path / other).write_bytes(b"x")
+    assert prune_rounds(tmp_path, 0, 5) == [] and len(list(tmp_path.iterdir())) == 8  # 0 keeps everything
+    deleted = prune_rounds(tmp_path, 2, 5)
+    assert sorted(p.name for p in deleted) == ["round-000001.npz", "round-000002.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "round-000003.npz", "round-000004.npz.tmp",
+                                                          "round-000005.npz", "round-000009.npz", "round-x.npz"]
+    assert prune_rounds(tmp_path, 1, 9) == [tmp_path / "round-000003.npz", tmp_path / "round-000005.npz"]
+
+
+def test_checkpoint_keep_bounds_server_and_client_files_and_a_run_still_resumes(tmp_path):
+    """checkpoint-keep=2: the server keeps its 2 newest checkpoints, each client its 3 newest state files; a run
+    that died after the clients saved its last round and before the server did resumes from the server's
+    newest checkpoint (the clients still hold that round's files) and computes what the uninterrupted run does."""
+    base = {"method": "fedgcn", "node.partitioner": "louvain", "num-clients": 3, "seed": 7, "checkpoint-every": 1}
+    run_inprocess({**base, "rounds": 6, "out-dir": str(tmp_path / "full"), "state-dir": str(tmp_path / "sf")})
+    short = {**base, "rounds": 5, "checkpoint-keep": 2, "out-dir": str(tmp_path / "short"),
+             "state-dir": str(tmp_path / "ss")}
+    run_inprocess(short)
+    assert sorted(p.name for p in (tmp_path / "short" / "checkpoints").iterdir()) == [
+        "round-000004.npz", "round-000005.npz"]
+    partitions = sorted((tmp_path / "ss").glob("*/partition-*"))
+    assert len(partitions) == 3
+    for folder in partitions:  # written by each client on its own "machine"
+        assert sorted(p.name for p in folder.iterdir()) == ["round-000003.npz", "round-000004.npz", "round-000005.npz"]
+    assert len(list((tmp_path / "full" / "checkpoints").iterdir())) == 6  # the default keeps every checkpoint
+    (tmp_path / "short" / "checkpoints" / "round-000005.npz").unlink()  # died before the server's save of round 5
+    summary, _ = run_inprocess({**short, "rounds": 6, "resume-from": str(tmp_path / "short")})
+    assert summary["rounds_completed"] == 6
+    _assert_same_run(tmp_path / "full", tmp_path / "short", same_messages=False)
+    assert sorted(p.name for p in (tmp_path / "short" / "checkpoints").iterdir()) == [
+        "round-000005.npz", "round-000006.npz"]
 
 
 def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):

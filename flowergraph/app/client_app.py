@@ -182,6 +182,10 @@ def build_client(context: Context):
     with timing.build():  # the node's data and model (timed apart when FLOWERGRAPH_MESSAGE_TIMES is set)
         client = s.method_info.build_client(args)
     client = StateCheckpoints(client, state, pid, s.state_dir or None)
+    if s.checkpoint_keep > 0:  # one file more than the server keeps: see flowergraph.clients.retention
+        from ..clients.retention import KeepNewestStates
+
+        client = KeepNewestStates(client, s.checkpoint_keep + 1)
     if s.dp in ("central-client", "local"):
         from ..clients.privacy import DPUpdates
 

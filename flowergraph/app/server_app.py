@@ -30,7 +30,7 @@ from flwr.server.compat import start_grid
 from flwr.serverapp import Grid, ServerApp
 
 from ..settings.plan import RunPlan
-from ..storage.checkpoint import Checkpoint, checkpoint_file, save_checkpoint
+from ..storage.checkpoint import Checkpoint, checkpoint_file, prune_rounds, save_checkpoint
 from ..settings import RunSettings, parse_run_config
 from ..errors import ConfigError, FlowergraphError
 from .polling import PollingGrid
@@ -88,11 +88,13 @@ def resume_state(s: RunSettings) -> Checkpoint | None:
 
 class Checkpointer:
     """The server's ``on_round_end`` hook: writes a checkpoint every ``every`` rounds and after the last (first
-    the clients' state, when the method's clients keep some, then the server's)."""
+    the clients' state, when the method's clients keep some, then the server's); with ``keep`` > 0 it then
+    deletes its checkpoints older than the newest ``keep`` (the clients prune their own files:
+    :class:`flowergraph.clients.retention.KeepNewestStates`)."""
 
     def __init__(self, out_dir: Path, every: int, num_rounds: int, strategy, recorder: RunRecorder,
-                 config: dict) -> None:
-        self.out_dir, self.every, self.num_rounds = out_dir, every, num_rounds
+                 config: dict, keep: int = 0) -> None:
+        self.out_dir, self.every, self.num_rounds, self.keep = out_dir, every, num_rounds, keep
         self.strategy, self.recorder, self.config = strategy, recorder, config
         self.client_manager = None  # set by serve(): the server's, for the client checkpoint phase
         self.written: list[Path] = []
@@ -110,6 +112,8 @@ class Checkpointer:
         path = save_checkpoint(ckpt, checkpoint_file(self.out_dir, server_round))
         self.written.append(path)
         log(INFO, "flowergraph: checkpoint after round %d: %s", server_round, path)
+        for old in prune_rounds(path.parent, self.keep, server_round):
+            log(INFO, "flowergraph: checkpoint-keep=%d: deleted %s", self.keep, old)
 
 
 def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], None], run_id: int | str = "") -> dict:
@@ -132,7 +136,8 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         strategy = build_strategy(s, recorder, initial_arrays=ckpt.arrays if ckpt else None)
         if ckpt is not None:
             strategy.load_state_dict(ckpt.strategy_state)
-        checkpointer = Checkpointer(out_dir, s.checkpoint_every, s.rounds, strategy, recorder, s.as_dict())
+        checkpointer = Checkpointer(out_dir, s.checkpoint_every, s.rounds, strategy, recorder, s.as_dict(),
+                                    keep=s.checkpoint_keep)
         server = FlowergraphServer(strategy=strategy, start_round=ckpt.server_round + 1 if ckpt else 1,
                                    on_round_end=checkpointer)
         checkpointer.client_manager = server.client_manager()

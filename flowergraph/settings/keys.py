@@ -93,9 +93,15 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "every client's persistent state every N rounds and after the last, to "
            "`<out-dir>/checkpoints/round-K.npz` and each client's `state-dir`; 0 = off.", check=at_least(0),
            group="reliability"),
+    Option("checkpoint-keep", 0, "Keep only the newest N checkpoints: after writing round K the server deletes its "
+           "older `round-*.npz` files and each client its older state files, keeping N + 1 of those (so a run "
+           "stopped between the clients' save and the server's still resumes); files of rounds after K (a run "
+           "resumed from an earlier checkpoint) are left alone; 0 = keep all.", check=at_least(0),
+           group="reliability"),
     Option("resume-from", "", "Continue a run from a checkpoint file or a run's out-dir (its latest checkpoint); "
-           "every setting but rounds, out-dir, checkpoint-every, timeouts, poll-interval, data-dir, key-file, "
-           "state-dir, partition-dir, inject-faults, fused-eval and client-order must equal the checkpointed run's.",
+           "every setting but rounds, out-dir, checkpoint-every, checkpoint-keep, timeouts, poll-interval, data-dir, "
+           "key-file, state-dir, partition-dir, inject-faults, fused-eval and client-order must equal the "
+           "checkpointed run's.",
            group="reliability"),
     Option("inject-faults", "", "Fault injection for robustness studies: comma-separated `kind:partition@round`, "
            "e.g. `raise:1@2,nan:0@3`, `@*` = every round; kinds: `raise`, `nan`, `shape`, `exit`, `hang`, and the "

@@ -14,7 +14,8 @@ File format: one ``.npz`` archive (numpy's zip of ``.npy`` members, CRC-checked 
 arrays found in the strategy state, and ``__meta__`` (UTF-8 JSON: format, version, round, counts, the state
 with arrays replaced by ``{"__ndarray__": "sK"}``, records, config). Files are written to a temporary name,
 fsynced and renamed (atomic on POSIX): a crash mid-write leaves the previous checkpoint intact.
-They live in ``<out-dir>/checkpoints/round-000005.npz``; all are kept.
+They live in ``<out-dir>/checkpoints/round-000005.npz``; all are kept unless the run sets ``checkpoint-keep``
+(:func:`prune_rounds`).
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ _PATTERN = "round-*.npz"
 
 # Run-config keys a resumed run may set differently from the checkpointed run (they change where and how the
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
-RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "round-timeout", "init-timeout",
-                     "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir", "partition-dir",
-                     "inject-faults", "fused-eval", "client-order")
+RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "checkpoint-keep", "round-timeout",
+                     "init-timeout", "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir",
+                     "partition-dir", "inject-faults", "fused-eval", "client-order")
 
 
 @dataclass
@@ -117,6 +118,30 @@ def find_checkpoint(path: str | os.PathLike) -> Path:
         raise CheckpointError(f"resume-from {str(path)!r} holds no checkpoint ({folder}/{_PATTERN}); was the run "
                               f"started with checkpoint-every > 0?")
     return found[-1]
+
+
+def round_of_file(path: str | os.PathLike) -> int | None:
+    """K of a ``round-K.npz`` file (a server checkpoint or a client's state file); None for any other name."""
+    name = Path(path).name
+    if not (name.startswith("round-") and name.endswith(".npz")):
+        return None
+    digits = name[len("round-"):-len(".npz")]
+    return int(digits) if digits.isdigit() else None
+
+
+def prune_rounds(folder: str | os.PathLike, keep: int, upto: int) -> list[Path]:
+    """Delete the ``round-K.npz`` files in ``folder`` that are older than its ``keep`` newest with K <= ``upto``
+    (the round just written); return what was deleted. ``keep`` <= 0 keeps everything.
+
+    Files of rounds after ``upto`` are never touched: they belong to the run a resumed run went back from (it
+    resumed from an earlier checkpoint), and deleting them is the user's decision, not the pruner's."""
+    if keep <= 0:
+        return []
+    found = sorted((k, p) for p in Path(folder).glob(_PATTERN) if (k := round_of_file(p)) is not None and k <= upto)
+    doomed = [p for _, p in found[:-keep]]
+    for p in doomed:
+        p.unlink(missing_ok=True)
+    return doomed
 
 
 def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
