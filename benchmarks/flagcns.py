@@ -72,6 +72,9 @@ VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
 # (``--parts ablation-accuracy``: the ablations so ranked); "<variant>-accuracy" -> (variant, fitness)
 FITNESS_VARIANTS = {f"{v}-accuracy": (v, "accuracy") for v in VARIANTS}
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
+# The selection control (``--parts finalists``): this many best distinct codes of the final P by FLL are retrained
+# once each and the best by federated validation accuracy is chosen (not the paper's rule: it takes the lowest FLL)
+FINALISTS = 5
 # Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
 BUDGETS = {
     "paper": {"flagcns.layers": 6, "flagcns.population": 60, "flagcns.sample-size": 20, "flagcns.epochs": 250,
@@ -248,6 +251,44 @@ def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, 
         raise RuntimeError(f"{dataset} {variant} seed {seed}: the Flower run's retraining gave FLACC "
                            f"{row['run_flacc']:.4f}, the reference retraining {row['retrains'][seed]:.4f}")
     return row
+
+
+def finalists_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, k: int = FINALISTS) -> dict:
+    """The selection control (not the paper's): the same search (in one process: ``InProcessSearch`` computes what
+    the Flower run does), then its ``k`` best distinct codes of the final P by FLL each retrained once from scratch
+    (init seed = the run's seed) and the one with the best federated validation accuracy chosen, instead of the
+    lowest FLL; the chosen code then gets the usual ``retrains`` retrainings."""
+    from flowergraph.methods.flagcns import schedule_of
+    from flowergraph.settings import parse_run_config
+    from flowergraph.tasks.flagcns import InProcessSearch, federated_train_architecture
+
+    config = run_config(dataset, "feo", budget, seed, split)
+    s = parse_run_config({**config, "data-dir": data_dir()})
+    o = s.of("flagcns")
+    space, graphs = space_of(config), clients_of(config)
+    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
+    started = time.perf_counter()
+    search = InProcessSearch(space, graphs, schedule_of(s), seed=seed, fitness=o.fitness, combine=o.combine,
+                             lr=o.lr, weight_decay=o.weight_decay)
+    search.run()
+    search_s = time.perf_counter() - started
+    by_fll, fll, _ = search.final()
+    scores = search.federated_scores(search.population)
+    distinct: dict = {}
+    for code, (loss, acc) in sorted(zip(search.population, scores), key=lambda item: item[1][0]):
+        distinct.setdefault(space.canonical(code), (tuple(code), loss, acc))
+    finalists = []
+    for code, loss, acc in list(distinct.values())[:k]:
+        r = federated_train_architecture(space, code, graphs, epochs=epochs, seed=seed)
+        finalists.append({"architecture": list(code), "describe": space.short(code), "fll": loss,
+                          "supernet_val": acc, "val": 100 * r.val_accuracy, "test": 100 * r.test_accuracy})
+    chosen = max(finalists, key=lambda f: f["val"])  # first on ties: the lower FLL
+    code = tuple(chosen["architecture"])
+    return {"kind": "finalists", "dataset": dataset, "variant": "feo", "budget": budget, "seed": seed,
+            "split": split, "k": k, "search_s": search_s, "by_fll": list(by_fll), "by_fll_describe":
+            space.short(by_fll), "fll": fll, "finalists": finalists, "architecture": list(code),
+            "describe": space.short(code), "layers": len(space.layers(code)), **retrain(space, code, graphs, epochs,
+                                                                                        retrains)}
 
 
 def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: int, split: str = "per-class") -> dict:
@@ -587,7 +628,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+",
                         default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
                         choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness",
-                                 "ablation-accuracy", "published", "inputs"])
+                                 "ablation-accuracy", "published", "inputs", "finalists"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
@@ -654,6 +695,10 @@ def main() -> None:
                              {**run_config(dataset, "feo", b, seed, split), "architecture": code,
                               **({"gene": gene} if gene == "input" else {})},  # outputs cells predate the key
                              lambda d=dataset, s=seed, c=code, g=gene: gene_cell(d, b, s, args.retrains, split, c, g)))
+            if "finalists" in args.parts:
+                add(cell(cell_name(f"{dataset}-finalists-{b}-s{seed}", split),
+                         {**run_config(dataset, "feo", b, seed, split), "finalists": FINALISTS},
+                         lambda d=dataset, s=seed: finalists_cell(d, b, s, args.retrains, split)))
             if "reference" in args.parts:
                 for name in FIXED:
                     add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
