@@ -24,12 +24,16 @@ def data_dir() -> str:
 
 
 def table(header: list[str], rows: list[list]) -> str:
+    """A Markdown table. A ``|`` inside a cell is escaped (``\\|``; GitHub splits cells on it even inside code
+    spans), unless it already is."""
+    import re
+
     def fmt(v):
         if isinstance(v, float):
-            return f"{v:.4f}" if abs(v) < 10 else f"{v:.1f}"
-        return str(v)
+            v = f"{v:.4f}" if abs(v) < 10 else f"{v:.1f}"
+        return re.sub(r"(?<!\\)\|", r"\\|", str(v))
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(fmt(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 

@@ -72,9 +72,10 @@ VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
 # (``--parts ablation-accuracy``: the ablations so ranked); "<variant>-accuracy" -> (variant, fitness)
 FITNESS_VARIANTS = {f"{v}-accuracy": (v, "accuracy") for v in VARIANTS}
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
-# The selection control (``--parts finalists``): this many best distinct codes of the final P by FLL are retrained
-# once each and the best by federated validation accuracy is chosen (not the paper's rule: it takes the lowest FLL)
+# The selection control (``--parts finalists``): the search with ``flagcns.finalists`` = 5 (not the paper's rule):
+# its 5 lowest-FLL networks are retrained and the best by federated validation accuracy is kept
 FINALISTS = 5
+FINALIST_VARIANTS = {"feo-finalists": "feo"}
 # Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
 BUDGETS = {
     "paper": {"flagcns.layers": 6, "flagcns.population": 60, "flagcns.sample-size": 20, "flagcns.epochs": 250,
@@ -140,10 +141,13 @@ STORE = "flagcns"
 def run_config(dataset: str, variant: str, budget: str, seed: int, split: str = "per-class") -> dict:
     """The run configuration of a search cell (without the machine's paths)."""
     b = BUDGETS[budget]
-    base, fitness = FITNESS_VARIANTS.get(variant, (variant, None))
+    base, fitness = FITNESS_VARIANTS.get(variant, (FINALIST_VARIANTS.get(variant, variant), None))
+    finalists = FINALISTS if variant in FINALIST_VARIANTS else 1
     config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, "node.split": SPLITS[split], **b,
               "flagcns.ablation": base,
-              "rounds": b["flagcns.epochs"] * b["flagcns.steps-per-epoch"] + b["flagcns.retrain-epochs"]}
+              "rounds": b["flagcns.epochs"] * b["flagcns.steps-per-epoch"] + finalists * b["flagcns.retrain-epochs"]}
+    if finalists > 1:
+        config["flagcns.finalists"] = finalists
     if fitness is not None:
         config["flagcns.fitness"] = fitness
     if base == "random-partition":
@@ -246,53 +250,22 @@ def search_cell(work: Path, dataset: str, variant: str, budget: str, seed: int, 
            "curve": [[g["epoch"], g["best_fll"]] for g in gens if g.get("best_fll") is not None],
            "layers": len(space.layers(code)),
            **retrain(space, code, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)}
+    selection = result["selection"]
+    if selection.get("rule") == "finalists":  # the paper's choice (the lowest FLL) from the same search, retrained too
+        lowest = tuple(selection["candidates"][0]["code"])
+        paper_rule = retrain(space, lowest, graphs, BUDGETS[budget]["flagcns.retrain-epochs"], retrains)
+        row.update({"selection_kept": selection["kept"], "by_fll": list(lowest),
+                    "by_fll_describe": space.short(lowest),
+                    "by_fll_flacc": paper_rule["flacc"], "by_fll_flacc_std": paper_rule["flacc_std"],
+                    "finalists": [{"architecture": c["code"], "describe": c["describe"], "fll": c["fll"],
+                                   "val": None if r is None else 100 * r["val_accuracy"],
+                                   "test": None if r is None else 100 * r["flacc"]}
+                                  for c, r in zip(selection["candidates"], selection["retrained"])]})
     # the run's own retraining (init seed = the run's seed) is the reference retraining with that seed
     if seed < retrains and abs(row["retrains"][seed] - row["run_flacc"]) > 1e-6:
         raise RuntimeError(f"{dataset} {variant} seed {seed}: the Flower run's retraining gave FLACC "
                            f"{row['run_flacc']:.4f}, the reference retraining {row['retrains'][seed]:.4f}")
     return row
-
-
-def finalists_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, k: int = FINALISTS) -> dict:
-    """The selection control (not the paper's): the same search (in one process: ``InProcessSearch`` computes what
-    the Flower run does), then its ``k`` best distinct codes of the final P by FLL each retrained once from scratch
-    (init seed = the run's seed) and the one with the best federated validation accuracy chosen, instead of the
-    lowest FLL; the chosen code then gets the usual ``retrains`` retrainings."""
-    from flowergraph.methods.flagcns import schedule_of
-    from flowergraph.settings import parse_run_config
-    from flowergraph.tasks.flagcns import InProcessSearch, federated_train_architecture
-
-    config = run_config(dataset, "feo", budget, seed, split)
-    s = parse_run_config({**config, "data-dir": data_dir()})
-    o = s.of("flagcns")
-    space, graphs = space_of(config), clients_of(config)
-    epochs = BUDGETS[budget]["flagcns.retrain-epochs"]
-    started = time.perf_counter()
-    search = InProcessSearch(space, graphs, schedule_of(s), seed=seed, fitness=o.fitness, combine=o.combine,
-                             lr=o.lr, weight_decay=o.weight_decay)
-    search.run()
-    search_s = time.perf_counter() - started
-    by_fll, fll, _ = search.final()
-    scores = search.federated_scores(search.population)
-    distinct: dict = {}
-    for code, (loss, acc) in sorted(zip(search.population, scores), key=lambda item: item[1][0]):
-        distinct.setdefault(space.canonical(code), (tuple(code), loss, acc))
-    finalists = []
-    for code, loss, acc in list(distinct.values())[:k]:
-        r = federated_train_architecture(space, code, graphs, epochs=epochs, seed=seed)
-        finalists.append({"architecture": list(code), "describe": space.short(code), "fll": loss,
-                          "supernet_val": acc, "val": 100 * r.val_accuracy, "test": 100 * r.test_accuracy})
-    chosen = max(finalists, key=lambda f: f["val"])  # first on ties: the lower FLL
-    code = tuple(chosen["architecture"])
-    # the paper's choice from this same search, retrained like every row (a stored search row of the same seed
-    # may hold another code: see the results file)
-    paper_rule = retrain(space, by_fll, graphs, epochs, retrains)
-    return {"kind": "finalists", "dataset": dataset, "variant": "feo", "budget": budget, "seed": seed,
-            "split": split, "k": k, "search_s": search_s, "by_fll": list(by_fll), "by_fll_describe":
-            space.short(by_fll), "fll": fll, "by_fll_flacc": paper_rule["flacc"],
-            "by_fll_flacc_std": paper_rule["flacc_std"], "finalists": finalists, "architecture": list(code),
-            "describe": space.short(code), "layers": len(space.layers(code)), **retrain(space, code, graphs, epochs,
-                                                                                        retrains)}
 
 
 def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: int, split: str = "per-class") -> dict:
@@ -546,15 +519,16 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 "retrainings; per seed the output activation the search chose):\n",
                 table(["dataset", "fitness", "FLACC %", "per seed: output gene, FLACC"], body)]
     # the selection control: the k best codes of the final P by FLL retrained once, the best by validation kept
-    fin = [r for d in present for r in of("finalists", d)]
+    fin = [r for d in present for v in FINALIST_VARIANTS for r in of("search", d, variant=v)]
     if fin:
         body, means = [], []
         for r in sorted(fin, key=lambda r: (DATASETS.index(r["dataset"]), r["seed"])):
             feo = next(iter(of("search", r["dataset"], variant="feo", seed=r["seed"])), None)
-            rank = [f["architecture"] for f in r["finalists"]].index(r["architecture"]) + 1
+            rank = r["selection_kept"]
             body.append([r["dataset"], r["seed"], f"{output({'architecture': r['by_fll']})}",
                          f"{r['by_fll_flacc']:.1f} ± {r['by_fll_flacc_std']:.1f}",
-                         ", ".join(f"{output(f)} {f['val']:.1f}/{f['test']:.1f}" for f in r["finalists"]),
+                         ", ".join(f"{output(f)} {f['val']:.1f}/{f['test']:.1f}" if f["val"] is not None else
+                                   f"{output(f)} -" for f in r["finalists"]),
                          f"{rank}: `{r['describe']}`", f"{r['flacc']:.1f} ± {r['flacc_std']:.1f}" +
                          (" †" if r.get("stale") else ""),
                          "-" if feo is None else f"{output(feo)} {feo['flacc']:.1f}" +
@@ -565,13 +539,12 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 feo = [c for r in cells for c in of("search", d, variant="feo", seed=r["seed"])]
                 means.append([d, "mean", "", fmt([r["by_fll_flacc"] for r in cells]), "", "",
                               fmt([r["flacc"] for r in cells]), fmt([c["flacc"] for c in feo])])
-        k = fin[0]["k"]
-        out += [f"\n**Control: choosing by retraining the finalists** (not the paper's rule). The same search, run in "
-                f"one process (`InProcessSearch`: a Flower run of Cora seed 0 at the default budget on 2026-11-27 "
-                f"chose the same code with the same FLL to the last digit); its lowest-FLL code is the paper's "
-                f"choice (Algorithm 2 line 22); then its {k} best distinct codes of the final P by FLL are each "
-                f"retrained once from scratch (the run's seed) and the one with the best federated validation "
-                f"accuracy is kept. FLACC over the usual retrainings for both. Finalists in FLL order: output gene, "
+        k = len(fin[0]["finalists"])
+        out += [f"\n**Control: choosing by retraining the finalists** (`flagcns.finalists={k}`, not the paper's "
+                f"rule). The FL-AGCNS search on Flower, whose lowest-FLL network is the paper's choice (Algorithm 2 "
+                f"line 22); then its {k} lowest-FLL distinct networks of the final P are each retrained once from "
+                f"scratch (the run's seed) and the one with the best federated validation accuracy is kept. FLACC "
+                f"over the usual retrainings for both. Finalists in FLL order: output gene, "
                 f"validation / test accuracy % of their one retraining. The last column is the search row above "
                 f"(a stored cell): where it holds another code than today's search of the same seed and code, the "
                 f"machine or package build moved the search (the search cells predate the recording of package "
@@ -636,7 +609,8 @@ def plot(rows: list[dict], budget: str) -> str | None:
     plt = pyplot()
 
     searches = [r for r in rows if r.get("kind") == "search" and r.get("budget") == budget and r.get("curve")
-                and r["variant"] not in FITNESS_VARIANTS]  # ranked by accuracy: their best member's FLL is no curve
+                and r["variant"] not in FITNESS_VARIANTS  # ranked by accuracy: their best member's FLL is no curve
+                and r["variant"] not in FINALIST_VARIANTS]  # the same search as feo's (only the choice differs)
     if not searches:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -706,6 +680,7 @@ def main() -> None:
             variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
                 ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else []) + \
                 (["feo-accuracy"] if "fitness" in args.parts else []) + \
+                (list(FINALIST_VARIANTS) if "finalists" in args.parts else []) + \
                 ([f"{v}-accuracy" for v in VARIANTS[1:]] if "ablation-accuracy" in args.parts and dataset == "Cora"
                  else [])
             for v in variants:
@@ -733,10 +708,6 @@ def main() -> None:
                              {**run_config(dataset, "feo", b, seed, split), "architecture": code,
                               **({"gene": gene} if gene == "input" else {})},  # outputs cells predate the key
                              lambda d=dataset, s=seed, c=code, g=gene: gene_cell(d, b, s, args.retrains, split, c, g)))
-            if "finalists" in args.parts:
-                add(cell(cell_name(f"{dataset}-finalists-{b}-s{seed}", split),
-                         {**run_config(dataset, "feo", b, seed, split), "finalists": FINALISTS},
-                         lambda d=dataset, s=seed: finalists_cell(d, b, s, args.retrains, split)))
             if "reference" in args.parts:
                 for name in FIXED:
                     add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),

@@ -309,6 +309,13 @@ BAD = [
                                             "space with L=2 layers needs 2L+2 = 6"),
     ({"flagcns.architecture": "gcn"}, "rounds=13, but an FL-AGCNS run has flagcns.retrain-epochs = 4 (a fixed "
                                       "flagcns.architecture is only retrained) = 4 rounds; set rounds=4"),
+    ({"flagcns.finalists": 0}, "flagcns.finalists=0: must be >= 1"),
+    ({"flagcns.finalists": 9}, "flagcns.finalists=9 exceeds flagcns.population=8; valid: 1..8"),
+    ({"flagcns.finalists": 2}, "rounds=13, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
+                               "flagcns.finalists x flagcns.retrain-epochs = 3 x 3 + 2 x 4 = 17 rounds; set rounds=17"),
+    ({"flagcns.finalists": 3, "flagcns.architecture": "gcn"}, "flagcns.finalists=3 chooses among searched networks, "
+                                                              "but flagcns.architecture='gcn' skips the search; valid "
+                                                              "with a fixed architecture: flagcns.finalists=1"),
     ({"flagcns.ablation": "random-partition"}, "flagcns.ablation='random-partition' runs FL-AGCNS on randomly "
                                                "divided subgraphs: set node.partitioner='random' (got 'metis')"),
     ({"aggregator": "median"}, "aggregator='median': FL-AGCNS combines gradients as flagcns.combine says; valid "
@@ -320,6 +327,64 @@ BAD = [
     ({"dp": "central-client", "weighting": "uniform"}, "dp='central-client' clips whole weight updates"),
     ({"server-eval": True}, "server-eval=true: FL-AGCNS's server holds a SuperNet"),
 ]
+
+
+FINALISTS = {**BASE, "flagcns.finalists": 3, "rounds": SEARCH_ROUNDS + 3 * 4}
+
+
+@pytest.fixture(scope="module")
+def finalists_run(tmp_path_factory, shared_data):
+    """A search whose result is chosen by retraining its 3 lowest-FLL networks (a checkpoint every round)."""
+    tmp = tmp_path_factory.mktemp("flagcns-finalists")
+    config = {**FINALISTS, "data-dir": str(shared_data), "out-dir": str(tmp / "full"),
+              "state-dir": str(tmp / "state"), "checkpoint-every": 1}
+    run_inprocess(config)
+    return config, tmp / "full"
+
+
+def test_finalists_are_the_lowest_fll_networks_retrained_and_the_best_by_validation_is_kept(finalists_run):
+    """flagcns.finalists=3 against an independent computation: the in-process search's 3 lowest-FLL distinct
+    networks, each retrained by the reference retraining, the best validation accuracy kept."""
+    from flowergraph.tasks.flagcns import choose_by_retraining
+
+    config, out = finalists_run
+    s, graphs = _graphs(config)
+    space = space_of(s)
+    ref = InProcessSearch(space, graphs, schedule_of(s), seed=3)
+    ref.run()
+    finalists = ref.finalists(3)
+    assert finalists[0] == ref.final() and len({space.canonical(c) for c, _, _ in finalists}) == 3
+    kept, results = choose_by_retraining(space, [c for c, _, _ in finalists], graphs, epochs=4, seed=3)
+    rounds = read_run(out)["rounds"]
+    retrain = [r for r in rounds if r["round"] > SEARCH_ROUNDS]
+    assert [r["stage"] for r in retrain] == ["retrain-1"] * 4 + ["retrain-2"] * 4 + ["retrain-3"] * 4
+    # every finalist's retraining, epoch by epoch, as the reference retrains it
+    np.testing.assert_allclose([r["val_accuracy"] for r in retrain],
+                               [h["val_accuracy"] for res in results for h in res.history], rtol=0, atol=1e-12)
+    np.testing.assert_allclose([r["accuracy"] for r in retrain],
+                               [h["test_accuracy"] for res in results for h in res.history], rtol=0, atol=1e-12)
+    assert [retrain[4 * j]["flagcns"]["architecture"] for j in range(3)] == [list(c) for c, _, _ in finalists]
+    selection = retrain[0]["flagcns"]["selection"]
+    assert [c["code"] for c in selection["candidates"]] == [list(c) for c, _, _ in finalists]
+    assert [c["fll"] for c in selection["candidates"]] == [f for _, f, _ in finalists]
+    result = rounds[-1]["flagcns"]["result"]
+    code = finalists[kept][0]
+    assert result["architecture"] == list(code) and result["selection"]["kept"] == kept + 1
+    assert result["flacc"] == pytest.approx(results[kept].test_accuracy, abs=1e-12)
+    assert result["epoch"] == results[kept].best_epoch
+    assert result["val_accuracy"] == pytest.approx(max(r.val_accuracy for r in results), abs=1e-12)
+    assert result["parameters"] == parameter_count(space, code, graphs[0].num_features, 7)
+
+
+@pytest.mark.parametrize("at", [13, 15], ids=["between-finalists", "inside-finalist-2"])
+def test_a_finalists_run_resumed_equals_uninterrupted(finalists_run, tmp_path, at):
+    config, out = finalists_run
+    run_inprocess({**config, "out-dir": str(tmp_path / "resumed"),
+                   "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz")})
+    want = [_untimed(r) for r in read_run(out)["rounds"] if r["round"] >= at]
+    got = [_untimed(r) for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
+    assert [r["round"] for r in got] == list(range(at, SEARCH_ROUNDS + 13))
+    assert got == want
 
 
 @pytest.mark.parametrize("extra,message", BAD, ids=[next(iter(e)) + "=" + str(next(iter(e.values()))) for e, _ in BAD])

@@ -72,6 +72,12 @@ OPTIONS = (
          "`sage`, `sgc`, `appnp`) or a code as a JSON list of 2L+2 integers; empty: search.", ),
     _opt("init-seed", -1, "Seed of the retrained network's initial weights (-1: the run's `seed`, which also "
          "seeds the data split); the paper retrains 10 times.", check=at_least(-1)),
+    _opt("finalists", 1, "How the search's result is chosen from the final population. 1 (the paper, Algorithm 2 "
+         "line 22): the network with the lowest FLL. K > 1 (not the paper): the K lowest-FLL networks are each "
+         "retrained from scratch for `retrain-epochs` rounds, one after the other, and the one with the best "
+         "federated validation accuracy is kept; the run then has K x `retrain-epochs` retraining rounds. Under "
+         "weight sharing FLL can rank networks with relu or softmax at the logits first, and those often stall "
+         "when retrained alone (docs/methods/flagcns.md).", check=at_least(1)),
 )
 
 
@@ -138,11 +144,23 @@ def _check(s: "RunSettings") -> None:
     if architecture_of(s) is None and o.population > space.num_networks():
         raise ConfigError(f"flagcns.population={o.population} exceeds the {space.num_networks()} distinct networks of "
                           f"a space with flagcns.layers={o.layers}")
-    rounds = search_rounds(s) + o.retrain_epochs
+    if o.finalists > 1 and architecture_of(s) is not None:
+        raise ConfigError(f"flagcns.finalists={o.finalists} chooses among searched networks, but "
+                          f"flagcns.architecture={s['flagcns.architecture']!r} skips the search; valid with a fixed "
+                          f"architecture: flagcns.finalists=1")
+    if o.finalists > o.population:
+        raise ConfigError(f"flagcns.finalists={o.finalists} exceeds flagcns.population={o.population}; valid: "
+                          f"1..{o.population}")
+    rounds = search_rounds(s) + o.finalists * o.retrain_epochs
     if s.rounds != rounds:
-        how = (f"flagcns.epochs x flagcns.steps-per-epoch + flagcns.retrain-epochs = {o.epochs} x {o.steps_per_epoch} "
-               f"+ {o.retrain_epochs}" if search_rounds(s) else f"flagcns.retrain-epochs = {o.retrain_epochs} (a "
-               f"fixed flagcns.architecture is only retrained)")
+        if not search_rounds(s):
+            how = f"flagcns.retrain-epochs = {o.retrain_epochs} (a fixed flagcns.architecture is only retrained)"
+        elif o.finalists == 1:
+            how = (f"flagcns.epochs x flagcns.steps-per-epoch + flagcns.retrain-epochs = {o.epochs} x "
+                   f"{o.steps_per_epoch} + {o.retrain_epochs}")
+        else:
+            how = (f"flagcns.epochs x flagcns.steps-per-epoch + flagcns.finalists x flagcns.retrain-epochs = "
+                   f"{o.epochs} x {o.steps_per_epoch} + {o.finalists} x {o.retrain_epochs}")
         raise ConfigError(f"rounds={s.rounds}, but an FL-AGCNS run has {how} = {rounds} rounds; set rounds={rounds}")
     if o.ablation == "random-partition" and s["node.partitioner"] != "random":
         raise ConfigError(f"flagcns.ablation='random-partition' runs FL-AGCNS on randomly divided subgraphs: set "
@@ -167,7 +185,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     o = s.of("flagcns")
     return FLAGCNSStrategy(space=space_of(s), schedule=schedule_of(s), combine=o.combine, fitness=o.fitness,
                            lr=o.lr, weight_decay=o.weight_decay, architecture=architecture_of(s),
-                           init_seed=None if o.init_seed < 0 else o.init_seed, **args.common())
+                           init_seed=None if o.init_seed < 0 else o.init_seed, finalists=o.finalists, **args.common())
 
 
 def _client_kwargs(args: ClientArgs) -> dict[str, Any]:

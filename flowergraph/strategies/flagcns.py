@@ -27,11 +27,15 @@ SuperNet it holds. After the epoch's last step, if t > warmup, one FEO generatio
    each P_{G_i} (gamma = 0.5 * 0.99^t, or fixed by ``flagcns.ablation``).
 
 When ``retrain`` starts (Algorithm 2 lines 19-22, phase ``flagcns-final``) every client scores the final P; the
-member with the lowest FLL is the architecture. Retraining (the reference code's): its network starts from fresh
-seeded weights; each round every client returns its full-batch training gradient, the server combines them and
-takes one Adam step; clients evaluate every round (fused into the next fit); the epoch with the best federated
-validation accuracy gives FLACC (test accuracy weighted by test-set sizes), reported in the last round's record
-(``flagcns.result``) with the parameter count and the clients' inference time.
+member with the lowest FLL is the architecture. With ``finalists`` = K > 1 (not the paper's rule) the K lowest-FLL
+distinct networks are retrained one after the other, stages ``retrain-1`` ... ``retrain-K`` of ``retrain-epochs``
+rounds each (each from the same seeded initial weights), and the one whose best epoch has the highest federated
+validation accuracy is kept (its FLACC is the run's result; :func:`~flowergraph.tasks.flagcns.choose_by_retraining`
+is the in-process reference). Retraining (the reference code's): its network starts from fresh seeded weights; each
+round every client returns its full-batch training gradient, the server combines them and takes one Adam step;
+clients evaluate every round (fused into the next fit); the epoch with the best federated validation accuracy gives
+FLACC (test accuracy weighted by test-set sizes), reported in the last round's record (``flagcns.result``) with the
+parameter count and the clients' inference time.
 
 What the server learns: the sampled codes and population (it runs the controller), each client's gradients and
 training loss per round (under ``secure-agg=ckks``: only their train-size weighted sum, no loss), each client's
@@ -84,23 +88,34 @@ class FLAGCNSStrategy(FederatedStrategy):
     gamma) define the search; ``combine``: ``weighted`` or ``sum``; ``fitness``: ``loss`` (the paper) or
     ``accuracy`` (the reference code); ``lr`` / ``weight_decay``: the server's Adam (search and retraining);
     ``architecture``: a code to retrain without searching; ``init_seed``: the retrained network's initial weights
-    (default: the run's seed). The policy's ``num_rounds`` must be the search rounds plus the retraining rounds.
+    (default: the run's seed); ``finalists``: how many of the lowest-FLL networks are retrained to choose by
+    validation accuracy (1: the paper's lowest FLL). The policy's ``num_rounds`` must be the search rounds plus
+    the retraining rounds (``finalists x retrain_epochs``).
     Every other argument is :class:`~flowergraph.strategies.FederatedStrategy`'s.
     """
 
     def __init__(self, policy: FederationPolicy | None = None, *, space: Any, schedule: Any,
                  combine: str = "weighted", fitness: str = "loss", lr: float | None = None,
                  weight_decay: float | None = None, architecture: Sequence[int] | None = None,
-                 init_seed: int | None = None, **kwargs: Any) -> None:
+                 init_seed: int | None = None, finalists: int = 1, **kwargs: Any) -> None:
         from ..tasks.flagcns import LR, WEIGHT_DECAY, EvolutionaryOptimizer, new_rng
 
         if combine not in COMBINE:
             raise ValueError(f"unknown combine {combine!r}; valid choices: {', '.join(COMBINE)}")
         if fitness not in FITNESS:
             raise ValueError(f"unknown fitness {fitness!r}; valid choices: {', '.join(FITNESS)}")
+        if int(finalists) < 1:
+            raise ValueError(f"finalists={finalists!r}: must be >= 1 (1: the paper's lowest FLL)")
+        if architecture is not None and int(finalists) != 1:
+            raise ValueError(f"finalists={finalists!r} chooses among searched networks; a fixed architecture has "
+                             f"none to choose from: use finalists=1")
         self.space, self.budget = space, schedule
+        self.num_finalists = int(finalists)
         self.search_rounds = 0 if architecture is not None else schedule.epochs * schedule.steps_per_epoch
-        stages = (Stage(RETRAIN),) if self.search_rounds == 0 else (Stage(SEARCH, self.search_rounds), Stage(RETRAIN))
+        retrain = (Stage(RETRAIN),) if self.num_finalists == 1 else tuple(
+            Stage(f"{RETRAIN}-{j}", schedule.retrain_epochs if j < self.num_finalists else None)
+            for j in range(1, self.num_finalists + 1))
+        stages = retrain if self.search_rounds == 0 else (Stage(SEARCH, self.search_rounds),) + retrain
         super().__init__(policy, update_kind="gradients", stages=stages, **kwargs)
         self.combine, self.fitness = combine, fitness
         self.lr = LR if lr is None else float(lr)
@@ -119,6 +134,8 @@ class FLAGCNSStrategy(FederatedStrategy):
         self.chosen: tuple[int, ...] | None = None if architecture is None else space.check(architecture)
         self.selection: dict[str, Any] | None = None  # how the chosen architecture was selected
         self.best: dict[str, Any] | None = None  # retraining: the epoch with the best federated val accuracy
+        self.finalists: list[dict[str, Any]] = []  # finalists > 1: the networks retrained to choose from
+        self.finalist_best: list[dict[str, Any] | None] = []  # ... and the best epoch of each
         self.net: Any = None  # the server's torch module: the SuperNet, then the retrained network
         self.optimizer: Any = None  # its Adam (SuperNetOptimizer)
         self.keys: list[str] = []  # the arrays this round's clients are sent (and send back, as gradients)
@@ -368,20 +385,17 @@ class FLAGCNSStrategy(FederatedStrategy):
     def begin_stage(self, stage: Stage, server_round: int, client_manager: ClientManager
                     ) -> Mapping[str, np.ndarray] | None:
         """``retrain`` starts: Algorithm 2 lines 19-22 (the member of P with the lowest FLL), then its network with
-        fresh seeded weights and a fresh Adam."""
-        from ..tasks.flagcns import ArchitectureNet, SuperNetOptimizer, best_architecture
-        from ..tasks.torch_state import module_arrays
+        fresh seeded weights and a fresh Adam. With finalists: ``retrain-1`` scores P and keeps the K lowest-FLL
+        networks; ``retrain-j`` retrains the j-th."""
+        from ..tasks.flagcns import best_architecture
 
-        if stage.name != RETRAIN:
+        if stage.name == SEARCH:
             return None
         self._client_manager = client_manager
+        if self.num_finalists > 1:
+            return self._begin_finalist(int(stage.name.rsplit("-", 1)[1]) - 1, server_round, client_manager)
         if self.chosen is None:
-            phase = self.phases.begin(msg.FINAL_PHASE, server_round, timeout=self.round_timeout)
-            scores = self.federated_scores(phase, self.all_clients(client_manager), self.population, server_round)
-            self.book.add_phase(phase.end(population=len(self.population)))
-            if scores is None:
-                raise RuntimeError(f"round {server_round}: no client scored the final population, so no architecture "
-                                   f"can be chosen")
+            scores = self._final_scores(server_round, client_manager)
             try:
                 code, fll = best_architecture(self.population, [s[0] for s in scores])
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
@@ -391,6 +405,53 @@ class FLAGCNSStrategy(FederatedStrategy):
                               "val_accuracy": _finite(scores[self.population.index(code)][1]),
                               "population": len(self.population)}
             log(INFO, "FL-AGCNS chose %s (FLL %.4f)", self.space.short(code), fll)
+        return self._fresh_network(server_round)
+
+    def _final_scores(self, server_round: int, client_manager: ClientManager) -> list[tuple[float, float]]:
+        """Algorithm 2 lines 19-21: every client scores the final P (phase ``flagcns-final``)."""
+        phase = self.phases.begin(msg.FINAL_PHASE, server_round, timeout=self.round_timeout)
+        scores = self.federated_scores(phase, self.all_clients(client_manager), self.population, server_round)
+        self.book.add_phase(phase.end(population=len(self.population)))
+        if scores is None:
+            raise RuntimeError(f"round {server_round}: no client scored the final population, so no architecture "
+                               f"can be chosen")
+        return scores
+
+    def _begin_finalist(self, j: int, server_round: int, client_manager: ClientManager) -> Mapping[str, np.ndarray]:
+        """Stage ``retrain-(j+1)``: the first scores P and keeps the K lowest-FLL networks (fewer when P has fewer
+        with a finite FLL: the last one is then retrained again); each retrains its finalist from scratch."""
+        from ..tasks.flagcns import best_architectures
+
+        if not self.finalists:
+            scores = self._final_scores(server_round, client_manager)
+            try:
+                top = best_architectures(self.space, self.population, [s[0] for s in scores], self.num_finalists)
+            except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
+                raise RuntimeError(f"round {server_round}: {exc}") from None
+            self.finalists = [{"code": list(code), "describe": self.space.short(code), "fll": _finite(fll),
+                               "val_accuracy": _finite(scores[i][1])} for code, fll, i in top]
+            self.finalist_best = [None] * self.num_finalists
+            self.selection = {"rule": "finalists", "finalists": self.num_finalists, "found": len(top),
+                              "population": len(self.population), "candidates": self.finalists}
+            if len(top) < self.num_finalists:
+                log(WARNING, "round %s: only %d of the final population's networks have a finite FLL; "
+                    "finalists=%d retrains the last of them again", server_round, len(top), self.num_finalists)
+            log(INFO, "FL-AGCNS finalists: %s", "; ".join(f["describe"] for f in self.finalists))
+        self.chosen = tuple(self.finalists[min(j, len(self.finalists) - 1)]["code"])
+        self.best = None
+        arrays = self._fresh_network(server_round)
+        rec = self.book.start(server_round)["flagcns"]
+        rec["finalist"] = j + 1
+        if j:  # the selection is in the first finalist's record
+            rec.pop("selection")
+        return arrays
+
+    def _fresh_network(self, server_round: int) -> Mapping[str, np.ndarray]:
+        """The chosen architecture's network with fresh seeded weights and a fresh Adam (the stage's model)."""
+        from ..tasks.flagcns import ArchitectureNet, SuperNetOptimizer
+        from ..tasks.torch_state import module_arrays
+
+        assert self.chosen is not None
         in_dim, num_classes = self._shape()
         net = ArchitectureNet(self.space, self.chosen, in_dim, num_classes, seed=self.init_seed)
         self.net, self.optimizer = net, SuperNetOptimizer(net, lr=self.lr, weight_decay=self.weight_decay)
@@ -400,9 +461,15 @@ class FLAGCNSStrategy(FederatedStrategy):
         return module_arrays(net)
 
     def parameters(self) -> int:
-        """Parameters of the retrained network (all of them, as the paper counts)."""
-        return int(sum(p.numel() for p in self.net.parameters())) if not self.searching and self.net is not None \
-            else 0
+        """Parameters of the retrained network (all of them, as the paper counts; with finalists, of the chosen
+        one, which after the last round need not be the last one retrained)."""
+        from ..tasks.flagcns import parameter_count
+
+        if self.searching or self.net is None or self.chosen is None:
+            return 0
+        if self.num_finalists > 1:
+            return parameter_count(self.space, self.chosen, *self._shape())
+        return int(sum(p.numel() for p in self.net.parameters()))
 
     def after_evaluate(self, server_round: int, evaluations: list[ClientEvaluation]) -> None:
         """Retraining: the first epoch with the best federated validation accuracy (the reference's choice) and its
@@ -416,11 +483,41 @@ class FLAGCNSStrategy(FederatedStrategy):
                              [float(m.get(wire.NUM_VAL, 0)) for m in rows]) if rows else math.nan
         test = federated_mean([float(m.get(wire.ACCURACY, math.nan)) for m in rows],
                               [float(m.get(wire.NUM_TEST, 0)) for m in rows]) if rows else math.nan
+        epoch = server_round - self.search_rounds
+        if self.num_finalists > 1:
+            epoch = (epoch - 1) % self.budget.retrain_epochs + 1
         if math.isfinite(val) and (self.best is None or val > self.best["val_accuracy"]):
-            self.best = {"epoch": server_round - self.search_rounds, "round": server_round, "val_accuracy": val,
+            self.best = {"epoch": epoch, "round": server_round, "val_accuracy": val,
                          "flacc": _finite(test), "inference_s": float(sum(m.get(msg.INFERENCE_S, 0.0) for m in rows))}
+        if self.num_finalists > 1:
+            self._finalist_done(server_round)
         if server_round == self.num_rounds:
             self.book.start(server_round).setdefault("flagcns", {})["result"] = self.result()
+
+    def _finalist_done(self, server_round: int) -> None:
+        """Keep the current finalist's best epoch; after the last round, choose among the finalists."""
+        from ..tasks.flagcns import pick_finalist
+
+        j = (server_round - self.search_rounds - 1) // self.budget.retrain_epochs
+        self.finalist_best[min(j, self.num_finalists - 1)] = self.best
+        if server_round != self.num_rounds:
+            return
+        vals = [None if b is None else b["val_accuracy"] for b in self.finalist_best]
+        try:
+            kept = pick_finalist(vals)
+        except Exception as exc:  # noqa: BLE001 (no finalist was ever evaluated)
+            raise RuntimeError(f"round {server_round}: {exc}") from None
+        self.chosen = tuple(self.finalists[min(kept, len(self.finalists) - 1)]["code"])
+        self.best = self.finalist_best[kept]
+        assert self.selection is not None
+        finalist = self.finalists[min(kept, len(self.finalists) - 1)]
+        self.selection = {**self.selection, "kept": kept + 1, "code": list(self.chosen),
+                          "describe": self.space.short(self.chosen), "fll": finalist["fll"],
+                          "val_accuracy": finalist["val_accuracy"],
+                          "retrained": [None if b is None else {k: b[k] for k in ("epoch", "val_accuracy", "flacc")}
+                                        for b in self.finalist_best]}
+        log(INFO, "FL-AGCNS kept finalist %d of %d: %s (validation accuracy %.4f)", kept + 1, self.num_finalists,
+            self.space.short(self.chosen), vals[kept])
 
     def result(self) -> dict[str, Any]:
         """The run's outcome: the architecture, how it was chosen, its parameters and its best retraining epoch."""
@@ -438,7 +535,8 @@ class FLAGCNSStrategy(FederatedStrategy):
             "controller": self.controller.state(), "training": [list(c) for c in self.training],
             "epoch_losses": list(self.epoch_losses), "history": self.history,
             "chosen": None if self.chosen is None else list(self.chosen), "selection": self.selection,
-            "best": self.best, "optimizer": {"arrays": arrays, "values": values}}}
+            "best": self.best, "optimizer": {"arrays": arrays, "values": values},
+            "finalists": self.finalists, "finalist_best": self.finalist_best}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         from ..tasks.flagcns import EvolutionaryOptimizer, rng_from_json
@@ -456,5 +554,7 @@ class FLAGCNSStrategy(FederatedStrategy):
         self.history = [dict(r) for r in own["history"]]
         self.chosen = None if own["chosen"] is None else space.check(own["chosen"])
         self.selection, self.best = own["selection"], own["best"]
+        self.finalists = [dict(f) for f in own.get("finalists", [])]  # checkpoints before flagcns.finalists: none
+        self.finalist_best = list(own.get("finalist_best", []))
         opt = own["optimizer"]
         self._optimizer_state = None if opt["values"] is None else (dict(opt["arrays"]), opt["values"])

@@ -75,29 +75,36 @@ Where the paper is followed against the reference code (github 21S003018/FL-AGCN
 19. **Retraining.** The reference's federated retraining of an architecture is, per epoch, one gradient per client,
     combined, one Adam step (FedSGD with the server's Adam), keeping the first epoch with the best federated
     validation accuracy; :func:`.training.federated_train_architecture` does exactly that.
+20. **Choosing by retraining the finalists** (``flagcns.finalists`` = K > 1; not the paper, off by default):
+    the K lowest-FLL distinct networks of the final P are each retrained (item 19, the same init seed) and the
+    one with the best federated validation accuracy is kept (:func:`.training.choose_by_retraining`). Under
+    weight sharing the SuperNet's one output layer is trained by every code, so FLL ranks codes with relu or
+    softmax at the logits well, and those often stall when trained alone; retraining shows it.
 """
 
 from .baselines import REFERENCE_BASELINES, ReferenceBaseline, reference_baseline
 from .evolution import (ABLATIONS, PAPER_SCHEDULE, Assembled, EAConfig, EvolutionaryOptimizer, SearchSchedule,
-                        assemble_population, best_architecture, distinct, gamma_at, new_rng, population_quotas,
-                        rng_from_json, rng_state_json, sample_members)
+                        assemble_population, best_architecture, best_architectures, distinct, gamma_at, new_rng,
+                        population_quotas, rng_from_json, rng_state_json, sample_members)
 from .search import InProcessSearch, best_fitness_curve
 from .space import (ACTIVATIONS, BASELINES, FUSIONS, NONE, OPERATIONS, Code, SearchSpace, baseline_code,
                     code_from_layers)
 from .supernet import ArchitectureNet, SuperNet, build_network, cell_name, parameter_count, pseudo_coordinates
 from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, TrainResult, architecture_gradients,
-                       client_loss_and_gradients, combine_gradients, evaluate_codes, evaluate_network, federated_mean,
-                       federated_train_architecture, federated_train_network, output_metrics,
-                       train_architecture)
+                       choose_by_retraining, client_loss_and_gradients, combine_gradients, evaluate_codes,
+                       evaluate_network, federated_mean, federated_train_architecture, federated_train_network,
+                       output_metrics, pick_finalist, train_architecture)
 
 __all__ = [
     "ABLATIONS", "PAPER_SCHEDULE", "Assembled", "EAConfig", "EvolutionaryOptimizer", "SearchSchedule",
-    "assemble_population", "best_architecture", "distinct", "gamma_at", "new_rng", "population_quotas",
+    "assemble_population", "best_architecture", "best_architectures", "distinct", "gamma_at", "new_rng",
+    "population_quotas",
     "rng_from_json", "rng_state_json", "sample_members", "InProcessSearch", "best_fitness_curve", "ACTIVATIONS",
     "BASELINES", "FUSIONS", "NONE", "OPERATIONS", "Code", "SearchSpace", "baseline_code", "code_from_layers",
     "ArchitectureNet", "SuperNet", "build_network", "cell_name", "parameter_count", "pseudo_coordinates",
     "COMBINE_MODES", "LR", "WEIGHT_DECAY", "SuperNetOptimizer", "TrainResult", "architecture_gradients",
     "client_loss_and_gradients", "combine_gradients", "evaluate_codes", "evaluate_network", "federated_mean",
     "federated_train_architecture", "federated_train_network", "output_metrics", "train_architecture",
+    "choose_by_retraining", "pick_finalist",
     "REFERENCE_BASELINES", "ReferenceBaseline", "reference_baseline",
 ]

@@ -313,6 +313,26 @@ def best_architecture(codes: Sequence[Code], fll: Sequence[float]) -> tuple[Code
     return tuple(codes[i]), float(fll[i])
 
 
+def best_architectures(space: SearchSpace, codes: Sequence[Code], fll: Sequence[float], k: int
+                       ) -> list[tuple[Code, float, int]]:
+    """The ``k`` codes with the lowest FLL, one per network (:meth:`SearchSpace.canonical`), in FLL order (first
+    on ties; NaN ignored): ``(code, FLL, index in codes)``. ``k = 1`` is :func:`best_architecture`'s choice."""
+    if k < 1:
+        raise ConfigError(f"best_architectures needs k >= 1, got {k}")
+    if len(codes) != len(fll) or not codes:
+        raise ConfigError(f"best_architectures needs one FLL value per code, got {len(codes)} codes and "
+                          f"{len(fll)} values")
+    order = sorted((i for i, v in enumerate(fll) if v is not None and math.isfinite(v)), key=lambda j: fll[j])
+    if not order:
+        raise ConfigError("best_architectures: no finite FLL value")
+    out: dict[Any, tuple[Code, float, int]] = {}
+    for i in order:
+        out.setdefault(space.canonical(codes[i]), (tuple(codes[i]), float(fll[i]), i))
+        if len(out) == k:
+            break
+    return list(out.values())
+
+
 def sample_members(population: Sequence[Code], k: int, rng: np.random.Generator) -> list[Code]:
     """``k`` members drawn uniformly without replacement (the SuperNet step's 20 of the 60; all if fewer)."""
     if k < 1:

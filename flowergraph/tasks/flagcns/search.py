@@ -35,7 +35,7 @@ import torch
 from ...errors import ConfigError
 from ..torch_state import rng_state, set_rng_state
 from .evolution import (PAPER_SCHEDULE, EvolutionaryOptimizer, SearchSchedule, assemble_population,
-                        best_architecture, new_rng, rng_from_json, rng_state_json, sample_members)
+                        best_architecture, best_architectures, new_rng, rng_from_json, rng_state_json, sample_members)
 from .space import Code, SearchSpace
 from .supernet import SuperNet
 from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, client_loss_and_gradients,
@@ -156,6 +156,13 @@ class InProcessSearch:
         scores = self.federated_scores(self.population)
         code, fll = best_architecture(self.population, [s[0] for s in scores])
         return code, fll, scores[self.population.index(code)][1]
+
+    def finalists(self, k: int) -> list[tuple[Code, float, float]]:
+        """The ``k`` lowest-FLL distinct networks of P (``flagcns.finalists``, not the paper's rule):
+        ``[(code, FLL, federated validation accuracy)]`` in FLL order; ``finalists(1)[0] == final()``."""
+        scores = self.federated_scores(self.population)
+        return [(code, fll, scores[i][1]) for code, fll, i in
+                best_architectures(self.space, self.population, [s[0] for s in scores], k)]
 
     # ------------------------------------------------------------------------------------------ state
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

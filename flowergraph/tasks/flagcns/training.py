@@ -317,3 +317,26 @@ def federated_train_network(net: torch.nn.Module, graphs: Sequence, epochs: int 
                 best.best_state = module_arrays(net)
     best.history = history
     return best
+
+
+def choose_by_retraining(space: SearchSpace, codes: Sequence[Code], graphs: Sequence, epochs: int = 50,
+                         lr: float = LR, weight_decay: float = WEIGHT_DECAY, seed: int = 0,
+                         mode: str = "weighted") -> tuple[int, list[TrainResult]]:
+    """Not the paper's rule (``flagcns.finalists`` > 1): retrain every code of ``codes`` (the finalists, e.g.
+    :func:`~flowergraph.tasks.flagcns.evolution.best_architectures`) from scratch with
+    :func:`federated_train_architecture` (the same ``seed`` for each) and keep the one whose best epoch has the
+    highest federated validation accuracy (the first on ties: the lower FLL). Returns ``(its index, every
+    finalist's result)``."""
+    if not codes:
+        raise ConfigError("choose_by_retraining needs at least one code")
+    results = [federated_train_architecture(space, code, graphs, epochs=epochs, lr=lr, weight_decay=weight_decay,
+                                            seed=seed, mode=mode) for code in codes]
+    return pick_finalist([r.val_accuracy for r in results]), results
+
+
+def pick_finalist(val_accuracies: Sequence[float | None]) -> int:
+    """The index of the highest validation accuracy (the first on ties; None and NaN never win)."""
+    finite = [i for i, v in enumerate(val_accuracies) if v is not None and math.isfinite(v)]
+    if not finite:
+        raise ConfigError("no finalist has a finite validation accuracy")
+    return max(finite, key=lambda i: (val_accuracies[i], -i))
