@@ -76,6 +76,7 @@ FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
 # its 5 lowest-FLL networks are retrained and the best by federated validation accuracy is kept
 FINALISTS = 5
 FINALIST_VARIANTS = {"feo-finalists": "feo"}
+PRE_FINALISTS = "5637e6d4d5889bf6"  # the sources' code state just before flagcns.finalists was added
 # Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
 BUDGETS = {
     "paper": {"flagcns.layers": 6, "flagcns.population": 60, "flagcns.sample-size": 20, "flagcns.epochs": 250,
@@ -601,7 +602,14 @@ def speed_and_stale(rows: list[dict]) -> str:
                     table(["budget", "search", "s / generation", "s / SuperNet step", "s / FEO", "no-op s / generation",
                            "no-op share", "run wall s"], body)]
     if stale:
-        out += ["\n**Cells from older code** (†):\n", "\n".join(f"- {r['cell']}{r['stale']}" for r in stale)]
+        out += ["\n**Cells from older code** (†). Commit 2b70cee (2026-11-27) added `flagcns.finalists`; with its "
+                "default (1) a run computes what it did before (`tests/test_flagcns.py::"
+                "test_flower_run_equals_the_in_process_reference` is unchanged), so a cell marked *only the finalists "
+                "option since* differs from today's code by that option alone. Any cell may still not repeat on "
+                "another machine or package build (docs/methods/flagcns.md, \"Reproducibility across machines\"):\n",
+                "\n".join(f"- {r['cell']}{r['stale']}" + (" *only the finalists option since*"
+                                                          if r.get("sources") == PRE_FINALISTS else "")
+                          for r in stale)]
     return "\n".join(out)
 
 
@@ -660,7 +668,8 @@ def main() -> None:
     def cell(name: str, settings: dict, compute) -> dict | None:
         record = store.load(name)
         if record is not None and not (args.rerun_stale and not store.current(record)):
-            return {**record["row"], "cell": name, "stale": store.flag(record)}
+            return {**record["row"], "cell": name, "stale": store.flag(record),
+                    "sources": record.get("code", {}).get("sources")}
         if args.tables_only:
             return None
         started = time.perf_counter()
@@ -734,7 +743,8 @@ def main() -> None:
     for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
         record = json.loads(path.read_text())
         if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
-            rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
+            rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
+                         "sources": record.get("code", {}).get("sources")})
     figure = plot(rows, b)
     splits = [sp for sp in ("first-per-class", "per-class")
               if any(r.get("split", "per-class") == sp and r.get("kind") != "speed" for r in rows)]
