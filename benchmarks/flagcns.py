@@ -525,12 +525,11 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         body, means = [], []
         for r in sorted(fin, key=lambda r: (DATASETS.index(r["dataset"]), r["seed"])):
             feo = next(iter(of("search", r["dataset"], variant="feo", seed=r["seed"])), None)
-            rank = r["selection_kept"]
             body.append([r["dataset"], r["seed"], f"{output({'architecture': r['by_fll']})}",
                          f"{r['by_fll_flacc']:.1f} ± {r['by_fll_flacc_std']:.1f}",
                          ", ".join(f"{output(f)} {f['val']:.1f}/{f['test']:.1f}" if f["val"] is not None else
                                    f"{output(f)} -" for f in r["finalists"]),
-                         f"{rank}: `{r['describe']}`", f"{r['flacc']:.1f} ± {r['flacc_std']:.1f}" +
+                         f"{r['selection_kept']}: `{r['describe']}`", f"{r['flacc']:.1f} ± {r['flacc_std']:.1f}" +
                          (" †" if r.get("stale") else ""),
                          "-" if feo is None else f"{output(feo)} {feo['flacc']:.1f}" +
                          ("" if feo["architecture"] == r["by_fll"] else " (another code)")])
