@@ -100,8 +100,9 @@ def write_result(name: str, title: str, body: str, argv: list[str] | None = None
     command = command_line(argv)
     others = [c for c in dict.fromkeys(cell_commands) if c and c != command]
     cells = ("" if not others else
-             "Its cells were computed by (each cell records the command that computed it, without `--work`; cells "
-             "stored before commands were recorded are not listed):\n\n```bash\n" + "\n".join(others) + "\n```\n\n")
+             "Its cells were computed by (each cell records the command that computed it, without `--work`; for "
+             "cells stored before that, the commands named by the results files they wrote where the benchmark "
+             "keeps them, else none):\n\n```bash\n" + "\n".join(others) + "\n```\n\n")
     text = (f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n{command}\n```\n\n{cells}"
             f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{body}\n")
     out = REPO / "docs" / "results" / f"{name}.md"

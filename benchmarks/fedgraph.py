@@ -92,6 +92,22 @@ DELTA = {"fedgraph": "the server's clock (the paper's)", "fedgraph-work": "work 
          "fedgraph-work-lambda": "work (GMAC), the paper's Lambda",
          "fedgraph-work-td3": "work (GMAC), TD3's update rule",
          "fedgraph-work-floor": "work (GMAC), exploration noise >= 0.1"}  # eq. 9's delta (and more), per variant
+# The commands that computed the cells stored before a cell recorded its command (from the results files they
+# wrote and docs/methods/fedgraph.md), so that a table rewritten with --tables-only still says how its numbers came.
+EARLIER_COMMANDS = {
+    "default": [".venv/bin/python benchmarks/fedgraph.py --budget default --split full-supervised --variants fedgraph "
+                "fedgraph-work fedgraph-client fixed full graphsage fastgcn nonshare allshare one-round --rerun-stale",
+                ".venv/bin/python benchmarks/fedgraph.py --budget default --split public --parts main --variants "
+                "fedgraph fixed full graphsage fastgcn nonshare allshare one-round --rerun-stale"],
+    "paper": [".venv/bin/python benchmarks/fedgraph.py --budget paper --datasets Cora --seeds 0 --variants fedgraph "
+              "fixed full --vars 0.1 --parts main --rerun-stale"],
+    "learning": [".venv/bin/python benchmarks/fedgraph.py --budget learning --datasets Cora --seeds 0 1 2 --variants "
+                 "fedgraph fedgraph-work fedgraph-client --vars 0.1 --parts main",
+                 ".venv/bin/python benchmarks/fedgraph.py --budget learning --datasets CiteSeer --variants "
+                 "fedgraph-work --seeds 0 1 --vars 0.1 --parts main",
+                 ".venv/bin/python benchmarks/fedgraph.py --budget learning --datasets CiteSeer --variants fedgraph "
+                 "--seeds 0 --vars 0.1 --parts main"],
+}
 AGENT_VARIANTS = DDPG_VARIANTS + ("one-round",)  # episodes restart training: curves of the last one
 VARS = (0.1, 0.5, 1.0)
 TARGET = 0.75  # the paper's Fig. 7 statement for Cora
@@ -263,11 +279,22 @@ def cumulative_work(curve: list[list]) -> list[float] | None:
     return np.cumsum([c[4] for c in curve]).tolist()
 
 
+def cumulative_client_time(curve: list[list]) -> list[float] | None:
+    """The running sum of every round's slowest client's local training time (s) along ``curve``: the training's
+    critical path if every client had its own machine and messages cost nothing (all clients share one process
+    here, so the run's own clock sums them instead); None for cells that predate the count."""
+    if not curve or len(curve[0]) < 6 or any(c[5] is None for c in curve):
+        return None
+    return np.cumsum([c[5] for c in curve]).tolist()
+
+
 def _along(row: dict, by: str) -> list[tuple[float, float | None]] | None:
-    """(x, accuracy) per round of the last episode, x = seconds of the run's clock from its start (``by="time"``)
-    or cumulative work in GMAC (``by="work"``; None for cells that predate the work count)."""
+    """(x, accuracy) per round of the last episode, x = seconds of the run's clock from its start (``by="time"``),
+    cumulative work in GMAC (``by="work"``) or the cumulative slowest client's training seconds (``by="client"``);
+    None for cells that predate the count."""
     curve = last_episode(row)
-    xs = [c[1] for c in curve] if by == "time" else cumulative_work(curve)
+    xs = ([c[1] for c in curve] if by == "time" else cumulative_work(curve) if by == "work"
+          else cumulative_client_time(curve))
     return None if xs is None else [(x, c[2]) for x, c in zip(xs, curve)]
 
 
@@ -282,7 +309,8 @@ def accuracy_at_work(row: dict, gmacs: float) -> float | None:
 
 
 def time_to(row: dict, target: float = TARGET, by: str = "time") -> float | None:
-    """Seconds (or GMAC, ``by="work"``) of the last episode until ``target`` is reached; None if never."""
+    """Seconds of the run's clock (GMAC with ``by="work"``, the slowest clients' training seconds with
+    ``by="client"``) of the last episode until ``target`` is reached; None if never."""
     points = _along(row, by) or []
     return next((x for x, acc in points if acc is not None and acc >= target), None)
 
@@ -375,6 +403,8 @@ def work_table(runs: list[dict]) -> str:
                          f"{statistics.mean(c[5] for c in rounds):.3f}",
                          _reached([work_to(r) for r in cells], 3),
                          _reached([work_to(r, TARGET_HIGH[d]) for r in cells], 3),
+                         _reached([time_to(r, by="client") for r in cells], 3),
+                         _reached([time_to(r, TARGET_HIGH[d], by="client") for r in cells], 3),
                          _mean_std(budget) if budget else "-", _mean_std([r["final_accuracy"] for r in cells])])
         if len(pairs) >= 3:
             x, y = np.asarray(pairs, dtype=float).T
@@ -385,9 +415,34 @@ def work_table(runs: list[dict]) -> str:
             "`fedgraph.round-time=work`, deterministic), summed over the rounds (the last episode for the agents). "
             "Rounds 2 onwards for the per-round means. How well the slowest client's work predicts its measured "
             "local training time (Pearson, fixed policies' rounds): " + "; ".join(notes) + ".\n\n" +
+            "Slowest-client s: the slowest client's local training seconds summed over the rounds, the "
+            "training's critical path if each client had its own machine and messages cost nothing (here all "
+            "clients share one process and the run's clock sums them). " + critical_path_note(runs) + "\n\n" +
             table(["dataset", "variant", "seeds", "GMAC per round", "slowest client s per round",
                    f"GMAC to {TARGET:.0%} (reached)", "GMAC to 2nd target (reached)",
+                   f"slowest-client s to {TARGET:.0%} (reached)", "slowest-client s to 2nd target (reached)",
                    "acc % at fedgraph-work's work", "final acc %"], body))
+
+
+def critical_path_note(runs: list[dict]) -> str:
+    """Seed-paired differences of the agents' slowest-client seconds to the target against full batch and
+    GraphSAGE (the issue's comparison, on the clock that dedicated machines would show)."""
+    parts = []
+    for d in DATASETS:
+        for agent in ("fedgraph", "fedgraph-work", "fedgraph-client"):
+            for base in ("full", "graphsage"):
+                mine = {r["seed"]: time_to(r, by="client") for r in runs
+                        if r["dataset"] == d and r["variant"] == agent}
+                theirs = {r["seed"]: time_to(r, by="client") for r in runs
+                          if r["dataset"] == d and r["variant"] == base}
+                diffs = [mine[k] - theirs[k] for k in sorted(mine) if k in theirs
+                         and mine[k] is not None and theirs[k] is not None]
+                if diffs:
+                    parts.append(f"{d} {agent} - {base}: " + ", ".join(f"{x:+.3f}" for x in diffs)
+                                 + f" s ({sum(x < 0 for x in diffs)} of {len(diffs)} seeds ahead)")
+    if not parts:
+        return ""
+    return f"Seed-paired slowest-client seconds to {TARGET:.0%}: " + "; ".join(parts) + "."
 
 
 def heterogeneity_table(runs: list[dict]) -> str:
@@ -845,7 +900,8 @@ def main() -> None:
     rows = []
     for path in sorted(store.dir.glob("*.json")):
         record = json.loads(path.read_text())
-        rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
+        rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
+                     "command": record.get("command")})
     body = []
     for split in SPLITS:
         part = tables(rows, b, split)
@@ -854,8 +910,10 @@ def main() -> None:
         figure = plot(rows, b, split)
         body.append(part + (f"\n\n![accuracy vs wall time, DDPG returns]({figure})\n" if figure else ""))
     name = "fedgraph" if b == "paper" else f"fedgraph_{b}"
+    recorded = store.commands(lambda row: row.get("budget") == b)
+    unrecorded = any(r.get("budget") == b and not r.get("command") for r in rows)
     write_result(name, f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
-                 "\n\n".join(body), cell_commands=store.commands(lambda row: row.get("budget") == b))
+                 "\n\n".join(body), cell_commands=recorded + (EARLIER_COMMANDS.get(b, []) if unrecorded else []))
 
 
 if __name__ == "__main__":
