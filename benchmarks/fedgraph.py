@@ -742,19 +742,25 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     if not runs:
         return None
     datasets = sorted({r["dataset"] for r in runs})
-    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(5 * (len(datasets) + 1), 4))
-    for ax, dataset in zip(axes, datasets):
-        for i, r in enumerate(sorted((r for r in runs if r["dataset"] == dataset),
-                                     key=lambda r: VARIANTS.index(r["variant"]))):
-            curve = [c for c in last_episode(r) if c[2] is not None]
-            if curve:
-                ax.plot([c[1] for c in curve], [c[2] for c in curve], label=r["variant"], color=plt.cm.tab10(i % 10))
-        ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
-        ax.set_xlabel("wall time (s)")
-        ax.set_ylabel("test accuracy")
-        ax.set_title(f"{dataset}: accuracy vs wall time (budget {budget}, split {split})", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    fig, grid = plt.subplots(2, len(datasets) + 1, figsize=(5 * (len(datasets) + 1), 8), squeeze=False)
+    axes = grid[0]
+    clocks = (("time", "wall time of the run (s)", "accuracy vs wall time"),
+              ("client", "slowest client's training, summed (s)", "accuracy vs the clients' critical path"))
+    for row, (by, xlabel, title) in zip(grid, clocks):
+        for ax, dataset in zip(row, datasets):
+            for i, r in enumerate(sorted((r for r in runs if r["dataset"] == dataset),
+                                         key=lambda r: VARIANTS.index(r["variant"]))):
+                points = [(x, acc) for x, acc in _along(r, by) or [] if acc is not None]
+                if points:
+                    ax.plot(*zip(*points), label=r["variant"], color=plt.cm.tab10(i % 10))
+            ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("test accuracy")
+            ax.set_title(f"{dataset}: {title}", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    grid[1][-1].axis("off")
+    fig.suptitle(f"budget {budget}, split {split}, seed {runs[0]['seed']}, variance 0.1", fontsize=10)
     ax = axes[-1]
     for r in runs:
         if r["variant"] in DDPG_VARIANTS and r["returns"]:
