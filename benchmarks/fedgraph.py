@@ -754,6 +754,10 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
                 if points:
                     ax.plot(*zip(*points), label=r["variant"], color=plt.cm.tab10(i % 10))
             ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
+            reach = [t for r in runs if r["dataset"] == dataset
+                     for t in [time_to(r, TARGET_HIGH[dataset], by)] if t is not None]
+            if reach:  # the first rounds, where the variants differ (the rest is a plateau)
+                ax.set_xlim(0, 3 * max(reach))
             ax.set_xlabel(xlabel)
             ax.set_ylabel("test accuracy")
             ax.set_title(f"{dataset}: {title}", fontsize=9)
