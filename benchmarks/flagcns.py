@@ -532,26 +532,29 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                          f"{r['selection_kept']}: `{r['describe']}`", f"{r['flacc']:.1f} ± {r['flacc_std']:.1f}" +
                          (" †" if r.get("stale") else ""),
                          "-" if feo is None else f"{output(feo)} {feo['flacc']:.1f}" +
-                         ("" if feo["architecture"] == r["by_fll"] else " (another code)")])
+                         ("" if feo["architecture"] == r["by_fll"] else " (another code)"),
+                         f"{r.get('cpu', 'not recorded')} / {feo.get('cpu', 'not recorded') if feo else '-'}"])
         for d in present:
             cells = [r for r in fin if r["dataset"] == d]
             if cells:
                 feo = [c for r in cells for c in of("search", d, variant="feo", seed=r["seed"])]
                 means.append([d, "mean", "", fmt([r["by_fll_flacc"] for r in cells]), "", "",
-                              fmt([r["flacc"] for r in cells]), fmt([c["flacc"] for c in feo])])
+                              fmt([r["flacc"] for r in cells]), fmt([c["flacc"] for c in feo]), ""])
         k = len(fin[0]["finalists"])
         out += [f"\n**Control: choosing by retraining the finalists** (`flagcns.finalists={k}`, not the paper's "
                 f"rule). The FL-AGCNS search on Flower, whose lowest-FLL network is the paper's choice (Algorithm 2 "
                 f"line 22); then its {k} lowest-FLL distinct networks of the final P are each retrained once from "
                 f"scratch (the run's seed) and the one with the best federated validation accuracy is kept. FLACC "
                 f"over the usual retrainings for both. Finalists in FLL order: output gene, "
-                f"validation / test accuracy % of their one retraining. The last column is the search row above "
-                f"(a stored cell): where it holds another code than today's search of the same seed and code, the "
-                f"machine or package build moved the search (the search cells predate the recording of package "
-                f"versions and CPU; float differences over the warm-up's SuperNet steps change the first "
-                f"generation's scores):\n",
+                f"validation / test accuracy % of their one retraining. The search row is the FL-AGCNS row above "
+                f"(a stored cell); where it holds another code than the finalists cell's search of the same seed "
+                f"and code, the two ran on different CPUs: the same code and seed give another search on another "
+                f"CPU (float differences over the warm-up's SuperNet steps change the first generation's scores), "
+                f"and repeat to the last digit on the same one (docs/methods/flagcns.md, \"Reproducibility across "
+                f"machines\"). Last column: the CPU of the finalists cell / of the search row:\n",
                 table(["dataset", "seed", "lowest FLL: output", "its FLACC %", "finalists: output val/test",
-                       "kept (FLL rank)", "FLACC % of the kept", "search row: output, FLACC %"], body + means)]
+                       "kept (FLL rank)", "FLACC % of the kept", "search row: output, FLACC %", "CPU"],
+                      body + means)]
     # Table 5 shape
     abl = [v for v in VARIANTS + tuple(FITNESS_VARIANTS) if of("search", "Cora", variant=v)]
     if abl:
@@ -612,6 +615,12 @@ def speed_and_stale(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _cpu(record: dict) -> str:
+    """The CPU a cell was computed on (the same search gives another network on another CPU); cells stored before
+    cells recorded their machine say so."""
+    return (record.get("env") or {}).get("cpu") or "not recorded"
+
+
 def plot(rows: list[dict], budget: str) -> str | None:
     plt = pyplot()
 
@@ -668,7 +677,7 @@ def main() -> None:
         record = store.load(name)
         if record is not None and not (args.rerun_stale and not store.current(record)):
             return {**record["row"], "cell": name, "stale": store.flag(record),
-                    "sources": record.get("code", {}).get("sources")}
+                    "sources": record.get("code", {}).get("sources"), "cpu": _cpu(record)}
         if args.tables_only:
             return None
         started = time.perf_counter()
@@ -676,7 +685,8 @@ def main() -> None:
         row["cell_s"] = time.perf_counter() - started
         print(f"cell {name}: {json.dumps({k: v for k, v in row.items() if k not in ('curve', 'retrains')})[:300]}",
               flush=True)
-        return {**store.save(name, {**settings, "retrains": args.retrains}, row)["row"], "cell": name, "stale": ""}
+        saved = store.save(name, {**settings, "retrains": args.retrains}, row)
+        return {**saved["row"], "cell": name, "stale": "", "cpu": _cpu(saved)}
 
     def add(row):
         if row is not None:
@@ -743,7 +753,7 @@ def main() -> None:
         record = json.loads(path.read_text())
         if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
-                         "sources": record.get("code", {}).get("sources")})
+                         "sources": record.get("code", {}).get("sources"), "cpu": _cpu(record)})
     figure = plot(rows, b)
     splits = [sp for sp in ("first-per-class", "per-class")
               if any(r.get("split", "per-class") == sp and r.get("kind") != "speed" for r in rows)]
