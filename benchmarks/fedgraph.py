@@ -395,12 +395,14 @@ def work_table(runs: list[dict]) -> str:
             if not cells:
                 continue
             rounds = [c for r in cells for c in last_episode(r)[1:] if c[5] is not None]
+            clock = [b[1] - a[1] for r in cells for a, b in zip(last_episode(r)[1:], last_episode(r)[2:])]
             if variant not in AGENT_VARIANTS:
                 pairs += [(c[4], c[5]) for c in rounds]
             budget = [accuracy_at_work(r, cumulative_work(last_episode(agent[r["seed"]]))[-1])
                       for r in cells if r["seed"] in agent]
             body.append([d, variant, len(cells), f"{statistics.mean(c[4] for c in rounds):.4f}",
                          f"{statistics.mean(c[5] for c in rounds):.3f}",
+                         f"{statistics.mean(clock):.3f}" if clock else "-",
                          _reached([work_to(r) for r in cells], 3),
                          _reached([work_to(r, TARGET_HIGH[d]) for r in cells], 3),
                          _reached([time_to(r, by="client") for r in cells], 3),
@@ -413,13 +415,14 @@ def work_table(runs: list[dict]) -> str:
         return ""
     return ("Work: the largest number of forward multiply-adds of any client in a round (GMAC; "
             "`fedgraph.round-time=work`, deterministic), summed over the rounds (the last episode for the agents). "
-            "Rounds 2 onwards for the per-round means. How well the slowest client's work predicts its measured "
-            "local training time (Pearson, fixed policies' rounds): " + "; ".join(notes) + ".\n\n" +
+            "Rounds 2 onwards for the per-round means (the run's clock: the time between consecutive rounds, all "
+            "clients in one process, server and messages included). How well the slowest client's work predicts "
+            "its measured local training time (Pearson, fixed policies' rounds): " + "; ".join(notes) + ".\n\n" +
             "Slowest-client s: the slowest client's local training seconds summed over the rounds, the "
             "training's critical path if each client had its own machine and messages cost nothing (here all "
             "clients share one process and the run's clock sums them). " + critical_path_note(runs) + "\n\n" +
             table(["dataset", "variant", "seeds", "GMAC per round", "slowest client s per round",
-                   f"GMAC to {TARGET:.0%} (reached)", "GMAC to 2nd target (reached)",
+                   "run's clock s per round", f"GMAC to {TARGET:.0%} (reached)", "GMAC to 2nd target (reached)",
                    f"slowest-client s to {TARGET:.0%} (reached)", "slowest-client s to 2nd target (reached)",
                    "acc % at fedgraph-work's work", "final acc %"], body))
 
@@ -427,16 +430,18 @@ def work_table(runs: list[dict]) -> str:
 def critical_path_note(runs: list[dict]) -> str:
     """Seed-paired differences of the agents' slowest-client seconds to the target against full batch and
     GraphSAGE (the issue's comparison, on the clock that dedicated machines would show)."""
+    def by_seed(dataset: str, variant: str) -> dict[int, float]:
+        times = {r["seed"]: time_to(r, by="client") for r in runs
+                 if r["dataset"] == dataset and r["variant"] == variant}
+        return {seed: t for seed, t in times.items() if t is not None}
+
     parts = []
     for d in DATASETS:
         for agent in ("fedgraph", "fedgraph-work", "fedgraph-client"):
+            mine = by_seed(d, agent)
             for base in ("full", "graphsage"):
-                mine = {r["seed"]: time_to(r, by="client") for r in runs
-                        if r["dataset"] == d and r["variant"] == agent}
-                theirs = {r["seed"]: time_to(r, by="client") for r in runs
-                          if r["dataset"] == d and r["variant"] == base}
-                diffs = [mine[k] - theirs[k] for k in sorted(mine) if k in theirs
-                         and mine[k] is not None and theirs[k] is not None]
+                theirs = by_seed(d, base)
+                diffs = [mine[k] - theirs[k] for k in sorted(mine) if k in theirs]
                 if diffs:
                     parts.append(f"{d} {agent} - {base}: " + ", ".join(f"{x:+.3f}" for x in diffs)
                                  + f" s ({sum(x < 0 for x in diffs)} of {len(diffs)} seeds ahead)")

@@ -607,9 +607,9 @@ def speed_and_stale(rows: list[dict]) -> str:
         out += ["\n**Cells from older code** (†). Commit 2b70cee (2026-11-27) added `flagcns.finalists`; with its "
                 "default (1) a run computes what it did before (`tests/test_flagcns.py::"
                 "test_flower_run_equals_the_in_process_reference` is unchanged), so a cell marked *only the finalists "
-                "option since* differs from today's code by that option alone; the ones re-run so far on the CPU "
-                "type that computed them (an AMD EPYC; the Cora default-budget searches and the paper-budget fixed "
-                "networks) repeated to the last digit. On another CPU a search does not repeat "
+                "option since* differs from today's code by that option alone; every one re-run so far on the CPU "
+                "type that computed them (an AMD EPYC: Cora's default-budget search of seed 0 and the paper-budget "
+                "fixed networks) repeated to the last digit. On another CPU a search does not repeat "
                 "(docs/methods/flagcns.md, \"Reproducibility across machines\"):\n",
                 "\n".join(f"- {r['cell']}{r['stale']}" + (" *only the finalists option since*"
                                                           if r.get("sources") == PRE_FINALISTS else "")
