@@ -281,10 +281,10 @@ def tables(rows: list[dict], budget: str) -> str:
                     f" ({statistics.mean(c['best_val'] - accuracy(c) for c in cs):+.3f}) / "
                     + (f"{statistics.mean(oracle):.3f}" if len(oracle) == len(cs) else "-"))
 
-        body, gaps, js_pairs = [], [], []
+        body, gaps, js_pairs, by_alpha = [], [], [], {}
         for a in sorted(t6, reverse=True):
-            cells = {m: of("tuned", dataset="Cora", setting="label", alpha=a, method=m, budget=budget)
-                     for m in ("sfgnn-nojs", "sfgnn", "fl", "sp")}
+            cells = by_alpha[a] = {m: of("tuned", dataset="Cora", setting="label", alpha=a, method=m, budget=budget)
+                                   for m in ("sfgnn-nojs", "sfgnn", "fl", "sp")}
             if row := paired(cells["sfgnn"], cells["sfgnn-nojs"]):
                 js_pairs.append([f"{a:.1f}", *row, f"{PAPER6[a][1] - PAPER6[a][0]:+.4f}"])
             means = {m: statistics.mean(accuracy(c) for c in cs) for m, cs in cells.items() if cs}
@@ -321,6 +321,8 @@ def tables(rows: list[dict], budget: str) -> str:
                 table(["alpha", "FL: val / test (gap) / on test", "SP: val / test (gap) / on test",
                        "SFGNN: val / test (gap) / on test", "without JS: val / test (gap) / on test",
                        "paper SFGNN"], gaps)]
+        if figure := plot_alpha(alpha_curves(by_alpha), budget):
+            out += [f"\n![Fig. 3 shape: accuracy over alpha, and JS minus no JS seed-paired]({figure})"]
     control = of("control", budget=budget)
     if control:
         body = [[LABELS[m], fmt([c["test"] for c in of("control", method=m, budget=budget)]),
@@ -383,6 +385,65 @@ def tables(rows: list[dict], budget: str) -> str:
     if stale:
         out += ["\n**Cells from older code** (†):\n", "\n".join(f"- {r['cell']}{r['stale']}" for r in stale)]
     return "\n".join(out) if out else "No cells yet."
+
+
+def alpha_curves(by_alpha: dict[float, dict[str, list[dict]]]) -> dict[str, list[tuple[float, float, float, int]]]:
+    """Fig. 3's points from Table 6's cells (``{alpha: {method: cells}}``): for each method, ``(alpha, mean, std,
+    seeds)`` of the mean client test accuracy over its cells, and under ``"js-diff"`` the seed-paired difference with
+    JS minus without over the seeds that have both (std 0.0 where there is one value); alphas in increasing order."""
+    curves: dict[str, list[tuple[float, float, float, int]]] = {}
+
+    def point(a: float, values: list[float]) -> tuple[float, float, float, int]:
+        return a, statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values)
+
+    for a in sorted(by_alpha):
+        for m, cells in by_alpha[a].items():
+            if cells:
+                curves.setdefault(m, []).append(point(a, [accuracy(c) for c in cells]))
+        js = {c["seed"]: accuracy(c) for c in by_alpha[a].get("sfgnn", [])}
+        nojs = {c["seed"]: accuracy(c) for c in by_alpha[a].get("sfgnn-nojs", [])}
+        if both := sorted(set(js) & set(nojs)):
+            curves.setdefault("js-diff", []).append(point(a, [js[k] - nojs[k] for k in both]))
+    return curves
+
+
+def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget: str) -> str | None:
+    """Paper Fig. 3's shape: mean client test accuracy over alpha (mean ± std over seeds) for SFGNN with and
+    without JS, FL and SP, the paper's Table 6 as open markers; beside it JS minus no JS, seed-paired, against the
+    paper's improvement."""
+    if not any(m in curves for m in ("sfgnn", "sfgnn-nojs", "fl", "sp")):
+        return None
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6))
+    colours = {"sfgnn": "C0", "sfgnn-nojs": "C1", "fl": "C2", "sp": "C3"}
+    for m in ("sfgnn", "sfgnn-nojs", "fl", "sp"):
+        if m in curves:
+            a, mean, std, _ = zip(*curves[m])
+            left.errorbar(a, mean, yerr=std, marker="o", ms=4, capsize=3, color=colours[m], label=LABELS[m])
+    paper = sorted(PAPER6)
+    left.plot(paper, [PAPER6[a][1] for a in paper], "o--", mfc="none", color=colours["sfgnn"], lw=0.8,
+              label="paper: SFGNN")
+    left.plot(paper, [PAPER6[a][0] for a in paper], "s--", mfc="none", color=colours["sfgnn-nojs"], lw=0.8,
+              label="paper: without JS")
+    left.set_xlabel("alpha (share of a client's own label part)")
+    left.set_ylabel("mean client test accuracy")
+    left.legend(fontsize=7)
+    left.grid(alpha=0.3)
+    right.axhline(0.0, color="grey", lw=0.8)
+    if "js-diff" in curves:
+        a, mean, std, n = zip(*curves["js-diff"])
+        seeds = f"{min(n)}-{max(n)}" if max(n) > min(n) else f"{min(n)}"
+        right.errorbar(a, [100 * v for v in mean], yerr=[100 * v for v in std], marker="o", ms=4, capsize=3,
+                       color=colours["sfgnn"], label=f"ours, seed-paired ({seeds} seeds)")
+    right.plot(paper, [100 * (PAPER6[a][1] - PAPER6[a][0]) for a in paper], "o--", mfc="none", color="black",
+               lw=0.8, label="paper (one run each)")
+    right.set_xlabel("alpha")
+    right.set_ylabel("with JS - without JS (points)")
+    right.legend(fontsize=7)
+    right.grid(alpha=0.3)
+    fig.suptitle(f"ASFGNN on Cora over alpha (Fig. 3 / Table 6 shape, budget {budget}); bars: std over seeds",
+                 fontsize=10)
+    return save_figure(fig, f"asfgnn_alpha_{budget}.png")
 
 
 def plot_search(searches: dict[str, list[dict]], seeds: list[int], targets: dict[int, float],

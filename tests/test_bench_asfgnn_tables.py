@@ -1,0 +1,48 @@
+"""ASFGNN's Fig. 3 points (benchmarks/asfgnn.py ``alpha_curves``): means and stds over seeds per method and alpha,
+and the JS minus no-JS difference paired by seed (only seeds with both cells), checked against hand numbers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import asfgnn as bench  # noqa: E402
+
+
+def cell(method: str, seed: int, test: float) -> dict:
+    return {"method": method, "seed": seed, "test": test}
+
+
+def test_alpha_curves_average_each_method_and_pair_js_by_seed():
+    by_alpha = {
+        1.0: {"sfgnn": [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.92), cell("sfgnn", 2, 0.94)],
+              "sfgnn-nojs": [cell("sfgnn-nojs", 0, 0.91), cell("sfgnn-nojs", 2, 0.90)],  # seed 1 missing
+              "fl": [cell("fl", 0, 0.80)], "sp": []},
+        0.8: {"sfgnn": [cell("sfgnn", 0, 0.70)], "sfgnn-nojs": [], "fl": [], "sp": [cell("sp", 3, 0.60)]},
+    }
+    curves = bench.alpha_curves(by_alpha)
+    a, mean, std, n = curves["sfgnn"][1]
+    assert (a, n) == (1.0, 3)
+    assert mean == pytest.approx(0.92)
+    assert std == pytest.approx(0.02)  # sample std of 0.90, 0.92, 0.94
+    assert curves["sfgnn"][0] == (0.8, pytest.approx(0.70), 0.0, 1)  # alphas ascend; one seed has std 0
+    assert curves["fl"] == [(1.0, pytest.approx(0.80), 0.0, 1)]
+    assert curves["sp"] == [(0.8, pytest.approx(0.60), 0.0, 1)]  # an empty cell list gives no point
+    # paired over seeds 0 and 2 only: (0.90 - 0.91) and (0.94 - 0.90)
+    (a, mean, std, n), = curves["js-diff"]
+    assert (a, n) == (1.0, 2)
+    assert mean == pytest.approx(0.015)
+    assert std == pytest.approx(((0.025 ** 2) * 2) ** 0.5)  # deviations -0.025, +0.025, n - 1 = 1
+
+
+def test_alpha_plot_is_written_from_the_points(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
+    curves = {"sfgnn": [(0.9, 0.80, 0.01, 3), (1.0, 0.90, 0.01, 3)], "js-diff": [(1.0, -0.002, 0.008, 3)]}
+    assert bench.plot_alpha(curves, "quick") == "asfgnn_alpha_quick.png"
+    assert (tmp_path / "asfgnn_alpha_quick.png").stat().st_size > 1000
+    assert bench.plot_alpha({"js-diff": []}, "quick") is None  # nothing of Fig. 3's curves: no figure
