@@ -410,9 +410,9 @@ def alpha_curves(by_alpha: dict[float, dict[str, list[dict]]]) -> dict[str, list
 def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget: str) -> str | None:
     """Paper Fig. 3's shape: mean client test accuracy over alpha (mean ± std over seeds) for SFGNN with and
     without JS, FL and SP, the paper's Table 6 as open markers; beside it JS minus no JS, seed-paired, against the
-    paper's improvement."""
-    if not any(m in curves for m in ("sfgnn", "sfgnn-nojs", "fl", "sp")):
-        return None
+    paper's improvement. None (no figure) where our cells cover fewer than two alphas."""
+    if len({a for m in ("sfgnn", "sfgnn-nojs", "fl", "sp") for a, *_ in curves.get(m, [])}) < 2:
+        return None  # a curve needs two alphas at least (the paper budget's cells are alpha 1 only)
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6))
     colours = {"sfgnn": "C0", "sfgnn-nojs": "C1", "fl": "C2", "sp": "C3"}

@@ -46,3 +46,4 @@ def test_alpha_plot_is_written_from_the_points(tmp_path, monkeypatch):
     assert bench.plot_alpha(curves, "quick") == "asfgnn_alpha_quick.png"
     assert (tmp_path / "asfgnn_alpha_quick.png").stat().st_size > 1000
     assert bench.plot_alpha({"js-diff": []}, "quick") is None  # nothing of Fig. 3's curves: no figure
+    assert bench.plot_alpha({"sfgnn": [(1.0, 0.9, 0.0, 1)], "sp": [(1.0, 0.91, 0.0, 1)]}, "quick") is None  # one alpha
