@@ -90,7 +90,9 @@ def main() -> None:
 
     import flowergraph.tasks.asfgnn.reference as reference
 
-    made: list = []  # the models run_clients builds (it returns histories only): the final models' predictions
+    # run_clients returns histories only; the final models are caught as it builds them rather than by changing
+    # it: reference.py is on the code path of every stored ASFGNN cell, whose code state a change would flag
+    made: list = []
     build = reference.make_model
     reference.make_model = lambda *a, **k: made.append(build(*a, **k)) or made[-1]
 

@@ -394,8 +394,9 @@ def work_table(runs: list[dict]) -> str:
             cells = [r for r in runs if r["dataset"] == d and r["variant"] == variant]
             if not cells:
                 continue
-            rounds = [c for r in cells for c in last_episode(r)[1:] if c[5] is not None]
-            clock = [b[1] - a[1] for r in cells for a, b in zip(last_episode(r)[1:], last_episode(r)[2:])]
+            episodes = [last_episode(r) for r in cells]
+            rounds = [c for ep in episodes for c in ep[1:] if c[5] is not None]
+            clock = [b[1] - a[1] for ep in episodes for a, b in zip(ep[1:], ep[2:])]
             if variant not in AGENT_VARIANTS:
                 pairs += [(c[4], c[5]) for c in rounds]
             budget = [accuracy_at_work(r, cumulative_work(last_episode(agent[r["seed"]]))[-1])

@@ -47,3 +47,11 @@ def test_alpha_plot_is_written_from_the_points(tmp_path, monkeypatch):
     assert (tmp_path / "asfgnn_alpha_quick.png").stat().st_size > 1000
     assert bench.plot_alpha({"js-diff": []}, "quick") is None  # nothing of Fig. 3's curves: no figure
     assert bench.plot_alpha({"sfgnn": [(1.0, 0.9, 0.0, 1)], "sp": [(1.0, 0.91, 0.0, 1)]}, "quick") is None  # one alpha
+
+
+def test_top_by_validation_averages_the_best_trials_test_accuracy():
+    trials = [{"best_val": v, "test": t, "owner_test": o} for v, t, o in
+              ((0.90, 0.80, 0.70), (0.95, 0.85, 0.75), (0.93, 0.90, 0.60), (0.91, 0.99, 0.99))]
+    assert bench.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
+    assert bench.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
+    assert bench.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
