@@ -1,0 +1,40 @@
+"""FL-AGCNS's control on how the retrainings are summarised (benchmarks/flagcns.py ``best_of_retrainings``): per row
+and dataset the mean over seeds of each cell's mean and of each cell's best retraining, stale cells marked, checked
+against hand numbers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import flagcns as bench  # noqa: E402
+
+
+def row_of(table: str, label: str) -> list[str]:
+    line = next(line for line in table.splitlines() if line.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
+    rows = [
+        {"kind": "reference", "dataset": "Cora", "architecture_name": "gcn", "seed": 0, "retrains": [78.0, 80.0, 82.0]},
+        {"kind": "reference", "dataset": "Cora", "architecture_name": "gcn", "seed": 1, "retrains": [79.0, 81.0]},
+        {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": 0, "retrains": [70.0, 75.0], "stale": True},
+        {"kind": "search", "dataset": "CiteSeer", "variant": "feo", "seed": 0, "retrains": [60.0, 64.0]},
+    ]
+
+    def of(kind, dataset, **match):
+        return [r for r in rows if r["kind"] == kind and r["dataset"] == dataset
+                and all(r.get(k) == v for k, v in match.items())]
+
+    text = bench.best_of_retrainings(of, ["Cora", "CiteSeer"])
+    # cell means 80.0 and 80.0 -> 80.0 ± 0.0; bests 82.0 and 81.0 -> 81.5 ± 0.7 (sample std 0.707); paper 81.3
+    assert row_of(text, "GCN, authors' network") == ["GCN, authors' network", "80.0 ± 0.0", "81.5 ± 0.7", "81.3",
+                                                      "-", "-", "68.6"]
+    # one stale cell: both summaries marked; CiteSeer's one seed has no std
+    assert row_of(text, "FL-AGCNS") == ["FL-AGCNS", "72.5 †", "75.0 †", "82.9", "62.0", "64.0", "70.6"]
+    assert "FL-Random" not in text and "finalists" not in text  # rows without cells are left out
+    assert bench.best_of_retrainings(lambda kind, dataset, **m: [], ["Cora"]) is None
