@@ -110,6 +110,10 @@ LABELS = {"feo": "FL-AGCNS", "controller-eo": "ControllerEO (only the controller
               ("random-partition", "RandomPartition"))}}
 REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' network", "sage": "SAGE, authors' network",
                     "sgc": "SGC, authors' network", "appnp": "APPNP, authors' network"}
+# Table 3's rows: (label, cell kind, what a cell must match, the row's key in PAPER3)
+TABLE3_ROWS = ([("FL-AGCNS", "search", {"variant": "feo"}, "FL-AGCNS"), ("FL-Random", "random", {}, "FL-Random")] +
+               [(LABELS[n], "fixed", {"architecture_name": n}, n) for n in FIXED] +
+               [(REFERENCE_LABELS[n], "reference", {"architecture_name": n}, n) for n in FIXED])
 # The architectures the authors published (github 21S003018/FL-AGCNS, README "Example"), in their 8-integer supermask
 # (input, layers 1-6 as 12 * predecessor + operation (1-based; 0 = unused), output): layer j reads layer
 # (g - 1) // 12 (0 = the input structure), operation (g - 1) % 12 + 1 of models.py's y_1..y_12 (Table 1's order);
@@ -422,14 +426,11 @@ def genes(row: dict) -> str:
 def best_of_retrainings(of, present: list[str]) -> str | None:
     """The Table 3 rows summarised two ways, each cell's mean and best retraining, beside the paper's single value
     (why: the table's own text)."""
-    specs = [("FL-AGCNS", "search", {"variant": "feo"}, "FL-AGCNS"),
-             (f"FL-AGCNS, {FINALISTS} finalists (not the paper's rule)", "search", {"variant": "feo-finalists"},
-              "FL-AGCNS"),
-             ("FL-Random", "random", {}, "FL-Random")]
+    specs = TABLE3_ROWS[:1] + [(f"FL-AGCNS, {FINALISTS} finalists (not the paper's rule)", "search",
+                                {"variant": "feo-finalists"}, "FL-AGCNS")] + TABLE3_ROWS[1:2]
     specs += [(f"authors' published code ({key}, fusion `all`)", "published", {"published": key, "fusion": "all"},
                "FL-AGCNS") for key in ("paper", "readme")]
-    specs += [(LABELS[n], "fixed", {"architecture_name": n}, n) for n in FIXED]
-    specs += [(REFERENCE_LABELS[n], "reference", {"architecture_name": n}, n) for n in FIXED]
+    specs += TABLE3_ROWS[2:]
     body = []
     for label, kind, match, paper_key in specs:
         if not any(of(kind, d, **match) for d in present):
@@ -472,13 +473,10 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         for d in present:
             header += [f"{d}: FLACC % (ours \\| paper)", "params M (ours \\| paper)", "inference s (ours \\| paper)"]
         body = []
-        for label, kind, match in [("FL-AGCNS", "search", {"variant": "feo"}), ("FL-Random", "random", {})] + \
-                [(LABELS[n], "fixed", {"architecture_name": n}) for n in FIXED] + \
-                [(REFERENCE_LABELS[n], "reference", {"architecture_name": n}) for n in FIXED]:
+        for label, kind, match, key in TABLE3_ROWS:
             if kind == "reference" and not any(of(kind, d, **match) for d in present):
                 continue
             line = [label]
-            key = "FL-AGCNS" if kind == "search" else "FL-Random" if kind == "random" else match["architecture_name"]
             for d in present:
                 cells = of(kind, d, **match)
                 paper = PAPER3.get(d, {}).get(key, (None, None, None))
