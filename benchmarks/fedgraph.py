@@ -259,16 +259,25 @@ def layers_table(rows: list[dict]) -> str:
     return table(["dataset", "seeds", "full batch acc %", *[f"FastGCN {t} acc %" for t in LAYER_SIZES]], body)
 
 
+def episode_curves(row: dict) -> list[list[list]]:
+    """The curve cut into the run's episodes (FedGraph restarts training every episode), each with its times from
+    the episode's start; a run without episodes (the fixed policies and baselines) is one episode."""
+    curve = row["curve"]
+    if row["variant"] not in AGENT_VARIANTS:
+        return [curve]
+    out = []
+    for i, c in enumerate(curve):
+        if i == 0 or c[3] != curve[i - 1][3]:
+            start = curve[i - 1][1] if i > 0 and curve[i - 1][0] == c[0] - 1 else 0.0
+            out.append([])
+        out[-1].append([c[0], c[1] - start, *c[2:]])
+    return out
+
+
 def last_episode(row: dict) -> list[list]:
     """The curve from the start of the run's last episode (FedGraph restarts training every episode), times from
     that start."""
-    curve = row["curve"]
-    if row["variant"] not in AGENT_VARIANTS:
-        return curve
-    episode = curve[-1][3]
-    part = [c for c in curve if c[3] == episode]
-    start = next((c[1] for c in curve if c[0] == part[0][0] - 1), 0.0) if part[0][0] > 1 else 0.0
-    return [[c[0], c[1] - start, *c[2:]] for c in part]
+    return episode_curves(row)[-1]
 
 
 def cumulative_work(curve: list[list]) -> list[float] | None:
@@ -288,14 +297,24 @@ def cumulative_client_time(curve: list[list]) -> list[float] | None:
     return np.cumsum([c[5] for c in curve]).tolist()
 
 
-def _along(row: dict, by: str) -> list[tuple[float, float | None]] | None:
-    """(x, accuracy) per round of the last episode, x = seconds of the run's clock from its start (``by="time"``),
-    cumulative work in GMAC (``by="work"``) or the cumulative slowest client's training seconds (``by="client"``);
-    None for cells that predate the count."""
-    curve = last_episode(row)
+def _points(curve: list[list], by: str) -> list[tuple[float, float | None]] | None:
+    """(x, accuracy) per round of ``curve`` (one episode), x = seconds of the run's clock from its start
+    (``by="time"``), cumulative work in GMAC (``by="work"``) or the cumulative slowest client's training seconds
+    (``by="client"``); None for cells that predate the count."""
     xs = ([c[1] for c in curve] if by == "time" else cumulative_work(curve) if by == "work"
           else cumulative_client_time(curve))
     return None if xs is None else [(x, c[2]) for x, c in zip(xs, curve)]
+
+
+def _along(row: dict, by: str) -> list[tuple[float, float | None]] | None:
+    """:func:`_points` along the run's last episode."""
+    return _points(last_episode(row), by)
+
+
+def curve_time_to(curve: list[list], target: float = TARGET, by: str = "time") -> float | None:
+    """Seconds (GMAC with ``by="work"``, the slowest clients' training seconds with ``by="client"``) along one
+    episode's ``curve`` until ``target`` is reached; None if never."""
+    return next((x for x, acc in _points(curve, by) or [] if acc is not None and acc >= target), None)
 
 
 def work_to(row: dict, target: float = TARGET) -> float | None:
@@ -311,8 +330,7 @@ def accuracy_at_work(row: dict, gmacs: float) -> float | None:
 def time_to(row: dict, target: float = TARGET, by: str = "time") -> float | None:
     """Seconds of the run's clock (GMAC with ``by="work"``, the slowest clients' training seconds with
     ``by="client"``) of the last episode until ``target`` is reached; None if never."""
-    points = _along(row, by) or []
-    return next((x for x, acc in points if acc is not None and acc >= target), None)
+    return curve_time_to(last_episode(row), target, by)
 
 
 def _split(row: dict) -> str:
@@ -618,6 +636,69 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
     return "\n".join(out)
 
 
+FIG7_TARGET = {"Cora": TARGET, "CiteSeer": TARGET_HIGH["CiteSeer"]}  # CiteSeer's curves level off near 75%
+FIG7_AXES = (("work", "GMAC", 3), ("client", "slowest-client s", 3), ("time", "run's clock s", 2))
+
+
+def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
+    """Fig. 7's comparison with a trained agent: per DDPG run of many episodes, the mean over its last block of
+    LEARNING_BLOCK episodes (each restarts training) of the work, the slowest client's seconds and the run's clock
+    to FIG7_TARGET, against the default budget's full-batch, GraphSAGE and fixed-policy cells of the same seed, split,
+    synthesis and clients, and the least work to the target among the policy grid's fixed policies (chosen on the
+    test accuracy itself: an upper bound for any fixed policy of the grid); then, per axis, on how many seeds the
+    agent's mean is below each baseline."""
+    body, wins = [], {}
+    for r in runs:
+        eps = episode_curves(r)[:len(episodes(r))][-LEARNING_BLOCK:]  # finished episodes only
+        if len(eps) < LEARNING_BLOCK:
+            continue
+        target, horizon = FIG7_TARGET[r["dataset"]], len(eps[-1])  # the baselines within an episode's rounds
+
+        def first(v: str) -> list[list] | None:
+            ref = next(iter(references(rows, r, (v,))), None)
+            return ref["curve"][:horizon] if ref else None
+
+        bases = {v: first(v) for v in ("full", "graphsage", "fixed")}
+        grid = [(v, first(v)) for v in GRID_VARIANTS if first(v) and curve_time_to(first(v), target, "work")]
+        best = min(grid, key=lambda g: curve_time_to(g[1], target, "work")) if grid else None
+        line = [r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}"]
+        for by, _, digits in FIG7_AXES:
+            mine = [curve_time_to(c, target, by) for c in eps]
+            theirs = {v: curve_time_to(b, target, by) if b else None for v, b in bases.items()}
+            line.append(_reached(mine, digits) + " / " + " / ".join(
+                "-" if t is None else f"{t:.{digits}f}" for t in theirs.values()))
+            reached = [x for x in mine if x is not None]
+            for v, t in theirs.items():
+                if reached and t is not None and v != "fixed":
+                    wins.setdefault((r["dataset"], r["variant"]), {}).setdefault((by, v), []).append(
+                        statistics.mean(reached) < t)
+        line.append("-" if best is None else f"{curve_time_to(best[1], target, 'work'):.3f} ({best[0]})")
+        body.append(line)
+    if not body:
+        return ""
+    counts = [[d, DELTA[variant], *[" / ".join(f"{sum(c[(by, v)])} of {len(c[(by, v)])}" if (by, v) in c else "-"
+                                             for v in ("full", "graphsage")) for by, _, _ in FIG7_AXES]]
+              for (d, variant), c in wins.items()]
+    return ("### The trained agent on Fig. 7's axes\n\nThe paper trains its agent (Fig. 6) and compares the time to "
+            f"a target accuracy (Fig. 7; Cora {FIG7_TARGET['Cora']:.0%}, here CiteSeer "
+            f"{FIG7_TARGET['CiteSeer']:.0%}, near where its curves level off). Agent: the mean over its last "
+            f"{LEARNING_BLOCK} episodes (each restarts training from the initial model; how many reached the "
+            "target), to the target from the episode's start; then the default budget's full batch / GraphSAGE / "
+            "fixed policy (kappa 256, p = 1) cells of the same seed, split, synthesis and clients, from the run's "
+            f"start, within an episode's {BUDGETS['learning']['fedgraph.episode-rounds']} rounds (the agent's "
+            "horizon). Work (GMAC, deterministic) compares across runs; the slowest client's seconds (the training's "
+            "critical path with one machine per client) and the run's clock are measured in separate runs on a "
+            "shared machine, and the run's clock of the agent also holds its server test evaluation and DDPG step "
+            "every round. Least grid work: the fixed policy of the grid that needs the least work to the target "
+            "(chosen on the test accuracy itself).\n\n"
+            + table(["dataset", "agent (time penalty by)", "seed",
+                     *[f"{n} to target: agent / full / GraphSAGE / fixed" for _, n, _ in FIG7_AXES],
+                     "least grid work to target (policy)"], body)
+            + "\n\nSeeds on which the agent's mean is below the baseline's (full batch / GraphSAGE):\n\n"
+            + table(["dataset", "agent (time penalty by)",
+                     *[f"{n}: ahead of full / GraphSAGE" for _, n, _ in FIG7_AXES]], counts) + "\n\n")
+
+
 def stability_table(rows: list[dict], runs: list[dict]) -> str:
     """Per work-rewarded agent and seed: its best block of LEARNING_BLOCK episodes (least work per episode) against
     its last block, and the best grid policy at the last block's work: how much of what it learned it keeps."""
@@ -676,7 +757,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 f"test accuracy itself, an upper bound for any fixed policy of the grid). "
                 f"Returns are eq. 9 summed over an episode's rounds; the time penalty is profiled to 1 on the first "
                 f"round, so a return compares only within one cell.\n\n"
-                + stability_table(rows, runs) + learning_table(rows, runs))
+                + trained_agent_table(rows, runs) + stability_table(rows, runs) + learning_table(rows, runs))
 
     layers = [r for r in rows if r.get("kind") == "layers" and _split(r) == split and budget == "default"]
     grid = [r for r in rows if r.get("budget") == budget and _split(r) == split and r.get("kind") == "run"

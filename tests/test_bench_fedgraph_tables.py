@@ -58,3 +58,41 @@ def test_the_seed_paired_note_subtracts_the_same_seeds():
     note = bench.critical_path_note(runs)
     assert "Cora fedgraph - full: -0.030 s (1 of 1 seeds ahead)" in note
     assert "Cora fedgraph - graphsage: +0.030 s (0 of 1 seeds ahead)" in note
+
+
+# The trained agent on Fig. 7's axes: a learning run of 3 finished episodes of 2 rounds (and a 4th cut short by the
+# end of the run) against the default budget's cells of the same seed and clients.
+LEARNED = {"kind": "run", "budget": "learning", "variant": "fedgraph-work", "dataset": "Cora", "seed": 0, "var": 0.1,
+           "split": "full-supervised", "data": "synthesis", "client_nodes": [10, 20], "stale": "",
+           "returns": [1.0, 2.0, 3.0], "curve": [
+               [1, 0.3, 0.50, 1, 0.1, 0.01], [2, 0.6, 0.80, 1, 0.1, 0.01],
+               [3, 0.9, 0.76, 2, 0.2, 0.02], [4, 1.2, 0.90, 2, 0.2, 0.03],  # reaches 75% in its 1st round
+               [5, 1.5, 0.50, 3, 0.1, 0.04], [6, 1.9, 0.80, 3, 0.3, 0.05],  # in its 2nd
+               [7, 2.0, 0.99, 4, 0.01, 0.001]]}  # unfinished (no return): must not count
+
+
+def _default(variant: str, curve: list[list]) -> dict:
+    return {**LEARNED, "budget": "default", "variant": variant, "curve": curve, "returns": []}
+
+
+def test_the_trained_agent_is_compared_within_an_episodes_rounds(monkeypatch):
+    monkeypatch.setattr(bench, "LEARNING_BLOCK", 2)  # the last block: episodes 2 and 3
+    rows = [LEARNED,
+            _default("full", [[1, 0.3, 0.40, 1, 0.5, 0.05], [2, 0.6, 0.80, 1, 0.5, 0.05], [3, 0.9, 0.9, 1, 0.5, 0.05]]),
+            # reaches 75% in its 3rd round only: beyond the agent's 2-round horizon
+            _default("graphsage", [[1, 0.1, 0.1, 1, 0.01, 0.001], [2, 0.2, 0.2, 1, 0.01, 0.001],
+                                   [3, 0.3, 0.9, 1, 0.01, 0.001]]),
+            _default("fixed-k256-p0.1", [[1, 0.2, 0.75, 1, 0.05, 0.01], [2, 0.4, 0.8, 1, 0.05, 0.01]]),
+            _default("fixed-k32-p0.1", [[1, 0.1, 0.1, 1, 0.001, 0.001], [2, 0.2, 0.2, 1, 0.001, 0.001],
+                                        [3, 0.3, 0.9, 1, 0.001, 0.001]]),
+            {**_default("full", [[1, 0.1, 0.9, 1, 0.001, 0.001]]), "seed": 1}]  # another seed: not a reference
+    out = bench.trained_agent_table(rows, [LEARNED])
+    # work: episodes 2 and 3 need 0.2 and 0.1 + 0.3 GMAC -> 0.300; full batch 0.5 + 0.5 within 2 rounds
+    assert "| Cora | work (GMAC, deterministic) | 0 | 0.300 (2/2) / 1.000 / - / - | 0.055 (2/2) / 0.100 / - / - " \
+           "| 0.50 (2/2) / 0.60 / - / - | 0.050 (fixed-k256-p0.1) |" in out
+    assert "| Cora | work (GMAC, deterministic) | 1 of 1 / - | 1 of 1 / - | 1 of 1 / - |" in out
+
+
+def test_a_run_shorter_than_a_block_has_no_trained_agent_row(monkeypatch):
+    monkeypatch.setattr(bench, "LEARNING_BLOCK", 4)
+    assert bench.trained_agent_table([LEARNED], [LEARNED]) == ""
