@@ -819,12 +819,13 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
 def plot(rows: list[dict], budget: str, split: str) -> str | None:
     plt = pyplot()
 
+    every = rows
     rows = [r for r in rows if r.get("budget") == budget and _split(r) == split and _data(r) == "synthesis"
             and r.get("kind") == "run" and r["variant"] in VARIANTS]
     if not rows:
         return None
     if budget == "learning":
-        return plot_learning(rows, split)
+        return plot_learning(rows, split, every)
     runs = [r for r in rows if r["var"] == 0.1 and r["seed"] == min(x["seed"] for x in rows)]
     if not runs:
         return None
@@ -865,9 +866,34 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     return save_figure(fig, name)
 
 
-def plot_learning(rows: list[dict], split: str) -> str | None:
+TRAINED_CURVES = {"fedgraph-work": "agent, work-rewarded", "fedgraph": "agent, the paper's reward",
+                  "full": "full batch", "graphsage": "GraphSAGE", "fixed-k256-p0.1": "fixed kappa 256, p 0.1"}
+
+
+def trained_curves(every: list[dict], runs: list[dict], dataset: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Fig. 7's shape in work for a trained agent (:func:`trained_agent_table`): per curve of TRAINED_CURVES, the
+    cumulative work and the accuracy per round of an episode, averaged over the last LEARNING_BLOCK episodes and the
+    seeds (the baselines: the default budget's cells of the work-rewarded agent's seeds, their first rounds)."""
+    out = {}
+    agents = {v: [r for r in runs if r["dataset"] == dataset and r["variant"] == v
+                  and len(episodes(r)) >= LEARNING_BLOCK] for v in ("fedgraph-work", "fedgraph")}
+    curves: dict[str, list[list[list]]] = {v: [c for r in rs for c in episode_curves(r)[:len(episodes(r))]
+                                              [-LEARNING_BLOCK:]] for v, rs in agents.items()}
+    horizon = min((len(c) for cs in curves.values() for c in cs), default=0)
+    for v in ("full", "graphsage", "fixed-k256-p0.1"):
+        curves[v] = [ref["curve"] for r in agents["fedgraph-work"] for ref in references(every, r, (v,))]
+    for v, cs in curves.items():
+        cs = [c[:horizon] for c in cs if len(c) >= horizon and cumulative_work(c[:horizon])]
+        if horizon and cs:
+            out[v] = (np.mean([cumulative_work(c) for c in cs], axis=0).tolist(),
+                      np.mean([[x[2] for x in c] for c in cs], axis=0).tolist())
+    return out if any(v in out for v in ("fedgraph-work", "fedgraph")) else {}
+
+
+def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None) -> str | None:
     """One panel per measure of eq. 9's round time: the return per episode (running mean over LEARNING_BLOCK
-    episodes) of every seed; a last panel: the slowest client's work per episode (the same unit for every agent)."""
+    episodes) of every seed; a panel with the slowest client's work per episode (the same unit for every agent);
+    and per dataset Fig. 7's shape for the trained agent, accuracy against work (:func:`trained_curves`)."""
     plt = pyplot()
 
     runs = [r for r in rows if r["variant"] in DDPG_VARIANTS and r["returns"]]
@@ -875,7 +901,9 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
         return None
     variants = [v for v in DDPG_VARIANTS if any(r["variant"] == v for r in runs)]
     relapse = [r for r in runs if r["variant"] in RELAPSE_TESTS]  # the relapse tests, if run
-    panels = len(variants) + 1 + bool(relapse)
+    trained = {d: trained_curves(every or rows, runs, d) for d in DATASETS}
+    trained = {d: c for d, c in trained.items() if c}
+    panels = len(variants) + 1 + bool(relapse) + len(trained)
     cols = min(panels, 4)
     rows_ = -(-panels // cols)
     fig, grid = plt.subplots(rows_, cols, figsize=(4.6 * cols, 4 * rows_), squeeze=False)
@@ -917,11 +945,20 @@ def plot_learning(rows: list[dict], split: str) -> str | None:
     work_panel(axes[len(variants)], [r for r in runs if r["variant"] not in RELAPSE_TESTS],
                f"slowest client's work per episode (running mean over {LEARNING_BLOCK})")
     if relapse:
-        work_panel(axes[-1], [r for r in runs if r["variant"] in RELAPSE_VARIANTS and any(
+        work_panel(axes[len(variants) + 1], [r for r in runs if r["variant"] in RELAPSE_VARIANTS and any(
             q["dataset"] == r["dataset"] and q["seed"] == r["seed"] for q in relapse)],
             "relapse tests: DDPG (--), TD3 (-), noise >= 0.1 (:); work per episode")
-    for ax in axes:
+    for ax in axes[:panels - len(trained)]:
         ax.set_xlabel("episode")
+    for ax, (d, curves) in zip(axes[panels - len(trained):], trained.items()):
+        for i, (v, (work, acc)) in enumerate(curves.items()):
+            ax.plot(work, [100 * a for a in acc], marker="o", ms=3, color=plt.cm.tab10(i), label=TRAINED_CURVES[v])
+        ax.axhline(100 * FIG7_TARGET[d], color="grey", ls=":", lw=1)
+        ax.set_title(f"{d}: trained agents (last {LEARNING_BLOCK} episodes) against fixed schemes, mean over seeds",
+                     fontsize=8)
+        ax.set_xlabel("slowest client's work, cumulative (GMAC)")
+        ax.set_ylabel("test accuracy %")
+    for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     name = f"fedgraph_learning_{split}.png"

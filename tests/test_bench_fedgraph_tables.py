@@ -96,3 +96,14 @@ def test_the_trained_agent_is_compared_within_an_episodes_rounds(monkeypatch):
 def test_a_run_shorter_than_a_block_has_no_trained_agent_row(monkeypatch):
     monkeypatch.setattr(bench, "LEARNING_BLOCK", 4)
     assert bench.trained_agent_table([LEARNED], [LEARNED]) == ""
+
+
+def test_the_trained_agents_fig7_curve_averages_its_last_episodes(monkeypatch):
+    monkeypatch.setattr(bench, "LEARNING_BLOCK", 2)
+    full = _default("full", [[1, 0.3, 0.40, 1, 0.5, 0.05], [2, 0.6, 0.80, 1, 0.5, 0.05], [3, 0.9, 0.9, 1, 0.5, 0.05]])
+    curves = bench.trained_curves([LEARNED, full], [LEARNED], "Cora")
+    # episodes 2 and 3: cumulative work [0.2, 0.4] and [0.1, 0.4], accuracy [0.76, 0.90] and [0.50, 0.80]
+    assert curves["fedgraph-work"] == (pytest.approx([0.15, 0.4]), pytest.approx([0.63, 0.85]))
+    assert curves["full"] == (pytest.approx([0.5, 1.0]), pytest.approx([0.4, 0.8]))  # its first 2 rounds
+    assert "fedgraph" not in curves and "graphsage" not in curves  # no such cells
+    assert bench.trained_curves([LEARNED, full], [LEARNED], "CiteSeer") == {}
