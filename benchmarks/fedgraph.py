@@ -518,19 +518,20 @@ def _spearman(a: list[float], b: list[float]) -> str:
 
 
 def episodes(row: dict) -> list[dict]:
-    """Per episode of a DDPG run: its return, the accuracy after its last round, its wall time (from its start),
-    and each client's mean policy over its rounds (kappa, p per convolution; from ``policy_trace``)."""
-    curve, trace = row["curve"], row.get("policy_trace")
-    out = []
-    for e in sorted({c[3] for c in curve}):
-        idx = [i for i, c in enumerate(curve) if c[3] == e]
-        start = curve[idx[0] - 1][1] if idx[0] > 0 else 0.0
+    """Per finished episode of a DDPG run: its return, the accuracy after its last round, its wall time (from its
+    start), each client's mean policy over its rounds (kappa, p per convolution; from ``policy_trace``), its work
+    and its curve (:func:`episode_curves`)."""
+    trace = row.get("policy_trace")
+    out, first = [], 0
+    for part in episode_curves(row):
+        e, idx = part[0][3], range(first, first + len(part))
+        first += len(part)
         policies = None
         if trace and all(trace[i] for i in idx):
             policies = np.mean(np.asarray([trace[i] for i in idx], dtype=float), axis=0).tolist()
-        work = [curve[i][4] for i in idx] if len(curve[idx[0]]) >= 5 else []
+        work = [c[4] for c in part] if len(part[0]) >= 5 else []
         out.append({"episode": e, "return": row["returns"][e - 1] if e - 1 < len(row["returns"]) else None,
-                    "accuracy": curve[idx[-1]][2], "seconds": curve[idx[-1]][1] - start, "rounds": len(idx),
+                    "accuracy": part[-1][2], "seconds": part[-1][1], "rounds": len(part), "curve": part,
                     "policies": policies, "gmacs": sum(work) if work and None not in work else None})
     return [x for x in out if x["return"] is not None]  # a finished episode has its return
 
@@ -649,7 +650,7 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
     agent's mean is below each baseline."""
     body, wins = [], {}
     for r in runs:
-        eps = episode_curves(r)[:len(episodes(r))][-LEARNING_BLOCK:]  # finished episodes only
+        eps = [e["curve"] for e in episodes(r)[-LEARNING_BLOCK:]]
         if len(eps) < LEARNING_BLOCK:
             continue
         target, horizon = FIG7_TARGET[r["dataset"]], len(eps[-1])  # the baselines within an episode's rounds
@@ -877,8 +878,7 @@ def trained_curves(every: list[dict], runs: list[dict], dataset: str) -> dict[st
     out = {}
     agents = {v: [r for r in runs if r["dataset"] == dataset and r["variant"] == v
                   and len(episodes(r)) >= LEARNING_BLOCK] for v in ("fedgraph-work", "fedgraph")}
-    curves: dict[str, list[list[list]]] = {v: [c for r in rs for c in episode_curves(r)[:len(episodes(r))]
-                                              [-LEARNING_BLOCK:]] for v, rs in agents.items()}
+    curves = {v: [e["curve"] for r in rs for e in episodes(r)[-LEARNING_BLOCK:]] for v, rs in agents.items()}
     horizon = min((len(c) for cs in curves.values() for c in cs), default=0)
     for v in ("full", "graphsage", "fixed-k256-p0.1"):
         curves[v] = [ref["curve"] for r in agents["fedgraph-work"] for ref in references(every, r, (v,))]
