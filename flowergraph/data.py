@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from .settings import RunSettings
 from .tasks.federated_graph import (ClientGraph, GraphSpec, PartitionSpec, build_client_graph, client_graph,
                                     load_global_graph, node_assignment)
 from .tasks.partition_files import (MANIFEST, export_partitions, load_partition_file, partition_file_name,
@@ -34,7 +35,8 @@ __all__ = ["CSBMParams", "ClientGraph", "GraphSpec", "MANIFEST", "PartitionSpec"
            "node_graph", "partition_file_name", "read_manifest"]
 
 
-def node_graph(settings, partition_id: int, partition_file: str | os.PathLike | None = None) -> ClientGraph:
+def node_graph(settings: RunSettings, partition_id: int, partition_file: str | os.PathLike | None = None
+               ) -> ClientGraph:
     """Client ``partition_id``'s graph for a run: from ``partition_file`` (a node's own file), else from the
     run's ``partition-dir``, else cut out of the global graph. Files are checked against the run's dataset and
     number of clients and the node's partition id."""

@@ -48,7 +48,9 @@ __all__ = ["BIN_DIR", "CA_CERT", "CA_KEY", "DEFAULT_CERT_HOSTS", "DeploymentResu
            "superlink_command", "supernode_command", "wait_for_superlink", "write_connection"]
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """The ``python -m flowergraph.deployment`` command line (:func:`flowergraph.deployment.cli.main`): ``argv``
+    without the program name (None: ``sys.argv``); returns the exit code."""
     from .cli import main as cli_main
 
     return cli_main(argv)
