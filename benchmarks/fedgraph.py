@@ -912,6 +912,9 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
         ax.set_visible(False)
     axes = axes[:panels]
 
+    def run_color(r: dict):  # a colour per (dataset, seed): Cora's seeds 0-2 first, CiteSeer's after them
+        return plt.cm.tab10((DATASETS.index(r["dataset"]) * 3 + r["seed"]) % 10)
+
     def smooth(values: list[float]) -> tuple[int, np.ndarray]:
         v = np.asarray(values, dtype=float)
         if len(v) < LEARNING_BLOCK:
@@ -922,7 +925,7 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
         for r in (r for r in runs if r["variant"] == variant):
             eps = episodes(r)
             x = [e["episode"] for e in eps]
-            color = plt.cm.tab10(r["seed"] % 10)
+            color = run_color(r)
             ax.plot(x, [e["return"] for e in eps], color=color, alpha=0.25, lw=0.8)
             k, mean = smooth([e["return"] for e in eps])
             ax.plot(x[k - 1:], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
@@ -937,7 +940,7 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
             if not eps:
                 continue
             k, mean = smooth([e["gmacs"] for e in eps])
-            ax.plot([e["episode"] for e in eps][k - 1:], mean, color=plt.cm.tab10(r["seed"] % 10),
+            ax.plot([e["episode"] for e in eps][k - 1:], mean, color=run_color(r),
                     ls=styles[r["variant"]], label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
         ax.set_title(title, fontsize=8)
         ax.set_ylabel("GMAC per episode")
