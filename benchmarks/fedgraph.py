@@ -660,8 +660,8 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
             return ref["curve"][:horizon] if ref else None
 
         bases = {v: first(v) for v in ("full", "graphsage", "fixed")}
-        grid = [(v, first(v)) for v in GRID_VARIANTS if first(v) and curve_time_to(first(v), target, "work")]
-        best = min(grid, key=lambda g: curve_time_to(g[1], target, "work")) if grid else None
+        grid = [(v, curve_time_to(c, target, "work")) for v, c in ((v, first(v)) for v in GRID_VARIANTS) if c]
+        best = min(((v, w) for v, w in grid if w is not None), key=lambda g: g[1], default=None)
         line = [r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}"]
         for by, _, digits in FIG7_AXES:
             mine = [curve_time_to(c, target, by) for c in eps]
@@ -673,7 +673,7 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
                 if reached and t is not None and v != "fixed":
                     wins.setdefault((r["dataset"], r["variant"]), {}).setdefault((by, v), []).append(
                         statistics.mean(reached) < t)
-        line.append("-" if best is None else f"{curve_time_to(best[1], target, 'work'):.3f} ({best[0]})")
+        line.append("-" if best is None else f"{best[1]:.3f} ({best[0]})")
         body.append(line)
     if not body:
         return ""
@@ -876,9 +876,10 @@ def trained_curves(every: list[dict], runs: list[dict], dataset: str) -> dict[st
     cumulative work and the accuracy per round of an episode, averaged over the last LEARNING_BLOCK episodes and the
     seeds (the baselines: the default budget's cells of the work-rewarded agent's seeds, their first rounds)."""
     out = {}
+    finished = {id(r): episodes(r) for r in runs if r["dataset"] == dataset}
     agents = {v: [r for r in runs if r["dataset"] == dataset and r["variant"] == v
-                  and len(episodes(r)) >= LEARNING_BLOCK] for v in ("fedgraph-work", "fedgraph")}
-    curves = {v: [e["curve"] for r in rs for e in episodes(r)[-LEARNING_BLOCK:]] for v, rs in agents.items()}
+                  and len(finished[id(r)]) >= LEARNING_BLOCK] for v in ("fedgraph-work", "fedgraph")}
+    curves = {v: [e["curve"] for r in rs for e in finished[id(r)][-LEARNING_BLOCK:]] for v, rs in agents.items()}
     horizon = min((len(c) for cs in curves.values() for c in cs), default=0)
     for v in ("full", "graphsage", "fixed-k256-p0.1"):
         curves[v] = [ref["curve"] for r in agents["fedgraph-work"] for ref in references(every, r, (v,))]
