@@ -206,6 +206,28 @@ def top_by_validation(row: dict, top: int = TOP) -> float:
     return statistics.mean(t[key] for t in best)
 
 
+def tuning_trace(row: dict) -> list[tuple[float, float]]:
+    """After each trial of a tuned cell, in trial order: the best validation accuracy so far and the test accuracy
+    of the trial that holds it (the first on a tie, as the tuner's incumbent), i.e. what the table would report had
+    tuning stopped there (CM: the owners' nodes, as :func:`accuracy`)."""
+    key = "owner_test" if row["method"] == "cm" else "test"
+    trace, best = [], None
+    for t in sorted(row["trials"], key=lambda t: t["trial"]):
+        if best is None or t["best_val"] > best["best_val"]:
+            best = t
+        trace.append((best["best_val"], best[key]))
+    return trace
+
+
+def mean_trace(cells: list[dict]) -> tuple[list[float], list[float], int]:
+    """:func:`tuning_trace` averaged over cells (seeds), up to the fewest trials any of them ran: (validation,
+    test, number of cells)."""
+    traces = [tuning_trace(c) for c in cells]
+    k = min(len(t) for t in traces)
+    return ([statistics.mean(t[i][0] for t in traces) for i in range(k)],
+            [statistics.mean(t[i][1] for t in traces) for i in range(k)], len(traces))
+
+
 def lane_of(row: dict) -> str:
     """A search cell's driver as Table 7 names it: SMAC's BlackBox facade (GP + EI) is ``smac-gp``; cells from
     before the facade was recorded ran the HPO facade."""
@@ -286,6 +308,14 @@ def tables(rows: list[dict], budget: str) -> str:
                             fmt([top_by_validation(c) for c in cells], n=n),
                             fmt([c["oracle_test"] for c in cells], n=n),
                             f"{paper[d][m]:.4f}" if m in paper[d] else "-"] for d, m, cells in oracle])]
+        traces = {d: {m: mean_trace(cells) for m in ("cm", "fl", "sp", "sfgnn")
+                      if (cells := of("tuned", dataset=d, setting="label", alpha=1.0, method=m, budget=budget))}
+                  for d in t3}
+        if figure := plot_traces(traces, budget):
+            out += ["\n**The tuning over trials**: after each trial, the best validation accuracy so far (what the "
+                    "tuner sees) and the test accuracy of the trial holding it (what the table would report had "
+                    "tuning stopped there), means over seeds.\n",
+                    f"![Table 3's incumbent after each trial]({figure})"]
     t5 = [d for d in ("Cora", "CiteSeer") if of("tuned", dataset=d, setting="graph", budget=budget)]
     if t5:
         body = [[d] + [f"{fmt([accuracy(c) for c in of('tuned', dataset=d, setting='graph', method=m, budget=budget)])}"
@@ -464,6 +494,41 @@ def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget:
     fig.suptitle(f"ASFGNN on Cora over alpha (Fig. 3 / Table 6 shape, budget {budget}); bars: std over seeds",
                  fontsize=10)
     return save_figure(fig, f"asfgnn_alpha_{budget}.png")
+
+
+def plot_traces(traces: dict[str, dict[str, tuple[list[float], list[float], int]]], budget: str) -> str | None:
+    """Table 3's tuning over trials, one panel per dataset: per method, the best mean client validation accuracy
+    so far (solid) and the test accuracy of the trial holding it (dashed), means over seeds (:func:`mean_trace`);
+    the paper's number dotted. None where no method ran two trials."""
+    if not any(len(v) > 1 for per in traces.values() for v, _, _ in per.values()):
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(traces), figsize=(1.8 + max(5.0, 4.6 * len(traces)), 4.0), squeeze=False)
+    colours = {"cm": "C4", "fl": "C2", "sp": "C3", "sfgnn-nojs": "C1", "sfgnn": "C0"}
+    shown: dict[str, object] = {}
+    for ax, (dataset, per) in zip(axes[0], traces.items()):
+        for m, (val, test, _) in per.items():
+            x = range(1, len(val) + 1)
+            shown[m] = ax.plot(x, val, color=colours[m], lw=1.2)[0]
+            ax.plot(x, test, color=colours[m], lw=1.2, ls="--")
+            if m in PAPER3[dataset]:
+                ax.axhline(PAPER3[dataset][m], color=colours[m], lw=0.8, ls=":")
+        counts = sorted({n for _, _, n in per.values()})
+        seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        ax.set_title(f"{dataset} ({seeds} seed{'s' * (counts[-1] > 1)})", fontsize=9)
+        ax.set_xlabel("trial")
+        ax.grid(alpha=0.3)
+        lows = [min(v[len(v) // 10:] + t[len(t) // 10:]) for v, t, _ in per.values()]  # past the first tenth
+        ax.set_ylim(min(lows + [PAPER3[dataset][m] for m in per if m in PAPER3[dataset]]) - 0.01,
+                    max(max(v) for v, _, _ in per.values()) + 0.01)
+    axes[0][0].set_ylabel("mean client accuracy")
+    order = [m for m in colours if m in shown]
+    axes[0][-1].legend([shown[m] for m in order], [LABELS[m] for m in order], loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)  # beside the last panel
+    fig.suptitle(f"ASFGNN tuning at alpha 1 (Table 3, budget {budget}): the incumbent after each trial, mean over "
+                 "seeds\nsolid: best validation accuracy so far; dashed: its trial's test accuracy; dotted: the "
+                 "paper's test accuracy", fontsize=8)
+    return save_figure(fig, f"asfgnn_trace_{budget}.png")
 
 
 def plot_search(searches: dict[str, list[dict]], seeds: list[int], targets: dict[int, float],

@@ -55,3 +55,41 @@ def test_top_by_validation_averages_the_best_trials_test_accuracy():
     assert bench.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
     assert bench.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
     assert bench.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
+
+
+def trial(k: int, val: float, test: float, owner: float | None = None) -> dict:
+    return {"trial": k, "best_val": val, "test": test, "owner_test": test if owner is None else owner}
+
+
+def test_tuning_trace_follows_the_incumbent_in_trial_order():
+    # stored out of order; trial 2 ties trial 1's validation and does not take over (the first best stays)
+    trials = [trial(2, 0.80, 0.99), trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(3, 0.85, 0.70)]
+    assert bench.tuning_trace({"method": "sfgnn", "trials": trials}) == [
+        (0.70, 0.60), (0.80, 0.75), (0.80, 0.75), (0.85, 0.70)]
+    # CM reports the owners' nodes, as the table's accuracy() does
+    cm = [trial(0, 0.5, 0.9, owner=0.4), trial(1, 0.6, 0.9, owner=0.3)]
+    assert bench.tuning_trace({"method": "cm", "trials": cm}) == [(0.5, 0.4), (0.6, 0.3)]
+
+
+def test_tuning_trace_ends_at_the_number_the_table_reports():
+    row = {"method": "sp", "best_trial": 1, "test": 0.75,
+           "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(2, 0.78, 0.90)]}
+    assert bench.tuning_trace(row)[-1] == (0.80, bench.accuracy(row))
+
+
+def test_mean_trace_averages_seeds_up_to_the_shortest_run():
+    a = {"method": "sp", "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.70), trial(2, 0.90, 0.80)]}
+    b = {"method": "sp", "trials": [trial(0, 0.50, 0.40), trial(1, 0.40, 0.90)]}
+    val, test, n = bench.mean_trace([a, b])
+    assert n == 2
+    assert val == pytest.approx([0.60, 0.65])  # (0.70 + 0.50) / 2, (0.80 + 0.50) / 2: b's incumbent stays trial 0
+    assert test == pytest.approx([0.50, 0.55])
+
+
+def test_trace_plot_is_written_only_with_two_trials(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
+    traces = {"Cora": {"sp": ([0.90, 0.92], [0.89, 0.91], 3), "sfgnn": ([0.88, 0.93], [0.87, 0.90], 3)},
+              "CiteSeer": {"sp": ([0.78, 0.80], [0.77, 0.78], 1)}}
+    assert bench.plot_traces(traces, "quick") == "asfgnn_trace_quick.png"
+    assert (tmp_path / "asfgnn_trace_quick.png").stat().st_size > 1000
+    assert bench.plot_traces({"Cora": {"sp": ([0.9], [0.9], 3)}}, "quick") is None
