@@ -133,11 +133,13 @@ def run_cell(work: Path, name: str, config: dict) -> dict:
     if state != "completed":
         if state == "resume":
             full["resume-from"] = str(out)
+        meta = out / "bench.json"
+        wall = segments_before(out)
+        # an open segment: if this process is stopped, the next one counts it up to its last recorded round
+        meta.write_text(json.dumps({"wall_s": wall, "open_since": time.time()}) + "\n")
         started = time.perf_counter()
         run_inprocess(full)
-        meta = out / "bench.json"
-        previous = json.loads(meta.read_text()) if meta.exists() else {}
-        meta.write_text(json.dumps({"wall_s": previous.get("wall_s", 0.0) + time.perf_counter() - started}) + "\n")
+        meta.write_text(json.dumps({"wall_s": wall + time.perf_counter() - started}) + "\n")
     run = read_run(out)
     search = run["summary"]["search"]
     trials = [r["trial_result"] for r in run["rounds"] if "trial_result" in r]
@@ -153,6 +155,20 @@ def run_cell(work: Path, name: str, config: dict) -> dict:
                         "owner_test": t["owner_test_at_best"], "time_s": t["time_s"], "config": t["config"]}
                        for t in trials],
             "wall_s": wall}
+
+
+def segments_before(out: Path) -> float:
+    """The wall seconds of a run folder's earlier segments (``bench.json``), a segment that was stopped before it
+    finished counted from its start to its last round in ``rounds.jsonl`` (its rounds after the last checkpoint
+    are run again, so they count twice, as they cost twice)."""
+    meta = out / "bench.json"
+    previous = json.loads(meta.read_text()) if meta.exists() else {}
+    wall = previous.get("wall_s", 0.0)
+    if (opened := previous.get("open_since")) is not None and (rounds := out / "rounds.jsonl").exists():
+        ended = [json.loads(line).get("ended_at") for line in rounds.read_text().splitlines() if line.strip()]
+        ended = [e for e in ended if e is not None and e >= opened]
+        wall += max(ended) - opened if ended else 0.0
+    return wall
 
 
 # ------------------------------------------------------------------------------------------------------- tables
@@ -232,6 +248,16 @@ def lane_of(row: dict) -> str:
     """A search cell's driver as Table 7 names it: SMAC's BlackBox facade (GP + EI) is ``smac-gp``; cells from
     before the facade was recorded ran the HPO facade."""
     return "smac-gp" if row["driver"] == "smac" and row.get("facade") == "blackbox" else row["driver"]
+
+
+def wall_min(row: dict) -> str:
+    """A cell's wall minutes. A cell stopped and resumed before stopped segments were timed (:func:`segments_before`)
+    has a wall time under its trials' own (it covers the last segment only): then the trials' minutes, marked, a
+    lower bound (the time between trials is not in them)."""
+    trial_s = sum(t["time_s"] for t in row["trials"])
+    if row["wall_s"] < 0.9 * trial_s:
+        return f">= {trial_s / 60:.1f} (trials; resumed)"
+    return f"{row['wall_s'] / 60:.1f}"
 
 
 def reach(trials: list[dict], target: float) -> tuple[int, float] | None:
@@ -406,8 +432,7 @@ def tables(rows: list[dict], budget: str) -> str:
                     speed = (f"{reached['grid'][1] / r[1]:.2f}" if reached["grid"] else
                              f"> {sum(t['time_s'] for t in cells['grid']['trials']) / r[1]:.2f}")
                 body.append([seed, d, f"{c['best_val']:.4f}", f"{c['test']:.4f}", len(c["trials"]), f"{target:.4f}",
-                             r[0] if r else "not reached", f"{r[1] / 60:.1f}" if r else "-", speed,
-                             f"{c['wall_s'] / 60:.1f}"])
+                             r[0] if r else "not reached", f"{r[1] / 60:.1f}" if r else "-", speed, wall_min(c)])
         summary = []
         for d in searches:
             done = [c for c in searches[d] if c["seed"] in seeds]

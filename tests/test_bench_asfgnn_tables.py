@@ -93,3 +93,27 @@ def test_trace_plot_is_written_only_with_two_trials(tmp_path, monkeypatch):
     assert bench.plot_traces(traces, "quick") == "asfgnn_trace_quick.png"
     assert (tmp_path / "asfgnn_trace_quick.png").stat().st_size > 1000
     assert bench.plot_traces({"Cora": {"sp": ([0.9], [0.9], 3)}}, "quick") is None
+
+
+def test_a_stopped_segment_counts_up_to_its_last_round(tmp_path):
+    import json
+
+    assert bench.segments_before(tmp_path) == 0.0  # a new run folder
+    # 100 s from finished segments, then one opened at t = 1000 and stopped after its rounds ending at 1040 and
+    # 1070; a round from before it (ended 990) is not its own
+    (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 100.0, "open_since": 1000.0}))
+    (tmp_path / "rounds.jsonl").write_text("\n".join(json.dumps({"round": k, "ended_at": e})
+                                                     for k, e in ((1, 990.0), (2, 1040.0), (3, 1070.0))) + "\n")
+    assert bench.segments_before(tmp_path) == pytest.approx(170.0)
+    # a finished last segment leaves no open one
+    (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 250.0}))
+    assert bench.segments_before(tmp_path) == pytest.approx(250.0)
+    # stopped before its first round: nothing of it is known
+    (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 250.0, "open_since": 2000.0}))
+    assert bench.segments_before(tmp_path) == pytest.approx(250.0)
+
+
+def test_wall_minutes_of_a_cell_resumed_before_segments_were_timed_are_marked():
+    trials = [{"time_s": 600.0}, {"time_s": 600.0}]
+    assert bench.wall_min({"wall_s": 1260.0, "trials": trials}) == "21.0"
+    assert bench.wall_min({"wall_s": 300.0, "trials": trials}) == ">= 20.0 (trials; resumed)"
