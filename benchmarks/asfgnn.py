@@ -482,6 +482,10 @@ def alpha_curves(by_alpha: dict[float, dict[str, list[dict]]]) -> dict[str, list
     return curves
 
 
+# one colour per method in every figure; the legend order of plot_traces
+COLOURS = {"cm": "C4", "fl": "C2", "sp": "C3", "sfgnn-nojs": "C1", "sfgnn": "C0"}
+
+
 def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget: str) -> str | None:
     """Paper Fig. 3's shape: mean client test accuracy over alpha (mean ± std over seeds) for SFGNN with and
     without JS, FL and SP, the paper's Table 6 as open markers; beside it JS minus no JS, seed-paired, against the
@@ -490,15 +494,14 @@ def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget:
         return None  # a curve needs two alphas at least (the paper budget's cells are alpha 1 only)
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6))
-    colours = {"sfgnn": "C0", "sfgnn-nojs": "C1", "fl": "C2", "sp": "C3"}
     for m in ("sfgnn", "sfgnn-nojs", "fl", "sp"):
         if m in curves:
             a, mean, std, _ = zip(*curves[m])
-            left.errorbar(a, mean, yerr=std, marker="o", ms=4, capsize=3, color=colours[m], label=LABELS[m])
+            left.errorbar(a, mean, yerr=std, marker="o", ms=4, capsize=3, color=COLOURS[m], label=LABELS[m])
     paper = sorted(PAPER6)
-    left.plot(paper, [PAPER6[a][1] for a in paper], "o--", mfc="none", color=colours["sfgnn"], lw=0.8,
+    left.plot(paper, [PAPER6[a][1] for a in paper], "o--", mfc="none", color=COLOURS["sfgnn"], lw=0.8,
               label="paper: SFGNN")
-    left.plot(paper, [PAPER6[a][0] for a in paper], "s--", mfc="none", color=colours["sfgnn-nojs"], lw=0.8,
+    left.plot(paper, [PAPER6[a][0] for a in paper], "s--", mfc="none", color=COLOURS["sfgnn-nojs"], lw=0.8,
               label="paper: without JS")
     left.set_xlabel("alpha (share of a client's own label part)")
     left.set_ylabel("mean client test accuracy")
@@ -509,7 +512,7 @@ def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget:
         a, mean, std, n = zip(*curves["js-diff"])
         seeds = f"{min(n)}-{max(n)}" if max(n) > min(n) else f"{min(n)}"
         right.errorbar(a, [100 * v for v in mean], yerr=[100 * v for v in std], marker="o", ms=4, capsize=3,
-                       color=colours["sfgnn"], label=f"ours, seed-paired ({seeds} seeds)")
+                       color=COLOURS["sfgnn"], label=f"ours, seed-paired ({seeds} seeds)")
     right.plot(paper, [100 * (PAPER6[a][1] - PAPER6[a][0]) for a in paper], "o--", mfc="none", color="black",
                lw=0.8, label="paper (one run each)")
     right.set_xlabel("alpha")
@@ -529,15 +532,14 @@ def plot_traces(traces: dict[str, dict[str, tuple[list[float], list[float], int]
         return None
     plt = pyplot()
     fig, axes = plt.subplots(1, len(traces), figsize=(1.8 + max(5.0, 4.6 * len(traces)), 4.0), squeeze=False)
-    colours = {"cm": "C4", "fl": "C2", "sp": "C3", "sfgnn-nojs": "C1", "sfgnn": "C0"}
     shown: dict[str, object] = {}
     for ax, (dataset, per) in zip(axes[0], traces.items()):
         for m, (val, test, _) in per.items():
             x = range(1, len(val) + 1)
-            shown[m] = ax.plot(x, val, color=colours[m], lw=1.2)[0]
-            ax.plot(x, test, color=colours[m], lw=1.2, ls="--")
+            shown[m] = ax.plot(x, val, color=COLOURS[m], lw=1.2)[0]
+            ax.plot(x, test, color=COLOURS[m], lw=1.2, ls="--")
             if m in PAPER3[dataset]:
-                ax.axhline(PAPER3[dataset][m], color=colours[m], lw=0.8, ls=":")
+                ax.axhline(PAPER3[dataset][m], color=COLOURS[m], lw=0.8, ls=":")
         counts = sorted({n for _, _, n in per.values()})
         seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
         ax.set_title(f"{dataset} ({seeds} seed{'s' * (counts[-1] > 1)})", fontsize=9)
@@ -547,7 +549,7 @@ def plot_traces(traces: dict[str, dict[str, tuple[list[float], list[float], int]
         ax.set_ylim(min(lows + [PAPER3[dataset][m] for m in per if m in PAPER3[dataset]]) - 0.01,
                     max(max(v) for v, _, _ in per.values()) + 0.01)
     axes[0][0].set_ylabel("mean client accuracy")
-    order = [m for m in colours if m in shown]
+    order = [m for m in COLOURS if m in shown]
     axes[0][-1].legend([shown[m] for m in order], [LABELS[m] for m in order], loc="upper left",
                        bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)  # beside the last panel
     fig.suptitle(f"ASFGNN tuning at alpha 1 (Table 3, budget {budget}): the incumbent after each trial, mean over "
