@@ -27,6 +27,7 @@ from flowergraph.tasks.asfgnn.training import (derive_seed, local_round, make_mo
                                                round_generator)
 from flowergraph.wire import asfgnn as aw
 from flowergraph.wire.secure import EncryptedUpdate
+from records import untimed
 
 # One trial of 5 training rounds and its closing evaluation round; per-client hyper-parameters (Table 4's shape:
 # the clients' depths and learning rates differ) so that a mix-up between the clients would show.
@@ -64,14 +65,6 @@ def _clients(config):
     s = parse_run_config(config)
     spec = split_spec(s)
     return s, [spec.client(k) for k in range(2)], client_hyperparams(default_config(s))
-
-
-def _untimed(value):
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not any(k.endswith(c) for c in COSTS)}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
 
 
 def _fits(proxy):
@@ -262,10 +255,10 @@ def test_smac_resumed_from_a_checkpoint_equals_uninterrupted(smac_run, tmp_path,
     got = read_run(tmp_path / "resumed")
     assert [r["round"] for r in got["rounds"]] == list(range(1, 10))
     for a, b in zip(full["rounds"][at:], got["rounds"][at:], strict=True):
-        a, b = _untimed(a), _untimed(b)
+        a, b = untimed(a, COSTS), untimed(b, COSTS)
         for key in set(a) | set(b):
             assert a.get(key) == b.get(key), (a["round"], key, a.get(key), b.get(key))
-    assert _untimed(got["summary"]["search"]) == _untimed(full["summary"]["search"])
+    assert untimed(got["summary"]["search"], COSTS) == untimed(full["summary"]["search"], COSTS)
     started = [r["trial_started"]["config"] for r in got["rounds"] if "trial_started" in r]
     assert len({json.dumps(c, sort_keys=True) for c in started}) == 3  # three different proposals
     final = load_checkpoint(tmp_path / "resumed").strategy_state["asfgnn"]["driver"]
@@ -280,7 +273,7 @@ def test_sfgnn_resumed_mid_trial_equals_uninterrupted(reference, tmp_path):
                "resume-from": str(out / "checkpoints" / "round-000003.npz")}
     run_inprocess(resumed)
     want, got = read_run(out)["rounds"][3:], read_run(tmp_path / "resumed")["rounds"][3:]
-    assert [_untimed(r) for r in got] == [_untimed(r) for r in want]
+    assert [untimed(r, COSTS) for r in got] == [untimed(r, COSTS) for r in want]
     for a, b in zip(load_checkpoint(out).arrays, load_checkpoint(tmp_path / "resumed").arrays, strict=True):
         np.testing.assert_array_equal(a, b)
 

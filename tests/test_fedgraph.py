@@ -28,6 +28,7 @@ from flowergraph.tasks.fedgraph import (ActionSpace, DDPGAgent, DDPGConfig, Rows
                                         exchange_in_process, owner_rows, reward, train_round)
 from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
 from flowergraph.wire import fedgraph as msg
+from records import untimed
 
 K = 3
 # Cora, the paper's synthesis over 3 clients; alpha = 0 (no time penalty) makes the agent's rewards, hence the
@@ -40,14 +41,6 @@ COSTS = ("time_s", "elapsed_s", "ended_at", "round_time", "_s", "fedgraph_local_
 def _config(shared_data, tmp, name, **extra):
     return {**BASE, "data-dir": str(shared_data), "out-dir": str(tmp / name), "state-dir": str(tmp / "state"),
             **extra}
-
-
-def _untimed(value):
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not any(k.endswith(c) for c in COSTS)}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
 
 
 def compose(config, rounds):
@@ -294,7 +287,7 @@ def test_resume_restores_the_agent_and_equals_uninterrupted(reference, tmp_path,
     got = [r for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] > at]
     assert [r["round"] for r in got] == list(range(at + 1, 5))
     for a, b in zip(want, got, strict=True):
-        a, b = _untimed(a), _untimed(b)
+        a, b = untimed(a, COSTS), untimed(b, COSTS)
         for key in set(a) | set(b):
             assert a.get(key) == b.get(key), (a["round"], key, a.get(key), b.get(key))
     for a, b in zip(load_checkpoint(out).arrays, load_checkpoint(tmp_path / "resumed").arrays, strict=True):

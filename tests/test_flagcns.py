@@ -23,6 +23,7 @@ from flowergraph.storage import load_checkpoint, read_run
 from flowergraph.tasks.flagcns import (InProcessSearch, SuperNet, baseline_code, client_loss_and_gradients,
                                        evaluate_codes, federated_train_architecture, parameter_count)
 from flowergraph.wire import flagcns as msg
+from records import untimed
 
 # 3 epochs of 3 steps (1 warm-up epoch, then 2 FEO generations: rounds 4-6 and 7-9), then 4 retraining rounds
 BASE = {"method": "flagcns", "dataset": "Cora", "num-clients": 3, "node.split": "per-class:20/500/1000",
@@ -43,15 +44,6 @@ def _config(shared_data, tmp, name, **extra):
 def _graphs(config):
     s = parse_run_config(config)
     return s, [node_graph(s, k) for k in range(3)]
-
-
-def _untimed(value):
-    """A record without its costs (everything else must repeat exactly)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not any(k.endswith(c) for c in COSTS)}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
 
 
 def _generations(rounds):
@@ -161,7 +153,7 @@ def test_resumed_from_a_checkpoint_equals_uninterrupted(reference, tmp_path, at)
     got = [r for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
     assert [r["round"] for r in got] == list(range(at, 14))
     for a, b in zip(want, got, strict=True):
-        a, b = _untimed(a), _untimed(b)
+        a, b = untimed(a, COSTS), untimed(b, COSTS)
         for key in set(a) | set(b):
             assert a.get(key) == b.get(key), (a["round"], key, a.get(key), b.get(key))
     for a, b in zip(load_checkpoint(out).arrays, load_checkpoint(tmp_path / "resumed").arrays, strict=True):
@@ -381,8 +373,8 @@ def test_a_finalists_run_resumed_equals_uninterrupted(finalists_run, tmp_path, a
     config, out = finalists_run
     run_inprocess({**config, "out-dir": str(tmp_path / "resumed"),
                    "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz")})
-    want = [_untimed(r) for r in read_run(out)["rounds"] if r["round"] >= at]
-    got = [_untimed(r) for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
+    want = [untimed(r, COSTS) for r in read_run(out)["rounds"] if r["round"] >= at]
+    got = [untimed(r, COSTS) for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
     assert [r["round"] for r in got] == list(range(at, SEARCH_ROUNDS + 13))
     assert got == want
 
