@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "datasets"
@@ -111,6 +111,43 @@ def write_result(name: str, title: str, body: str, argv: list[str] | None = None
     print(text)
     print(f"written: {out}")
     return out
+
+
+def run_cells(fn: Callable[..., Any], jobs: list[tuple], workers: int = 1) -> Iterator[tuple[tuple, Any, str | None]]:
+    """Compute ``fn(*args)`` for every ``args`` in ``jobs``: one after another in this process (``workers`` 1), else
+    in ``workers`` spawned processes, one cell each at a time (``fn`` must then be a module-level function of the
+    benchmark script). Yields ``(args, result, None)`` as each cell finishes, so the caller stores it at once, or
+    ``(args, None, traceback)`` for a cell that raised: the other cells go on, and the caller reports the failures
+    after writing its tables. A cell's own wall time is then measured beside ``workers - 1`` others, as two
+    benchmark processes side by side would measure it."""
+    if workers < 1:
+        raise ValueError(f"workers={workers}: must be >= 1 (1 computes the cells in this process)")
+    import traceback
+
+    if workers == 1:
+        for args in jobs:
+            try:
+                yield args, fn(*args), None
+            except Exception:  # reported by the caller once the finished cells are stored
+                yield args, None, traceback.format_exc()
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(fn, *args): args for args in jobs}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result(), None
+            except Exception:  # a cell that raised, or a worker that died (BrokenProcessPool)
+                yield futures[future], None, traceback.format_exc()
+
+
+def check_jobs(parser, jobs: int) -> None:
+    """``--jobs`` must be a positive count: else the parser's error, naming the value."""
+    if jobs < 1:
+        parser.error(f"--jobs {jobs}: must be >= 1 (cells computed at once, each in its own process; 1 runs them "
+                     "here, one after another)")
 
 
 class TreeMemorySampler:

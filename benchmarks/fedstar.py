@@ -37,12 +37,11 @@ import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, data_dir, prepare_run_dir, pyplot, run_dir_current,  # noqa: E402
-                    save_figure, table, write_result)
+from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+                    run_dir_current, save_figure, table, write_result)
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
 TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")
@@ -540,11 +539,13 @@ def main() -> None:
     parser.add_argument("--only-extra", action="store_true", help="with --ablation/--split-spread: not Table 1")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells computed at once, each in its own process (default 1: here, one after another)")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedstar-paper-split"))
     parser.add_argument("--tables-only", action="store_true", help="no new runs: the tables from finished cells")
     parser.add_argument("--rerun-stale", action="store_true", help="re-run cells computed by other code")
     args = parser.parse_args()
+    check_jobs(parser, args.jobs)
     store = CellStore(STORE_NAME, SOURCES)
     cells: list[Cell] = []
     if not args.only_extra:
@@ -579,16 +580,16 @@ def main() -> None:
         elif not args.tables_only:
             pending.append(cell)
     print(f"{len(rows)} finished cells in the store, {len(pending)} to run", flush=True)
-    if pending:
-        import multiprocessing
-
-        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(run_cell, args.work, cell, args.rounds, args.eval_every): cell for cell in pending}
-            for future in as_completed(futures):
-                cell = futures[future]
-                row = rows[cell] = keep_cell(store, cell, future.result(), args.rounds, args.eval_every)
-                print(f"{cell_name(*cell)}: {row['accuracy']:.2f}% after {row['rounds']} rounds "
-                      f"({row['wall_s']:.0f} s)", flush=True)
+    failed = []
+    for (_, cell, _, _), result, error in run_cells(run_cell, [(args.work, c, args.rounds, args.eval_every)
+                                                             for c in pending], args.jobs):
+        if error is not None:
+            print(f"{cell_name(*cell)} failed:\n{error}", file=sys.stderr, flush=True)
+            failed.append(cell_name(*cell))
+            continue
+        row = rows[cell] = keep_cell(store, cell, result, args.rounds, args.eval_every)
+        print(f"{cell_name(*cell)}: {row['accuracy']:.2f}% after {row['rounds']} rounds ({row['wall_s']:.0f} s)",
+              flush=True)
     ordered = sorted(rows.values(), key=lambda r: (SETTINGS.index(r["setting"]), list(LABELS).index(r["variant"]),
                                                    r["structure"], r["split_seed"] != SPLIT_SEED, r["split_seed"],
                                                    r["seed"]))
@@ -614,6 +615,8 @@ def main() -> None:
         body += ("\n\n**Not run yet** (the table is resumable: the same command runs only these): "
                  + ", ".join(cell_name(*c) for c in missing))
     write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body, cell_commands=store.commands())
+    if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
+        sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
 
 
 if __name__ == "__main__":

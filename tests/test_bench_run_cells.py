@@ -1,0 +1,65 @@
+"""``benchmarks/common.run_cells``: a benchmark's cells computed here one after another or in worker processes at
+once (``--jobs``), each finished cell handed back as it finishes and a failing cell reported without losing the
+others."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import check_jobs, run_cells  # noqa: E402
+
+
+def square(x: int) -> tuple[int, int]:
+    if x == 3:
+        raise RuntimeError("cell 3 is broken")
+    return x * x, os.getpid()
+
+
+def meet(folder: str, me: str, other: str) -> bool:
+    """Writes ``me`` and waits for ``other``: True only if the other cell runs at the same time."""
+    Path(folder, me).touch()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if Path(folder, other).exists():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_here_one_after_another_and_a_failing_cell_does_not_stop_the_others():
+    got = list(run_cells(square, [(1,), (3,), (2,)]))
+    assert [args for args, _, _ in got] == [(1,), (3,), (2,)]  # in the order asked for
+    assert [r[0] if r else None for _, r, _ in got] == [1, None, 4]
+    assert {r[1] for _, r, _ in got if r} == {os.getpid()}  # in this process
+    assert got[0][2] is None and got[2][2] is None
+    assert "RuntimeError: cell 3 is broken" in got[1][2] and "Traceback" in got[1][2]
+
+
+def test_workers_compute_cells_at_once_in_their_own_processes(tmp_path):
+    got = dict(((args[1], result) for args, result, error in
+                run_cells(meet, [(str(tmp_path), "a", "b"), (str(tmp_path), "b", "a")], workers=2)))
+    assert got == {"a": True, "b": True}  # each saw the other's marker: both ran at the same time
+    results = {args: (result, error) for args, result, error in run_cells(square, [(2,), (3,), (5,)], workers=2)}
+    assert results[(2,)][0][0] == 4 and results[(5,)][0][0] == 25
+    assert os.getpid() not in {results[(2,)][0][1], results[(5,)][0][1]}  # in the workers, not here
+    assert results[(3,)][0] is None and "RuntimeError: cell 3 is broken" in results[(3,)][1]
+
+
+def test_a_bad_job_count_names_the_value(capsys):
+    with pytest.raises(ValueError, match=r"workers=0: must be >= 1"):
+        list(run_cells(square, [(1,)], workers=0))
+    parser = argparse.ArgumentParser(prog="bench")
+    with pytest.raises(SystemExit) as exc:
+        check_jobs(parser, 0)
+    assert exc.value.code == 2
+    assert "--jobs 0: must be >= 1 (cells computed at once, each in its own process" in capsys.readouterr().err
+    check_jobs(parser, 2)  # a positive count passes
