@@ -37,6 +37,8 @@ taken in the last episode (from its first round), since every episode restarts t
     .venv/bin/python benchmarks/fedgraph.py --budget default     # conf/fedgraph-cora.toml's budget (5 clients)
     .venv/bin/python benchmarks/fedgraph.py                      # the paper's (20 clients, 300 rounds): hours
     .venv/bin/python benchmarks/fedgraph.py --tables-only        # rewrite docs/results/fedgraph*.md from cells
+    .venv/bin/python benchmarks/fedgraph.py --jobs 8             # 8 cells at once (a bigger machine; the wall-time
+                                                              # columns are then measured side by side)
     .venv/bin/python benchmarks/fedgraph.py --budget paper --datasets Cora --seeds 0 --variants fedgraph fixed full \
         --vars 0.1 --parts main                                   # the paper's budget, one seed (~25 min)
 
@@ -70,8 +72,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, data_dir, prepare_run_dir, pyplot, save_figure, table,  # noqa: E402
-                    write_result)
+from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+                    save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
@@ -220,6 +222,15 @@ def run_cell(work: Path, dataset: str, variant: str, var: float, budget: str, se
             "curve": curve, "returns": [r for r in returns if r is not None], "client_nodes": sizes,
             "last_policies": last.get("policies"), "final_accuracy": curve[-1][2], "policy_trace": trace,
             "bytes": sum(int(r.get("bytes_down", 0)) + int(r.get("bytes_up", 0)) for r in rounds)}
+
+
+def compute_cell(work: Path, dataset: str, variant: str, var: float, budget: str, seed: int, split: str,
+                 data: str) -> dict:
+    """:func:`run_cell`'s row and the seconds the cell took here (``cell_s``)."""
+    started = time.perf_counter()
+    row = run_cell(work, dataset, variant, var, budget, seed, split, data)
+    row["cell_s"] = time.perf_counter() - started
+    return row
 
 
 def layers_cell(dataset: str, seed: int, split: str, rounds: int = 40) -> dict:
@@ -999,9 +1010,13 @@ def main() -> None:
                         help="heterogeneity levels (variance of xi); only fedgraph and full run at every level")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgraph"), help="run folders (not in git)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells computed at once, each in its own process with one torch thread (default 1: "
+                             "here, one after another); their wall-time columns are then measured side by side")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
     args = parser.parse_args()
+    check_jobs(parser, args.jobs)
     if args.quick:
         args.budget, args.seeds, args.datasets, args.vars = "quick", args.seeds[:1], ["Cora"], [0.1]
     from flowergraph.tasks.compute import configure_torch
@@ -1023,18 +1038,24 @@ def main() -> None:
                 print(f"cell {name}: {json.dumps(row['results'])}, {row['cell_s']:.1f} s", flush=True)
                 store.save(name, {"dataset": dataset, "seed": seed, "split": args.split,
                                   "layer_sizes": list(LAYER_SIZES)}, row)
+    pending = []
     if not args.tables_only:
         for dataset, variant, var, seed, data in cells(args):
-            name = cell_name(dataset, variant, var, b, seed, args.split, data)
-            record = store.load(name)
-            if record is not None and not (args.rerun_stale and not store.current(record)):
-                continue
-            started = time.perf_counter()
-            row = run_cell(work, dataset, variant, var, b, seed, args.split, data)
-            row["cell_s"] = time.perf_counter() - started
-            print(f"cell {name}: final accuracy {row['final_accuracy']}, time to {TARGET:.0%} "
-                  f"{time_to(row)}, {row['cell_s']:.1f} s", flush=True)
-            store.save(name, run_config(dataset, variant, var, b, seed, args.split, data), row)
+            record = store.load(cell_name(dataset, variant, var, b, seed, args.split, data))
+            if record is None or (args.rerun_stale and not store.current(record)):
+                pending.append((work, dataset, variant, var, b, seed, args.split, data))
+    if pending:
+        print(f"{len(pending)} cells to compute, {min(args.jobs, len(pending))} at a time", flush=True)
+    failed = []
+    for (_, *key), row, error in run_cells(compute_cell, pending, args.jobs):
+        name = cell_name(*key)
+        if error is not None:
+            print(f"cell {name} failed:\n{error}", file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
+        print(f"cell {name}: final accuracy {row['final_accuracy']}, time to {TARGET:.0%} "
+              f"{time_to(row)}, {row['cell_s']:.1f} s", flush=True)
+        store.save(name, run_config(*key), row)
     rows = []
     for path in sorted(store.dir.glob("*.json")):
         record = json.loads(path.read_text())
@@ -1052,6 +1073,8 @@ def main() -> None:
     unrecorded = any(r.get("budget") == b and not r.get("command") for r in rows)
     write_result(name, f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
                  "\n\n".join(body), cell_commands=recorded + (EARLIER_COMMANDS.get(b, []) if unrecorded else []))
+    if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
+        sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
 
 
 if __name__ == "__main__":
