@@ -49,6 +49,8 @@ median of 10, one thread.
     .venv/bin/python benchmarks/flagcns.py --budget default --split per-class --parts fixed   # the earlier split
     .venv/bin/python benchmarks/flagcns.py --datasets Cora --parts published   # the authors' published codes
     .venv/bin/python benchmarks/flagcns.py --tables-only            # rewrite docs/results/flagcns.md from cells
+    .venv/bin/python benchmarks/flagcns.py --jobs 8                 # 8 cells at once (a bigger machine): FL-Random
+                                                                    # gets the time of a search run beside others
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, data_dir, prepare_run_dir, pyplot, save_figure, table,  # noqa: E402
-                    write_result)
+from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+                    save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -655,6 +657,15 @@ def speed_and_stale(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def compute_cell(name: str, fn, args: tuple) -> dict:
+    """Cell ``name``'s row, ``fn(*args)`` (one of the ``*_cell`` functions above), and the seconds it took here
+    (``cell_s``)."""
+    started = time.perf_counter()
+    row = fn(*args)
+    row["cell_s"] = time.perf_counter() - started
+    return row
+
+
 def _cpu(record: dict) -> str:
     """The CPU a cell was computed on (the same search gives another network on another CPU); cells stored before
     cells recorded their machine say so."""
@@ -685,6 +696,66 @@ def plot(rows: list[dict], budget: str) -> str | None:
     return save_figure(fig, name)
 
 
+def plan(args, b: str, split: str, store: CellStore, cell, add, rows: list[dict], pending: dict) -> None:
+    """Every cell the arguments ask for, in order: ``cell(name, settings, fn, fn_args)`` returns its row if it is
+    stored (else queues it in ``pending`` and returns None), ``add`` keeps a row. A seed's random cell needs its feo
+    search's row in ``rows``, its outputs/inputs cells the stored feo cell, not one queued to be computed again."""
+    work = Path(args.work)
+    for dataset in args.datasets:
+        for seed in args.seeds:
+            variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
+                ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else []) + \
+                (["feo-accuracy"] if "fitness" in args.parts else []) + \
+                (list(FINALIST_VARIANTS) if "finalists" in args.parts else []) + \
+                ([f"{v}-accuracy" for v in VARIANTS[1:]] if "ablation-accuracy" in args.parts and dataset == "Cora"
+                 else [])
+            for v in variants:
+                add(cell(cell_name(f"{dataset}-{v}-{b}-s{seed}", split), run_config(dataset, v, b, seed, split),
+                         search_cell, (work, dataset, v, b, seed, args.retrains, split)))
+            if "random" in args.parts:
+                feo = next((r for r in rows if r.get("kind") == "search" and r["dataset"] == dataset and
+                            r["variant"] == "feo" and r["seed"] == seed and r["budget"] == b and
+                            r.get("split", "per-class") == split), None)
+                if feo is not None:
+                    add(cell(cell_name(f"{dataset}-random-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "random-search-seconds": feo["search_s"]},
+                             random_cell, (dataset, b, seed, feo["search_s"], args.retrains, split)))
+            if "fixed" in args.parts:
+                for name in FIXED:
+                    add(cell(cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
+                             fixed_cell, (dataset, name, b, seed, args.retrains, split)))
+            for gene in ("output", "input"):
+                searched = cell_name(f"{dataset}-feo-{b}-s{seed}", split)
+                feo = store.load(searched)
+                if f"{gene}s" in args.parts and feo is not None and searched not in pending:
+                    code = feo["row"]["architecture"]
+                    add(cell(cell_name(f"{dataset}-{gene}s-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "architecture": code,
+                              **({"gene": gene} if gene == "input" else {})},  # outputs cells predate the key
+                             gene_cell, (dataset, b, seed, args.retrains, split, code, gene)))
+            if "reference" in args.parts:
+                for name in FIXED:
+                    add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
+                             {**run_config(dataset, "feo", b, seed, split), "reference-architecture": name},
+                             reference_cell, (dataset, name, b, seed, args.retrains, split)))
+            if "published" in args.parts:
+                for (d, key) in PUBLISHED:
+                    if d != dataset:
+                        continue
+                    for fusion in ("all", "leaves"):
+                        add(cell(cell_name(f"{dataset}-published-{key}-{fusion}-{b}-s{seed}", split),
+                                 {**run_config(dataset, "feo", b, seed, split), "flagcns.fusion": fusion,
+                                  "published": key},
+                                 published_cell, (dataset, key, fusion, b, seed, args.retrains, split)))
+    if "speed" in args.parts:
+        budgets = ["quick"] if args.quick else ["default", "paper"]
+        for sb in budgets:
+            for method in ("flagcns-noop", "flagcns"):
+                add(cell(f"speed-{sb}-{method}", {**BUDGETS[sb], "method": method, "epochs": args.speed_epochs},
+                         speed_cell, (sb, method, args.speed_epochs)))
+
+
 # --------------------------------------------------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -701,92 +772,66 @@ def main() -> None:
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-flagcns"), help="run folders (not in git)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells computed at once, each in its own process with one torch thread (default 1: "
+                             "here, one after another); a seed's random and outputs/inputs cells start once its feo "
+                             "search is stored, and the speed cells run alone, after the others")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
     args = parser.parse_args()
+    check_jobs(parser, args.jobs)
     if args.quick:
         args.budget, args.seeds, args.retrains, args.speed_epochs = "quick", args.seeds[:1], 2, 3
     from flowergraph.tasks.compute import configure_torch
 
     configure_torch(1)
     store = CellStore(STORE, SOURCES)
-    work = Path(args.work)
     rows: list[dict] = []
+    # cells to compute: name -> (settings, function, its arguments); a cell that depends on a seed's feo search
+    # (random, outputs, inputs) is asked for only once that search is stored, so the plan runs twice
+    pending: dict[str, tuple[dict, object, tuple]] = {}
+    computed: dict[str, dict] = {}  # rows computed by this invocation
+    failed: list[str] = []
 
-    def cell(name: str, settings: dict, compute) -> dict | None:
+    def cell(name: str, settings: dict, fn, fn_args: tuple) -> dict | None:
+        if name in computed:
+            return computed[name]
         record = store.load(name)
         if record is not None and not (args.rerun_stale and not store.current(record)):
             return {**record["row"], "cell": name, "stale": store.flag(record),
                     "sources": record.get("code", {}).get("sources"), "cpu": _cpu(record)}
-        if args.tables_only:
-            return None
-        started = time.perf_counter()
-        row = compute()
-        row["cell_s"] = time.perf_counter() - started
-        print(f"cell {name}: {json.dumps({k: v for k, v in row.items() if k not in ('curve', 'retrains')})[:300]}",
-              flush=True)
-        saved = store.save(name, {**settings, "retrains": args.retrains}, row)
-        return {**saved["row"], "cell": name, "stale": "", "cpu": _cpu(saved)}
+        if not args.tables_only and name not in failed:
+            pending[name] = (settings, fn, fn_args)
+        return None
+
+    def compute(names: list[str], jobs: int) -> None:
+        for (name, _, _), row, error in run_cells(compute_cell, [(n, *pending[n][1:]) for n in names], jobs):
+            if error is not None:
+                print(f"cell {name} failed:\n{error}", file=sys.stderr, flush=True)
+                failed.append(name)
+                continue
+            print(f"cell {name}: {json.dumps({k: v for k, v in row.items() if k not in ('curve', 'retrains')})[:300]}",
+                  flush=True)
+            saved = store.save(name, {**pending[name][0], "retrains": args.retrains}, row)
+            computed[name] = {**saved["row"], "cell": name, "stale": "", "cpu": _cpu(saved)}
 
     def add(row):
         if row is not None:
             rows.append(row)
 
     b, split = args.budget, args.split
-    for dataset in args.datasets:
-        for seed in args.seeds:
-            variants = (["feo"] if "search" in args.parts or "random" in args.parts else []) + \
-                ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else []) + \
-                (["feo-accuracy"] if "fitness" in args.parts else []) + \
-                (list(FINALIST_VARIANTS) if "finalists" in args.parts else []) + \
-                ([f"{v}-accuracy" for v in VARIANTS[1:]] if "ablation-accuracy" in args.parts and dataset == "Cora"
-                 else [])
-            for v in variants:
-                add(cell(cell_name(f"{dataset}-{v}-{b}-s{seed}", split), run_config(dataset, v, b, seed, split),
-                         lambda v=v, d=dataset, s=seed: search_cell(work, d, v, b, s, args.retrains, split)))
-            if "random" in args.parts:
-                feo = next((r for r in rows if r.get("kind") == "search" and r["dataset"] == dataset and
-                            r["variant"] == "feo" and r["seed"] == seed and r["budget"] == b and
-                            r.get("split", "per-class") == split), None)
-                if feo is not None:
-                    add(cell(cell_name(f"{dataset}-random-{b}-s{seed}", split),
-                             {**run_config(dataset, "feo", b, seed, split), "random-search-seconds": feo["search_s"]},
-                             lambda d=dataset, s=seed, t=feo["search_s"]: random_cell(d, b, s, t, args.retrains,
-                                                                                      split)))
-            if "fixed" in args.parts:
-                for name in FIXED:
-                    add(cell(cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
-                             {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
-                             lambda d=dataset, n=name, s=seed: fixed_cell(d, n, b, s, args.retrains, split)))
-            for gene in ("output", "input"):
-                feo = store.load(cell_name(f"{dataset}-feo-{b}-s{seed}", split))
-                if f"{gene}s" in args.parts and feo is not None:
-                    code = feo["row"]["architecture"]
-                    add(cell(cell_name(f"{dataset}-{gene}s-{b}-s{seed}", split),
-                             {**run_config(dataset, "feo", b, seed, split), "architecture": code,
-                              **({"gene": gene} if gene == "input" else {})},  # outputs cells predate the key
-                             lambda d=dataset, s=seed, c=code, g=gene: gene_cell(d, b, s, args.retrains, split, c, g)))
-            if "reference" in args.parts:
-                for name in FIXED:
-                    add(cell(cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
-                             {**run_config(dataset, "feo", b, seed, split), "reference-architecture": name},
-                             lambda d=dataset, n=name, s=seed: reference_cell(d, n, b, s, args.retrains, split)))
-            if "published" in args.parts:
-                for (d, key) in PUBLISHED:
-                    if d != dataset:
-                        continue
-                    for fusion in ("all", "leaves"):
-                        add(cell(cell_name(f"{dataset}-published-{key}-{fusion}-{b}-s{seed}", split),
-                                 {**run_config(dataset, "feo", b, seed, split), "flagcns.fusion": fusion,
-                                  "published": key},
-                                 lambda d=dataset, k=key, f=fusion, s=seed: published_cell(d, k, f, b, s, args.retrains,
-                                                                                           split)))
-    if "speed" in args.parts:
-        budgets = ["quick"] if args.quick else ["default", "paper"]
-        for sb in budgets:
-            for method in ("flagcns-noop", "flagcns"):
-                add(cell(f"speed-{sb}-{method}", {**BUDGETS[sb], "method": method, "epochs": args.speed_epochs},
-                         lambda sb=sb, m=method: speed_cell(sb, m, args.speed_epochs)))
+    for _ in range(2):  # the second pass finds the cells that waited for a feo search of the first
+        rows.clear()
+        pending.clear()
+        plan(args, b, split, store, cell, add, rows, pending)
+        names = [n for n in pending if not n.startswith("speed-")]
+        if names:
+            print(f"{len(names)} cells to compute, {min(args.jobs, len(names))} at a time", flush=True)
+        compute(names, args.jobs)
+        compute([n for n in pending if n.startswith("speed-")], 1)  # timed alone, after the others
+    rows.clear()
+    pending.clear()
+    plan(args, b, split, store, cell, add, rows, pending)  # every cell asked for, as stored now
     # every stored cell of this budget (and the speed cells) goes into the tables, not only this invocation's
     seen = {r["cell"] for r in rows}
     for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
