@@ -51,7 +51,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     run_dir_current, save_figure, table, write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
@@ -611,18 +611,15 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
                         help="the methods a part runs, in this order (a part skips the others)")
     parser.add_argument("--alphas", nargs="+", type=float, default=list(ALPHAS), help="Table 6's alphas")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="cells computed at once, each in its own process with one torch thread (default 1: "
-                             "here, one after another); their wall times are then measured side by side")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
     parser.add_argument("--rederive", action="store_true",
                         help="recompute the rows of current cells whose run folder under --work is finished (no "
                              "training): columns added since, e.g. oracle_test")
+    add_jobs(parser, "their wall times are then measured side by side")
     args = parser.parse_args()
     if bad := [a for a in args.alphas if a not in ALPHAS]:
         parser.error(f"--alphas {bad}: Table 6's alphas are {list(ALPHAS)}")
-    check_jobs(parser, args.jobs)
     if args.quick:
         args.budget, args.seeds = "quick", args.seeds[:1]
     from flowergraph.tasks.compute import configure_torch

@@ -143,11 +143,20 @@ def run_cells(fn: Callable[..., Any], jobs: list[tuple], workers: int = 1) -> It
                 yield futures[future], None, traceback.format_exc()
 
 
-def check_jobs(parser, jobs: int) -> None:
-    """``--jobs`` must be a positive count: else the parser's error, naming the value."""
-    if jobs < 1:
-        parser.error(f"--jobs {jobs}: must be >= 1 (cells computed at once, each in its own process; 1 runs them "
-                     "here, one after another)")
+def add_jobs(parser, note: str = "") -> None:
+    """The ``--jobs`` option every method benchmark has (cells computed at once, :func:`run_cells`); a count under 1
+    is the parser's error, naming the value."""
+    def count(text: str) -> int:
+        import argparse
+
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be a whole number >= 1 (cells computed at once, each "
+                                             "in its own process; 1 runs them here, one after another)")
+        return int(text)
+
+    parser.add_argument("--jobs", type=count, default=1,
+                        help="cells computed at once, each in its own process with one torch thread (default 1: "
+                             "here, one after another)" + (f"; {note}" if note else ""))
 
 
 class TreeMemorySampler:

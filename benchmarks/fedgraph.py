@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
@@ -1010,13 +1010,10 @@ def main() -> None:
                         help="heterogeneity levels (variance of xi); only fedgraph and full run at every level")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgraph"), help="run folders (not in git)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="cells computed at once, each in its own process with one torch thread (default 1: "
-                             "here, one after another); their wall-time columns are then measured side by side")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
+    add_jobs(parser, "their wall-time columns are then measured side by side")
     args = parser.parse_args()
-    check_jobs(parser, args.jobs)
     if args.quick:
         args.budget, args.seeds, args.datasets, args.vars = "quick", args.seeds[:1], ["Cora"], [0.1]
     from flowergraph.tasks.compute import configure_torch

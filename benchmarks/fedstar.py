@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     run_dir_current, save_figure, table, write_result)
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
@@ -539,13 +539,11 @@ def main() -> None:
     parser.add_argument("--only-extra", action="store_true", help="with --ablation/--split-spread: not Table 1")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="cells computed at once, each in its own process (default 1: here, one after another)")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedstar-paper-split"))
     parser.add_argument("--tables-only", action="store_true", help="no new runs: the tables from finished cells")
     parser.add_argument("--rerun-stale", action="store_true", help="re-run cells computed by other code")
+    add_jobs(parser)
     args = parser.parse_args()
-    check_jobs(parser, args.jobs)
     store = CellStore(STORE_NAME, SOURCES)
     cells: list[Cell] = []
     if not args.only_extra:

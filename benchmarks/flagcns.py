@@ -64,7 +64,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, check_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
@@ -772,14 +772,11 @@ def main() -> None:
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-flagcns"), help="run folders (not in git)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="cells computed at once, each in its own process with one torch thread (default 1: "
-                             "here, one after another); a seed's random and outputs/inputs cells start once its feo "
-                             "search is stored, and the speed cells run alone, after the others")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
+    add_jobs(parser, "a seed's random and outputs/inputs cells start once its feo search is stored, and the speed "
+                     "cells run alone, after the others")
     args = parser.parse_args()
-    check_jobs(parser, args.jobs)
     if args.quick:
         args.budget, args.seeds, args.retrains, args.speed_epochs = "quick", args.seeds[:1], 2, 3
     from flowergraph.tasks.compute import configure_torch

@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import check_jobs, run_cells  # noqa: E402
+from benchmarks.common import add_jobs, run_cells  # noqa: E402
 
 
 def square(x: int) -> tuple[int, int]:
@@ -58,8 +58,11 @@ def test_a_bad_job_count_names_the_value(capsys):
     with pytest.raises(ValueError, match=r"workers=0: must be >= 1"):
         list(run_cells(square, [(1,)], workers=0))
     parser = argparse.ArgumentParser(prog="bench")
-    with pytest.raises(SystemExit) as exc:
-        check_jobs(parser, 0)
-    assert exc.value.code == 2
-    assert "--jobs 0: must be >= 1 (cells computed at once, each in its own process" in capsys.readouterr().err
-    check_jobs(parser, 2)  # a positive count passes
+    add_jobs(parser)
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["--jobs", bad])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument --jobs: {bad!r}: must be a whole number >= 1 (cells computed at once" in err
+    assert parser.parse_args(["--jobs", "2"]).jobs == 2 and parser.parse_args([]).jobs == 1
