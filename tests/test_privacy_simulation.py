@@ -4,7 +4,8 @@ aggregate (one distinct payload per round, checked on what the ServerApp receive
 averaging within SecAgg+'s quantisation. FedGCN with ``fedgcn.he=true`` and ``secure-agg=secagg+`` is the
 paper's fully private Algorithm 1. The in-process reference equals a Flower simulation of the same settings
 (test_simulation.py), so it stands in for the plain runs: the models are compared array by array, round by
-round (checkpoints). FedStar and FedGCN under ``secure-agg=ckks`` go through Flower's transport too."""
+round (checkpoints); SecAgg+'s rounds are compared with the same clients' replies to its own previous model, since
+its stochastic rounding makes the two runs' later rounds start from slightly different models. FedStar and FedGCN under ``secure-agg=ckks`` go through Flower's transport too."""
 
 import io
 
