@@ -224,6 +224,22 @@ def test_fedprox_pulls_only_the_shared_arrays(spec):
     assert not np.allclose(out_bias, initial["out.bias"].numpy())  # the private output layer trained freely
 
 
+def test_fedprox_differs_from_fedavg_by_the_proximal_term_alone(shared_data, tmp_path):
+    """The benchmark's FedProx and FedAvg rows are paired by seed: with mu = 0 FedProx is FedAvg to the last bit
+    (same data order, dropout and initialisation), so what separates the rows is mu's term (here it moves the
+    model)."""
+    base = {"method": "fedavg", "rounds": 2, "checkpoint-every": 1}
+    run_inprocess(_run(shared_data, tmp_path, "avg", **base))
+    run_inprocess(_run(shared_data, tmp_path, "prox0", **{**base, "method": "fedprox", "fedprox.mu": 0.0}))
+    run_inprocess(_run(shared_data, tmp_path, "prox", **{**base, "method": "fedprox", "fedprox.mu": 0.01}))
+    for r in (1, 2):
+        avg, prox0, prox = (load_checkpoint(tmp_path / name / "checkpoints" / f"round-{r:06d}.npz").arrays
+                            for name in ("avg", "prox0", "prox"))
+        assert len(avg) == len(prox0) == len(prox)
+        assert all(np.array_equal(a, b) for a, b in zip(avg, prox0))
+        assert max(float(np.abs(a - b).max()) for a, b in zip(avg, prox)) > 1e-3
+
+
 @pytest.mark.parametrize("raw,match", [
     ({"dataset": "CHEM", "num-clients": 3}, "num-clients=3 but dataset='CHEM' has 7 datasets .* set num-clients=7"),
     ({"dataset": "Cora"}, "method 'fedstar' does graph classification but dataset 'Cora' is node classification "
