@@ -51,7 +51,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, _sources_hash, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     run_dir_current, save_figure, table, write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
@@ -121,13 +121,15 @@ def completed(out: Path) -> bool:
             and run_dir_current(out, SOURCES))
 
 
-def run_cell(work: Path, name: str, config: dict) -> dict:
-    """Run ``config`` in process (resuming a stopped run from its last checkpoint); the search summary, the
-    trials and the wall time."""
+def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = None) -> dict:
+    """Run ``config`` in process (resuming a stopped run from its last checkpoint, or from the cell's parked
+    progress, :func:`unpark`); the search summary, the trials and the wall time."""
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.storage.results import read_run
 
     out = work / name
+    if (parked := parked_path(name, parked_root)).exists():
+        unpark(out, parked, _sources_hash(SOURCES))
     full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
             "checkpoint-every": config["asfgnn.trial-rounds"] + 1,  # a checkpoint after every trial
             "checkpoint-keep": 1}
@@ -179,6 +181,104 @@ def segments_before(out: Path) -> float:
         ended = [e for e in ended if e is not None and e >= opened]
         wall += max(ended) - opened if ended else 0.0
     return wall
+
+
+# ------------------------------------------------------------------------------------------------------ parking
+# A paper-budget cell takes 3-5 h of one core, longer than a working session here, and its run folder under --work
+# does not outlive the machine it ran on. `--park` keeps a stopped cell's progress in the repository instead:
+# benchmarks/cells/asfgnn/parked/<cell>.json.xz holds its last checkpoint, which is always taken between two
+# trials (checkpoint-every = T + 1), without the two things the next trial replaces before it reads them: the
+# global arrays (reset to the next trial's initial model when it starts) and the clients' state files (a client
+# whose stored model belongs to another trial starts afresh, from seeds of (seed, client, trial round) alone).
+# The finished trials, the search driver's state (SMAC is rebuilt from it), every round record and the wall
+# time so far are kept. run_cell restores a parked cell into its run folder when that folder holds nothing newer,
+# and the stored cell's row is the uninterrupted run's (tests/test_bench_asfgnn_park.py). A parked file of other
+# code (another sources hash) is never restored: its run computed something else.
+PARKED = "parked"
+
+
+def parked_path(name: str, root: Path | None = None) -> Path:
+    """Where cell ``name`` is parked (``root``: another folder than the repository's, for tests)."""
+    return (root or REPO / "benchmarks" / "cells" / STORE / PARKED) / f"{name}.json.xz"
+
+
+def park_run(out: Path) -> dict:
+    """The parked form of run folder ``out``'s latest checkpoint (see the comment above): a JSON-able dict."""
+    from flowergraph.storage.checkpoint import load_checkpoint
+    from flowergraph.storage.npzio import pack_tree
+
+    ckpt = load_checkpoint(out)
+    trial = (ckpt.strategy_state.get("asfgnn") or {}).get("trial")
+    if trial is not None and not trial.get("finished"):
+        raise ValueError(f"{out}: the checkpoint of round {ckpt.server_round} is inside trial {trial['index']}; "
+                         "only a checkpoint between trials can be parked (the clients' state would be lost)")
+    arrays: dict = {}
+    state = pack_tree({**ckpt.strategy_state, "client_checkpoint": None}, arrays, "strategy", what="parked state")
+    if arrays:
+        raise ValueError(f"{out}: the strategy state holds arrays ({sorted(arrays)}); parking keeps JSON only")
+    marker = json.loads((out / "bench-code.json").read_text())
+    return {"format": "flowergraph-asfgnn-parked", "cell": out.name, "sources": marker["sources"],
+            "round": ckpt.server_round, "arrays": [[list(a.shape), str(a.dtype)] for a in ckpt.arrays],
+            "strategy_state": state, "records": ckpt.records, "config": ckpt.config,
+            "trials_finished": len((ckpt.strategy_state.get("asfgnn") or {}).get("results") or []),
+            "wall_s": segments_before(out), "parked_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def write_parked(parked: dict, path: Path) -> int:
+    """Write ``parked`` to ``path`` (xz-compressed JSON, atomically); its size in bytes."""
+    import lzma
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(lzma.compress(json.dumps(parked, separators=(",", ":")).encode(), preset=9))
+    tmp.replace(path)
+    return path.stat().st_size
+
+
+def read_parked(path: Path) -> dict:
+    import lzma
+
+    return json.loads(lzma.decompress(path.read_bytes()))
+
+
+def unpark(out: Path, path: Path, sources: str) -> bool:
+    """Restore the parked cell at ``path`` into run folder ``out`` (a checkpoint ``resume-from`` reads, and the
+    wall time so far), unless ``out`` already holds a run of this code at that round or later, or the parked
+    run is of other code (``sources`` is the code state now). Whether it restored."""
+    import shutil
+
+    import numpy as np
+    from flowergraph.storage.checkpoint import Checkpoint, checkpoint_file, find_checkpoint, round_of_file, \
+        save_checkpoint
+    from flowergraph.storage.npzio import unpack_tree
+
+    parked = read_parked(path)
+    if parked.get("sources") != sources:
+        print(f"WARNING: {path} was parked by other code (sources {parked.get('sources')}, now {sources}); it is "
+              "not restored: delete it, or re-run the cell from scratch", file=sys.stderr, flush=True)
+        return False
+    if out.exists() and run_dir_current(out, SOURCES):
+        if completed(out):
+            return False
+        try:
+            newest = round_of_file(find_checkpoint(out))
+        except Exception:  # noqa: BLE001 - no checkpoint in the folder: restore
+            newest = None
+        if newest is not None and newest >= int(parked["round"]):
+            return False
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "bench-code.json").write_text(json.dumps({"sources": sources}) + "\n")
+    arrays = [np.zeros(shape, dtype=dtype) for shape, dtype in parked["arrays"]]  # replaced when the next trial starts
+    save_checkpoint(Checkpoint(server_round=int(parked["round"]), arrays=arrays,
+                               strategy_state=unpack_tree(parked["strategy_state"], {}), records=parked["records"],
+                               config=parked["config"]), checkpoint_file(out, int(parked["round"])))
+    (out / "bench.json").write_text(json.dumps({"wall_s": float(parked["wall_s"])}) + "\n")
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    print(f"restored {out.name} from {shown} (parked {parked['parked_at']}: "
+          f"{parked['trials_finished']} trials, round {parked['round']})", flush=True)
+    return True
 
 
 # ------------------------------------------------------------------------------------------------------- tables
@@ -613,6 +713,10 @@ def main() -> None:
     parser.add_argument("--alphas", nargs="+", type=float, default=list(ALPHAS), help="Table 6's alphas")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
+    parser.add_argument("--park", action="store_true",
+                        help="no computing: keep the progress of the selected cells' stopped runs under --work in "
+                             "benchmarks/cells/asfgnn/parked/ (commit it), so a later run on another machine resumes "
+                             "them; see the parking comment in this file")
     parser.add_argument("--rederive", action="store_true",
                         help="recompute the rows of current cells whose run folder under --work is finished (no "
                              "training): columns added since, e.g. oracle_test")
@@ -682,6 +786,18 @@ def main() -> None:
                      run_config("Cora", "sfgnn", seed=seed, search=driver, budget=b, facade=facade),
                      {"kind": "search", "driver": driver, "budget": b, "seed": seed,
                       **({"facade": facade} if driver == "smac" else {})})
+    if args.park:
+        for _, name, _, _ in pending:
+            out = work / name
+            if not (out / "checkpoints").is_dir() or completed(out) or not run_dir_current(out, SOURCES):
+                print(f"{name}: no stopped run of this code under {work}: nothing to park", flush=True)
+                continue
+            parked = park_run(out)
+            size = write_parked(parked, path := parked_path(name))
+            print(f"parked {name}: {parked['trials_finished']} trials finished (round {parked['round']}), "
+                  f"{parked['wall_s'] / 3600:.2f} h so far -> {path.relative_to(REPO)} ({size / 1e6:.1f} MB)",
+                  flush=True)
+        return
     if pending:
         print(f"{len(pending)} cells to compute, {min(args.jobs, len(pending))} at a time", flush=True)
     failed = []
@@ -692,6 +808,7 @@ def main() -> None:
             continue
         print(f"cell {name}: best val {row['best_val']:.4f}, test {row['test']:.4f}, {row['cell_s']:.0f} s", flush=True)
         rows.append({**store.save(name, config, row)["row"], "cell": name, "stale": ""})
+        parked_path(name).unlink(missing_ok=True)  # its progress is the stored cell now
     seen = {r["cell"] for r in rows}  # every stored cell of this budget goes into the tables
     for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
         record = json.loads(path.read_text())
