@@ -241,6 +241,22 @@ def read_parked(path: Path) -> dict:
     return json.loads(lzma.decompress(path.read_bytes()))
 
 
+def parked_note(budget: str, root: Path | None = None) -> str:
+    """A paragraph for the results file listing this budget's parked cells (in progress), '' if none."""
+    folder = parked_path("x", root).parent
+    lines = []
+    for path in sorted(folder.glob(f"*-{budget}-*.json.xz")) if folder.is_dir() else []:
+        parked = read_parked(path)
+        code = "" if parked.get("sources") == _sources_hash(SOURCES) else " (older code: will not be resumed)"
+        lines.append(f"- {parked['cell']}: {parked['trials_finished']} of {parked['config']['asfgnn.trials']} trials "
+                     f"(round {parked['round']}), {parked['wall_s'] / 3600:.2f} h so far, parked "
+                     f"{parked['parked_at']}{code}")
+    if not lines:
+        return ""
+    return ("\n\n**In progress (parked, not in the tables above)**: resumed by the command that computes them "
+            "(`benchmarks/cells/asfgnn/parked/`):\n\n" + "\n".join(lines))
+
+
 def unpark(out: Path, path: Path, sources: str) -> bool:
     """Restore the parked cell at ``path`` into run folder ``out`` (a checkpoint ``resume-from`` reads, and the
     wall time so far), unless ``out`` already holds a run of this code at that round or later, or the parked
@@ -816,7 +832,7 @@ def main() -> None:
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
     name = "asfgnn" if b == "paper" else f"asfgnn_{b}"
     write_result(name, f"ASFGNN on Flower: Tables 3, 5, 6, a control and Table 7's tuning cost (budget {b})",
-                 tables(rows, b), cell_commands=store.commands(lambda row: row.get("budget") == b))
+                 tables(rows, b) + parked_note(b), cell_commands=store.commands(lambda row: row.get("budget") == b))
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
 

@@ -47,6 +47,8 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data):
     assert len(parked["records"]) == stop * per_trial
     path = bench.parked_path(NAME, tmp_path / "parked")
     assert bench.write_parked(parked, path) > 0
+    assert f"- {NAME}: 1 of 3 trials (round {per_trial})" in bench.parked_note("quick", tmp_path / "parked")
+    assert bench.parked_note("paper", tmp_path / "parked") == ""  # another budget's results file lists none
     shutil.rmtree(tmp_path / "stopped")
 
     resumed = bench.run_cell(tmp_path / "stopped", NAME, config, parked_root=tmp_path / "parked")
