@@ -808,7 +808,11 @@ def main() -> None:
             if not (out / "checkpoints").is_dir() or completed(out) or not run_dir_current(out, SOURCES):
                 print(f"{name}: no stopped run of this code under {work}: nothing to park", flush=True)
                 continue
-            parked = park_run(out)
+            try:
+                parked = park_run(out)
+            except ValueError as exc:  # a checkpoint inside a trial: say so, park the others
+                print(f"{name}: not parked: {exc}", file=sys.stderr, flush=True)
+                continue
             size = write_parked(parked, path := parked_path(name))
             print(f"parked {name}: {parked['trials_finished']} trials finished (round {parked['round']}), "
                   f"{parked['wall_s'] / 3600:.2f} h so far -> {path.relative_to(REPO)} ({size / 1e6:.1f} MB)",
