@@ -266,6 +266,7 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
     import numpy as np
     from flowergraph.storage.checkpoint import Checkpoint, checkpoint_file, find_checkpoint, round_of_file, \
         save_checkpoint
+    from flowergraph.errors import CheckpointError
     from flowergraph.storage.npzio import unpack_tree
 
     parked = read_parked(path)
@@ -278,7 +279,7 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
             return False
         try:
             newest = round_of_file(find_checkpoint(out))
-        except Exception:  # noqa: BLE001 - no checkpoint in the folder: restore
+        except CheckpointError:  # no checkpoint in the folder: restore
             newest = None
         if newest is not None and newest >= int(parked["round"]):
             return False
