@@ -51,8 +51,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, _sources_hash, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
-                    run_dir_current, save_figure, table, write_result)
+from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, data_dir, prepare_run_dir, pyplot,  # noqa: E402
+                    run_cells, run_dir_current, save_figure, table, write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -197,9 +197,14 @@ def segments_before(out: Path) -> float:
 PARKED = "parked"
 
 
+def parked_dir(root: Path | None = None) -> Path:
+    """The folder of parked cells (``root``: another folder than the repository's, for tests)."""
+    return root or REPO / "benchmarks" / "cells" / STORE / PARKED
+
+
 def parked_path(name: str, root: Path | None = None) -> Path:
-    """Where cell ``name`` is parked (``root``: another folder than the repository's, for tests)."""
-    return (root or REPO / "benchmarks" / "cells" / STORE / PARKED) / f"{name}.json.xz"
+    """Where cell ``name`` is parked."""
+    return parked_dir(root) / f"{name}.json.xz"
 
 
 def park_run(out: Path) -> dict:
@@ -216,7 +221,7 @@ def park_run(out: Path) -> dict:
     state = pack_tree({**ckpt.strategy_state, "client_checkpoint": None}, arrays, "strategy", what="parked state")
     if arrays:
         raise ValueError(f"{out}: the strategy state holds arrays ({sorted(arrays)}); parking keeps JSON only")
-    marker = json.loads((out / "bench-code.json").read_text())
+    marker = json.loads((out / RUN_CODE).read_text())
     return {"format": "flowergraph-asfgnn-parked", "cell": out.name, "sources": marker["sources"],
             "round": ckpt.server_round, "arrays": [[list(a.shape), str(a.dtype)] for a in ckpt.arrays],
             "strategy_state": state, "records": ckpt.records, "config": ckpt.config,
@@ -243,7 +248,7 @@ def read_parked(path: Path) -> dict:
 
 def parked_note(budget: str, root: Path | None = None) -> str:
     """A paragraph for the results file listing this budget's parked cells (in progress), '' if none."""
-    folder = parked_path("x", root).parent
+    folder = parked_dir(root)
     lines = []
     for path in sorted(folder.glob(f"*-{budget}-*.json.xz")) if folder.is_dir() else []:
         parked = read_parked(path)
@@ -286,7 +291,7 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
     if out.exists():
         shutil.rmtree(out)
     (out / "checkpoints").mkdir(parents=True)
-    (out / "bench-code.json").write_text(json.dumps({"sources": sources}) + "\n")
+    (out / RUN_CODE).write_text(json.dumps({"sources": sources}) + "\n")  # as prepare_run_dir marks a folder
     arrays = [np.zeros(shape, dtype=dtype) for shape, dtype in parked["arrays"]]  # replaced when the next trial starts
     save_checkpoint(Checkpoint(server_round=int(parked["round"]), arrays=arrays,
                                strategy_state=unpack_tree(parked["strategy_state"], {}), records=parked["records"],

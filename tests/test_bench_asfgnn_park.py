@@ -4,6 +4,7 @@ run gives, trial by trial; a checkpoint inside a trial and a parked file of othe
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -54,14 +55,12 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data):
     resumed = bench.run_cell(tmp_path / "stopped", NAME, config, parked_root=tmp_path / "parked")
     assert comparable(resumed) == comparable(whole)
     assert resumed["wall_s"] >= parked["wall_s"] > 0  # the parked segment's time is counted
-    import json
-
     meta = json.loads((tmp_path / "stopped" / NAME / "config.json").read_text())
     assert meta["resumed_at_round"] == stop * per_trial  # it did resume (did not start over)
     rounds = (tmp_path / "stopped" / NAME / "rounds.jsonl").read_text().splitlines()
     assert [json.loads(line)["round"] for line in rounds] == list(range(1, 3 * per_trial + 1))
 
-    # a finished run folder is not overwritten by the parked file
+    # a run folder holding a finished (hence newer) run is not overwritten by the parked file
     assert bench.unpark(tmp_path / "stopped" / NAME, path, bench._sources_hash(bench.SOURCES)) is False
 
 
