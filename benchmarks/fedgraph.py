@@ -748,6 +748,25 @@ def stability_table(rows: list[dict], runs: list[dict]) -> str:
                      "accuracy last block %", "best grid policy at the same work %"], body) + "\n\n")
 
 
+def cpu_note(runs: list[dict]) -> str:
+    """A warning when the cells behind a table's seconds were measured on more than one CPU model (the CPU each
+    cell records), naming which cells ran on which: seconds compare only within one CPU; work does not depend
+    on it. '' when every cell ran on one model (or none recorded it)."""
+    by_cpu: dict[str, dict[str, list[int]]] = {}
+    for r in runs:
+        group = (f"{r['dataset']} {r['variant']}" + ("" if r["var"] == 0.1 else f" var {r['var']}")
+                 + ("" if _data(r) == "synthesis" else f" {_data(r)}"))
+        by_cpu.setdefault(r.get("cpu") or "not recorded", {}).setdefault(group, []).append(r["seed"])
+    if len(by_cpu) < 2:
+        return ""
+    return ("**Seconds from more than one CPU**: these cells were measured on " + str(len(by_cpu)) + " CPU "
+            "models (and beside different loads), so a seconds column can mix machines; compare seconds within one "
+            "CPU, or use the work (GMAC) columns, which do not depend on the machine. " + "; ".join(
+                f"{cpu} ({sum(map(len, groups.values()))} cells): " + ", ".join(
+                    f"{g} (seeds {', '.join(map(str, sorted(seeds)))})" for g, seeds in groups.items())
+                for cpu, groups in sorted(by_cpu.items())) + ".\n")
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     def fmt(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
@@ -790,7 +809,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
            f"federated test accuracy after the last round, mean ± std over seeds (each seed draws the split, the "
             f"synthesis and the initial model). \"At FedGraph's time\": the accuracy of the last round finished within "
            f"the wall time of the same seed's last DDPG episode (the same time budget).\n"),
-           "### Summary (variance 0.1)\n", summary(runs), ""]
+           *filter(None, [cpu_note(runs)]), "### Summary (variance 0.1)\n", summary(runs), ""]
     work = work_table(runs + grid)
     if work:
         out += ["### Work instead of wall time (deterministic)\n", work, ""]
@@ -1057,7 +1076,7 @@ def main() -> None:
     for path in sorted(store.dir.glob("*.json")):
         record = json.loads(path.read_text())
         rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
-                     "command": record.get("command")})
+                     "command": record.get("command"), "cpu": (record.get("env") or {}).get("cpu")})
     body = []
     for split in SPLITS:
         part = tables(rows, b, split)

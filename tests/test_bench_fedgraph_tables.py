@@ -107,3 +107,17 @@ def test_the_trained_agents_fig7_curve_averages_its_last_episodes(monkeypatch):
     assert curves["full"] == (pytest.approx([0.5, 1.0]), pytest.approx([0.4, 0.8]))  # its first 2 rounds
     assert "fedgraph" not in curves and "graphsage" not in curves  # no such cells
     assert bench.trained_curves([LEARNED, full], [LEARNED], "CiteSeer") == {}
+
+
+def test_seconds_from_two_cpus_are_flagged_with_the_cells_on_each():
+    def run(variant, seed, cpu, var=0.1):
+        return {"variant": variant, "dataset": "Cora", "seed": seed, "var": var, "cpu": cpu}
+
+    same = [run("full", 0, "AMD EPYC"), run("fixed", 1, "AMD EPYC")]
+    assert bench.cpu_note(same) == ""
+    mixed = same + [run("full", 1, "Intel Xeon"), run("nonshare", 0, "Intel Xeon", var=0.5), run("full", 2, None)]
+    note = bench.cpu_note(mixed)
+    assert note.startswith("**Seconds from more than one CPU**: these cells were measured on 3 CPU models")
+    assert ("AMD EPYC (2 cells): Cora full (seeds 0), Cora fixed (seeds 1); "
+            "Intel Xeon (2 cells): Cora full (seeds 1), Cora nonshare var 0.5 (seeds 0); "
+            "not recorded (1 cells): Cora full (seeds 2).") in note
