@@ -759,8 +759,10 @@ def cpu_note(runs: list[dict]) -> str:
         by_cpu.setdefault(r.get("cpu") or "not recorded", {}).setdefault(group, []).append(r["seed"])
     if len(by_cpu) < 2:
         return ""
-    return ("**Seconds from more than one CPU**: these cells were measured on " + str(len(by_cpu)) + " CPU "
-            "models (and beside different loads), so a seconds column can mix machines; compare seconds within one "
+    models = len(by_cpu) - ("not recorded" in by_cpu)
+    return ("**Seconds from more than one CPU**: these cells were measured on " + str(models) + " CPU model"
+            + ("s" if models > 1 else "") + (", some on one they did not record" if "not recorded" in by_cpu else "")
+            + " (and beside different loads), so a seconds column can mix machines; compare seconds within one "
             "CPU, or use the work (GMAC) columns, which do not depend on the machine. " + "; ".join(
                 f"{cpu} ({sum(map(len, groups.values()))} cells): " + ", ".join(
                     f"{g} (seeds {', '.join(map(str, sorted(seeds)))})" for g, seeds in groups.items())

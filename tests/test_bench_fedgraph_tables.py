@@ -117,7 +117,10 @@ def test_seconds_from_two_cpus_are_flagged_with_the_cells_on_each():
     assert bench.cpu_note(same) == ""
     mixed = same + [run("full", 1, "Intel Xeon"), run("nonshare", 0, "Intel Xeon", var=0.5), run("full", 2, None)]
     note = bench.cpu_note(mixed)
-    assert note.startswith("**Seconds from more than one CPU**: these cells were measured on 3 CPU models")
+    assert note.startswith("**Seconds from more than one CPU**: these cells were measured on 2 CPU models, some on "
+                           "one they did not record (and beside different loads)")
+    assert bench.cpu_note(same + [run("full", 1, None)]).startswith(
+        "**Seconds from more than one CPU**: these cells were measured on 1 CPU model, some on one they did not record")
     assert ("AMD EPYC (2 cells): Cora full (seeds 0), Cora fixed (seeds 1); "
             "Intel Xeon (2 cells): Cora full (seeds 1), Cora nonshare var 0.5 (seeds 0); "
             "not recorded (1 cells): Cora full (seeds 2).") in note
