@@ -313,6 +313,12 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cell_cpu(record: dict) -> str:
+    """The CPU model a stored cell was computed on (its recorded environment); "not recorded" for cells stored
+    before cells recorded their machine."""
+    return (record.get("env") or {}).get("cpu") or "not recorded"
+
+
 def environment() -> dict:
     """What besides the code decides a cell's last digits: the interpreter, the versions of the packages its
     numbers depend on, the CPU and the instruction set torch dispatches to. Recorded with every cell; not part of

@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, add_jobs, cell_cpu, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
@@ -1078,7 +1078,7 @@ def main() -> None:
     for path in sorted(store.dir.glob("*.json")):
         record = json.loads(path.read_text())
         rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
-                     "command": record.get("command"), "cpu": (record.get("env") or {}).get("cpu")})
+                     "command": record.get("command"), "cpu": cell_cpu(record)})
     body = []
     for split in SPLITS:
         part = tables(rows, b, split)

@@ -64,7 +64,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
+from common import (REPO, CellStore, add_jobs, cell_cpu, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
                     save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
@@ -666,12 +666,6 @@ def compute_cell(name: str, fn, args: tuple) -> dict:
     return row
 
 
-def _cpu(record: dict) -> str:
-    """The CPU a cell was computed on (the same search gives another network on another CPU); cells stored before
-    cells recorded their machine say so."""
-    return (record.get("env") or {}).get("cpu") or "not recorded"
-
-
 def plot(rows: list[dict], budget: str) -> str | None:
     plt = pyplot()
 
@@ -796,7 +790,7 @@ def main() -> None:
         record = store.load(name)
         if record is not None and not (args.rerun_stale and not store.current(record)):
             return {**record["row"], "cell": name, "stale": store.flag(record),
-                    "sources": record.get("code", {}).get("sources"), "cpu": _cpu(record)}
+                    "sources": record.get("code", {}).get("sources"), "cpu": cell_cpu(record)}
         if not args.tables_only and name not in failed:
             pending[name] = (settings, fn, fn_args)
         return None
@@ -810,7 +804,7 @@ def main() -> None:
             print(f"cell {name}: {json.dumps({k: v for k, v in row.items() if k not in ('curve', 'retrains')})[:300]}",
                   flush=True)
             saved = store.save(name, {**pending[name][0], "retrains": args.retrains}, row)
-            computed[name] = {**saved["row"], "cell": name, "stale": "", "cpu": _cpu(saved)}
+            computed[name] = {**saved["row"], "cell": name, "stale": "", "cpu": cell_cpu(saved)}
 
     def add(row):
         if row is not None:
@@ -835,7 +829,7 @@ def main() -> None:
         record = json.loads(path.read_text())
         if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
-                         "sources": record.get("code", {}).get("sources"), "cpu": _cpu(record)})
+                         "sources": record.get("code", {}).get("sources"), "cpu": cell_cpu(record)})
     figure = plot(rows, b)
     splits = [sp for sp in ("first-per-class", "per-class")
               if any(r.get("split", "per-class") == sp and r.get("kind") != "speed" for r in rows)]
