@@ -124,3 +124,20 @@ def test_seconds_from_two_cpus_are_flagged_with_the_cells_on_each():
     assert ("AMD EPYC (2 cells): Cora full (seeds 0), Cora fixed (seeds 1); "
             "Intel Xeon (2 cells): Cora full (seeds 1), Cora nonshare var 0.5 (seeds 0); "
             "not recorded (1 cells): Cora full (seeds 2).") in note
+
+
+def test_the_heterogeneity_table_gives_work_to_the_target_beside_the_clock():
+    # FIXED reaches 75% in its 3rd round: 3 x 0.2 GMAC, 0.90 s; AGENT in its last episode's 3rd round: 3 x 0.1 GMAC,
+    # 1.5 - 0.6 s on the run's clock, counted from its episode's start; a second full-batch seed never reaches it
+    extra = {"var": 0.1, "client_nodes": [100, 400], "data": "synthesis"}
+    never = {**FIXED, **extra, "seed": 1, "final_accuracy": 0.7,
+             "curve": [[*c[:2], 0.7, *c[3:]] for c in FIXED["curve"]]}
+    runs = [{**AGENT, **extra, "final_accuracy": 0.90}, {**FIXED, **extra, "final_accuracy": 0.86}, never]
+    header, _, row = bench.heterogeneity_table(runs).splitlines()[:3]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    got = dict(zip(cols, (c.strip() for c in row.strip("|").split("|"))))
+    assert got["FedGraph GMAC to 75%"] == "0.300 (1/1)"
+    assert got["full GMAC to 75%"] == "0.600 (1/2)"
+    assert got["FedGraph time to 75%"] == "0.90 (1/1)"
+    assert got["full time to 75%"] == "0.90 (1/2)"
+    assert got["smallest/largest client"] == "0.25"
