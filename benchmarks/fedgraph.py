@@ -362,7 +362,10 @@ def _mean_std(values: list[float], scale: float = 100.0) -> str:
 
 
 def _reached(values: list[float | None], digits: int = 2) -> str:
-    """The mean over the runs that reached a target, and how many did: '1.23 (2/3)' or 'never (0/3)'."""
+    """The mean over the runs that reached a target, and how many did: '1.23 (2/3)' or 'never (0/3)'; '-' when
+    there are no runs."""
+    if not values:
+        return "-"
     reached = [v for v in values if v is not None]
     if not reached:
         return f"never (0/{len(values)})"

@@ -144,3 +144,6 @@ def test_the_heterogeneity_table_gives_work_to_the_target_beside_the_clock():
     # Cora's 2nd target is 85%: FIXED's 4th round (4 x 0.2), AGENT's last episode's 4th (4 x 0.1); never at 70%
     assert got["FedGraph GMAC to 2nd target"] == "0.400 (1/1)"
     assert got["full GMAC to 2nd target"] == "0.800 (1/2)"
+    # a variance with FedGraph's cells only: full batch's columns are empty, not "never"
+    only = bench.heterogeneity_table([{**AGENT, **extra, "var": 1.0, "final_accuracy": 0.90}]).splitlines()[2]
+    assert [c.strip() for c in only.strip("|").split("|")][4::2][:4] == ["-", "-", "-", "-"]
