@@ -141,7 +141,7 @@ def test_the_heterogeneity_table_gives_work_to_the_target_beside_the_clock():
     assert got["FedGraph time to 75%"] == "0.90 (1/1)"
     assert got["full time to 75%"] == "0.90 (1/2)"
     assert got["smallest/largest client"] == "0.25"
-    # Cora's 2nd target is 85%: FIXED's 4th round (4 x 0.2), AGENT's last episode's 4th (4 x 0.1); never at 70%
+    # Cora's 2nd target is 85%: FIXED's 4th round (4 x 0.2), AGENT's last episode's 4th (4 x 0.1); the 70% seed never
     assert got["FedGraph GMAC to 2nd target"] == "0.400 (1/1)"
     assert got["full GMAC to 2nd target"] == "0.800 (1/2)"
     # a variance with FedGraph's cells only: full batch's columns are empty, not "never"
