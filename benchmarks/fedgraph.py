@@ -373,9 +373,9 @@ def _reached(values: list[float | None], digits: int = 2) -> str:
 
 
 def _time_summary(rows: list[dict], target: float = TARGET, by: str = "time") -> str:
-    """:func:`_reached` over ``rows``' last episodes: seconds of the run's clock (``by="time"``) or GMAC
-    (``by="work"``, 3 digits) to ``target``."""
-    return _reached([time_to(r, target, by) for r in rows], 3 if by == "work" else 2)
+    """:func:`_reached` over ``rows``' last episodes: seconds of the run's clock (``by="time"``, 2 digits), GMAC
+    (``by="work"``) or the slowest clients' training seconds (``by="client"``; both 3 digits) to ``target``."""
+    return _reached([time_to(r, target, by) for r in rows], 2 if by == "time" else 3)
 
 
 def accuracy_at(row: dict, budget: float, by: str = "time") -> float | None:
@@ -438,10 +438,7 @@ def work_table(runs: list[dict]) -> str:
             body.append([d, variant, len(cells), f"{statistics.mean(c[4] for c in rounds):.4f}",
                          f"{statistics.mean(c[5] for c in rounds):.3f}",
                          f"{statistics.mean(clock):.3f}" if clock else "-",
-                         _reached([work_to(r) for r in cells], 3),
-                         _reached([work_to(r, TARGET_HIGH[d]) for r in cells], 3),
-                         _reached([time_to(r, by="client") for r in cells], 3),
-                         _reached([time_to(r, TARGET_HIGH[d], by="client") for r in cells], 3),
+                         *[_time_summary(cells, t, by) for by in ("work", "client") for t in (TARGET, TARGET_HIGH[d])],
                          _mean_std(budget) if budget else "-", _mean_std([r["final_accuracy"] for r in cells])])
         if len(pairs) >= 3:
             x, y = np.asarray(pairs, dtype=float).T
