@@ -328,11 +328,6 @@ def curve_time_to(curve: list[list], target: float = TARGET, by: str = "time") -
     return next((x for x, acc in _points(curve, by) or [] if acc is not None and acc >= target), None)
 
 
-def work_to(row: dict, target: float = TARGET) -> float | None:
-    """Cumulative work (GMAC, the slowest client's per round) of the last episode until ``target`` is reached."""
-    return time_to(row, target, by="work")
-
-
 def accuracy_at_work(row: dict, gmacs: float) -> float | None:
     """The accuracy of the last round whose cumulative work (last episode) is within ``gmacs``."""
     return accuracy_at(row, gmacs + 1e-12, by="work")
