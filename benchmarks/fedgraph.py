@@ -454,6 +454,59 @@ def work_table(runs: list[dict]) -> str:
                    "acc % at fedgraph-work's work", "final acc %"], body))
 
 
+WORK_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)  # of the work-rewarded agent's last episode, per seed
+
+
+def _versus(mine: float | None, theirs: float | None) -> int:
+    """+1 if ``mine`` is the higher accuracy, -1 if lower, 0 if level; no round finished yet (None) loses."""
+    if mine is None or theirs is None:
+        return (mine is not None) - (theirs is not None)
+    return (mine > theirs) - (mine < theirs)
+
+
+def equal_work_table(runs: list[dict], fractions: tuple[float, ...] = WORK_FRACTIONS) -> str:
+    """Accuracy at equal work (synthesis, variance 0.1): every variant's accuracy after the same cumulative work as
+    fractions of the work-rewarded agent's last episode (per seed), and the agent's seed-paired difference to the
+    fixed policy and GraphSAGE at each of them: "the agent beats a fixed policy at the same budget" at more than
+    the one budget of its whole episode."""
+    runs = [r for r in runs if r["var"] == 0.1 and _data(r) == "synthesis" and cumulative_work(r["curve"])]
+    body = []
+    for d in DATASETS:
+        agent = {r["seed"]: r for r in runs if r["dataset"] == d and r["variant"] == "fedgraph-work"}
+        budgets = {s: [f * cumulative_work(last_episode(r))[-1] for f in fractions] for s, r in agent.items()}
+        accs = {}
+        for variant in VARIANTS:
+            cells = {r["seed"]: r for r in runs if r["dataset"] == d and r["variant"] == variant and r["seed"] in agent}
+            if not cells:
+                continue
+            accs[variant] = {s: [accuracy_at_work(r, b) for b in budgets[s]] for s, r in cells.items()}
+            columns = list(zip(*accs[variant].values()))
+            body.append([d, variant, len(cells), *[
+                _mean_std(list(col)) + ("" if None not in col else f" ({sum(a is not None for a in col)}/{len(col)})")
+                for col in columns]])
+        for base in ("fixed", "graphsage"):
+            seeds = sorted(set(accs.get("fedgraph-work", {})) & set(accs.get(base, {})))
+            if not seeds:
+                continue
+            cells = []
+            for i in range(len(fractions)):
+                pairs = [(accs["fedgraph-work"][s][i], accs[base][s][i]) for s in seeds]
+                diffs = [100 * (a - b) for a, b in pairs if a is not None and b is not None]
+                wins = [_versus(a, b) for a, b in pairs]
+                cells.append((f"{statistics.mean(diffs):+.1f}" if diffs else "-")
+                             + f" ({wins.count(1)}/{wins.count(0)}/{wins.count(-1)})")
+            body.append([d, f"fedgraph-work - {base} (seed-paired, points)", len(seeds), *cells])
+    if not body:
+        return ""
+    return ("Accuracy (%, mean ± std over seeds) after the same cumulative work (GMAC, last episode for the agents) "
+            "as the given fraction of the work-rewarded agent's last episode, seed by seed; (k/n): only k of n seeds "
+            "had finished a round by then. The paired rows: the agent minus the fixed policy or GraphSAGE, mean over "
+            "the seeds where both had finished a round, and (ahead / level / behind; no round yet counts as "
+            "behind).\n\n"
+            + table(["dataset", "variant", "seeds", *[f"at {'all' if f == 1 else f'1/{round(1 / f)}'} of its work"
+                                                     for f in fractions]], body))
+
+
 def critical_path_note(runs: list[dict]) -> str:
     """Seed-paired differences of the agents' slowest-client seconds to the target against full batch and
     GraphSAGE (the issue's comparison, on the clock that dedicated machines would show)."""
@@ -817,8 +870,12 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
     work = work_table(runs + grid)
     if work:
         out += ["### Work instead of wall time (deterministic)\n", work, ""]
+    equal = equal_work_table(runs)
+    if equal:
+        out += ["### The work-rewarded agent against fixed policies at equal work\n", equal, ""]
     if any(r["var"] != 0.1 for r in runs):
-        out += [f"### Heterogeneity (paper Fig. 9's shape; 2nd target: {', '.join(f'{d} {t:.0%}' for d, t in TARGET_HIGH.items())})\n",
+        second = ", ".join(f"{d} {t:.0%}" for d, t in TARGET_HIGH.items())
+        out += [f"### Heterogeneity (paper Fig. 9's shape; 2nd target: {second})\n",
                 heterogeneity_table(runs), ""]
     if any(_data(r) != "synthesis" for r in runs):
         out += ["### Where sharing's gain comes from\n", sharing_table(runs), ""]

@@ -147,3 +147,24 @@ def test_the_heterogeneity_table_gives_work_to_the_target_beside_the_clock():
     # a variance with FedGraph's cells only: full batch's columns are empty, not "never"
     only = bench.heterogeneity_table([{**AGENT, **extra, "var": 1.0, "final_accuracy": 0.90}]).splitlines()[2]
     assert [c.strip() for c in only.strip("|").split("|")][4::2][:4] == ["-", "-", "-", "-"]
+
+
+def test_accuracy_at_equal_work_is_read_at_fractions_of_the_work_agents_own_work():
+    # the work-rewarded agent: 4 rounds of 0.1 GMAC (0.4 in all); the fixed policy's rounds cost 0.2
+    agent = {"variant": "fedgraph-work", "dataset": "Cora", "seed": 0, "var": 0.1, "curve": [
+        [1, 0.3, 0.50, 1, 0.1, 0.01], [2, 0.6, 0.72, 1, 0.1, 0.01],
+        [3, 0.9, 0.80, 1, 0.1, 0.01], [4, 1.2, 0.85, 1, 0.1, 0.01]]}
+    fixed = {**FIXED, "variant": "fixed", "var": 0.1}  # 0.2 GMAC per round: 0.40, 0.70, 0.76, 0.86
+    sage = {**agent, "variant": "graphsage"}  # the agent's own curve: level everywhere
+    text = bench.equal_work_table([agent, fixed, sage], fractions=(1 / 4, 1 / 2, 1))
+    rows = {line.split(" | ")[1]: line.split(" | ")[3:] for line in text.splitlines() if line.startswith("| Cora")}
+    # at 0.1 GMAC the fixed policy has not finished a round; at 0.2 it has one (40%), at 0.4 two (70%)
+    assert [c.strip(" |") for c in rows["fixed"]] == ["- (0/1)", "40.0", "70.0"]
+    assert [c.strip(" |") for c in rows["fedgraph-work"]] == ["50.0", "72.0", "85.0"]
+    assert [c.strip(" |") for c in rows["fedgraph-work - fixed (seed-paired, points)"]] == [
+        "- (1/0/0)", "+32.0 (1/0/0)", "+15.0 (1/0/0)"]
+    assert [c.strip(" |") for c in rows["fedgraph-work - graphsage (seed-paired, points)"]] == [
+        "+0.0 (0/1/0)", "+0.0 (0/1/0)", "+0.0 (0/1/0)"]
+    # a fixed policy without the agent's seed is left out of the comparison
+    alone = bench.equal_work_table([agent, {**fixed, "seed": 1}], fractions=(1,))
+    assert "| Cora | fedgraph-work | 1 | 85.0 |" in alone and "| Cora | fixed |" not in alone
