@@ -51,8 +51,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, data_dir, prepare_run_dir, pyplot,  # noqa: E402
-                    run_cells, run_dir_current, save_figure, table, write_result)
+from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, ahead_level_behind, data_dir,  # noqa: E402
+                    prepare_run_dir, pyplot, run_cells, run_dir_current, save_figure, table, write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -332,7 +332,7 @@ def paired(a_cells: list[dict], b_cells: list[dict]) -> list[str] | None:
     spread = f" ± {statistics.stdev(diff):.4f}" if len(diff) > 1 else ""
     return [f"{len(both)} ({', '.join(map(str, both))})", fmt([a[k] for k in both]), fmt([b[k] for k in both]),
             f"{statistics.mean(diff):+.4f}{spread}",
-            f"{sum(d > 0 for d in diff)} / {sum(d == 0 for d in diff)} / {sum(d < 0 for d in diff)}"]
+            ahead_level_behind(diff)]
 
 
 def accuracy(row: dict) -> float:

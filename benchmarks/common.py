@@ -67,6 +67,14 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
 
 
+def ahead_level_behind(diffs: Iterable[float], sep: str = " / ") -> str:
+    """How many seed-paired differences (first minus second) are above, at and under zero, as "a / l / b": the
+    count every paired table prints beside its mean difference."""
+    diffs = list(diffs)
+    return sep.join(str(n) for n in (sum(d > 0 for d in diffs), sum(d == 0 for d in diffs),
+                                     sum(d < 0 for d in diffs)))
+
+
 def machine() -> str:
     import torch
 

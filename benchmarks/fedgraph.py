@@ -72,8 +72,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, cell_cpu, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
-                    save_figure, table, write_result)
+from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, prepare_run_dir,  # noqa: E402
+                    pyplot, run_cells, save_figure, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
@@ -494,7 +494,7 @@ def equal_work_table(runs: list[dict], fractions: tuple[float, ...] = WORK_FRACT
                 diffs = [100 * (a - b) for a, b in pairs if a is not None and b is not None]
                 wins = [_versus(a, b) for a, b in pairs]
                 cells.append((f"{statistics.mean(diffs):+.1f}" if diffs else "-")
-                             + f" ({wins.count(1)}/{wins.count(0)}/{wins.count(-1)})")
+                             + f" ({ahead_level_behind(wins, sep='/')})")
             body.append([d, f"fedgraph-work - {base} (seed-paired, points)", len(seeds), *cells])
     if not body:
         return ""

@@ -117,3 +117,14 @@ def test_wall_minutes_of_a_cell_resumed_before_segments_were_timed_are_marked():
     trials = [{"time_s": 600.0}, {"time_s": 600.0}]
     assert bench.wall_min({"wall_s": 1260.0, "trials": trials}) == "21.0"
     assert bench.wall_min({"wall_s": 300.0, "trials": trials}) == ">= 20.0 (trials; resumed)"
+
+
+def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
+    a = [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.80), cell("sfgnn", 2, 0.70), cell("sfgnn", 4, 0.99)]
+    b = [cell("sp", 0, 0.85), cell("sp", 1, 0.80), cell("sp", 2, 0.75), cell("sp", 3, 0.10)]
+    seeds, first, second, diff, counts = bench.paired(a, b)
+    assert seeds == "3 (0, 1, 2)"
+    assert first == "0.8000 ± 0.1000" and second == "0.8000 ± 0.0500"
+    assert diff == "+0.0000 ± 0.0500"  # differences +0.05, 0, -0.05
+    assert counts == "1 / 1 / 1"
+    assert bench.paired(a, [cell("sp", 7, 0.5)]) is None
