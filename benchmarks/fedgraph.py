@@ -602,6 +602,17 @@ def episodes(row: dict) -> list[dict]:
     return [x for x in out if x["return"] is not None]  # a finished episode has its return
 
 
+OTHER_CPU = "‡"  # marks seconds from a cell measured on another CPU model than the row it is compared with
+OTHER_CPU_NOTE = (f"{OTHER_CPU}: seconds of a cell measured on another CPU model than the agent's (each cell "
+                  "records its CPU); they do not compare with the agent's seconds and are left out of the counts.")
+
+
+def same_cpu(a: dict, b: dict) -> bool:
+    """Whether cells ``a`` and ``b`` recorded the same CPU model: only then do their seconds compare."""
+    cpu = a.get("cpu") or "not recorded"
+    return cpu != "not recorded" and cpu == (b.get("cpu") or "not recorded")
+
+
 def references(rows: list[dict], row: dict, variants: tuple[str, ...]) -> list[dict]:
     """The default budget's cells of ``variants`` with ``row``'s dataset, seed, variance, split, data and clients."""
     return [r for r in rows if r.get("kind") == "run" and r["variant"] in variants and r["budget"] == "default"
@@ -673,13 +684,15 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
             best = best_grid_at_work(grid, block)
             kappas = [float(np.mean([p[0] for p in e["policies"]])) for e in block if e["policies"]]
             probs = [float(np.mean([q for p in e["policies"] for q in p[1:]])) for e in block if e["policies"]]
+            mark = OTHER_CPU if fixed is not None and not by_work and not same_cpu(r, fixed) else ""
             body.append([f"{block[0]['episode']}-{block[-1]['episode']}",
                          f"{statistics.mean(e['return'] for e in block):.2f}",
                          _mean_std([e["accuracy"] for e in block]),
                          f"{statistics.mean(e['seconds'] for e in block):.2f}",
                          f"{statistics.mean(e['gmacs'] for e in block):.3f}" if all(
                              e["gmacs"] is not None for e in block) else "-",
-                         _mean_std([a for a in at if a is not None]) if any(a is not None for a in at) else "-",
+                         _mean_std([a for a in at if a is not None]) + mark if any(a is not None for a in at)
+                         else "-",
                          (_mean_std([a for a in best if a is not None]) if any(a is not None for a in best) else "-")
                          if by_work else "",
                          f"{statistics.mean(kappas):.0f}" if kappas else "-",
@@ -700,6 +713,10 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
                        "episode work (GMAC)", f"fixed policy at the same {'work' if by_work else 'time'} %",
                        "best grid policy at the same work % (chosen on test)", "mean kappa", "mean p"], body),
                 "", learned]
+        if fixed is not None and not by_work and not same_cpu(r, fixed):
+            out += [f"{OTHER_CPU}: the fixed-policy cell ran on {fixed.get('cpu') or 'a CPU it did not record'}, this "
+                    f"agent on {r.get('cpu') or 'a CPU it did not record'}: accuracy at the same seconds does not "
+                    "compare across CPU models.\n"]
     return "\n".join(out)
 
 
@@ -714,7 +731,7 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
     synthesis and clients, and the least work to the target among the policy grid's fixed policies (chosen on the
     test accuracy itself: an upper bound for any fixed policy of the grid); then, per axis, on how many seeds the
     agent's mean is below each baseline."""
-    body, wins = [], {}
+    body, wins, marked = [], {}, False
     for r in runs:
         eps = [e["curve"] for e in episodes(r)[-LEARNING_BLOCK:]]
         if len(eps) < LEARNING_BLOCK:
@@ -725,18 +742,23 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
             ref = next(iter(references(rows, r, (v,))), None)
             return ref["curve"][:horizon] if ref else None
 
-        bases = {v: first(v) for v in ("full", "graphsage", "fixed")}
+        refs = {v: next(iter(references(rows, r, (v,))), None) for v in ("full", "graphsage", "fixed")}
+        bases = {v: first(v) for v in refs}
         grid = [(v, curve_time_to(c, target, "work")) for v, c in ((v, first(v)) for v in GRID_VARIANTS) if c]
         best = min(((v, w) for v, w in grid if w is not None), key=lambda g: g[1], default=None)
         line = [r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}"]
         for by, _, digits in FIG7_AXES:
             mine = [curve_time_to(c, target, by) for c in eps]
             theirs = {v: curve_time_to(b, target, by) if b else None for v, b in bases.items()}
+            # seconds compare only within one CPU model; work (GMAC) does not depend on the machine
+            other = {v for v, ref in refs.items() if by != "work" and ref is not None and not same_cpu(r, ref)}
+            marked |= bool(other & {v for v, t in theirs.items() if t is not None})
             line.append(_reached(mine, digits) + " / " + " / ".join(
-                "-" if t is None else f"{t:.{digits}f}" for t in theirs.values()))
+                "-" if t is None else f"{t:.{digits}f}" + (OTHER_CPU if v in other else "")
+                for v, t in theirs.items()))
             reached = [x for x in mine if x is not None]
             for v, t in theirs.items():
-                if reached and t is not None and v != "fixed":
+                if reached and t is not None and v != "fixed" and v not in other:
                     wins.setdefault((r["dataset"], r["variant"]), {}).setdefault((by, v), []).append(
                         statistics.mean(reached) < t)
         line.append("-" if best is None else f"{best[1]:.3f} ({best[0]})")
@@ -761,7 +783,9 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
             + table(["dataset", "agent (time penalty by)", "seed",
                      *[f"{n} to target: agent / full / GraphSAGE / fixed" for _, n, _ in FIG7_AXES],
                      "least grid work to target (policy)"], body)
-            + "\n\nSeeds on which the agent's mean is below the baseline's (full batch / GraphSAGE):\n\n"
+            + (f"\n\n{OTHER_CPU_NOTE}" if marked else "")
+            + "\n\nSeeds on which the agent's mean is below the baseline's (full batch / GraphSAGE; cells on "
+            "the agent's CPU model only for seconds):\n\n"
             + table(["dataset", "agent (time penalty by)",
                      *[f"{n}: ahead of full / GraphSAGE" for _, n, _ in FIG7_AXES]], counts) + "\n\n")
 

@@ -63,7 +63,7 @@ def test_the_seed_paired_note_subtracts_the_same_seeds():
 # The trained agent on Fig. 7's axes: a learning run of 3 finished episodes of 2 rounds (and a 4th cut short by the
 # end of the run) against the default budget's cells of the same seed and clients.
 LEARNED = {"kind": "run", "budget": "learning", "variant": "fedgraph-work", "dataset": "Cora", "seed": 0, "var": 0.1,
-           "split": "full-supervised", "data": "synthesis", "client_nodes": [10, 20], "stale": "",
+           "split": "full-supervised", "data": "synthesis", "client_nodes": [10, 20], "stale": "", "cpu": "Intel Xeon",
            "returns": [1.0, 2.0, 3.0], "curve": [
                [1, 0.3, 0.50, 1, 0.1, 0.01], [2, 0.6, 0.80, 1, 0.1, 0.01],
                [3, 0.9, 0.76, 2, 0.2, 0.02], [4, 1.2, 0.90, 2, 0.2, 0.03],  # reaches 75% in its 1st round
@@ -91,6 +91,34 @@ def test_the_trained_agent_is_compared_within_an_episodes_rounds(monkeypatch):
     assert "| Cora | work (GMAC, deterministic) | 0 | 0.300 (2/2) / 1.000 / - / - | 0.055 (2/2) / 0.100 / - / - " \
            "| 0.50 (2/2) / 0.60 / - / - | 0.050 (fixed-k256-p0.1) |" in out
     assert "| Cora | work (GMAC, deterministic) | 1 of 1 / - | 1 of 1 / - | 1 of 1 / - |" in out
+
+
+def test_seconds_of_a_baseline_from_another_cpu_are_marked_and_not_counted(monkeypatch):
+    monkeypatch.setattr(bench, "LEARNING_BLOCK", 2)
+    full = _default("full", [[1, 0.3, 0.40, 1, 0.5, 0.05], [2, 0.6, 0.80, 1, 0.5, 0.05], [3, 0.9, 0.9, 1, 0.5, 0.05]])
+    for cpu in ("AMD EPYC", None):  # another model, or one the baseline did not record
+        out = bench.trained_agent_table([LEARNED, {**full, "cpu": cpu}], [LEARNED])
+        # work compares across machines; both seconds axes are marked and left out of the counts
+        assert "| 0.300 (2/2) / 1.000 / - / - | 0.055 (2/2) / 0.100\u2021 / - / - | 0.50 (2/2) / 0.60\u2021 / - / - |" \
+            in out
+        assert "| Cora | work (GMAC, deterministic) | 1 of 1 / - | - / - | - / - |" in out
+        assert bench.OTHER_CPU_NOTE in out
+    same = bench.trained_agent_table([LEARNED, full], [LEARNED])
+    assert "\u2021" not in same and bench.OTHER_CPU_NOTE not in same
+    assert "| Cora | work (GMAC, deterministic) | 1 of 1 / - | 1 of 1 / - | 1 of 1 / - |" in same
+
+
+def test_the_learning_table_marks_a_fixed_policy_at_the_same_seconds_from_another_cpu(monkeypatch):
+    monkeypatch.setattr(bench, "LEARNING_BLOCK", 2)
+    learned = {**LEARNED, "cell_s": 60.0}
+    timed = {**learned, "variant": "fedgraph"}  # time-rewarded: compared with the fixed policy at the same seconds
+    fixed = _default("fixed", [[1, 0.3, 0.40, 1, 0.5, 0.05], [2, 0.6, 0.80, 1, 0.5, 0.05]])
+    other = bench.learning_table([timed, {**fixed, "cpu": "AMD EPYC"}], [timed])
+    assert "\u2021: the fixed-policy cell ran on AMD EPYC, this agent on Intel Xeon" in other
+    assert other.count("\u2021 |") == 2  # both blocks' fixed-policy column
+    assert "\u2021" not in bench.learning_table([timed, fixed], [timed])
+    worked = bench.learning_table([learned, {**fixed, "cpu": "AMD EPYC"}], [learned])  # work does not depend on it
+    assert "\u2021" not in worked
 
 
 def test_a_run_shorter_than_a_block_has_no_trained_agent_row(monkeypatch):
