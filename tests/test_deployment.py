@@ -38,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 # of test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round.
 # Every deployment run costs ~2 minutes (each message starts a ClientApp process that imports torch).
 DEPLOYMENT_METHODS = [
-    ("fedavg-secagg", {"method": "fedavg", "secure-agg": "secagg+"}),
+    # one round: every SecAgg+ stage once (a second round repeats them: ~15 more ClientApp processes, ~3 s of CPU
+    # each on 2 cores)
+    ("fedavg-secagg", {"method": "fedavg", "secure-agg": "secagg+", "rounds": 1}),
     ("fedgcn-he", {"method": "fedgcn", "fedgcn.hops": 2, "fedgcn.he": True, "checkpoint-every": 2}),
     ("fedstar", {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "checkpoint-every": 2}),
     # one FL-AGCNS generation (round 1: a SuperNet step, then the FEO phases) and one retraining round
@@ -111,8 +113,8 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
     """One SuperLink and 3 SuperNodes (TLS, registered keys). Each data owner holds only its own partition file of
     Cora (exported here) and a copy of the owners' CKKS key file, both named in its node config, and a data-dir
     with the TU datasets (FedStar: owner k holds dataset k); the nodes start with an empty dataset cache, which
-    afterwards holds no Cora: the node-level methods read only the owners' files. 2 rounds of each method in
-    DEPLOYMENT_METHODS, one after another: each gives the same accuracies as the run in one process."""
+    afterwards holds no Cora: the node-level methods read only the owners' files. 2 rounds (SecAgg+: 1) of each
+    method in DEPLOYMENT_METHODS, one after another: each gives the same accuracies as the run in one process."""
     from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
     from flowergraph.privacy import ckks
 
@@ -136,13 +138,13 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             started = time.monotonic()
             outcome = dep.run({"num-clients": 3, "rounds": 2, "dataset": "Cora", "out-dir": str(out), **overrides},
                               timeout=TIMEOUT)
-            dataset = overrides.get("dataset", "Cora")
+            dataset, rounds = overrides.get("dataset", "Cora"), overrides.get("rounds", 2)
             times[label] = time.monotonic() - started
             logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}"
                              for f in sorted((tmp_path / "deploy").glob("*.log")))
             assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
                 f"{label}: {outcome.flwr_status}\n{logs}"
-            run = _assert_results(out, rounds=2, num_clients=3, dataset=dataset)
+            run = _assert_results(out, rounds=rounds, num_clients=3, dataset=dataset)
             assert run["config"]["method"] == overrides["method"]
             assert run["config"]["key-file"] == ""  # the server never got the key file, not even its path
             assert run["config"]["data-dir"] == "" and run["config"]["partition-dir"] == ""

@@ -147,22 +147,27 @@ def test_what_cannot_apply_to_partial_updates_is_refused(plugins, raw, match):
 
 @pytest.mark.simulation
 def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugins, tmp_path):
-    """Both test-only methods run through Flower (plugins found by every process through FLOWERGRAPH_PLUGINS),
-    2 rounds with a checkpoint, then resumed to 4: equal to the uninterrupted in-process runs."""
+    """Both test-only methods run through Flower (plugins found by every process through FLOWERGRAPH_PLUGINS) to
+    round 4, equal to the uninterrupted in-process runs: toy-partial (per-client models kept by the clients) in 2
+    rounds with a checkpoint, then resumed to 4; toy-stages (its stage boundary at round 3) in one run. (Its
+    resume at the boundary is tested in one process above; a Flower run costs ~40 s of CPU, so the suite has
+    no second one for it.)"""
     from flowergraph.simulation import resume_config, run_simulation
 
     old = {k: os.environ.get(k) for k in ("PYTHONPATH", "FLOWERGRAPH_PLUGINS")}
     os.environ["PYTHONPATH"] = str(PLUGINS) + (f":{old['PYTHONPATH']}" if old["PYTHONPATH"] else "")
     os.environ["FLOWERGRAPH_PLUGINS"] = "toy_partial,toy_stages"
     try:
-        for method in ("toy-partial", "toy-stages"):
+        for method, resumed in (("toy-partial", True), ("toy-stages", False)):
             overrides = {k: v for k, v in _run(tmp_path, method, f"sim-{method}", 2).items()
                          if k not in ("method", "num-clients", "rounds")}
-            first = run_simulation(method, num_clients=3, rounds=2, overrides=overrides, timeout=400)
+            first = run_simulation(method, num_clients=3, rounds=2 if resumed else 4, overrides=overrides,
+                                   timeout=400)
             assert first.ok, first.log_file.read_text()[-3000:]
-            second = run_simulation(method, num_clients=3, rounds=4, timeout=400,
-                                    overrides={**resume_config(tmp_path / f"sim-{method}"), "rounds": 4})
-            assert second.ok, second.log_file.read_text()[-3000:]
+            if resumed:
+                second = run_simulation(method, num_clients=3, rounds=4, timeout=400,
+                                        overrides={**resume_config(tmp_path / f"sim-{method}"), "rounds": 4})
+                assert second.ok, second.log_file.read_text()[-3000:]
             run_inprocess(_run(tmp_path, method, f"ref-{method}", 4))
             got, ref = (read_run(tmp_path / f"{kind}-{method}")["rounds"] for kind in ("sim", "ref"))
             assert [r["round"] for r in got] == [1, 2, 3, 4]
