@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 # fedavg runs under SecAgg+ (Flower's SecAggPlusWorkflow through flowergraph's server loop, secaggplus_mod on
 # the nodes): everything plain fedavg does plus four SecAgg+ stages per round; plain fedavg runs on the deployment
 # of test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round.
-# Every deployment run costs ~2 minutes (each message starts a ClientApp process that imports torch).
+# Every deployment run costs ~2 minutes (each message starts a flwr-clientapp process: ~2.8 s of CPU on 2 cores;
+# docs/running.md, "Tests").
 DEPLOYMENT_METHODS = [
     # one round: every SecAgg+ stage once (a second round repeats them: ~15 more ClientApp processes, ~3 s of CPU
     # each on 2 cores)

@@ -86,8 +86,8 @@ def test_the_installed_plugin_is_found_and_its_keys_are_checked(installed):
 def test_the_plugin_runs_through_the_launcher_and_a_plain_flwr_run(installed, tmp_path, shared_data):
     from flowergraph.simulation import run_flower_app, run_simulation
 
-    # Two Flower runs, one per method and way in (each Flower run costs ~40 s of CPU on 2 cores, so the suite has
-    # no third): the node-level method by a plain `flwr run`, the graph-level one by the launcher; each with one of
+    # Two Flower runs, one per method and way in (a Flower simulation costs ~58 s of CPU on 2 cores, so the suite
+    # has no third): the node-level method by a plain `flwr run`, the graph-level one by the launcher; each with one of
     # its keys overridden, which must reach every client.
     # 1. a plain `flwr run` of an app folder written by the generator, with a plugin key overridden
     app = tmp_path / "app"

@@ -150,8 +150,8 @@ def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugi
     """Both test-only methods run through Flower (plugins found by every process through FLOWERGRAPH_PLUGINS) to
     round 4, equal to the uninterrupted in-process runs: toy-partial (per-client models kept by the clients) in 2
     rounds with a checkpoint, then resumed to 4; toy-stages (its stage boundary at round 3) in one run. (Its
-    resume at the boundary is tested in one process above; a Flower run costs ~40 s of CPU, so the suite has
-    no second one for it.)"""
+    resume at the boundary is tested in one process above; a Flower simulation costs ~58 s of CPU, so the suite
+    has no second one for it.)"""
     from flowergraph.simulation import resume_config, run_simulation
 
     old = {k: os.environ.get(k) for k in ("PYTHONPATH", "FLOWERGRAPH_PLUGINS")}
