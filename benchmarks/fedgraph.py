@@ -676,6 +676,8 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
         if by_work and fixed is not None and cumulative_work(fixed["curve"]) is None:
             fixed = None  # a fixed-policy cell from before the work count: no work axis
         grid = [g for g in references(rows, r, GRID_VARIANTS) if cumulative_work(g["curve"])] if by_work else []
+        # accuracy at the same seconds compares only within one CPU model (work does not depend on it)
+        mark = OTHER_CPU if fixed is not None and not by_work and not same_cpu(r, fixed) else ""
         body = []
         for b0 in range(0, len(eps), LEARNING_BLOCK):
             block = eps[b0:b0 + LEARNING_BLOCK]
@@ -684,7 +686,6 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
             best = best_grid_at_work(grid, block)
             kappas = [float(np.mean([p[0] for p in e["policies"]])) for e in block if e["policies"]]
             probs = [float(np.mean([q for p in e["policies"] for q in p[1:]])) for e in block if e["policies"]]
-            mark = OTHER_CPU if fixed is not None and not by_work and not same_cpu(r, fixed) else ""
             body.append([f"{block[0]['episode']}-{block[-1]['episode']}",
                          f"{statistics.mean(e['return'] for e in block):.2f}",
                          _mean_std([e["accuracy"] for e in block]),
@@ -713,7 +714,7 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
                        "episode work (GMAC)", f"fixed policy at the same {'work' if by_work else 'time'} %",
                        "best grid policy at the same work % (chosen on test)", "mean kappa", "mean p"], body),
                 "", learned]
-        if fixed is not None and not by_work and not same_cpu(r, fixed):
+        if mark:
             out += [f"{OTHER_CPU}: the fixed-policy cell ran on {fixed.get('cpu') or 'a CPU it did not record'}, this "
                     f"agent on {r.get('cpu') or 'a CPU it did not record'}: accuracy at the same seconds does not "
                     "compare across CPU models.\n"]
@@ -743,7 +744,7 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
             return ref["curve"][:horizon] if ref else None
 
         refs = {v: next(iter(references(rows, r, (v,))), None) for v in ("full", "graphsage", "fixed")}
-        bases = {v: first(v) for v in refs}
+        bases = {v: ref["curve"][:horizon] if ref else None for v, ref in refs.items()}
         grid = [(v, curve_time_to(c, target, "work")) for v, c in ((v, first(v)) for v in GRID_VARIANTS) if c]
         best = min(((v, w) for v, w in grid if w is not None), key=lambda g: g[1], default=None)
         line = [r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}"]
