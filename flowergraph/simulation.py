@@ -95,23 +95,35 @@ class AppRun:
 
 
 def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_config: dict[str, Any] | None = None,
-                   log_dir: str | os.PathLike, cpus_per_client: int = 1, verbose: bool = False,
-                   stream: TextIO | None = None, timeout: float | None = None,
+                   log_dir: str | os.PathLike, cpus_per_client: int = 1, ray_cpus: int | None = None,
+                   verbose: bool = False, stream: TextIO | None = None, timeout: float | None = None,
                    extra_env: dict[str, str] | None = None) -> AppRun:
     """Run any Flower app directory in simulation with a private SuperLink; stop every process afterwards.
 
     Writes Flower's streamed log to ``log_dir/flower.log`` and the SuperLink's to ``log_dir/superlink.log``.
     The status comes from ``flwr ls`` (``flwr run`` itself exits 0 when a run failed). Every Flower process gets
     a private temp folder (:func:`~flowergraph.app.runtime.private_tmp`), removed at the end.
+    ``ray_cpus``: the CPUs Ray may use (Flower's ``init-args-num-cpus``; None: all of the machine's). Flower
+    starts ``ray_cpus // cpus_per_client`` client actors, each importing torch and PyG and loading the data.
     """
+    check_cpus(cpus_per_client, ray_cpus)
     with private_tmp():
         return _run_flower_app(app_dir, num_supernodes=num_supernodes, run_config=run_config, log_dir=log_dir,
-                               cpus_per_client=cpus_per_client, verbose=verbose, stream=stream, timeout=timeout,
-                               extra_env=extra_env)
+                               cpus_per_client=cpus_per_client, ray_cpus=ray_cpus, verbose=verbose, stream=stream,
+                               timeout=timeout, extra_env=extra_env)
 
 
-def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_client, verbose, stream, timeout,
-                    extra_env) -> AppRun:
+def check_cpus(cpus_per_client: int, ray_cpus: int | None) -> None:
+    """ConfigError unless ``cpus_per_client`` >= 1 and ``ray_cpus`` (when given) leaves room for one client."""
+    if cpus_per_client < 1:
+        raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
+    if ray_cpus is not None and ray_cpus < cpus_per_client:
+        raise ConfigError(f"ray-cpus={ray_cpus} is less than cpus-per-client={cpus_per_client}: no client would "
+                          f"fit; give ray-cpus >= {cpus_per_client}, or leave it out to use every CPU")
+
+
+def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_client, ray_cpus, verbose, stream,
+                    timeout, extra_env) -> AppRun:
     stream = stream or sys.stdout
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +158,8 @@ def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_cl
         pids.append(superlink.pid)
         _wait_healthy(port, superlink, superlink_log)
         federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"
+        if ray_cpus is not None:
+            federation += f" init-args-num-cpus={ray_cpus}"
         cmd = [str(bin_dir / "flwr"), "run", str(Path(app_dir).resolve()), "fg", "--stream",
                "--federation-config", federation, *cmd_tail]
         timed_out = threading.Event()
@@ -214,22 +228,24 @@ def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | 
 def run_simulation(method: str = "fedavg", num_clients: int | None = None, rounds: int = 2,
                    dataset: str | None = None,
                    out: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None, *,
-                   cpus_per_client: int = 1, verbose: bool = False, stream: TextIO | None = None,
-                   timeout: float | None = None) -> SimulationResult:
+                   cpus_per_client: int = 1, ray_cpus: int | None = None, verbose: bool = False,
+                   stream: TextIO | None = None, timeout: float | None = None) -> SimulationResult:
     """Run one federated experiment in Flower's simulation engine and wait for it.
 
     Raises ConfigError (before anything starts) for bad input; returns a :class:`SimulationResult` whose
     ``status`` is ``"completed"`` or ``"failed"``. Every process started here is stopped before returning, and
     everything they (and this function) wrote to the temp directory is removed.
     ``num_clients`` None: one client per dataset for a graph-level method given several, else 3.
+    ``cpus_per_client`` and ``ray_cpus``: see :func:`run_flower_app` (``ray_cpus=1``: one client actor, which
+    runs the clients one after another and saves the other actors' start-up).
     """
     with private_tmp():
         return _run_simulation(method, num_clients, rounds, dataset, out, overrides, cpus_per_client=cpus_per_client,
-                               verbose=verbose, stream=stream, timeout=timeout)
+                               ray_cpus=ray_cpus, verbose=verbose, stream=stream, timeout=timeout)
 
 
-def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpus_per_client, verbose, stream,
-                    timeout) -> SimulationResult:
+def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpus_per_client, ray_cpus, verbose,
+                    stream, timeout) -> SimulationResult:
     stream = stream or sys.stdout
     started, started_at = time.monotonic(), time.time()
     if num_clients is None:
@@ -243,8 +259,7 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
         config["state-dir"] = plan.state_dir  # the clients' checkpoints stay with the run
     settings = parse_run_config(config)
     out_dir = plan.out_dir
-    if cpus_per_client < 1:
-        raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
+    check_cpus(cpus_per_client, ray_cpus)
     info = preflight(settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     supernodes = settings.effective_num_clients
@@ -280,7 +295,7 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
         app_dir.mkdir()
         write_app(app_dir)
         app_run = run_flower_app(app_dir, num_supernodes=supernodes, run_config=config, log_dir=out_dir,
-                                 cpus_per_client=cpus_per_client, verbose=verbose, stream=stream,
+                                 cpus_per_client=cpus_per_client, ray_cpus=ray_cpus, verbose=verbose, stream=stream,
                                  timeout=None if timeout is None else max(1.0, timeout - (time.monotonic() - started)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -339,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
                              "its settings, in its out-dir; --rounds sets the new total")
     parser.add_argument("--cpus-per-client", type=int, default=1, help="CPUs Flower gives each client (Ray actor); "
                         "on 2 cores keep 1 (default: %(default)s)")
+    parser.add_argument("--ray-cpus", type=int, default=None, help="CPUs Ray may use (default: all); Flower starts "
+                        "ray-cpus / cpus-per-client client actors, so 1 runs the clients one after another in one "
+                        "actor")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     args = parser.parse_args(argv)
@@ -362,7 +380,8 @@ def _run(args: argparse.Namespace) -> int:
     rounds = pick(args.rounds, "rounds", 2)
     dataset = pick(args.dataset, "dataset", None)
     result = run_simulation(method, num_clients, rounds, dataset, args.out, overrides,
-                            cpus_per_client=args.cpus_per_client, verbose=args.verbose, timeout=args.timeout)
+                            cpus_per_client=args.cpus_per_client, ray_cpus=args.ray_cpus, verbose=args.verbose,
+                            timeout=args.timeout)
     s = result.summary
     print(f"flowergraph: run {result.status} in {result.wall_time_s:.1f} s; rounds {s.get('rounds_completed')}"
           f"/{s.get('total_rounds')}; {accuracy_text(s)}")

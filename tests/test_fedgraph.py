@@ -455,7 +455,7 @@ def test_three_clients_three_rounds_through_flowers_simulation(reference, tmp_pa
     config, out, _ = reference
     overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
     overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 0})
-    result = run_simulation("fedgraph", num_clients=K, rounds=3, overrides=overrides, timeout=600)
+    result = run_simulation("fedgraph", num_clients=K, rounds=3, overrides=overrides, timeout=600, ray_cpus=1)
     assert result.ok, result.log_file.read_text()[-3000:]
     want = [r for r in read_run(out)["rounds"] if 1 <= r["round"] <= 3]
     got = [r for r in read_run(tmp_path / "sim")["rounds"] if r["round"] >= 1]

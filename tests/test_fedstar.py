@@ -276,7 +276,7 @@ def test_settings_and_lists_are_normalised_and_give_the_number_of_clients():
 def test_three_datasets_two_rounds_through_flowers_simulation(shared_data, tmp_path):
     from flowergraph.simulation import run_simulation
 
-    result = run_simulation("fedstar", dataset=DATASETS, rounds=2, out=tmp_path / "sim", timeout=400,
+    result = run_simulation("fedstar", dataset=DATASETS, rounds=2, out=tmp_path / "sim", timeout=400, ray_cpus=1,
                             overrides={"data-dir": str(shared_data), "seed": 2, "checkpoint-every": 2})
     assert result.ok, result.log_file.read_text()[-3000:]
     run = read_run(tmp_path / "sim")

@@ -397,9 +397,9 @@ def test_search_through_flowers_simulation_resumed_after_generation_one(referenc
     config, out, _ = reference
     overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
     overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 3})
-    first = run_simulation("flagcns", num_clients=3, rounds=13, overrides=overrides, timeout=900)
+    first = run_simulation("flagcns", num_clients=3, rounds=13, overrides=overrides, timeout=900, ray_cpus=1)
     assert first.ok, first.log_file.read_text()[-3000:]
-    second = run_simulation("flagcns", num_clients=3, rounds=13, timeout=900, overrides={
+    second = run_simulation("flagcns", num_clients=3, rounds=13, timeout=900, ray_cpus=1, overrides={
         **resume_config(tmp_path / "sim" / "checkpoints" / "round-000006.npz"), "out-dir": str(tmp_path / "resumed")})
     assert second.ok, second.log_file.read_text()[-3000:]
     want = read_run(out)["rounds"]

@@ -232,7 +232,7 @@ def test_clusters_through_flowers_simulation(shared_data, tmp_path):
     from flowergraph.simulation import run_simulation
 
     extra = {**FORCE, "gcfl.warmup": 1, "seed": 3, "data-dir": str(shared_data)}
-    result = run_simulation("gcfl", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400,
+    result = run_simulation("gcfl", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400, ray_cpus=1,
                             overrides=extra)
     assert result.ok, result.log_file.read_text()[-3000:]
     got = read_run(tmp_path / "sim")["rounds"]

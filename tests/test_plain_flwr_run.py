@@ -24,7 +24,7 @@ def _flwr_run(tmp_path, supernodes, run_config):
     write_app(app)
     started = time.monotonic()
     run = run_flower_app(app, num_supernodes=supernodes, run_config=run_config, log_dir=tmp_path / "logs",
-                         timeout=400)
+                         timeout=400, ray_cpus=1)
     return run, run.log_file.read_text(), time.monotonic() - started
 
 
@@ -55,7 +55,8 @@ def test_a_launcher_run_leaves_nothing_in_the_temp_directory(tmp_path):
     try:
         env = dict(os.environ, TMPDIR=own)
         proc = subprocess.run([sys.executable, "-m", "flowergraph.simulation", "--num-clients", "2", "--rounds", "1",
-                               "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True, timeout=400)
+                               "--out", str(tmp_path / "run"), "--ray-cpus", "1"], env=env, capture_output=True,
+                              text=True, timeout=400)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert os.listdir(own) == []  # no Ray session folder, no PyG *_propagate_*.py, no torch cache
     finally:

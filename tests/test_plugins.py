@@ -95,7 +95,7 @@ def test_the_plugin_runs_through_the_launcher_and_a_plain_flwr_run(installed, tm
                                 installed)
     assert "plug-avg" in out and "plug-avg.scale" in (app / "pyproject.toml").read_text().replace(
         "[tool.flwr.app.config.plug-avg]\nscale", "plug-avg.scale")
-    run = run_flower_app(app, num_supernodes=3, log_dir=tmp_path / "plain", timeout=400,
+    run = run_flower_app(app, num_supernodes=3, log_dir=tmp_path / "plain", timeout=400, ray_cpus=1,
                          run_config={"method": "plug-avg", "plug-avg.scale": 0.25, "num-clients": 3, "rounds": 1,
                                      "out-dir": str(tmp_path / "plain")})
     assert run.status == "completed", run.log_file.read_text()[-3000:]
@@ -103,7 +103,7 @@ def test_the_plugin_runs_through_the_launcher_and_a_plain_flwr_run(installed, tm
     assert {c["fit_plug_scale"] for c in round1["clients"].values()} == {0.25}
     # 2. the launcher, with the plugin's graph-classification method
     result = run_simulation("plug-graph", rounds=2, dataset="MUTAG,BZR", out=tmp_path / "graph", timeout=400,
-                            overrides={"data-dir": str(shared_data), "plug-graph.tag": "hello"})
+                            ray_cpus=1, overrides={"data-dir": str(shared_data), "plug-graph.tag": "hello"})
     assert result.ok, result.log_file.read_text()[-3000:]
     rounds = read_run(tmp_path / "graph")["rounds"]
     assert [r["round"] for r in rounds] == [1, 2]

@@ -63,7 +63,7 @@ def test_fedavg_under_secaggplus_equals_plain_averaging_and_a_nan_client_is_refu
     the two others, and the model equals plain averaging of those two."""
     run = {"seed": 3, "fused-eval": False, "checkpoint-every": 1, "inject-faults": "nan:1@3"}
     result = run_simulation("fedavg", 3, 3, None, tmp_path / "secagg", {**run, "secure-agg": "secagg+"},
-                            stream=io.StringIO(), timeout=600)
+                            stream=io.StringIO(), timeout=600, ray_cpus=1)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     got = _training(tmp_path / "secagg")
     assert all(r["secure_agg"] == {"mode": "secagg+", "distinct_payloads": 1} for r in got)
@@ -110,7 +110,7 @@ def test_ckks_through_flower_equals_plain_averaging(tmp_path, method, run, share
     simulation to 1e-6) within CKKS's error and the decryption's 2^-20 flooding."""
     run = {**run, "data-dir": str(shared_data), "fused-eval": False, "checkpoint-every": 1}
     result = run_simulation(method, 3, 2, None, tmp_path / "ckks", {**run, "secure-agg": "ckks"},
-                            stream=io.StringIO(), timeout=600)
+                            stream=io.StringIO(), timeout=600, ray_cpus=1)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     got = _training(tmp_path / "ckks")
     assert [(r["aggregated"], r["secure_agg"]["summed"], r["secure_agg"]["decrypted_by"], r["rejected"])
@@ -126,7 +126,7 @@ def test_fedgcn_he_with_secaggplus_is_fully_private_algorithm_1(tmp_path):
     result = run_simulation("fedgcn", 3, 2, None, tmp_path / "private",
                             {**run, "fedgcn.he": True, "secure-agg": "secagg+", "dp": "central-client",
                              "weighting": "uniform", "dp-noise-multiplier": 0.0, "dp-clipping-norm": 100.0},
-                            stream=io.StringIO(), timeout=600)
+                            stream=io.StringIO(), timeout=600, ray_cpus=1)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     rounds = read_run(tmp_path / "private")["rounds"]
     phase = rounds[0]

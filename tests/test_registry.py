@@ -185,9 +185,9 @@ def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy
     try:
         overrides = {k: v for k, v in _toy_run(tmp_path, "sim", 2).items()
                      if k not in ("method", "num-clients", "rounds", "state-dir")}
-        first = run_simulation("toy-personal", num_clients=3, rounds=2, overrides=overrides, timeout=400)
+        first = run_simulation("toy-personal", num_clients=3, rounds=2, overrides=overrides, timeout=400, ray_cpus=1)
         assert first.ok, first.log_file.read_text()[-3000:]
-        second = run_simulation("toy-personal", num_clients=3, rounds=4, timeout=400,
+        second = run_simulation("toy-personal", num_clients=3, rounds=4, timeout=400, ray_cpus=1,
                                 overrides={**resume_config(tmp_path / "sim"), "rounds": 4})
         assert second.ok, second.log_file.read_text()[-3000:]
     finally:

@@ -101,7 +101,7 @@ def test_faults_then_resume_fedavg(tmp_path):
 
     # Resume from the round-3 checkpoint (its round-3 record still waits for the evaluation fused into round 4's
     # fit) without the faults of rounds 4 and 5; the uninterrupted reference runs in one process.
-    resumed = run_simulation("fedavg", num_clients=3, rounds=5, out=tmp_path / "resumed", timeout=300,
+    resumed = run_simulation("fedavg", num_clients=3, rounds=5, out=tmp_path / "resumed", timeout=300, ray_cpus=1,
                              overrides={**resume_config(tmp_path / "run" / "checkpoints" / "round-000003.npz"),
                                         "out-dir": str(tmp_path / "resumed"), "inject-faults": ""})
     assert resumed.ok, resumed.log_file.read_text()[-3000:]
@@ -132,10 +132,10 @@ def test_stateful_fedgcn_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     base = {"method": "fedgcn", "num-clients": 3, "rounds": 4, "seed": 11, "checkpoint-every": 2,
             "node.partitioner": "louvain", "fraction-fit": 0.67, "fraction-evaluate": 0.67}
     run_inprocess({**base, "out-dir": str(tmp_path / "reference")})  # uninterrupted
-    first = run_simulation("fedgcn", num_clients=3, rounds=2, out=tmp_path / "run", timeout=300,
+    first = run_simulation("fedgcn", num_clients=3, rounds=2, out=tmp_path / "run", timeout=300, ray_cpus=1,
                            overrides={k: v for k, v in base.items() if k not in ("method", "num-clients", "rounds")})
     assert first.ok, first.log_file.read_text()[-3000:]
-    second = run_simulation("fedgcn", num_clients=3, rounds=4, timeout=300,
+    second = run_simulation("fedgcn", num_clients=3, rounds=4, timeout=300, ray_cpus=1,
                             overrides={**resume_config(tmp_path / "run"), "rounds": 4})
     assert second.ok, second.log_file.read_text()[-3000:]
     _assert_all_stopped(first.pids + second.pids)

@@ -105,7 +105,7 @@ def test_fedgcn_two_hop_under_secaggplus_equals_plain_fedgcn(tmp_path):
         '''))
     out = tmp_path / "out"
     run = run_flower_app(app, num_supernodes=3, run_config={"out-dir": str(out)}, log_dir=tmp_path / "logs",
-                         timeout=600)
+                         timeout=600, ray_cpus=1)
     log = run.log_file.read_text()
     assert run.status == "completed", log[-4000:]
     assert "secaggplus_configs" not in log

@@ -1,6 +1,7 @@
 """End to end through Flower's Ray simulation (each run ~20-30 s: Ray start-up dominates)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,7 @@ def _replay(num_clients, rounds, graph_spec, part_spec, train, seed):
 
 def test_fedavg_three_clients_two_rounds_equals_in_process_replay(tmp_path):
     result = run_simulation("fedavg", num_clients=3, rounds=2, out=tmp_path / "run",
-                            overrides={"node.partitioner": "metis", "seed": 5}, timeout=300)
+                            overrides={"node.partitioner": "metis", "seed": 5}, timeout=300, ray_cpus=1)
     assert result.ok, result.log_file.read_text()[-3000:]
     _assert_all_stopped(result.pids)
     run = read_run(result.out_dir)
@@ -50,6 +51,8 @@ def test_fedavg_three_clients_two_rounds_equals_in_process_replay(tmp_path):
     for row in run["rounds"]:
         assert set(row["clients"]) == {"0", "1", "2"} and row["num_fit"] == 3 and row["bytes_down"] > 0
     assert run["config"]["node.partitioner"] == "metis" and run["config"]["num-clients"] == 3
+    # ray_cpus=1: Ray got one CPU, so Flower served the 3 clients from one actor (its log names each actor's pid)
+    assert len(set(re.findall(r"ClientAppActor pid=(\d+)", result.log_file.read_text()))) == 1
     # Flower's run equals the same computation done by hand in this process (same seeds, same data).
     expected = _replay(3, 2, GraphSpec(dataset="synthetic", seed=5),
                        PartitionSpec(partitioner="metis", num_clients=3, seed=5), TrainConfig(), seed=5)
@@ -58,7 +61,8 @@ def test_fedavg_three_clients_two_rounds_equals_in_process_replay(tmp_path):
 
 def test_centralized_equals_training_on_the_whole_graph(tmp_path, shared_data):
     result = run_simulation("centralized", num_clients=4, rounds=2, dataset="Cora", out=tmp_path / "c",
-                            overrides={"data-dir": str(shared_data), "node.local-steps": 5}, timeout=300)
+                            overrides={"data-dir": str(shared_data), "node.local-steps": 5}, timeout=300,
+                            ray_cpus=1)
     assert result.ok
     run = read_run(result.out_dir)
     assert set(run["rounds"][0]["clients"]) == {"0"}
@@ -71,7 +75,8 @@ def test_command_line_on_cora_shows_progress(tmp_path, shared_data):
     out = tmp_path / "cora"
     proc = subprocess.run(
         [sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--num-clients", "3", "--rounds", "2",
-         "--dataset", "Cora", "--data-dir", str(shared_data), "--out", str(out), "--set", "server-eval=true"],
+         "--dataset", "Cora", "--data-dir", str(shared_data), "--out", str(out), "--set", "server-eval=true",
+         "--ray-cpus", "1"],
         capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[round 1/2]" in proc.stdout and "[round 2/2]" in proc.stdout
@@ -93,12 +98,18 @@ def test_command_line_on_cora_shows_progress(tmp_path, shared_data):
     (["--rounds", "0"], "error: rounds=0: must be >= 1"),
     (["--data-dir", "/no/such/dir"], "error: data-dir '/no/such/dir' does not exist"),
     (["--set", "rounds_=3"], "error: unknown run-config key 'rounds_'"),
+    (["--ray-cpus", "1", "--cpus-per-client", "2"], "error: ray-cpus=1 is less than cpus-per-client=2: no client "
+                                                    "would fit; give ray-cpus >= 2, or leave it out"),
 ])
-def test_bad_input_fails_before_training(tmp_path, args, message):
-    proc = subprocess.run([sys.executable, "-m", "flowergraph.simulation", "--out", str(tmp_path / "x"), *args],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert message in proc.stderr
+def test_bad_input_fails_before_training(tmp_path, args, message, capsys, monkeypatch):
+    """The launcher's main in this process (a fresh interpreter per case cost ~6 s of imports each; the exit
+    status of a real process is checked by the next test); its signal handlers stay the test worker's."""
+    import flowergraph.app.runtime as runtime
+    from flowergraph.simulation import main
+
+    monkeypatch.setattr(runtime, "stop_on_signals", lambda *a, **k: None)
+    assert main(["--out", str(tmp_path / "x"), *args]) == 2
+    assert message in capsys.readouterr().err
     assert not (tmp_path / "x" / "flower.log").exists()  # Flower never started
 
 
@@ -111,6 +122,7 @@ def test_run_past_timeout_exits_nonzero_and_leaves_nothing_running(tmp_path):
 
 
 def test_existing_results_are_never_overwritten(tmp_path):
+    """In a fresh interpreter: bad input makes the launcher's process exit 2."""
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "rounds.jsonl").write_text('{"round": 1}\n')
     proc = subprocess.run([sys.executable, "-m", "flowergraph.simulation", "--out", str(tmp_path / "r")],
@@ -123,7 +135,7 @@ def test_plugin_example_app(tmp_path):
     """A user's own Flower app (examples/plugin_app) with flowergraph's strategy and client."""
     run = run_flower_app(REPO / "examples" / "plugin_app", num_supernodes=3,
                          run_config={"results-dir": str(tmp_path / "res"), "num-server-rounds": 2},
-                         log_dir=tmp_path, timeout=300)
+                         log_dir=tmp_path, timeout=300, ray_cpus=1)
     assert run.status == "completed", run.log_file.read_text()[-3000:]
     _assert_all_stopped(run.pids)
     (run_dir,) = list((tmp_path / "res").iterdir())

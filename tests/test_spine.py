@@ -162,10 +162,10 @@ def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugi
             overrides = {k: v for k, v in _run(tmp_path, method, f"sim-{method}", 2).items()
                          if k not in ("method", "num-clients", "rounds")}
             first = run_simulation(method, num_clients=3, rounds=2 if resumed else 4, overrides=overrides,
-                                   timeout=400)
+                                   timeout=400, ray_cpus=1)
             assert first.ok, first.log_file.read_text()[-3000:]
             if resumed:
-                second = run_simulation(method, num_clients=3, rounds=4, timeout=400,
+                second = run_simulation(method, num_clients=3, rounds=4, timeout=400, ray_cpus=1,
                                         overrides={**resume_config(tmp_path / f"sim-{method}"), "rounds": 4})
                 assert second.ok, second.log_file.read_text()[-3000:]
             run_inprocess(_run(tmp_path, method, f"ref-{method}", 4))
