@@ -464,8 +464,9 @@ print(json.dumps(out))
 
 def test_smac_proposals_do_not_depend_on_the_interpreters_hash_seed():
     """A resumed tuning run is a new interpreter, with another string-hash salt: SMAC's local search ordered its
-    start points by hash (list(set(...))), so the resumed run proposed other configurations. Runs under three
-    PYTHONHASHSEEDs, and a resume after 6 trials under a fourth, propose the same 10 configurations."""
+    start points by hash (list(set(...))), so the resumed run proposed other configurations. Runs under two
+    PYTHONHASHSEEDs, and a resume after 6 trials under a third, propose the same 10 configurations (each run is
+    an interpreter importing SMAC, ~11 s here: two salts already differ)."""
     pytest.importorskip("smac", reason="smac (SMAC3 >= 2.2) is not installed")
     import os
 
@@ -475,10 +476,10 @@ def test_smac_proposals_do_not_depend_on_the_interpreters_hash_seed():
                               capture_output=True, text=True, timeout=600, check=True)
         return done.stdout.strip().splitlines()
 
-    runs = [run(seed) for seed in (1, 2, 3)]
+    runs = [run(seed) for seed in (1, 2)]
     proposals = [json.loads(r[-1]) for r in runs]
-    assert len(proposals[0]) == 10 and proposals[0] == proposals[1] == proposals[2]
-    resumed = json.loads(run(4, runs[0][0])[-1])
+    assert len(proposals[0]) == 10 and proposals[0] == proposals[1]
+    resumed = json.loads(run(3, runs[1][0])[-1])
     assert resumed == proposals[0][6:]
 
 

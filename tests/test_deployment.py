@@ -38,21 +38,25 @@ REPO = Path(__file__).resolve().parents[1]
 # of test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round.
 # Every deployment run costs ~2 minutes (each message starts a flwr-clientapp process: ~2.8 s of CPU on 2 cores;
 # docs/running.md, "Tests").
+# One round wherever a second would only repeat what the first shows (every message is a ClientApp process of
+# ~2.8 s of CPU on 2 cores; a second round adds a fit message per node, FedGraph's also an exchange phase of two):
+# in one round each stateful method's state already crosses fresh ClientApp processes (FedGCN: the aggregations
+# exchanged in round 0, read by round 1's fit; FedStar: the private layers written by fit, read by the evaluate
+# message of the last round; FedGraph: the rows of the exchange phase, read by fit) and each client checkpoints it.
 DEPLOYMENT_METHODS = [
-    # one round: every SecAgg+ stage once (a second round repeats them: ~15 more ClientApp processes, ~3 s of CPU
-    # each on 2 cores)
+    # one round: every SecAgg+ stage once (a second round repeats them: ~15 more ClientApp processes)
     ("fedavg-secagg", {"method": "fedavg", "secure-agg": "secagg+", "rounds": 1}),
-    ("fedgcn-he", {"method": "fedgcn", "fedgcn.hops": 2, "fedgcn.he": True, "checkpoint-every": 2}),
-    ("fedstar", {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "checkpoint-every": 2}),
+    ("fedgcn-he", {"method": "fedgcn", "fedgcn.hops": 2, "fedgcn.he": True, "rounds": 1, "checkpoint-every": 1}),
+    ("fedstar", {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "rounds": 1, "checkpoint-every": 1}),
     # one FL-AGCNS generation (round 1: a SuperNet step, then the FEO phases) and one retraining round
     ("flagcns", {"method": "flagcns", "flagcns.layers": 2, "flagcns.population": 4, "flagcns.sample-size": 2,
                  "flagcns.epochs": 1, "flagcns.warmup": 0, "flagcns.steps-per-epoch": 1,
                  "flagcns.retrain-epochs": 1, "checkpoint-every": 2}),
-    # FedGraph on the owners' partition files (the degree exchange, the per-round embedding relay, rows in
+    # FedGraph on the owners' partition files (the degree exchange, the round's embedding relay, rows in
     # context.state across fresh ClientApp processes, client checkpoints); a fixed policy: the DDPG agent's reward
     # needs the server's test set, and this server holds no data
     ("fedgraph", {"method": "fedgraph", "fedgraph.data": "dirichlet", "fedgraph.agent": "fixed",
-                  "fedgraph.batch-size": 64, "fedgraph.prob": 0.5, "checkpoint-every": 2}),
+                  "fedgraph.batch-size": 64, "fedgraph.prob": 0.5, "rounds": 1, "checkpoint-every": 1}),
 ]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
@@ -114,8 +118,9 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
     """One SuperLink and 3 SuperNodes (TLS, registered keys). Each data owner holds only its own partition file of
     Cora (exported here) and a copy of the owners' CKKS key file, both named in its node config, and a data-dir
     with the TU datasets (FedStar: owner k holds dataset k); the nodes start with an empty dataset cache, which
-    afterwards holds no Cora: the node-level methods read only the owners' files. 2 rounds (SecAgg+: 1) of each
-    method in DEPLOYMENT_METHODS, one after another: each gives the same accuracies as the run in one process."""
+    afterwards holds no Cora: the node-level methods read only the owners' files. Each method in
+    DEPLOYMENT_METHODS (1 or 2 rounds), one after another: each gives the same accuracies as the run in one
+    process."""
     from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
     from flowergraph.privacy import ckks
 
@@ -166,9 +171,10 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             assert f'partition-file="{home / f"client-{node.partition_id}.npz"}"' in node_config
             assert sorted(p.name for p in home.glob("client-*.npz")) == [f"client-{node.partition_id}.npz"]
             # client checkpoints (FedGCN, FedStar, FL-AGCNS, FedGraph): each node wrote its own state into its own
-            # folder
-            assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000002.npz"))) == \
-                sum(1 for _, overrides in DEPLOYMENT_METHODS if overrides.get("checkpoint-every"))
+            # folder, at each run's last round
+            written = sorted(p.name for p in (home / "state").glob(f"*/partition-{node.partition_id}/round-*.npz"))
+            assert written == sorted(f"round-{overrides.get('rounds', 2):06d}.npz"
+                                     for _, overrides in DEPLOYMENT_METHODS if overrides.get("checkpoint-every"))
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
@@ -195,7 +201,7 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
 def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_data, monkeypatch):
     """ASFGNN in the paper's setting: two SuperNodes (TLS, registered keys), each holding only its own file of the
     paper's label split of Cora (ASFGNN's own partition files: each client's induced subgraph) and the owners' CKKS
-    key file; one trial of 2 training rounds and its closing round under secure-agg=ckks (2 clients: SecAgg+ would
+    key file; one trial of 1 training round and its closing round under secure-agg=ckks (2 clients: SecAgg+ would
     need 3). The nodes' dataset cache stays empty (nobody read Cora), the clients' state (SGNN, discriminator,
     Adam) crosses fresh ClientApp processes through context.state, and every accuracy equals the in-process run
     on the computed split. (Its own deployment: the shared one's nodes hold the 3-client METIS files.)"""
@@ -204,9 +210,11 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
     from flowergraph.settings import parse_run_config
     from flowergraph.tasks.asfgnn.files import export_asfgnn_partitions
 
-    run_config = {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "rounds": 3, "seed": 1,
-                  "asfgnn.trial-rounds": 2, "asfgnn.hidden": 64, "asfgnn.depth": "2,1", "secure-agg": "ckks",
-                  "checkpoint-every": 3}
+    # one training round: its state is written by round 1's fit and read by the closing round's, in another
+    # ClientApp process (a second training round would add a message per node, ~2.8 s of CPU each)
+    run_config = {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "rounds": 2, "seed": 1,
+                  "asfgnn.trial-rounds": 1, "asfgnn.hidden": 64, "asfgnn.depth": "2,1", "secure-agg": "ckks",
+                  "checkpoint-every": 2}
     settings = parse_run_config({**run_config, "data-dir": str(shared_data)})  # loads the registry first
     from flowergraph.methods.asfgnn import split_spec
 
@@ -228,14 +236,14 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
         assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", logs
         for node in nodes:  # each owner checkpointed its own state into its own folder
             home = dep.work / f"node{node.partition_id}-home"
-            assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000003.npz"))) == 1
+            assert len(list((home / "state").glob(f"*/partition-{node.partition_id}/round-000002.npz"))) == 1
     _assert_nothing_left(dep.pids, ports, before)
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     run = read_run(out)
     assert run["summary"]["status"] == "completed" and run["config"]["key-file"] == ""
     assert run["config"]["data-dir"] == "" and run["config"]["partition-dir"] == ""
     rounds = [r for r in run["rounds"] if r["round"] >= 1]
-    assert [r["trial_round"] for r in rounds] == [1, 2, 3] and all(r["num_fit"] == 2 for r in rounds)
+    assert [r["trial_round"] for r in rounds] == [1, 2] and all(r["num_fit"] == 2 for r in rounds)
     assert run["summary"]["search"]["trials_finished"] == 1
     monkeypatch.undo()
     run_inprocess({**run_config, "data-dir": str(shared_data), "out-dir": str(tmp_path / "reference"),
@@ -243,7 +251,7 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
     want = [r for r in read_run(tmp_path / "reference")["rounds"] if r["round"] >= 1]
     for key in ("mean_val", "mean_test"):  # CKKS sums are approximate
         assert [r["asfgnn"][key] for r in rounds] == pytest.approx([r["asfgnn"][key] for r in want], abs=1e-5)
-    print(f"\nasfgnn (2 nodes, 3 rounds, CKKS): {took:.1f} s")
+    print(f"\nasfgnn (2 nodes, 2 rounds, CKKS): {took:.1f} s")
 
 
 def _clientapp_children(node):

@@ -78,7 +78,11 @@ def test_bad_files_are_refused_naming_them(export, tmp_path):
         export_partitions(SYN, PART, export, log=None)
 
 
-def test_cli_exports_and_shows(tmp_path):
+def test_cli_exports_and_shows(tmp_path, capsys):
+    """export in a fresh interpreter; show and a bad value through main() in this process (each interpreter costs
+    ~6 s of imports here)."""
+    from flowergraph.partition import main
+
     out = tmp_path / "cli"
     proc = subprocess.run([sys.executable, "-m", "flowergraph.partition", "export", "--num-clients", "3", "--set",
                            "node.partitioner=random", "--set", "node.synthetic-nodes=300", "--out", str(out)],
@@ -87,12 +91,12 @@ def test_cli_exports_and_shows(tmp_path):
     assert f"manifest: {out / 'manifest.json'}" in proc.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["num_global_nodes"] == 300 and manifest["graph"]["synthetic"]["num_nodes"] == 300
-    show = subprocess.run([sys.executable, "-m", "flowergraph.partition", "show", str(out / "client-2.npz")],
-                          capture_output=True, text=True, timeout=120)
-    assert show.stdout.startswith("client 2 of 3: 100 nodes, 32 features, 5 classes")
-    bad = subprocess.run([sys.executable, "-m", "flowergraph.partition", "export", "--num-clients", "3", "--set",
-                          "node.partitioner=spectral", "--out", str(tmp_path / "x")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "unknown node.partitioner 'spectral'; valid choices" in bad.stderr
+    assert main(["show", str(out / "client-2.npz")]) == 0
+    assert capsys.readouterr().out.startswith("client 2 of 3: 100 nodes, 32 features, 5 classes")
+    assert main(["export", "--num-clients", "3", "--set", "node.partitioner=spectral", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "unknown node.partitioner 'spectral'; valid choices" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.fixture

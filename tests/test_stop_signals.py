@@ -76,7 +76,7 @@ def _assert_all_gone(marker: str, seen: list[int], timeout: float = 20.0) -> Non
 def test_simulation_launcher_stops_everything_on_a_stop_signal(tmp_path, signum):
     marker = uuid.uuid4().hex
     proc, lines = _start([sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--rounds", "500",
-                          "--out", str(tmp_path / "run")], marker, tmp_path)
+                          "--out", str(tmp_path / "run"), "--ray-cpus", "1"], marker, tmp_path)  # one Ray actor
     _wait_for(lines, "[round 2/500]", proc, timeout=240)
     seen = [p.pid for p in _marked(marker)]
     assert len(seen) >= 5  # the launcher, SuperLink, SuperExec, flwr-simulation, Ray, actors...
@@ -93,7 +93,7 @@ def test_a_killed_caller_of_run_simulation_leaves_nothing_running(tmp_path):
     test suite's own Flower processes when pytest is killed by a timeout)."""
     marker = uuid.uuid4().hex
     script = ("from flowergraph.simulation import run_simulation\n"
-              f"run_simulation('fedavg', rounds=500, out={str(tmp_path / 'run')!r})\n")
+              f"run_simulation('fedavg', rounds=500, out={str(tmp_path / 'run')!r}, ray_cpus=1)\n")
     proc, lines = _start([sys.executable, "-c", script], marker, tmp_path)
     _wait_for(lines, "[round 2/500]", proc, timeout=240)
     seen = [p.pid for p in _marked(marker)]
