@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: set up, then pytest (unit tests, end-to-end Flower simulations and real deployments on
-# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process): 36 min on 2 idle
+# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process): 33 min on 2 idle
 # cores of an AMD EPYC, CPU-bound (docs/running.md, "Tests"). Each worker has its own temp folder and dataset cache.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not simulation and not deployment"` (fast tests).
 # Tests that need the raw datasets (../shared/datasets, or the folder FLOWERGRAPH_TEST_DATA names) are skipped
@@ -15,5 +15,5 @@ if ! [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
 fi
 bash scripts/setup.sh
 VENV="${FLOWERGRAPH_VENV:-.venv}"
-# worksteal: an idle worker takes tests queued on the busy one (the every-method deployment alone takes ~9 min)
+# worksteal: an idle worker takes tests queued on the busy one (the every-method deployment alone takes ~14 min)
 "$VENV/bin/python" -m pytest -q --durations=15 -n "$WORKERS" --dist worksteal "$@"
