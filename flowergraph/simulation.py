@@ -106,14 +106,14 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
     ``ray_cpus``: the CPUs Ray may use (Flower's ``init-args-num-cpus``; None: all of the machine's). Flower
     starts ``ray_cpus // cpus_per_client`` client actors, each importing torch and PyG and loading the data.
     """
-    check_cpus(cpus_per_client, ray_cpus)
+    _check_cpus(cpus_per_client, ray_cpus)
     with private_tmp():
         return _run_flower_app(app_dir, num_supernodes=num_supernodes, run_config=run_config, log_dir=log_dir,
                                cpus_per_client=cpus_per_client, ray_cpus=ray_cpus, verbose=verbose, stream=stream,
                                timeout=timeout, extra_env=extra_env)
 
 
-def check_cpus(cpus_per_client: int, ray_cpus: int | None) -> None:
+def _check_cpus(cpus_per_client: int, ray_cpus: int | None) -> None:
     """ConfigError unless ``cpus_per_client`` >= 1 and ``ray_cpus`` (when given) leaves room for one client."""
     if cpus_per_client < 1:
         raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
@@ -259,7 +259,7 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
         config["state-dir"] = plan.state_dir  # the clients' checkpoints stay with the run
     settings = parse_run_config(config)
     out_dir = plan.out_dir
-    check_cpus(cpus_per_client, ray_cpus)
+    _check_cpus(cpus_per_client, ray_cpus)
     info = preflight(settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     supernodes = settings.effective_num_clients
