@@ -104,3 +104,14 @@ def cora(shared_data):
     from flowergraph.tasks.federated_graph import GraphSpec, load_global_graph
 
     return load_global_graph(GraphSpec(dataset="Cora", data_dir=str(shared_data)))
+
+
+@pytest.fixture
+def launcher_main(monkeypatch):
+    """``flowergraph.simulation.main`` to call in the test process (a fresh interpreter costs ~6 s of imports),
+    with the test worker's own signal handlers left in place (``run_command`` would install the launcher's)."""
+    import flowergraph.app.runtime as runtime
+    from flowergraph.simulation import main
+
+    monkeypatch.setattr(runtime, "stop_on_signals", lambda *a, **k: None)
+    return main

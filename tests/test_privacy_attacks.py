@@ -531,15 +531,11 @@ REFUSED = {
 }
 
 
-def test_every_refused_combination_exits_2_from_the_launcher_before_training(tmp_path, capsys, monkeypatch):
-    """The launcher's main in this process (a fresh interpreter per case cost ~6 s of imports; a real process's
-    exit 2 on bad input is checked in tests/test_simulation.py); its signal handlers stay the test worker's."""
-    import flowergraph.app.runtime as runtime
-    from flowergraph.simulation import main
-
-    monkeypatch.setattr(runtime, "stop_on_signals", lambda *a, **k: None)
+def test_every_refused_combination_exits_2_from_the_launcher_before_training(tmp_path, capsys, launcher_main):
+    """The launcher's main in this process (a real process's exit 2 on bad input is checked in
+    tests/test_simulation.py)."""
     for i, (name, (args, message)) in enumerate(REFUSED.items()):
-        assert main([*args, "--out", str(tmp_path / f"run{i}")]) == 2, name
+        assert launcher_main([*args, "--out", str(tmp_path / f"run{i}")]) == 2, name
         captured = capsys.readouterr()
         assert captured.err.startswith(message), (name, captured.err)
         assert "flowergraph: fedavg on" not in captured.out and not (tmp_path / f"run{i}").exists()  # nothing started

@@ -103,14 +103,9 @@ def test_command_line_on_cora_shows_progress(tmp_path, shared_data):
     (["--ray-cpus", "1", "--cpus-per-client", "2"], "error: ray-cpus=1 is less than cpus-per-client=2: no client "
                                                     "would fit; give ray-cpus >= 2, or leave it out"),
 ])
-def test_bad_input_fails_before_training(tmp_path, args, message, capsys, monkeypatch):
-    """The launcher's main in this process (a fresh interpreter per case cost ~6 s of imports each; the exit
-    status of a real process is checked by the next test); its signal handlers stay the test worker's."""
-    import flowergraph.app.runtime as runtime
-    from flowergraph.simulation import main
-
-    monkeypatch.setattr(runtime, "stop_on_signals", lambda *a, **k: None)
-    assert main(["--out", str(tmp_path / "x"), *args]) == 2
+def test_bad_input_fails_before_training(tmp_path, args, message, capsys, launcher_main):
+    """The launcher's main in this process (the exit status of a real process is checked by the next test)."""
+    assert launcher_main(["--out", str(tmp_path / "x"), *args]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x" / "flower.log").exists()  # Flower never started
 
