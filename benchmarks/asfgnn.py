@@ -43,11 +43,13 @@ a part's rows (in that order), e.g. Table 3's SP and SFGNN first.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -142,7 +144,8 @@ def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = Non
         # an open segment: if this process is stopped, the next one counts it up to its last recorded round
         meta.write_text(json.dumps({"wall_s": wall, "open_since": time.time()}) + "\n")
         started = time.perf_counter()
-        run_inprocess(full)
+        with _temp_inside(out):
+            run_inprocess(full)
         meta.write_text(json.dumps({"wall_s": wall + time.perf_counter() - started}) + "\n")
     run = read_run(out)
     search = run["summary"]["search"]
@@ -159,6 +162,26 @@ def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = Non
                         "owner_test": t["owner_test_at_best"], "time_s": t["time_s"], "config": t["config"]}
                        for t in trials],
             "wall_s": wall}
+
+
+@contextlib.contextmanager
+def _temp_inside(out: Path) -> Iterator[None]:
+    """Python's temporary files inside the run folder ``out`` while a cell computes: SMAC's folder (the driver's
+    own temporary folder, removed when the driver is collected or the process exits normally) stays with the run
+    when the process is killed (parking kills the process group), and is removed with the run folder, instead of
+    being left in the machine's temp directory."""
+    import shutil
+    import tempfile
+
+    temp, previous = out / "tmp", tempfile.tempdir
+    shutil.rmtree(temp, ignore_errors=True)  # a killed segment's leftovers
+    temp.mkdir(parents=True)
+    tempfile.tempdir = str(temp)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def compute_cell(work: Path, name: str, config: dict, meta: dict) -> dict:

@@ -30,7 +30,25 @@ def comparable(row: dict) -> dict:
             "trials": [{k: v for k, v in t.items() if k != "time_s"} for t in row["trials"]]}
 
 
-def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data):
+def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypatch):
+    # SMAC's folder is made inside the cell's run folder, not in the machine's temp directory: parking kills the
+    # process group, which skips the driver's clean-up, and the folder then stays with the run it belongs to
+    import tempfile
+
+    from flowergraph.tasks.asfgnn import search
+
+    system_temp = tmp_path / "system-temp"
+    system_temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_temp))
+    smac_folders = []
+    build = search.SmacSearch._new_smac
+
+    def recorded(driver):
+        smac = build(driver)
+        smac_folders.append(Path(str(smac.scenario.output_directory)))
+        return smac
+
+    monkeypatch.setattr(search.SmacSearch, "_new_smac", recorded)
     # 3 trials x 10 rounds. The search driver's own rebuild (SMAC's model-based proposals after the initial
     # design) is checked in tests/test_asfgnn_core.py; the same test with the paper's GP facade (12 trials of 2
     # rounds, parked after 10) passed once by hand on 2026-11-28 and took 204 s, too long for the suite
@@ -60,6 +78,11 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data):
     rounds = (tmp_path / "stopped" / NAME / "rounds.jsonl").read_text().splitlines()
     assert [json.loads(line)["round"] for line in rounds] == list(range(1, 3 * per_trial + 1))
 
+    # one SMAC for the whole run, one for the stopped run, two for the resumed one (built, then rebuilt from the
+    # checkpoint)
+    assert len(smac_folders) == 4 and tmp_path / "whole" / NAME / "tmp" in smac_folders[0].parents
+    assert all(tmp_path / "stopped" / NAME / "tmp" in f.parents for f in smac_folders[1:])
+    assert list(system_temp.iterdir()) == [] and not (tmp_path / "whole" / NAME / "tmp").exists()
     # a run folder holding a finished (hence newer) run is not overwritten by the parked file
     assert bench.unpark(tmp_path / "stopped" / NAME, path, bench._sources_hash(bench.SOURCES)) is False
 
