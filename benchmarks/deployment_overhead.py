@@ -11,9 +11,14 @@ machine), the per-round wall time of
 
 each in two node modes, each mode in its own deployment with its own floor:
 
-* ``cold``: ``FLOWERGRAPH_NODE_WORKER=off``: every message runs in its ``flwr-clientapp`` process (imports torch,
-  PyG and flowergraph and loads the node's data each time: what every message cost before the node worker);
-* ``warm``: the default: each node's messages run in its warm worker process (``flowergraph.app.worker``).
+* ``cold``: ``FLOWERGRAPH_NODE_WORKER=off`` and ``FLOWERGRAPH_FAST_CLIENTAPP=off``: every message runs in Flower's
+  own ``flwr-clientapp`` process (imports torch, PyG and flowergraph and loads the node's data each time: what
+  every message cost before the node worker);
+* ``warm-flower-entry``: each node's messages run in its warm worker process (``flowergraph.app.worker``), each
+  message still starting Flower's own ``flwr-clientapp`` (``FLOWERGRAPH_FAST_CLIENTAPP=off``);
+* ``warm``: the default: the warm worker, and flowergraph's ``flwr-clientapp`` entry
+  (``flowergraph.app.clientapp_entry``: Flower's command without importing the SuperNode's command line). Its
+  floor runs through that entry too, so compare its round times with ``warm-flower-entry``'s, not only the ratio.
 
 Every ClientApp process records where its time went (``FLOWERGRAPH_MESSAGE_TIMES``, ``flowergraph.app.timing``):
 Flower's process start (process creation to the ClientApp's import: interpreter, Flower's imports, pulling the
@@ -21,7 +26,7 @@ message), imports during the message (torch, PyG, flowergraph), the node's data 
 its imports) and the work (the rest of the message). The per-round figure is the median over rounds 2..R-1
 (round 1 starts each node's data and, warm, its worker; round R adds the separate final evaluation).
 
-    .venv/bin/python benchmarks/deployment_overhead.py [--rounds 5] [--modes cold,warm]
+    .venv/bin/python benchmarks/deployment_overhead.py [--rounds 5] [--modes cold,warm-flower-entry,warm]
 
 Finished cells (one per mode) are kept in ``benchmarks/cells/deployment_overhead/`` with the code state that
 produced them; ``--fresh`` recomputes them.
@@ -41,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CellStore, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.app.runtime import write_app  # noqa: E402
+from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402
 from flowergraph.deployment.control import submit_run  # noqa: E402
 from flowergraph.deployment.loopback import LoopbackDeployment  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402
@@ -95,7 +100,8 @@ def timing_mod(msg, context, call_next):
     timing.write(dict(times.values, created=timing.process_created(), module=_MODULE_T0, pid=os.getpid(),
                       run_id=int(context.run_id), node_id=int(context.node_id),
                       partition=str(context.node_config.get("partition-id", "")),
-                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="floor"))
+                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="floor",
+                      entry=timing.entry()))
     return reply
 
 
@@ -108,7 +114,8 @@ METHODS = {
     "fedgcn": {"method": "fedgcn", "fedgcn.hops": 2},
     "fedstar": {"method": "fedstar", "dataset": "MUTAG,BZR,COX2"},
 }
-MODES = {"cold": "off", "warm": "auto"}
+# mode -> (FLOWERGRAPH_NODE_WORKER, FLOWERGRAPH_FAST_CLIENTAPP)
+MODES = {"cold": ("off", "off"), "warm-flower-entry": ("auto", "off"), "warm": ("auto", "on")}
 
 
 def floor_app(root: Path) -> Path:
@@ -143,7 +150,7 @@ def split(records: list[dict], rounds: set[int]) -> dict:
 def run_mode(mode: str, args, tmp: Path) -> list[dict]:
     times_file = tmp / f"times-{mode}.jsonl"
     os.environ["FLOWERGRAPH_MESSAGE_TIMES"] = str(times_file)
-    os.environ["FLOWERGRAPH_NODE_WORKER"] = MODES[mode]
+    os.environ["FLOWERGRAPH_NODE_WORKER"], os.environ["FLOWERGRAPH_FAST_CLIENTAPP"] = MODES[mode]
     results: list[dict] = []
     with LoopbackDeployment(tmp / f"logs-{mode}", stream=sys.stdout) as dep:
         dep.start_superlink()
@@ -167,7 +174,11 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
             results.append({"run": name, "round_s": statistics.median(later), "first_s": rows[0]["time_s"],
                             "rounds": [r["time_s"] for r in rows], "messages": len(mine),
                             "split": split(mine, set(range(2, args.rounds))),
-                            "worker": any(r.get("worker") for r in mine)})
+                            "worker": any(r.get("worker") for r in mine),
+                            "entries": sorted({str(r.get("entry")) for r in mine})})
+            want = "flowergraph" if MODES[mode][1] == "on" else "flower"
+            if results[-1]["entries"] != [want]:  # the mode is what it says
+                sys.exit(f"{mode} {name}: flwr-clientapp entries {results[-1]['entries']}, expected [{want!r}]")
             print(f"== {mode} {name}: median round {results[-1]['round_s']:.2f} s", results[-1]["split"],
                   flush=True)
     return results
@@ -177,14 +188,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per run (the median is over 2..R-1)")
     parser.add_argument("--nodes", type=int, default=3, help="SuperNodes (= clients; fedstar needs 3)")
-    parser.add_argument("--modes", default="cold,warm", help="comma-separated: cold, warm")
+    parser.add_argument("--modes", default="cold,warm-flower-entry,warm",
+                        help=f"comma-separated, among: {', '.join(MODES)}")
     parser.add_argument("--methods", default="floor,fedavg,fedgcn,fedstar,floor",
                         help="runs in this order, comma-separated (the floor first and last: the ratio is against "
                              "their mean)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     parser.add_argument("--fresh", action="store_true", help="recompute the stored cells")
     args = parser.parse_args()
+    stop_on_signals()  # SIGTERM unwinds like Ctrl-C: the deployment and the temp folder go (the finally below)
     args.methods = args.methods.split(",")
+    if bad := [m for m in args.modes.split(",") if m not in MODES]:
+        parser.error(f"--modes {','.join(bad)}: valid choices: {', '.join(MODES)}")
     store = CellStore("deployment_overhead")
     cells = {}
     tmp = Path(tempfile.mkdtemp(prefix="fg-deploy-overhead-"))
@@ -196,7 +211,8 @@ def main() -> None:
             cells[mode] = record
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        os.environ.pop("FLOWERGRAPH_MESSAGE_TIMES", None)
+        for key in ("FLOWERGRAPH_MESSAGE_TIMES", "FLOWERGRAPH_NODE_WORKER", "FLOWERGRAPH_FAST_CLIENTAPP"):
+            os.environ.pop(key, None)
 
     rows, ratios = [], []
     for mode, record in cells.items():
@@ -219,6 +235,20 @@ def main() -> None:
             met = "met" if max(r for _, r in mine) <= 1.5 else "not met"
             verdict += (f"**{mode}**: " + ", ".join(f"{n} {r:.2f}x" for n, r in mine)
                         + f" the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n")
+    if "warm" in cells and "warm-flower-entry" in cells:  # the entry's effect: the same runs, the same worker
+        pairs = []
+        for name in dict.fromkeys(r["run"] for r in cells["warm"]["row"]):
+            fast = [r for r in cells["warm"]["row"] if r["run"] == name]
+            stock = [r for r in cells["warm-flower-entry"]["row"] if r["run"] == name]
+            if fast and stock:
+                a = statistics.mean(r["round_s"] for r in fast)
+                b = statistics.mean(r["round_s"] for r in stock)
+                fa = statistics.mean(r["split"].get("flower_start", float("nan")) for r in fast)
+                fb = statistics.mean(r["split"].get("flower_start", float("nan")) for r in stock)
+                pairs.append(f"{name} {a:.2f} s against {b:.2f} s ({a / b:.2f}x; Flower start {fa:.2f} against "
+                             f"{fb:.2f} s)")
+        verdict += ("**flowergraph's `flwr-clientapp` entry** (`warm` against `warm-flower-entry`, median round "
+                    "time, the mean where a run is there twice): " + "; ".join(pairs) + ".\n\n")
     body = (f"{args.nodes} SuperNodes on 127.0.0.1 (TLS, SuperNode authentication), {args.rounds} rounds per run, "
             f"fused client evaluation (flowergraph's default); fedavg and fedgcn on the built-in synthetic graph "
             f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client). 2 cores shared with other work.\n\n"

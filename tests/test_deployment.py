@@ -8,6 +8,7 @@ check credentials, commands and input validation without starting anything (they
     .venv/bin/python -m pytest -q -m deployment tests/test_deployment.py
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -132,6 +133,7 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
                       log=None)
     key_file = ckks.write_key_file(tmp_path / "owners" / "ckks.bin")  # provisioned to data owners, out of band
     monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "empty-cache"))  # the nodes' dataset cache
+    monkeypatch.setenv("FLOWERGRAPH_MESSAGE_TIMES", str(tmp_path / "messages.jsonl"))  # which entry ran each
     times = {}
     with LoopbackDeployment(tmp_path / "deploy") as dep:
         dep.start_superlink()
@@ -175,6 +177,10 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             written = sorted(p.name for p in (home / "state").glob(f"*/partition-{node.partition_id}/round-*.npz"))
             assert written == sorted(f"round-{overrides.get('rounds', 2):06d}.npz"
                                      for _, overrides in DEPLOYMENT_METHODS if overrides.get("checkpoint-every"))
+    # Every message went through flowergraph's flwr-clientapp entry (flower_env's default; the stock command runs
+    # in test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round)
+    entries = [json.loads(line).get("entry") for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    assert len(entries) >= 3 * len(DEPLOYMENT_METHODS) and set(entries) == {"flowergraph"}, entries
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
@@ -264,8 +270,10 @@ def _clientapp_children(node):
 
 
 @pytest.mark.deployment
-def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round(tmp_path, shared_data):
-    """Three things, one deployment (each costs a minute or more on 2 cores):
+def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round(tmp_path, shared_data,
+                                                                                  monkeypatch):
+    """Three things, one deployment (each costs a minute or more on 2 cores), every message in Flower's own
+    ``flwr-clientapp`` (``FLOWERGRAPH_FAST_CLIENTAPP=off``; the other deployment tests use flowergraph's entry):
 
     * a SuperNode whose key was never registered is refused (Flower logs exit code 305 and the process exits
       non-zero) while the run goes on with the registered ones;
@@ -287,6 +295,8 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
                   "min-clients": 2, "round-timeout": 180.0, "checkpoint-every": 2}
     assert "FLOWERGRAPH_DATA" not in os.environ
     preflight(parse_run_config(dict(run_config, **{"data-dir": str(shared_data)})))  # warm the shared cache
+    monkeypatch.setenv("FLOWERGRAPH_FAST_CLIENTAPP", "off")
+    monkeypatch.setenv("FLOWERGRAPH_MESSAGE_TIMES", str(tmp_path / "messages.jsonl"))
     before = _children()
     with LoopbackDeployment(out) as dep:
         dep.start_superlink()
@@ -340,6 +350,8 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
     assert "round 2: client 2 (node " in (out / "flower.log").read_text()
     assert second["time_s"] < run_config["round-timeout"] + 60
     assert all(np.isfinite(a).all() for a in load_checkpoint(out).arrays)
+    entries = [json.loads(line).get("entry") for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    assert len(entries) >= 5 and set(entries) == {"flower"}, entries  # Flower's own flwr-clientapp ran each
     _assert_nothing_left(dep.pids, ports, before)
 
 
@@ -604,3 +616,45 @@ def test_supernode_cli_passes_the_key_file(tmp_path, capsys):
                  "--partition-id", "0", "--num-partitions", "2", "--key-file", str(key), "--dry-run"])
     out = capsys.readouterr().out
     assert code == 0 and f'key-file="{key}"' in out
+
+
+def test_the_clientapp_entry_runs_flowers_function_without_the_supernode_command_line(tmp_path):
+    """flowergraph's flwr-clientapp (flowergraph.app.clientapp_entry) imports Flower's own flwr_clientapp from its
+    own file, without flwr/supernode/cli/__init__.py (the SuperNode's command line: SQLAlchemy, Alembic); whatever
+    imports from that package later still gets the real modules. In a fresh interpreter, as a SuperNode starts it."""
+    code = """
+import sys
+from flowergraph.app.clientapp_entry import load
+run = load()
+print(run.__module__, run.__qualname__, run.__code__.co_filename)
+print(sorted(m for m in ("flwr.supernode.cli.flower_supernode", "sqlalchemy", "alembic") if m in sys.modules))
+import flwr.supernode.cli as cli
+print(type(cli.flwr_clientapp).__name__, cli.flwr_clientapp is run)  # the function, as Flower's __init__ binds it
+from flwr.supernode.cli import flower_supernode  # Flower's __init__ ran on demand
+print(type(flower_supernode).__name__, flower_supernode.__module__)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    import flwr
+
+    assert out[0] == (f"flwr.supernode.cli.flwr_clientapp flwr_clientapp "
+                      f"{Path(flwr.__file__).parent / 'supernode' / 'cli' / 'flwr_clientapp.py'}")
+    assert out[1] == "[]" and out[2] == "function True"
+    assert out[3] == "function flwr.supernode.cli.flower_supernode"
+
+
+def test_flower_env_puts_the_clientapp_entry_first_and_the_switch_names_its_choices(tmp_path, monkeypatch):
+    from flowergraph.app.runtime import BIN_DIR, flower_env
+
+    monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "cache"))
+    path = flower_env()["PATH"].split(os.pathsep)
+    script = Path(path[0]) / "flwr-clientapp"
+    assert path[1] == str(BIN_DIR) and Path(path[0]).parent == tmp_path / "cache" / "bin"
+    assert script.read_text().startswith(f"#!{sys.executable}\n") and os.access(script, os.X_OK)
+    help_text = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "Run a Flower ClientApp" in help_text and "--runtime-api-address" in help_text  # Flower's own parser
+    monkeypatch.setenv("FLOWERGRAPH_FAST_CLIENTAPP", "OFF")
+    assert flower_env()["PATH"].split(os.pathsep)[0] == str(BIN_DIR)
+    monkeypatch.setenv("FLOWERGRAPH_FAST_CLIENTAPP", "fast")
+    with pytest.raises(ConfigError, match=r"FLOWERGRAPH_FAST_CLIENTAPP='fast' is not a valid choice; valid "
+                                          r"choices: on, off"):
+        flower_env()

@@ -278,7 +278,8 @@ def node_mod(msg, context: Context, call_next):
         record = dict(times.values, created=timing.process_created(), module=_MODULE_T0, pid=os.getpid(),
                       run_id=int(context.run_id), node_id=int(context.node_id),
                       partition=str(context.node_config.get("partition-id", "")),
-                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="flowergraph")
+                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="flowergraph",
+                      entry=timing.entry())
         if worker_times:
             record.update(worker=True, build_s=worker_times["build_s"],
                           build_imports_s=worker_times["build_imports_s"],

@@ -10,6 +10,7 @@ every ``flwr-clientapp`` process inherits it). Then every message the ClientApp 
 * ``imports_s``: seconds spent importing modules during the message (torch, PyG, flowergraph's own);
 * ``build_s`` / ``build_imports_s``: building the client (settings, the node's data, the model) and the imports
   inside it (``build_s - build_imports_s`` is the data load);
+* ``entry``: which ``flwr-clientapp`` started the process (:func:`entry`);
 * ``worker``: the message ran in the node's warm worker process (:mod:`flowergraph.app.worker`); its own
   ``imports_s`` / ``build_s`` come back with the reply.
 
@@ -42,6 +43,17 @@ def process_created() -> float:
         return float(psutil.Process().create_time())
     except Exception:  # noqa: BLE001 (timing must never break a message)
         return float("nan")
+
+
+def entry() -> str | None:
+    """Which ``flwr-clientapp`` command started this process: ``"flowergraph"`` (flowergraph's entry,
+    :mod:`flowergraph.app.clientapp_entry`), ``"flower"`` (Flower's own), None (no ``flwr-clientapp`` process:
+    the simulation's actors, a node worker)."""
+    import sys
+
+    if "flowergraph.app.clientapp_entry" in sys.modules:
+        return "flowergraph"
+    return "flower" if "flwr.supernode.cli.flwr_clientapp" in sys.modules else None
 
 
 class _Clock(threading.local):
