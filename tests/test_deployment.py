@@ -658,3 +658,33 @@ def test_flower_env_puts_the_clientapp_entry_first_and_the_switch_names_its_choi
     with pytest.raises(ConfigError, match=r"FLOWERGRAPH_FAST_CLIENTAPP='fast' is not a valid choice; valid "
                                           r"choices: on, off"):
         flower_env()
+
+
+def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_path, monkeypatch):
+    """The attack: the entry script runs with the SuperNode's rights, so whoever can write its folder (or a folder
+    above it, up to FLOWERGRAPH_CACHE) can swap it. Such a folder is refused (Flower's own command runs, with a
+    warning naming why); a script planted in a private folder is replaced by ours."""
+    from flowergraph.app.runtime import BIN_DIR, clientapp_dir, flower_env
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("FLOWERGRAPH_CACHE", str(root))
+    folder = clientapp_dir()
+    assert folder is not None and oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert oct((root / "bin").stat().st_mode & 0o777) == "0o700" and oct(root.stat().st_mode & 0o777) == "0o700"
+    script = folder / "flwr-clientapp"
+    script.write_text("#!/bin/sh\necho planted\n")  # someone got to it before (the folder was private: we did)
+    assert clientapp_dir() == folder and "clientapp_entry import main" in script.read_text()
+
+    for loose, name in ((folder, "its folder"), (root / "bin", "a folder above it"), (root, "the cache")):
+        loose.chmod(0o777)
+        with pytest.warns(RuntimeWarning, match=rf"{loose} can be written by other users \(mode 777\); SuperNodes "
+                                                 rf"run Flower's own flwr-clientapp"):
+            assert flower_env()["PATH"].split(os.pathsep)[0] == str(BIN_DIR), name
+        loose.chmod(0o700)
+    assert clientapp_dir() == folder
+    if os.getuid() == 0:  # another owner (only root can hand a folder to another user)
+        os.chown(folder, 65534, 65534)
+        with pytest.warns(RuntimeWarning, match=rf"{folder} belongs to user id 65534, not to this user \(0\)"):
+            assert clientapp_dir() is None
+    else:
+        print("not root: the other-owner case is not tried (only root can give a folder away)")

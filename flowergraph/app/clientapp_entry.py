@@ -90,20 +90,53 @@ sys.exit(main())
 """
 
 
-def install(folder: str | Path) -> Path:
-    """Write the ``flwr-clientapp`` script for this interpreter into ``folder`` (kept if it is already there,
-    replaced atomically if it differs) and return its path. Put ``folder`` first on a SuperNode's PATH."""
+def _private(path: Path) -> str | None:
+    """Why ``path`` is no place for a command this user runs (None: a folder of this user's that nobody else can
+    write to)."""
     import os
+    import stat
 
-    folder = Path(folder)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a folder"
+    if st.st_uid != os.getuid():
+        return f"{path} belongs to user id {st.st_uid}, not to this user ({os.getuid()})"
+    if st.st_mode & 0o022:
+        return f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def install(folder: str | Path, root: str | Path | None = None) -> Path:
+    """Write the ``flwr-clientapp`` script for this interpreter into ``folder`` (kept if it is already there,
+    replaced atomically if it differs) and return its path. Put ``folder`` first on a SuperNode's PATH.
+
+    A command on PATH runs with the SuperNode's rights, so ``folder`` and every folder between ``root`` (default:
+    ``folder`` itself) and it must belong to this user and be writable by nobody else (folders created here are
+    mode 700): otherwise another user could swap the script. Raises PermissionError naming the folder if not."""
+    import os
+    import stat
+
+    folder = Path(folder).expanduser().absolute()
+    top = folder if root is None else Path(root).expanduser().absolute()
+    if top != folder and top not in folder.parents:
+        raise ValueError(f"{folder} is not inside {top}")
+    top.parent.mkdir(parents=True, exist_ok=True)
+    chain = [*reversed([p for p in folder.parents if p == top or top in p.parents]), folder]  # top first
+    for part in chain:
+        if not part.exists():
+            part.mkdir(mode=0o700)  # whatever the umask lets a group write to
+            part.chmod(0o700)
+        if (why := _private(part)) is not None:
+            raise PermissionError(f"flowergraph's flwr-clientapp not written: {why}")
     path = folder / "flwr-clientapp"
     text = SCRIPT.format(python=sys.executable)
     try:
-        if path.read_text() == text and os.access(path, os.X_OK):
+        st = os.lstat(path)
+        if (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+                and st.st_mode & 0o100 and path.read_text() == text):
             return path
     except OSError:
         pass
-    folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".flwr-clientapp.{os.getpid()}"
     partial.write_text(text)
     partial.chmod(0o755)

@@ -274,7 +274,8 @@ def clientapp_dir(env: dict[str, str] | None = None) -> Path | None:
     """The folder with flowergraph's ``flwr-clientapp`` for this interpreter (written on first use under
     ``$FLOWERGRAPH_CACHE/bin``, default ``~/.cache/flowergraph/bin``), or None: ``FLOWERGRAPH_FAST_CLIENTAPP=off``
     in ``env`` (default: this process's environment), an interpreter path no script line can name, or a cache
-    that cannot be written (a warning; Flower's own command then runs)."""
+    that cannot be written or that another user could write to (a warning; Flower's own command then runs: the
+    script runs with the SuperNode's rights, :func:`flowergraph.app.clientapp_entry.install`)."""
     import hashlib
     import warnings
 
@@ -287,15 +288,14 @@ def clientapp_dir(env: dict[str, str] | None = None) -> Path | None:
                           f"choice; valid choices: {', '.join(FAST_CLIENTAPP_CHOICES)}")
     if value == "off" or any(c.isspace() for c in sys.executable) or len(sys.executable) > 120:
         return None
-    root = env.get("FLOWERGRAPH_CACHE") or os.path.join(Path.home(), ".cache", "flowergraph")
-    folder = Path(root) / "bin" / hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+    root = Path(env.get("FLOWERGRAPH_CACHE") or os.path.join(Path.home(), ".cache", "flowergraph"))
+    folder = root / "bin" / hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
     try:
         from .clientapp_entry import install
 
-        install(folder)
-    except OSError as exc:
-        warnings.warn(f"could not write flowergraph's flwr-clientapp into {folder} ({exc}): SuperNodes run "
-                      "Flower's own command", RuntimeWarning, stacklevel=2)
+        install(folder, root=root)
+    except OSError as exc:  # PermissionError: a folder someone else could write to (the script would run)
+        warnings.warn(f"{exc}; SuperNodes run Flower's own flwr-clientapp", RuntimeWarning, stacklevel=2)
         return None
     return folder
 
