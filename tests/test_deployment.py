@@ -660,7 +660,7 @@ def test_flower_env_puts_the_clientapp_entry_first_and_the_switch_names_its_choi
         flower_env()
 
 
-def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_path, monkeypatch):
+def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_path, monkeypatch, capsys):
     """The attack: the entry script runs with the SuperNode's rights, so whoever can write its folder (or a folder
     above it, up to FLOWERGRAPH_CACHE) can swap it. Such a folder is refused (Flower's own command runs, with a
     warning naming why); a script planted in a private folder is replaced by ours."""
@@ -682,6 +682,15 @@ def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_p
             assert flower_env()["PATH"].split(os.pathsep)[0] == str(BIN_DIR), name
         loose.chmod(0o700)
     assert clientapp_dir() == folder
+    from flowergraph.app import clientapp_entry
+
+    loose = tmp_path / "shared-bin"  # by hand, for a SuperNode started without flowergraph's tools
+    loose.mkdir(mode=0o777)
+    loose.chmod(0o777)
+    monkeypatch.setattr(sys, "argv", ["clientapp_entry", "--install-dir", str(loose)])
+    assert clientapp_entry.main() == 2 and not (loose / "flwr-clientapp").exists()
+    assert f"error: flowergraph's flwr-clientapp not written: {loose} can be written by other users (mode 777)" \
+        in capsys.readouterr().err
     if os.getuid() == 0:  # another owner (only root can hand a folder to another user)
         os.chown(folder, 65534, 65534)
         with pytest.warns(RuntimeWarning, match=rf"{folder} belongs to user id 65534, not to this user \(0\)"):

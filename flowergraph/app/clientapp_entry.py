@@ -123,9 +123,11 @@ def install(folder: str | Path, root: str | Path | None = None) -> Path:
     top.parent.mkdir(parents=True, exist_ok=True)
     chain = [*reversed([p for p in folder.parents if p == top or top in p.parents]), folder]  # top first
     for part in chain:
-        if not part.exists():
-            part.mkdir(mode=0o700)  # whatever the umask lets a group write to
-            part.chmod(0o700)
+        try:
+            part.mkdir(mode=0o700)
+            part.chmod(0o700)  # whatever the umask would let a group write to
+        except FileExistsError:  # there already (or made by another launcher just now): checked as it is
+            pass
         if (why := _private(part)) is not None:
             raise PermissionError(f"flowergraph's flwr-clientapp not written: {why}")
     path = folder / "flwr-clientapp"
@@ -150,7 +152,11 @@ def main() -> int:
         if len(sys.argv) != 3:
             print("usage: python -m flowergraph.app.clientapp_entry --install-dir FOLDER", file=sys.stderr)
             return 2
-        print(install(sys.argv[2]))
+        try:
+            print(install(sys.argv[2]))
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         return 0
     import os
 
