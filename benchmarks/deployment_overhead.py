@@ -206,7 +206,10 @@ def main() -> None:
     try:
         for mode in args.modes.split(","):
             record = None if args.fresh else store.load(mode)
-            if record is None or not store.current(record) or record["settings"] != vars(args):
+            # a cell depends on its own run's settings, not on which other modes this invocation lists
+            same = {k: v for k, v in vars(args).items() if k not in ("modes", "fresh")}
+            if record is None or not store.current(record) or \
+                    {k: v for k, v in record["settings"].items() if k not in ("modes", "fresh")} != same:
                 record = store.save(mode, vars(args), run_mode(mode, args, tmp))
             cells[mode] = record
     finally:
