@@ -54,7 +54,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, ahead_level_behind, data_dir,  # noqa: E402
-                    prepare_run_dir, pyplot, run_cells, run_dir_current, save_figure, table, write_result)
+                    outside, prepare_run_dir, pyplot, run_cells, run_dir_current, save_figure, t_interval, table,
+                    write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -345,17 +346,22 @@ def by_seed(a_cells: list[dict], b_cells: list[dict]) -> tuple[list[int], dict[i
     return sorted(set(a) & set(b)), a, b
 
 
-def paired(a_cells: list[dict], b_cells: list[dict]) -> list[str] | None:
+def paired(a_cells: list[dict], b_cells: list[dict], paper: float | None = None) -> list[str] | None:
     """a against b over the seeds that have both: [seeds, a, b, a - b, on how many seeds a is ahead / level /
-    behind] (None if no seed has both)."""
+    behind, the 95% t-interval of the mean difference, the 95% range of one run's difference] and, given the
+    paper's difference (one run), it and where it lies against that one-run range (None if no seed has both)."""
     both, a, b = by_seed(a_cells, b_cells)
     if not both:
         return None
     diff = [a[k] - b[k] for k in both]
     spread = f" ± {statistics.stdev(diff):.4f}" if len(diff) > 1 else ""
-    return [f"{len(both)} ({', '.join(map(str, both))})", fmt([a[k] for k in both]), fmt([b[k] for k in both]),
-            f"{statistics.mean(diff):+.4f}{spread}",
-            ahead_level_behind(diff)]
+    mean_ci, one_run = t_interval(diff), t_interval(diff, one_run=True)
+    row = [f"{len(both)} ({', '.join(map(str, both))})", fmt([a[k] for k in both]), fmt([b[k] for k in both]),
+           f"{statistics.mean(diff):+.4f}{spread}", ahead_level_behind(diff),
+           *("-" if i is None else f"[{i[0]:+.4f}, {i[1]:+.4f}]" for i in (mean_ci, one_run))]
+    if paper is not None:
+        row += [f"{paper:+.4f}", outside(paper, one_run)]
+    return row
 
 
 def accuracy(row: dict) -> float:
@@ -459,15 +465,21 @@ def tables(rows: list[dict], budget: str) -> str:
         for d in t3:
             for a, b in (("sfgnn", "sp"), ("sp", "fl"), ("fl", "cm")):
                 row = paired(of("tuned", dataset=d, setting="label", alpha=1.0, method=a, budget=budget),
-                             of("tuned", dataset=d, setting="label", alpha=1.0, method=b, budget=budget))
+                             of("tuned", dataset=d, setting="label", alpha=1.0, method=b, budget=budget),
+                             paper=PAPER3[d][a] - PAPER3[d][b])
                 if row:
-                    pairs.append([d, f"{LABELS[a]} - {LABELS[b]}", *row, f"{PAPER3[d][a] - PAPER3[d][b]:+.4f}"])
+                    pairs.append([d, f"{LABELS[a]} - {LABELS[b]}", *row])
         if pairs:
             out += ["\n**Seed-paired**: the paper's order, one neighbouring pair at a time, over every seed that has "
-                    "both cells (the table above averages each method over its own cells): the difference, and on "
-                    "how many seeds the first is ahead / level / behind.\n",
+                    "both cells (the table above averages each method over its own cells): the difference, on how "
+                    "many seeds the first is ahead / level / behind, the 95% interval of the mean difference and the "
+                    "95% range of one run's difference (Student's t over those seeds: mean ± t s sqrt(1/n), and "
+                    "± t s sqrt(1 + 1/n); the seed moves SMAC's proposals, the weights' initialisation and the "
+                    "training's randomness; at alpha = 1 the split is fixed, so it adds no spread). Last, the "
+                    "paper's difference, from one run, and where it lies against the one-run range.\n",
                     table(["dataset", "pair", "seeds", "first", "second", "first - second", "ahead / level / behind",
-                           "paper"], pairs)]
+                           "95% interval of the mean", "95% range of one run", "paper", "paper vs one run"],
+                          pairs)]
         oracle = []  # (dataset, method, its cells that have the control's column)
         for d in t3:
             for m in ("cm", "fl", "sp", "sfgnn-nojs", "sfgnn"):
@@ -517,8 +529,8 @@ def tables(rows: list[dict], budget: str) -> str:
         for a in sorted(t6, reverse=True):
             cells = by_alpha[a] = {m: of("tuned", dataset="Cora", setting="label", alpha=a, method=m, budget=budget)
                                    for m in ("sfgnn-nojs", "sfgnn", "fl", "sp")}
-            if row := paired(cells["sfgnn"], cells["sfgnn-nojs"]):
-                js_pairs.append([f"{a:.1f}", *row, f"{PAPER6[a][1] - PAPER6[a][0]:+.4f}"])
+            if row := paired(cells["sfgnn"], cells["sfgnn-nojs"], paper=PAPER6[a][1] - PAPER6[a][0]):
+                js_pairs.append([f"{a:.1f}", *row])
             means = {m: statistics.mean(accuracy(c) for c in cs) for m, cs in cells.items() if cs}
             best_paper, sp_fl_paper = paper_fig3(a)
             best = (max(("sfgnn", "fl", "sp"), key=means.__getitem__).upper()
@@ -540,10 +552,13 @@ def tables(rows: list[dict], budget: str) -> str:
                       body)]
         if js_pairs:
             out += ["\n**JS against no JS, seed-paired**, over every seed that has both cells (the rows above average "
-                    "each method over its own cells): with JS minus without, and on how many seeds JS is ahead / "
-                    "level / behind. The paper's improvement is its Table 6's (one run each).\n",
+                    "each method over its own cells): with JS minus without, on how many seeds JS is ahead / "
+                    "level / behind, the 95% interval of the mean difference and the 95% range of one run's "
+                    "difference (Student's t over those seeds, as in Table 3's seed-paired table). The paper's "
+                    "improvement is its Table 6's (one run each), and where it lies against the one-run range.\n",
                     table(["alpha", "seeds", "with JS", "without JS", "with - without", "ahead / level / behind",
-                           "paper's improvement"], js_pairs)]
+                           "95% interval of the mean", "95% range of one run", "paper's improvement",
+                           "paper vs one run"], js_pairs)]
         out += ["\nWhat the tuner saw against what the table reports: per alpha and method, the mean over seeds of "
                 "the best configuration's objective (the best mean client validation accuracy over its rounds), "
                 "its test accuracy and (in brackets) the difference (the personalised rows tune 2 x 4 "

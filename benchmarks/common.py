@@ -75,6 +75,29 @@ def ahead_level_behind(diffs: Iterable[float], sep: str = " / ") -> str:
                                      sum(d < 0 for d in diffs)))
 
 
+def t_interval(diffs: Iterable[float], level: float = 0.95, *, one_run: bool = False) -> tuple[float, float] | None:
+    """The two-sided Student-t interval (``level`` coverage, n - 1 degrees of freedom; None under 2 values) of the
+    mean of seed-paired differences, or with ``one_run`` the prediction interval of one more run's difference
+    (mean ± t * s * sqrt(1 + 1/n)): where a single run, such as a paper's, would fall. The spread is the one the
+    seeds give; the split, which a paired table's cells share, adds none."""
+    diffs = list(diffs)
+    if len(diffs) < 2:
+        return None
+    from scipy.stats import t
+
+    n = len(diffs)
+    half = float(t.ppf(0.5 + level / 2, n - 1)) * statistics.stdev(diffs) * ((1 if one_run else 0) + 1 / n) ** 0.5
+    mean = statistics.mean(diffs)
+    return mean - half, mean + half
+
+
+def outside(value: float, interval: tuple[float, float] | None) -> str:
+    """Where ``value`` lies against ``interval``: "above", "below" or "inside" ("-" without an interval)."""
+    if interval is None:
+        return "-"
+    return "above" if value > interval[1] else "below" if value < interval[0] else "inside"
+
+
 def machine() -> str:
     import torch
 

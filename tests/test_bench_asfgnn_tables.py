@@ -122,9 +122,33 @@ def test_wall_minutes_of_a_cell_resumed_before_segments_were_timed_are_marked():
 def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
     a = [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.80), cell("sfgnn", 2, 0.70), cell("sfgnn", 4, 0.99)]
     b = [cell("sp", 0, 0.85), cell("sp", 1, 0.80), cell("sp", 2, 0.75), cell("sp", 3, 0.10)]
-    seeds, first, second, diff, counts = bench.paired(a, b)
+    seeds, first, second, diff, counts, mean_ci, one_run = bench.paired(a, b)
     assert seeds == "3 (0, 1, 2)"
     assert first == "0.8000 ± 0.1000" and second == "0.8000 ± 0.0500"
     assert diff == "+0.0000 ± 0.0500"  # differences +0.05, 0, -0.05
     assert counts == "1 / 1 / 1"
+    # t(0.975, 2 dof) = 4.302653 (printed tables); s = 0.05, n = 3
+    assert mean_ci == "[-0.1242, +0.1242]"  # 4.302653 * 0.05 * sqrt(1/3) = 0.12421
+    assert one_run == "[-0.2484, +0.2484]"  # 4.302653 * 0.05 * sqrt(1 + 1/3) = 0.24841
+    assert bench.paired(a, b, paper=0.25)[7:] == ["+0.2500", "above"]  # the paper is judged against one run
+    assert bench.paired(a, b, paper=-0.3)[7:] == ["-0.3000", "below"]
+    assert bench.paired(a, b, paper=0.2)[7:] == ["+0.2000", "inside"]  # outside the mean's interval, inside one run's
     assert bench.paired(a, [cell("sp", 7, 0.5)]) is None
+    one = bench.paired(a[:1], b[:1], paper=0.0)  # one seed: no interval, so no verdict
+    assert one[3:] == ["+0.0500", "1 / 0 / 0", "-", "-", "+0.0000", "-"]
+
+
+def test_t_interval_against_the_t_distribution_by_hand():
+    from common import t_interval
+
+    # differences 1, 2, 3, 4: mean 2.5, sample std sqrt(5/3); t(0.975, 3) = 3.182446 (printed tables)
+    low, high = t_interval([1.0, 2.0, 3.0, 4.0])
+    half = 3.182446 * (5 / 3) ** 0.5 / 2
+    assert (low, high) == (pytest.approx(2.5 - half, abs=1e-5), pytest.approx(2.5 + half, abs=1e-5))
+    # 90%: t(0.95, 3) = 2.353363
+    assert t_interval([1.0, 2.0, 3.0, 4.0], level=0.90)[1] == pytest.approx(2.5 + 2.353363 * (5 / 3) ** 0.5 / 2,
+                                                                            abs=1e-5)
+    # one more run: sqrt(1 + 1/4) in place of sqrt(1/4)
+    assert t_interval([1.0, 2.0, 3.0, 4.0], one_run=True)[0] == pytest.approx(
+        2.5 - 3.182446 * (5 / 3) ** 0.5 * 1.25 ** 0.5, abs=1e-5)
+    assert t_interval([0.3]) is None
