@@ -64,8 +64,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, cell_cpu, data_dir, prepare_run_dir, pyplot, run_cells,  # noqa: E402
-                    save_figure, table, write_result)
+from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, prepare_run_dir,  # noqa: E402
+                    pyplot, run_cells, save_figure, t_interval, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -459,6 +459,44 @@ def best_of_retrainings(of, present: list[str]) -> str | None:
             "retraining.\n\n" + table(header, body))
 
 
+def paired_targets(of, present: list[str]) -> str | None:
+    """The issue's targets seed by seed: the searched architecture's FLACC minus FL-Random's and each fixed row's,
+    over the seeds that have both (a seed is one split and METIS partition, shared by every row), with the 95%
+    t-interval of the mean difference."""
+    searched = [("FL-AGCNS", {"variant": "feo"}),
+                (f"FL-AGCNS, {FINALISTS} finalists (not the paper's rule)", {"variant": "feo-finalists"})]
+    body = []
+    for d in present:
+        paper = PAPER3.get(d, {})
+        for label, match in searched:
+            mine = {c["seed"]: c for c in of("search", d, **match)}
+            if not mine:
+                continue
+            for other_label, kind, other_match, key in TABLE3_ROWS[1:]:
+                theirs = {c["seed"]: c for c in of(kind, d, **other_match)}
+                both = sorted(set(mine) & set(theirs))
+                if not both:
+                    continue
+                diff = [mine[k]["flacc"] - theirs[k]["flacc"] for k in both]
+                interval = t_interval(diff)
+                mark = " †" if any(mine[k].get("stale") or theirs[k].get("stale") for k in both) else ""
+                spread = f" ± {statistics.stdev(diff):.1f}" if len(diff) > 1 else ""
+                ours, their_paper = paper.get("FL-AGCNS", (None,))[0], paper.get(key, (None,))[0]
+                body.append([d, label, other_label, f"{len(both)} ({', '.join(map(str, both))})",
+                             f"{statistics.mean(diff):+.1f}{spread}{mark}", ahead_level_behind(diff),
+                             "-" if interval is None else f"[{interval[0]:+.1f}, {interval[1]:+.1f}]",
+                             "-" if ours is None or their_paper is None else f"{ours - their_paper:+.1f}"])
+    if not body:
+        return None
+    return ("\n**Seed-paired: the targets** (FL-AGCNS above FL-Random at equal budget, and above every fixed "
+            "architecture). FLACC % of the searched architecture minus the other row's, paired by seed (one split "
+            "and METIS partition per seed, the same for every row; each side the mean of its retrainings), on how "
+            "many seeds the searched one is ahead / level / behind, and the 95% interval of the mean difference "
+            "(Student's t over those seeds: the seeds' spread only). The paper's difference is of its single "
+            "values.\n\n" + table(["dataset", "searched", "against", "seeds", "searched - other",
+                                   "ahead / level / behind", "95% interval of the mean", "paper"], body))
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     """Tables 3 and 5 of one split."""
     out: list[str] = []
@@ -513,6 +551,8 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         best = best_of_retrainings(of, present)
         if best:
             out += [best]
+        if targets := paired_targets(of, present):
+            out += [targets]
     # the activation controls: the searched architecture with each output (input) activation
     for kind, gene, where in (("outputs", "output", "last"), ("inputs", "input", "first")):
         cells = [r for d in present for r in of(kind, d)]

@@ -38,3 +38,30 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
     assert row_of(text, "FL-AGCNS") == ["FL-AGCNS", "72.5 †", "75.0 †", "82.9", "62.0", "64.0", "70.6"]
     assert "FL-Random" not in text and "finalists" not in text  # rows without cells are left out
     assert bench.best_of_retrainings(lambda kind, dataset, **m: [], ["Cora"]) is None
+
+
+def test_paired_targets_pair_by_seed_and_give_the_t_interval():
+    rows = [
+        {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": s, "flacc": v}
+        for s, v in ((0, 80.0), (1, 81.0), (2, 79.0))
+    ] + [
+        {"kind": "random", "dataset": "Cora", "seed": s, "flacc": v} for s, v in ((0, 79.0), (1, 79.0), (2, 80.0))
+    ] + [
+        {"kind": "fixed", "dataset": "Cora", "architecture_name": "appnp", "seed": 0, "flacc": 81.0, "stale": True},
+        {"kind": "fixed", "dataset": "Cora", "architecture_name": "gcn", "seed": 5, "flacc": 70.0},  # no pair
+    ]
+
+    def of(kind, dataset, **match):
+        return [r for r in rows if r["kind"] == kind and r["dataset"] == dataset
+                and all(r.get(k) == v for k, v in match.items())]
+
+    text = bench.paired_targets(of, ["Cora"])
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| Cora")]
+    # against FL-Random: differences +1, +2, -1 -> mean +0.67, sample std 1.53; t(0.975, 2) = 4.302653:
+    # half width 4.302653 * 1.5275 / sqrt(3) = 3.79 -> [-3.1, +4.5]; the paper's 82.9 - 79.8 = +3.1
+    assert lines[0] == ["Cora", "FL-AGCNS", "FL-Random", "3 (0, 1, 2)", "+0.7 ± 1.5", "2 / 0 / 1", "[-3.1, +4.5]",
+                        "+3.1"]
+    # one seed against APPNP (its cell stale: marked), no interval; the GCN cell shares no seed: no row
+    assert lines[1] == ["Cora", "FL-AGCNS", "APPNP", "1 (0)", "-1.0 †", "0 / 0 / 1", "-", "+0.7"]
+    assert len(lines) == 2
+    assert bench.paired_targets(lambda kind, dataset, **m: [], ["Cora"]) is None
