@@ -73,7 +73,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, prepare_run_dir,  # noqa: E402
-                    pyplot, run_cells, save_figure, table, write_result)
+                    pyplot, run_cells, save_figure, t_interval, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
@@ -565,14 +565,19 @@ def sharing_table(runs: list[dict]) -> str:
                 continue
             fractions = [r["cross_fraction"] for r in cells if r.get("cross_fraction") is not None]
             acc = {v: [r["final_accuracy"] for r in cells if r["variant"] == v] for v in SHARING_VARIANTS}
-            gap = [a - b for a, b in zip(acc["fixed"], acc["nonshare"])] if len(acc["fixed"]) == len(
-                acc["nonshare"]) else []
+            by_seed = {v: {r["seed"]: r["final_accuracy"] for r in cells if r["variant"] == v}
+                       for v in ("fixed", "nonshare")}
+            gap = [by_seed["fixed"][k] - by_seed["nonshare"][k]
+                   for k in sorted(set(by_seed["fixed"]) & set(by_seed["nonshare"]))]
+            interval = t_interval([100 * g for g in gap])  # points
             body.append([d, data, f"{statistics.mean(fractions):.2f}" if fractions else "-",
                          *[_mean_std(acc[v]) for v in SHARING_VARIANTS], _mean_std(gap) if gap else "-",
+                         "-" if interval is None else f"[{interval[0]:+.1f}, {interval[1]:+.1f}]",
                          *[_time_summary([r for r in cells if r["variant"] == v]) for v in SHARING_VARIANTS]])
     return table(["dataset", "clients' data", "cross-client edge ends", "FedGraph (fixed) acc %", "nonShare acc %",
-                  "allShare acc %", "FedGraph - nonShare (points)", f"FedGraph time to {TARGET:.0%}",
-                  f"nonShare time to {TARGET:.0%}", f"allShare time to {TARGET:.0%}"], body)
+                  "allShare acc %", "FedGraph - nonShare (points, seed-paired)", "95% interval of the mean",
+                  f"FedGraph time to {TARGET:.0%}", f"nonShare time to {TARGET:.0%}", f"allShare time to {TARGET:.0%}"],
+                 body)
 
 
 def _spearman(a: list[float], b: list[float]) -> str:

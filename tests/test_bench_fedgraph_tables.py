@@ -196,3 +196,19 @@ def test_accuracy_at_equal_work_is_read_at_fractions_of_the_work_agents_own_work
     # a fixed policy without the agent's seed is left out of the comparison
     alone = bench.equal_work_table([agent, {**fixed, "seed": 1}], fractions=(1,))
     assert "| Cora | fedgraph-work | 1 | 85.0 |" in alone and "| Cora | fixed |" not in alone
+
+
+def test_the_sharing_gap_pairs_seeds_not_list_positions_and_gives_the_t_interval():
+    def run(variant, seed, acc):
+        return {"variant": variant, "dataset": "Cora", "seed": seed, "var": 0.1, "data": "random",
+                "final_accuracy": acc, "cross_fraction": 0.8, "curve": [[1, 0.5, acc, 1, 0.1, 0.01]]}
+
+    # nonShare's cells listed in another seed order, and one seed (3) without a FedGraph cell
+    runs = [run("fixed", 0, 0.84), run("fixed", 1, 0.85), run("fixed", 2, 0.83),
+            run("nonshare", 3, 0.10), run("nonshare", 2, 0.78), run("nonshare", 0, 0.77), run("nonshare", 1, 0.79),
+            run("allshare", 0, 0.83)]
+    line = next(line for line in bench.sharing_table(runs).splitlines() if line.startswith("| Cora | random"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    # seed-paired gaps 7, 6, 5 points: mean 6.0, std 1.0; t(0.975, 2) = 4.302653 -> half width 2.48
+    assert cells[6] == "6.0 ± 1.0"
+    assert cells[7] == "[+3.5, +8.5]"
