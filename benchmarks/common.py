@@ -78,8 +78,8 @@ def ahead_level_behind(diffs: Iterable[float], sep: str = " / ") -> str:
 def t_interval(diffs: Iterable[float], level: float = 0.95, *, one_run: bool = False) -> tuple[float, float] | None:
     """The two-sided Student-t interval (``level`` coverage, n - 1 degrees of freedom; None under 2 values) of the
     mean of seed-paired differences, or with ``one_run`` the prediction interval of one more run's difference
-    (mean ± t * s * sqrt(1 + 1/n)): where a single run, such as a paper's, would fall. The spread is the one the
-    seeds give; the split, which a paired table's cells share, adds none."""
+    (mean ± t * s * sqrt(1 + 1/n)): where a single run, such as a paper's, would fall. The spread is what changes
+    from seed to seed, so it holds the split's variance only where a seed draws the split."""
     diffs = list(diffs)
     if len(diffs) < 2:
         return None

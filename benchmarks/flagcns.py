@@ -492,9 +492,10 @@ def paired_targets(of, present: list[str]) -> str | None:
             "architecture). FLACC % of the searched architecture minus the other row's, paired by seed (one split "
             "and METIS partition per seed, the same for every row; each side the mean of its retrainings), on how "
             "many seeds the searched one is ahead / level / behind, and the 95% interval of the mean difference "
-            "(Student's t over those seeds: the seeds' spread only). The paper's difference is of its single "
-            "values.\n\n" + table(["dataset", "searched", "against", "seeds", "searched - other",
-                                   "ahead / level / behind", "95% interval of the mean", "paper"], body))
+            "(Student's t over those seeds; a seed draws the split, the METIS partition, the search and the "
+            "retrainings, so the spread holds them all). The paper's difference is of its single values.\n\n"
+            + table(["dataset", "searched", "against", "seeds", "searched - other", "ahead / level / behind",
+                     "95% interval of the mean", "paper"], body))
 
 
 def tables(rows: list[dict], budget: str, split: str) -> str:
