@@ -54,8 +54,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, ahead_level_behind, data_dir,  # noqa: E402
-                    outside, prepare_run_dir, pyplot, run_cells, run_dir_current, save_figure, t_interval, table,
-                    write_result)
+                    interval_text, outside, prepare_run_dir, pyplot, run_cells, run_dir_current, save_figure,
+                    t_interval, table, write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -358,7 +358,7 @@ def paired(a_cells: list[dict], b_cells: list[dict], paper: float | None = None)
     mean_ci, one_run = t_interval(diff), t_interval(diff, one_run=True)
     row = [f"{len(both)} ({', '.join(map(str, both))})", fmt([a[k] for k in both]), fmt([b[k] for k in both]),
            f"{statistics.mean(diff):+.4f}{spread}", ahead_level_behind(diff),
-           *("-" if i is None else f"[{i[0]:+.4f}, {i[1]:+.4f}]" for i in (mean_ci, one_run))]
+           interval_text(mean_ci, 4), interval_text(one_run, 4)]
     if paper is not None:
         row += [f"{paper:+.4f}", outside(paper, one_run)]
     return row

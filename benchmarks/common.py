@@ -91,6 +91,11 @@ def t_interval(diffs: Iterable[float], level: float = 0.95, *, one_run: bool = F
     return mean - half, mean + half
 
 
+def interval_text(interval: tuple[float, float] | None, digits: int = 1) -> str:
+    """``[low, high]`` with signs, as the paired tables print an interval ("-" without one)."""
+    return "-" if interval is None else f"[{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
+
+
 def outside(value: float, interval: tuple[float, float] | None) -> str:
     """Where ``value`` lies against ``interval``: "above", "below" or "inside" ("-" without an interval)."""
     if interval is None:

@@ -72,8 +72,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, prepare_run_dir,  # noqa: E402
-                    pyplot, run_cells, save_figure, t_interval, table, write_result)
+from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, interval_text,  # noqa: E402
+                    prepare_run_dir, pyplot, run_cells, save_figure, t_interval, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
@@ -572,7 +572,7 @@ def sharing_table(runs: list[dict]) -> str:
             interval = t_interval([100 * g for g in gap])  # points
             body.append([d, data, f"{statistics.mean(fractions):.2f}" if fractions else "-",
                          *[_mean_std(acc[v]) for v in SHARING_VARIANTS], _mean_std(gap) if gap else "-",
-                         "-" if interval is None else f"[{interval[0]:+.1f}, {interval[1]:+.1f}]",
+                         interval_text(interval),
                          *[_time_summary([r for r in cells if r["variant"] == v]) for v in SHARING_VARIANTS]])
     return table(["dataset", "clients' data", "cross-client edge ends", "FedGraph (fixed) acc %", "nonShare acc %",
                   "allShare acc %", "FedGraph - nonShare (points, seed-paired)", "95% interval of the mean",

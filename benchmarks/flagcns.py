@@ -64,8 +64,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, prepare_run_dir,  # noqa: E402
-                    pyplot, run_cells, save_figure, t_interval, table, write_result)
+from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, interval_text,  # noqa: E402
+                    prepare_run_dir, pyplot, run_cells, save_figure, t_interval, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -484,7 +484,7 @@ def paired_targets(of, present: list[str]) -> str | None:
                 ours, their_paper = paper.get("FL-AGCNS", (None,))[0], paper.get(key, (None,))[0]
                 body.append([d, label, other_label, f"{len(both)} ({', '.join(map(str, both))})",
                              f"{statistics.mean(diff):+.1f}{spread}{mark}", ahead_level_behind(diff),
-                             "-" if interval is None else f"[{interval[0]:+.1f}, {interval[1]:+.1f}]",
+                             interval_text(interval),
                              "-" if ours is None or their_paper is None else f"{ours - their_paper:+.1f}"])
     if not body:
         return None
