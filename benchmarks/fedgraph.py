@@ -523,11 +523,15 @@ def critical_path_note(runs: list[dict]) -> str:
                 theirs = by_seed(d, base)
                 diffs = [mine[k] - theirs[k] for k in sorted(mine) if k in theirs]
                 if diffs:
+                    interval = t_interval(diffs)
+                    summary = ("" if interval is None else
+                               f"; mean {statistics.mean(diffs):+.3f}, 95% interval {interval_text(interval, 3)}")
                     parts.append(f"{d} {agent} - {base}: " + ", ".join(f"{x:+.3f}" for x in diffs)
-                                 + f" s ({sum(x < 0 for x in diffs)} of {len(diffs)} seeds ahead)")
+                                 + f" s ({sum(x < 0 for x in diffs)} of {len(diffs)} seeds ahead{summary})")
     if not parts:
         return ""
-    return f"Seed-paired slowest-client seconds to {TARGET:.0%}: " + "; ".join(parts) + "."
+    return (f"Seed-paired slowest-client seconds to {TARGET:.0%} (where 2 or more seeds pair, their mean and the 95% "
+            "Student-t interval of the mean): " + "; ".join(parts) + ".")
 
 
 def heterogeneity_table(runs: list[dict]) -> str:

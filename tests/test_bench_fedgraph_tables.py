@@ -56,8 +56,14 @@ def test_the_seed_paired_note_subtracts_the_same_seeds():
     other = {**FIXED, "variant": "graphsage", "curve": [[*c[:5], c[5] / 2] for c in FIXED["curve"]]}
     runs = [AGENT, FIXED, other, {**AGENT, "seed": 1}]  # seed 1 has no baseline: left out
     note = bench.critical_path_note(runs)
-    assert "Cora fedgraph - full: -0.030 s (1 of 1 seeds ahead)" in note
+    assert "Cora fedgraph - full: -0.030 s (1 of 1 seeds ahead)" in note  # one seed: no interval
     assert "Cora fedgraph - graphsage: +0.030 s (0 of 1 seeds ahead)" in note
+    # two seeds, the second 0.05 s slower everywhere: differences -0.030 and +0.020, mean -0.005, std 0.035355;
+    # t(0.975, 1) = 12.706205 -> half width 12.706205 * 0.035355 / sqrt(2) = 0.317655
+    slow = {**AGENT, "seed": 1, "curve": [[*c[:5], c[5] + 0.05 / 3] for c in AGENT["curve"]]}
+    note = bench.critical_path_note([AGENT, FIXED, slow, {**FIXED, "seed": 1}])
+    assert ("Cora fedgraph - full: -0.030, +0.020 s (1 of 2 seeds ahead; mean -0.005, 95% interval "
+            "[-0.323, +0.313])") in note
 
 
 # The trained agent on Fig. 7's axes: a learning run of 3 finished episodes of 2 rounds (and a 4th cut short by the
