@@ -86,7 +86,7 @@ def t_interval(diffs: Iterable[float], level: float = 0.95, *, one_run: bool = F
     from scipy.stats import t
 
     n = len(diffs)
-    half = float(t.ppf(0.5 + level / 2, n - 1)) * statistics.stdev(diffs) * ((1 if one_run else 0) + 1 / n) ** 0.5
+    half = float(t.ppf(0.5 + level / 2, n - 1)) * statistics.stdev(diffs) * (int(one_run) + 1 / n) ** 0.5
     mean = statistics.mean(diffs)
     return mean - half, mean + half
 

@@ -184,6 +184,12 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
     return results
 
 
+def cell_key(settings: dict) -> dict:
+    """What a stored cell must match to be reused: its run's settings, not which other modes an invocation lists
+    (``--modes``) or whether it asked for fresh cells (``--fresh``)."""
+    return {k: v for k, v in settings.items() if k not in ("modes", "fresh")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per run (the median is over 2..R-1)")
@@ -206,10 +212,7 @@ def main() -> None:
     try:
         for mode in args.modes.split(","):
             record = None if args.fresh else store.load(mode)
-            # a cell depends on its own run's settings, not on which other modes this invocation lists
-            same = {k: v for k, v in vars(args).items() if k not in ("modes", "fresh")}
-            if record is None or not store.current(record) or \
-                    {k: v for k, v in record["settings"].items() if k not in ("modes", "fresh")} != same:
+            if record is None or not store.current(record) or cell_key(record["settings"]) != cell_key(vars(args)):
                 record = store.save(mode, vars(args), run_mode(mode, args, tmp))
             cells[mode] = record
     finally:
