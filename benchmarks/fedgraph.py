@@ -526,8 +526,11 @@ def critical_path_note(runs: list[dict]) -> str:
                     interval = t_interval(diffs)
                     summary = ("" if interval is None else
                                f"; mean {statistics.mean(diffs):+.3f}, 95% interval {interval_text(interval, 3)}")
-                    parts.append(f"{d} {agent} - {base}: " + ", ".join(f"{x:+.3f}" for x in diffs)
-                                 + f" s ({sum(x < 0 for x in diffs)} of {len(diffs)} seeds ahead{summary})")
+                    shown = [round(x, 3) + 0.0 for x in diffs]  # counted as printed: -0.0002 s is level, not ahead
+                    level = sum(x == 0 for x in shown)
+                    parts.append(f"{d} {agent} - {base}: " + ", ".join(f"{x:+.3f}" for x in shown)
+                                 + f" s ({sum(x < 0 for x in shown)} of {len(diffs)} seeds ahead"
+                                 + (f", {level} level" if level else "") + f"{summary})")
     if not parts:
         return ""
     return (f"Seed-paired slowest-client seconds to {TARGET:.0%} (where 2 or more seeds pair, their mean and the 95% "

@@ -64,6 +64,10 @@ def test_the_seed_paired_note_subtracts_the_same_seeds():
     note = bench.critical_path_note([AGENT, FIXED, slow, {**FIXED, "seed": 1}])
     assert ("Cora fedgraph - full: -0.030, +0.020 s (1 of 2 seeds ahead; mean -0.005, 95% interval "
             "[-0.323, +0.313])") in note
+    # a difference under half a millisecond prints as +0.000 and counts as level, not ahead (nor -0.000)
+    tie = {**AGENT, "seed": 1, "curve": [[*c[:5], c[5] + (0.03 - 0.0002) / 3] for c in AGENT["curve"]]}
+    note = bench.critical_path_note([AGENT, FIXED, tie, {**FIXED, "seed": 1}])
+    assert "Cora fedgraph - full: -0.030, +0.000 s (1 of 2 seeds ahead, 1 level; mean -0.015" in note
 
 
 # The trained agent on Fig. 7's axes: a learning run of 3 finished episodes of 2 rounds (and a 4th cut short by the
