@@ -54,8 +54,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, ahead_level_behind, data_dir,  # noqa: E402
-                    interval_text, outside, prepare_run_dir, pyplot, run_cells, run_dir_current, save_figure,
-                    t_interval, table, write_result)
+                    interval_text, outside, paired_figure, prepare_run_dir, pyplot, run_cells, run_dir_current,
+                    save_figure, t_interval, table, write_result)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -461,14 +461,17 @@ def tables(rows: list[dict], budget: str) -> str:
                 f"seeds {seeds} (n = the number of seeds where a cell has other than {n}); ours \\| paper (the "
                 "paper tuned by grid search). Target: SFGNN within 2 points of the paper and SFGNN > SP > FL > CM.\n",
                 table(["dataset"] + [f"{LABELS[m]} (ours \\| paper)" for m in ("cm", "fl", "sp", "sfgnn")], body)]
-        pairs = []
+        pairs, forest = [], []
         for d in t3:
             for a, b in (("sfgnn", "sp"), ("sp", "fl"), ("fl", "cm")):
-                row = paired(of("tuned", dataset=d, setting="label", alpha=1.0, method=a, budget=budget),
-                             of("tuned", dataset=d, setting="label", alpha=1.0, method=b, budget=budget),
-                             paper=PAPER3[d][a] - PAPER3[d][b])
+                a_cells, b_cells = (of("tuned", dataset=d, setting="label", alpha=1.0, method=m, budget=budget)
+                                    for m in (a, b))
+                row = paired(a_cells, b_cells, paper=PAPER3[d][a] - PAPER3[d][b])
                 if row:
                     pairs.append([d, f"{LABELS[a]} - {LABELS[b]}", *row])
+                    both, acc_a, acc_b = by_seed(a_cells, b_cells)
+                    forest.append((f"{d}: {LABELS[a]} - {LABELS[b]}", [100 * (acc_a[k] - acc_b[k]) for k in both],
+                                   100 * (PAPER3[d][a] - PAPER3[d][b])))
         if pairs:
             out += ["\n**Seed-paired**: the paper's order, one neighbouring pair at a time, over every seed that has "
                     "both cells (the table above averages each method over its own cells): the difference, on how "
@@ -480,6 +483,10 @@ def tables(rows: list[dict], budget: str) -> str:
                     table(["dataset", "pair", "seeds", "first", "second", "first - second", "ahead / level / behind",
                            "95% interval of the mean", "95% range of one run", "paper", "paper vs one run"],
                           pairs)]
+            if figure := paired_figure(forest, f"asfgnn_paired_{budget}.png", "first - second (points of accuracy)",
+                                       f"Table 3's order, seed-paired (budget {budget})"):
+                out += [f"\n![Table 3's order seed-paired: each seed, the mean, its 95% interval, the 95% range of "
+                        f"one run and the paper's single run]({figure})"]
         oracle = []  # (dataset, method, its cells that have the control's column)
         for d in t3:
             for m in ("cm", "fl", "sp", "sfgnn-nojs", "sfgnn"):

@@ -96,6 +96,43 @@ def interval_text(interval: tuple[float, float] | None, digits: int = 1) -> str:
     return "-" if interval is None else f"[{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
 
 
+def paired_figure(rows: list[tuple[str, list[float], float | None]], name: str, xlabel: str,
+                  title: str = "") -> str | None:
+    """A forest plot of seed-paired differences, one line per ``(label, differences, paper)`` (top to bottom in
+    the given order): each seed's difference (grey dots), their mean (black), the 95% t-interval of the mean (thick
+    bar), the 95% range of one run (thin bar; both as :func:`t_interval`, from 2 seeds) and the paper's difference
+    (red cross; None: none). Written to ``docs/results/<name>``; returns ``name`` (None without rows)."""
+    rows = [r for r in rows if r[1]]
+    if not rows:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9.0, 1.2 + 0.42 * len(rows)))
+    named: set[str] = set()
+
+    def once(name: str) -> str | None:  # each legend entry from its first mark only
+        return None if name in named or named.add(name) else name
+
+    for y, (label, diffs, paper) in enumerate(reversed(rows)):
+        if (one_run := t_interval(diffs, one_run=True)) is not None:
+            ax.plot(one_run, [y, y], color="0.7", lw=1.2, label=once("95% range of one run"))
+        if (mean_ci := t_interval(diffs)) is not None:
+            ax.plot(mean_ci, [y, y], color="tab:blue", lw=4, solid_capstyle="butt",
+                    label=once("95% interval of the mean"))
+        ax.scatter(diffs, [y + 0.18] * len(diffs), s=12, color="0.45", zorder=3, label=once("one seed"))
+        ax.scatter([statistics.mean(diffs)], [y], s=28, color="black", zorder=4, label=once("mean"))
+        if paper is not None:
+            ax.scatter([paper], [y], marker="x", s=50, color="tab:red", zorder=5, label=once("paper"))
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return save_figure(fig, name)
+
+
 def outside(value: float, interval: tuple[float, float] | None) -> str:
     """Where ``value`` lies against ``interval``: "above", "below" or "inside" ("-" without an interval)."""
     if interval is None:

@@ -65,7 +65,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, interval_text,  # noqa: E402
-                    prepare_run_dir, pyplot, run_cells, save_figure, t_interval, table, write_result)
+                    paired_figure, prepare_run_dir, pyplot, run_cells, save_figure, t_interval, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -459,13 +459,13 @@ def best_of_retrainings(of, present: list[str]) -> str | None:
             "retraining.\n\n" + table(header, body))
 
 
-def paired_targets(of, present: list[str]) -> str | None:
+def paired_targets(of, present: list[str], figure: str = "") -> str | None:
     """The issue's targets seed by seed: the searched architecture's FLACC minus FL-Random's and each fixed row's,
     over the seeds that have both (a seed is one split and METIS partition, shared by every row), with the 95%
-    t-interval of the mean difference."""
+    t-interval of the mean difference; given ``figure`` (a file name stem), also one forest plot per dataset."""
     searched = [("FL-AGCNS", {"variant": "feo"}),
                 (f"FL-AGCNS, {FINALISTS} finalists (not the paper's rule)", {"variant": "feo-finalists"})]
-    body = []
+    body, forests = [], {}
     for d in present:
         paper = PAPER3.get(d, {})
         for label, match in searched:
@@ -486,8 +486,13 @@ def paired_targets(of, present: list[str]) -> str | None:
                              f"{statistics.mean(diff):+.1f}{spread}{mark}", ahead_level_behind(diff),
                              interval_text(interval),
                              "-" if ours is None or their_paper is None else f"{ours - their_paper:+.1f}"])
+                short = "FL-AGCNS" if match["variant"] == "feo" else f"{FINALISTS} finalists"
+                forests.setdefault(d, []).append((f"{short} - {other_label}{mark}", diff, None if ours is None or
+                                                  their_paper is None else ours - their_paper))
     if not body:
         return None
+    pictures = [name for d, rows in forests.items() if figure and (name := paired_figure(
+        rows, f"{figure}_{d}.png", "searched - other (FLACC points)", f"{d}: the targets, seed-paired"))]
     return ("\n**Seed-paired: the targets** (FL-AGCNS above FL-Random at equal budget, and above every fixed "
             "architecture). FLACC % of the searched architecture minus the other row's, paired by seed (one split "
             "and METIS partition per seed, the same for every row; each side the mean of its retrainings), on how "
@@ -495,7 +500,10 @@ def paired_targets(of, present: list[str]) -> str | None:
             "(Student's t over those seeds; a seed draws the split, the METIS partition, the search and the "
             "retrainings, so the spread holds them all). The paper's difference is of its single values.\n\n"
             + table(["dataset", "searched", "against", "seeds", "searched - other", "ahead / level / behind",
-                     "95% interval of the mean", "paper"], body))
+                     "95% interval of the mean", "paper"], body)
+            + "".join(f"\n\n![{name[:-4].rsplit('_', 1)[1]}: the targets seed-paired: each seed, the mean, its "
+                      f"95% interval, the 95% range of one run and the paper's difference]({name})"
+                      for name in pictures))
 
 
 def tables(rows: list[dict], budget: str, split: str) -> str:
@@ -552,7 +560,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         best = best_of_retrainings(of, present)
         if best:
             out += [best]
-        if targets := paired_targets(of, present):
+        if targets := paired_targets(of, present, f"flagcns_paired_{budget}_{split}"):
             out += [targets]
     # the activation controls: the searched architecture with each output (input) activation
     for kind, gene, where in (("outputs", "output", "last"), ("inputs", "input", "first")):
