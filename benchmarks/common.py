@@ -97,11 +97,12 @@ def interval_text(interval: tuple[float, float] | None, digits: int = 1) -> str:
 
 
 def paired_figure(rows: list[tuple[str, list[float], float | None]], name: str, xlabel: str,
-                  title: str = "") -> str | None:
+                  title: str = "", target: tuple[str, float] | None = None) -> str | None:
     """A forest plot of seed-paired differences, one line per ``(label, differences, paper)`` (top to bottom in
     the given order): each seed's difference (grey dots), their mean (black), the 95% t-interval of the mean (thick
     bar), the 95% range of one run (thin bar; both as :func:`t_interval`, from 2 seeds) and the paper's difference
-    (red cross; None: none). Written to ``docs/results/<name>``; returns ``name`` (None without rows)."""
+    (red cross; None: none); ``target`` = (label, value) adds a dashed line there. Written to
+    ``docs/results/<name>``; returns ``name`` (None without rows)."""
     rows = [r for r in rows if r[1]]
     if not rows:
         return None
@@ -123,6 +124,8 @@ def paired_figure(rows: list[tuple[str, list[float], float | None]], name: str, 
         if paper is not None:
             ax.scatter([paper], [y], marker="x", s=50, color="tab:red", zorder=5, label=once("paper"))
     ax.axvline(0, color="black", lw=0.8)
+    if target is not None:
+        ax.axvline(target[1], color="tab:green", lw=1, ls="--", label=target[0])
     ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel(xlabel)

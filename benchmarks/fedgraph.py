@@ -73,7 +73,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, CellStore, add_jobs, ahead_level_behind, cell_cpu, data_dir, interval_text,  # noqa: E402
-                    prepare_run_dir, pyplot, run_cells, save_figure, t_interval, table, write_result)
+                    paired_figure, prepare_run_dir, pyplot, run_cells, save_figure, t_interval, table, write_result)
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = ("fedgraph", "fedgraph-work", "fedgraph-client", "fedgraph-work-lambda", "fedgraph-work-td3",
@@ -587,6 +587,24 @@ def sharing_table(runs: list[dict]) -> str:
                  body)
 
 
+def sharing_figure(runs: list[dict], name: str) -> str | None:
+    """The sharing gaps seed by seed (:func:`common.paired_figure`): FedGraph (fixed policy) minus nonShare and
+    minus allShare, per dataset and clients' data, in points, against the issue's 5 points over nonShare."""
+    rows = []
+    for d in DATASETS:
+        for data in ("synthesis", "random"):
+            acc = {v: {r["seed"]: r["final_accuracy"] for r in runs if r["dataset"] == d and _data(r) == data
+                       and r["var"] == 0.1 and r["variant"] == v} for v in SHARING_VARIANTS}
+            where = "synthesis" if data == "synthesis" else "cut partition"
+            for other in ("nonshare", "allshare"):
+                seeds = sorted(set(acc["fixed"]) & set(acc[other]))
+                if seeds:
+                    rows.append((f"{d}, {where}: FedGraph - {'nonShare' if other == 'nonshare' else 'allShare'}",
+                                 [100 * (acc["fixed"][k] - acc[other][k]) for k in seeds], None))
+    return paired_figure(rows, name, "FedGraph (fixed policy) - other (points of test accuracy)",
+                         "Where sharing's gain comes from, seed-paired", target=("issue: +5 over nonShare", 5.0))
+
+
 def _spearman(a: list[float], b: list[float]) -> str:
     if len(a) != len(b) or len(a) < 3:
         return "-"
@@ -916,6 +934,9 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                 heterogeneity_table(runs), ""]
     if any(_data(r) != "synthesis" for r in runs):
         out += ["### Where sharing's gain comes from\n", sharing_table(runs), ""]
+        if figure := sharing_figure(runs, f"fedgraph_sharing_{budget}_{split}.png"):
+            out += [f"![The sharing gaps seed-paired: each seed, the mean, its 95% interval, the 95% range of one run "
+                    f"and the issue's target]({figure})", ""]
     if grid:
         out += ["### Fixed policies across the agent's action range (what the agent could gain)\n",
                 policy_grid_table(grid, rows), ""]

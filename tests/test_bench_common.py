@@ -53,5 +53,13 @@ def test_the_forest_plot_draws_each_seed_the_mean_both_intervals_and_the_paper(d
         ["95% range of one run", "95% interval of the mean", "one seed", "mean", "paper"])  # each entry once
 
 
+def test_a_target_is_a_dashed_line_in_the_legend(drawn):
+    common.paired_figure([("A - B", [1.0, 2.0], None)], "x.png", "points", target=("issue: +5", 5.0))
+    ax = drawn["fig"].axes[0]
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and list(dashed[0].get_xdata()) == [5.0, 5.0] and dashed[0].get_label() == "issue: +5"
+    assert "issue: +5" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
 def test_no_rows_no_figure(drawn):
     assert common.paired_figure([("A - B", [], 1.0)], "x.png", "points") is None and not drawn

@@ -208,7 +208,7 @@ def test_accuracy_at_equal_work_is_read_at_fractions_of_the_work_agents_own_work
     assert "| Cora | fedgraph-work | 1 | 85.0 |" in alone and "| Cora | fixed |" not in alone
 
 
-def test_the_sharing_gap_pairs_seeds_not_list_positions_and_gives_the_t_interval():
+def test_the_sharing_gap_pairs_seeds_not_list_positions_and_gives_the_t_interval(monkeypatch):
     def run(variant, seed, acc):
         return {"variant": variant, "dataset": "Cora", "seed": seed, "var": 0.1, "data": "random",
                 "final_accuracy": acc, "cross_fraction": 0.8, "curve": [[1, 0.5, acc, 1, 0.1, 0.01]]}
@@ -222,3 +222,11 @@ def test_the_sharing_gap_pairs_seeds_not_list_positions_and_gives_the_t_interval
     # seed-paired gaps 7, 6, 5 points: mean 6.0, std 1.0; t(0.975, 2) = 4.302653 -> half width 2.48
     assert cells[6] == "6.0 ± 1.0"
     assert cells[7] == "[+3.5, +8.5]"
+    # the figure draws the same pairs: FedGraph - nonShare by seed (7, 6, 5 points), FedGraph - allShare (seed 0)
+    drawn = {}
+    monkeypatch.setattr(bench, "paired_figure", lambda rows, name, *a, **k: drawn.update(rows=rows, **k) or name)
+    assert bench.sharing_figure(runs, "x.png") == "x.png"
+    assert [(label, [round(x, 6) for x in diffs], paper) for label, diffs, paper in drawn["rows"]] == [
+        ("Cora, cut partition: FedGraph - nonShare", [7.0, 6.0, 5.0], None),
+        ("Cora, cut partition: FedGraph - allShare", [1.0], None)]
+    assert drawn["target"] == ("issue: +5 over nonShare", 5.0)
