@@ -491,7 +491,7 @@ def paired_targets(of, present: list[str], figure: str = "") -> str | None:
                                                   their_paper is None else ours - their_paper))
     if not body:
         return None
-    pictures = [name for d, rows in forests.items() if figure and (name := paired_figure(
+    pictures = [(d, name) for d, rows in forests.items() if figure and (name := paired_figure(
         rows, f"{figure}_{d}.png", "searched - other (FLACC points)", f"{d}: the targets, seed-paired"))]
     return ("\n**Seed-paired: the targets** (FL-AGCNS above FL-Random at equal budget, and above every fixed "
             "architecture). FLACC % of the searched architecture minus the other row's, paired by seed (one split "
@@ -501,9 +501,8 @@ def paired_targets(of, present: list[str], figure: str = "") -> str | None:
             "retrainings, so the spread holds them all). The paper's difference is of its single values.\n\n"
             + table(["dataset", "searched", "against", "seeds", "searched - other", "ahead / level / behind",
                      "95% interval of the mean", "paper"], body)
-            + "".join(f"\n\n![{name[:-4].rsplit('_', 1)[1]}: the targets seed-paired: each seed, the mean, its "
-                      f"95% interval, the 95% range of one run and the paper's difference]({name})"
-                      for name in pictures))
+            + "".join(f"\n\n![{d}: the targets seed-paired: each seed, the mean, its 95% interval, the 95% range "
+                      f"of one run and the paper's difference]({name})" for d, name in pictures))
 
 
 def tables(rows: list[dict], budget: str, split: str) -> str:

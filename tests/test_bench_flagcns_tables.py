@@ -40,7 +40,7 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
     assert bench.best_of_retrainings(lambda kind, dataset, **m: [], ["Cora"]) is None
 
 
-def test_paired_targets_pair_by_seed_and_give_the_t_interval():
+def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
     rows = [
         {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": s, "flacc": v}
         for s, v in ((0, 80.0), (1, 81.0), (2, 79.0))
@@ -65,3 +65,10 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval():
     assert lines[1] == ["Cora", "FL-AGCNS", "APPNP", "1 (0)", "-1.0 †", "0 / 0 / 1", "-", "+0.7"]
     assert len(lines) == 2
     assert bench.paired_targets(lambda kind, dataset, **m: [], ["Cora"]) is None
+    # the figure draws the same pairs, one file per dataset, and the page shows it
+    drawn = []
+    monkeypatch.setattr(bench, "paired_figure", lambda rows, name, *a, **k: drawn.append((name, rows)) or name)
+    text = bench.paired_targets(of, ["Cora"], "stem")
+    assert drawn == [("stem_Cora.png", [("FL-AGCNS - FL-Random", [1.0, 2.0, -1.0], 82.9 - 79.8),
+                                        ("FL-AGCNS - APPNP †", [-1.0], 82.9 - 82.2)])]
+    assert "](stem_Cora.png)" in text
