@@ -111,7 +111,10 @@ def paired_figure(rows: list[tuple[str, list[float], float | None]], name: str, 
     named: set[str] = set()
 
     def once(name: str) -> str | None:  # each legend entry from its first mark only
-        return None if name in named or named.add(name) else name
+        if name in named:
+            return None
+        named.add(name)
+        return name
 
     for y, (label, diffs, paper) in enumerate(reversed(rows)):
         if (one_run := t_interval(diffs, one_run=True)) is not None:

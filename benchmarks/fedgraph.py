@@ -572,10 +572,7 @@ def sharing_table(runs: list[dict]) -> str:
                 continue
             fractions = [r["cross_fraction"] for r in cells if r.get("cross_fraction") is not None]
             acc = {v: [r["final_accuracy"] for r in cells if r["variant"] == v] for v in SHARING_VARIANTS}
-            by_seed = {v: {r["seed"]: r["final_accuracy"] for r in cells if r["variant"] == v}
-                       for v in ("fixed", "nonshare")}
-            gap = [by_seed["fixed"][k] - by_seed["nonshare"][k]
-                   for k in sorted(set(by_seed["fixed"]) & set(by_seed["nonshare"]))]
+            gap = sharing_gap(cells, "nonshare")
             interval = t_interval([100 * g for g in gap])  # points
             body.append([d, data, f"{statistics.mean(fractions):.2f}" if fractions else "-",
                          *[_mean_std(acc[v]) for v in SHARING_VARIANTS], _mean_std(gap) if gap else "-",
@@ -587,20 +584,24 @@ def sharing_table(runs: list[dict]) -> str:
                  body)
 
 
+def sharing_gap(cells: list[dict], other: str) -> list[float]:
+    """FedGraph (fixed policy) minus ``other``'s final accuracy, seed by seed (in seed order), over the seeds of
+    ``cells`` (one dataset and clients' data) that have both."""
+    acc = {v: {r["seed"]: r["final_accuracy"] for r in cells if r["variant"] == v} for v in ("fixed", other)}
+    return [acc["fixed"][k] - acc[other][k] for k in sorted(set(acc["fixed"]) & set(acc[other]))]
+
+
 def sharing_figure(runs: list[dict], name: str) -> str | None:
     """The sharing gaps seed by seed (:func:`common.paired_figure`): FedGraph (fixed policy) minus nonShare and
     minus allShare, per dataset and clients' data, in points, against the issue's 5 points over nonShare."""
     rows = []
     for d in DATASETS:
         for data in ("synthesis", "random"):
-            acc = {v: {r["seed"]: r["final_accuracy"] for r in runs if r["dataset"] == d and _data(r) == data
-                       and r["var"] == 0.1 and r["variant"] == v} for v in SHARING_VARIANTS}
+            cells = [r for r in runs if r["dataset"] == d and _data(r) == data and r["var"] == 0.1]
             where = "synthesis" if data == "synthesis" else "cut partition"
-            for other in ("nonshare", "allshare"):
-                seeds = sorted(set(acc["fixed"]) & set(acc[other]))
-                if seeds:
-                    rows.append((f"{d}, {where}: FedGraph - {'nonShare' if other == 'nonshare' else 'allShare'}",
-                                 [100 * (acc["fixed"][k] - acc[other][k]) for k in seeds], None))
+            for other, label in (("nonshare", "nonShare"), ("allshare", "allShare")):
+                if gap := sharing_gap(cells, other):
+                    rows.append((f"{d}, {where}: FedGraph - {label}", [100 * g for g in gap], None))
     return paired_figure(rows, name, "FedGraph (fixed policy) - other (points of test accuracy)",
                          "Where sharing's gain comes from, seed-paired", target=("issue: +5 over nonShare", 5.0))
 
