@@ -1,6 +1,7 @@
 """Helpers for comparing run records in tests (imported as a plain module: tests/ is on sys.path under pytest)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -15,3 +16,12 @@ def untimed(value: Any, costs: tuple[str, ...]) -> Any:
     if isinstance(value, list):
         return [untimed(v, costs) for v in value]
     return value
+
+
+def assert_same_rounds(want: Iterable[dict], got: Iterable[dict], costs: tuple[str, ...]) -> None:
+    """Each pair of round records equal key by key once ``costs`` are dropped (the same number of records); a
+    mismatch names the round, the key and both values."""
+    for a, b in zip(want, got, strict=True):
+        a, b = untimed(a, costs), untimed(b, costs)
+        for key in set(a) | set(b):
+            assert a.get(key) == b.get(key), (a["round"], key, a.get(key), b.get(key))

@@ -27,7 +27,7 @@ from flowergraph.tasks.asfgnn.training import (derive_seed, local_round, make_mo
                                                round_generator)
 from flowergraph.wire import asfgnn as aw
 from flowergraph.wire.secure import EncryptedUpdate
-from records import untimed
+from records import assert_same_rounds, untimed
 
 # One trial of 5 training rounds and its closing evaluation round; per-client hyper-parameters (Table 4's shape:
 # the clients' depths and learning rates differ) so that a mix-up between the clients would show.
@@ -254,10 +254,7 @@ def test_smac_resumed_from_a_checkpoint_equals_uninterrupted(smac_run, tmp_path,
     run_inprocess(resumed)
     got = read_run(tmp_path / "resumed")
     assert [r["round"] for r in got["rounds"]] == list(range(1, 10))
-    for a, b in zip(full["rounds"][at:], got["rounds"][at:], strict=True):
-        a, b = untimed(a, COSTS), untimed(b, COSTS)
-        for key in set(a) | set(b):
-            assert a.get(key) == b.get(key), (a["round"], key, a.get(key), b.get(key))
+    assert_same_rounds(full["rounds"][at:], got["rounds"][at:], COSTS)
     assert untimed(got["summary"]["search"], COSTS) == untimed(full["summary"]["search"], COSTS)
     started = [r["trial_started"]["config"] for r in got["rounds"] if "trial_started" in r]
     assert len({json.dumps(c, sort_keys=True) for c in started}) == 3  # three different proposals

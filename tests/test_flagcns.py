@@ -23,7 +23,7 @@ from flowergraph.storage import load_checkpoint, read_run
 from flowergraph.tasks.flagcns import (InProcessSearch, SuperNet, baseline_code, client_loss_and_gradients,
                                        evaluate_codes, federated_train_architecture, parameter_count)
 from flowergraph.wire import flagcns as msg
-from records import untimed
+from records import assert_same_rounds, untimed
 
 # 3 epochs of 3 steps (1 warm-up epoch, then 2 FEO generations: rounds 4-6 and 7-9), then 4 retraining rounds
 BASE = {"method": "flagcns", "dataset": "Cora", "num-clients": 3, "node.split": "per-class:20/500/1000",
@@ -152,10 +152,7 @@ def test_resumed_from_a_checkpoint_equals_uninterrupted(reference, tmp_path, at)
     want = [r for r in read_run(out)["rounds"] if r["round"] >= at]
     got = [r for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
     assert [r["round"] for r in got] == list(range(at, 14))
-    for a, b in zip(want, got, strict=True):
-        a, b = untimed(a, COSTS), untimed(b, COSTS)
-        for key in set(a) | set(b):
-            assert a.get(key) == b.get(key), (a["round"], key, a.get(key), b.get(key))
+    assert_same_rounds(want, got, COSTS)
     for a, b in zip(load_checkpoint(out).arrays, load_checkpoint(tmp_path / "resumed").arrays, strict=True):
         np.testing.assert_array_equal(a, b)
     if at == 6:  # the clients' EAs came back from their state files (else generation 2 would differ)
