@@ -346,6 +346,12 @@ def by_seed(a_cells: list[dict], b_cells: list[dict]) -> tuple[list[int], dict[i
     return sorted(set(a) & set(b)), a, b
 
 
+def seed_differences(a_cells: list[dict], b_cells: list[dict]) -> dict[int, float]:
+    """a's accuracy minus b's, by seed, over the seeds that have both (in increasing order of seed)."""
+    both, a, b = by_seed(a_cells, b_cells)
+    return {k: a[k] - b[k] for k in both}
+
+
 def paired(a_cells: list[dict], b_cells: list[dict], paper: float | None = None) -> list[str] | None:
     """a against b over the seeds that have both: [seeds, a, b, a - b, on how many seeds a is ahead / level /
     behind, the 95% t-interval of the mean difference, the 95% range of one run's difference] and, given the
@@ -469,8 +475,8 @@ def tables(rows: list[dict], budget: str) -> str:
                 row = paired(a_cells, b_cells, paper=PAPER3[d][a] - PAPER3[d][b])
                 if row:
                     pairs.append([d, f"{LABELS[a]} - {LABELS[b]}", *row])
-                    both, acc_a, acc_b = by_seed(a_cells, b_cells)
-                    forest.append((f"{d}: {LABELS[a]} - {LABELS[b]}", [100 * (acc_a[k] - acc_b[k]) for k in both],
+                    forest.append((f"{d}: {LABELS[a]} - {LABELS[b]}",
+                                   [100 * x for x in seed_differences(a_cells, b_cells).values()],
                                    100 * (PAPER3[d][a] - PAPER3[d][b])))
         if pairs:
             out += ["\n**Seed-paired**: the paper's order, one neighbouring pair at a time, over every seed that has "
@@ -653,9 +659,8 @@ def alpha_curves(by_alpha: dict[float, dict[str, list[dict]]]) -> dict[str, list
         for m, cells in by_alpha[a].items():
             if cells:
                 curves.setdefault(m, []).append(point(a, [accuracy(c) for c in cells]))
-        both, js, nojs = by_seed(by_alpha[a].get("sfgnn", []), by_alpha[a].get("sfgnn-nojs", []))
-        if both:
-            curves.setdefault("js-diff", []).append(point(a, [js[k] - nojs[k] for k in both]))
+        if diff := seed_differences(by_alpha[a].get("sfgnn", []), by_alpha[a].get("sfgnn-nojs", [])):
+            curves.setdefault("js-diff", []).append(point(a, list(diff.values())))
     return curves
 
 
