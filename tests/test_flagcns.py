@@ -285,6 +285,7 @@ BAD = [
     ({"flagcns.ablation": "clienteo"}, "unknown flagcns.ablation 'clienteo'; valid choices: feo, controller-eo, "
                                        "client-eo, random-partition"),
     ({"flagcns.fusion": "sum"}, "unknown flagcns.fusion 'sum'; valid choices: all, leaves"),
+    ({"flagcns.structure-fc": "one"}, "unknown flagcns.structure-fc 'one'; valid choices: per-option, shared"),
     ({"flagcns.population": 0}, "flagcns.population=0: must be >= 1"),
     ({"flagcns.gamma0": 1.5}, "flagcns.gamma0=1.5: must be in [0.0, 1.0]"),
     ({"flagcns.sample-size": 9}, "flagcns.sample-size=9 exceeds flagcns.population=8; valid: 1..8"),
@@ -441,9 +442,9 @@ def test_presets_hold_the_paper_setting_and_budget():
     for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):
         paper = parse_run_config(load_preset(conf / f"{name}-paper.toml"))
         quick = parse_run_config(load_preset(conf / f"{name}.toml"))
-        for s in (paper, quick):  # the paper's data: METIS into 3 clients, the authors' 20 per class / 500 / 1000
+        for s in (paper, quick):  # the paper's data: METIS into 3 clients, the public split (the 2021 code)
             assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == \
-                ("flagcns", dataset, 3, "metis", "first-per-class:20/500/1000")
+                ("flagcns", dataset, 3, "metis", "public")
             assert space_of(s) == SearchSpace(num_layers=6, min_layers=1)
         assert schedule_of(paper) == PAPER_SCHEDULE and paper.rounds == 250 * 5 + 50
         assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50

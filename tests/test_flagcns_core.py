@@ -13,6 +13,7 @@ import torch
 
 from flowergraph.errors import ConfigError
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
+from flowergraph.tasks.flagcns.supernet import io_dims
 from flowergraph.tasks.flagcns import (ABLATIONS, ACTIVATIONS, BASELINES, NONE, OPERATIONS, ArchitectureNet,
                                        EAConfig, EvolutionaryOptimizer, InProcessSearch, SearchSchedule,
                                        SearchSpace, SuperNet, SuperNetOptimizer, assemble_population,
@@ -212,6 +213,50 @@ def test_weight_sharing_between_codes(whole):
     state = net.state_dict()
     for key, value in snapshot.items():
         assert torch.equal(state[key], value) == (key not in keys_a), key
+
+
+def test_structure_fc_layers_per_option_and_shared(whole):
+    """``per-option`` (the paper's Table 1, the 2021 code): each input and output structure has its own FC layer,
+    so training a code with relu on the logits moves only ``output.relu`` and the code with identity at the
+    output keeps its output layer; ``shared`` (the 2022 code): one output layer, which both codes read and train.
+    Either way a network decoded from a code has one input and one output layer, named as in the SuperNet, and the
+    forward is act_OS(W_OS z + b_OS) computed here from that code's own layer."""
+    a_layers = [("GCNConv", 0)]
+    for structure_fc, own in (("per-option", True), ("shared", False)):
+        space = SearchSpace(num_layers=2, structure_fc=structure_fc)
+        net = SuperNet(space, whole.num_features, 3, seed=0)
+        relu = code_from_layers(space, "tanh", a_layers, "relu")
+        ident = code_from_layers(space, "tanh", a_layers, "identity")
+        out_relu = [k for k in net.code_keys(relu) if k.startswith("output.")]
+        out_ident = [k for k in net.code_keys(ident) if k.startswith("output.")]
+        if own:
+            assert out_relu == ["output.relu.weight", "output.relu.bias"]
+            assert out_ident == ["output.identity.weight", "output.identity.bias"]
+            assert [k for k in net.state_dict() if k.startswith("input.") and k.endswith("weight")] == \
+                [f"input.{act}.weight" for act in ACTIVATIONS]
+        else:
+            assert out_relu == out_ident == ["output.weight", "output.bias"]
+        assert io_dims(net.arrays()) == (whole.num_features, 3)
+        before = {k: v.clone() for k, v in net.state_dict().items()}
+        with torch.no_grad():
+            ident_before = net(whole.x, whole.edge_index, ident).clone()
+        SuperNetOptimizer(net).step(client_loss_and_gradients(net, whole, [relu])[1])
+        with torch.no_grad():
+            ident_after = net(whole.x, whole.edge_index, ident)
+        moved = {k for k, v in net.state_dict().items() if not torch.equal(v, before[k])}
+        assert moved == set(net.code_keys(relu))
+        assert bool(set(out_ident) & moved) is not own  # shared: the identity code's output layer moved too
+        # the identity code shares the input layer and the GCN layer either way, so its output moves too
+        assert not torch.equal(ident_before, ident_after)
+        alone = ArchitectureNet.from_supernet(net, relu)
+        assert list(alone.state_dict()) == net.code_keys(relu)
+        with torch.no_grad():
+            fc_in = net.input["tanh"] if own else net.input
+            fc_out = net.output["relu"] if own else net.output
+            z = torch.relu(net.cells["l1_p0_GCNConv"](torch.tanh(fc_in(whole.x)), whole.edge_index))
+            assert torch.allclose(alone(whole.x, whole.edge_index), torch.relu(fc_out(z)), atol=1e-6)
+    with pytest.raises(ConfigError, match="unknown structure_fc 'both'; valid choices: per-option, shared"):
+        SearchSpace(structure_fc="both")
 
 
 def test_subnetwork_arrays_round_trip(whole):
@@ -502,6 +547,41 @@ def test_reference_training_of_baselines(graphs, whole):
     fed_sum = federated_train_architecture(space, code, graphs, epochs=5, seed=2, mode="sum")
     assert fed.history != fed_sum.history
     assert fed.parameters == parameter_count(space, code, whole.num_features, 3)
+
+
+def _gcn_adjacency(edge_index: torch.Tensor, n: int) -> torch.Tensor:
+    """D^-1/2 (A + I) D^-1/2 as a dense matrix, written out (row = target, column = source)."""
+    a = torch.zeros(n, n)
+    a[edge_index[1], edge_index[0]] = 1.0
+    a = a + torch.eye(n)
+    d = a.sum(1).pow(-0.5)
+    return d[:, None] * a * d[None, :]
+
+
+def test_reference_gcn_and_appnp_are_the_papers_networks(whole):
+    """The authors' GCN (2021 code, and Kipf and Welling's) has a ReLU between its layers, and their APPNP
+    propagates K = 10 steps with alpha = 0.1 (the APPNP paper, the 2021 code; the 2022 rework: no ReLU, K = 5):
+    both forwards against dense computations written here."""
+    x, edge_index, n = whole.x, whole.edge_index, whole.num_nodes
+    a_hat = _gcn_adjacency(edge_index, n)
+    gcn = reference_baseline("gcn", whole.num_features, 3, seed=0).eval()
+    w1, b1 = gcn.conv1.lin.weight, gcn.conv1.bias
+    w2, b2 = gcn.conv2.lin.weight, gcn.conv2.bias
+    hand = torch.softmax(a_hat @ (torch.relu(a_hat @ (x @ w1.t()) + b1) @ w2.t()) + b2, dim=-1)
+    with torch.no_grad():
+        assert torch.allclose(gcn(x, edge_index), hand, atol=1e-5)
+    appnp = reference_baseline("appnp", whole.num_features, 3, seed=0).eval()
+    h = appnp.lin2(torch.relu(appnp.lin1(x)))
+    z = h
+    for _ in range(10):
+        z = 0.9 * (a_hat @ z) + 0.1 * h
+    with torch.no_grad():
+        out = appnp(x, edge_index)
+        assert torch.allclose(out, torch.log_softmax(z, dim=-1), atol=1e-5)
+        z5 = h
+        for _ in range(5):
+            z5 = 0.9 * (a_hat @ z5) + 0.1 * h
+        assert not torch.allclose(out, torch.log_softmax(z5, dim=-1), atol=1e-5)  # the test tells K = 5 apart
 
 
 def test_reference_baselines_parameters_and_training(whole):

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 COMBINE = ("weighted", "sum")
 FITNESS = ("loss", "accuracy")
 FUSION = ("all", "leaves")
+STRUCTURE_FC = ("per-option", "shared")  # tasks/flagcns/space.py: STRUCTURE_FCS
 # gamma of each ablation (None: the schedule gamma0 * decay^t), named by what the population keeps (the paper's
 # ablation text swaps the names: tasks/flagcns/evolution.py); random-partition is FL-AGCNS on a random partition
 ABLATION = ("feo", "controller-eo", "client-eo", "random-partition")
@@ -39,6 +40,10 @@ OPTIONS = (
     _opt("hidden", 64, "Width of the input structure and of every graph layer (the paper: 64).", check=at_least(1)),
     _opt("fusion", "all", "How stage 2 combines the used layers: the mean of all (`all`, the paper) or of the layers "
          "no other layer reads (`leaves`, the reference code).", FUSION),
+    _opt("structure-fc", "per-option", "The input and output structures' FC layers: one per option (`per-option`, "
+         "the paper's Table 1 and the authors' code of 2021: in the SuperNet a code with relu on the logits trains "
+         "its own output layer) or one shared by the five options of each (`shared`, the authors' rework of 2022).",
+         STRUCTURE_FC),
     _opt("min-layers", 1, "Random codes and mutations never end stage 2 before this many layers. 1 (default): "
          "every architecture has a graph layer (Table 1 defines stage 2's output as the mean of the layers before "
          "the first None, which for layer 1 is the mean of none; the reference code always has layers 1-2); 0: "
@@ -88,7 +93,8 @@ def space_of(s: "RunSettings") -> Any:
     o = s.of("flagcns")
     if o.min_layers > o.layers:
         raise ConfigError(f"flagcns.min-layers={o.min_layers} exceeds flagcns.layers={o.layers}; valid: 0..{o.layers}")
-    return SearchSpace(num_layers=o.layers, hidden=o.hidden, fusion=o.fusion, min_layers=o.min_layers)
+    return SearchSpace(num_layers=o.layers, hidden=o.hidden, fusion=o.fusion, structure_fc=o.structure_fc,
+                       min_layers=o.min_layers)
 
 
 def schedule_of(s: "RunSettings") -> Any:

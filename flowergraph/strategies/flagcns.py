@@ -157,11 +157,13 @@ class FLAGCNSStrategy(FederatedStrategy):
         return (server_round - 1) // steps + 1, (server_round - 1) % steps + 1
 
     def _shape(self) -> tuple[int, int]:
+        from ..tasks.flagcns.supernet import io_dims
+
         model = self.bank.global_model or {}
         try:
-            return int(model["input.weight"].shape[1]), int(model["output.weight"].shape[0])
+            return io_dims(model)
         except KeyError:
-            raise RuntimeError(f"the initial model is not an FL-AGCNS network (no input.weight / output.weight among "
+            raise RuntimeError(f"the initial model is not an FL-AGCNS network (no input / output FC layer among "
                                f"{list(model)[:4]}...): are the clients FL-AGCNS clients?") from None
 
     def _build_net(self) -> None:

@@ -14,7 +14,10 @@ evolutionary optimisation (FEO). Nothing here imports ``flwr``.
 
 Deviations and choices
 ----------------------
-Where the paper is followed against the reference code (github 21S003018/FL-AGCNS, read at commit c0a8f29):
+Where the paper is followed against the reference code (github 21S003018/FL-AGCNS, read at commit c0a8f29, the
+authors' rework of June 2022; the code of the paper's time is its last 2021 commit, d360d44, which differs in the
+structure FC layers (item 4), the fixed baselines (:mod:`.baselines`), the split (the Planetoid public split) and
+the operations' hyper-parameters):
 
 1. **Code.** The paper's 2L+2 genes ``(IS, t_1, p_1, ..., t_L, p_L, OS)`` with ``p_i in {None, 0..i-1}``, None
    ending stage 2 (Table 1). The reference uses L+2 genes, a layer gene ``12 p + t + 1`` or 0, where 0 skips only
@@ -24,10 +27,14 @@ Where the paper is followed against the reference code (github 21S003018/FL-AGCN
    consumes (``local_mask``): ``SearchSpace(fusion="leaves")``.
 3. **Input structure.** The paper's five ``FC(64) + activation`` options. The reference defines only
    ``Linear + ReLU`` (``set_x``), followed by a second ReLU.
-4. **FC layers shared across activations.** One input FC layer for the five input structures and one output FC
-   layer for the five output structures (the reference's single ``z`` layer with five activations; its ``Darts``
-   class applies five input activations to one shared ``self.x`` layer). Table 1's "out size 64" for the output
-   structure is read as the number of classes (the reference's ``Linear(64, nclass)``).
+4. **One FC layer per structure option** (``SearchSpace(structure_fc="per-option")``, the default since
+   2026-12-01): each of the five input and five output structures has its own FC layer, as Table 1 says ("options
+   composed of fully connected layers with different activation functions") and as the authors' code of the
+   paper's time has it (commit d360d44, 2021-11: ``models.py`` ``x1..x5`` and ``z1..z5``). Their 2022 rework
+   (c0a8f29) shares one output layer ``z`` among the five output activations, and flowergraph first followed it
+   (``structure_fc="shared"``); under sharing the SuperNet scores a code with relu on the logits on an output
+   layer that the other codes trained. Table 1's "out size 64" for the output structure is read as the number of
+   classes (the reference's ``Linear(64, nclass)``).
 5. **Outputs and loss.** ``act_OS(FC(z))`` is the network's output and the loss is ``F.cross_entropy`` of it, as in
    the reference (so sigmoid/tanh/softmax outputs are bounded logits).
 6. **Operations.** Hyper-parameters and the activation after each layer (ELU after GATConv, ReLU otherwise) from
@@ -87,8 +94,8 @@ from .evolution import (ABLATIONS, PAPER_SCHEDULE, Assembled, EAConfig, Evolutio
                         assemble_population, best_architecture, best_architectures, distinct, gamma_at, new_rng,
                         population_quotas, rng_from_json, rng_state_json, sample_members)
 from .search import InProcessSearch, best_fitness_curve
-from .space import (ACTIVATIONS, BASELINES, FUSIONS, NONE, OPERATIONS, Code, SearchSpace, baseline_code,
-                    code_from_layers)
+from .space import (ACTIVATIONS, BASELINES, FUSIONS, NONE, OPERATIONS, STRUCTURE_FCS, Code, SearchSpace,
+                    baseline_code, code_from_layers)
 from .supernet import ArchitectureNet, SuperNet, build_network, cell_name, parameter_count, pseudo_coordinates
 from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, TrainResult, architecture_gradients,
                        choose_by_retraining, client_loss_and_gradients, combine_gradients, evaluate_codes,
@@ -100,7 +107,8 @@ __all__ = [
     "assemble_population", "best_architecture", "best_architectures", "distinct", "gamma_at", "new_rng",
     "population_quotas",
     "rng_from_json", "rng_state_json", "sample_members", "InProcessSearch", "best_fitness_curve", "ACTIVATIONS",
-    "BASELINES", "FUSIONS", "NONE", "OPERATIONS", "Code", "SearchSpace", "baseline_code", "code_from_layers",
+    "BASELINES", "FUSIONS", "NONE", "OPERATIONS", "STRUCTURE_FCS", "Code", "SearchSpace", "baseline_code",
+    "code_from_layers",
     "ArchitectureNet", "SuperNet", "build_network", "cell_name", "parameter_count", "pseudo_coordinates",
     "COMBINE_MODES", "LR", "WEIGHT_DECAY", "SuperNetOptimizer", "TrainResult", "architecture_gradients",
     "client_loss_and_gradients", "combine_gradients", "evaluate_codes", "evaluate_network", "federated_mean",

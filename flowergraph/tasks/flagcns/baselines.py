@@ -1,7 +1,8 @@
 """The fixed GNN baselines of the paper's Table 3 as the authors' code builds them.
 
 The paper says its fixed baselines follow "the implementation details reported in their papers"; the authors'
-code (github 21S003018/FL-AGCNS, ``external_models.py``, run by ``server.py --mode eval``) builds each as a small
+code of the paper's time (github 21S003018/FL-AGCNS at d360d44, 2021-11, the last commit before the 2022 rework;
+``external_models.py``, run by ``server.py --mode eval``) builds each as a small
 PyG network of its own and retrains it like the searched architecture: FedSGD with the server's Adam (lr 0.02,
 weight decay 5e-6), 50 epochs, the epoch with the best federated validation accuracy, 10 retrainings. Their
 parameter counts on Cora are the paper's Table 3 column (GAT 0.092 M, SAGE 0.184 M, SGC 0.010 M, APPNP 0.092 M;
@@ -11,12 +12,13 @@ output FC layer), which the benchmark also trains.
 
 Structures (hidden sizes and activations as in the reference; no dropout):
 
-* ``gcn``: GCNConv(F, 64) -> GCNConv(64, C) -> softmax (no activation between the layers; the loss is then the
-  cross-entropy of the softmax, as the reference computes it).
+* ``gcn``: GCNConv(F, 64) -> ReLU -> GCNConv(64, C) -> softmax (the loss is then the cross-entropy of the
+  softmax, as the reference computes it). The 2022 rework drops the ReLU; Kipf and Welling's GCN has it.
 * ``gat``: GATConv(F, 8, 8 heads, concatenated) -> ELU -> GATConv(64, C).
 * ``sage``: SAGEConv(F, 64) -> sigmoid -> SAGEConv(64, C).
 * ``sgc``: SGConv(F, C, K = 2).
-* ``appnp``: Linear(F, 64) -> ReLU -> Linear(64, C) -> APPNP(K = 5, alpha = 0.1) -> log-softmax.
+* ``appnp``: Linear(F, 64) -> ReLU -> Linear(64, C) -> APPNP(K = 10, alpha = 0.1) -> log-softmax (K = 10 as in
+  the APPNP paper and the 2021 code; the 2022 rework has K = 5).
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ class ReferenceBaseline(nn.Module):
             self.conv1 = gnn.SGConv(in_dim, num_classes, K=2)
         else:  # appnp
             self.lin1, self.lin2 = nn.Linear(in_dim, hidden), nn.Linear(hidden, num_classes)
-            self.propagate = gnn.APPNP(K=5, alpha=0.1)
+            self.propagate = gnn.APPNP(K=10, alpha=0.1)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         if self.name == "gcn":
-            return F.softmax(self.conv2(self.conv1(x, edge_index), edge_index), dim=-1)
+            return F.softmax(self.conv2(F.relu(self.conv1(x, edge_index)), edge_index), dim=-1)
         if self.name == "gat":
             return self.conv2(F.elu(self.conv1(x, edge_index)), edge_index)
         if self.name == "sage":

@@ -55,6 +55,12 @@ OPERATIONS: tuple[str, ...] = ("GATConv", "GINConv", "SAGEConv", "GCNConv", "SGC
 
 FUSIONS: tuple[str, ...] = ("all", "leaves")
 
+#: How the input and output structures' FC layers are held: one FC layer per option (``per-option``: Table 1's
+#: options "composed of fully connected layers with different activation functions", and the authors' code of the
+#: paper's time, 2021, ``models.py``: ``x1..x5``, ``z1..z5``) or one FC layer shared by the five options
+#: (``shared``: the authors' rework of 2022, which flowergraph first followed).
+STRUCTURE_FCS: tuple[str, ...] = ("per-option", "shared")
+
 #: The predecessor value that means None (stage 2 ends before this layer).
 NONE = -1
 
@@ -67,6 +73,10 @@ class SearchSpace:
     * ``hidden`` -- width of the input structure's output and of every graph layer (the paper: 64).
     * ``fusion`` -- how stage 2's used layers are combined (module docstring): ``"all"`` (paper) or ``"leaves"``
       (reference code).
+    * ``structure_fc`` -- ``"per-option"`` (the paper: each input and output structure its own FC layer) or
+      ``"shared"`` (one input and one output FC layer for the five options of each; see :data:`STRUCTURE_FCS`).
+      In the SuperNet, with ``shared`` every code trains the one output FC layer, so codes that put relu or
+      softmax on the logits are scored on weights the other codes trained.
     * ``dropout`` -- dropout probability on the input features, on every graph layer's input and on the output
       structure's input during training (the paper and the reference code: none, 0.0).
     * ``none_prob`` -- how a predecessor gene is drawn (random codes and mutation): ``None`` draws it uniformly
@@ -80,6 +90,7 @@ class SearchSpace:
     num_layers: int = 6
     hidden: int = 64
     fusion: str = "all"
+    structure_fc: str = "per-option"
     dropout: float = 0.0
     none_prob: float | None = None
     min_layers: int = 0
@@ -91,6 +102,8 @@ class SearchSpace:
             raise ConfigError(f"hidden must be an integer >= 1, got {self.hidden!r}")
         if self.fusion not in FUSIONS:
             raise ConfigError(f"unknown fusion {self.fusion!r}; valid choices: {', '.join(FUSIONS)}")
+        if self.structure_fc not in STRUCTURE_FCS:
+            raise ConfigError(f"unknown structure_fc {self.structure_fc!r}; valid choices: {', '.join(STRUCTURE_FCS)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.none_prob is not None and not 0.0 <= self.none_prob <= 1.0:

@@ -24,13 +24,15 @@ BatchNorm (the reference code's GIN MLP, PyG's GENConv default) is left out: its
 that every training forward of every sampled code would overwrite, that no gradient reaches and that no client
 shares, so in evaluation mode they would fit none of the codes.
 
-**SuperNet.** One input FC layer (shared by the five input structures), one output FC layer (shared by the five
-output structures), and one module for every (layer i, predecessor p, operation t) with ``0 <= p < i <= L``:
-``12 * L (L+1) / 2`` modules (L = 6: 252). A code selects the input and output FC layers and the modules
-``(i, p_i, t_i)`` of its used layers; two codes that use the same (i, p, t) read and train the same tensors.
-Module names are ``cells.l{i}_p{p}_{Operation}`` so the state-dict keys of a code's sub-network are readable, e.g.
-``cells.l2_p1_GCNConv.lin.weight``; ``input.weight``, ``input.bias``, ``output.weight``, ``output.bias`` are the FC
-layers. The SuperNet has no buffers: its state is its parameters.
+**SuperNet.** The input and output structures' FC layers (``SearchSpace.structure_fc``: with ``per-option``, the
+paper's, one FC layer per input structure and one per output structure, ``input.<activation>`` and
+``output.<activation>``, e.g. ``output.relu.weight``; with ``shared`` one input and one output FC layer that the
+five options of each share, ``input.weight``, ``output.weight``), and one module for every (layer i, predecessor
+p, operation t) with ``0 <= p < i <= L``: ``12 * L (L+1) / 2`` modules (L = 6: 252). A code selects its input and
+output FC layers and the modules ``(i, p_i, t_i)`` of its used layers; two codes that use the same (i, p, t), or
+the same structure under ``per-option``, read and train the same tensors. Module names are
+``cells.l{i}_p{p}_{Operation}`` so the state-dict keys of a code's sub-network are readable, e.g.
+``cells.l2_p1_GCNConv.lin.weight``. The SuperNet has no buffers: its state is its parameters.
 
 **Shared computation.** :meth:`SuperNet.forward_codes` runs several codes on one graph and computes each distinct
 intermediate once: the input FC layer's output once, each input structure's activation once, and each layer output
@@ -126,10 +128,28 @@ def cell_name(layer: int, pred: int, op: int) -> str:
     return f"l{layer}_p{pred}_{OPERATIONS[op]}"
 
 
+def _structure_fcs(space: SearchSpace, in_dim: int, out_dim: int, options: Iterable[str]) -> nn.Module:
+    """The FC layer(s) of the input or output structure: one ``Linear`` (``shared``) or one per option, named by
+    its activation (``per-option``; ``options`` lists those to build, in :data:`ACTIVATIONS` order)."""
+    if space.structure_fc == "shared":
+        return nn.Linear(in_dim, out_dim)
+    return nn.ModuleDict({act: nn.Linear(in_dim, out_dim) for act in options})
+
+
+def _structure_fc(module: nn.Module, activation: str) -> nn.Module:
+    """The FC layer the structure with ``activation`` uses (``module`` from :func:`_structure_fcs`)."""
+    return module[activation] if isinstance(module, nn.ModuleDict) else module
+
+
+def _structure_module(space: SearchSpace, stage: str, activation: str) -> str:
+    """The module name of a structure's FC layer: ``input`` / ``output``, or ``input.relu`` under ``per-option``."""
+    return stage if space.structure_fc == "shared" else f"{stage}.{activation}"
+
+
 class _CodeRunner:
     """Shared forward of codes on one graph (see the module docstring, "Shared computation")."""
 
-    def __init__(self, space: SearchSpace, input_fc: nn.Linear, output_fc: nn.Linear,
+    def __init__(self, space: SearchSpace, input_fc: nn.Module, output_fc: nn.Module,
                  cells: Mapping[str, nn.Module], training: bool):
         self.space, self.input_fc, self.output_fc, self.cells = space, input_fc, output_fc, cells
         self.training = training
@@ -158,7 +178,8 @@ class _CodeRunner:
         outputs = []
         for code in codes:
             code = space.check(code)
-            fc = get(("fc",), lambda: self.input_fc(drop(x)))
+            fc_in = _structure_fc(self.input_fc, ACTIVATIONS[code[0]])
+            fc = get(("fc", fc_in), lambda: fc_in(drop(x)))
             key0 = ("is", code[0])
             h: dict[int, tuple[tuple, torch.Tensor]] = {0: (key0, get(key0, _activation, ACTIVATIONS[code[0]], fc))}
             for i, pred, op in space.layers(code):
@@ -170,7 +191,8 @@ class _CodeRunner:
                 z = h[fused[0]][1] if len(fused) == 1 else torch.stack([h[i][1] for i in fused]).mean(dim=0)
             else:
                 z = h[0][1]
-            outputs.append(_activation(ACTIVATIONS[code[-1]], self.output_fc(drop(z))))
+            act_out = ACTIVATIONS[code[-1]]
+            outputs.append(_activation(act_out, _structure_fc(self.output_fc, act_out)(drop(z))))
         return outputs
 
 
@@ -194,13 +216,13 @@ class SuperNet(nn.Module):
         self.space, self.in_dim, self.num_classes = space, int(in_dim), int(num_classes)
 
         def build():
-            self.input = nn.Linear(in_dim, space.hidden)
+            self.input = _structure_fcs(space, in_dim, space.hidden, ACTIVATIONS)
             self.cells = nn.ModuleDict()
             for i in range(1, space.num_layers + 1):
                 for p in range(i):
                     for t, name in enumerate(OPERATIONS):
                         self.cells[cell_name(i, p, t)] = _make_op(name, space.hidden)
-            self.output = nn.Linear(space.hidden, num_classes)
+            self.output = _structure_fcs(space, space.hidden, num_classes, ACTIVATIONS)
 
         _seeded(seed, build)
 
@@ -215,8 +237,11 @@ class SuperNet(nn.Module):
 
     # ------------------------------------------------------------------------------------- sub-networks
     def code_modules(self, code: Code) -> list[str]:
-        """Names of the modules ``code`` uses: ``input``, its cells in layer order, ``output``."""
-        return ["input"] + [f"cells.{cell_name(i, p, t)}" for i, p, t in self.space.layers(code)] + ["output"]
+        """Names of the modules ``code`` uses: its input FC layer, its cells in layer order, its output FC layer."""
+        space = self.space
+        return ([_structure_module(space, "input", space.input_structure(code))] +
+                [f"cells.{cell_name(i, p, t)}" for i, p, t in space.layers(code)] +
+                [_structure_module(space, "output", space.output_structure(code))])
 
     def code_keys(self, codes: Code | Iterable[Code]) -> list[str]:
         """The state-dict keys of the sub-networks of ``codes`` (one code or several), in the SuperNet's
@@ -270,11 +295,11 @@ class ArchitectureNet(nn.Module):
         self.in_dim, self.num_classes = int(in_dim), int(num_classes)
 
         def build():
-            self.input = nn.Linear(in_dim, space.hidden)
+            self.input = _structure_fcs(space, in_dim, space.hidden, [space.input_structure(self.code)])
             self.cells = nn.ModuleDict()
             for i, p, t in space.layers(self.code):
                 self.cells[cell_name(i, p, t)] = _make_op(OPERATIONS[t], space.hidden)
-            self.output = nn.Linear(space.hidden, num_classes)
+            self.output = _structure_fcs(space, space.hidden, num_classes, [space.output_structure(self.code)])
 
         _seeded(seed, build)
 
@@ -298,6 +323,18 @@ class ArchitectureNet(nn.Module):
 
     def describe(self) -> str:
         return self.space.describe(self.code)
+
+
+def io_dims(arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """``(input features, classes)`` of a SuperNet's or a network's named arrays, read from its input and output
+    FC layers (either ``structure_fc``); KeyError when the arrays hold no such layer."""
+    def weight(stage: str) -> np.ndarray:
+        for key in arrays:
+            if key.startswith(stage + ".") and key.endswith(".weight") and key.count(".") <= 2:
+                return arrays[key]
+        raise KeyError(f"{stage}.weight")
+
+    return int(weight("input").shape[1]), int(weight("output").shape[0])
 
 
 def build_network(space: SearchSpace, code: Code, in_dim: int, num_classes: int,
