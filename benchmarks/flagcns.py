@@ -82,6 +82,10 @@ FIXED = ("gcn", "gat", "sage", "sgc", "appnp")
 FINALISTS = 5
 FINALIST_VARIANTS = {"feo-finalists": "feo"}
 PRE_FINALISTS = "5637e6d4d5889bf6"  # the sources' code state just before flagcns.finalists was added
+# The structure-FC control (``--parts structure-fc``): FEO with one FC layer shared by the five input and by the five
+# output structures (``flagcns.structure-fc=shared``: the authors' 2022 rework, and flowergraph before 2026-12-01)
+# instead of one per option (the paper's Table 1 and their 2021 code, the default)
+STRUCTURE_VARIANTS = {"feo-shared-fc": "feo"}
 # Search budgets: the presets' (conf/flagcns-cora.toml = default, conf/flagcns-cora-paper.toml = paper) and a tiny one
 BUDGETS = {
     "paper": {"flagcns.layers": 6, "flagcns.population": 60, "flagcns.sample-size": 20, "flagcns.epochs": 250,
@@ -99,6 +103,13 @@ SPLIT_LABELS = {"first-per-class": "the authors' split: the first 20 nodes of ea
                 "per-class": "20 random training nodes per class, 500 validation and 1000 test nodes at random",
                 "public": "the Planetoid public split (20 training nodes per class, 500 validation, 1000 test), as the "
                 "authors' code of the paper's time (2021) reads it: the same nodes on every seed"}
+# What a cell's seed draws, by split (pymetis gives seeds 0 and 1 the same partition of Cora and of CiteSeer, seeds 2
+# and 7 others: checked 2026-12-01)
+SEED_DRAWS = {"public": "its METIS partition, though seeds 0 and 1 share one, and its search; the public split is the "
+                        "same on every seed",
+              "first-per-class": "its validation and test nodes, its METIS partition (seeds 0 and 1 share one) and "
+                                 "its search",
+              "per-class": "its split, its METIS partition (seeds 0 and 1 share one) and its search"}
 # The paper's Table 3 (FLACC %, parameters M, inference s) and Table 5 (Cora)
 PAPER3 = {"Cora": {"FL-AGCNS": (82.9, 0.105, 0.0339), "FL-Random": (79.8, 0.113, 0.0335), "gat": (79.0, 0.092, 0.0262),
                    "sage": (78.8, 0.184, 0.0294), "gcn": (81.3, 0.102, 0.0200), "sgc": (78.1, 0.010, 0.0152),
@@ -153,7 +164,8 @@ STORE = "flagcns"
 def run_config(dataset: str, variant: str, budget: str, seed: int, split: str = "per-class") -> dict:
     """The run configuration of a search cell (without the machine's paths)."""
     b = BUDGETS[budget]
-    base, fitness = FITNESS_VARIANTS.get(variant, (FINALIST_VARIANTS.get(variant, variant), None))
+    base, fitness = FITNESS_VARIANTS.get(variant, ({**FINALIST_VARIANTS, **STRUCTURE_VARIANTS}.get(variant, variant),
+                                                    None))
     finalists = FINALISTS if variant in FINALIST_VARIANTS else 1
     config = {"method": "flagcns", "dataset": dataset, "seed": seed, **DATA, "node.split": SPLITS[split], **b,
               "flagcns.ablation": base,
@@ -162,6 +174,8 @@ def run_config(dataset: str, variant: str, budget: str, seed: int, split: str = 
         config["flagcns.finalists"] = finalists
     if fitness is not None:
         config["flagcns.fitness"] = fitness
+    if variant in STRUCTURE_VARIANTS:
+        config["flagcns.structure-fc"] = "shared"
     if base == "random-partition":
         config["node.partitioner"] = "random"
     return config
@@ -464,7 +478,7 @@ def best_of_retrainings(of, present: list[str]) -> str | None:
             "retraining.\n\n" + table(header, body))
 
 
-def paired_targets(of, present: list[str], figure: str = "") -> str | None:
+def paired_targets(of, present: list[str], figure: str = "", split: str = "per-class") -> str | None:
     """The issue's targets seed by seed: the searched architecture's FLACC minus FL-Random's and each fixed row's,
     over the seeds that have both (a seed is one split and METIS partition, shared by every row), with the 95%
     t-interval of the mean difference; given ``figure`` (a file name stem), also one forest plot per dataset."""
@@ -502,8 +516,9 @@ def paired_targets(of, present: list[str], figure: str = "") -> str | None:
             "architecture). FLACC % of the searched architecture minus the other row's, paired by seed (one split "
             "and METIS partition per seed, the same for every row; each side the mean of its retrainings), on how "
             "many seeds the searched one is ahead / level / behind, and the 95% interval of the mean difference "
-            "(Student's t over those seeds; a seed draws the split, the METIS partition, the search and the "
-            "retrainings, so the spread holds them all). The paper's difference is of its single values.\n\n"
+            f"(Student's t over those seeds; a seed draws {SEED_DRAWS[split]}, so the spread holds them; the "
+            "retrainings' initial weights are seeds 0..R-1 in every cell). The paper's difference is of its single "
+            "values.\n\n"
             + table(["dataset", "searched", "against", "seeds", "searched - other", "ahead / level / behind",
                      "95% interval of the mean", "paper"], body)
             + "".join(f"\n\n![{d}: the targets seed-paired: each seed, the mean, its 95% interval, the 95% range "
@@ -541,8 +556,8 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         seeds = sorted({r["seed"] for r in rows if r.get("budget") == budget and "seed" in r})  # speed: no seed
         out += [f"## Paper Table 3: searched vs FL-Random vs fixed architectures (budget `{budget}`, split "
                 f"`{split}`)\n",
-                f"Split: {SPLIT_LABELS[split]}. Mean ± std over search seeds {seeds} (each seed: its own split, METIS "
-                "partition and search); every architecture's FLACC is the mean over its retrainings from scratch (see "
+                f"Split: {SPLIT_LABELS[split]}. Mean ± std over search seeds {seeds} (each seed: {SEED_DRAWS[split]}"
+                "); every architecture's FLACC is the mean over its retrainings from scratch (see "
                 "each row's cells). FL-Random had the wall time of the same seed's FL-AGCNS search. The paper's "
                 "numbers are single values. The plain fixed rows (GCN, ...) are this search space's codes (FC+act, two "
                 "layers, FC); the rows marked *authors' network* are the networks the authors' code trains for the "
@@ -564,7 +579,7 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         best = best_of_retrainings(of, present)
         if best:
             out += [best]
-        if targets := paired_targets(of, present, f"flagcns_paired_{budget}_{split}"):
+        if targets := paired_targets(of, present, f"flagcns_paired_{budget}_{split}", split):
             out += [targets]
     # the activation controls: the searched architecture with each output (input) activation
     for kind, gene, where in (("outputs", "output", "last"), ("inputs", "input", "first")):
@@ -612,6 +627,21 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         out += ["\n**Control: what the EAs rank by** (FEO, same seeds, splits and partitions; FLACC over the "
                 "retrainings; per seed the output activation the search chose):\n",
                 table(["dataset", "fitness", "FLACC %", "per seed: output gene, FLACC"], body)]
+    # the structure-FC control: one FC layer per input / output structure (the paper) against one shared
+    shared_fc = [d for d in present if any(of("search", d, variant=v) for v in STRUCTURE_VARIANTS)]
+    if shared_fc:
+        body = []
+        for d in shared_fc:
+            for label, variant in (("one per option (`per-option`: Table 1, the 2021 code)", "feo"),
+                                   ("one shared by the five options (`shared`: the 2022 rework)", "feo-shared-fc")):
+                cells = sorted(of("search", d, variant=variant), key=lambda r: r["seed"])
+                body.append([d, label, fmt([c["flacc"] for c in cells]),
+                             ", ".join(f"s{c['seed']}: {output(c)} {c['flacc']:.1f}" for c in cells)])
+        out += ["\n**Control: the structures' FC layers** (FEO, same seeds, split and partition; FLACC over the "
+                "retrainings; per seed the output activation the search chose). With one shared output layer, the "
+                "SuperNet scores a code with relu on the logits on a layer that every other code trains too:\n",
+                table(["dataset", "FC layers of the input and output structures", "FLACC %",
+                       "per seed: output gene, FLACC"], body)]
     # the selection control: the k best codes of the final P by FLL retrained once, the best by validation kept
     fin = [r for d in present for v in FINALIST_VARIANTS for r in of("search", d, variant=v)]
     if fin:
@@ -724,7 +754,8 @@ def plot(rows: list[dict], budget: str) -> str | None:
 
     searches = [r for r in rows if r.get("kind") == "search" and r.get("budget") == budget and r.get("curve")
                 and r["variant"] not in FITNESS_VARIANTS  # ranked by accuracy: their best member's FLL is no curve
-                and r["variant"] not in FINALIST_VARIANTS]  # the same search as feo's (only the choice differs)
+                and r["variant"] not in FINALIST_VARIANTS  # the same search as feo's (only the choice differs)
+                and r["variant"] not in STRUCTURE_VARIANTS]  # a control, not one of the figure's searches
     if not searches:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -754,6 +785,7 @@ def plan(args, b: str, split: str, store: CellStore, cell, add, rows: list[dict]
                 ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else []) + \
                 (["feo-accuracy"] if "fitness" in args.parts else []) + \
                 (list(FINALIST_VARIANTS) if "finalists" in args.parts else []) + \
+                (list(STRUCTURE_VARIANTS) if "structure-fc" in args.parts else []) + \
                 ([f"{v}-accuracy" for v in VARIANTS[1:]] if "ablation-accuracy" in args.parts and dataset == "Cora"
                  else [])
             for v in variants:
@@ -814,7 +846,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+",
                         default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
                         choices=["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness",
-                                 "ablation-accuracy", "published", "inputs", "finalists"])
+                                 "ablation-accuracy", "published", "inputs", "finalists", "structure-fc"])
     parser.add_argument("--split", choices=tuple(SPLITS), default="first-per-class",
                         help="how the 20 training nodes per class are chosen (module docstring)")
     parser.add_argument("--speed-epochs", type=int, default=4, help="epochs per speed run (1 warm-up)")

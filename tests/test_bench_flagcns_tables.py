@@ -72,3 +72,25 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
     assert drawn == [("stem_Cora.png", [("FL-AGCNS - FL-Random", [1.0, 2.0, -1.0], 82.9 - 79.8),
                                         ("FL-AGCNS - APPNP †", [-1.0], 82.9 - 82.2)])]
     assert "](stem_Cora.png)" in text
+
+
+def test_structure_fc_control_runs_shared_fc_and_its_table_compares_by_seed():
+    """``--parts structure-fc``: the control's run configuration is FEO's with one shared FC layer (and nothing
+    else changed), and its table lists both variants seed by seed with their output gene and FLACC."""
+    feo = bench.run_config("Cora", "feo", "quick", 3, "public")
+    shared = bench.run_config("Cora", "feo-shared-fc", "quick", 3, "public")
+    assert shared == {**feo, "flagcns.structure-fc": "shared"} and "flagcns.structure-fc" not in feo
+    assert feo["node.split"] == "public"
+    code = [0] * 13 + [4]  # identity output (ACTIVATIONS index 4)
+    rows = [{"kind": "search", "dataset": "Cora", "variant": v, "seed": s, "budget": "quick", "split": "public",
+             "flacc": f, "flacc_std": 0.5, "architecture": code[:-1] + [o], "describe": "x", "parameters": 1e5,
+             "inference_s": 0.01, "search_s": 60.0, "retrains": [f]}
+            for v, s, f, o in (("feo", 0, 80.0, 4), ("feo", 1, 78.0, 4), ("feo-shared-fc", 0, 40.0, 2),
+                               ("feo-shared-fc", 1, 60.0, 2))]
+    text = bench.tables(rows, "quick", "public")
+    assert "**Control: the structures' FC layers**" in text
+    per_option = row_of(text.split("**Control: the structures' FC layers**")[1], "Cora")
+    assert per_option[2] == "79.0 ± 1.4" and per_option[3] == "s0: identity 80.0, s1: identity 78.0"
+    shared_row = [r for r in text.splitlines() if "one shared by the five options" in r][0]
+    assert "50.0 ± 14.1" in shared_row and "s0: relu 40.0, s1: relu 60.0" in shared_row
+    assert "the public split is the same on every seed" in text
