@@ -727,14 +727,15 @@ def speed_and_stale(rows: list[dict]) -> str:
                     table(["budget", "search", "s / generation", "s / SuperNet step", "s / FEO", "no-op s / generation",
                            "no-op share", "run wall s"], body)]
     if stale:
-        out += ["\n**Cells from older code** (†). Commit 2b70cee (2026-11-27) added `flagcns.finalists`; with its "
-                "default (1) a run computes what it did before (`tests/test_flagcns.py::"
-                "test_flower_run_equals_the_in_process_reference` is unchanged), so a cell marked *only the finalists "
-                "option since* differs from today's code by that option alone; every one re-run so far on the CPU "
-                "type that computed them (an AMD EPYC: Cora's default-budget search of seed 0 and the paper-budget "
-                "fixed networks) repeated to the last digit. On another CPU a search does not repeat "
-                "(docs/methods/flagcns.md, \"Reproducibility across machines\"):\n",
-                "\n".join(f"- {r['cell']}{r['stale']}" + (" *only the finalists option since*"
+        out += ["\n**Cells from older code** (†). Commit 2b70cee (2026-11-27) added `flagcns.finalists`, whose "
+                "default (1) computes what the code before it did; a cell marked *before the finalists option* is "
+                "of that code (sources hash " + PRE_FINALISTS + "). Since commit 4577d6f (2026-12-01) the structures "
+                "have one FC layer per option by default (`flagcns.structure-fc=per-option`; `shared` is the older "
+                "SuperNet) and the authors' GCN and APPNP are their 2021 networks (ReLU between GCN's layers, "
+                "APPNP's K = 10), so every cell below is of another SuperNet or other baselines than today's default. "
+                "On another CPU a search does not repeat either (docs/methods/flagcns.md, \"Reproducibility across "
+                "machines\"):\n",
+                "\n".join(f"- {r['cell']}{r['stale']}" + (" *before the finalists option*"
                                                           if r.get("sources") == PRE_FINALISTS else "")
                           for r in stale)]
     return "\n".join(out)
