@@ -35,7 +35,7 @@ the same structure under ``per-option``, read and train the same tensors. Module
 ``cells.l2_p1_GCNConv.lin.weight``. The SuperNet has no buffers: its state is its parameters.
 
 **Shared computation.** :meth:`SuperNet.forward_codes` runs several codes on one graph and computes each distinct
-intermediate once: the input FC layer's output once, each input structure's activation once, and each layer output
+intermediate once: each input FC layer's output once, each input structure's activation once, and each layer output
 once per distinct (path from the input, operation). Without dropout this gives the same outputs as separate
 forwards (and the same gradients up to float summation order); with dropout in training mode every code gets its
 own masks and nothing is shared.
