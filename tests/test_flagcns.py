@@ -448,3 +448,12 @@ def test_presets_hold_the_paper_setting_and_budget():
             assert space_of(s) == SearchSpace(num_layers=6, min_layers=1)
         assert schedule_of(paper) == PAPER_SCHEDULE and paper.rounds == 250 * 5 + 50
         assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50
+
+
+def test_the_keys_choice_lists_are_the_cores():
+    """The registration keeps its own copies of the core's choice lists (so the settings need not import torch);
+    they must not drift apart."""
+    from flowergraph.methods import flagcns as registration
+    from flowergraph.tasks.flagcns import FUSIONS, STRUCTURE_FCS
+
+    assert registration.STRUCTURE_FC == STRUCTURE_FCS and registration.FUSION == FUSIONS
