@@ -132,7 +132,8 @@ REFERENCE_LABELS = {"gcn": "GCN, authors' network", "gat": "GAT, authors' networ
 TABLE3_ROWS = ([("FL-AGCNS", "search", {"variant": "feo"}, "FL-AGCNS"), ("FL-Random", "random", {}, "FL-Random")] +
                [(LABELS[n], "fixed", {"architecture_name": n}, n) for n in FIXED] +
                [(REFERENCE_LABELS[n], "reference", {"architecture_name": n}, n) for n in FIXED])
-# The architectures the authors published (github 21S003018/FL-AGCNS, README "Example"), in their 8-integer supermask
+# The architectures the authors published (github 21S003018/FL-AGCNS, README "Example", written on 2022-06-19 with the
+# rework, whose operations ours are; and one from the 2021 code's res.log, below), in their 8-integer supermask
 # (input, layers 1-6 as 12 * predecessor + operation (1-based; 0 = unused), output): layer j reads layer
 # (g - 1) // 12 (0 = the input structure), operation (g - 1) % 12 + 1 of models.py's y_1..y_12 (Table 1's order);
 # input 1 = x_1 = relu(FC(64)), output 5 = identity. Translated here with the unused layers left out and the others
@@ -148,6 +149,14 @@ PUBLISHED = {  # (dataset, key) -> (their supermask, its translation: input, lay
     ("Cora", "paper"): ("1 6 0 6 42 54 55 5",
                         ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("APPNP", 3), ("AGNNConv", 3)),
                          "identity")),
+    # The 2021 code's own result file (res.log at d360d44, "agcns: ... --code 5 5 19 31 8 51 61 5 --dataset cora"):
+    # the Cora architecture of the paper's time, in the 2021 supermask, where input 5 = x_5 = identity(FC) and the
+    # README codes above are the June-2022 rework's (README of 2022-06-19) -> L1 SGConv(IS), L2 AGNN(L1),
+    # L3 AGNN(L2), L4 ARMA(IS), L5 SAGE(L4), L6 GAT(L5); the 2021 SonNet averages all six (fusion `all`). (As
+    # their forward executes, gene 8 is in none of the lists it is compared with, so layer 4 reads layer 3.)
+    ("Cora", "log2021"): ("5 5 19 31 8 51 61 5",
+                          ("identity", (("SGConv", 0), ("AGNNConv", 1), ("AGNNConv", 2), ("ARMAConv", 0),
+                                        ("SAGEConv", 4), ("GATConv", 5)), "identity")),
     # README, CiteSeer -> L1 GCN(IS), L2 APPNP(L1), L3 APPNP(L2), L4 APPNP(L3); leaf L4
     ("CiteSeer", "readme"): ("1 4 18 30 42 0 0 5",
                              ("relu", (("GCNConv", 0), ("APPNP", 1), ("APPNP", 2), ("APPNP", 3)), "identity")),
