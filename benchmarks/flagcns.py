@@ -150,8 +150,8 @@ PUBLISHED = {  # (dataset, key) -> (their supermask, its translation: input, lay
                         ("relu", (("APPNP", 0), ("APPNP", 0), ("APPNP", 2), ("APPNP", 3), ("AGNNConv", 3)),
                          "identity")),
     # The 2021 code's own result file (res.log at d360d44, "agcns: ... --code 5 5 19 31 8 51 61 5 --dataset cora"):
-    # the Cora architecture of the paper's time, in the 2021 supermask, where input 5 = x_5 = identity(FC) and the
-    # README codes above are the June-2022 rework's (README of 2022-06-19) -> L1 SGConv(IS), L2 AGNN(L1),
+    # a Cora architecture of the paper's time (which run it was, the file does not say), in the 2021 supermask, where
+    # input 5 = x_5 = identity(FC) (the README codes above are the June-2022 rework's) -> L1 SGConv(IS), L2 AGNN(L1),
     # L3 AGNN(L2), L4 ARMA(IS), L5 SAGE(L4), L6 GAT(L5); the 2021 SonNet averages all six (fusion `all`). (As
     # their forward executes, gene 8 is in none of the lists it is compared with, so layer 4 reads layer 3.)
     ("Cora", "log2021"): ("5 5 19 31 8 51 61 5",
@@ -618,8 +618,8 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                          ", ".join(f"s{c['seed']}: {c['flacc']:.1f}" for c in cells),
                          fmt([c["parameters"] / 1e6 for c in cells], 3), fmt([c["flacc"] for c in feo]),
                          paper_cell(PAPER3[d]["FL-AGCNS"][0], 1)])
-        out += ["\n**Control: the architectures the authors published** (their README's codes, translated into this "
-                "space, retrained like every row above on the same seeds, splits and partitions; stage 2 fused as the "
+        out += ["\n**Control: the architectures the authors published** (their README's codes, written with the June-2022 "
+                "rework, and `log2021`, a Cora code in the 2021 code's res.log; translated into this space, retrained like every row above on the same seeds, splits and partitions; stage 2 fused as the "
                 "paper says, `all`, or as their code does, `leaves`; FLACC over the retrainings):\n",
                 table(["dataset", "published code", "architecture", "fusion", "FLACC %", "per seed",
                        "params M", "our FL-AGCNS", "paper FL-AGCNS"], body)]
