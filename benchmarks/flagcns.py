@@ -459,7 +459,7 @@ def best_of_retrainings(of, present: list[str]) -> str | None:
     specs = TABLE3_ROWS[:1] + [(f"FL-AGCNS, {FINALISTS} finalists (not the paper's rule)", "search",
                                 {"variant": "feo-finalists"}, "FL-AGCNS")] + TABLE3_ROWS[1:2]
     specs += [(f"authors' published code ({key}, fusion `all`)", "published", {"published": key, "fusion": "all"},
-               "FL-AGCNS") for key in ("paper", "readme")]
+               "FL-AGCNS") for key in dict.fromkeys(key for _, key in PUBLISHED)]
     specs += TABLE3_ROWS[2:]
     body = []
     for label, kind, match, paper_key in specs:
@@ -618,8 +618,9 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
                          ", ".join(f"s{c['seed']}: {c['flacc']:.1f}" for c in cells),
                          fmt([c["parameters"] / 1e6 for c in cells], 3), fmt([c["flacc"] for c in feo]),
                          paper_cell(PAPER3[d]["FL-AGCNS"][0], 1)])
-        out += ["\n**Control: the architectures the authors published** (their README's codes, written with the June-2022 "
-                "rework, and `log2021`, a Cora code in the 2021 code's res.log; translated into this space, retrained like every row above on the same seeds, splits and partitions; stage 2 fused as the "
+        out += ["\n**Control: the architectures the authors published** (their README's codes, written with the "
+                "June-2022 rework, and `log2021`, a Cora code in the 2021 code's res.log; translated into this space, "
+                "retrained like every row above on the same seeds, splits and partitions; stage 2 fused as the "
                 "paper says, `all`, or as their code does, `leaves`; FLACC over the retrainings):\n",
                 table(["dataset", "published code", "architecture", "fusion", "FLACC %", "per seed",
                        "params M", "our FL-AGCNS", "paper FL-AGCNS"], body)]
