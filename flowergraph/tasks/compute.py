@@ -21,6 +21,7 @@ it is inherited by every process of a run.
 from __future__ import annotations
 
 import os
+import re
 
 FLUSH_ENV = "FLOWERGRAPH_FLUSH_DENORMAL"
 
@@ -47,29 +48,55 @@ def configure_torch(threads: int | None = 1) -> bool:
 
 
 _REMOVED: set[str] = set()
+_GENERATED = re.compile(r"[a-z0-9_]{8}\.py")  # what NamedTemporaryFile adds after the prefix
+
+
+def generated_source(name: str, module: object, tmp: str) -> str | None:
+    """The file of ``module`` if PyG generated it for this process, else None.
+
+    PyG's ``torch_geometric.template.module_from_template`` writes a layer's code with
+    ``NamedTemporaryFile(prefix=f"{module_name}_", suffix=".py", delete=False)`` directly in the temp directory and
+    loads it under ``module_name``. So a generated file lies *directly* in ``tmp`` (the real path of the temp
+    directory) and is named after the whole dotted module name plus ``_`` and eight random characters: no file
+    that Python's import system loads for an installed package has such a name (a package's module ``a.b.c`` is
+    ``c.py`` inside ``a/b/``), wherever the package lives, a virtual environment under the temp directory
+    included."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path:
+        return None
+    real = os.path.realpath(path)
+    folder, base = os.path.split(real)
+    prefix = f"{name}_"
+    if folder != tmp or not base.startswith(prefix) or not _GENERATED.fullmatch(base[len(prefix):]):
+        return None
+    return real
 
 
 def remove_generated_sources() -> int:
     """Delete the Python files PyG generated in the temp directory for this process's layers; returns how many.
 
-    PyG writes each message-passing layer's generated ``propagate`` code to a new ``<module>_propagate_*.py`` in
-    the temp directory (``NamedTemporaryFile(delete=False)``) the first time a process builds that layer, imports
-    it and never removes it: a deployment with a fresh process per message left one file per layer per message.
-    The module stays loaded; only its file goes (tracebacks inside it then show no source line)."""
+    PyG writes each message-passing layer's generated ``propagate`` (and ``edge_updater``, and a ``Sequential``'s
+    ``forward``) code to a new file in the temp directory (``NamedTemporaryFile(delete=False)``) the first time a
+    process builds that layer, imports it and never removes it: a deployment with a fresh process per message left
+    one file per layer per message. Only files that :func:`generated_source` recognises go: generated for a module
+    this process loaded, directly in the temp directory, named after that module; nothing else is ever touched (an
+    installed PyG under the temp directory stays whole). The module stays loaded; only its file goes (tracebacks
+    inside it then show no source line)."""
     import sys
     import tempfile
 
-    tmp = os.path.realpath(tempfile.gettempdir()) + os.sep
+    tmp = os.path.realpath(tempfile.gettempdir())
     removed = 0
     for name, module in list(sys.modules.items()):
-        if name in _REMOVED or not name.startswith("torch_geometric."):
+        if name in _REMOVED:
             continue
-        path = getattr(module, "__file__", None) or ""
-        if path and os.path.realpath(path).startswith(tmp):
-            _REMOVED.add(name)
-            try:
-                os.unlink(path)
-                removed += 1
-            except OSError:
-                pass
+        path = generated_source(name, module, tmp)
+        if path is None:
+            continue
+        _REMOVED.add(name)
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
     return removed
