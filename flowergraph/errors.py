@@ -40,5 +40,16 @@ class CheckpointError(FlowergraphError, ValueError):
     """A checkpoint file is missing, corrupt, or does not fit the run that wants to resume from it."""
 
 
+class ClientProcessDied(FlowergraphError, RuntimeError):
+    """A client's process died in Flower's Ray simulation, which does not replace it: the run stops after that
+    round (exit status 1) instead of finishing with fewer clients. ``server_round``: the round it died in;
+    ``clients``: the clients whose messages were lost with it."""
+
+    def __init__(self, message: str, server_round: int = 0, clients: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.server_round = server_round
+        self.clients = clients
+
+
 class ClientsMissingError(FlowergraphError, RuntimeError):
     """Fewer clients connected than the run needs within its wait (``connect-timeout``)."""

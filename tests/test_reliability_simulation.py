@@ -39,20 +39,30 @@ def _eval_clients(record):
 
 def test_faults_then_resume_fedavg(tmp_path):
     """One run, one fault per round: a wrongly shaped update (round 1), a client that raises (2), a NaN update
-    (3), a client that hangs past round-timeout (4), and a client process that dies mid-round (5). Then the run
+    (3), a client that hangs past round-timeout (4), and a client process that dies mid-round (5) of 6. The
+    death stops the run after round 5 (exit status 1, the client and the checkpoint to resume from named): Flower
+    1.41's Ray simulation would hand round 6's messages to the dead actor, healthy clients' included. Then the run
     is resumed from its round-3 checkpoint (into another folder, without the later faults) and must equal the
     uninterrupted run with the first three faults."""
     plan = "shape:2@1,raise:1@2,nan:0@3,hang:2@4,exit:1@5"
     timeout = 10.0
-    result = run_simulation("fedavg", num_clients=3, rounds=5, out=tmp_path / "run", timeout=400,
+    result = run_simulation("fedavg", num_clients=3, rounds=6, out=tmp_path / "run", timeout=400,
                             overrides={"inject-faults": plan, "min-clients": 2, "round-timeout": timeout,
                                        "checkpoint-every": 3})
     log = result.log_file.read_text()
-    assert result.ok, log[-4000:]
+    assert result.status == "failed", log[-4000:]
     _assert_all_stopped(result.pids)
     run = read_run(result.out_dir)
     rounds = run["rounds"]
+    # Round 5 is recorded with what it lost; round 6 never starts.
     assert [r["round"] for r in rounds] == [1, 2, 3, 4, 5] and run["summary"]["rounds_completed"] == 5
+    error = run["summary"]["error"]
+    ckpt3 = result.out_dir / "checkpoints" / "round-000003.npz"
+    assert error.startswith("ClientProcessDied: round 5: client"), error
+    assert "the run stops after round 5" in error and f"Resume from the last checkpoint ({ckpt3})" in error
+    assert f"--resume {result.out_dir}" in error
+    assert "flowergraph: run failed: round 5: client" in log
+    assert sorted(p.name for p in (result.out_dir / "checkpoints").iterdir()) == ["round-000003.npz"]
 
     # The bad update is rejected / the failure logged, each named by the client's partition id.
     assert [_fit_clients(r) for r in rounds[:4]] == [[0, 1], [0, 2], [1, 2], [0, 1]]
@@ -66,12 +76,15 @@ def test_faults_then_resume_fedavg(tmp_path):
     assert "rejected the update of client 0: array 0 holds NaN or infinite values" in log
     # No round waits forever: the hung client costs round-timeout, not more.
     assert timeout <= rounds[3]["time_s"] < timeout + 8
-    # Round 5: partition 1's process died. In Flower 1.41's Ray simulation the dead actor is neither restarted
-    # nor removed from the pool, so other messages sent to it fail the same way (docs/reliability.md).
+    # Round 5: partition 1's process died; other messages sent to its dead actor fail the same way
+    # (docs/reliability.md), and the error names every client the round lost.
     died = "the client's process died (Ray: ActorDiedError)"
     assert {"client": "1", "reason": died} in rounds[4]["failures"]
     assert all(f["reason"] == died for f in rounds[4]["failures"])
     assert set(_fit_clients(rounds[4])) <= {0, 2}
+    lost = [f["client"] for f in rounds[4]["failures"]]
+    assert error.startswith(f"ClientProcessDied: round 5: client{'s' if len(lost) > 1 else ''} {', '.join(lost)} ")
+    assert "| lost 1 (process died)" in log  # the round's progress line
 
     # The final model is what FedAvg over exactly the surviving updates gives (computed here, without Flower).
     gspec, pspec = GraphSpec(dataset="synthetic"), PartitionSpec(num_clients=3)
@@ -84,8 +97,8 @@ def test_faults_then_resume_fedavg(tmp_path):
             params = weighted_average([f[0] for f in fits], [float(f[1]) for f in fits])
         assert record["aggregated"] == (len(fits) >= 2)
         history.append(params)
-    final = load_checkpoint(result.out_dir).arrays
-    for got, want in zip(final, params, strict=True):
+    final = load_checkpoint(result.out_dir).arrays  # its last checkpoint: round 3
+    for got, want in zip(final, history[2], strict=True):
         assert np.isfinite(got).all()
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
     # Accuracy of each round's model over the clients that evaluated it (with fused evaluation, those whose next

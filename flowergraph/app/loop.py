@@ -9,6 +9,10 @@ exactly Flower's ``Server.fit`` loop (initial parameters, then per round: ``fit_
 * ``on_round_end(server_round, parameters)`` is called after each round's evaluation (checkpoints);
 * a client's exception is handed to the strategy as a :class:`ClientFailure` that carries its ``ClientProxy``
   (Flower passes bare exceptions, so a strategy cannot tell which client a timeout or a crash belongs to);
+* a round in which a client's process died in Flower's Ray simulation (``ActorDiedError``) is completed with the
+  clients that answered, checkpointed as usual, and the run then stops with :class:`ClientProcessDied`: Flower
+  1.41 does not replace a dead Ray actor and keeps handing it later messages, healthy clients' included, so
+  going on would train on fewer and fewer clients while the run looks complete (docs/reliability.md);
 * :meth:`FlowergraphServer.use_fit_workflow`: the training rounds run through one of Flower's fit workflows
   instead (``SecAggPlusWorkflow`` for ``secure-agg=secagg+``), called each round with a ``LegacyContext`` that
   holds the current parameters and round, as Flower's ``DefaultWorkflow`` would, while the rest of the loop
@@ -33,7 +37,8 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
-from ..strategies.directory import failure_reason, refusal
+from ..errors import ClientProcessDied
+from ..strategies.directory import PROCESS_DIED, failure_reason, refusal
 
 
 @runtime_checkable
@@ -114,6 +119,7 @@ class FlowergraphServer(Server):
         self.grid = None
         self._legacy_context = None
         self._start_time = timeit.default_timer()
+        self._workflow_errors: list[str] = []
 
     def use_fit_workflow(self, workflow: Callable, grid, num_rounds: int, round_timeout: float | None) -> None:
         """Run each training round as ``workflow(grid, LegacyContext)`` (Flower's fit-workflow signature)."""
@@ -158,7 +164,51 @@ class FlowergraphServer(Server):
                 history.add_metrics_distributed(server_round=current_round, metrics=res_fed[1])
             if self.on_round_end is not None:
                 self.on_round_end(current_round, self.parameters)
+            died = self._process_deaths([res for res in (res_fit, res_fed) if res is not None])
+            if died:  # the last round too: its accuracy is over fewer clients than the run had
+                trained = [self._label(proxy) for proxy, _ in res_fit[2][0]] if res_fit is not None else []
+                raise self._died(current_round, died, trained)
         return history, timeit.default_timer() - start_time
+
+    def _process_deaths(self, round_results) -> list[str]:
+        """The clients of this round's fit and evaluate phases whose message failed because the Ray actor
+        process running it died (named by the strategy's client directory; "a client" where none is known)."""
+        names: list[str] = []
+        for res in round_results:
+            for failure in res[2][1]:
+                if isinstance(failure, tuple):
+                    proxy, reason = failure[0], failure_reason(failure[1].status.message)
+                else:
+                    proxy = getattr(failure, "proxy", None)
+                    reason = failure_reason(getattr(failure, "cause", failure))
+                if reason != PROCESS_DIED:
+                    continue
+                name = self._label(proxy)
+                if name not in names:
+                    names.append(name)
+        if any(failure_reason(r) == PROCESS_DIED for r in self._workflow_errors):
+            names = names or ["a client"]
+        self._workflow_errors = []
+        return names
+
+    def _label(self, proxy: ClientProxy | None) -> str:
+        directory = getattr(self.strategy, "directory", None)
+        if proxy is None:
+            return "a client"
+        return directory.label(proxy) if directory is not None else f"node {proxy.cid}"
+
+    @staticmethod
+    def _died(server_round: int, clients: list[str], trained: list[str]) -> ClientProcessDied:
+        who = f"client {clients[0]}" if len(clients) == 1 else "clients " + ", ".join(clients)
+        with_ = ("with client " if len(trained) == 1 else "with clients ") + ", ".join(trained) if trained else \
+            "with no client's update"
+        return ClientProcessDied(
+            f"round {server_round}: {who} got no reply: the Ray actor process that ran the message died "
+            f"(Ray: ActorDiedError; with several clients, one process died and the others' messages went to it). "
+            f"Flower's Ray simulation does not replace a dead actor and hands it later messages too, healthy "
+            f"clients' included, so the run stops after round {server_round} instead of finishing with fewer "
+            f"clients. Round {server_round} trained {with_} (rounds.jsonl: its 'failures')",
+            server_round, tuple(clients))
 
     def _dispatch_rank(self) -> Callable[[ClientProxy], Any] | None:
         """The strategy's order for sending a round's messages (its client directory's, when it has one)."""
@@ -195,6 +245,7 @@ class FlowergraphServer(Server):
         with recording() if recording else contextlib.nullcontext(None) as rec:
             self.fit_workflow(self.grid, ctx)
         if rec is not None:
+            self._workflow_errors = [str(r) for r in rec.errors]
             refused = [refusal(failure_reason(r)) for r in rec.errors if refusal(failure_reason(r))]
             if refused:  # the workflow dropped a client that refused the run: fail it with the reason instead
                 raise RuntimeError(f"round {server_round}: {refused[0]}")

@@ -32,7 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 from ..settings.plan import RunPlan
 from ..storage.checkpoint import Checkpoint, checkpoint_file, prune_rounds, save_checkpoint
 from ..settings import RunSettings, parse_run_config
-from ..errors import ConfigError, FlowergraphError
+from ..errors import ClientProcessDied, ConfigError, FlowergraphError
 from .polling import PollingGrid
 from ..storage.results import RunRecorder
 from .loop import FlowergraphServer
@@ -131,7 +131,7 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         s.effective_num_clients, s.rounds, out_dir)
     if ckpt is not None:
         log(INFO, "flowergraph: resuming from %s (round %d)", ckpt.path, ckpt.server_round)
-    strategy = None
+    strategy = checkpointer = None
     try:
         strategy = build_strategy(s, recorder, initial_arrays=ckpt.arrays if ckpt else None)
         if ckpt is not None:
@@ -143,17 +143,43 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         checkpointer.client_manager = server.client_manager()
         launch(server, ServerConfig(num_rounds=s.rounds, round_timeout=s.round_timeout))
         strategy.finish()
-    except BaseException as exc:
+    except BaseException as caught:
+        exc = caught
+        if isinstance(exc, ClientProcessDied):  # say how to go on from here
+            hint = resume_hint(checkpointer.written if checkpointer else [], out_dir,
+                               getattr(strategy, "client_checkpoint", None))
+            exc = ClientProcessDied(f"{exc}. {hint}", exc.server_round, exc.clients)
         if strategy is not None:
             strategy.finish()  # rounds held back for fused evaluation are written, not lost
         recorder.finish("failed", error=f"{type(exc).__name__}: {exc}")
         trace = "" if isinstance(exc, FlowergraphError) else "\n" + traceback.format_exc()  # bad input: its message
         log(ERROR, "flowergraph: run failed: %s%s", exc, trace)
         exc.flowergraph_logged = True  # type: ignore[attr-defined]
-        raise
+        if exc is caught:
+            raise
+        raise exc from None
     summary = recorder.finish("completed")
     log(INFO, "server done; results in %s", out_dir)  # not a progress line: the launcher prints where results are
     return summary
+
+
+def resume_hint(written: list[Path], out_dir: Path, client_checkpoint: dict | None = None) -> str:
+    """How to continue a run that stopped early: from its newest checkpoint whose client state files are all
+    there (``client_checkpoint``: the strategy's record of the newest one), or (none) from the start."""
+    written = list(written)
+    incomplete = ""
+    if written and client_checkpoint and client_checkpoint.get("missing"):  # some clients could not save
+        incomplete = (f"The checkpoint {written[-1]} lacks the state of client(s) "
+                      f"{', '.join(map(str, client_checkpoint['missing']))}. ")
+        written = written[:-1]
+    if not written:
+        return incomplete + ("No usable checkpoint was written: run it again from the start, with "
+                             "checkpoint-every=N to make it resumable")
+    last = written[-1]
+    how = (f"`python -m flowergraph.simulation --resume {out_dir}`" if not incomplete else
+           f"`python -m flowergraph.simulation --resume {last}`")
+    return (f"{incomplete}Resume from the last checkpoint ({last}): {how}, or run config resume-from=\"{last}\" "
+            f"with the run's other settings")
 
 
 app = ServerApp()

@@ -56,6 +56,19 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+def _lost_clients(r: dict[str, Any]) -> list[str]:
+    """The clients a round lost, each once, with why when their process died: ``["1 (process died)", "3"]``
+    (from the record's training and evaluation ``failures``)."""
+    out: dict[str, str] = {}
+    for f in list(r.get("failures") or []) + list(r.get("eval_failures") or []):
+        if isinstance(f, dict) and f.get("client") is not None:
+            name = str(f["client"])
+            died = "process died" in str(f.get("reason", ""))
+            if died or name not in out:
+                out[name] = f"{name} (process died)" if died else name
+    return list(out.values())
+
+
 class RunRecorder:
     """Writes one run's results; ``log`` receives one human-readable progress line per round.
 
@@ -120,6 +133,9 @@ class RunRecorder:
             parts.append(f"dp eps {eps:.3g}" if isinstance(eps, (int, float)) else f"dp eps {eps}")
         if r.get("num_failures") or r.get("rejected"):
             parts.append(f"failures {r.get('num_failures', 0)} rejected {len(r.get('rejected') or [])}")
+        lost = _lost_clients(r)
+        if lost:
+            parts.append("lost " + ", ".join(lost))
         label = f"[round {r['round']}: {r['phase']}]" if r.get("phase") else f"[round {r['round']}{total}]"
         return f"{label} " + " | ".join(parts)
 

@@ -23,6 +23,9 @@ from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, NODE_RANK, PARTITION_I
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
 
 
+PROCESS_DIED = "the client's process died (Ray: ActorDiedError)"
+
+
 def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     """A one-line reason from Flower's failure texts (which wrap the client's error in several layers)."""
     text = str(exc)
@@ -31,7 +34,7 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     if "Message Unavailable" in text:
         return "no reply in time (the message expired after round-timeout, or its node left the federation)"
     if "ActorDiedError" in text or "actor died" in text.lower():
-        return "the client's process died (Ray: ActorDiedError)"
+        return PROCESS_DIED
     m = re.search(r"Message: (.*?)'?>\)?\. It originated", text, flags=re.S)
     if m:
         text = m.group(1)
