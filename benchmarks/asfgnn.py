@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, RUN_CODE, CellStore, _sources_hash, add_jobs, ahead_level_behind, data_dir,  # noqa: E402
                     interval_text, outside, paired_figure, prepare_run_dir, pyplot, run_cells, run_dir_current,
-                    save_figure, t_interval, table, write_result)
+                    save_figure, t_interval, table, write_result, remove_run_folder)
 
 BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
            "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
@@ -312,8 +312,7 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
             newest = None
         if newest is not None and newest >= int(parked["round"]):
             return False
-    if out.exists():
-        shutil.rmtree(out)
+    remove_run_folder(out)
     (out / "checkpoints").mkdir(parents=True)
     (out / RUN_CODE).write_text(json.dumps({"sources": sources}) + "\n")  # as prepare_run_dir marks a folder
     arrays = [np.zeros(shape, dtype=dtype) for shape, dtype in parked["arrays"]]  # replaced when the next trial starts

@@ -343,6 +343,22 @@ def _sources_hash(sources: tuple[str, ...]) -> str:
     return code_state(sources)["sources"]
 
 
+def remove_run_folder(out: Path) -> None:
+    """Delete a benchmark's run folder ``out`` before it is computed again: only a folder a benchmark or a
+    flowergraph run wrote (it holds :data:`RUN_CODE`, or a run's ``config.json``), or an empty one. Anything else
+    is someone's own files: SystemExit names it, nothing is deleted (docs/reliability.md)."""
+    import shutil
+
+    if not out.exists():
+        return
+    if out.is_dir() and not out.is_symlink() and (
+            not any(out.iterdir()) or (out / RUN_CODE).exists() or (out / "config.json").exists()):
+        shutil.rmtree(out)
+        return
+    raise SystemExit(f"error: {out} is in the way of a benchmark's run folder and was not written by one (no "
+                     f"{RUN_CODE}, no config.json); move it, or choose another work folder")
+
+
 def run_dir_current(out: Path, sources: tuple[str, ...]) -> bool:
     """Whether the run folder ``out`` was started by the code as it is now (see :func:`prepare_run_dir`)."""
     import json
@@ -358,13 +374,18 @@ def prepare_run_dir(out: Path, sources: tuple[str, ...]) -> str:
 
     A run folder is reused or resumed only when the code that wrote it is the code as it is now (the
     ``sources`` hash of :func:`code_state`, recorded in ``out/bench-code.json`` when the folder is started); a
-    folder from other code, or one without that record (written before it existed), is removed first. Without
+    folder a benchmark started with other code is removed first, and a non-empty folder without that record (not
+    a benchmark's) is refused, never deleted. Without
     this, re-running a stale cell (``--rerun-stale``) in a ``--work`` folder that still held the old run read
     the old run's output back and stored it as a cell of today's code. The hash is computed once per process:
     a benchmark does not change its own sources while it runs."""
     import json
     import shutil
 
+    if out.exists() and not (out / RUN_CODE).exists() and any(out.iterdir()):
+        # not a folder a benchmark started (they all carry the record): never ours to delete
+        raise SystemExit(f"error: {out} holds files that no benchmark run started (no {RUN_CODE}); move them, or "
+                         f"choose another --work folder")
     if out.exists() and not run_dir_current(out, sources):
         shutil.rmtree(out)
     if out.exists():

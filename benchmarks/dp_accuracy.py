@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, data_dir, table, write_result  # noqa: E402
+from common import REPO, data_dir, table, write_result, remove_run_folder  # noqa: E402
 
 from flowergraph.app.inprocess import run_inprocess  # noqa: E402
 from flowergraph.simulation import load_preset  # noqa: E402
@@ -36,7 +36,7 @@ def run_cell(noise: float | None, clip: float, seed: int, rounds: int) -> dict:
     if done.exists():
         return json.loads(done.read_text())
     out = CELLS / name
-    shutil.rmtree(out, ignore_errors=True)
+    remove_run_folder(out)
     config = {**load_preset(REPO / "conf" / "fedavg-cora.toml"), "rounds": rounds, "seed": seed,
               "data-dir": data_dir(), "out-dir": str(out), "weighting": "uniform"}
     if noise is not None:
@@ -49,7 +49,7 @@ def run_cell(noise: float | None, clip: float, seed: int, rounds: int) -> dict:
               "best": summary["best_accuracy"], "epsilon": None if eps is None else float(eps),
               "noise_stddev": dp.get("noise_stddev"), "wall_s": time.monotonic() - t0}
     done.write_text(json.dumps(result, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
+    remove_run_folder(out)
     print(f"[{time.strftime('%H:%M:%S')}] {name}: acc {result['accuracy']:.4f} eps {result['epsilon']}", flush=True)
     return result
 

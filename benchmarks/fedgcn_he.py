@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
+from common import REPO, TreeMemorySampler, data_dir, table, write_result, remove_run_folder  # noqa: E402
 
 from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402
@@ -117,8 +117,7 @@ def bench_run(out: Path, method: str, *, num_clients: int, rounds: int, dataset:
         if cached.get("ok"):
             print(f"  reusing {out.name}", flush=True)
             return cached
-    if out.exists():
-        shutil.rmtree(out)
+    remove_run_folder(out)
     with RoleMemorySampler(interval=mem_interval) as mem:
         result = run_simulation(method, num_clients=num_clients, rounds=rounds, dataset=dataset, out=out,
                                 overrides=overrides, timeout=timeout)

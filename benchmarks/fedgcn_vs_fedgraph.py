@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
+from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result, remove_run_folder  # noqa: E402
 
 from flowergraph.app.runtime import kill_tree, stop_processes  # noqa: E402
 
@@ -95,7 +95,7 @@ def run_fedgraph(venv_python: str, dataset: str, seed: int, rounds: int, work: P
 
 def run_ours(dataset: str, hops: int, seed: int, rounds: int, work: Path) -> dict:
     out = work / f"ours-{dataset}-h{hops}-s{seed}"
-    shutil.rmtree(out, ignore_errors=True)
+    remove_run_folder(out)
     preset = REPO / "conf" / f"fedgcn-{dataset.lower()}.toml"
     cmd = [sys.executable, "-m", "flowergraph.simulation", "--config", str(preset), "--rounds", str(rounds),
            "--set", f"fedgcn.hops={hops}", "--set", f"seed={seed}", "--data-dir", data_dir(), "--out", str(out)]

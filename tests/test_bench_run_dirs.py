@@ -10,10 +10,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import RUN_CODE, code_state, prepare_run_dir, run_dir_current  # noqa: E402
+from benchmarks.common import RUN_CODE, code_state, prepare_run_dir, remove_run_folder, run_dir_current  # noqa: E402
 
 SOURCES = ("flowergraph/errors.py",)
 
@@ -42,13 +44,27 @@ def test_a_finished_run_of_todays_code_is_read_back(tmp_path):
 
 
 def test_a_finished_run_of_older_code_is_removed_not_read(tmp_path):
-    for name, marker in (("unmarked", None), ("other-code", {"sources": "0123456789abcdef"})):
-        out = tmp_path / name
-        _finished_run(out, marker)
-        assert not run_dir_current(out, SOURCES)
-        assert prepare_run_dir(out, SOURCES) == "fresh"
-        assert not (out / "summary.json").exists() and not (out / "rounds.jsonl").exists()
-        assert run_dir_current(out, SOURCES)
+    out = tmp_path / "other-code"
+    _finished_run(out, {"sources": "0123456789abcdef"})
+    assert not run_dir_current(out, SOURCES)
+    assert prepare_run_dir(out, SOURCES) == "fresh"
+    assert not (out / "summary.json").exists() and not (out / "rounds.jsonl").exists()
+    assert run_dir_current(out, SOURCES)
+
+
+def test_a_folder_no_benchmark_started_is_refused_not_deleted(tmp_path):
+    """A non-empty folder without the benchmark's record is not a benchmark's run folder (someone's own files, or
+    a run from before the record existed): it is left whole and the error names it."""
+    out = tmp_path / "unmarked"
+    _finished_run(out, None)
+    (out / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(SystemExit, match=rf"error: {out} holds files that no benchmark run started"):
+        prepare_run_dir(out, SOURCES)
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "notes.txt").read_text() == "mine"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert prepare_run_dir(empty, SOURCES) == "fresh"  # an empty folder is fine
 
 
 def test_a_stopped_run_resumes_only_under_todays_code(tmp_path):
@@ -69,3 +85,21 @@ def test_a_started_run_without_checkpoints_starts_over(tmp_path):
     (out / "rounds.jsonl").write_text("{}\n")  # a run killed before its first checkpoint
     assert prepare_run_dir(out, SOURCES) == "fresh"
     assert sorted(p.name for p in out.iterdir()) == [RUN_CODE]
+
+
+def test_remove_run_folder_deletes_only_run_folders(tmp_path):
+    """The benchmarks' "compute this cell again" clean-up: a run's folder (a flowergraph run's config.json, or
+    the benchmark's record) and an empty folder go; anything else is refused and stays."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / "rounds.jsonl").write_text("")
+    remove_run_folder(run)
+    assert not run.exists()
+    remove_run_folder(tmp_path / "absent")  # nothing to do
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep")
+    with pytest.raises(SystemExit, match=rf"error: {mine} is in the way of a benchmark's run folder"):
+        remove_run_folder(mine)
+    assert (mine / "thesis.tex").read_text() == "keep"

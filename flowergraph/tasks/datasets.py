@@ -157,13 +157,30 @@ def _prepare_root(info: DatasetInfo, data_dir: Path | None) -> Path:
     if data_dir is not None:
         for candidate in (data_dir / info.family / info.name / "raw", data_dir / info.name / "raw"):
             if _raw_files_present(candidate, info):
-                if cached_raw.exists():
-                    shutil.rmtree(cached_raw)
+                if cached_raw.exists():  # an incomplete copy: ours to replace, anything else is refused
+                    _remove_own_copy(root / info.name)
+                cached_raw.parent.mkdir(parents=True, exist_ok=True)
+                (root / info.name / COPY_MARK).write_text(f"{candidate}\n")  # first: a copy cut short is ours too
                 shutil.copytree(candidate, cached_raw)
                 for f in cached_raw.rglob("*"):  # copies of read-only files must stay writable for PyG
                     f.chmod(0o644 if f.is_file() else 0o755)
                 return root
     return root
+
+
+COPY_MARK = ".flowergraph-copy"  # in a cached dataset folder that flowergraph copied (holds where from)
+
+
+def _remove_own_copy(folder: Path) -> None:
+    """Delete a dataset folder of the cache that flowergraph filled itself (it holds :data:`COPY_MARK`); a
+    folder without the mark (files someone put there, e.g. with ``FLOWERGRAPH_CACHE`` set to their own data
+    folder) is never deleted: DatasetUnavailableError names it instead."""
+    if not (folder / COPY_MARK).exists():
+        raise DatasetUnavailableError(
+            f"{folder} holds dataset files that flowergraph did not copy there, and they are incomplete or "
+            f"unreadable; flowergraph leaves them alone: fix or move them, or set FLOWERGRAPH_CACHE to another "
+            f"folder")
+    shutil.rmtree(folder)
 
 
 def _download_error(info: DatasetInfo, data_dir: Path | None, exc: BaseException) -> DatasetUnavailableError:
@@ -208,7 +225,8 @@ def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None, use_n
                 raise _download_error(info, resolved, exc) from exc
             # The raw files are there but PyG cannot read them: drop the cached copy (so fixed files are
             # copied again next time) and name where they came from.
-            shutil.rmtree(root / info.name, ignore_errors=True)
+            if (root / info.name / COPY_MARK).exists():
+                _remove_own_copy(root / info.name)
             source = f"{resolved}/{_expected_files(info)}" if resolved is not None else f"{root / info.name / 'raw'}"
             raise DatasetUnavailableError(
                 f"dataset {info.name!r}: the raw files {source} could not be read ({type(exc).__name__}: {exc}); "

@@ -60,6 +60,16 @@ def partition_file_name(client_id: int) -> str:
     return f"client-{int(client_id)}.npz"
 
 
+def check_export_folder(out: Path, force: bool) -> None:
+    """Refuse (ConfigError) a folder holding files an export would overwrite (its manifest or any
+    ``client-K.npz``), unless ``force``."""
+    taken = sorted(p.name for p in [out / MANIFEST, *out.glob("client-*.npz")] if p.exists()) if out.is_dir() else []
+    if taken and not force:
+        shown = ", ".join(taken[:4]) + (f" and {len(taken) - 4} more" if len(taken) > 4 else "")
+        raise ConfigError(f"{str(out)!r} already holds partition files ({shown}); choose another folder or "
+                          f"pass --force to overwrite them")
+
+
 def _digest(arrays: dict[str, np.ndarray]) -> str:
     h = hashlib.sha256()
     for name in MEMBERS:
@@ -87,9 +97,7 @@ def export_partitions(gspec: GraphSpec, pspec: PartitionSpec, out_dir: str | os.
 
     Refuses a folder that already holds an export unless ``force``."""
     out = Path(out_dir).expanduser()
-    if (out / MANIFEST).exists() and not force:
-        raise ConfigError(f"{str(out)!r} already holds partition files ({MANIFEST}); choose another folder or "
-                          f"pass --force to overwrite them")
+    check_export_folder(out, force)
     data = load_global_graph(gspec)
     assignment = node_assignment(gspec, pspec)
     header: dict[str, Any] = {

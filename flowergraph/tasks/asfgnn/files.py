@@ -63,12 +63,10 @@ def _as_client_graph(data: ClientData, num_global_nodes: int):
 def export_asfgnn_partitions(spec: SplitSpec, out_dir: str | os.PathLike, *, force: bool = False,
                              log=print) -> Path:
     """Write ``client-K.npz`` for every client of ``spec`` and the manifest; returns the manifest's path."""
-    from ..partition_files import MANIFEST, write_partitions
+    from ..partition_files import check_export_folder, write_partitions
 
     out = Path(out_dir).expanduser()
-    if (out / MANIFEST).exists() and not force:
-        raise ConfigError(f"{str(out)!r} already holds partition files ({MANIFEST}); choose another folder or "
-                          f"pass --force to overwrite them")
+    check_export_folder(out, force)
     name = _canonical_dataset(spec.dataset)
     client_assignment(name, spec.setting, float(spec.alpha), int(spec.split_seed), int(spec.num_clients),
                       spec.data_dir or None, spec.split, int(spec.degree_threshold))  # ConfigError for bad input
