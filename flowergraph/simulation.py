@@ -1,4 +1,4 @@
-"""Run any method in Flower's Ray-backed simulation, from Python or the shell.
+"""Run any method in Flower's simulation (Ray, or the inline engine), from Python or the shell.
 
     python -m flowergraph.simulation --method fedavg --num-clients 3 --rounds 2 --dataset Cora --out DIR \\
         [--data-dir ../shared/datasets] [--set key=value ...]
@@ -14,6 +14,12 @@ port; runs ``flwr run <app> --stream`` with ``num-supernodes = num-clients`` and
 progress line per round; reads the run's status with ``flwr ls`` (``flwr run`` exits 0 even when the run
 failed); stops the SuperLink and every process under it by PID; and returns/prints where the results are.
 Exit status: 0 when the run completed, 1 when it failed, 2 for bad input.
+
+With ``simulation-engine=inline`` (``--set simulation-engine=inline``) the run goes instead through Flower's
+Simulation Engine with an in-process backend (:mod:`flowergraph.app.inline`) in one child process: no SuperLink,
+no Ray; the same results folder, progress lines, exit statuses and summary. A child process, not this one: the
+launcher's timeout and signal handling stop it by PID as they stop Ray, and this process's torch settings and
+RNG, Flower's logging, signal handlers and caches stay as they were.
 """
 
 from __future__ import annotations
@@ -211,6 +217,78 @@ def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_cl
     return AppRun(status=status, flwr_status=flwr_status, log_file=log_file, pids=sorted(set(pids)))
 
 
+def run_inline_app(*, num_supernodes: int, run_config: dict[str, Any] | None = None, log_dir: str | os.PathLike,
+                   verbose: bool = False, stream: TextIO | None = None, timeout: float | None = None,
+                   extra_env: dict[str, str] | None = None) -> AppRun:
+    """Run flowergraph's ServerApp and ClientApp on the inline engine (:mod:`flowergraph.app.inline`) in one child
+    process, with the run config passed as ``flwr run --run-config FILE`` would pass it; stop it (by PID) on
+    return, on the timeout, on SIGTERM. Writes the child's log to ``log_dir/flower.log``; progress lines as
+    :func:`run_flower_app`. The status is the child's exit status (0: completed)."""
+    with private_tmp():
+        return _run_inline_app(num_supernodes=num_supernodes, run_config=run_config, log_dir=log_dir,
+                               verbose=verbose, stream=stream, timeout=timeout, extra_env=extra_env)
+
+
+def _run_inline_app(*, num_supernodes, run_config, log_dir, verbose, stream, timeout, extra_env) -> AppRun:
+    from .app.generator import app_pyproject
+
+    stream = stream or sys.stdout
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / "flower.log"
+    work = Path(tempfile.mkdtemp(prefix="flowergraph-inline-"))
+    pids: list[int] = []
+    status, flwr_status = "failed", "not started"
+    group = ProcessGroup().start()  # the child carries its tag; the watchdog stops it if this process dies
+    try:
+        app_dir = work / "app"
+        app_dir.mkdir()
+        (app_dir / "pyproject.toml").write_text(app_pyproject("flowergraph-run"))  # the run config's defaults
+        cmd = [sys.executable, "-m", "flowergraph.app.inline", "--app-dir", str(app_dir), "--num-supernodes",
+               str(num_supernodes)]
+        if run_config:
+            cmd += ["--run-config", str(write_run_config(work / "run_config.toml", run_config))]
+        package_root = str(Path(__file__).resolve().parents[1])  # the child imports this very flowergraph
+        env = dict(group.env(), FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1", PYTHONUNBUFFERED="1",
+                   **(extra_env or {}))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        timed_out = threading.Event()
+        with open(log_file, "a") as log_out:
+            proc = subprocess.Popen(cmd, cwd=str(log_dir), env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
+            pids.append(proc.pid)
+
+            def stop_on_timeout() -> None:
+                timed_out.set()
+                kill_tree(proc.pid)
+
+            watchdog = None
+            if timeout is not None:
+                watchdog = threading.Timer(max(1.0, timeout), stop_on_timeout)
+                watchdog.daemon = True
+                watchdog.start()
+            try:
+                code = tee_output(proc, log_out, stream, verbose=verbose)
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
+                if proc.poll() is None:
+                    kill_tree(proc.pid)
+        if timed_out.is_set():
+            flwr_status = "timed out"
+            print(f"flowergraph: stopped after the {timeout:.0f} s timeout", file=stream, flush=True)
+        else:
+            status = "completed" if code == 0 else "failed"
+            flwr_status = f"inline:{status}"
+            if status != "completed":
+                print(f"flowergraph: the inline run ended with exit status {code}; full log: {log_file}",
+                      file=stream, flush=True)
+    finally:
+        pids.extend(group.stop())
+        shutil.rmtree(work, ignore_errors=True)
+    return AppRun(status=status, flwr_status=flwr_status, log_file=log_file, pids=sorted(set(pids)))
+
+
 def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | None, out: str | os.PathLike | None,
                      overrides: dict[str, Any] | None) -> dict[str, Any]:
     config: dict[str, Any] = renamed_keys(overrides or {})
@@ -291,12 +369,19 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
                 config["key-file"] = str(ckks.write_key_file(work / "keys" / "ckks-secret.bin"))
                 print(f"flowergraph: created a CKKS key file for this run's clients: {config['key-file']}",
                       file=stream, flush=True)
-        app_dir = work / "app"
-        app_dir.mkdir()
-        write_app(app_dir)
-        app_run = run_flower_app(app_dir, num_supernodes=supernodes, run_config=config, log_dir=out_dir,
-                                 cpus_per_client=cpus_per_client, ray_cpus=ray_cpus, verbose=verbose, stream=stream,
-                                 timeout=None if timeout is None else max(1.0, timeout - (time.monotonic() - started)))
+        left = None if timeout is None else max(1.0, timeout - (time.monotonic() - started))
+        if settings.simulation_engine == "inline":
+            print("flowergraph: simulation-engine=inline: every client and the server in one process, no Ray",
+                  file=stream, flush=True)
+            app_run = run_inline_app(num_supernodes=supernodes, run_config=config, log_dir=out_dir,
+                                     verbose=verbose, stream=stream, timeout=left)
+        else:
+            app_dir = work / "app"
+            app_dir.mkdir()
+            write_app(app_dir)
+            app_run = run_flower_app(app_dir, num_supernodes=supernodes, run_config=config, log_dir=out_dir,
+                                     cpus_per_client=cpus_per_client, ray_cpus=ray_cpus, verbose=verbose,
+                                     stream=stream, timeout=left)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     status, log_file = app_run.status, app_run.log_file
@@ -333,7 +418,7 @@ def resume_config(path: str | os.PathLike) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowergraph.simulation",
-                                     description="Run a flowergraph method in Flower's Ray-backed simulation.")
+                                     description="Run a flowergraph method in Flower's simulation (Ray, or simulation-engine=inline).")
     parser.add_argument("--method", default=None, help="a registered method (default fedavg): "
                         + ", ".join(methods()))
     parser.add_argument("--num-clients", type=int, default=None, help="default: one per dataset for a graph-level "

@@ -45,7 +45,17 @@ def check_settings(s: RunSettings) -> None:
     check_privacy(s, method)
     from .faults import parse_faults
 
-    parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
+    faults = parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
+    if s.simulation_engine == "inline":
+        from .choices import PROCESS_FAULTS
+
+        killing = [str(f) for f in faults if f.kind in PROCESS_FAULTS]
+        if killing:
+            raise ConfigError(f"inject-faults={s.inject_faults!r}: {', '.join(killing)} would "
+                              f"kill or stall the one process that runs "
+                              f"every client and the server with simulation-engine='inline' (no process "
+                              f"isolation); use simulation-engine='ray' for faults of kind "
+                              f"{' or '.join(PROCESS_FAULTS)}")
     if task.check is not None:
         task.check(s)
     if method.check is not None:

@@ -4,7 +4,7 @@ renamed keys (:data:`RENAMED`). Each registered method adds its own keys, named 
 
 from __future__ import annotations
 
-from .choices import AGGREGATORS, CLIENT_ORDERS, DP_MODES, SECURE_AGG, WEIGHTINGS
+from .choices import AGGREGATORS, CLIENT_ORDERS, DP_MODES, SECURE_AGG, SIMULATION_ENGINES, WEIGHTINGS
 from .options import Option, at_least, left_open, right_open, within
 
 # Group names, in the order docs/configuration.md lists them (a method's keys follow under the method's name).
@@ -41,6 +41,12 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "k; `largest-first`: the clients with the most training examples go to the first nodes. Every client "
            "keeps its id, data and seeds, so results are the same; only the wall time changes. A deployment "
            "ignores it: each SuperNode's `partition-id` names its client.", CLIENT_ORDERS),
+    Option("simulation-engine", "ray", "Simulation only: what runs the clients. `ray`: Flower's Ray backend (one "
+           "process per client actor, resource limits, a Ray cluster). `inline`: Flower's Simulation Engine with "
+           "a backend that runs the ClientApp in one process, one message at a time, every message and "
+           "`context` serialised as in a deployment; no Ray start-up and no actor processes, but no process "
+           "isolation and no resource limits, so `inject-faults` kinds `exit` and `hang` are refused "
+           "(docs/running.md). A deployment ignores it.", SIMULATION_ENGINES),
     # -- federation
     Option("weighting", "train-size", "Averaging weights: training-set size, reported mini-batch size, or "
            "uniform (the FedGCN reference code).", WEIGHTINGS, group="federation"),

@@ -40,7 +40,7 @@ _PATTERN = "round-*.npz"
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
 RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "checkpoint-keep", "round-timeout",
                      "init-timeout", "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir",
-                     "partition-dir", "inject-faults", "fused-eval", "client-order")
+                     "partition-dir", "inject-faults", "fused-eval", "client-order", "simulation-engine")
 
 
 @dataclass

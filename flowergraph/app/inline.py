@@ -1,0 +1,214 @@
+"""The inline simulation engine (``simulation-engine=inline``): Flower's own Simulation Engine with a backend that
+runs the ClientApp in the engine's worker thread instead of a Ray actor.
+
+What runs is Flower's: the ServerApp runs in a thread on Flower's ``InMemoryGrid`` over an in-memory
+``LinkState`` (what :func:`flwr.simulation.run_simulation._main_loop` builds), the nodes are registered and their
+contexts kept by the engine's own functions (``vce_api._register_nodes`` / ``_register_node_info_stores``), and
+messages move between the link state and the backend through ``vce_api.run_api`` (its extractor, worker and
+injector threads). Only the :class:`~flwr.server.superlink.fleet.vce.backend.Backend` is ours:
+:class:`InlineBackend` calls the ClientApp (flowergraph's real one, every mod included) in the calling thread.
+
+Every boundary is serialised: the message and the node's ``context`` (with ``context.state``) go into the
+ClientApp as Flower protobuf bytes (``message_to_proto`` / ``context_to_proto``, ``SerializeToString``) and come
+back the same way, so the ClientApp never holds an object the server or the engine holds. We use Flower's
+protobuf serde, not pickle as Ray does: it is what a deployment carries (gRPC between SuperLink, SuperNode and
+``flwr-clientapp``, context included), and it is the stricter of the two: anything protobuf carries, pickle
+carries, not the other way round (a Python object smuggled into a record would pickle but fails here as it
+fails in a deployment).
+
+The run configuration is the run's: the app's ``pyproject.toml`` defaults (``[tool.flwr.app.config]``, written by
+:func:`flowergraph.app.generator.app_pyproject`) fused with the overrides Flower reads from a ``--run-config``
+TOML file, by Flower's own functions, as ``flwr-simulation`` does (``flwr.simulation.run_simulation`` would pass
+an empty one).
+
+One worker thread, one process: messages are handled one at a time in node order (so every client's training
+sees the same torch RNG and thread settings as in its own Ray actor), there is no process isolation and no
+resource limit. The launcher runs it in one child process (``python -m flowergraph.app.inline``), see
+:func:`flowergraph.simulation.run_simulation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Any, Callable
+
+from flwr.app import Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.clientapp.client_app import ClientAppException, LoadClientAppError
+from flwr.common.serde import context_from_proto, context_to_proto, message_from_proto, message_to_proto
+from flwr.proto.message_pb2 import Context as ProtoContext  # pylint: disable=no-name-in-module
+from flwr.proto.message_pb2 import Message as ProtoMessage  # pylint: disable=no-name-in-module
+from flwr.server.superlink.fleet.vce.backend import Backend, BackendConfig
+from flwr.serverapp import ServerApp
+
+ENGINES = ("ray", "inline")
+
+
+def wire_message(message: Message) -> Message:
+    """``message`` through Flower's protobuf bytes and back: a new Message sharing nothing with the old one."""
+    data = message_to_proto(message).SerializeToString()
+    proto = ProtoMessage()
+    proto.ParseFromString(data)
+    return message_from_proto(proto)
+
+
+def wire_context(context: Context) -> Context:
+    """``context`` (node config, run config, ``state``) through Flower's protobuf bytes and back."""
+    data = context_to_proto(context).SerializeToString()
+    proto = ProtoContext()
+    proto.ParseFromString(data)
+    return context_from_proto(proto)
+
+
+class InlineBackend(Backend):
+    """A Simulation Engine backend that runs the ClientApp in the engine's worker thread, with the message and the
+    context serialised both ways (:func:`wire_message`, :func:`wire_context`). One worker: messages are handled
+    one after another. ``backend_config`` is accepted and ignored (no resources to give)."""
+
+    def __init__(self, backend_config: BackendConfig | None = None) -> None:
+        super().__init__(backend_config or {})
+        self.app_fn: Callable[[], ClientApp] | None = None
+        self.messages = 0
+        self._busy = threading.Lock()
+
+    def build(self, app_fn: Callable[[], ClientApp]) -> None:
+        self.app_fn = app_fn
+
+    @property
+    def num_workers(self) -> int:
+        return 1
+
+    def is_worker_idle(self) -> bool:
+        return not self._busy.locked()
+
+    def process_message(self, message: Message, context: Context) -> tuple[Message, Context]:
+        if self.app_fn is None:
+            raise ValueError("InlineBackend.build() was not called")
+        with self._busy:
+            message, context = wire_message(message), wire_context(context)  # what a Ray actor / a node receives
+            try:
+                app = self.app_fn()
+                reply = app(message=message, context=context)
+            except LoadClientAppError:
+                raise
+            except Exception as ex:  # as Flower's Ray actor reports it
+                raise ClientAppException(str(ex)) from ex
+            self.messages += 1
+            return wire_message(reply), wire_context(context)  # what goes back to the engine
+
+    def terminate(self) -> None:
+        self.app_fn = None
+
+
+def fused_run_config(app_dir: str | Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The run config Flower gives a run of the app in ``app_dir``: its pyproject defaults with ``overrides``
+    (Flower refuses a key the pyproject lacks, as ``flwr run`` does)."""
+    from flwr.common.config import get_fused_config_from_dir
+
+    return dict(get_fused_config_from_dir(Path(app_dir), dict(overrides)))
+
+
+def run_inline(server_app: ServerApp, client_app: ClientApp, *, num_supernodes: int, app_dir: str | Path,
+               overrides: dict[str, Any] | None = None, backend: InlineBackend | None = None) -> Context:
+    """Run ``server_app`` against ``num_supernodes`` simulated nodes running ``client_app``, on Flower's
+    InMemoryGrid, link state and Simulation Engine (``run_api``) with :class:`InlineBackend`; returns the
+    ServerApp's context. Raises what the ServerApp raised (the run failed), or RuntimeError when the engine
+    crashed. ``app_dir``: a Flower app folder whose pyproject gives the run config's defaults."""
+    from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
+    from flwr.proto.task_pb2 import Task  # pylint: disable=no-name-in-module
+    from flwr.server.superlink.fleet.vce.metrics import VceMetrics
+    from flwr.server.superlink.fleet.vce.vce_api import (_register_node_info_stores, _register_nodes,
+                                                         run_api)
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
+    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+    from flwr.simulation.run_simulation import run_serverapp_th
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.supercore.run import Run
+    from flwr.supercore.task_identity import TaskIdentity
+    from flwr.superlink.federation import NoOpFederationManager
+    from flwr.superlink.grid import InMemoryGrid
+
+    backend = backend or InlineBackend()
+    run_config = fused_run_config(app_dir, overrides or {})
+    run_id = generate_rand_int_from_bytes(RUN_ID_NUM_BYTES)
+    run = Run.create_empty(run_id=run_id)
+    run.primary_task_id = generate_rand_int_from_bytes(TASK_ID_NUM_BYTES)
+    run.federation_id = NOOP_FEDERATION_ID
+    run.override_config = dict(overrides or {})
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
+
+    state_factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(), ObjectStoreFactory())
+    state = state_factory.state()
+    state.run_ids[run_id] = RunRecord(run=run)  # as _main_loop pre-registers the run and its primary task
+    state.task_store[run.primary_task_id] = Task(task_id=run.primary_task_id, run_id=run_id)
+    nodes_mapping = _register_nodes(num_nodes=num_supernodes, state_factory=state_factory)
+    # each node's context: node config partition-id / num-partitions, run config fused from app_dir + overrides
+    node_info_stores = _register_node_info_stores(nodes_mapping=nodes_mapping, run=run, app_dir=str(app_dir))
+
+    grid = InMemoryGrid(state_factory=state_factory)
+    grid.set_run(run)
+    server_context = Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
+    f_stop = threading.Event()
+    errors: Queue[BaseException] = Queue()
+    contexts: Queue[Context] = Queue()
+    server_thread = run_serverapp_th(server_app_attr=None, server_app=server_app,
+                                     server_app_context=server_context, grid=grid, app_dir=str(app_dir),
+                                     f_stop=f_stop, exception_queue=errors, enable_tf_gpu_growth=False,
+                                     ctx_queue=contexts)
+    engine_error: BaseException | None = None
+    try:
+        run_api(lambda: client_app, lambda: backend, nodes_mapping, state_factory, node_info_stores, f_stop,
+                VceMetrics())
+    except BaseException as exc:  # noqa: BLE001 (the engine crashed; the ServerApp's error, if any, comes first)
+        engine_error = exc
+    finally:
+        f_stop.set()
+        server_thread.join()
+    try:
+        raise errors.get_nowait()
+    except Empty:
+        pass
+    if engine_error is not None:
+        raise engine_error
+    try:
+        return contexts.get_nowait()
+    except Empty:
+        return server_context
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flowergraph.app.inline --app-dir DIR --num-supernodes N [--run-config FILE.toml]``: run
+    flowergraph's ServerApp and ClientApp on the inline engine (the simulation launcher's child process). Exit
+    status 0 when the ServerApp finished, 1 when the run failed. Flower's log goes to stdout."""
+    parser = argparse.ArgumentParser(prog="python -m flowergraph.app.inline")
+    parser.add_argument("--app-dir", required=True)
+    parser.add_argument("--num-supernodes", type=int, required=True)
+    parser.add_argument("--run-config", default=None, help="a TOML file, as `flwr run --run-config FILE` reads it")
+    args = parser.parse_args(argv)
+    from logging import ERROR, INFO
+
+    from flwr.common.config import parse_config_args
+    from flwr.common.logger import log
+
+    from .client_app import app as client_app
+    from .server_app import app as server_app
+
+    overrides = parse_config_args([args.run_config]) if args.run_config else {}
+    log(INFO, "flowergraph: inline simulation engine, %d node(s), one process", args.num_supernodes)
+    try:
+        run_inline(server_app, client_app, num_supernodes=args.num_supernodes, app_dir=args.app_dir,
+                   overrides=overrides)
+    except Exception as exc:  # noqa: BLE001 (the ServerApp logged its own reason)
+        log(ERROR, "flowergraph: the inline run failed: %s: %s", type(exc).__name__, exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
