@@ -217,21 +217,22 @@ def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_cl
     return AppRun(status=status, flwr_status=flwr_status, log_file=log_file, pids=sorted(set(pids)))
 
 
-def run_inline_app(*, num_supernodes: int, run_config: dict[str, Any] | None = None, log_dir: str | os.PathLike,
-                   verbose: bool = False, stream: TextIO | None = None, timeout: float | None = None,
-                   extra_env: dict[str, str] | None = None) -> AppRun:
-    """Run flowergraph's ServerApp and ClientApp on the inline engine (:mod:`flowergraph.app.inline`) in one child
-    process, with the run config passed as ``flwr run --run-config FILE`` would pass it; stop it (by PID) on
-    return, on the timeout, on SIGTERM. Writes the child's log to ``log_dir/flower.log``; progress lines as
-    :func:`run_flower_app`. The status is the child's exit status (0: completed)."""
+def run_inline_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_config: dict[str, Any] | None = None,
+                   log_dir: str | os.PathLike, verbose: bool = False, stream: TextIO | None = None,
+                   timeout: float | None = None, extra_env: dict[str, str] | None = None) -> AppRun:
+    """:func:`run_flower_app` on the inline engine: the Flower app in ``app_dir`` (its pyproject names the
+    ServerApp and ClientApp and gives the run config's defaults) runs in one child process
+    (``python -m flowergraph.app.inline``, :mod:`flowergraph.app.inline`) with ``run_config`` passed as
+    ``flwr run --run-config FILE`` passes it; the child is stopped by PID on return, on the timeout and on
+    SIGTERM. Writes its log to ``log_dir/flower.log``; progress lines as :func:`run_flower_app`. The status is
+    the child's exit status (0: completed)."""
     with private_tmp():
-        return _run_inline_app(num_supernodes=num_supernodes, run_config=run_config, log_dir=log_dir,
+        return _run_inline_app(app_dir, num_supernodes=num_supernodes, run_config=run_config, log_dir=log_dir,
                                verbose=verbose, stream=stream, timeout=timeout, extra_env=extra_env)
 
 
-def _run_inline_app(*, num_supernodes, run_config, log_dir, verbose, stream, timeout, extra_env) -> AppRun:
-    from .app.generator import app_pyproject
-
+def _run_inline_app(app_dir, *, num_supernodes, run_config, log_dir, verbose, stream, timeout,
+                    extra_env) -> AppRun:
     stream = stream or sys.stdout
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -241,10 +242,8 @@ def _run_inline_app(*, num_supernodes, run_config, log_dir, verbose, stream, tim
     status, flwr_status = "failed", "not started"
     group = ProcessGroup().start()  # the child carries its tag; the watchdog stops it if this process dies
     try:
-        app_dir = work / "app"
-        app_dir.mkdir()
-        (app_dir / "pyproject.toml").write_text(app_pyproject("flowergraph-run"))  # the run config's defaults
-        cmd = [sys.executable, "-m", "flowergraph.app.inline", "--app-dir", str(app_dir), "--num-supernodes",
+        cmd = [sys.executable, "-m", "flowergraph.app.inline", "--app-dir", str(Path(app_dir).resolve()),
+               "--num-supernodes",
                str(num_supernodes)]
         if run_config:
             cmd += ["--run-config", str(write_run_config(work / "run_config.toml", run_config))]
@@ -373,7 +372,12 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
         if settings.simulation_engine == "inline":
             print("flowergraph: simulation-engine=inline: every client and the server in one process, no Ray",
                   file=stream, flush=True)
-            app_run = run_inline_app(num_supernodes=supernodes, run_config=config, log_dir=out_dir,
+            from .app.generator import app_pyproject
+
+            app_dir = work / "app"  # a pyproject naming flowergraph's apps, with every key's default
+            app_dir.mkdir()
+            (app_dir / "pyproject.toml").write_text(app_pyproject("flowergraph-run"))
+            app_run = run_inline_app(app_dir, num_supernodes=supernodes, run_config=config, log_dir=out_dir,
                                      verbose=verbose, stream=stream, timeout=left)
         else:
             app_dir = work / "app"

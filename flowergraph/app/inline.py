@@ -182,10 +182,24 @@ def run_inline(server_app: ServerApp, client_app: ClientApp, *, num_supernodes: 
         return server_context
 
 
+def load_components(app_dir: str | Path) -> tuple[ServerApp, ClientApp]:
+    """The ServerApp and ClientApp the app folder's pyproject names (``[tool.flwr.app.components]``), loaded
+    with Flower's own loader, as ``flwr-simulation`` loads them."""
+    from flwr.common.config import get_project_config
+    from flwr.serverapp.server_app import LoadServerAppError
+    from flwr.supercore.object_ref import load_app
+
+    components = get_project_config(app_dir)["tool"]["flwr"]["app"]["components"]
+    server_app = load_app(components["serverapp"], LoadServerAppError, app_dir)
+    client_app = load_app(components["clientapp"], LoadClientAppError, app_dir)
+    return server_app, client_app
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flowergraph.app.inline --app-dir DIR --num-supernodes N [--run-config FILE.toml]``: run
-    flowergraph's ServerApp and ClientApp on the inline engine (the simulation launcher's child process). Exit
-    status 0 when the ServerApp finished, 1 when the run failed. Flower's log goes to stdout."""
+    """``python -m flowergraph.app.inline --app-dir DIR --num-supernodes N [--run-config FILE.toml]``: run the
+    Flower app in DIR (flowergraph's ServerApp and ClientApp for the launcher, or any app whose pyproject names
+    its components) on the inline engine: the simulation launcher's child process. Exit status 0 when the
+    ServerApp finished, 1 when the run failed. Flower's log goes to stdout."""
     parser = argparse.ArgumentParser(prog="python -m flowergraph.app.inline")
     parser.add_argument("--app-dir", required=True)
     parser.add_argument("--num-supernodes", type=int, required=True)
@@ -196,12 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     from flwr.common.config import parse_config_args
     from flwr.common.logger import log
 
-    from .client_app import app as client_app
-    from .server_app import app as server_app
-
-    overrides = parse_config_args([args.run_config]) if args.run_config else {}
     log(INFO, "flowergraph: inline simulation engine, %d node(s), one process", args.num_supernodes)
     try:
+        overrides = parse_config_args([args.run_config]) if args.run_config else {}
+        server_app, client_app = load_components(args.app_dir)
         run_inline(server_app, client_app, num_supernodes=args.num_supernodes, app_dir=args.app_dir,
                    overrides=overrides)
     except Exception as exc:  # noqa: BLE001 (the ServerApp logged its own reason)
