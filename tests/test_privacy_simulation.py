@@ -1,4 +1,5 @@
-"""Secure aggregation through Flower's transport (Ray simulation): ``secure-agg=secagg+`` runs the training
+"""Secure aggregation through Flower's transport (the inline engine: Flower's grid, link state and mods, every
+message serialised as in a deployment): ``secure-agg=secagg+`` runs the training
 rounds through Flower's SecAggPlusWorkflow and ``secaggplus_mod``; the strategy is handed only the secure
 aggregate (one distinct payload per round, checked on what the ServerApp receives) and the model equals plain
 averaging within SecAgg+'s quantisation. FedGCN with ``fedgcn.he=true`` and ``secure-agg=secagg+`` is the
@@ -20,7 +21,7 @@ from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.storage.results import read_run
 from flowergraph.simulation import run_simulation
 
-pytestmark = pytest.mark.simulation
+INLINE = {"simulation-engine": "inline"}
 
 
 def _training(path):
@@ -62,8 +63,8 @@ def test_fedavg_under_secaggplus_equals_plain_averaging_and_a_nan_client_is_refu
     would be garbage with no error; the client refuses it (a failure named by its partition), SecAgg+ goes on with
     the two others, and the model equals plain averaging of those two."""
     run = {"seed": 3, "fused-eval": False, "checkpoint-every": 1, "inject-faults": "nan:1@3"}
-    result = run_simulation("fedavg", 3, 3, None, tmp_path / "secagg", {**run, "secure-agg": "secagg+"},
-                            stream=io.StringIO(), timeout=600, ray_cpus=1)
+    result = run_simulation("fedavg", 3, 3, None, tmp_path / "secagg", {**run, "secure-agg": "secagg+", **INLINE},
+                            stream=io.StringIO(), timeout=600)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     got = _training(tmp_path / "secagg")
     assert all(r["secure_agg"] == {"mode": "secagg+", "distinct_payloads": 1} for r in got)
@@ -109,8 +110,8 @@ def test_ckks_through_flower_equals_plain_averaging(tmp_path, method, run, share
     round decrypts a sum of all three clients, and the model equals plain averaging (in-process, which equals a
     simulation to 1e-6) within CKKS's error and the decryption's 2^-20 flooding."""
     run = {**run, "data-dir": str(shared_data), "fused-eval": False, "checkpoint-every": 1}
-    result = run_simulation(method, 3, 2, None, tmp_path / "ckks", {**run, "secure-agg": "ckks"},
-                            stream=io.StringIO(), timeout=600, ray_cpus=1)
+    result = run_simulation(method, 3, 2, None, tmp_path / "ckks", {**run, "secure-agg": "ckks", **INLINE},
+                            stream=io.StringIO(), timeout=600)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     got = _training(tmp_path / "ckks")
     assert [(r["aggregated"], r["secure_agg"]["summed"], r["secure_agg"]["decrypted_by"], r["rejected"])
@@ -125,8 +126,9 @@ def test_fedgcn_he_with_secaggplus_is_fully_private_algorithm_1(tmp_path):
     run = {"seed": 4, "fedgcn.hops": 2}
     result = run_simulation("fedgcn", 3, 2, None, tmp_path / "private",
                             {**run, "fedgcn.he": True, "secure-agg": "secagg+", "dp": "central-client",
-                             "weighting": "uniform", "dp-noise-multiplier": 0.0, "dp-clipping-norm": 100.0},
-                            stream=io.StringIO(), timeout=600, ray_cpus=1)
+                             "weighting": "uniform", "dp-noise-multiplier": 0.0, "dp-clipping-norm": 100.0,
+                             **INLINE},
+                            stream=io.StringIO(), timeout=600)
     assert result.status == "completed", result.log_file.read_text()[-3000:]
     rounds = read_run(tmp_path / "private")["rounds"]
     phase = rounds[0]
