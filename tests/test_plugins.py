@@ -82,20 +82,19 @@ def test_the_installed_plugin_is_found_and_its_keys_are_checked(installed):
     assert out.splitlines() == ["['plug-avg', 'plug-graph']", "0.5", "plug-avg.scale=-1.0: must be > 0.0"]
 
 
-@pytest.mark.simulation
 def test_the_plugin_runs_through_the_launcher_and_a_plain_flwr_run(installed, tmp_path, shared_data):
-    from flowergraph.simulation import run_flower_app, run_simulation
+    from flowergraph.simulation import run_inline_app, run_simulation
 
-    # Two Flower runs, one per method and way in (a Flower simulation costs ~58 s of CPU on 2 cores, so the suite
-    # has no third): the node-level method by a plain `flwr run`, the graph-level one by the launcher; each with one of
-    # its keys overridden, which must reach every client.
-    # 1. a plain `flwr run` of an app folder written by the generator, with a plugin key overridden
+    # Two Flower runs on the inline engine, one per method and way in: the node-level method by a plain run of an
+    # app folder (the run config as `flwr run --run-config` passes it), the graph-level one by the launcher; each
+    # with one of its keys overridden, which must reach every client.
+    # 1. a plain run of an app folder written by the generator, with a plugin key overridden
     app = tmp_path / "app"
     out = _in_fresh_interpreter(f"from flowergraph.app.generator import main; main(['write', {str(app)!r}])",
                                 installed)
     assert "plug-avg" in out and "plug-avg.scale" in (app / "pyproject.toml").read_text().replace(
         "[tool.flwr.app.config.plug-avg]\nscale", "plug-avg.scale")
-    run = run_flower_app(app, num_supernodes=3, log_dir=tmp_path / "plain", timeout=400, ray_cpus=1,
+    run = run_inline_app(app, num_supernodes=3, log_dir=tmp_path / "plain", timeout=400,
                          run_config={"method": "plug-avg", "plug-avg.scale": 0.25, "num-clients": 3, "rounds": 1,
                                      "out-dir": str(tmp_path / "plain")})
     assert run.status == "completed", run.log_file.read_text()[-3000:]
@@ -103,7 +102,8 @@ def test_the_plugin_runs_through_the_launcher_and_a_plain_flwr_run(installed, tm
     assert {c["fit_plug_scale"] for c in round1["clients"].values()} == {0.25}
     # 2. the launcher, with the plugin's graph-classification method
     result = run_simulation("plug-graph", rounds=2, dataset="MUTAG,BZR", out=tmp_path / "graph", timeout=400,
-                            ray_cpus=1, overrides={"data-dir": str(shared_data), "plug-graph.tag": "hello"})
+                            overrides={"data-dir": str(shared_data), "plug-graph.tag": "hello",
+                                       "simulation-engine": "inline"})
     assert result.ok, result.log_file.read_text()[-3000:]
     rounds = read_run(tmp_path / "graph")["rounds"]
     assert [r["round"] for r in rounds] == [1, 2]

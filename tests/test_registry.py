@@ -165,10 +165,9 @@ def test_resume_without_a_client_state_file_fails_naming_it(toy, tmp_path):
                                        "resume-from": str(tmp_path / "run")}))
 
 
-@pytest.mark.simulation
 def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy, tmp_path):
     """The toy method is installed as a package would be (an entry point in the group flowergraph.methods, found
-    on PYTHONPATH by every process Flower starts: ServerApp, Ray actors). It runs 2 rounds with checkpoints, then
+    on PYTHONPATH by the process the launcher starts; on the inline engine). It runs 2 rounds with checkpoints, then
     resumes to 4: the result equals the uninterrupted run computed in one process."""
     from flowergraph.simulation import resume_config, run_simulation
 
@@ -185,10 +184,13 @@ def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy
     try:
         overrides = {k: v for k, v in _toy_run(tmp_path, "sim", 2).items()
                      if k not in ("method", "num-clients", "rounds", "state-dir")}
-        first = run_simulation("toy-personal", num_clients=3, rounds=2, overrides=overrides, timeout=400, ray_cpus=1)
+        overrides["simulation-engine"] = "inline"
+        first = run_simulation("toy-personal", num_clients=3, rounds=2, overrides=overrides, timeout=400)
         assert first.ok, first.log_file.read_text()[-3000:]
-        second = run_simulation("toy-personal", num_clients=3, rounds=4, timeout=400, ray_cpus=1,
-                                overrides={**resume_config(tmp_path / "sim"), "rounds": 4})
+        resume = resume_config(tmp_path / "sim")
+        assert resume["simulation-engine"] == "inline"  # resumed on the engine it ran on
+        second = run_simulation("toy-personal", num_clients=3, rounds=4, timeout=400,
+                                overrides={**resume, "rounds": 4})
         assert second.ok, second.log_file.read_text()[-3000:]
     finally:
         if old is None:
