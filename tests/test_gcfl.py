@@ -225,15 +225,14 @@ def test_bad_gcfl_settings(raw, match):
         parse_run_config({"method": "gcfl", "dataset": "MUTAG,BZR,COX2", "num-clients": 3, **raw})
 
 
-@pytest.mark.simulation
 def test_clusters_through_flowers_simulation(shared_data, tmp_path):
-    """Through Flower's simulation (Ray actors, node ids unknown in advance): the split of round 2 and each
+    """Through Flower's simulation engine, inline (node ids unknown in advance, every message serialised): the split of round 2 and each
     client's cluster model in round 3's training and in the final separate evaluation match the in-process run."""
     from flowergraph.simulation import run_simulation
 
     extra = {**FORCE, "gcfl.warmup": 1, "seed": 3, "data-dir": str(shared_data)}
-    result = run_simulation("gcfl", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400, ray_cpus=1,
-                            overrides=extra)
+    result = run_simulation("gcfl", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400,
+                            overrides={**extra, "simulation-engine": "inline"})
     assert result.ok, result.log_file.read_text()[-3000:]
     got = read_run(tmp_path / "sim")["rounds"]
     run_inprocess({**_run(shared_data, tmp_path, "ref", rounds=3), **extra, "dataset": "MUTAG,PTC_MR,BZR",

@@ -5,18 +5,18 @@ training rounds run through ``SecAggPlusWorkflow`` (``LegacyContext`` + ``Defaul
 FedGCN's communication phase travels as phase messages (``get_properties``), which the SecAgg+ mod leaves alone;
 before the phase mechanism it was sent as ``fit`` messages and every client failed with
 ``KeyError: 'secaggplus_configs'``. The accuracy must equal FedGCN without SecAgg+ (same seeds), and the strategy
-must never see an individual client's update."""
+must never see an individual client's update. The app runs on the inline engine (its pyproject's components,
+Flower's grid, link state and mods, every message serialised)."""
 
 import textwrap
 
 import pytest
 
 from flowergraph.storage.results import read_run
-from flowergraph.simulation import run_flower_app
+from flowergraph.simulation import run_inline_app
 
 from flowergraph.app.inprocess import run_inprocess
 
-pytestmark = pytest.mark.simulation
 
 APP = '''
 """A user's Flower app: flowergraph's FedGCN under Flower's SecAgg+."""
@@ -104,8 +104,8 @@ def test_fedgcn_two_hop_under_secaggplus_equals_plain_fedgcn(tmp_path):
         out-dir = ""
         '''))
     out = tmp_path / "out"
-    run = run_flower_app(app, num_supernodes=3, run_config={"out-dir": str(out)}, log_dir=tmp_path / "logs",
-                         timeout=600, ray_cpus=1)
+    run = run_inline_app(app, num_supernodes=3, run_config={"out-dir": str(out)}, log_dir=tmp_path / "logs",
+                         timeout=600)  # the user's app folder on the inline engine: Flower's grid, mods, serde
     log = run.log_file.read_text()
     assert run.status == "completed", log[-4000:]
     assert "secaggplus_configs" not in log

@@ -145,13 +145,11 @@ def test_what_cannot_apply_to_partial_updates_is_refused(plugins, raw, match):
         parse_run_config({"method": "toy-partial", "num-clients": 3, **raw})
 
 
-@pytest.mark.simulation
 def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugins, tmp_path):
-    """Both test-only methods run through Flower (plugins found by every process through FLOWERGRAPH_PLUGINS) to
+    """Both test-only methods run through Flower's engine, inline (plugins found through FLOWERGRAPH_PLUGINS) to
     round 4, equal to the uninterrupted in-process runs: toy-partial (per-client models kept by the clients) in 2
     rounds with a checkpoint, then resumed to 4; toy-stages (its stage boundary at round 3) in one run. (Its
-    resume at the boundary is tested in one process above; a Flower simulation costs ~58 s of CPU, so the suite
-    has no second one for it.)"""
+    resume at the boundary is tested in one process above.)"""
     from flowergraph.simulation import resume_config, run_simulation
 
     old = {k: os.environ.get(k) for k in ("PYTHONPATH", "FLOWERGRAPH_PLUGINS")}
@@ -161,11 +159,12 @@ def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugi
         for method, resumed in (("toy-partial", True), ("toy-stages", False)):
             overrides = {k: v for k, v in _run(tmp_path, method, f"sim-{method}", 2).items()
                          if k not in ("method", "num-clients", "rounds")}
+            overrides["simulation-engine"] = "inline"
             first = run_simulation(method, num_clients=3, rounds=2 if resumed else 4, overrides=overrides,
-                                   timeout=400, ray_cpus=1)
+                                   timeout=400)
             assert first.ok, first.log_file.read_text()[-3000:]
             if resumed:
-                second = run_simulation(method, num_clients=3, rounds=4, timeout=400, ray_cpus=1,
+                second = run_simulation(method, num_clients=3, rounds=4, timeout=400,
                                         overrides={**resume_config(tmp_path / f"sim-{method}"), "rounds": 4})
                 assert second.ok, second.log_file.read_text()[-3000:]
             run_inprocess(_run(tmp_path, method, f"ref-{method}", 4))
