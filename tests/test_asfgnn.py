@@ -409,9 +409,8 @@ def test_presets_hold_the_paper_setting_and_budget():
     assert quick.rounds <= 200  # a few minutes on 2 cores
 
 
-@pytest.mark.simulation
 def test_smac_under_secagg_through_flowers_simulation_equals_the_plaintext_run(shared_data, tmp_path):
-    """Flower's Ray simulation (3 SuperNodes served by one Ray actor, messages serialised, client state in
+    """Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state in
     context.state) with SecAgg+ (the disjoint-label setting: SecAgg+ needs >= 3 clients) and 2 SMAC trials: the
     server is handed only the masked aggregate (one distinct payload per round, no per-client accuracy in the
     records), and the run equals the plaintext in-process run: the same proposals, label counts, and accuracies to
@@ -425,9 +424,8 @@ def test_smac_under_secagg_through_flowers_simulation_equals_the_plaintext_run(s
                                                              "asfgnn.dropout": "0.5"})
     run_inprocess(config)
     overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
-    overrides.update({"out-dir": str(tmp_path / "sim"), "secure-agg": "secagg+"})
-    result = run_simulation("asfgnn", num_clients=3, rounds=6, overrides=overrides, cpus_per_client=1, ray_cpus=1,
-                            timeout=600)
+    overrides.update({"out-dir": str(tmp_path / "sim"), "secure-agg": "secagg+", "simulation-engine": "inline"})
+    result = run_simulation("asfgnn", num_clients=3, rounds=6, overrides=overrides, timeout=600)
     assert result.ok, result.log_file.read_text()[-3000:]
     want, got = read_run(tmp_path / "plain"), read_run(tmp_path / "sim")
     assert [r["round"] for r in got["rounds"]] == list(range(1, 7))

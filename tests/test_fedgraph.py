@@ -443,16 +443,15 @@ def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts)
         assert int(masks.sum(dim=0).max()) == 1 and sum(counts) == data.num_nodes  # disjoint, every node
 
 
-@pytest.mark.simulation
 def test_three_clients_three_rounds_through_flowers_simulation(reference, tmp_path):
-    """3 SuperNodes, 3 rounds in Flower's Ray simulation (messages serialised, phases as get_properties, client
+    """3 SuperNodes, 3 rounds in Flower's simulation engine, inline (messages serialised, phases as get_properties, client
     state in context.state): the agent's policies and the server's accuracies equal the in-process run's."""
     from flowergraph.simulation import run_simulation
 
     config, out, _ = reference
     overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
-    overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 0})
-    result = run_simulation("fedgraph", num_clients=K, rounds=3, overrides=overrides, timeout=600, ray_cpus=1)
+    overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 0, "simulation-engine": "inline"})
+    result = run_simulation("fedgraph", num_clients=K, rounds=3, overrides=overrides, timeout=600)
     assert result.ok, result.log_file.read_text()[-3000:]
     want = [r for r in read_run(out)["rounds"] if 1 <= r["round"] <= 3]
     got = [r for r in read_run(tmp_path / "sim")["rounds"] if r["round"] >= 1]

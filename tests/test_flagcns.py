@@ -385,19 +385,18 @@ def test_bad_settings_name_the_value_and_the_valid_choices(extra, message):
             s.method_info.server_evaluate(s)
 
 
-@pytest.mark.simulation
 def test_search_through_flowers_simulation_resumed_after_generation_one(reference, tmp_path):
-    """The same search through Flower's Ray simulation (3 SuperNodes, messages serialised, client state files):
+    """The same search through Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state files):
     equal to the in-process run; then resumed from its checkpoint after generation 1 into a new folder: equal to
     the uninterrupted one."""
     from flowergraph.simulation import resume_config, run_simulation
 
     config, out, _ = reference
     overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
-    overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 3})
-    first = run_simulation("flagcns", num_clients=3, rounds=13, overrides=overrides, timeout=900, ray_cpus=1)
+    overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 3, "simulation-engine": "inline"})
+    first = run_simulation("flagcns", num_clients=3, rounds=13, overrides=overrides, timeout=900)
     assert first.ok, first.log_file.read_text()[-3000:]
-    second = run_simulation("flagcns", num_clients=3, rounds=13, timeout=900, ray_cpus=1, overrides={
+    second = run_simulation("flagcns", num_clients=3, rounds=13, timeout=900, overrides={
         **resume_config(tmp_path / "sim" / "checkpoints" / "round-000006.npz"), "out-dir": str(tmp_path / "resumed")})
     assert second.ok, second.log_file.read_text()[-3000:]
     want = read_run(out)["rounds"]
