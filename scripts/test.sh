@@ -15,5 +15,7 @@ if ! [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
 fi
 bash scripts/setup.sh
 VENV="${FLOWERGRAPH_VENV:-.venv}"
-# worksteal: an idle worker takes tests queued on the busy one (the every-method deployment alone takes ~14 min)
-"$VENV/bin/python" -m pytest -q --durations=15 -n "$WORKERS" --dist worksteal "$@"
+# worksteal: an idle worker takes tests queued on the busy one (the every-method deployment alone takes ~14 min).
+# --all-durations (tests/conftest.py): the output ends with each file's and every test's duration, slowest first,
+# then pytest's closing "N passed in ..." line.
+"$VENV/bin/python" -m pytest -q --all-durations -n "$WORKERS" --dist worksteal "$@"

@@ -99,6 +99,39 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"SKIPPED {n} test(s): {reason} [{shown}]", yellow=True, bold=True)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--all-durations", action="store_true",
+                     help="end the report with every test's duration (setup + call + teardown), slowest first, and "
+                          "each file's total (scripts/test.sh sets it)")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """With ``--all-durations``: after every other summary (failures, the short test summary), just before
+    pytest's closing ``N passed in ...`` line, each file's total and every test's duration, slowest first."""
+    result = yield
+    if not config.getoption("all_durations", False):
+        return result
+    per_test: dict[str, float] = defaultdict(float)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) in ("setup", "call", "teardown") and hasattr(report, "duration"):
+                per_test[report.nodeid] += report.duration
+    per_file: dict[str, float] = defaultdict(float)
+    for nodeid, seconds in per_test.items():
+        per_file[nodeid.split("::")[0]] += seconds
+    total = sum(per_test.values())
+    terminalreporter.section(f"durations per file ({len(per_file)} files, {total:.1f} s of test time in all)",
+                             sep="=")
+    for name, seconds in sorted(per_file.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.write_line(f"{seconds:9.2f}s  {name}")
+    terminalreporter.section(f"durations of every test ({len(per_test)} tests, slowest first; setup + call + "
+                             f"teardown)", sep="=")
+    for nodeid, seconds in sorted(per_test.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.write_line(f"{seconds:9.2f}s  {nodeid}")
+    return result
+
+
 @pytest.fixture(scope="session")
 def cora(shared_data):
     from flowergraph.tasks.federated_graph import GraphSpec, load_global_graph

@@ -385,6 +385,7 @@ def test_bad_settings_name_the_value_and_the_valid_choices(extra, message):
             s.method_info.server_evaluate(s)
 
 
+@pytest.mark.inline
 def test_search_through_flowers_simulation_resumed_after_generation_one(reference, tmp_path):
     """The same search through Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state files):
     equal to the in-process run; then resumed from its checkpoint after generation 1 into a new folder: equal to

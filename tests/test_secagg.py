@@ -17,6 +17,8 @@ from flowergraph.simulation import run_inline_app
 
 from flowergraph.app.inprocess import run_inprocess
 
+pytestmark = pytest.mark.inline
+
 
 APP = '''
 """A user's Flower app: flowergraph's FedGCN under Flower's SecAgg+."""

@@ -104,6 +104,7 @@ def test_the_launcher_through_ray_and_the_inline_engine_give_the_same_rounds(tmp
     np.testing.assert_allclose([r["accuracy"] for r in inline["rounds"]], expected, atol=1e-6)
 
 
+@pytest.mark.inline
 def test_centralized_equals_training_on_the_whole_graph(tmp_path, shared_data):
     result = run_simulation("centralized", num_clients=4, rounds=2, dataset="Cora", out=tmp_path / "c",
                             overrides={"data-dir": str(shared_data), "node.local-steps": 5, **INLINE}, timeout=300)
