@@ -71,15 +71,23 @@ def _assert_all_gone(marker: str, seen: list[int], timeout: float = 20.0) -> Non
     assert not alive or not any(psutil.Process(pid).environ().get(MARKER) == marker for pid in alive)
 
 
-@pytest.mark.simulation
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_simulation_launcher_stops_everything_on_a_stop_signal(tmp_path, signum):
+@pytest.mark.parametrize("signum,engine", [
+    pytest.param(signal.SIGTERM, "ray", marks=pytest.mark.simulation, id="SIGTERM-ray"),
+    pytest.param(signal.SIGHUP, "inline", marks=pytest.mark.inline, id="SIGHUP-inline"),
+])
+def test_simulation_launcher_stops_everything_on_a_stop_signal(tmp_path, signum, engine):
+    """One handler serves SIGTERM and SIGHUP (``runtime.stop_on_signals``), and the engine only changes which
+    processes there are to stop, so each signal is sent once: SIGTERM to a Ray run (SuperLink, SuperExec,
+    flwr-simulation, Ray's daemons and actor), SIGHUP to an inline run (its one child process)."""
     marker = uuid.uuid4().hex
     proc, lines = _start([sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--rounds", "500",
-                          "--out", str(tmp_path / "run"), "--ray-cpus", "1"], marker, tmp_path)  # one Ray actor
+                          "--out", str(tmp_path / "run"), "--ray-cpus", "1", "--set", f"simulation-engine={engine}"],
+                         marker, tmp_path)  # one Ray actor
     _wait_for(lines, "[round 2/500]", proc, timeout=240)
     seen = [p.pid for p in _marked(marker)]
-    assert len(seen) >= 5  # the launcher, SuperLink, SuperExec, flwr-simulation, Ray, actors...
+    # Ray: the launcher, SuperLink, SuperExec, flwr-simulation, Ray, actors...; inline: the launcher, its child
+    # running the engine, the process group's watchdog
+    assert len(seen) >= (5 if engine == "ray" else 3), seen
     proc.send_signal(signum)
     assert proc.wait(timeout=90) == 128 + signum
     output = "".join(lines)
