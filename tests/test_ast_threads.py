@@ -1,89 +1,87 @@
 """numpy.load in several threads at once, as a federated round does (Flower's server thread pool, the strategy's
 phase threads): on CPython 3.11 it could fail at random with ``SystemError: AST constructor recursion depth
 mismatch`` (CPython gh-106905; seen in our CI, in FedGraph's exchange phase). flowergraph serialises ``ast.parse``
-on those versions (flowergraph._compat.serialize_ast_parse)."""
+on those versions (flowergraph._compat.serialize_ast_parse). The race is reproduced deterministically here."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-# Threads loading small arrays while creating cyclic garbage with finalizers, with a tiny switch interval: a
-# collection inside one thread's parse runs a finalizer, which lets another thread parse in the middle. Prints the
-# number of failed loads (stops at the first one, or after SECONDS).
-STRESS = textwrap.dedent("""
-    import gc, io, sys, threading, time
-    import numpy as np
+# A deterministic reproduction. Thread A parses a long source with the collector running at every allocation;
+# a finalizer that runs inside A's parse (while A's AST constructor counts its recursion depth in the interpreter-
+# wide state) lets thread B parse in full and waits for it, up to 0.5 s. Without the lock B's parse resets that
+# shared counter under A, and A fails with CPython's "recursion depth mismatch"; with it, B waits for A's lock,
+# A's finalizer times out and A's parse completes. Prints how often the finalizer fired inside A's parse and the
+# errors.
+REPRO = textwrap.dedent("""
+    import ast, gc, json, sys, threading
     if sys.argv[1] == "flowergraph":
         import flowergraph  # noqa: F401  (installs the lock)
-    seconds = float(sys.argv[2])
+    SRC = "\\n".join(f"x{i} = [{i}, ({i}, {{'a': {i}}})]" for i in range(300))
+    A = threading.current_thread()
+    go, done = threading.Event(), threading.Event()
+    state = {"outer": False, "fired": 0}
+    errors = []
 
     class Cycle:
         def __init__(self):
             self.me = self
 
         def __del__(self):
-            [i for i in range(30)]
+            if threading.current_thread() is A and state["outer"] and not done.is_set():
+                state["fired"] += 1
+                go.set()
+                done.wait(0.5)
+            if state["outer"] and not done.is_set():
+                Cycle()  # the next collection finds another
 
-    buf = io.BytesIO()
-    np.save(buf, np.zeros((3, 4), dtype=np.float32))
-    data = buf.getvalue()
-    errors = []
-    stop = time.monotonic() + seconds
+    def b():
+        go.wait()
+        try:
+            ast.parse("y = 1")
+        except SystemError as e:
+            errors.append(["B", str(e)])
+        done.set()
 
-    def work():
-        while time.monotonic() < stop and not errors:
-            try:
-                assert np.load(io.BytesIO(data)).shape == (3, 4)
-            except SystemError as e:
-                errors.append(str(e))
-            for _ in range(20):
-                Cycle()
-
-    gc.set_threshold(7, 5, 5)
-    sys.setswitchinterval(1e-6)
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    print(len(errors), errors[:1])
+    thread = threading.Thread(target=b)
+    thread.start()
+    Cycle()
+    gc.set_threshold(1)
+    state["outer"] = True
+    try:
+        ast.parse(SRC)
+    except SystemError as e:
+        errors.append(["A", str(e)])
+    state["outer"] = False
+    gc.set_threshold(700)
+    go.set()
+    thread.join()
+    print(json.dumps({"fired": state["fired"], "errors": errors}))
 """)
 
 
-def _stress(mode: str, seconds: float) -> tuple[int, str]:
-    out = subprocess.run([sys.executable, "-c", STRESS, mode, str(seconds)], capture_output=True, text=True,
-                         timeout=120)
+def _reproduce(mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", REPRO, mode], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    count, _, first = out.stdout.strip().partition(" ")
-    return int(count), first
-
-
-# The race shows in some processes within a second and in others not for a minute (when the collector runs
-# depends on the process's memory layout): measured with both cores busy, 11 of 30 fresh processes failed a load
-# within 1.5 s and none of 30 with the lock, while one process of 60 s often failed none. So both checks run many
-# short processes rather than one long one.
-WINDOW_S = 1.5
-LOCKED_TRIES = 10  # were the lock useless, all 10 would pass with probability (1 - 11/30) ** 10 ~ 1%
-PLAIN_TRIES = 40  # without the lock, none failing has probability (1 - 11/30) ** 40 ~ 1e-8
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info >= (3, 12),
                     reason="the race is in CPython 3.11's ast module; newer versions do not have it")
 def test_the_race_exists_without_the_lock_and_not_with_it():
-    """Without flowergraph imported the stress fails a load (the bug is real on this Python); with it, none fails
-    in as many tries."""
-    for _ in range(LOCKED_TRIES):
-        assert _stress("flowergraph", WINDOW_S) == (0, "[]")
-    for _ in range(PLAIN_TRIES):
-        count, first = _stress("plain", WINDOW_S)
-        if count:
-            assert "AST constructor recursion depth mismatch" in first, first
-            return
-    pytest.skip(f"the stress did not reproduce the race in {PLAIN_TRIES} processes of {WINDOW_S} s on Python "
-                f"{sys.version.split()[0]} on this run (it needs a collection inside a parse; a crowded machine makes "
-                "that rarer): the lock passed its check, but without the race beside it that check shows nothing")
+    """Without flowergraph imported, a parse in another thread in the middle of one parse breaks it (the bug is
+    real on this Python, every time); with flowergraph imported the same interleaving is held off and nothing
+    fails."""
+    plain = _reproduce("plain")
+    assert plain["fired"] >= 1 and plain["errors"], plain
+    assert plain["errors"][0][0] == "A" and "AST constructor recursion depth mismatch" in plain["errors"][0][1]
+    locked = _reproduce("flowergraph")
+    assert locked["fired"] >= 1 and locked["errors"] == [], locked
 
 
 def test_the_lock_keeps_ast_parse_working():
