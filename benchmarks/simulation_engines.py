@@ -1,0 +1,123 @@
+"""The two simulation engines side by side: the same federation through Ray (``simulation-engine=ray``, the
+default) and through the inline engine (``simulation-engine=inline``), launched the same way
+(``flowergraph.simulation.run_simulation``), interleaved, ``--repeats`` times each.
+
+Per run: the launcher's wall time (validation and data check, then Flower's start-up, the rounds, the stop), the
+time from the launch to the end of round 1 (start-up: Ray and its actor, or one child process; imports; each
+client's data), the median time of rounds 2..R, the final accuracy (both engines must give the same), and the
+peak resident memory and the CPU time of the processes the run started (sampled every 0.2 s: every process
+under this one and every process carrying the launcher's process-group tag, which Ray's daemons keep after they
+leave the tree).
+
+    .venv/bin/python benchmarks/simulation_engines.py [--clients 3] [--rounds 5] [--repeats 1]
+
+writes docs/results/simulation_engines.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import table, write_result  # noqa: E402
+
+from flowergraph.app.runtime import GROUP_ENV  # noqa: E402
+from flowergraph.simulation import run_simulation  # noqa: E402
+from flowergraph.storage.results import read_run  # noqa: E402
+
+
+class Sampler(threading.Thread):
+    """Peak summed RSS and the CPU time of the run's processes (this one excluded)."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.interval, self.peak_rss, self.cpu = interval, 0, {}
+        self.done = threading.Event()
+
+    def _procs(self):
+        import psutil
+
+        me = psutil.Process()
+        found = {p.pid: p for p in me.children(recursive=True)}
+        for p in psutil.process_iter():
+            if p.pid in found or p.pid == me.pid:
+                continue
+            try:
+                if p.environ().get(GROUP_ENV, "").startswith(f"fg-{os.getpid()}-"):  # this process's runs only
+                    found[p.pid] = p
+            except (psutil.Error, OSError):
+                continue
+        return found.values()
+
+    def run(self) -> None:
+        import psutil
+
+        while not self.done.is_set():
+            rss = 0
+            for p in self._procs():
+                try:
+                    with p.oneshot():
+                        rss += p.memory_info().rss
+                        t = p.cpu_times()
+                        self.cpu[(p.pid, p.create_time())] = t.user + t.system
+                except (psutil.Error, OSError):
+                    continue
+            self.peak_rss = max(self.peak_rss, rss)
+            self.done.wait(self.interval)
+
+
+def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
+    sampler = Sampler()
+    sampler.start()
+    try:
+        result = run_simulation("fedavg", num_clients=clients, rounds=rounds, out=out, stream=open(os.devnull, "w"),
+                                overrides={"simulation-engine": engine}, ray_cpus=None, timeout=900)
+    finally:
+        sampler.done.set()
+        sampler.join()
+    if not result.ok:
+        sys.exit(f"{engine} run failed; see {result.log_file}")
+    run = read_run(out)
+    started = run["summary"]["launcher_started"]
+    later = [r["time_s"] for r in run["rounds"][1:]]
+    return {"engine": engine, "wall_s": result.wall_time_s, "first_round_s": run["rounds"][0]["ended_at"] - started,
+            "round_s": statistics.median(later) if later else float("nan"),
+            "accuracy": run["summary"]["final_accuracy"], "peak_rss_mb": sampler.peak_rss / 2**20,
+            "cpu_s": sum(sampler.cpu.values())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fg-engines-") as work:
+        for rep in range(args.repeats):
+            for engine in ("ray", "inline"):
+                row = one(engine, args.clients, args.rounds, Path(work) / f"{engine}-{rep}")
+                print(row, flush=True)
+                rows.append(row)
+    accuracies = {round(r["accuracy"], 12) for r in rows}
+    body = (f"fedavg on the built-in synthetic graph (2,000 nodes), {args.clients} clients, {args.rounds} rounds, "
+            f"the launcher's defaults (Ray: one CPU per client actor, every CPU of the machine), "
+            f"{args.repeats} run(s) per engine, interleaved.\n\n"
+            + table(["engine", "run", "wall (s)", "launch to end of round 1 (s)", "median round 2..R (s)",
+                     "final accuracy", "peak RSS of its processes (MB)", "CPU of its processes (s)"],
+                    [[r["engine"], i // 2 + 1, r["wall_s"], r["first_round_s"], r["round_s"], r["accuracy"],
+                      round(r["peak_rss_mb"]), r["cpu_s"]] for i, r in enumerate(rows)])
+            + f"\n\nThe final accuracies are {'equal' if len(accuracies) == 1 else 'NOT equal'} across engines and "
+              "runs. The wall time includes the launcher's own validation and data check in the calling process "
+              "(the same for both). CPU and memory count the processes the run started, not the calling one.\n")
+    write_result("simulation_engines", "Simulation engines: Ray and inline, side by side", body)
+
+
+if __name__ == "__main__":
+    main()
