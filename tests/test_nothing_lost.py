@@ -72,7 +72,7 @@ print(json.dumps({"generated": generated, "removed": removed, "left": [p for p i
 def test_generated_layer_files_go_and_an_installed_pyg_under_the_temp_dir_stays(tmp_path, tmpdir_set):
     """The ClientApp's and ServerApp's tidy-up (:func:`remove_generated_sources`) with PyG imported from a copy
     under the temp directory: PyG's generated ``propagate`` / ``edge_updater`` files go, every file of the copy
-    stays, and the copy still imports. With ``TMPDIR`` unset the temp directory is the system's (``/tmp``)."""
+    stays byte for byte. With ``TMPDIR`` unset the temp directory is the system's (``/tmp``)."""
     if tmpdir_set:
         tmp = tmp_path / "tmp"
         tmp.mkdir()
@@ -91,9 +91,6 @@ def test_generated_layer_files_go_and_an_installed_pyg_under_the_temp_dir_stays(
         assert len(out["generated"]) == 4 and out["removed"] == 4 and out["left"] == []
         assert all(Path(p).parent == Path(tmp or _system_tmp()).resolve() for p in out["generated"])
         assert _tree(site) == before  # not one file of the installed copy is gone or changed
-        again = subprocess.run([sys.executable, "-c", "import torch_geometric.typing, torch_geometric.nn"],
-                               env=_env(tmp, site), capture_output=True, text=True, timeout=300)
-        assert again.returncode == 0, again.stderr[-2000:]
     finally:
         if not tmpdir_set:
             shutil.rmtree(under, ignore_errors=True)
