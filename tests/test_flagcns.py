@@ -292,17 +292,17 @@ BAD = [
     ({"flagcns.warmup": 4}, "flagcns.warmup=4 exceeds flagcns.epochs=3; valid: 0..3"),
     ({"flagcns.min-layers": 3}, "flagcns.min-layers=3 exceeds flagcns.layers=2; valid: 0..2"),
     ({"rounds": 12}, "rounds=12, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
-                     "flagcns.retrain-epochs = 3 x 3 + 4 = 13 rounds; set rounds=13"),
+                     "flagcns.retrain-epochs = 3 x 3 + 4 = 13 rounds; leave rounds unset (the run takes 13) or set rounds=13"),
     ({"flagcns.architecture": "gin"}, "unknown flagcns.architecture 'gin'; valid choices: gcn, gat, sage, sgc, appnp, "
                                       "a code as a JSON list of 6 integers, or empty (search); did you mean 'gcn'?"),
     ({"flagcns.architecture": "[2, 3, 0]"}, "flagcns.architecture='[2, 3, 0]': code [2, 3, 0] has 3 integers; a "
                                             "space with L=2 layers needs 2L+2 = 6"),
     ({"flagcns.architecture": "gcn"}, "rounds=13, but an FL-AGCNS run has flagcns.retrain-epochs = 4 (a fixed "
-                                      "flagcns.architecture is only retrained) = 4 rounds; set rounds=4"),
+                                      "flagcns.architecture is only retrained) = 4 rounds; leave rounds unset (the run takes 4) or set rounds=4"),
     ({"flagcns.finalists": 0}, "flagcns.finalists=0: must be >= 1"),
     ({"flagcns.finalists": 9}, "flagcns.finalists=9 exceeds flagcns.population=8; valid: 1..8"),
     ({"flagcns.finalists": 2}, "rounds=13, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
-                               "flagcns.finalists x flagcns.retrain-epochs = 3 x 3 + 2 x 4 = 17 rounds; set rounds=17"),
+                               "flagcns.finalists x flagcns.retrain-epochs = 3 x 3 + 2 x 4 = 17 rounds; leave rounds unset (the run takes 17) or set rounds=17"),
     ({"flagcns.finalists": 3, "flagcns.architecture": "gcn"}, "flagcns.finalists=3 chooses among searched networks, "
                                                               "but flagcns.architecture='gcn' skips the search; valid "
                                                               "with a fixed architecture: flagcns.finalists=1"),
@@ -383,6 +383,26 @@ def test_bad_settings_name_the_value_and_the_valid_choices(extra, message):
         s = parse_run_config({**BASE, **extra})
         if extra.get("server-eval"):
             s.method_info.server_evaluate(s)
+
+
+def test_the_schedule_sets_rounds_when_none_is_given(launcher_main, capsys):
+    """An FL-AGCNS run's rounds follow from its schedule (search epochs x steps + finalists x retraining): left
+    unset, or at the key's default as a plain `flwr run` passes it, the run takes that number; another explicit
+    value is refused with it. The launcher starts without a `--rounds` value."""
+    from flowergraph.settings import option_by_key
+
+    base = {k: v for k, v in BASE.items() if k != "rounds"}
+    assert parse_run_config(base).rounds == 3 * 3 + 4
+    assert parse_run_config({**base, "rounds": option_by_key()["rounds"].default}).rounds == 13
+    assert parse_run_config({**base, "flagcns.finalists": 2}).rounds == 3 * 3 + 2 * 4
+    assert parse_run_config({**base, "flagcns.architecture": "gcn"}).rounds == 4
+    assert parse_run_config({"method": "flagcns", "dataset": "Cora"}).rounds == 40 * 5 + 50  # the defaults
+    with pytest.raises(ConfigError, match=re.escape("rounds=5, but an FL-AGCNS run has")):
+        parse_run_config({**base, "rounds": 5})
+    # the launcher's own parse (no --rounds): refused later for the missing data folder, not for its rounds
+    assert launcher_main(["--method", "flagcns", "--dataset", "Cora", "--data-dir", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "data-dir '/nonexistent' does not exist" in err and "rounds" not in err
 
 
 @pytest.mark.inline

@@ -143,6 +143,12 @@ def search_rounds(s: "RunSettings") -> int:
     return 0 if architecture_of(s) is not None else o.epochs * o.steps_per_epoch
 
 
+def run_rounds(s: "RunSettings") -> int:
+    """The rounds of an FL-AGCNS run: the search's, then each finalist's retraining (what ``rounds`` must be)."""
+    o = s.of("flagcns")
+    return int(search_rounds(s) + o.finalists * o.retrain_epochs)
+
+
 def _check(s: "RunSettings") -> None:
     o = s.of("flagcns")
     space = space_of(s)
@@ -157,7 +163,7 @@ def _check(s: "RunSettings") -> None:
     if o.finalists > o.population:
         raise ConfigError(f"flagcns.finalists={o.finalists} exceeds flagcns.population={o.population}; valid: "
                           f"1..{o.population}")
-    rounds = search_rounds(s) + o.finalists * o.retrain_epochs
+    rounds = run_rounds(s)
     if s.rounds != rounds:
         if not search_rounds(s):
             how = f"flagcns.retrain-epochs = {o.retrain_epochs} (a fixed flagcns.architecture is only retrained)"
@@ -167,7 +173,8 @@ def _check(s: "RunSettings") -> None:
         else:
             how = (f"flagcns.epochs x flagcns.steps-per-epoch + flagcns.finalists x flagcns.retrain-epochs = "
                    f"{o.epochs} x {o.steps_per_epoch} + {o.finalists} x {o.retrain_epochs}")
-        raise ConfigError(f"rounds={s.rounds}, but an FL-AGCNS run has {how} = {rounds} rounds; set rounds={rounds}")
+        raise ConfigError(f"rounds={s.rounds}, but an FL-AGCNS run has {how} = {rounds} rounds; leave rounds unset "
+                          f"(the run takes {rounds}) or set rounds={rounds}")
     if o.ablation == "random-partition" and s["node.partitioner"] != "random":
         raise ConfigError(f"flagcns.ablation='random-partition' runs FL-AGCNS on randomly divided subgraphs: set "
                           f"node.partitioner='random' (got {s['node.partitioner']!r})")
@@ -228,9 +235,10 @@ FLAGCNS = register(Method(
     name="flagcns", summary="FL-AGCNS (Wang et al.): federated GCN architecture search (weight-sharing SuperNet, "
     "federated evolutionary optimisation), then federated retraining of the chosen architecture", tasks=("node",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=_stateful,
+    fixed_rounds=run_rounds,
     update_kind="gradients", server_evaluate=_no_server_model, paper="../shared/papers/003_c98e86ed96b4afb8.txt"))
 FLAGCNS_NOOP = register(Method(
     name="flagcns-noop", summary="FL-AGCNS's messages with clients that do no work: the floor for FL-AGCNS's "
     "per-round time (benchmarks)", tasks=("node",), build_strategy=_strategy, build_client=_noop_client,
-    check=_check, stateful_clients=_stateful, update_kind="gradients", server_evaluate=_no_server_model,
-    benchmark_only=True))
+    check=_check, stateful_clients=_stateful, fixed_rounds=run_rounds, update_kind="gradients",
+    server_evaluate=_no_server_model, benchmark_only=True))

@@ -220,6 +220,9 @@ class Method:
     # The launcher's fast data check (default: the task's): {"summary": str, "client_sizes": [per client: its
     # number of training examples, or an upper bound of it]}; the launcher bounds SecAgg+'s weights by the largest.
     preflight: Callable[["RunSettings"], dict[str, Any]] | None = None
+    # The number of rounds its schedule fixes (a function of the settings), or None: a run that leaves ``rounds``
+    # unset (or at its default) takes it; its ``check`` refuses any other explicit value, naming this number
+    fixed_rounds: Callable[["RunSettings"], int] | None = None
     benchmark_only: bool = False
     paper: str = ""
     tasks: tuple[str, ...] = ()

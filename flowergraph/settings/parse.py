@@ -193,8 +193,13 @@ def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> 
             raise ConfigError(f"unknown run-config key {key!r}{suggest(key, by_key)}; valid keys: "
                               f"{', '.join(by_key)}")
         values[key] = option.parse(value)
-    get_method(values["method"])  # ConfigError naming the registered methods
+    method = get_method(values["method"])  # ConfigError naming the registered methods
     values["dataset"] = normalize_dataset(values["dataset"])
     settings = RunSettings(values)
+    if method.fixed_rounds is not None and values["rounds"] == by_key["rounds"].default:
+        # the method's schedule fixes the rounds and the run did not ask for others (a plain `flwr run` passes
+        # every key, so the default value stands for "not given"): take the schedule's number
+        values["rounds"] = int(method.fixed_rounds(settings))
+        settings = RunSettings(values)
     check_settings(settings)
     return settings
