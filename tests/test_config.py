@@ -1,3 +1,4 @@
+import re
 import tomllib
 from pathlib import Path
 
@@ -95,3 +96,24 @@ def test_old_beta_on_a_graph_run_is_graph_beta():
     with pytest.warns(DeprecationWarning, match="use 'node.beta'"):
         s = parse_run_config({"dataset": "Cora", "beta": 0.5})
     assert s["node.beta"] == 0.5 and s["graph.beta"] == defaults()["graph.beta"]
+
+
+def test_a_task_key_of_the_other_task_is_refused_naming_the_runs_task(launcher_main, capsys):
+    """`--dataset MUTAG --set node.partitioner=metis` trains graph classification, which has no node partitioner:
+    refused before anything starts (exit status 2) instead of ignored. The key at its default passes (a plain
+    `flwr run` hands the ServerApp every key of the app), and so does the key in a run of its own task."""
+    from flowergraph.settings import option_by_key
+
+    with pytest.raises(ConfigError, match=re.escape(
+            "node.partitioner='metis' applies to node classification (task 'node'), but dataset 'MUTAG' makes this "
+            "run graph classification (task 'graph'), which ignores it; remove the key, or choose a dataset of task "
+            "'node': Cora, CiteSeer, PubMed, synthetic")):
+        parse_run_config({"dataset": "MUTAG", "node.partitioner": "metis"})
+    with pytest.raises(ConfigError, match=r"graph\.lr=0\.5 applies to graph classification \(task 'graph'\), but "
+                                          r"dataset 'Cora' makes this run node classification"):
+        parse_run_config({"dataset": "Cora", "graph.lr": 0.5})
+    default = option_by_key()["node.partitioner"].default
+    assert parse_run_config({"dataset": "MUTAG", "node.partitioner": default}).dataset == "MUTAG"
+    assert parse_run_config({"dataset": "Cora", "node.partitioner": "metis"})["node.partitioner"] == "metis"
+    assert launcher_main(["--dataset", "MUTAG", "--set", "node.partitioner=metis"]) == 2
+    assert "node.partitioner='metis' applies to node classification" in capsys.readouterr().err

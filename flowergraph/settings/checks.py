@@ -29,6 +29,7 @@ def check_settings(s: RunSettings) -> None:
         valid = "; ".join(f"{get_task(t).description}: {get_task(t).datasets()}" for t in method.tasks)
         raise ConfigError(f"method {s.method!r} does {does} but dataset {s.dataset!r} is {task.description} data; "
                           f"valid datasets for it: {valid}")
+    check_applicable_keys(s)
     if s.data_dir:
         path = os.path.expanduser(s.data_dir)
         if not os.path.isdir(path):
@@ -60,6 +61,28 @@ def check_settings(s: RunSettings) -> None:
         task.check(s)
     if method.check is not None:
         method.check(s)
+
+
+def check_applicable_keys(s: RunSettings) -> None:
+    """A task's key (``node.*``, ``graph.*``) set to anything but its default in a run of another task is
+    refused, naming the run's task: it would be ignored. (A key at its default passes: a plain ``flwr run`` hands
+    the ServerApp every key of the app's ``pyproject.toml``.) Keys of another method are not refused: a preset
+    serves several methods of one setting (FedStar's carry GCFL's thresholds for ``--method gcfl``)."""
+    from ..methods.registry import get_task, tasks
+
+    task = s.task_info
+    values = s.as_dict()
+    for prefix in tasks():
+        if prefix == task.name:
+            continue
+        other = get_task(prefix)
+        changed = [(o.key, values[o.key]) for o in other.options if o.key in values and values[o.key] != o.default]
+        if not changed:
+            continue
+        key, value = changed[0]
+        raise ConfigError(f"{key}={value!r} applies to {other.description} (task {prefix!r}), but dataset "
+                          f"{s.dataset!r} makes this run {task.description} (task {task.name!r}), which ignores "
+                          f"it; remove the key, or choose a dataset of task {prefix!r}: {other.datasets()}")
 
 
 def check_capabilities(s: RunSettings, method) -> None:
