@@ -302,7 +302,7 @@ def _client(args: ClientArgs) -> "NumPyClient":
                         model_index=0 if share == "all" else None)
 
 
-PAPER = "../shared/papers/001_855085b9428f1742.txt"
+PAPER = "Zheng et al., ASFGNN, Peer-to-Peer Netw. Appl. 2021, doi:10.1007/s12083-021-01074-w, arXiv:2011.03248"
 ASFGNN = register(Method(
     name="asfgnn", summary="ASFGNN (Zheng et al.): private GraphSAGE per client, a shared discriminator averaged "
     "with its label counts and metrics (secure aggregation) and mixed back with the JS weight, per-client "

@@ -69,19 +69,21 @@ def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
 FEDAVG = register(Method(
     name="fedavg", summary="sample-weighted federated averaging of the whole model (node classification: the "
     "node task's GCN/GraphSAGE/GAT, FedGCN's 0-hop, cross-client edges dropped; graph classification: a GIN)",
-    tasks=TASKS, build_strategy=_averaging, build_client=_client_for("fedavg"), stateful_clients=_stateful))
+    tasks=TASKS, build_strategy=_averaging, build_client=_client_for("fedavg"), stateful_clients=_stateful,
+    paper="McMahan et al., FedAvg, AISTATS 2017, arXiv:1602.05629"))
 FEDPROX = register(Method(
     name="fedprox", summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in local training", tasks=TASKS,
     build_strategy=_averaging, build_client=_client_for("fedprox"), stateful_clients=_stateful,
-    options=(Option("fedprox.mu", 0.01, "Proximal weight mu.", check=at_least(0.0), group="fedprox"),)))
+    options=(Option("fedprox.mu", 0.01, "Proximal weight mu.", check=at_least(0.0), group="fedprox"),),
+    paper="Li et al., FedProx, MLSys 2020, arXiv:1812.06127"))
 FEDPER = register(Method(
     name="fedper", summary="FedAvg of all but the output layer, which stays on each client", tasks=TASKS,
     build_strategy=_averaging, build_client=_client_for("fedper"), stateful_clients=True,
-    server_evaluate=_no_server_model))
+    server_evaluate=_no_server_model, paper="Arivazhagan et al., FedPer, arXiv:1912.00818"))
 GCFL = register(Method(
     name="gcfl", summary="GCFL (Xie et al., NeurIPS 2021): clients clustered by the similarity of their updates, "
     "one model per cluster", tasks=TASKS, build_strategy=_gcfl, build_client=_client_for("gcfl"),
-    stateful_clients=_stateful,
+    stateful_clients=_stateful, paper="Xie et al., GCFL, NeurIPS 2021, arXiv:2106.13423",
     summable_updates=False, model_scope="per-group",
     options=(
         Option("gcfl.eps1", 0.07, "A cluster may split when the norm of its clients' mean update is below this (the "

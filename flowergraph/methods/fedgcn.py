@@ -59,4 +59,4 @@ FEDGCN = register(Method(
     "(0/1/2-hop), optionally summed under CKKS, then federated GCN training", tasks=("node",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check,
     needs_key_file=lambda s: bool(s["fedgcn.he"]), stateful_clients=True,
-    paper="../shared/papers/002_85c67b9db6cfb8f1.txt"))
+    paper="Yao et al., FedGCN, NeurIPS 2023, arXiv:2201.12433"))

@@ -198,4 +198,5 @@ FEDGRAPH = register(Method(
     "embeddings relayed by the server, per-client sampling policies chosen by a DDPG agent", tasks=("node",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=True,
     summable_updates=False,  # the agent observes every client's weights (its state is their PCA): no secure sums
-    preflight=_preflight, paper="../shared/papers/000_93d8b5038374ae0f.txt"))
+    preflight=_preflight,
+    paper="Chen et al., FedGraph, IEEE TPDS 2022, doi:10.1109/TPDS.2021.3125565, arXiv:2111.01370"))

@@ -89,7 +89,7 @@ FEDSTAR = register(Method(
     name="fedstar", summary="FedStar (Tan et al., AAAI 2023): graph classification across datasets and domains, "
     "sharing only the structure encoder; its Local baselines and ablations via `fedstar.variant`", tasks=("graph",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=True,
-    preflight=_preflight, paper="../shared/papers/004_e019150eeaa39ae3.txt"))
+    preflight=_preflight, paper="Tan et al., FedStar, AAAI 2023, doi:10.1609/aaai.v37i8.26187, arXiv:2211.13009"))
 
 
 def _noop_client(args: ClientArgs) -> "NumPyClient":

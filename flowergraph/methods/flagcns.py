@@ -236,7 +236,7 @@ FLAGCNS = register(Method(
     "federated evolutionary optimisation), then federated retraining of the chosen architecture", tasks=("node",),
     build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=_stateful,
     fixed_rounds=run_rounds,
-    update_kind="gradients", server_evaluate=_no_server_model, paper="../shared/papers/003_c98e86ed96b4afb8.txt"))
+    update_kind="gradients", server_evaluate=_no_server_model, paper="Wang et al., FL-AGCNS, arXiv:2104.04141"))
 FLAGCNS_NOOP = register(Method(
     name="flagcns-noop", summary="FL-AGCNS's messages with clients that do no work: the floor for FL-AGCNS's "
     "per-round time (benchmarks)", tasks=("node",), build_strategy=_strategy, build_client=_noop_client,

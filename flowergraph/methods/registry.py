@@ -224,7 +224,7 @@ class Method:
     # unset (or at its default) takes it; its ``check`` refuses any other explicit value, naming this number
     fixed_rounds: Callable[["RunSettings"], int] | None = None
     benchmark_only: bool = False
-    paper: str = ""
+    paper: str = ""  # the citation: authors, name, venue, DOI and/or arXiv id
     tasks: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
