@@ -4,7 +4,7 @@
 
 * :class:`FlowergraphClient`: base of every flowergraph client (identity, named phases);
 * :class:`NodeClassificationClient` (weighted averaging), :class:`FedGCNClient`, :class:`FedStarClient`,
-  :class:`FLAGCNSClient`, :class:`FedGraphClient`, :class:`NoOpClient`;
+  :class:`FLAGCNSClient`, :class:`FedGraphClient`, :class:`ASFGNNClient`, :class:`NoOpClient`;
 * wrappers: :class:`ClientWrapper`, :class:`FaultInjectingClient`, :class:`StateCheckpoints`,
   :class:`DPUpdates` (client-side DP clipping / local DP), :class:`SecureUpdates` (SecAgg+ weights, CKKS
   encryption of the update);
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .._exports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
+    from .asfgnn import ASFGNNClient
     from .base import ClientWrapper, FederatedClient, FlowergraphClient, PhaseHandler, StateCheckpoints
     from .faults import FaultInjectingClient, InjectedFault
     from .fedgcn import FedGCNClient
@@ -38,12 +39,12 @@ _EXPORTS = {
     "FlowergraphClient": "base", "FederatedClient": "base", "ClientWrapper": "base", "StateCheckpoints": "base",
     "PhaseHandler": "base",
     "NodeClassificationClient": "node", "NoOpClient": "node", "FedGCNClient": "fedgcn",
-    "FedStarClient": "fedstar", "FLAGCNSClient": "flagcns", "FedGraphClient": "fedgraph",
+    "FedStarClient": "fedstar", "FLAGCNSClient": "flagcns", "FedGraphClient": "fedgraph", "ASFGNNClient": "asfgnn",
     "TrainConfig": "flowergraph.tasks.training",
     "FaultInjectingClient": "faults",
     "InjectedFault": "faults", "ClientState": "state", "DPUpdates": "privacy", "SecureUpdates": "secure",
 }
-__all__ = ["ClientState", "ClientWrapper", "DPUpdates", "FLAGCNSClient", "FaultInjectingClient", "FedGCNClient",
+__all__ = ["ASFGNNClient", "ClientState", "ClientWrapper", "DPUpdates", "FLAGCNSClient", "FaultInjectingClient", "FedGCNClient",
            "FedGraphClient",
            "FedStarClient",
            "FederatedClient", "FlowergraphClient", "InjectedFault", "NoOpClient", "NodeClassificationClient",

@@ -6,7 +6,8 @@
 * :class:`FederatedStrategy`: the base of every method, composed of parts (:mod:`flowergraph.strategies.base`);
 * :class:`WeightedAveraging` (FedAvg), :class:`FedGCNStrategy`, :class:`FedStarStrategy`,
   :class:`FLAGCNSStrategy` (FL-AGCNS's architecture search), :class:`FedGraphStrategy` (FedGraph's
-  embedding relay and DDPG sampling agent): the methods;
+  embedding relay and DDPG sampling agent), :class:`ASFGNNStrategy` (ASFGNN's JS mixing and SMAC trials): the
+  methods;
   :class:`GCFLStrategy` (clustered FL by update similarity, FedStar's GCFL baseline; any method's clients);
 * privacy and robustness of the training rounds, for any of them: :class:`CentralDPServerSide`,
   :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers, recorded
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from .._exports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
+    from .asfgnn import ASFGNNStrategy
     from .aggregation import (AggregationConfigError, Aggregator, CoordinateMedian, Krum, RoundNotAggregated,
         TrimmedMean, Update, WEIGHTINGS, WeightedMean, make_aggregator)
     from .bank import ModelBank
@@ -48,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
     from .weighted import WeightedAveraging
 
 _EXPORTS = {
-    "FederatedStrategy": "base", "WeightedAveraging": "weighted", "FedGCNStrategy": "fedgcn",
+    "FederatedStrategy": "base", "WeightedAveraging": "weighted", "ASFGNNStrategy": "asfgnn", "FedGCNStrategy": "fedgcn",
     "FedStarStrategy": "fedstar", "FLAGCNSStrategy": "flagcns", "FedGraphStrategy": "fedgraph",
     "GCFLStrategy": "gcfl", "CentralDPServerSide": "dp", "CentralDPClientSide": "dp",
     "LocalDPAccounting": "dp", "with_dp": "dp", "PrivacyBudget": "dp", "DPConfig": "dp",
@@ -65,7 +67,7 @@ _EXPORTS = {
     "PhaseError": "phases", "relay": "phases",
     "check_update": "common", "weighted_average": "common", "weighted_metric": "common",
 }
-__all__ = ["AggregationConfigError", "Aggregator", "CKKSAggregation", "CentralDPClientSide", "CentralDPServerSide",
+__all__ = ["ASFGNNStrategy", "AggregationConfigError", "Aggregator", "CKKSAggregation", "CentralDPClientSide", "CentralDPServerSide",
            "ClientDirectory", "ClientEvaluation", "CoordinateMedian", "DPConfig", "EvaluationSchedule",
            "FLAGCNSStrategy", "FedGCNStrategy", "FedGraphStrategy", "FedStarStrategy", "FederatedStrategy",
            "FederationPolicy",
