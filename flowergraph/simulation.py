@@ -123,6 +123,10 @@ def _check_cpus(cpus_per_client: int, ray_cpus: int | None) -> None:
     """ConfigError unless ``cpus_per_client`` >= 1 and ``ray_cpus`` (when given) leaves room for one client."""
     if cpus_per_client < 1:
         raise ConfigError(f"cpus-per-client must be >= 1, got {cpus_per_client}")
+    if ray_cpus is not None and os.environ.get("RAY_ADDRESS"):
+        raise ConfigError(f"ray-cpus={ray_cpus} with RAY_ADDRESS={os.environ['RAY_ADDRESS']!r}: Ray refuses a CPU "
+                          f"count when it joins an existing cluster, whose size is what its nodes offered at `ray "
+                          f"start`; leave ray-cpus out (docs/ray_cluster.md)")
     if ray_cpus is not None and ray_cpus < cpus_per_client:
         raise ConfigError(f"ray-cpus={ray_cpus} is less than cpus-per-client={cpus_per_client}: no client would "
                           f"fit; give ray-cpus >= {cpus_per_client}, or leave it out to use every CPU")

@@ -117,3 +117,11 @@ def test_a_task_key_of_the_other_task_is_refused_naming_the_runs_task(launcher_m
     assert parse_run_config({"dataset": "Cora", "node.partitioner": "metis"})["node.partitioner"] == "metis"
     assert launcher_main(["--dataset", "MUTAG", "--set", "node.partitioner=metis"]) == 2
     assert "node.partitioner='metis' applies to node classification" in capsys.readouterr().err
+
+
+def test_ray_cpus_on_an_existing_ray_cluster_is_refused(launcher_main, capsys, monkeypatch):
+    """With RAY_ADDRESS set, Ray joins that cluster and refuses a CPU count: the launcher says so before anything
+    starts (docs/ray_cluster.md) instead of failing inside Flower's simulation process."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    assert launcher_main(["--method", "fedavg", "--ray-cpus", "2"]) == 2
+    assert "ray-cpus=2 with RAY_ADDRESS='127.0.0.1:6379': Ray refuses a CPU count" in capsys.readouterr().err

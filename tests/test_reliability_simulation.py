@@ -1,4 +1,5 @@
-"""Faults and resume through Flower's Ray simulation (each run ~20-40 s: Ray start-up dominates).
+"""Faults and resume through Flower's simulation: on Ray where a fault kills or stalls a client process, on the
+inline engine otherwise (each Ray run ~20-40 s: Ray start-up dominates).
 
 The expected numbers are computed independently, without Flower: FedAvg replayed by hand with the clients that
 the faults leave in each round, and the uninterrupted run of a resumed one in one process (flowergraph/inprocess.py,
@@ -18,7 +19,6 @@ from flowergraph.tasks.training import TrainConfig
 
 from flowergraph.app.inprocess import run_inprocess
 
-pytestmark = pytest.mark.simulation
 
 MODEL = {"kind": "gcn", "hidden": 16, "layers": 2, "dropout": 0.5, "heads": 8, "input_dropout": 0.0}
 
@@ -37,6 +37,7 @@ def _eval_clients(record):
     return sorted(int(k) for k, v in record["clients"].items() if "accuracy" in v)
 
 
+@pytest.mark.simulation  # exit and hang faults: real processes
 def test_faults_then_resume_fedavg(tmp_path):
     """One run, one fault per round: a wrongly shaped update (round 1), a client that raises (2), a NaN update
     (3), a client that hangs past round-timeout (4), and a client process that dies mid-round (5) of 6. The
@@ -138,6 +139,7 @@ def _assert_equal_runs(got_dir, want_dir):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
 
 
+@pytest.mark.inline
 def test_stateful_fedgcn_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     """FedGCN keeps the exchanged aggregations in each node's context.state, which a new run does not have: the
     resumed run re-runs the communication phase. fraction-fit < 1: the partitions sampled in each round must not
@@ -145,10 +147,12 @@ def test_stateful_fedgcn_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     base = {"method": "fedgcn", "num-clients": 3, "rounds": 4, "seed": 11, "checkpoint-every": 2,
             "node.partitioner": "louvain", "fraction-fit": 0.67, "fraction-evaluate": 0.67}
     run_inprocess({**base, "out-dir": str(tmp_path / "reference")})  # uninterrupted
-    first = run_simulation("fedgcn", num_clients=3, rounds=2, out=tmp_path / "run", timeout=300, ray_cpus=1,
-                           overrides={k: v for k, v in base.items() if k not in ("method", "num-clients", "rounds")})
+    # no fault here kills a process: Flower's engine inline (messages and context.state serialised) shows it
+    first = run_simulation("fedgcn", num_clients=3, rounds=2, out=tmp_path / "run", timeout=300,
+                           overrides={**{k: v for k, v in base.items() if k not in ("method", "num-clients", "rounds")},
+                                      "simulation-engine": "inline"})
     assert first.ok, first.log_file.read_text()[-3000:]
-    second = run_simulation("fedgcn", num_clients=3, rounds=4, timeout=300, ray_cpus=1,
+    second = run_simulation("fedgcn", num_clients=3, rounds=4, timeout=300,
                             overrides={**resume_config(tmp_path / "run"), "rounds": 4})
     assert second.ok, second.log_file.read_text()[-3000:]
     _assert_all_stopped(first.pids + second.pids)
