@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: set up, then pytest (unit tests, end-to-end Flower simulations and real deployments on
-# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process): 33-35 min on 2 idle
+# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process): 37 min on 2 idle
 # cores of an AMD EPYC, CPU-bound (docs/running.md, "Tests"). Each worker has its own temp folder and dataset cache.
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not simulation and not deployment"` (fast tests).
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not simulation and not deployment and not inline"` (fast tests).
 # Tests that need the raw datasets (../shared/datasets, or the folder FLOWERGRAPH_TEST_DATA names) are skipped
 # without them; the run ends with one line per skip reason and its count. FLOWERGRAPH_REQUIRE_DATA=1 (CI) makes
 # missing datasets a failure. `python -m flowergraph.data check DIR` lists what a data folder lacks.
