@@ -130,7 +130,7 @@ def check_data_dir(data_dir: str | os.PathLike, presets: list[str] | None = None
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .app.runtime import run_command
+    from .errors import FlowergraphError
 
     parser = argparse.ArgumentParser(prog="python -m flowergraph.data",
                                      description="Check a data folder: which datasets' raw files it holds, and which "
@@ -152,16 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     if not folder:
         parser.error("give the data folder (or set FLOWERGRAPH_DATA)")
 
-    def run() -> int:
-        from .errors import ConfigError
-
-        try:
-            presets = args.preset if args.preset is not None else ([] if args.dataset else None)
-            return check_data_dir(folder, presets, args.dataset)
-        except FileNotFoundError as exc:
-            raise ConfigError(str(exc)) from None
-
-    return run_command(run)
+    try:  # a read-only check: it starts no process, so it needs no launcher's signal handling
+        presets = args.preset if args.preset is not None else ([] if args.dataset else None)
+        return check_data_dir(folder, presets, args.dataset)
+    except (FileNotFoundError, FlowergraphError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
