@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import table, write_result  # noqa: E402
 
-from flowergraph.app.runtime import ProcessGroup, free_port  # noqa: E402
+from flowergraph.app.runtime import ProcessGroup, free_port, stop_processes  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -35,25 +35,6 @@ def _children(proc) -> list:
         return proc.children(recursive=True)
     except Exception:  # noqa: BLE001 (gone)
         return []
-
-
-def _stop(procs: list) -> list[int]:
-    """SIGTERM, then SIGKILL after 5 s, to each process still alive; returns their PIDs."""
-    import psutil
-
-    alive = [p for p in procs if p.is_running()]
-    for p in alive:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, late = psutil.wait_procs(alive, timeout=5)
-    for p in late:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    return [p.pid for p in alive]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             # Ray's agents rename themselves (setproctitle), which can clobber the environment that carries the
             # group's tag: stop every descendant of the tagged processes too, each by PID
             descendants = {c.pid: c for m in group.members() for c in _children(m)}
-            stopped = group.stop() + _stop(list(descendants.values()))
+            alive = [p for p in descendants.values() if p.is_running()]
+            stop_processes(alive)
+            stopped = group.stop() + [p.pid for p in alive]
             shutil.rmtree(work, ignore_errors=True)  # this run's own mkdtemp folder
     per_node = {r: sorted(a for a, (parent, _) in seen.items() if parent == r) for r in raylets}
     rows = [["head" if r == head_raylet else "worker node", r, len(per_node[r]), ", ".join(map(str, per_node[r]))]

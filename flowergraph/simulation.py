@@ -119,6 +119,23 @@ def run_flower_app(app_dir: str | os.PathLike, *, num_supernodes: int, run_confi
                                timeout=timeout, extra_env=extra_env)
 
 
+def _tee_until(proc: subprocess.Popen, log_out, stream, *, verbose: bool, stop, seconds: float | None) -> int:
+    """:func:`tee_output` of ``proc``, with a watchdog that calls ``stop()`` after ``seconds`` (None: never; at least
+    1 s); ``proc``'s tree is stopped afterwards if it still runs. Returns its exit status."""
+    watchdog = None
+    if seconds is not None:
+        watchdog = threading.Timer(max(1.0, seconds), stop)
+        watchdog.daemon = True
+        watchdog.start()
+    try:
+        return tee_output(proc, log_out, stream, verbose=verbose)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+
+
 def _check_cpus(cpus_per_client: int, ray_cpus: int | None) -> None:
     """ConfigError unless ``cpus_per_client`` >= 1 and ``ray_cpus`` (when given) leaves room for one client."""
     if cpus_per_client < 1:
@@ -185,18 +202,8 @@ def _run_flower_app(app_dir, *, num_supernodes, run_config, log_dir, cpus_per_cl
                 kill_tree(proc.pid)
                 kill_tree(superlink.pid)
 
-            watchdog = None
-            if timeout is not None:
-                watchdog = threading.Timer(max(1.0, timeout - (time.monotonic() - started)), stop_on_timeout)
-                watchdog.daemon = True
-                watchdog.start()
-            try:
-                tee_output(proc, log_out, stream, verbose=verbose)
-            finally:
-                if watchdog is not None:
-                    watchdog.cancel()
-                if proc.poll() is None:
-                    kill_tree(proc.pid)
+            _tee_until(proc, log_out, stream, verbose=verbose, stop=stop_on_timeout,
+                       seconds=None if timeout is None else timeout - (time.monotonic() - started))
         if timed_out.is_set():
             flwr_status = "timed out"
             print(f"flowergraph: stopped after the {timeout:.0f} s timeout", file=stream, flush=True)
@@ -265,18 +272,7 @@ def _run_inline_app(app_dir, *, num_supernodes, run_config, log_dir, verbose, st
                 timed_out.set()
                 kill_tree(proc.pid)
 
-            watchdog = None
-            if timeout is not None:
-                watchdog = threading.Timer(max(1.0, timeout), stop_on_timeout)
-                watchdog.daemon = True
-                watchdog.start()
-            try:
-                code = tee_output(proc, log_out, stream, verbose=verbose)
-            finally:
-                if watchdog is not None:
-                    watchdog.cancel()
-                if proc.poll() is None:
-                    kill_tree(proc.pid)
+            code = _tee_until(proc, log_out, stream, verbose=verbose, stop=stop_on_timeout, seconds=timeout)
         if timed_out.is_set():
             flwr_status = "timed out"
             print(f"flowergraph: stopped after the {timeout:.0f} s timeout", file=stream, flush=True)
