@@ -19,7 +19,7 @@ from common import REPO, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.storage.checkpoint import load_checkpoint  # noqa: E402
 from flowergraph.settings import OPTION_BY_KEY, parse_run_config  # noqa: E402
-from flowergraph.app.server_app import server_evaluate_fn  # noqa: E402
+from flowergraph.methods.node import node_server_evaluate  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
@@ -46,7 +46,7 @@ def summarise(out: Path) -> dict:
     # The final global model on the global graph's 1000 test nodes, whoever could still evaluate it: comparable
     # across runs even when faults kept clients from the last evaluation.
     settings = parse_run_config({k: v for k, v in run["config"].items() if k in OPTION_BY_KEY})
-    _, metrics = server_evaluate_fn(settings)(settings.rounds, final)
+    _, metrics = node_server_evaluate(settings)(settings.rounds, final)
     return {
         "global": metrics["accuracy"],
         "rounds": len(training),

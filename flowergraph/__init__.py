@@ -8,11 +8,5 @@ task registry (:mod:`flowergraph.methods`) and the settings (:mod:`flowergraph.s
 :mod:`flowergraph.storage`, :mod:`flowergraph.data`).
 """
 
-from ._compat import install as _install_moved_modules
-from ._compat import serialize_ast_parse as _serialize_ast_parse
-
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["__version__"]
-
-_install_moved_modules()
-_serialize_ast_parse()  # CPython 3.11: numpy.load in several threads could fail at random (see _compat)

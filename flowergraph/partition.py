@@ -1,7 +1,7 @@
 """``python -m flowergraph.partition``: give each data owner its own partition file.
 
     python -m flowergraph.partition export --dataset Cora --data-dir ../shared/datasets --num-clients 10 \\
-        --set partitioner=louvain --out parts/cora-10
+        --set node.partitioner=louvain --out parts/cora-10
     python -m flowergraph.partition show parts/cora-10            # the manifest, one line per client
     python -m flowergraph.partition show parts/cora-10/client-3.npz
 

@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .settings import (load_preset, natural_num_clients, option_by_key, parse_run_config, parse_set,
-                       renamed_keys)
+from .settings import load_preset, natural_num_clients, option_by_key, parse_run_config, parse_set
 from .settings.plan import RunPlan
 from .errors import ConfigError
 from .methods import methods
@@ -46,19 +45,6 @@ from .methods.registry import preflight  # noqa: F401 (flowergraph.simulation.pr
 from .storage.results import accuracy_text, add_launcher_times
 from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, private_tmp, run_command, tee_output,
                           write_app, write_run_config)
-
-_MOVED = {"stop_processes": "flowergraph.app.runtime.stop_processes", "write_app": "flowergraph.app.runtime.write_app"}
-
-
-def __getattr__(name: str):  # names that moved to flowergraph.app.runtime keep working, with a warning
-    if name in _MOVED:
-        import warnings
-
-        from .app import runtime
-
-        warnings.warn(f"flowergraph.simulation.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
-        return getattr(runtime, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -290,7 +276,7 @@ def _run_inline_app(app_dir, *, num_supernodes, run_config, log_dir, verbose, st
 
 def build_run_config(method: str, num_clients: int, rounds: int, dataset: str | None, out: str | os.PathLike | None,
                      overrides: dict[str, Any] | None) -> dict[str, Any]:
-    config: dict[str, Any] = renamed_keys(overrides or {})
+    config: dict[str, Any] = dict(overrides or {})
     config.update({"method": method, "num-clients": num_clients, "rounds": rounds})
     if dataset is not None:
         config["dataset"] = dataset
@@ -407,13 +393,11 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
 def resume_config(path: str | os.PathLike) -> dict[str, Any]:
     """The run configuration of the checkpoint at ``path`` (a file or a run folder) with ``resume-from`` set:
     ``run_simulation(..., overrides={**resume_config(path), "rounds": R})`` or ``--resume PATH --rounds R``."""
-    from .storage.checkpoint import load_checkpoint
-
-    from .storage.checkpoint import _current_names
+    from .storage.checkpoint import _current_names, load_checkpoint
 
     ckpt = load_checkpoint(path)
     known = option_by_key()
-    config = {k: v for k, v in _current_names(ckpt.config, {}).items() if k in known}
+    config = {k: v for k, v in _current_names(ckpt.config, {}, str(ckpt.path)).items() if k in known}
     config["resume-from"] = str(ckpt.path)
     if ckpt.run_dir is not None:
         config["out-dir"] = str(ckpt.run_dir)

@@ -74,28 +74,50 @@ def test_centralized_uses_one_client_holding_everything():
     assert s.partition_spec().partitioner == "none" and s.partition_spec().num_clients == 1
 
 
-def test_keys_that_moved_into_a_task_keep_working_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="run-config key 'lr' is deprecated; use 'node.lr'"):
-        s = parse_run_config({"lr": 0.1, "partitioner": "louvain"})
+def test_the_old_names_of_renamed_keys_are_unknown_keys_naming_the_new_one():
+    """0.3 removed the old names of keys renamed before it: each is refused as an unknown key (also where unknown
+    keys are allowed: a user's app), and the refusal names the new key; the new names work."""
+    with pytest.raises(ConfigError, match=re.escape(
+            "unknown run-config key 'lr': it was renamed to 'node.lr' (0.3 removed the old name)")):
+        parse_run_config({"lr": 0.1, "node.partitioner": "louvain"})
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'fedstar.hidden': it was renamed to "
+                                                    "'graph.hidden' (0.3 removed the old name)")):
+        parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.hidden": 32})
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'hops': it was renamed to 'fedgcn.hops'")):
+        parse_run_config({"hops": 1}, allow_unknown=True)
+    s = parse_run_config({"node.lr": 0.1, "node.partitioner": "louvain"})
     assert s["node.lr"] == 0.1 and s["node.partitioner"] == "louvain"
-    with pytest.warns(DeprecationWarning, match="run-config key 'fedstar.hidden' is deprecated; use 'graph.hidden'"):
-        assert parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2,
-                                 "fedstar.hidden": 32})["graph.hidden"] == 32
-    with pytest.raises(ConfigError, match="run config sets both 'lr' \\(the old name of 'node.lr'\\) = 0.1 and "
-                                          "'node.lr' = 0.2; use 'node.lr' only"):
-        with pytest.warns(DeprecationWarning):
-            parse_run_config({"lr": 0.1, "node.lr": 0.2})
+    assert parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2,
+                             "graph.hidden": 32})["graph.hidden"] == 32
 
 
-def test_old_beta_on_a_graph_run_is_graph_beta():
-    """The old key ``beta`` split one graph dataset across clients too: on graph classification it becomes
-    ``graph.beta`` (not the node task's ``node.beta``), with a warning naming the key."""
-    with pytest.warns(DeprecationWarning, match="on graph classification the Dirichlet concentration is 'graph.beta'"):
-        s = parse_run_config({"dataset": "MUTAG", "num-clients": 2, "beta": 0.5})
+def test_old_beta_is_refused_naming_both_tasks_keys_and_node_beta_on_a_graph_run_names_graph_beta():
+    """The old key ``beta`` set the Dirichlet split of either task; on graph classification ``node.beta`` is the
+    other task's key (0.3 no longer reads it as ``graph.beta``): both refusals name the key to use."""
+    with pytest.raises(ConfigError, match=re.escape(
+            "unknown run-config key 'beta': it was renamed to 'node.beta' (node classification) or 'graph.beta' "
+            "(graph classification) (0.3 removed the old name)")):
+        parse_run_config({"dataset": "MUTAG", "num-clients": 2, "beta": 0.5})
+    with pytest.raises(ConfigError, match=re.escape(
+            "node.beta=0.5 applies to node classification (task 'node'), but dataset 'MUTAG' makes this run graph "
+            "classification (task 'graph'), which ignores it; use 'graph.beta', remove the key")):
+        parse_run_config({"dataset": "MUTAG", "num-clients": 2, "node.beta": 0.5})
+    s = parse_run_config({"dataset": "MUTAG", "num-clients": 2, "graph.beta": 0.5})
     assert s["graph.beta"] == 0.5 and s["node.beta"] == defaults()["node.beta"]
-    with pytest.warns(DeprecationWarning, match="use 'node.beta'"):
-        s = parse_run_config({"dataset": "Cora", "beta": 0.5})
-    assert s["node.beta"] == 0.5 and s["graph.beta"] == defaults()["graph.beta"]
+
+
+def test_a_checkpoint_written_under_an_old_key_name_is_refused_naming_the_new_name():
+    """A checkpoint written before the keys were renamed holds their old names: 0.3 refuses to resume it, naming
+    the keys (before, it was read under the new names)."""
+    from flowergraph.errors import CheckpointError
+    from flowergraph.storage.checkpoint import Checkpoint, check_resumable
+
+    old = Checkpoint(server_round=1, arrays=[], config={"method": "fedgcn", "hops": 2, "rounds": 2},
+                     path=Path("/runs/r/checkpoints/round-000001.npz"))
+    with pytest.raises(CheckpointError, match=re.escape(
+            "resume-from '/runs/r/checkpoints/round-000001.npz' was written under old names of run-config keys: "
+            "'hops' was renamed to 'fedgcn.hops' (0.3 removed the old name); this version cannot resume it")):
+        check_resumable(old, {"method": "fedgcn", "fedgcn.hops": 2, "rounds": 3})
 
 
 def test_a_task_key_of_the_other_task_is_refused_naming_the_runs_task(launcher_main, capsys):

@@ -288,16 +288,17 @@ def test_three_datasets_two_rounds_through_flowers_simulation(shared_data, tmp_p
     assert len(list((tmp_path / "sim" / "client-state").rglob("round-000002.npz"))) == 3
 
 
-def test_the_baselines_that_were_variants_are_methods_and_the_old_spelling_still_works(shared_data, tmp_path):
-    """fedstar.variant=fedavg|fedprox|fedper|gcfl became method=<baseline> (on every task); the old spelling runs
-    the same method, with a DeprecationWarning, and computes the same numbers (renamed keys too)."""
-    with pytest.warns(DeprecationWarning, match="fedstar.variant='fedper' is deprecated; use method='fedper'"):
-        old = parse_run_config({"method": "fedstar", "fedstar.variant": "fedper", "dataset": "MUTAG,BZR",
-                                "num-clients": 2, "fedstar.lr": 0.01})
-    assert old.method == "fedper" and old["graph.lr"] == 0.01 and old.task == "graph"
-    new = _run(shared_data, tmp_path, "new", rounds=2, method="fedper")
-    with pytest.warns(DeprecationWarning):
-        run_inprocess({**_run(shared_data, tmp_path, "old", rounds=2), "fedstar.variant": "fedper"})
-    run_inprocess(new)
-    a, b = read_run(tmp_path / "new")["rounds"], read_run(tmp_path / "old")["rounds"]
-    assert [r["clients"] for r in a] == [r["clients"] for r in b]
+def test_the_baselines_that_were_variants_are_methods_and_the_old_spelling_is_refused_naming_the_method():
+    """fedstar.variant=fedavg|fedprox|fedper|gcfl became method=<baseline> (on every task) and 0.3 removed the old
+    spelling: it is refused naming the method (so are FedStar's old names of the graph task's keys)."""
+    for variant in ("fedavg", "fedprox", "fedper", "gcfl"):
+        with pytest.raises(ConfigError, match=rf"fedstar.variant='{variant}': {variant} is a method of its own \(on "
+                                              rf"every task\); use method='{variant}' without fedstar.variant"):
+            parse_run_config({"method": "fedstar", "fedstar.variant": variant, "dataset": "MUTAG,BZR",
+                              "num-clients": 2})
+    with pytest.raises(ConfigError, match="unknown run-config key 'fedstar.lr': it was renamed to 'graph.lr'"):
+        parse_run_config({"method": "fedper", "dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.lr": 0.01})
+    new = parse_run_config({"method": "fedper", "dataset": "MUTAG,BZR", "num-clients": 2, "graph.lr": 0.01})
+    assert new.method == "fedper" and new["graph.lr"] == 0.01 and new.task == "graph"
+    assert parse_run_config({"method": "fedstar", "fedstar.variant": "local", "dataset": "MUTAG,BZR",
+                             "num-clients": 2})["fedstar.variant"] == "local"  # FedStar's own variants stay

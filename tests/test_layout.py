@@ -1,5 +1,5 @@
-"""The package's layout: modules that moved keep their old import paths (with a DeprecationWarning naming the new
-place), and no import cycle exists inside flowergraph (every import statement at any depth counts, except those
+"""The package's layout: the old import paths of modules that moved (kept with a DeprecationWarning until 0.3)
+are gone, and no import cycle exists inside flowergraph (every import statement at any depth counts, except those
 under ``if TYPE_CHECKING:``)."""
 
 import ast
@@ -8,36 +8,48 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flowergraph._compat import MOVED
-
 REPO = Path(__file__).resolve().parents[1]
 
+# The module paths 0.3 removed, and where each module is now (CHANGELOG.md, 0.3.0).
+REMOVED_MODULES = {
+    "flowergraph.config": "flowergraph.settings",
+    "flowergraph.options": "flowergraph.settings.options",
+    "flowergraph.faults": "flowergraph.settings.faults",
+    "flowergraph.server_app": "flowergraph.app.server_app",
+    "flowergraph.client_app": "flowergraph.app.client_app",
+    "flowergraph.server": "flowergraph.app.loop",
+    "flowergraph.polling": "flowergraph.app.polling",
+    "flowergraph.inprocess": "flowergraph.app.inprocess",
+    "flowergraph.runtime": "flowergraph.app.runtime",
+    "flowergraph.checkpoint": "flowergraph.storage.checkpoint",
+    "flowergraph.results": "flowergraph.storage.results",
+    "flowergraph.npzio": "flowergraph.storage.npzio",
+    "flowergraph.protocol": "flowergraph.wire",
+}
 
-def test_every_moved_module_keeps_its_old_path_with_a_deprecation_warning():
+
+def test_the_old_module_paths_are_gone_and_the_new_ones_import():
+    """0.3 removed the meta-path finder that kept the old paths importable: each old path is a
+    ModuleNotFoundError naming it, and importing flowergraph installs nothing on ``sys.meta_path``."""
     script = f"""
-import importlib, json, sys, warnings
-out = {{}}
-for old, new in {json.dumps(MOVED)}.items():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exec(f"import {{old}}")  # the import statement is this script's (warnings name the line that imports)
-        module = sys.modules[old]
-    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)
-                and w.filename == "<string>"]
-    out[old] = [module is importlib.import_module(new), messages]
+import importlib, json, sys
+before = list(sys.meta_path)
+import flowergraph
+out = {{"meta_path_added": [type(f).__name__ for f in sys.meta_path if f not in before], "old": {{}}}}
+for old, new in {json.dumps(REMOVED_MODULES)}.items():
+    try:
+        importlib.import_module(old)
+        out["old"][old] = "imported"
+    except ModuleNotFoundError as exc:
+        out["old"][old] = exc.name
+    importlib.import_module(new)
 print(json.dumps(out))
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)
     got = json.loads(result.stdout.strip().splitlines()[-1])
-    for old, new in MOVED.items():
-        same, messages = got[old]
-        assert same, f"import {old} is not the module {new}"
-        assert any(f"{old} moved to {new}" in m for m in messages), (old, messages)
-    # a Flower app that still names the old components loads them
-    script = ("from flowergraph.server_app import app as s; from flowergraph.client_app import app as c; "
-              "print(type(s).__name__, type(c).__name__)")
-    assert subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True,
-                          check=True).stdout.split() == ["ServerApp", "ClientApp"]
+    assert got["meta_path_added"] == []
+    assert got["old"] == {old: old for old in REMOVED_MODULES}
+    assert not (REPO / "flowergraph" / "_compat.py").exists()
 
 
 def _imports(path: Path, module: str, is_pkg: bool) -> set[str]:

@@ -1,6 +1,7 @@
 """The phase mechanism: phase messages on the wire, per-client instructions, bounded parallelism, the failure
 policy, byte accounting and records (flowergraph.strategies.phases, flowergraph.wire)."""
 
+import re
 import threading
 import time
 
@@ -122,15 +123,22 @@ def test_a_phase_message_carries_a_model_to_the_handler():
     assert protocol.decode_phase(protocol.phase_message("k")).model is None
 
 
-def test_old_style_handlers_still_answer_with_a_deprecation_warning():
+def test_old_style_handlers_are_refused_naming_the_phase_request():
+    """0.3 removed the phase-handler signature ``(arrays, values)``: such a handler is refused with a TypeError
+    naming the one it must have (one PhaseRequest), instead of being called with the wrong arguments."""
     class Old(FlowergraphClient):
         partition_id = 3
 
         def phase_handlers(self):
-            return {"old.k": lambda arrays, values: ([a + 1 for a in arrays], {"got": values["v"]})}
+            return {"old.k": lambda arrays, values: ([a + 1 for a in arrays], {"got": values["v"]}),
+                    "new.k": lambda request: ([a + 1 for a in request.arrays], {"got": request.values["v"]})}
 
-    with pytest.warns(DeprecationWarning, match="phase handler for 'old.k' takes \\(arrays, values\\)"):
-        props = Old().get_properties(protocol.phase_message("old.k", [np.zeros(2)], 4, v=9))
+    with pytest.raises(TypeError, match=re.escape(
+            "phase handler for 'old.k' takes (arrays, values); a phase handler takes one flowergraph.wire.PhaseRequest "
+            "(its .arrays, .values, .round, .model): def handler(request) -> (arrays, values) (0.3 removed the old "
+            "signature)")):
+        Old().get_properties(protocol.phase_message("old.k", [np.zeros(2)], 4, v=9))
+    props = Old().get_properties(protocol.phase_message("new.k", [np.zeros(2)], 4, v=9))
     assert props["got"] == 9 and props[protocol.PARTITION_ID] == 3
     np.testing.assert_array_equal(protocol.unpack_arrays(props)[0], np.ones(2))
 

@@ -1,10 +1,11 @@
 """Run-config presets in conf/: every file is valid, and the launcher reads them (bad ones named)."""
 
+import re
 from pathlib import Path
 
 import pytest
 
-from flowergraph.settings import parse_run_config
+from flowergraph.settings import parse_run_config, parse_set
 from flowergraph.errors import ConfigError
 from flowergraph.simulation import load_preset, main
 
@@ -57,18 +58,26 @@ def test_launcher_reads_presets_and_flags_override_them(tmp_path, capsys, monkey
     assert "error: stop here" in capsys.readouterr().err
 
 
-def test_renamed_keys_keep_working_with_a_warning(tmp_path):
-    """hops/he became fedgcn.hops/fedgcn.he: presets, --set and run configs with the old names still work."""
+def test_old_names_of_renamed_keys_are_refused_naming_the_new_ones(tmp_path, capsys):
+    """hops/he became fedgcn.hops/fedgcn.he and 0.3 removed the old names: a preset, --set and a run config with
+    an old name are refused (the launcher exits 2 before anything starts), each naming the new key."""
     old = tmp_path / "old.toml"
     old.write_text('method = "fedgcn"\nhops = 1\nhe = false\n')
-    with pytest.warns(DeprecationWarning, match="run-config key 'hops' is deprecated; use 'fedgcn.hops'"):
-        values = load_preset(old)
-    assert values == {"method": "fedgcn", "fedgcn.hops": 1, "fedgcn.he": False}
-    with pytest.warns(DeprecationWarning, match="use 'fedgcn.he'"):
-        assert parse_run_config({"method": "fedgcn", "he": False})["fedgcn.he"] is False
-    with pytest.warns(DeprecationWarning), pytest.raises(
-            ConfigError, match=r"run config sets both 'hops' \(the old name of 'fedgcn.hops'\) = 1 and 'fedgcn.hops' = 2"):
-        parse_run_config({"hops": 1, "fedgcn.hops": 2})
+    with pytest.raises(ConfigError, match=re.escape(
+            f"preset {str(old)!r}: unknown run-config key(s) 'hops', 'he': 'hops' was renamed to 'fedgcn.hops', "
+            f"'he' to 'fedgcn.he' (0.3 removed the old names)")):
+        load_preset(old)
+    with pytest.raises(ConfigError, match=re.escape(
+            "unknown run-config key 'he': it was renamed to 'fedgcn.he' (0.3 removed the old name)")):
+        parse_run_config({"method": "fedgcn", "he": False})
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'hops': it was renamed to 'fedgcn.hops'")):
+        parse_set(["hops=1"])
+    assert main(["--method", "fedgcn", "--set", "hops=1"]) == 2
+    assert "unknown run-config key 'hops': it was renamed to 'fedgcn.hops'" in capsys.readouterr().err
+    new = tmp_path / "new.toml"
+    new.write_text('method = "fedgcn"\nfedgcn.hops = 1\nfedgcn.he = false\n')
+    assert load_preset(new) == {"method": "fedgcn", "fedgcn.hops": 1, "fedgcn.he": False}
+    assert parse_set(["fedgcn.hops=1"]) == {"fedgcn.hops": 1}
     nested = tmp_path / "nested.toml"  # a [fedgcn] table is the same as dotted keys, as Flower reads it
     nested.write_text('method = "fedgcn"\n[fedgcn]\nhops = 0\n')
     assert load_preset(nested) == {"method": "fedgcn", "fedgcn.hops": 0}

@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pytest
@@ -218,13 +219,41 @@ def test_bad_policies(kw, match):
         FederationPolicy(num_clients=2, **kw)
 
 
-def test_policy_fields_as_keyword_arguments_still_work_with_a_warning():
-    with pytest.warns(DeprecationWarning, match=r"WeightedAveraging\(fused_eval=, num_clients=, num_rounds=\.\.\.\): "
-                                                r"pass these as policy=FederationPolicy"):
-        s = WeightedAveraging(num_clients=2, num_rounds=3, fused_eval=True)
-    assert s.policy == FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True) and s.fused_eval
+def test_policy_fields_as_keyword_arguments_are_refused_naming_the_policy():
+    """0.3 removed the policy's fields as keyword arguments of a strategy: ``policy=FederationPolicy(...)`` is the
+    one way, and the TypeError says so (in every strategy, the subclasses' own keyword arguments too)."""
+    from flowergraph.strategies import FedGCNStrategy, FedStarStrategy
+
+    with pytest.raises(TypeError, match=re.escape(
+            "WeightedAveraging(fused_eval=, num_clients=, num_rounds=...): the policy's fields are not keyword "
+            "arguments of a strategy (removed in 0.3); pass policy=FederationPolicy(fused_eval=..., "
+            "num_clients=..., num_rounds=...)")):
+        WeightedAveraging(num_clients=2, num_rounds=3, fused_eval=True)
+    with pytest.raises(TypeError, match=re.escape("WeightedAveraging(num_rounds=...): the policy's fields are not")):
+        WeightedAveraging(FederationPolicy(num_clients=2), num_rounds=3)
+    for cls in (FedGCNStrategy, FedStarStrategy):
+        with pytest.raises(TypeError, match=re.escape(f"{cls.__name__}(num_clients=...): the policy's fields")):
+            cls(num_clients=2)
     with pytest.raises(TypeError, match="unexpected keyword argument\\(s\\) num_client; the policy's fields are"):
-        WeightedAveraging(num_client=2)
+        WeightedAveraging(FederationPolicy(num_clients=2), num_client=2)
+    with pytest.raises(TypeError, match=re.escape("WeightedAveraging() needs policy=FederationPolicy(num_clients=...)")):
+        WeightedAveraging()
+    s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True))
+    assert s.policy == FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True) and s.fused_eval
+
+
+def test_with_dp_takes_a_dp_config_only():
+    """0.3 removed ``with_dp(strategy, settings)``: anything but a DPConfig is a TypeError naming DPConfig."""
+    from flowergraph.settings import parse_run_config
+    from flowergraph.strategies import DPConfig, with_dp
+
+    inner = WeightedAveraging(FederationPolicy(num_clients=3))
+    with pytest.raises(TypeError, match=re.escape(
+            "with_dp(strategy, config) takes a flowergraph.strategies.DPConfig, not RunSettings (0.3 removed "
+            "with_dp(strategy, settings)); pass DPConfig(mode=s.dp")):
+        with_dp(inner, parse_run_config({"dp": "central-server", "weighting": "uniform", "num-clients": 3}))
+    assert with_dp(inner, DPConfig(mode="none")) is inner
+    assert with_dp(inner, DPConfig(mode="central-server", num_sampled_clients=3)) is not inner
 
 
 def test_recorder_refuses_to_overwrite(tmp_path):

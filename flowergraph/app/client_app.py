@@ -304,15 +304,3 @@ def tidy_mod(msg, context: Context, call_next):
 
 local_app = ClientApp(client_fn=client_fn, mods=[tidy_mod, privacy_mod])  # what runs a message (here or in the worker)
 app = ClientApp(client_fn=client_fn, mods=[node_mod, tidy_mod, privacy_mod])
-
-
-def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place
-    if name == "model_kwargs":
-        import warnings
-
-        from ..methods.node import model_kwargs
-
-        warnings.warn("flowergraph.app.client_app.model_kwargs moved to flowergraph.methods.node.model_kwargs",
-                      DeprecationWarning, stacklevel=2)
-        return model_kwargs
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, NoReturn
 
 from flwr.app import Context
-from flwr.common import Parameters, parameters_to_ndarrays
+from flwr.common import Parameters
 from flwr.common.logger import log
 from flwr.server import ServerConfig
 from flwr.server.compat import start_grid
@@ -37,6 +37,7 @@ from .polling import PollingGrid
 from ..storage.results import RunRecorder
 from .loop import FlowergraphServer
 from ..tasks.compute import configure_torch
+from ..wire import to_ndarrays
 
 
 def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_arrays=None):
@@ -106,7 +107,7 @@ class Checkpointer:
             self.strategy.checkpoint_clients(server_round, self.client_manager)
         arrays = self.strategy.global_arrays  # the strategy's model (a new stage's, even before it aggregates)
         ckpt = Checkpoint(server_round=server_round,
-                          arrays=list(arrays) if arrays is not None else parameters_to_ndarrays(parameters),
+                          arrays=list(arrays) if arrays is not None else to_ndarrays(parameters),
                           strategy_state=self.strategy.state_dict(), records=[dict(r) for r in self.recorder.rounds],
                           config=self.config)
         path = save_checkpoint(ckpt, checkpoint_file(self.out_dir, server_round))
@@ -217,16 +218,3 @@ def refuse(exc: BaseException) -> NoReturn:
     exception again without its long traceback: Flower marks the run failed (``flwr ls``: ``finished:failed``)."""
     log(ERROR, "flowergraph: the run was refused: %s", exc)
     raise exc.with_traceback(None) from None
-
-
-def __getattr__(name: str):  # moved names keep working for now, with a warning naming the new place
-    if name == "server_evaluate_fn":
-        import warnings
-
-        from ..methods.node import node_server_evaluate
-
-        warnings.warn("flowergraph.app.server_app.server_evaluate_fn moved to "
-                      "flowergraph.methods.node.node_server_evaluate (or Method.server_evaluate)",
-                      DeprecationWarning, stacklevel=2)
-        return node_server_evaluate
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

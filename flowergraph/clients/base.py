@@ -20,7 +20,6 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import warnings
 from typing import Any, Callable, Mapping, Union
 
 import numpy as np
@@ -33,11 +32,11 @@ from .state import ClientState, state_file
 
 PhaseHandler = Callable[[PhaseRequest], "tuple[list[np.ndarray], dict[str, Any]]"]
 Arrays = Union[list[np.ndarray], Mapping[str, np.ndarray]]
-_LEGACY_WARNED: set[str] = set()
 
 
-def _legacy_handler(handler: Callable) -> bool:
-    """Whether ``handler`` has the old signature ``(arrays, values)`` (two required positional parameters)."""
+def _old_handler(handler: Callable) -> bool:
+    """Whether ``handler`` has the signature before 0.3, ``(arrays, values)`` (two required positional
+    parameters): refused naming the new one."""
     try:
         params = inspect.signature(handler).parameters.values()
     except (TypeError, ValueError):
@@ -53,15 +52,11 @@ def answer_phase(handlers: dict[str, Callable], partition_id: int, config: dict[
     if handler is None:
         valid = ", ".join(sorted(handlers)) or "none"
         raise ValueError(f"this client does not answer phase {request.kind!r}; valid phases: {valid}")
-    if _legacy_handler(handler):  # the signature before PhaseRequest existed
-        if request.kind not in _LEGACY_WARNED:
-            _LEGACY_WARNED.add(request.kind)
-            warnings.warn(f"phase handler for {request.kind!r} takes (arrays, values); phase handlers now take one "
-                          f"flowergraph.wire.PhaseRequest (its .arrays, .values, .round, .model)",
-                          DeprecationWarning, stacklevel=2)
-        arrays, values = handler(request.arrays, request.values)
-    else:
-        arrays, values = handler(request)
+    if _old_handler(handler):  # the signature before PhaseRequest existed
+        raise TypeError(f"phase handler for {request.kind!r} takes (arrays, values); a phase handler takes one "
+                        f"flowergraph.wire.PhaseRequest (its .arrays, .values, .round, .model): "
+                        f"def handler(request) -> (arrays, values) (0.3 removed the old signature)")
+    arrays, values = handler(request)
     return wire.phase_reply(partition_id, list(arrays), values)
 
 

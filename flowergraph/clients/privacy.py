@@ -18,8 +18,6 @@ masking (:class:`flowergraph.clients.secure.SecureUpdates` wraps it in turn):
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from flwr.client import NumPyClient
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM, compute_clip_model_update, get_norm
@@ -34,7 +32,7 @@ class DPUpdates(ClientWrapper):
     """See the module docstring."""
 
     def __init__(self, inner: NumPyClient, mode: str, partition_id: int, *, clipping_norm: float,
-                 sensitivity: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5, seed: int | None = None,
+                 sensitivity: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5,
                  rng: np.random.Generator | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown client-side dp {mode!r}; valid choices: {', '.join(MODES)}")
@@ -45,9 +43,6 @@ class DPUpdates(ClientWrapper):
         self.partition_id = int(partition_id)
         self.clipping_norm = float(clipping_norm)
         self.stddev = local_noise_stddev(sensitivity, epsilon, delta) if mode == "local" else 0.0
-        if seed is not None:
-            warnings.warn("DPUpdates(seed=...) is ignored: local DP noise is drawn from the operating system's "
-                          "entropy, never from a seed the server knows", DeprecationWarning, stacklevel=2)
         # never seeded from anything the server knows (issue 19): fresh OS entropy per wrapper (one per message)
         self._rng = rng if rng is not None else np.random.default_rng()
 

@@ -6,8 +6,9 @@
 * ``gcfl``: clusters of clients by the similarity of their updates, one model per cluster (Xie et al., 2021).
 
 On node classification the model is the node task's GCN/GraphSAGE/GAT (``node.*``); on graph classification it
-is FedStar's GIN baseline (``graph.*``), so ``method=fedprox`` on CHEM is FedStar's FedProx row. The old spelling
-``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl`` still works, with a DeprecationWarning.
+is FedStar's GIN baseline (``graph.*``), so ``method=fedprox`` on CHEM is FedStar's FedProx row. (The old spelling
+``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl`` was removed in 0.3: it is refused naming the
+method.)
 """
 
 from __future__ import annotations

@@ -5,14 +5,13 @@ client: :mod:`flowergraph.clients.fedstar`; data, structure embeddings, models a
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
 from ..settings.options import Option, at_least
 from .graph import graph_preflight, model_kwargs, train_config
 from .graph import task_spec as graph_task_spec
-from .registry import ClientArgs, Method, StrategyArgs, register, register_config_rewrite
+from .registry import ClientArgs, Method, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover
     from flwr.client import NumPyClient
@@ -22,14 +21,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tasks.graphcls.data import GraphTaskSpec
 
 VARIANT_CHOICES = ("fedstar", "local", "local-decoupled", "share-all", "share-feature")
-# Variants that became methods of their own (flowergraph.methods.baselines): fedstar.variant=<one> is deprecated
+# Variants that became methods of their own (flowergraph.methods.baselines); 0.3 removed fedstar.variant=<one>
 BASELINE_VARIANTS = ("fedavg", "fedprox", "fedper", "gcfl")
 STRUCTURE_CHOICES = ("dse+rwse", "dse", "rwse", "ones")
 
 
 def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
-         check: Callable[[Any], str | None] | None = None) -> Option:
-    return Option(f"fedstar.{key}", default, text, choices, check, group="fedstar")
+         check: Callable[[Any], str | None] | None = None, normalize: Callable[[Any], Any] | None = None) -> Option:
+    return Option(f"fedstar.{key}", default, text, choices, check, group="fedstar", normalize=normalize)
+
+
+def _variant(value: str) -> str:
+    """``fedstar.variant``: a baseline that became a method of its own is refused naming the method (0.3 removed
+    the old spelling ``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl``)."""
+    if value in BASELINE_VARIANTS:
+        raise ConfigError(f"fedstar.variant={value!r}: {value} is a method of its own (on every task); use "
+                          f"method={value!r} without fedstar.variant (0.3 removed the old spelling)")
+    return value
 
 
 OPTIONS = (
@@ -37,7 +45,7 @@ OPTIONS = (
          "no sharing) and `local-decoupled` (FedStar's model, no sharing), or the ablations `share-all` / "
          "`share-feature` (FedStar's model sharing both encoders / the feature encoder). FedAvg, FedProx, FedPer and "
          "GCFL are methods of their own (`method=fedavg` on a graph dataset is FedStar's FedAvg row).",
-         VARIANT_CHOICES),
+         VARIANT_CHOICES, normalize=_variant),
     _opt("structure", "dse+rwse", "Structure embedding: degree one-hot (DSE) + random-walk return probabilities "
          "(RWSE), one of them, or `ones` (an all-ones vector: the paper's 'without' ablation).", STRUCTURE_CHOICES),
     _opt("dse-dim", 16, "DSE width (degrees clipped to [1, dse-dim]).", check=at_least(1)),
@@ -115,18 +123,3 @@ FEDSTAR_NOOP = register(Method(
     name="fedstar-noop", summary="FedStar's messages with clients that do no work: the floor for FedStar's "
     "per-round time (benchmarks)", tasks=("graph",), build_strategy=_strategy, build_client=_noop_client,
     check=_check, preflight=_preflight, benchmark_only=True))
-
-
-def _baseline_variant(raw: dict[str, Any]) -> dict[str, Any]:
-    """``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl`` (the baselines before they were
-    methods of their own) as ``method=<the baseline>``, with a DeprecationWarning."""
-    variant = raw.get("fedstar.variant")
-    if raw.get("method") == "fedstar" and variant in BASELINE_VARIANTS:
-        warnings.warn(f"fedstar.variant={variant!r} is deprecated; use method={variant!r} (the baselines are methods "
-                      f"of their own, on every task)", DeprecationWarning, stacklevel=5)
-        raw["method"] = variant
-        del raw["fedstar.variant"]
-    return raw
-
-
-register_config_rewrite(_baseline_variant)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
 from ..settings.options import Option, at_least, right_open
-from .registry import ClientArgs, Sharing, Task, register_config_rewrite, register_task
+from .registry import ClientArgs, Sharing, Task, register_task
 
 if TYPE_CHECKING:  # pragma: no cover
     from flwr.client import NumPyClient
@@ -173,19 +173,3 @@ GRAPH = register_task(Task(
     accepts=_accepts, datasets=_datasets, normalize=_normalize, options=OPTIONS, check=_check, build_data=graph_data,
     preflight=graph_preflight, baseline_client=graph_baseline_client, baseline_stateful=True,
     natural_num_clients=_natural_num_clients))
-
-
-def _old_beta(raw: dict[str, Any]) -> dict[str, Any]:
-    """The old key ``beta`` (renamed ``node.beta``) also set the Dirichlet split of one graph dataset across
-    clients: on a graph-classification run it is ``graph.beta``."""
-    import warnings
-
-    if "node.beta" in raw and "graph.beta" not in raw and _accepts(str(raw.get("dataset", ""))):
-        warnings.warn("on graph classification the Dirichlet concentration is 'graph.beta' (the old 'beta' and "
-                      "'node.beta' apply to node classification); using graph.beta="
-                      f"{raw['node.beta']!r}", DeprecationWarning, stacklevel=4)
-        raw["graph.beta"] = raw.pop("node.beta")
-    return raw
-
-
-register_config_rewrite(_old_beta)

@@ -139,12 +139,6 @@ class ClientArgs:
             raise ConfigError(f"task {self.task.name!r} builds no client data")
         return self.task.build_data(self)
 
-    def node_graph(self) -> Any:
-        """Deprecated: :meth:`data` (the node task's data is the node's graph)."""
-        warnings.warn("ClientArgs.node_graph() is deprecated; use ClientArgs.data()", DeprecationWarning,
-                      stacklevel=2)
-        return self.data()
-
 
 def _check_names(kind: str, name: str, options: tuple[Option, ...]) -> None:
     """A registration's name is lowercase letters, digits and '-'; its keys are ``<name>.<key>``."""
@@ -261,7 +255,6 @@ class Method:
 
 _REGISTRY: dict[str, Method] = {}
 _TASKS: dict[str, Task] = {}
-_REWRITES: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
 _LOCK = threading.RLock()
 _loaded = False
 _plugin_errors: dict[str, str] = {}
@@ -314,22 +307,6 @@ def register_task(task: Task, *, replace: bool = False) -> Task:
     _add(_TASKS, "task", task, replace)
     _ORIGIN[("task", task.name)] = _caller_module(2)
     return task
-
-
-def register_config_rewrite(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-    """A registration's translation of deprecated run-config spellings (e.g. a variant that became a method of
-    its own): ``rewrite(raw) -> raw``, applied by the settings before parsing (it warns what it changes)."""
-    with _LOCK:
-        if rewrite not in _REWRITES:
-            _REWRITES.append(rewrite)
-
-
-def rewrite_config(raw: dict[str, Any]) -> dict[str, Any]:
-    """``raw`` after every registered rewrite (:func:`register_config_rewrite`)."""
-    _load_plugins()
-    for rewrite in list(_REWRITES):
-        raw = rewrite(dict(raw))
-    return raw
 
 
 def unregister(name: str) -> None:

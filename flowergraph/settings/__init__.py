@@ -7,7 +7,7 @@ launchers and the ServerApp share.
 * :class:`Option` (one key) and its checks :func:`at_least`, :func:`within`, :func:`left_open`,
   :func:`right_open`: what a method or a task declares its keys with;
 * :data:`COMMON_OPTIONS` (the keys every run has), :func:`all_options` / :func:`option_by_key` (with every
-  registered method's and task's keys), :data:`RENAMED` keys;
+  registered method's and task's keys);
 * :func:`parse_run_config` -> :class:`RunSettings` (ConfigError naming the bad value and the valid choices);
   :func:`load_preset`, :func:`parse_set`; :func:`check_settings` (combinations across keys);
 * :func:`markdown_table` / :func:`toml_table` (the configuration reference of docs/configuration.md and a Flower app's
@@ -27,10 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
     from .checks import check_privacy, check_settings
     from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
     from .datasets import dataset_task, normalize_dataset
-    from .keys import COMMON_OPTIONS, GROUPS, RENAMED
+    from .keys import COMMON_OPTIONS, GROUPS
     from .options import Option, at_least, coerce, left_open, right_open, within
-    from .parse import (RunSettings, all_options, canonical_key, defaults, natural_num_clients, option_by_key,
-                        parse_run_config, renamed_keys)
+    from .parse import RunSettings, all_options, defaults, natural_num_clients, option_by_key, parse_run_config
     from .presets import flatten_tables, load_preset, parse_set
     from .reference import markdown_table, toml_table, toml_value
 
@@ -38,18 +37,18 @@ _EXPORTS = {
     "check_privacy": "checks", "check_settings": "checks",
     "AGGREGATORS": "choices", "DP_MODES": "choices", "SECURE_AGG": "choices", "WEIGHTINGS": "choices",
     "dataset_task": "datasets", "normalize_dataset": "datasets",
-    "COMMON_OPTIONS": "keys", "GROUPS": "keys", "RENAMED": "keys",
+    "COMMON_OPTIONS": "keys", "GROUPS": "keys",
     "Option": "options", "at_least": "options", "coerce": "options", "left_open": "options", "right_open": "options",
     "within": "options",
-    "RunSettings": "parse", "all_options": "parse", "canonical_key": "parse", "defaults": "parse",
-    "natural_num_clients": "parse", "option_by_key": "parse", "parse_run_config": "parse", "renamed_keys": "parse",
+    "RunSettings": "parse", "all_options": "parse", "defaults": "parse", "natural_num_clients": "parse",
+    "option_by_key": "parse", "parse_run_config": "parse",
     "OPTIONS": "parse", "OPTION_BY_KEY": "parse", "METHODS": "parse",
     "flatten_tables": "presets", "load_preset": "presets", "parse_set": "presets",
     "markdown_table": "reference", "toml_table": "reference", "toml_value": "reference",
 }
 __all__ = ["AGGREGATORS", "COMMON_OPTIONS", "DP_MODES", "GROUPS", "METHODS", "OPTIONS", "OPTION_BY_KEY", "Option",
-           "RENAMED", "RunSettings", "SECURE_AGG", "WEIGHTINGS", "all_options", "at_least", "canonical_key",
-           "check_privacy", "check_settings", "coerce", "dataset_task", "defaults", "flatten_tables", "left_open",
-           "load_preset", "markdown_table", "natural_num_clients", "normalize_dataset", "option_by_key",
-           "parse_run_config", "parse_set", "renamed_keys", "right_open", "toml_table", "toml_value", "within"]
+           "RunSettings", "SECURE_AGG", "WEIGHTINGS", "all_options", "at_least", "check_privacy", "check_settings",
+           "coerce", "dataset_task", "defaults", "flatten_tables", "left_open", "load_preset", "markdown_table",
+           "natural_num_clients", "normalize_dataset", "option_by_key", "parse_run_config", "parse_set", "right_open",
+           "toml_table", "toml_value", "within"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

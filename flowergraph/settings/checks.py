@@ -80,9 +80,11 @@ def check_applicable_keys(s: RunSettings) -> None:
         if not changed:
             continue
         key, value = changed[0]
+        own = f"{task.name}.{key.partition('.')[2]}"  # node.beta on a graph run: graph.beta is the run's own
+        use = f"use {own!r}, " if any(o.key == own for o in task.options) else ""
         raise ConfigError(f"{key}={value!r} applies to {other.description} (task {prefix!r}), but dataset "
                           f"{s.dataset!r} makes this run {task.description} (task {task.name!r}), which ignores "
-                          f"it; remove the key, or choose a dataset of task {prefix!r}: {other.datasets()}")
+                          f"it; {use}remove the key, or choose a dataset of task {prefix!r}: {other.datasets()}")
 
 
 def check_capabilities(s: RunSettings, method) -> None:

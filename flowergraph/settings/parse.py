@@ -8,22 +8,20 @@ reference (``python -m flowergraph.settings --markdown``, grouped as docs/config
 raises :class:`~flowergraph.errors.ConfigError` naming the bad value and the valid choices before anything is
 trained.
 
-Renamed keys keep working for now: :data:`RENAMED` maps an old name to its new one; a run configuration, a
-preset or ``--set`` that uses the old name gets a ``DeprecationWarning`` naming the new one. (``flwr run
---run-config`` itself only knows the keys in ``pyproject.toml``, which lists the new names.)
+A key renamed before 0.3 is an unknown key under its old name (0.3 removed the old names); the refusal names the
+new one (:func:`renamed_hint`, from :data:`~flowergraph.settings.keys.REMOVED_KEYS`).
 """
 
 from __future__ import annotations
 
-import warnings
 from types import SimpleNamespace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError
 from .checks import check_settings
-from .keys import COMMON_OPTIONS, RENAMED
+from .keys import COMMON_OPTIONS, REMOVED_KEYS
 from .options import Option
-from ..methods.registry import get_method, methods, rewrite_config, suggest, task_of_dataset, tasks
+from ..methods.registry import get_method, methods, suggest, task_of_dataset, tasks
 from .datasets import normalize_dataset
 
 
@@ -67,27 +65,38 @@ def defaults() -> dict[str, Any]:
     return {o.key: o.default for o in all_options()}
 
 
-def canonical_key(key: str, *, stacklevel: int = 3) -> str:
-    """``key``, or its new name when it was renamed (with a DeprecationWarning)."""
-    new = RENAMED.get(key)
-    if new is None:
-        return key
-    warnings.warn(f"run-config key {key!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=stacklevel)
-    return new
+def renamed_hint(keys: Iterable[str], *, named: bool = False) -> str:
+    """For the old names among ``keys`` (keys renamed before 0.3: :data:`~flowergraph.settings.keys.REMOVED_KEYS`),
+    ``": it was renamed to 'fedgcn.hops' (0.3 removed the old name)"`` (several: ``": 'hops' was renamed to
+    'fedgcn.hops', 'he' to 'fedgcn.he' (...)"``; ``named``: the one key by name too); '' when none is an old
+    name."""
+    old = [k for k in keys if k in REMOVED_KEYS]
+    if not old:
+        return ""
+    registered = tasks()
+
+    def new_names(key: str) -> str:
+        new = REMOVED_KEYS[key]
+        if len(new) == 1:
+            return repr(new[0])
+        return " or ".join(f"{n!r}" + (f" ({registered[t].description})" if (t := n.partition(".")[0]) in registered
+                                       else "") for n in new)
+
+    if len(old) == 1 and not named:
+        return f": it was renamed to {new_names(old[0])} (0.3 removed the old name)"
+    parts = [f"{k!r} was renamed to {new_names(k)}" if i == 0 else f"{k!r} to {new_names(k)}"
+             for i, k in enumerate(old)]
+    return f": {', '.join(parts)} (0.3 removed the old name{'s' if len(old) > 1 else ''})"
 
 
-def renamed_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """``raw`` with renamed keys under their new names; ConfigError when both names are given differently."""
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        new = canonical_key(key, stacklevel=4)
-        if new != key and new in raw and raw[new] != value:
-            raise ConfigError(f"run config sets both {key!r} (the old name of {new!r}) = {value!r} and {new!r} = "
-                              f"{raw[new]!r}; use {new!r} only")
-        if new == key and key in out:
-            continue  # the old name already set it to the same value
-        out[new] = value
-    return out
+def unknown_key(key: str, known: Iterable[str]) -> ConfigError:
+    """The refusal of an unknown run-config key: the new name of an old one, else a close match and the valid
+    keys."""
+    hint = renamed_hint([key])
+    if hint:
+        return ConfigError(f"unknown run-config key {key!r}{hint}")
+    known = list(known)
+    return ConfigError(f"unknown run-config key {key!r}{suggest(key, known)}; valid keys: {', '.join(known)}")
 
 
 class RunSettings:
@@ -180,18 +189,18 @@ class RunSettings:
 def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> RunSettings:
     """Validate a run configuration (missing keys take their defaults).
 
-    Raises ConfigError for an unknown key (unless ``allow_unknown``: a user's own app may add keys), a value
-    of the wrong type, an unknown choice, an out-of-range number or an inconsistent combination.
+    Raises ConfigError for an unknown key (unless ``allow_unknown``: a user's own app may add keys; an old name
+    of a renamed key is refused even then, naming the new one), a value of the wrong type, an unknown choice, an
+    out-of-range number or an inconsistent combination.
     """
     by_key = option_by_key()
     values = {k: o.default for k, o in by_key.items()}
-    for key, value in rewrite_config(renamed_keys(raw)).items():
+    for key, value in raw.items():
         option = by_key.get(key)
         if option is None:
-            if allow_unknown:
+            if allow_unknown and key not in REMOVED_KEYS:
                 continue
-            raise ConfigError(f"unknown run-config key {key!r}{suggest(key, by_key)}; valid keys: "
-                              f"{', '.join(by_key)}")
+            raise unknown_key(key, by_key)
         values[key] = option.parse(value)
     method = get_method(values["method"])  # ConfigError naming the registered methods
     values["dataset"] = normalize_dataset(values["dataset"])

@@ -1,8 +1,8 @@
 """Run-configuration presets and ``--set KEY=VALUE`` pairs (Flower-free), as every launcher reads them.
 
 A preset is a TOML file of run-config keys, the format ``flwr run --run-config FILE`` reads; nested tables are
-dotted keys (``[fedgcn] hops = 2`` is ``fedgcn.hops``). Renamed keys are accepted with a DeprecationWarning;
-unknown keys are refused naming the file and the valid keys."""
+dotted keys (``[fedgcn] hops = 2`` is ``fedgcn.hops``). Unknown keys are refused naming the file and the valid
+keys (an old name of a renamed key: its new name)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, did_you_mean
-from .parse import canonical_key, option_by_key, renamed_keys
+from .parse import option_by_key, renamed_hint, unknown_key
 
 
 def load_preset(path: str | os.PathLike) -> dict[str, Any]:
@@ -30,12 +30,12 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
         values = flatten_tables(tomllib.loads(path.read_text()))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
-    values = renamed_keys(values)
     known = option_by_key()
     unknown = [k for k in values if k not in known]
     if unknown:
+        hint = renamed_hint(unknown)
         raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}"
-                          f"{did_you_mean(unknown[0], known)}; valid keys: {', '.join(known)}")
+                          + (hint or f"{did_you_mean(unknown[0], known)}; valid keys: {', '.join(known)}"))
     return values
 
 
@@ -67,11 +67,10 @@ def parse_set(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--set {pair!r}: expected key=value")
-        key = canonical_key(key.strip())
+        key = key.strip()
         known = option_by_key()
         if key not in known:
-            raise ConfigError(f"unknown run-config key {key!r}{did_you_mean(key, known)}; valid keys: "
-                              f"{', '.join(known)}")
+            raise unknown_key(key, known)
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:

@@ -147,7 +147,7 @@ def prune_rounds(folder: str | os.PathLike, keep: int, upto: int) -> list[Path]:
 def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
     """Refuse to resume ``ckpt`` under a run configuration that would compute something else."""
     where = str(ckpt.path) if ckpt.path else "the checkpoint"
-    saved = _current_names(ckpt.config, config)
+    saved = _current_names(ckpt.config, config, where)
     rounds = config.get("rounds")
     if rounds is not None and int(rounds) <= ckpt.server_round:
         raise CheckpointError(f"resume-from {where!r} is at round {ckpt.server_round}; rounds={rounds} must be "
@@ -160,12 +160,18 @@ def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
                               f"with the same settings; only {', '.join(RESUME_MAY_CHANGE)} may change")
 
 
-def _current_names(saved: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's configuration in today's key names (renamed keys under their new names), with keys added
-    since it was written at their defaults (they did not exist, so the run had their default behaviour)."""
-    from ..settings import RENAMED, defaults
+def _current_names(saved: dict[str, Any], config: dict[str, Any], where: str) -> dict[str, Any]:
+    """A checkpoint's configuration with keys added since it was written at their defaults (they did not exist,
+    so the run had their default behaviour). CheckpointError when it was written under the old name of a renamed
+    key (0.3 removed the old names)."""
+    from ..settings import defaults
+    from ..settings.parse import renamed_hint
 
-    out = {RENAMED.get(k, k): v for k, v in saved.items()}
+    hint = renamed_hint(saved, named=True)
+    if hint:
+        raise CheckpointError(f"resume-from {where!r} was written under old names of run-config keys{hint}; this "
+                              f"version cannot resume it (resume it with flowergraph 0.2, or start a new run)")
+    out = dict(saved)
     known = defaults()
     for key in config:
         if key not in out and key in known:

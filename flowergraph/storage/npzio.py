@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ._astlock import serialize_ast_parse
+
 META = "__meta__"
 # What a truncated, corrupt or foreign file raises while being read (callers name the file in their error).
 READ_ERRORS = (OSError, EOFError, zipfile.BadZipFile, KeyError, ValueError, TypeError, UnicodeDecodeError)
@@ -52,6 +54,7 @@ def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], meta: M
 def read_npz(path: str | os.PathLike, names: list[str] | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """Read ``(arrays, meta)`` (only ``names`` when given). Raises one of :data:`READ_ERRORS` for a missing,
     truncated or foreign file; the caller names the file."""
+    serialize_ast_parse()  # numpy.load parses array headers; see _astlock
     with np.load(Path(path), allow_pickle=False) as archive:
         meta = json.loads(bytes(archive[META]).decode("utf-8"))
         if not isinstance(meta, dict):

@@ -50,7 +50,6 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import uuid
-import warnings
 from logging import INFO, WARNING
 from typing import Any, Callable, Mapping, Sequence
 
@@ -64,7 +63,6 @@ from flwr.common import (
     NDArrays,
     Parameters,
     Scalar,
-    parameters_to_ndarrays,
 )
 from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
@@ -108,16 +106,16 @@ class FederatedStrategy(Strategy):
         the arrays they were sent, named: each array is averaged over the clients that sent it).
     stages: the run's stages (default one); :meth:`begin_stage` gives each later stage its model.
 
-    The policy's fields are also accepted as keyword arguments (``num_clients=3, num_rounds=5``): deprecated,
-    with a warning; pass ``policy=FederationPolicy(...)``.
+    The policy's fields are not keyword arguments (``num_clients=3, num_rounds=5`` was removed in 0.3): a
+    TypeError names ``policy=FederationPolicy(...)``.
     """
 
     def __init__(self, policy: FederationPolicy | None = None, *, aggregator: Aggregator | None = None,
                  initial_parameters: Any = None, evaluate_fn: EvaluateFn | None = None, recorder: Any = None,
                  metrics: MetricAggregation | None = None, update_kind: str = "weights",
-                 stages: Sequence[Stage] | None = None, **legacy: Any) -> None:
+                 stages: Sequence[Stage] | None = None, **kwargs: Any) -> None:
         super().__init__()
-        policy = resolve_policy(policy, legacy, type(self).__name__)
+        policy = resolve_policy(policy, kwargs, type(self).__name__)  # kwargs: only to refuse them by name
         if update_kind not in UPDATE_KINDS:
             raise ValueError(f"unknown update_kind {update_kind!r}; valid choices: {', '.join(UPDATE_KINDS)}")
         self.policy = policy
@@ -320,7 +318,7 @@ class FederatedStrategy(Strategy):
             return self.bank.global_model
         params, slot, keys = sent
         if not slot:  # built by an overriding client_parameters: decode what travelled
-            arrays = parameters_to_ndarrays(params)
+            arrays = wire.to_ndarrays(params)
             model = self.bank.global_model
             return named(arrays, list(model) if model is not None and len(model) == len(arrays) else None)
         model = self.bank.get(slot) or {}
@@ -334,7 +332,7 @@ class FederatedStrategy(Strategy):
         if parameters is None or not parameters.tensors or self.bank.is_current(GLOBAL, parameters):
             return
         current = self.bank.global_model
-        arrays = parameters_to_ndarrays(parameters)
+        arrays = wire.to_ndarrays(parameters)
         if current is None:
             self.bank.set(GLOBAL, named(arrays), parameters=parameters)
         elif len(arrays) == len(current) and all(a.shape == b.shape for a, b in zip(arrays, current.values())):
@@ -362,7 +360,7 @@ class FederatedStrategy(Strategy):
             if isinstance(initial, Mapping):
                 arrays, keys = list(initial.values()), list(initial)
             elif isinstance(initial, Parameters):
-                arrays = parameters_to_ndarrays(initial)
+                arrays = wire.to_ndarrays(initial)
             elif initial is not None:
                 arrays = list(initial)
             else:
@@ -396,7 +394,7 @@ class FederatedStrategy(Strategy):
             identities.result()
             raise RuntimeError(f"client node {proxy.cid} returned no initial parameters: "
                                f"{failure_reason(res.status.message)}")
-        arrays = parameters_to_ndarrays(res.parameters)
+        arrays = wire.to_ndarrays(res.parameters)
         identities.result()
         keys = self.directory.model_keys.get(proxy.cid)
         return arrays, keys if keys is not None and len(keys) == len(arrays) else None
@@ -500,7 +498,7 @@ class FederatedStrategy(Strategy):
     def _accept(self, proxy: ClientProxy, res: FitRes, label: str) -> tuple[Update, str | None]:
         """The client's update and why it is malformed (None when it is not)."""
         try:
-            arrays = parameters_to_ndarrays(res.parameters)
+            arrays = wire.to_ndarrays(res.parameters)
         except Exception as exc:  # noqa: BLE001 (undecodable payload)
             return Update(label, [], int(res.num_examples), dict(res.metrics)), \
                 f"undecodable update ({type(exc).__name__}: {exc})"
@@ -552,7 +550,7 @@ class FederatedStrategy(Strategy):
         if not results:
             return None
         try:
-            arrays = parameters_to_ndarrays(results[0][1].parameters)
+            arrays = wire.to_ndarrays(results[0][1].parameters)
         except Exception as exc:  # noqa: BLE001
             return f"undecodable ({type(exc).__name__}: {exc})"
         bad = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays)
@@ -602,7 +600,7 @@ class FederatedStrategy(Strategy):
             label = self.client_label(proxy, res.metrics)
             arrays: list[Any]
             try:
-                arrays = parameters_to_ndarrays(res.parameters)
+                arrays = wire.to_ndarrays(res.parameters)
             except Exception as exc:  # noqa: BLE001
                 arrays = [f"undecodable: {exc}"]
             uploads.append(Upload(proxy, label, self.partition(proxy), arrays, dict(res.metrics),
@@ -716,7 +714,7 @@ class FederatedStrategy(Strategy):
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         if self.evaluate_fn is None:
             return None
-        arrays = self.global_arrays if self.global_arrays is not None else parameters_to_ndarrays(parameters)
+        arrays = self.global_arrays if self.global_arrays is not None else wire.to_ndarrays(parameters)
         result = self.evaluate_fn(server_round, arrays)
         if result is None:
             return None
@@ -830,17 +828,18 @@ def _number(value: Any) -> float | None:
 
 
 def resolve_policy(policy: FederationPolicy | None, kwargs: dict[str, Any], owner: str) -> FederationPolicy:
-    """The policy, from ``policy=`` and/or the deprecated keyword arguments of its fields (taken out of
-    ``kwargs``; any other key is refused)."""
-    unknown = sorted(k for k in kwargs if k not in FederationPolicy.field_names())
+    """``policy``; ``kwargs`` are the constructor's keyword arguments left over, each refused with a TypeError: a
+    field of the policy names ``policy=FederationPolicy(...)`` (0.3 removed the policy's fields as keyword
+    arguments of a strategy), any other key the policy's fields."""
+    fields = sorted(k for k in kwargs if k in FederationPolicy.field_names())
+    if fields:
+        raise TypeError(f"{owner}({', '.join(f'{k}=' for k in fields)}...): the policy's fields are not keyword "
+                        f"arguments of a strategy (removed in 0.3); pass "
+                        f"policy=FederationPolicy({', '.join(f'{k}=...' for k in fields)})")
+    unknown = sorted(kwargs)
     if unknown:
         raise TypeError(f"{owner}() got unexpected keyword argument(s) {', '.join(unknown)}; the policy's fields "
                         f"are {', '.join(FederationPolicy.field_names())}")
-    legacy = {k: kwargs.pop(k) for k in list(kwargs)}
-    if not legacy:
-        if policy is None:
-            raise TypeError(f"{owner}() needs policy=FederationPolicy(num_clients=...)")
-        return policy
-    warnings.warn(f"{owner}({', '.join(f'{k}=' for k in sorted(legacy))}...): pass these as "
-                  f"policy=FederationPolicy(...) (keyword arguments are deprecated)", DeprecationWarning, stacklevel=4)
-    return policy.replace(**legacy) if policy is not None else FederationPolicy(**legacy)
+    if policy is None:
+        raise TypeError(f"{owner}() needs policy=FederationPolicy(num_clients=...)")
+    return policy

@@ -51,12 +51,11 @@ runs with local DP are not bit-reproducible either, and a resumed run does not e
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from logging import WARNING
 from typing import Any
 
-from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import ndarrays_to_parameters
 from flwr.common.logger import log
 from flwr.server.strategy import (DifferentialPrivacyClientSideFixedClipping,
                                   DifferentialPrivacyServerSideFixedClipping, Strategy)
@@ -64,6 +63,7 @@ from flwr.supercore.differential_privacy import (add_gaussian_noise_to_params, c
                                                  compute_stdv)
 
 from ..privacy.dp import local_noise_stddev
+from ..wire import to_ndarrays
 from ..settings.choices import DP_MODES
 
 
@@ -202,7 +202,7 @@ class _CentralDP(_DPWrapper):
         # release to have noise multiplier z (issue 19): clip as Flower does, aggregate, then noise with m.
         if self.clips_on_server:
             for _, res in results:
-                arrays = parameters_to_ndarrays(res.parameters)
+                arrays = to_ndarrays(res.parameters)
                 compute_clip_model_update(arrays, self.current_round_params, self.clipping_norm)
                 res.parameters = ndarrays_to_parameters(arrays)
         parameters, metrics = inner.aggregate_fit(server_round, results, failures)
@@ -212,7 +212,7 @@ class _CentralDP(_DPWrapper):
             self._averaged = averaged
             parameters = add_gaussian_noise_to_params(parameters, self.noise_multiplier, self.clipping_norm,
                                                       averaged)
-            inner.global_arrays = parameters_to_ndarrays(parameters)  # the released (noisy) model
+            inner.global_arrays = to_ndarrays(parameters)  # the released (noisy) model
             self.budget.release(averaged)
         if averaged != len(results):
             extra["note"] = (f"the mean was over {averaged} of {len(results)} updates (the others were rejected): "
@@ -308,15 +308,13 @@ class LocalDPAccounting(_DPWrapper, Strategy):
 
 
 def with_dp(strategy: Strategy, config: DPConfig) -> Strategy:
-    """``strategy`` wrapped for ``config`` (unchanged for mode ``none``). Passing the run settings instead of a
-    :class:`DPConfig` still works, with a DeprecationWarning."""
+    """``strategy`` wrapped for ``config`` (unchanged for mode ``none``). TypeError for anything but a
+    :class:`DPConfig` (0.3 removed ``with_dp(strategy, settings)``)."""
     if not isinstance(config, DPConfig):
-        warnings.warn("with_dp(strategy, settings) is deprecated; pass a flowergraph.strategies.DPConfig",
-                      DeprecationWarning, stacklevel=2)
-        s = config
-        config = DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, clipping_norm=s.dp_clipping_norm,
-                          delta=s.dp_delta, num_sampled_clients=s.clients_per_round, epsilon=s.dp_epsilon,
-                          sensitivity=s.dp_sensitivity)
+        raise TypeError(f"with_dp(strategy, config) takes a flowergraph.strategies.DPConfig, not "
+                        f"{type(config).__name__} (0.3 removed with_dp(strategy, settings)); pass "
+                        f"DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, ...), e.g. "
+                        f"flowergraph.app.server_app.dp_config(s) for run settings s")
     if config.mode == "none":
         return strategy
     if config.mode == "local":

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError, PartitionError
+from ..storage._astlock import serialize_ast_parse
 
 PARTITIONERS = ("dirichlet", "louvain", "metis", "random", "none")
 
@@ -140,6 +141,7 @@ def _metis_in_subprocess(num_clients: int, xadj: np.ndarray, adjncy: np.ndarray,
                               text=True, timeout=3600)
         if proc.returncode != 0 or not out.exists():
             raise PartitionError(f"metis partition failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        serialize_ast_parse()  # numpy.load parses the array header; see storage._astlock
         return np.load(out)
 
 

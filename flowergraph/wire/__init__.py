@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.common import bytes_to_ndarray, ndarray_to_bytes
+from flwr.common import Parameters, bytes_to_ndarray, ndarray_to_bytes, parameters_to_ndarrays
+
+from ..storage._astlock import serialize_ast_parse
 
 # Every reply (fit, evaluate, phase, identity) names the partition the node holds.
 PARTITION_ID = "partition_id"
@@ -109,10 +111,18 @@ def unpack_arrays(values: Mapping[str, Any], prefix: str = ARRAY_PREFIX, count_k
                   ) -> list[np.ndarray]:
     """The arrays :func:`pack_arrays` put into ``values`` (an empty list when there are none)."""
     n = int(values.get(count_key, 0))
+    serialize_ast_parse()  # numpy.load parses array headers, here in several threads at once; see storage._astlock
     try:
         return [bytes_to_ndarray(values[f"{prefix}{i}"]) for i in range(n)]
     except KeyError as exc:
         raise ValueError(f"phase message announces {n} arrays but lacks {exc.args[0]!r}") from None
+
+
+def to_ndarrays(parameters: Parameters) -> list[np.ndarray]:
+    """Flower's ``parameters_to_ndarrays`` after the ``ast.parse`` lock (:mod:`flowergraph.storage._astlock`):
+    how flowergraph decodes the arrays of a ``fit`` / ``evaluate`` message or of a model."""
+    serialize_ast_parse()
+    return parameters_to_ndarrays(parameters)
 
 
 def scalars(values: Mapping[str, Any]) -> dict[str, Any]:

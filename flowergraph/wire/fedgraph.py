@@ -37,6 +37,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..storage._astlock import serialize_ast_parse
+
 Values = dict[str, Any]
 Part = tuple[np.ndarray, np.ndarray]  # (ids int64 [m], values float [m, w])
 
@@ -194,6 +196,7 @@ def pack_parts(parts: Mapping[Any, Part]) -> bytes:
 def unpack_parts(blob: bytes) -> dict[tuple[int, ...], Part]:
     """What :func:`pack_parts` wrote, keys as tuples of ints."""
     out: dict[tuple[int, ...], Part] = {}
+    serialize_ast_parse()  # numpy.load parses array headers; see storage._astlock
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         for name in z.files:
             if name.startswith("ids_"):

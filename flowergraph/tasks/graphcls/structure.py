@@ -49,6 +49,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import ConfigError
+from ...storage._astlock import serialize_ast_parse
 
 KINDS = ("dse", "rwse")
 ONES_DIM = 16
@@ -191,6 +192,7 @@ def cached_random_walk_se(edge_index: np.ndarray, num_nodes: Sequence[int], step
         return random_walk_se(edge_index, num_nodes, steps)
     fp = fingerprint(edge_index, num_nodes)
     total = int(np.sum(num_nodes))
+    serialize_ast_parse()  # numpy.load parses array headers; see storage._astlock
     try:
         with np.load(path, allow_pickle=False) as z:
             if str(z["fingerprint"]) == fp and z["rwse"].shape == (total, steps):
