@@ -8,5 +8,26 @@ task registry (:mod:`flowergraph.methods`) and the settings (:mod:`flowergraph.s
 :mod:`flowergraph.storage`, :mod:`flowergraph.data`).
 """
 
-__version__ = "0.3.0"
+
+
+def _version() -> str:
+    """The version ``pyproject.toml`` declares (its one place): the installed distribution's, else (a checkout on
+    ``PYTHONPATH``, not installed) the checkout's ``pyproject.toml``'s."""
+    from importlib import metadata
+    from pathlib import Path
+
+    try:
+        return metadata.version("flowergraph")
+    except metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        import tomllib
+
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+    except (OSError, KeyError, ValueError):
+        return "0+unknown"
+
+
+__version__ = _version()
 __all__ = ["__version__"]

@@ -11,6 +11,10 @@
   (``python -m flowergraph.partition export``); :func:`load_partition_file` reads one, checked against the
   dataset, the number of clients and the client id; :func:`read_manifest` checks an export folder.
 * :func:`node_graph`: what flowergraph's ClientApp uses: the node's own file when it has one, else the cut.
+* Graph classification: :class:`GraphTaskSpec` (which TU datasets, how many clients, the split and the structure
+  encodings), :func:`client_graph_data` (client ``k``'s graphs: PyG ``Data`` lists for train/val/test with
+  FedStar's structure encodings as each graph's ``s``, memoised per process) and :class:`ClientGraphData`;
+  :func:`parse_graph_datasets` reads a dataset list (``"MUTAG,PTC_MR,BZR"``, or a group such as ``chem``).
 
 Checking a data folder before a run (which datasets it holds, which presets and settings can run from it)::
 
@@ -28,11 +32,13 @@ from .tasks.federated_graph import (ClientGraph, GraphSpec, PartitionSpec, build
                                     load_global_graph, node_assignment)
 from .tasks.partition_files import (MANIFEST, export_partitions, load_partition_file, partition_file_name,
                                     read_manifest)
+from .tasks.graphcls.data import ClientGraphData, GraphTaskSpec, client_graph_data, parse_graph_datasets
 from .tasks.synthetic import CSBMParams
 
-__all__ = ["CSBMParams", "ClientGraph", "GraphSpec", "MANIFEST", "PartitionSpec", "build_client_graph",
-           "client_graph", "export_partitions", "load_global_graph", "load_partition_file", "node_assignment",
-           "node_graph", "partition_file_name", "read_manifest"]
+__all__ = ["CSBMParams", "ClientGraph", "ClientGraphData", "GraphSpec", "GraphTaskSpec", "MANIFEST", "PartitionSpec",
+           "build_client_graph", "client_graph", "client_graph_data", "export_partitions", "load_global_graph",
+           "load_partition_file", "node_assignment", "node_graph", "parse_graph_datasets", "partition_file_name",
+           "read_manifest"]
 
 
 def node_graph(settings: RunSettings, partition_id: int, partition_file: str | os.PathLike | None = None

@@ -335,7 +335,7 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
     print(f"flowergraph: {settings.method} on {info['summary']}, {supernodes} client(s), {settings.rounds} "
           f"round(s){sizes}", file=stream, flush=True)
     if settings.client_order != "partition":
-        from .app.client_app import order_clients
+        from .app.node_client import order_clients
 
         print(f"flowergraph: client-order={settings.client_order}: simulated nodes 0..{supernodes - 1} serve "
               f"clients {list(order_clients(settings, info.get('client_sizes')))}", file=stream, flush=True)

@@ -1,4 +1,4 @@
-"""``client-order``: which client each simulated node serves (flowergraph.app.client_app.client_schedule).
+"""``client-order``: which client each simulated node serves (flowergraph.app.node_client.client_schedule).
 
 Flower's simulation queues a round's messages in node order, so ``largest-first`` puts the clients with the most
 training examples on the first nodes. Each client keeps its id, data and seeds: the server must receive the
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from flowergraph.app.client_app import client_schedule
+from flowergraph.app.node_client import client_schedule
 from flowergraph.app.inprocess import run_inprocess
 from flowergraph.errors import ConfigError
 from flowergraph.settings import parse_run_config

@@ -56,8 +56,11 @@ DEPLOYMENT_METHODS = [
     # FedGraph on the owners' partition files (the degree exchange, the round's embedding relay, rows in
     # context.state across fresh ClientApp processes, client checkpoints); a fixed policy: the DDPG agent's reward
     # needs the server's test set, and this server holds no data
+    # ... through the Message-API face (flower-api=message: train/evaluate/query messages with arrays, config and
+    # metrics records; the reference below is the legacy face in one process)
     ("fedgraph", {"method": "fedgraph", "fedgraph.data": "dirichlet", "fedgraph.agent": "fixed",
-                  "fedgraph.batch-size": 64, "fedgraph.prob": 0.5, "rounds": 1, "checkpoint-every": 1}),
+                  "fedgraph.batch-size": 64, "fedgraph.prob": 0.5, "rounds": 1, "checkpoint-every": 1,
+                  "flower-api": "message"}),
 ]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
@@ -166,6 +169,16 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
                     assert phase["ciphertexts_up"] > 0 and phase["ciphertexts_down"] > 0
                     assert "holds no secret key" not in logs and "key-file" not in run["summary"].get("error", "")
                 assert run["summary"]["final_accuracy"] > 0.3  # trained on the exchanged aggregations
+        # A user's Message-API app (examples/message_api_app: its own ServerApp calling FlowergraphStrategy.start,
+        # a quickstart-style ClientApp registering flowergraph's handlers) on the same deployment
+        dep.app_dir = REPO / "examples" / "message_api_app"
+        started = time.monotonic()
+        example = tmp_path / "example.json"
+        outcome = dep.run({"method": "fedavg", "dataset": "Cora", "rounds": 2, "results-file": str(example)},
+                          timeout=TIMEOUT)
+        assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", outcome.flwr_status
+        example_run = json.loads(example.read_text())
+        times["example-app"] = time.monotonic() - started
         for node in nodes:  # each owner's folder (deleted with the deployment) holds only its own things
             node_config = node.proc.args[node.proc.args.index("--node-config") + 1]
             home = dep.work / f"node{node.partition_id}-home"
@@ -200,6 +213,13 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
         # CKKS sums are approximate, SecAgg+ quantises
         tolerance = 3e-3 if overrides.get("fedgcn.he") or overrides.get("secure-agg") else 1e-6
         assert got == pytest.approx(want, abs=tolerance), label
+    # the example app's fedavg (Flower's Message API, its own ServerApp) equals flowergraph's fedavg in one process
+    ref = tmp_path / "reference-example"
+    run_inprocess({"method": "fedavg", "num-clients": 3, "rounds": 2, "dataset": "Cora",
+                   "data-dir": str(shared_data), "out-dir": str(ref)})
+    want = {str(r["round"]): r["accuracy"] for r in read_run(ref)["rounds"] if r.get("accuracy") is not None}
+    got = {r: m["accuracy"] for r, m in example_run["evaluate"].items()}
+    assert got.keys() == want.keys() and got == pytest.approx(want, abs=1e-6)
     print("\n" + ", ".join(f"{label}: {t:.1f} s" for label, t in times.items()))
 
 

@@ -249,7 +249,7 @@ def test_bad_key_files(tmp_path, key_file):
 def test_he_without_key_file_fails_at_client_start():
     from flwr.app import Context
 
-    from flowergraph.app.client_app import build_client
+    from flowergraph.app.node_client import build_client
 
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
                   run_config={"method": "fedgcn", "fedgcn.he": True, "num-clients": 3})

@@ -111,7 +111,7 @@ def test_ckks_clients_with_different_keys_fail_the_run(tmp_path, key_file):
 def test_ckks_without_a_key_file_is_refused_before_training(tmp_path):
     from flwr.app import Context, RecordDict
 
-    from flowergraph.app import client_app
+    from flowergraph.app import node_client as client_app
 
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2}, state=RecordDict(),
                   run_config={**BASE, "num-clients": 2, "secure-agg": "ckks"})

@@ -498,7 +498,7 @@ def test_local_dp_records_the_replace_one_budget(tmp_path):
 def test_the_client_app_gives_the_secure_wrapper_the_runs_bounds(key_file):
     from flwr.app import Context, RecordDict
 
-    from flowergraph.app import client_app
+    from flowergraph.app import node_client as client_app
 
     def build(**run):
         ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),

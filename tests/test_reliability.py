@@ -16,7 +16,7 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from flowergraph import wire as protocol
-from flowergraph.app import client_app
+from flowergraph.app import node_client as client_app
 from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients.faults import FaultInjectingClient, InjectedFault
 from flowergraph.clients.node import NodeClassificationClient

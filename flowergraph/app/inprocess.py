@@ -1,5 +1,5 @@
 """A federation in one process: the real ServerApp code path (``server_app.serve``: strategy, FlowergraphServer,
-checkpoints, resume, results) and the real ClientApp (``client_app.client_fn``) per node, joined by ClientProxies
+checkpoints, resume, results) and the real client builder (``node_client.client_fn``) per node, joined by ClientProxies
 that call the client directly instead of going through Flower's transport.
 
 Seconds instead of a Ray start-up and one process instead of one per client: for tests, for long accuracy
@@ -20,7 +20,7 @@ from flwr.app import Context, RecordDict
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import run_fl
 
-from flowergraph.app import client_app
+from flowergraph.app import node_client
 from flowergraph.settings import parse_run_config
 from flowergraph.app.server_app import serve
 from flowergraph.tasks.compute import configure_torch
@@ -48,7 +48,7 @@ class InProcessProxy(ClientProxy):
     def _answer(self, kind: str, ins):
         self.calls.append(kind)
         with _TURN:
-            res = getattr(client_app.client_fn(self.context), kind)(ins)
+            res = getattr(node_client.client_fn(self.context), kind)(ins)
         if self.record:
             self.messages.append((kind, ins, res))
         return res

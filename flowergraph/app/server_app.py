@@ -36,37 +36,9 @@ from ..errors import ClientProcessDied, ConfigError, FlowergraphError
 from .polling import PollingGrid
 from ..storage.results import RunRecorder
 from .loop import FlowergraphServer
+from .run_strategy import build_strategy
 from ..tasks.compute import configure_torch
 from ..wire import to_ndarrays
-
-
-def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_arrays=None):
-    """The strategy of ``s.method`` with the run's settings (``initial_arrays``: a checkpoint's global model)."""
-    from ..methods import StrategyArgs
-
-    method = s.method_info
-    evaluate_fn = None
-    if s.server_eval:
-        server_evaluate = method.server_evaluate or s.task_info.server_evaluate
-        if server_evaluate is None:
-            raise ConfigError(f"server-eval=true: method {s.method!r} has no server-side evaluation")
-        evaluate_fn = server_evaluate(s)
-    strategy = method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
-                                                  evaluate_fn=evaluate_fn))
-    if s.dp != "none":
-        from ..strategies.dp import with_dp
-
-        strategy = with_dp(strategy, dp_config(s))
-    return strategy
-
-
-def dp_config(s: RunSettings):
-    """The :class:`~flowergraph.strategies.DPConfig` the run configuration sets."""
-    from ..strategies.dp import DPConfig
-
-    return DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, clipping_norm=s.dp_clipping_norm,
-                    delta=s.dp_delta, num_sampled_clients=s.clients_per_round, epsilon=s.dp_epsilon,
-                    sensitivity=s.dp_sensitivity)
 
 
 def secagg_workflow(s: RunSettings):
@@ -197,6 +169,15 @@ def main(grid: Grid, context: Context) -> None:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
 
     def launch(server: FlowergraphServer, config: ServerConfig) -> None:
+        if s.flower_api == "message":  # the same strategy, run by its Message-API face
+            from .message_server import FlowergraphStrategy
+
+            face = FlowergraphStrategy(server.strategy)
+            if isinstance(server.on_round_end, Checkpointer):  # the client-checkpoint phase goes to the grid's nodes
+                server.on_round_end.client_manager = face.nodes_for(grid)
+            face.start(grid, None, num_rounds=config.num_rounds, timeout=config.round_timeout or 3600.0,
+                       start_round=server.start_round, on_round_end=server.on_round_end)
+            return
         if s.secure_agg == "secagg+":
             server.use_fit_workflow(secagg_workflow(s), grid, config.num_rounds, config.round_timeout)
         start_grid(grid=grid, server=server, config=config)

@@ -194,7 +194,7 @@ class StateCheckpoints(ClientWrapper):
 class NodeRank(ClientWrapper):
     """Adds the node's place in Flower's simulation queue (:data:`~flowergraph.wire.NODE_RANK`) to the identity
     reply, so that the server sends each round's messages in the order the simulation serves them
-    (``client-order``; :func:`flowergraph.app.client_app.client_schedule`)."""
+    (``client-order``; :func:`flowergraph.app.node_client.client_schedule`)."""
 
     def __init__(self, inner: NumPyClient, rank: int) -> None:
         super().__init__(inner)

@@ -367,7 +367,7 @@ def _register_found(obj: Any) -> None:
 def preflight(settings: "RunSettings") -> dict[str, Any]:
     """The run's data check before Flower starts (the method's, else its task's): fails fast on impossible
     settings and warms the dataset cache; ``summary`` and ``client_sizes`` describe the data. Used by the
-    launchers and by ``client-order`` (:func:`flowergraph.app.client_app.client_schedule`)."""
+    launchers and by ``client-order`` (:func:`flowergraph.app.node_client.client_schedule`)."""
     check: Callable[["RunSettings"], dict[str, Any]] | None = (settings.method_info.preflight
                                                                or settings.task_info.preflight)
     if check is None:

@@ -57,6 +57,10 @@ def check_settings(s: RunSettings) -> None:
                               f"every client and the server with simulation-engine='inline' (no process "
                               f"isolation); use simulation-engine='ray' for faults of kind "
                               f"{' or '.join(PROCESS_FAULTS)}")
+    if s.flower_api == "message" and s.secure_agg == "secagg+":
+        raise ConfigError("secure-agg='secagg+' with flower-api='message': Flower offers SecAggPlusWorkflow only on "
+                          "its legacy stack; use flower-api='legacy' for SecAgg+, or secure-agg='ckks' or 'none' "
+                          "on the Message API")
     if task.check is not None:
         task.check(s)
     if method.check is not None:

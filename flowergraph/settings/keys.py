@@ -4,7 +4,8 @@ keys, named ``<method>.<key>`` (:mod:`flowergraph.methods`)."""
 
 from __future__ import annotations
 
-from .choices import AGGREGATORS, CLIENT_ORDERS, DP_MODES, SECURE_AGG, SIMULATION_ENGINES, WEIGHTINGS
+from .choices import (AGGREGATORS, CLIENT_ORDERS, DP_MODES, FLOWER_APIS, SECURE_AGG, SIMULATION_ENGINES,
+                      WEIGHTINGS)
 from .options import Option, at_least, left_open, right_open, within
 
 # Group names, in the order docs/configuration.md lists them (a method's keys follow under the method's name).
@@ -47,6 +48,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "`context` serialised as in a deployment; no Ray start-up and no actor processes, but no process "
            "isolation and no resource limits, so `inject-faults` kinds `exit` and `hang` are refused "
            "(docs/running.md). A deployment ignores it.", SIMULATION_ENGINES),
+    Option("flower-api", "legacy", "Which of Flower's two stacks the run speaks. `legacy`: Flower's legacy "
+           "records (`NumPyClient`, `flwr.server.strategy`); the only one with SecAgg+. `message`: Flower's "
+           "Message API (`flwr.serverapp.strategy.Strategy.start`, `train`/`evaluate`/`query` messages with "
+           "`arrays`, `config` and `metrics` records: docs/api.md). Same method code, same numbers.", FLOWER_APIS),
     # -- federation
     Option("weighting", "train-size", "Averaging weights: training-set size, reported mini-batch size, or "
            "uniform (the FedGCN reference code).", WEIGHTINGS, group="federation"),

@@ -314,7 +314,7 @@ def with_dp(strategy: Strategy, config: DPConfig) -> Strategy:
         raise TypeError(f"with_dp(strategy, config) takes a flowergraph.strategies.DPConfig, not "
                         f"{type(config).__name__} (0.3 removed with_dp(strategy, settings)); pass "
                         f"DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, ...), e.g. "
-                        f"flowergraph.app.server_app.dp_config(s) for run settings s")
+                        f"flowergraph.app.run_strategy.dp_config(s) for run settings s")
     if config.mode == "none":
         return strategy
     if config.mode == "local":

@@ -1,0 +1,1 @@
+"""flowergraph on Flower's Message API: an example app."""

@@ -1,0 +1,144 @@
+"""flowergraph's clients as Message-API ClientApp handlers (``@app.train()``, ``@app.evaluate()``, ``@app.query()``).
+
+Each handler builds the node's client from the run and node configuration exactly as the legacy ClientApp does
+(:func:`flowergraph.app.node_client.build_client`: the method's client with its checkpoint, DP, fault and secure-
+aggregation wrappers, the node's data cached per process) and calls it; the records are those of
+:mod:`flowergraph.app.message_records`. So a method's client code is written once and both faces run it.
+
+Your own ClientApp, in Flower's style::
+
+    from flwr.clientapp import ClientApp
+    from flowergraph.app import message_client as fg
+
+    app = ClientApp()
+    app.train()(fg.train)
+    app.evaluate()(fg.evaluate)
+    fg.register_queries(app)   # identity, phases, initial model (the methods with phases need them)
+
+or the ready-made one: ``app = flowergraph.app.message_client.client_app()`` (with your Message-API mods:
+``client_app(mods=[fixedclipping_mod])``). The run configuration (the keys flowergraph's ServerApp reads) and the
+node configuration (``partition-id``, ``num-partitions``, ...) come from the Context, as for the legacy ClientApp.
+
+A client that refuses the run (bad node config, a missing dataset, ...) raises with
+:data:`~flowergraph.wire.CONFIG_ERROR_MARKER` in its message; Flower sends that back as the reply's error and a
+flowergraph strategy fails the run with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from . import message_records as rec
+
+
+def _client(context: Context):
+    """The node's client for this message (the legacy ClientApp's, wrappers included)."""
+    from ..errors import ConfigError, FlowergraphError
+    from ..tasks.compute import configure_torch
+    from ..wire import CONFIG_ERROR_MARKER
+    from .node_client import build_client
+
+    configure_torch()
+    try:
+        return build_client(context)
+    except FlowergraphError as exc:
+        raise ConfigError(f"{CONFIG_ERROR_MARKER} {exc}") from exc
+
+
+def train(msg: Message, context: Context) -> Message:
+    """A ``train`` message: load the arrays, train, reply with the shared arrays and the metrics."""
+    from .. import wire
+
+    arrays, names = rec.request_arrays(msg.content)
+    config = rec.request_config(msg.content)
+    out, num_examples, metrics = _client(context).fit(arrays, config)
+    keys = wire.decode_keys(metrics, len(out)) if wire.KEYS in metrics else None
+    if keys is None and not rec.positional(names) and len(names) == len(out):
+        keys = names  # the same arrays back, under the names they came with
+    return Message(rec.reply_content(out, keys, num_examples, metrics), reply_to=msg)
+
+
+def evaluate(msg: Message, context: Context) -> Message:
+    """An ``evaluate`` message: load the arrays, evaluate, reply with the metrics (``num-examples``, ``loss``)."""
+    arrays, _ = rec.request_arrays(msg.content)
+    loss, num_examples, metrics = _client(context).evaluate(arrays, rec.request_config(msg.content))
+    return Message(rec.reply_content(None, None, num_examples, metrics, loss=loss), reply_to=msg)
+
+
+def query(msg: Message, context: Context) -> Message:
+    """``query.fg_identity`` / ``query.fg_phase``: the client's properties (identity) or a phase's reply;
+    ``query.fg_model``: its initial model."""
+    config = dict(msg.content.config_records[rec.CONFIG]) if rec.CONFIG in msg.content.config_records else {}
+    client = _client(context)
+    content = RecordDict()
+    if msg.metadata.message_type == rec.MODEL:
+        arrays = client.get_parameters(config)
+        keys = client.model_keys() if hasattr(client, "model_keys") else None
+        content[rec.ARRAYS] = rec.array_record(arrays, keys)
+    else:
+        content[rec.CONFIG] = rec.config_record(client.get_properties(config))
+    return Message(content, reply_to=msg)
+
+
+def initial_arrays(run_config: dict[str, Any], partition_id: int = 0) -> ArrayRecord:
+    """The initial global model flowergraph's clients build for ``run_config`` (client ``partition_id``'s, as a
+    flowergraph strategy asks one client for it), keyed by the model's state-dict names: the ``initial_arrays``
+    to give one of Flower's own strategies that drives flowergraph's handlers."""
+    settings = dict(run_config)
+    nodes = int(settings.get("num-clients", 1) or 1)
+    context = Context(run_id=0, node_id=0, node_config={"partition-id": int(partition_id), "num-partitions": nodes},
+                      state=RecordDict(), run_config=settings)
+    client = _client(context)
+    keys = client.model_keys() if hasattr(client, "model_keys") else None
+    return rec.array_record(client.get_parameters({}), keys)
+
+
+def register_queries(app: ClientApp) -> ClientApp:
+    """Register :func:`query` for flowergraph's three query actions on ``app``."""
+    for action in rec.ACTIONS.values():
+        app.query(action)(query)
+    return app
+
+
+def client_app(mods: list[Callable] | None = None) -> ClientApp:
+    """A ClientApp with flowergraph's handlers for every message its strategies send (Flower's Message-API mods
+    in ``mods`` act on them as on any handler's)."""
+    app = ClientApp(mods=list(mods or []))
+    app.train()(train)
+    app.evaluate()(evaluate)
+    return register_queries(app)
+
+
+def is_message_face(msg: Message) -> bool:
+    """Whether ``msg`` is in the Message-API layout (not the legacy ``fitins.*`` / ``evaluateins.*`` records)."""
+    kind = msg.metadata.message_type
+    if kind in rec.ACTIONS:
+        return True
+    if kind in (rec.TRAIN, rec.EVALUATE):  # Message API: arrays, and no legacy record (SecAgg+'s stages carry none)
+        content = msg.content
+        names = [*content.array_records, *content.config_records, *content.metric_records]
+        legacy = any(name.startswith(("fitins.", "evaluateins.", "secaggplus")) for name in names)
+        return bool(content.array_records) and not legacy
+    return False
+
+
+_APP: ClientApp | None = None
+
+
+def face_mod(msg: Message, context: Context, call_next: Callable[[Message, Context], Message]) -> Message:
+    """The repository ClientApp's mod that serves both faces: a Message-API message goes to :func:`client_app`'s
+    handlers, a legacy one on to the legacy handler (``NumPyClient``)."""
+    global _APP
+    if not is_message_face(msg):
+        return call_next(msg, context)
+    if _APP is None:
+        _APP = client_app()
+    return _APP(msg, context)
+
+
+def handler_names() -> dict[str, Any]:
+    """``{message type: handler}`` of :func:`client_app` (for docs and tests)."""
+    return {rec.TRAIN: train, rec.EVALUATE: evaluate, **{kind: query for kind in rec.ACTIONS}}

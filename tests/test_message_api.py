@@ -1,0 +1,323 @@
+"""flowergraph on Flower's Message API (flowergraph.app.message_server / message_client / message_records).
+
+Every run here goes through Flower's own Simulation Engine in the test process (InMemoryGrid, link state, the
+engine's node contexts) with flowergraph's inline backend, which serialises every message and context through
+Flower's protobuf bytes both ways (flowergraph.app.inline): what the clients receive is what a deployment carries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from flowergraph.app import client_app, message_client, message_records, server_app
+from flowergraph.app.generator import write_app
+from flowergraph.app.inline import InlineBackend, run_inline
+from flowergraph.app.message_server import FlowergraphStrategy
+from flowergraph.errors import ConfigError
+from flowergraph.settings import parse_run_config
+from flowergraph.storage.checkpoint import load_checkpoint
+from flowergraph.storage.results import read_run
+from records import assert_same_rounds, untimed
+
+COSTS = ("time_s", "elapsed_s", "ended_at", "_s", "seconds", "inference_s", "evaluations", "round_time")
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Recording(InlineBackend):
+    """The inline backend, keeping (message type, record names) of every message a client received."""
+
+    def __init__(self):
+        super().__init__()
+        self.received: list[tuple[str, tuple[str, ...]]] = []
+
+    def process_message(self, message, context):
+        from flowergraph.app.inline import wire_message
+
+        got = wire_message(message)
+        self.received.append((got.metadata.message_type, tuple(sorted(got.content.keys()))))
+        return super().process_message(message, context)
+
+
+@pytest.fixture(scope="module")
+def app_dir(tmp_path_factory):
+    return write_app(tmp_path_factory.mktemp("message-api") / "app")
+
+
+def _faces(app_dir, tmp_path, config, num_nodes):
+    """The same run config through the legacy face and the Message-API face: {face: (rounds, backend)}."""
+    out = {}
+    for face in ("legacy", "message"):
+        np.random.seed(12345)  # Flower's DP noise draws from numpy's global generator, unseeded: the same draws
+        backend = Recording()
+        folder = tmp_path / face
+        run_inline(server_app.app, client_app.app, num_supernodes=num_nodes, app_dir=app_dir, backend=backend,
+                   overrides={**config, "out-dir": str(folder), "flower-api": face})
+        out[face] = (read_run(folder)["rounds"], backend)
+    return out
+
+
+def _methods(data):
+    d = str(data)
+    return {
+        "fedavg": {"method": "fedavg", "num-clients": 3, "rounds": 2},
+        "fedprox": {"method": "fedprox", "num-clients": 3, "rounds": 2},
+        "fedper": {"method": "fedper", "num-clients": 3, "rounds": 2},
+        "gcfl": {"method": "gcfl", "num-clients": 3, "rounds": 2},
+        "centralized": {"method": "centralized", "rounds": 2},
+        # the privacy and robustness keys that apply on this face: a robust rule, central DP, CKKS
+        "fedavg-median": {"method": "fedavg", "num-clients": 3, "rounds": 2, "aggregator": "median"},
+        "fedavg-dp": {"method": "fedavg", "num-clients": 3, "rounds": 2, "dp": "central-server",
+                      "weighting": "uniform", "dp-noise-multiplier": 0.3, "dp-clipping-norm": 5.0},
+        "fedavg-ckks": {"method": "fedavg", "num-clients": 3, "rounds": 2, "secure-agg": "ckks"},
+        "fedgcn": {"method": "fedgcn", "num-clients": 3, "rounds": 2},
+        "fedstar": {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "num-clients": 3, "rounds": 2, "seed": 2,
+                    "data-dir": d},
+        "fedgraph": {"method": "fedgraph", "dataset": "Cora", "num-clients": 3, "rounds": 2, "seed": 5,
+                     "fedgraph.alpha": 0.0, "fedgraph.episode-rounds": 2, "data-dir": d},
+        "asfgnn": {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "seed": 3, "asfgnn.search": "smac",
+                   "asfgnn.trials": 2, "asfgnn.trial-rounds": 2, "rounds": 6, "data-dir": d},
+        # one FL-AGCNS generation (a SuperNet step, then the FEO phases) and two retraining rounds
+        "flagcns": {"method": "flagcns", "dataset": "Cora", "num-clients": 3, "seed": 3, "flagcns.layers": 2,
+                    "flagcns.population": 4, "flagcns.sample-size": 2, "flagcns.epochs": 1, "flagcns.warmup": 0,
+                    "flagcns.steps-per-epoch": 1, "flagcns.retrain-epochs": 2, "data-dir": d},
+    }
+
+
+METHODS = ("fedavg", "fedprox", "fedper", "gcfl", "centralized", "fedavg-median", "fedavg-dp", "fedavg-ckks",
+           "fedgcn", "fedstar", "fedgraph", "asfgnn", "flagcns")
+
+
+@pytest.mark.inline
+@pytest.mark.parametrize("method", METHODS)
+def test_both_faces_give_the_same_rounds(method, app_dir, tmp_path, request):
+    """Every method: the Message-API face's round records (accuracies, losses, phases, bytes, per-client rows)
+    equal the legacy face's, and the clients received Message-API records on the one and legacy records on the
+    other (every message type each face sends, as the client's side decoded it)."""
+    data = request.getfixturevalue("shared_data") if method in ("fedstar", "fedgraph", "asfgnn", "flagcns") else ""
+    config = _methods(data)[method]
+    if method in ("fedgraph", "flagcns"):
+        config = {**config, "state-dir": str(tmp_path / "state")}
+    if method == "fedavg-ckks":
+        from flowergraph.privacy import ckks
+
+        config = {**config, "key-file": str(ckks.write_key_file(tmp_path / "owners" / "ckks.bin"))}
+    nodes = 1 if method == "centralized" else config["num-clients"]
+    faces = _faces(app_dir, tmp_path, config, nodes)
+    legacy, message = faces["legacy"][0], faces["message"][0]
+    assert [r["round"] for r in message] == [r["round"] for r in legacy] and len(legacy) >= 2
+    assert any(r.get("accuracy") is not None for r in message)
+    if method == "fedavg-ckks":
+        # CKKS is approximate arithmetic with fresh randomness in every encryption: two runs of the same face
+        # differ in the last digits of every decrypted sum (total_weight 1200 -> 1199.999999...), so this case is
+        # compared to 1e-5 relative, everything else exactly
+        for a, b in zip(legacy, message, strict=True):
+            _close(untimed(a, COSTS), untimed(b, COSTS), a["round"])
+    else:
+        assert_same_rounds(legacy, message, COSTS)
+    got_legacy = {kind for kind, _ in faces["legacy"][1].received}
+    got_message = {kind for kind, _ in faces["message"][1].received}
+    assert got_message <= {"train", "evaluate", *message_records.ACTIONS} and "train" in got_message
+    assert "query.fg_identity" in got_message
+    if method == "fedavg-dp":
+        assert all(r["dp"]["mode"] == "central-server" and r["dp"]["noise_stddev"] > 0 for r in message
+                   if r["round"] >= 1)
+    assert "get_properties" in got_legacy and "train" in got_legacy
+    trains = [names for kind, names in faces["message"][1].received if kind == "train"]
+    assert all(names == ("arrays", "config") for names in trains)
+    legacy_trains = [names for kind, names in faces["legacy"][1].received if kind == "train"]
+    assert all("fitins.parameters" in names for names in legacy_trains)
+    if method == "fedgcn":  # the one-off neighbour exchange ran as phase messages on the Message API
+        assert "query.fg_phase" in got_message
+
+
+def _close(a, b, where):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _close(a[k], b[k], (where, k))
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for x, y in zip(a, b):
+            _close(x, y, where)
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-5, abs=1e-6), where
+    else:
+        assert a == b, where
+
+
+def _cora(shared_data, **extra):
+    return {"method": "fedavg", "dataset": "Cora", "num-clients": 3, "rounds": 3, "seed": 1,
+            "data-dir": str(shared_data), "fused-eval": False, **extra}
+
+
+def test_flowers_stock_fedavg_drives_flowergraphs_handlers_as_flowergraphs_fedavg_does(app_dir, shared_data,
+                                                                                     tmp_path):
+    """Flower's own ``flwr.serverapp.strategy.FedAvg`` (weighting by ``num-examples``, every node every round)
+    against flowergraph's baseline handlers on Cora gives, round by round, the test accuracies flowergraph's
+    ``fedavg`` (train-size weighting) records; the initial model is the one flowergraph's clients build."""
+    from flwr.serverapp.strategy import FedAvg
+
+    config = _cora(shared_data)
+    run_inline(server_app.app, client_app.app, num_supernodes=3, app_dir=app_dir,
+               overrides={**config, "out-dir": str(tmp_path / "ours"), "flower-api": "message"})
+    ours = {r["round"]: r["accuracy"] for r in read_run(tmp_path / "ours")["rounds"] if r["round"] >= 1}
+    results = {}
+    stock = ServerApp()
+
+    @stock.main()
+    def main(grid: Grid, context: Context) -> None:
+        initial = message_client.initial_arrays(context.run_config)
+        strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_available_nodes=3)
+        results["r"] = strategy.start(grid=grid, initial_arrays=initial, num_rounds=3)
+
+    run_inline(stock, message_client.client_app(), num_supernodes=3, app_dir=app_dir,
+               overrides={**config, "out-dir": str(tmp_path / "stock")})
+    theirs = {r: m["accuracy"] for r, m in results["r"].evaluate_metrics_clientapp.items()}
+    assert sorted(theirs) == sorted(ours) == [1, 2, 3]
+    for r in ours:
+        assert theirs[r] == pytest.approx(ours[r], abs=1e-9), r
+    assert ours[3] > 0.5  # Cora after 3 rounds of fedavg: it trained
+
+
+def test_flowergraphs_fedavg_drives_a_stock_flower_client(app_dir, tmp_path):
+    """A ClientApp written as in Flower's quickstart (``@app.train()`` / ``@app.evaluate()``, arrays and metrics
+    records, no flowergraph code, no identity or phase handlers): flowergraph's fedavg strategy trains it, and
+    each round's global model is the ``num-examples``-weighted mean of what the clients sent (computed here from
+    the replies they actually sent)."""
+    sent: dict[int, list] = {}
+    stock = ClientApp()
+    target = np.array([1.0, -2.0, 3.0], dtype=np.float32)
+
+    @stock.train()
+    def train(msg: Message, context: Context) -> Message:
+        k = int(context.node_config["partition-id"])
+        w = msg.content["arrays"]["w"].numpy()
+        w = w + (0.5 + 0.25 * k) * (target - w)  # a client's "training": part of the way to the target
+        n = 10 * (k + 1)
+        sent.setdefault(int(msg.content["config"]["server_round"]), []).append((w.copy(), n))
+        return Message(RecordDict({"arrays": ArrayRecord({"w": message_records.Array(w)}),
+                                   "metrics": MetricRecord({"num-examples": n, "train_loss": float(
+                                       np.square(target - w).sum())})}), reply_to=msg)
+
+    @stock.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        w = msg.content["arrays"]["w"].numpy()
+        err = float(np.square(target - w).sum())
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 5, "loss": err,
+                                                            "accuracy": 1.0 / (1.0 + err)})}), reply_to=msg)
+
+    strategy = FlowergraphStrategy.from_run_config({"method": "fedavg", "num-clients": 3, "rounds": 3,
+                                                     "fused-eval": False, "connect-timeout": 30})
+    result = {}
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        result["r"] = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": message_records.Array(
+            np.zeros(3, dtype=np.float32))}), num_rounds=3)
+
+    run_inline(server, stock, num_supernodes=3, app_dir=app_dir, overrides={"out-dir": str(tmp_path / "o")})
+    w = np.zeros(3, dtype=np.float32)
+    for r in (1, 2, 3):
+        ws, ns = zip(*sent[r])
+        w = sum(wi * ni for wi, ni in zip(ws, ns)) / sum(ns)
+    np.testing.assert_allclose(result["r"].arrays["w"].numpy(), w, rtol=1e-6)
+    accuracies = [result["r"].evaluate_metrics_clientapp[r]["accuracy"] for r in (1, 2, 3)]
+    assert accuracies == sorted(accuracies) and accuracies[-1] > 0.9
+
+
+def test_a_bad_value_is_refused_with_the_launchers_message(app_dir, tmp_path):
+    """A bad run-config value reaching the Message-API strategy, or a ClientApp handler, is refused with the
+    message the launcher prints for it."""
+    bad = {"method": "fedavg", "weighting": "by-size"}
+    with pytest.raises(ConfigError) as launcher:
+        parse_run_config(bad)
+    with pytest.raises(ConfigError) as strategy:
+        FlowergraphStrategy.from_run_config(bad)
+    assert str(strategy.value) == str(launcher.value) and "by-size" in str(launcher.value)
+    assert "valid choices" in str(launcher.value)
+    with pytest.raises(ConfigError, match="secure-agg='secagg\\+' with flower-api='message'"):
+        parse_run_config({"method": "fedavg", "secure-agg": "secagg+", "flower-api": "message"})
+    context = Context(run_id=1, node_id=7, node_config={"partition-id": 0, "num-partitions": 3},
+                      state=RecordDict(), run_config={"method": "fedavg", "num-clients": 3, "weighting": "by-size"})
+    msg = Message(RecordDict({"arrays": ArrayRecord(), "config": ConfigRecord({})}), dst_node_id=7,
+                  message_type="train")
+    with pytest.raises(ConfigError) as handler:
+        message_client.train(msg, context)
+    assert str(launcher.value) in str(handler.value) and "flowergraph refused the run" in str(handler.value)
+
+
+def test_checkpoint_kill_and_resume_on_the_message_api_equals_the_uninterrupted_run(shared_data, tmp_path):
+    """FedGraph (server state: the DDPG agent; client state: each client's episode in ``context.state``) through
+    the Message-API face: the launcher is killed (SIGKILL, its whole process group) once round 2's checkpoint is
+    written, ``--resume`` finishes the run, and rounds 3-4 and the final model equal an uninterrupted run's."""
+    base = [sys.executable, "-m", "flowergraph.simulation", "--method", "fedgraph", "--num-clients", "3",
+            "--rounds", "4", "--dataset", "Cora"]
+    sets = {"seed": 5, "fedgraph.alpha": 0.0, "fedgraph.episode-rounds": 2, "data-dir": str(shared_data),
+            "simulation-engine": "inline", "flower-api": "message", "checkpoint-every": 1}
+
+    def command(out, state):
+        extra = [a for k, v in {**sets, "state-dir": str(state)}.items() for a in ("--set", f"{k}={v}")]
+        return base + ["--out", str(out)] + extra
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    full = subprocess.run(command(tmp_path / "full", tmp_path / "s1"), env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert full.returncode == 0, full.stdout[-3000:] + full.stderr[-3000:]
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(command(out, tmp_path / "s2"), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "checkpoints" / "round-000002.npz").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no round-2 checkpoint"
+            time.sleep(0.2)
+        time.sleep(0.5)  # the file is renamed into place when complete
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    done = [r["round"] for r in read_run(out)["rounds"]] if (out / "rounds.jsonl").exists() else []
+    assert 4 not in done
+    resumed = subprocess.run(base[:3] + ["--resume", str(out)], env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    want = [r for r in read_run(tmp_path / "full")["rounds"] if r["round"] > 2]
+    got = [r for r in read_run(out)["rounds"] if r["round"] > 2]
+    assert [r["round"] for r in got] == [3, 4]
+    assert_same_rounds(want, got, COSTS)
+    for a, b in zip(load_checkpoint(tmp_path / "full").arrays, load_checkpoint(out).arrays, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.inline
+def test_the_example_app_runs_in_flowers_simulation_engine(tmp_path):
+    """examples/message_api_app (its own ServerApp and quickstart-style ClientApp) as ``flwr run`` gives it its run
+    config, in Flower's Simulation Engine: FedGCN on the synthetic graph trains, and its per-round accuracies
+    equal flowergraph's own ServerApp's on the Message-API face with the same settings."""
+    from flowergraph.simulation import run_inline_app
+
+    result = tmp_path / "result.json"
+    run = run_inline_app(REPO / "examples" / "message_api_app", num_supernodes=3,
+                         run_config={"results-file": str(result)}, log_dir=tmp_path, timeout=300)
+    assert run.status == "completed", run.log_file.read_text()[-3000:]
+    got = json.loads(result.read_text())
+    assert got["method"] == "fedgcn" and sorted(got["evaluate"]) == ["1", "2", "3"]
+    app_dir = write_app(tmp_path / "app")
+    run_inline(server_app.app, client_app.app, num_supernodes=3, app_dir=app_dir,
+               overrides={"method": "fedgcn", "rounds": 3, "out-dir": str(tmp_path / "ours"), "flower-api": "message"})
+    want = {str(r["round"]): r["accuracy"] for r in read_run(tmp_path / "ours")["rounds"] if r["round"] >= 1}
+    assert {r: m["accuracy"] for r, m in got["evaluate"].items()} == pytest.approx(want, abs=1e-9)
+    assert want["3"] > 0.5
