@@ -107,7 +107,10 @@ def _assert_results(out_dir, rounds, num_clients, dataset):
         assert set(row["clients"]) == {str(k) for k in range(num_clients)}, row["clients"]
         assert row["num_fit"] == num_clients and row["num_failures"] == 0 and row["bytes_up"] > 0
         if row.get("stage") != "search":  # an architecture search's rounds are scored by its own phases
-            assert 0.0 <= row["accuracy"] <= 1.0
+            # the round's accuracy is the test-size-weighted mean of what each client reported, recomputed here
+            clients = row["clients"].values()
+            want = sum(c["accuracy"] * c["num_test"] for c in clients) / sum(c["num_test"] for c in clients)
+            assert row["accuracy"] == pytest.approx(want, rel=1e-9), row
     assert run["config"]["dataset"].lower() == dataset.lower() and run["config"]["num-clients"] == num_clients
     return run
 
