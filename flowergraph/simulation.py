@@ -49,7 +49,7 @@ from .app.runtime import (ProcessGroup, descendants, free_port, kill_tree, priva
 
 @dataclass
 class SimulationResult:
-    status: str  # "completed" or "failed"
+    status: str  # "completed", "failed", or "checked" (check_only: validated, nothing started)
     out_dir: Path
     summary: dict[str, Any] = field(default_factory=dict)
     log_file: Path | None = None
@@ -292,8 +292,12 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
                    dataset: str | None = None,
                    out: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None, *,
                    cpus_per_client: int = 1, ray_cpus: int | None = None, verbose: bool = False,
-                   stream: TextIO | None = None, timeout: float | None = None) -> SimulationResult:
+                   stream: TextIO | None = None, timeout: float | None = None,
+                   check_only: bool = False) -> SimulationResult:
     """Run one federated experiment in Flower's simulation engine and wait for it.
+
+    ``check_only``: validate the settings, the data and the results folder as a run would (the same messages),
+    print what would run, and return with status ``"checked"``: nothing is started or written.
 
     Raises ConfigError (before anything starts) for bad input; returns a :class:`SimulationResult` whose
     ``status`` is ``"completed"`` or ``"failed"``. Every process started here is stopped before returning, and
@@ -304,11 +308,12 @@ def run_simulation(method: str = "fedavg", num_clients: int | None = None, round
     """
     with private_tmp():
         return _run_simulation(method, num_clients, rounds, dataset, out, overrides, cpus_per_client=cpus_per_client,
-                               ray_cpus=ray_cpus, verbose=verbose, stream=stream, timeout=timeout)
+                               ray_cpus=ray_cpus, verbose=verbose, stream=stream, timeout=timeout,
+                               check_only=check_only)
 
 
 def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpus_per_client, ray_cpus, verbose,
-                    stream, timeout) -> SimulationResult:
+                    stream, timeout, check_only=False) -> SimulationResult:
     stream = stream or sys.stdout
     started, started_at = time.monotonic(), time.time()
     if num_clients is None:
@@ -324,6 +329,11 @@ def _run_simulation(method, num_clients, rounds, dataset, out, overrides, *, cpu
     out_dir = plan.out_dir
     _check_cpus(cpus_per_client, ray_cpus)
     info = preflight(settings)
+    if check_only:
+        print(f"flowergraph: --check: {settings.method} on {info['summary']}, {settings.effective_num_clients} "
+              f"client(s), {settings.rounds} round(s), results to {out_dir}: the settings and the data are valid; "
+              f"nothing was started", file=stream, flush=True)
+        return SimulationResult(status="checked", out_dir=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     supernodes = settings.effective_num_clients
     sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
@@ -432,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
                         "actor")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     parser.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
+    parser.add_argument("--check", action="store_true", help="validate the settings, the data and the results "
+                        "folder (the same messages as a run), print what would run, and exit 0 without starting "
+                        "anything")
     args = parser.parse_args(argv)
     return run_command(lambda: _run(args))
 
@@ -454,7 +467,9 @@ def _run(args: argparse.Namespace) -> int:
     dataset = pick(args.dataset, "dataset", None)
     result = run_simulation(method, num_clients, rounds, dataset, args.out, overrides,
                             cpus_per_client=args.cpus_per_client, ray_cpus=args.ray_cpus, verbose=args.verbose,
-                            timeout=args.timeout)
+                            timeout=args.timeout, check_only=args.check)
+    if args.check:
+        return 0
     s = result.summary
     print(f"flowergraph: run {result.status} in {result.wall_time_s:.1f} s; rounds {s.get('rounds_completed')}"
           f"/{s.get('total_rounds')}; {accuracy_text(s)}")
