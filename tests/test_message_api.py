@@ -346,3 +346,34 @@ def test_flowers_other_stock_strategies_train_flowergraphs_handlers(name, app_di
                overrides={**config, "out-dir": str(tmp_path / "o")})
     accuracy = {r: m["accuracy"] for r, m in results["r"].evaluate_metrics_clientapp.items()}
     assert sorted(accuracy) == [1, 2, 3] and accuracy[1] < accuracy[2] < accuracy[3] and accuracy[3] > 0.2, accuracy
+
+
+def test_flowers_message_api_mods_act_on_flowergraphs_train_replies(app_dir, tmp_path):
+    """Flower's ``LocalDpMod`` (noise off: sensitivity 0) on flowergraph's train handler, driven by
+    flowergraph's fedavg: each client's update reaches the server clipped, so the round's global update has norm
+    at most the clipping norm, while the same round without the mod moves the model much further."""
+    from flwr.clientapp.mod import LocalDpMod
+
+    def one_round(train_mods):
+        strategy = FlowergraphStrategy.from_run_config({"method": "fedavg", "num-clients": 3, "rounds": 1,
+                                                         "fused-eval": False})
+        out = {}
+        server = ServerApp()
+
+        @server.main()
+        def main(grid: Grid, context: Context) -> None:
+            out["r"] = strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=1)
+            out["initial"] = [a.copy() for a in out.get("initial", [])]
+
+        client = message_client.client_app(train_mods=train_mods)
+        initial = message_client.initial_arrays({"method": "fedavg", "num-clients": 3})
+        run_inline(server, client, num_supernodes=3, app_dir=app_dir, overrides={"out-dir": str(tmp_path / "o")})
+        got = out["r"].arrays
+        assert list(got.keys()) == list(initial.keys())
+        return float(np.sqrt(sum(np.square(got[k].numpy() - initial[k].numpy()).sum() for k in got.keys())))
+
+    clip = 0.05
+    plain = one_round([])
+    clipped = one_round([LocalDpMod(clipping_norm=clip, sensitivity=0.0, epsilon=1.0, delta=1e-5)])
+    assert plain > 4 * clip
+    assert 0 < clipped <= clip * (1 + 1e-5)

@@ -75,9 +75,7 @@ def query(msg: Message, context: Context) -> Message:
     client = _client(context)
     content = RecordDict()
     if msg.metadata.message_type == rec.MODEL:
-        arrays = client.get_parameters(config)
-        keys = client.model_keys() if hasattr(client, "model_keys") else None
-        content[rec.ARRAYS] = rec.array_record(arrays, keys)
+        content[rec.ARRAYS] = _model_record(client, config)
     else:
         content[rec.CONFIG] = rec.config_record(client.get_properties(config))
     return Message(content, reply_to=msg)
@@ -91,9 +89,17 @@ def initial_arrays(run_config: dict[str, Any], partition_id: int = 0) -> ArrayRe
     nodes = int(settings.get("num-clients", 1) or 1)
     context = Context(run_id=0, node_id=0, node_config={"partition-id": int(partition_id), "num-partitions": nodes},
                       state=RecordDict(), run_config=settings)
-    client = _client(context)
-    keys = client.model_keys() if hasattr(client, "model_keys") else None
-    return rec.array_record(client.get_parameters({}), keys)
+    return _model_record(_client(context), {})
+
+
+def _model_record(client, config: dict[str, Any]) -> ArrayRecord:
+    """The client's initial model, keyed by the state-dict names its identity reply gives (positions if none)."""
+    from .. import wire
+
+    arrays = client.get_parameters(config)
+    identity = client.get_properties(dict(wire.IDENTITY_REQUEST))
+    keys = wire.decode_keys(identity, len(arrays)) if wire.KEYS in identity else None
+    return rec.array_record(arrays, keys)
 
 
 def register_queries(app: ClientApp) -> ClientApp:
@@ -103,11 +109,13 @@ def register_queries(app: ClientApp) -> ClientApp:
     return app
 
 
-def client_app(mods: list[Callable] | None = None) -> ClientApp:
-    """A ClientApp with flowergraph's handlers for every message its strategies send (Flower's Message-API mods
-    in ``mods`` act on them as on any handler's)."""
+def client_app(mods: list[Callable] | None = None, train_mods: list[Callable] | None = None) -> ClientApp:
+    """A ClientApp with flowergraph's handlers for every message its strategies send. ``mods`` act on every
+    message (as ``ClientApp(mods=...)``'s do); ``train_mods`` on the ``train`` messages only
+    (``@app.train(mods=...)``): where Flower's update mods belong (``LocalDpMod``, ``fixedclipping_mod``), since
+    they want one ArrayRecord in every message they see and flowergraph's ``query`` messages carry none."""
     app = ClientApp(mods=list(mods or []))
-    app.train()(train)
+    app.train(mods=list(train_mods or []))(train)
     app.evaluate()(evaluate)
     return register_queries(app)
 
