@@ -4,7 +4,7 @@ search.
 
 Every cell is one ASFGNN run (``method=asfgnn`` / ``asfgnn-cm``) through flowergraph's real ServerApp and ClientApp
 code in one process (:mod:`flowergraph.app.inprocess`; equal to the core's reference loops and to a Flower
-simulation, which tests/test_asfgnn.py checks). Each cell is kept in ``benchmarks/cells/asfgnn/<cell>.json`` with
+simulation, which tests/test_asfgnn.py checks). Each cell is kept in ``benchmarks/cells/asfgnn.jsonl.xz`` (``common.CellStore``) with
 its settings and code state (``common.CellStore``); a finished cell is skipped, a stopped run resumes from its last
 checkpoint under ``--work``.
 
@@ -885,8 +885,7 @@ def main() -> None:
         rows.append({**store.save(name, config, row)["row"], "cell": name, "stale": ""})
         parked_path(name).unlink(missing_ok=True)  # its progress is the stored cell now
     seen = {r["cell"] for r in rows}  # every stored cell of this budget goes into the tables
-    for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
-        record = json.loads(path.read_text())
+    for record in store.records():
         if record["cell"] not in seen and record["row"].get("budget") == b:
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
     name = "asfgnn" if b == "paper" else f"asfgnn_{b}"

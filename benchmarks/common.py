@@ -446,23 +446,59 @@ def _environment() -> dict:
 
 
 class CellStore:
-    """Finished benchmark cells kept in the repository (``benchmarks/cells/<name>/<cell>.json``), each with the
-    settings and the code state (:func:`code_state`) that produced it, so a table resumes on a fresh clone and
-    never mixes numbers from different code silently: :meth:`current` tells whether a cell was computed by the
-    code as it is now, and tables flag the others."""
+    """Finished benchmark cells kept in the repository, each with the settings and the code state
+    (:func:`code_state`) that produced it, so a table resumes on a fresh clone and never mixes numbers from
+    different code silently: :meth:`current` tells whether a cell was computed by the code as it is now, and
+    tables flag the others.
+
+    Where they are: ``benchmarks/cells/<name>.jsonl.xz`` (the packed cells: one JSON record per line, xz-
+    compressed, so the checkout stays small) and ``benchmarks/cells/<name>/<cell>.json`` (cells finished since
+    the last pack: a run writes one file per cell, cheap and safe to interrupt). A loose cell wins over a packed
+    one of the same name. ``python benchmarks/common.py pack`` moves the loose cells into the archives (the one
+    command that removes cell files, the ones it packed)."""
 
     def __init__(self, name: str, sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> None:
+        self.name = name
         self.dir = REPO / "benchmarks" / "cells" / name
+        self.archive = REPO / "benchmarks" / "cells" / f"{name}.jsonl.xz"
         self.code = code_state(sources)
+        self._packed: dict[str, dict] | None = None
 
     def path(self, cell: str) -> Path:
         return self.dir / f"{cell}.json"
+
+    def packed(self) -> dict[str, dict]:
+        """The archive's records by cell name (read once)."""
+        if self._packed is None:
+            import json
+            import lzma
+
+            self._packed = {}
+            if self.archive.exists():
+                with lzma.open(self.archive, "rt") as f:
+                    for line in f:
+                        if line.strip():
+                            record = json.loads(line)
+                            self._packed[record["cell"]] = record
+        return self._packed
+
+    def records(self) -> Iterator[dict]:
+        """Every stored cell's record, in cell-name order (loose ones over packed ones)."""
+        import json
+
+        merged = dict(self.packed())
+        for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
+            record = json.loads(path.read_text())
+            record.setdefault("cell", path.stem)  # the oldest cells were stored without their name
+            merged[record["cell"]] = record
+        for name in sorted(merged):
+            yield merged[name]
 
     def load(self, cell: str) -> dict | None:
         import json
 
         path = self.path(cell)
-        return json.loads(path.read_text()) if path.exists() else None
+        return json.loads(path.read_text()) if path.exists() else self.packed().get(cell)
 
     def save(self, cell: str, settings: dict, row: dict) -> dict:
         import json
@@ -475,16 +511,32 @@ class CellStore:
         tmp.replace(self.path(cell))
         return record
 
+    def pack(self, force: bool = False) -> tuple[int, int]:
+        """Move the loose cells into the archive (written whole, then renamed into place; only then are the
+        loose files it now holds removed). Returns (cells in the archive, loose files packed)."""
+        import json
+        import lzma
+
+        loose = sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []
+        if not loose and not force:
+            return len(self.packed()), 0
+        records = {r["cell"]: r for r in self.records()}
+        tmp = self.archive.with_suffix(".tmp")
+        with lzma.open(tmp, "wt", preset=9 | lzma.PRESET_EXTREME) as f:
+            for name in sorted(records):
+                f.write(json.dumps(records[name], separators=(",", ":")) + "\n")
+        tmp.replace(self.archive)
+        self._packed = None
+        if len(self.packed()) != len(records):  # read back before anything is removed
+            raise RuntimeError(f"{self.archive}: wrote {len(records)} cells, read back {len(self.packed())}")
+        for path in loose:
+            path.unlink()
+        return len(records), len(loose)
+
     def commands(self, keep: Callable[[dict], bool] = lambda row: True) -> list[str]:
         """The distinct commands that computed the stored cells whose row passes ``keep``, in cell-name order
         (cells stored before commands were recorded have none)."""
-        import json
-
-        found = []
-        for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
-            record = json.loads(path.read_text())
-            if record.get("command") and keep(record["row"]):
-                found.append(record["command"])
+        found = [r["command"] for r in self.records() if r.get("command") and keep(r["row"])]
         return list(dict.fromkeys(found))
 
     def current(self, record: dict | None) -> bool:
@@ -497,3 +549,25 @@ class CellStore:
             return ""
         code = record.get("code", {})
         return f" (older code: {code.get('commit', 'unknown')}{', dirty' if code.get('dirty') else ''})"
+
+
+def pack_main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/common.py pack [NAME ...]``: pack the loose cells of each store (default: every one)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=pack_main.__doc__)
+    parser.add_argument("command", choices=["pack"])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--force", action="store_true", help="rewrite an archive even with no loose cells")
+    a = parser.parse_args(argv)
+    root = REPO / "benchmarks" / "cells"
+    names = a.names or sorted({p.name for p in root.iterdir() if p.is_dir()}
+                              | {p.name[:-len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")})
+    for name in names:
+        total, moved = CellStore(name).pack(force=a.force)
+        print(f"{name}: {total} cells in {CellStore(name).archive.relative_to(REPO)} ({moved} packed now)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(pack_main())

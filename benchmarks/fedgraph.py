@@ -4,7 +4,7 @@ the same cross-client exchange), cross-client sharing (Fig. 10: FedGraph, nonSha
 curve (return per episode), heterogeneity (Fig. 9: time to a target accuracy at variance 0.1, 0.5, 1), the agent
 against a fixed policy, and the effect of one-round-stale rows against the same-round exchange.
 
-Cells (each kept in ``benchmarks/cells/fedgraph/<cell>.json`` with its settings and code state,
+Cells (each kept in ``benchmarks/cells/fedgraph.jsonl.xz`` (``common.CellStore``) with its settings and code state,
 ``common.CellStore``; a finished cell is skipped, a stopped run resumes from its last checkpoint under ``--work``):
 ``run`` (dataset, variant, var, budget, seed) is one FedGraph run (``method=fedgraph``) through flowergraph's real
 ServerApp and ClientApp code in one process (:mod:`flowergraph.app.inprocess`, equal to a Flower simulation, which
@@ -1193,8 +1193,7 @@ def main() -> None:
               f"{time_to(row)}, {row['cell_s']:.1f} s", flush=True)
         store.save(name, run_config(*key), row)
     rows = []
-    for path in sorted(store.dir.glob("*.json")):
-        record = json.loads(path.read_text())
+    for record in store.records():
         rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
                      "command": record.get("command"), "cpu": cell_cpu(record)})
     body = []

@@ -10,7 +10,7 @@ the two agree to 1e-6). The reported accuracy is the paper's: each client's test
 averaged over clients; mean +- std over training seeds (the authors' seeds 1-5).
 
 Resumable across sessions and fresh clones: a finished cell is kept in the repository
-(``benchmarks/cells/fedstar-paper-split/<cell>.json``, a few KB: its settings, its row, its accuracy curve and
+(``benchmarks/cells/fedstar-paper-split.jsonl.xz`` (``common.CellStore``), a few KB: its settings, its row, its accuracy curve and
 the code state that produced it, see ``benchmarks/common.py: CellStore``) and skipped; its full run directory stays
 under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint there (every 50
 rounds). A cell computed by other code than the current one (another hash of the sources on FedStar's path) is
@@ -73,7 +73,7 @@ PAPER_STD = {"fedstar": (2.44, 2.50, 2.43, 1.81), "local": (2.26, 1.21, 3.05, 2.
 # Paper, Table 3 (BIO-CHEM): structure embedding ablation.
 PAPER_STRUCTURE = {"dse+rwse": 74.54, "dse": 74.42, "rwse": 72.74, "ones": 69.51}
 STORE_NAME = "fedstar-paper-split"  # finished cells, committed (see the module docstring)
-LEGACY = REPO / "benchmarks" / "cells" / "fedstar"  # the per-class split's cells (older code), for comparison only
+LEGACY = "fedstar"  # the store of the per-class split's cells (older code), for comparison only
 LATE_ROUNDS = 50  # the steadier companion of the final-round number: the evaluations of the last 50 rounds
 ABLATION_SHARING = ("fedstar", "share-all", "share-feature", "local-decoupled")
 ABLATION_STRUCTURE = ("dse", "rwse", "ones")
@@ -215,8 +215,7 @@ def legacy_rows() -> list[dict]:
     """The cells of flowergraph's earlier per-class split (``benchmarks/cells/fedstar/``: older code, recorded
     without its code state): for the comparison section only."""
     rows = []
-    for path in sorted(LEGACY.glob("*.json")):
-        row = json.loads(path.read_text())
+    for row in CellStore(LEGACY).records():
         if row.get("rounds") == 200:
             rows.append(row)
     return rows
@@ -602,8 +601,7 @@ def main() -> None:
     # every cell in the store goes into the tables (a table of CHEM alone still shows the rest); new runs only
     # for the cells asked for
     rows = {}
-    for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
-        record = json.loads(path.read_text())
+    for record in store.records():
         if record["row"].get("rounds") == args.rounds:
             row = as_row(record, store)
             rows[(row["setting"], row["variant"], row["seed"], row["structure"], row["split_seed"])] = row

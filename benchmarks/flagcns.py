@@ -921,8 +921,7 @@ def main() -> None:
     plan(args, b, split, store, cell, add, rows, pending)  # every cell asked for, as stored now
     # every stored cell of this budget (and the speed cells) goes into the tables, not only this invocation's
     seen = {r["cell"] for r in rows}
-    for path in sorted(store.dir.glob("*.json")) if store.dir.is_dir() else []:
-        record = json.loads(path.read_text())
+    for record in store.records():
         if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
                          "sources": record.get("code", {}).get("sources"), "cpu": cell_cpu(record)})

@@ -10,7 +10,8 @@
 * Data owners with their own files: :func:`export_partitions` writes one file per client plus a manifest
   (``python -m flowergraph.partition export``); :func:`load_partition_file` reads one, checked against the
   dataset, the number of clients and the client id; :func:`read_manifest` checks an export folder.
-* :func:`node_graph`: what flowergraph's ClientApp uses: the node's own file when it has one, else the cut.
+* :func:`node_graph`: what flowergraph's ClientApp uses: the node's own file when it has one, else the cut;
+  :func:`graph_spec` / :func:`partition_spec`: the specs a run's settings name (the node task's keys ``node.*``).
 * Graph classification: :class:`GraphTaskSpec` (which TU datasets, how many clients, the split and the structure
   encodings), :func:`client_graph_data` (client ``k``'s graphs: PyG ``Data`` lists for train/val/test with
   FedStar's structure encodings as each graph's ``s``, memoised per process) and :class:`ClientGraphData`;
@@ -36,9 +37,29 @@ from .tasks.graphcls.data import ClientGraphData, GraphTaskSpec, client_graph_da
 from .tasks.synthetic import CSBMParams
 
 __all__ = ["CSBMParams", "ClientGraph", "ClientGraphData", "GraphSpec", "GraphTaskSpec", "MANIFEST", "PartitionSpec",
-           "build_client_graph", "client_graph", "client_graph_data", "export_partitions", "load_global_graph",
-           "load_partition_file", "node_assignment", "node_graph", "parse_graph_datasets", "partition_file_name",
-           "read_manifest"]
+           "build_client_graph", "client_graph", "client_graph_data", "export_partitions", "graph_spec",
+           "load_global_graph", "load_partition_file", "node_assignment", "node_graph", "parse_graph_datasets",
+           "partition_file_name", "partition_spec", "read_manifest"]
+
+
+def graph_spec(s: RunSettings) -> GraphSpec:
+    """The global graph and split a node-classification run's settings name (``dataset``, ``data-dir``, ``seed``,
+    ``node.split``, ``node.synthetic-*``)."""
+    k = s.of("node")
+    return GraphSpec(dataset=s.dataset, data_dir=s.data_dir, split=k.split, seed=s.seed,
+                     synthetic=CSBMParams(num_nodes=k.synthetic_nodes, num_classes=k.synthetic_classes,
+                                          p_in=k.synthetic_p_in, p_out=k.synthetic_p_out,
+                                          num_features=k.synthetic_features, signal=k.synthetic_signal))
+
+
+def partition_spec(s: RunSettings) -> PartitionSpec:
+    """The partition a node-classification run's settings name (one client holding everything for a method with
+    ``whole_graph``, e.g. ``centralized``)."""
+    if s.method_info.whole_graph:
+        return PartitionSpec(partitioner="none", num_clients=1, seed=s.seed)
+    k = s.of("node")
+    return PartitionSpec(partitioner=k.partitioner, num_clients=s.num_clients, beta=k.beta,
+                         min_size=k.min_partition_size, seed=s.seed)
 
 
 def node_graph(settings: RunSettings, partition_id: int, partition_file: str | os.PathLike | None = None
@@ -48,13 +69,13 @@ def node_graph(settings: RunSettings, partition_id: int, partition_file: str | o
     number of clients and the node's partition id."""
     s = settings
     if s.method_info.whole_graph:
-        return client_graph(s.graph_spec(), s.partition_spec(), 0)  # one client holds the whole graph
+        return client_graph(graph_spec(s), partition_spec(s), 0)  # one client holds the whole graph
     if not partition_file and s.partition_dir:
         partition_file = Path(s.partition_dir).expanduser() / partition_file_name(partition_id)
     if partition_file:
         return load_partition_file(partition_file, dataset=s.dataset, num_clients=s.num_clients,
                                    client_id=partition_id)
-    return client_graph(s.graph_spec(), s.partition_spec(), partition_id)
+    return client_graph(graph_spec(s), partition_spec(s), partition_id)
 
 
 # ------------------------------------------------------------------------------------------------ data check

@@ -16,6 +16,25 @@ def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
     return f"; did you mean {lowered[close[0]]!r}?" if close else ""
 
 
+def same_last_part(key: str, keys: Iterable[str]) -> list[str]:
+    """The keys among ``keys`` (other than ``key``) whose last dotted part is ``key``'s: a key given without its
+    namespace or under another one (``lr``, ``fedstar.lr`` -> ``node.lr``, ``graph.lr``), in ``keys``' order."""
+    last = str(key).rpartition(".")[2]
+    return [k for k in map(str, keys) if k != key and k.rpartition(".")[2] == last]
+
+
+def did_you_mean_key(key: str, keys: Iterable[str]) -> str:
+    """``"; did you mean 'node.lr'?"`` for an unknown run-config key: the known keys with its last dotted part
+    (:func:`same_last_part`; several: ``'node.beta' or 'graph.beta'``), else a close match (:func:`did_you_mean`);
+    '' when there is neither."""
+    keys = list(keys)
+    same = same_last_part(key, keys)
+    if not same:
+        return did_you_mean(key, keys)
+    named = [repr(k) for k in same]
+    return f"; did you mean {', '.join(named[:-1]) + ' or ' if len(named) > 1 else ''}{named[-1]}?"
+
+
 class FlowergraphError(Exception):
     """Base class of every error flowergraph raises on purpose."""
 

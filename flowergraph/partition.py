@@ -25,6 +25,7 @@ from .errors import FlowergraphError
 
 
 def _export(a) -> int:
+    from .data import graph_spec, partition_spec
     from .settings import parse_run_config
     from .settings import parse_set
     from .tasks.partition_files import export_partitions
@@ -40,7 +41,7 @@ def _export(a) -> int:
     if exporter is not None:
         manifest = exporter(s, a.out, a.force)
     else:
-        manifest = export_partitions(s.graph_spec(), s.partition_spec(), a.out, force=a.force)
+        manifest = export_partitions(graph_spec(s), partition_spec(s), a.out, force=a.force)
     print(f"manifest: {manifest}")
     return 0
 

@@ -71,32 +71,55 @@ def test_unknown_keys_allowed_for_user_apps():
 def test_centralized_uses_one_client_holding_everything():
     s = parse_run_config({"method": "centralized", "num-clients": 10})
     assert s.effective_num_clients == 1
-    assert s.partition_spec().partitioner == "none" and s.partition_spec().num_clients == 1
+    from flowergraph.data import partition_spec
+
+    assert partition_spec(s).partitioner == "none" and partition_spec(s).num_clients == 1
 
 
-def test_the_old_names_of_renamed_keys_are_unknown_keys_naming_the_new_one():
-    """0.3 removed the old names of keys renamed before it: each is refused as an unknown key (also where unknown
-    keys are allowed: a user's app), and the refusal names the new key; the new names work."""
-    with pytest.raises(ConfigError, match=re.escape(
-            "unknown run-config key 'lr': it was renamed to 'node.lr' (0.3 removed the old name)")):
+def test_an_unknown_key_names_the_known_keys_with_its_last_part():
+    """A key given without its namespace or under another one (an old name before the keys moved into ``node.*``,
+    ``graph.*``, ``fedgcn.*``) is an unknown key; the refusal names every known key with the same last dotted part
+    (no table of renamed keys), else a close match. Where unknown keys are allowed (a user's app) it is left out."""
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'hops'; did you mean 'fedgcn.hops'?; "
+                                                    "valid keys: method, dataset")):
+        parse_run_config({"hops": 1})
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'mu'; did you mean 'fedprox.mu'?")):
+        parse_run_config({"mu": 0.1})
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'lr'; did you mean 'node.lr', "
+                                                    "'graph.lr', ")):
         parse_run_config({"lr": 0.1, "node.partitioner": "louvain"})
-    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'fedstar.hidden': it was renamed to "
-                                                    "'graph.hidden' (0.3 removed the old name)")):
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'fedstar.hidden'; did you mean "
+                                                    "'node.hidden', 'graph.hidden'")):
         parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.hidden": 32})
-    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'hops': it was renamed to 'fedgcn.hops'")):
-        parse_run_config({"hops": 1}, allow_unknown=True)
+    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'num-client'; did you mean "
+                                                    "'num-clients'?")):  # no key ends in it: the close match
+        parse_run_config({"num-client": 3})
+    assert "hops" not in parse_run_config({"hops": 1}, allow_unknown=True).as_dict()
     s = parse_run_config({"node.lr": 0.1, "node.partitioner": "louvain"})
     assert s["node.lr"] == 0.1 and s["node.partitioner"] == "louvain"
     assert parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2,
                              "graph.hidden": 32})["graph.hidden"] == 32
 
 
+def test_same_last_part_and_did_you_mean_key():
+    from flowergraph.errors import did_you_mean_key, same_last_part
+
+    keys = ["method", "node.lr", "graph.lr", "fedgcn.hops", "node.beta", "graph.beta"]
+    assert same_last_part("lr", keys) == ["node.lr", "graph.lr"]
+    assert same_last_part("fedstar.lr", keys) == ["node.lr", "graph.lr"]
+    assert same_last_part("node.lr", keys) == ["graph.lr"]  # a known key is never its own suggestion
+    assert did_you_mean_key("hops", keys) == "; did you mean 'fedgcn.hops'?"
+    assert did_you_mean_key("beta", keys) == "; did you mean 'node.beta' or 'graph.beta'?"
+    assert did_you_mean_key("methd", keys) == "; did you mean 'method'?"
+    assert did_you_mean_key("zzz", keys) == ""
+
+
 def test_old_beta_is_refused_naming_both_tasks_keys_and_node_beta_on_a_graph_run_names_graph_beta():
-    """The old key ``beta`` set the Dirichlet split of either task; on graph classification ``node.beta`` is the
-    other task's key (0.3 no longer reads it as ``graph.beta``): both refusals name the key to use."""
+    """The old key ``beta`` set the Dirichlet split of either task: the refusal names both tasks' ``beta``; on
+    graph classification ``node.beta`` is the other task's key (0.3 no longer reads it as ``graph.beta``): the
+    refusal names the key to use."""
     with pytest.raises(ConfigError, match=re.escape(
-            "unknown run-config key 'beta': it was renamed to 'node.beta' (node classification) or 'graph.beta' "
-            "(graph classification) (0.3 removed the old name)")):
+            "unknown run-config key 'beta'; did you mean 'node.beta', 'graph.beta'")):
         parse_run_config({"dataset": "MUTAG", "num-clients": 2, "beta": 0.5})
     with pytest.raises(ConfigError, match=re.escape(
             "node.beta=0.5 applies to node classification (task 'node'), but dataset 'MUTAG' makes this run graph "
@@ -107,16 +130,16 @@ def test_old_beta_is_refused_naming_both_tasks_keys_and_node_beta_on_a_graph_run
 
 
 def test_a_checkpoint_written_under_an_old_key_name_is_refused_naming_the_new_name():
-    """A checkpoint written before the keys were renamed holds their old names: 0.3 refuses to resume it, naming
-    the keys (before, it was read under the new names)."""
+    """A checkpoint written before the keys were renamed holds their old names, which this version does not know:
+    it refuses to resume it, naming the keys each may mean (before, it was read under the new names)."""
     from flowergraph.errors import CheckpointError
     from flowergraph.storage.checkpoint import Checkpoint, check_resumable
 
     old = Checkpoint(server_round=1, arrays=[], config={"method": "fedgcn", "hops": 2, "rounds": 2},
                      path=Path("/runs/r/checkpoints/round-000001.npz"))
     with pytest.raises(CheckpointError, match=re.escape(
-            "resume-from '/runs/r/checkpoints/round-000001.npz' was written under old names of run-config keys: "
-            "'hops' was renamed to 'fedgcn.hops' (0.3 removed the old name); this version cannot resume it")):
+            "resume-from '/runs/r/checkpoints/round-000001.npz' was written with run-config keys this version does "
+            "not know: 'hops' (did you mean 'fedgcn.hops'?); this version cannot resume it")):
         check_resumable(old, {"method": "fedgcn", "fedgcn.hops": 2, "rounds": 3})
 
 

@@ -290,13 +290,14 @@ def test_three_datasets_two_rounds_through_flowers_simulation(shared_data, tmp_p
 
 def test_the_baselines_that_were_variants_are_methods_and_the_old_spelling_is_refused_naming_the_method():
     """fedstar.variant=fedavg|fedprox|fedper|gcfl became method=<baseline> (on every task) and 0.3 removed the old
-    spelling: it is refused naming the method (so are FedStar's old names of the graph task's keys)."""
+    spelling: it is refused naming the method (FedStar's old names of the graph task's keys: the keys with their
+    last part)."""
     for variant in ("fedavg", "fedprox", "fedper", "gcfl"):
         with pytest.raises(ConfigError, match=rf"fedstar.variant='{variant}': {variant} is a method of its own \(on "
                                               rf"every task\); use method='{variant}' without fedstar.variant"):
             parse_run_config({"method": "fedstar", "fedstar.variant": variant, "dataset": "MUTAG,BZR",
                               "num-clients": 2})
-    with pytest.raises(ConfigError, match="unknown run-config key 'fedstar.lr': it was renamed to 'graph.lr'"):
+    with pytest.raises(ConfigError, match=r"unknown run-config key 'fedstar.lr'; did you mean 'node.lr', 'graph.lr'"):
         parse_run_config({"method": "fedper", "dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.lr": 0.01})
     new = parse_run_config({"method": "fedper", "dataset": "MUTAG,BZR", "num-clients": 2, "graph.lr": 0.01})
     assert new.method == "fedper" and new["graph.lr"] == 0.01 and new.task == "graph"

@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-STORE = REPO / "benchmarks" / "cells" / "fedstar-paper-split"
+STORE = "fedstar-paper-split"
 
 
 def _cheapest_cell() -> dict:
-    records = [json.loads(p.read_text()) for p in sorted(STORE.glob("*.json"))] if STORE.is_dir() else []
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from common import CellStore
+
+    records = list(CellStore(STORE).records())
     records = [r for r in records if any(rnd == 10 for rnd, _ in r["row"].get("curve", []))
                and r["settings"]["dataset"].count(",") <= 6]
     if not records:

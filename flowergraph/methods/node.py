@@ -1,11 +1,14 @@
 """The node-classification task (one graph cut across clients) and its built-in methods ``centralized`` and
 ``noop``: the task's keys (``node.*``), its datasets, data, launcher check and server-side evaluation, and the
-generic client of the baseline methods on it (:mod:`flowergraph.methods.baselines`)."""
+generic client of the baseline methods on it (:mod:`flowergraph.methods.baselines`). The specs of a run's graph
+and partition, ``graph_spec(s)`` and ``partition_spec(s)``, are :mod:`flowergraph.data`'s (named here too, as the
+task's toolkit)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..data import graph_spec as graph_spec, node_graph, partition_spec as partition_spec  # the task's toolkit
 from ..errors import ConfigError
 from ..settings.options import Option, at_least, right_open, within
 from ..tasks.models import MODELS
@@ -21,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import RunSettings
     from types import SimpleNamespace
 
-    from ..tasks.federated_graph import ClientGraph, GraphSpec, PartitionSpec
+    from ..tasks.federated_graph import ClientGraph
 
 # Defaults of the Flower-free building blocks are the run-config defaults (one source of truth).
 _CSBM = CSBMParams()
@@ -99,26 +102,6 @@ def train_config(s: "RunSettings") -> TrainConfig:
                        momentum=k.momentum)
 
 
-def graph_spec(s: "RunSettings") -> "GraphSpec":
-    from ..tasks.federated_graph import GraphSpec
-
-    k = o(s)
-    return GraphSpec(dataset=s.dataset, data_dir=s.data_dir, split=k.split, seed=s.seed,
-                     synthetic=CSBMParams(num_nodes=k.synthetic_nodes, num_classes=k.synthetic_classes,
-                                          p_in=k.synthetic_p_in, p_out=k.synthetic_p_out,
-                                          num_features=k.synthetic_features, signal=k.synthetic_signal))
-
-
-def partition_spec(s: "RunSettings") -> "PartitionSpec":
-    from ..tasks.federated_graph import PartitionSpec
-
-    if s.method_info.whole_graph:
-        return PartitionSpec(partitioner="none", num_clients=1, seed=s.seed)
-    k = o(s)
-    return PartitionSpec(partitioner=k.partitioner, num_clients=s.num_clients, beta=k.beta,
-                         min_size=k.min_partition_size, seed=s.seed)
-
-
 def _check(s: "RunSettings") -> None:
     from ..tasks.datasets import dataset_info
     from ..tasks.splits import parse_split
@@ -130,8 +113,6 @@ def _check(s: "RunSettings") -> None:
 
 def node_data(args: ClientArgs) -> "ClientGraph":
     """This node's part of the federated graph (its own partition file, or cut out of the global graph)."""
-    from ..data import node_graph
-
     return node_graph(args.settings, args.partition_id, args.partition_file or None)
 
 

@@ -1,4 +1,11 @@
-"""The registry of tasks and methods (Flower-free at import time).
+"""The registry of tasks and methods (Flower-free at import time), and :class:`RunSettings`, a run's validated
+values with the method and task they name.
+
+Import order (``tests/test_layout.py`` checks it): this module imports only the settings' schema
+(:mod:`flowergraph.settings.options`, :mod:`~flowergraph.settings.keys`, :mod:`~flowergraph.settings.choices`;
+inside :class:`StrategyArgs`'s builders also the strategies' policy and aggregation, which import only the
+schema's choices); parsing, the checks across keys, presets and the reference (the rest of
+:mod:`flowergraph.settings`) sit above it.
 
 A **task** (:class:`Task`) is a kind of graph learning problem with its data: ``node`` (node classification on
 one graph cut across clients) and ``graph`` (graph classification, each client owning graphs). A task owns its
@@ -51,6 +58,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from ..errors import ConfigError
@@ -62,7 +70,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
-    from ..settings import RunSettings
     from ..strategies.policy import FederationPolicy
 
 TASKS = ("node", "graph")  # the built-in tasks (plugins may register more: tasks())
@@ -251,6 +258,78 @@ class Method:
         """Whether its clients keep state that checkpoints must save (for these settings)."""
         stateful = self.stateful_clients
         return bool(stateful(settings) if callable(stateful) else stateful)
+
+
+class RunSettings:
+    """Validated run configuration (:func:`flowergraph.settings.parse_run_config` builds it); attribute names are
+    the common keys with ``-`` replaced by ``_`` (``s.num_clients``); a task's or method's keys:
+    ``s["node.hidden"]``, ``s["fedgcn.hops"]`` or ``s.of("fedgcn").hops``. It lives beside the registry because
+    a run's settings name a registered method and task (:attr:`method_info`, :attr:`task_info`) and the
+    registrations' functions take settings."""
+
+    def __init__(self, values: dict[str, Any]):
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        key = name.replace("_", "-")
+        try:
+            return self.__dict__["_values"][key]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __repr__(self) -> str:
+        return f"RunSettings({self._values!r})"
+
+    def of(self, method: str | None = None) -> SimpleNamespace:
+        """The keys of a method or task (default: the run's method) without their prefix, ``-`` as ``_``."""
+        prefix = f"{method or self.method}."
+        return SimpleNamespace(**{k[len(prefix):].replace("-", "_"): v for k, v in self._values.items()
+                                  if k.startswith(prefix)})
+
+    @property
+    def method_info(self) -> Method:
+        """The registered :class:`Method` of this run."""
+        return get_method(self.method)
+
+    @property
+    def task_info(self) -> Task:
+        """The registered :class:`Task` of this run (the one its dataset belongs to)."""
+        return task_of_dataset(self.dataset)
+
+    @property
+    def task(self) -> str:
+        return self.task_info.name
+
+    @property
+    def needs_key_file(self) -> bool:
+        """Whether the data owners must hold a CKKS key file for this run (the method encrypts, or the training
+        rounds are aggregated under CKKS)."""
+        return self.method_info.key_file_needed(self) or self.secure_agg == "ckks"
+
+    @property
+    def secagg_weight_bound(self) -> float:
+        """SecAgg+'s bound on a client's weight (Flower's ``max_weight``): ``secagg-max-weight``, or 1 with
+        ``weighting=uniform``, else Flower's default 1000. A client whose weight exceeds it refuses the round
+        (Flower would clip its scaled update silently)."""
+        if self.secagg_max_weight > 0:
+            return float(self.secagg_max_weight)
+        return 1.0 if self.weighting == "uniform" else 1000.0
+
+    @property
+    def clients_per_round(self) -> int:
+        """Clients sampled for training each round."""
+        return max(1, int(round(self.fraction_fit * self.effective_num_clients)))
+
+    @property
+    def effective_num_clients(self) -> int:
+        """Clients the federation has: 1 for a method where one client holds the whole graph (``centralized``)."""
+        return 1 if self.method_info.whole_graph else int(self.num_clients)
 
 
 _REGISTRY: dict[str, Method] = {}

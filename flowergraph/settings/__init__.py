@@ -14,6 +14,12 @@ launchers and the ServerApp share.
   ``[tool.flwr.app.config]``; ``python -m flowergraph.settings --help``);
 * the choices several layers read: :data:`WEIGHTINGS`, :data:`AGGREGATORS`, :data:`SECURE_AGG`, :data:`DP_MODES`.
 
+The import order is one way (``tests/test_layout.py`` checks it, lazy exports and function-level imports
+included): the schema (:mod:`~flowergraph.settings.options`, :mod:`~flowergraph.settings.keys`,
+:mod:`~flowergraph.settings.choices`) imports nothing above it; the registry (:mod:`flowergraph.methods.registry`:
+``Task``, ``Method``, ``register`` and :class:`RunSettings`) imports only the schema; parsing, the checks, the dataset
+names, presets and the reference sit above the registry.
+
 Names are imported on first use (importing the package costs nothing); type checkers see them all.
 """
 
@@ -29,7 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
     from .datasets import dataset_task, normalize_dataset
     from .keys import COMMON_OPTIONS, GROUPS
     from .options import Option, at_least, coerce, left_open, right_open, within
-    from .parse import RunSettings, all_options, defaults, natural_num_clients, option_by_key, parse_run_config
+    from ..methods.registry import RunSettings
+    from .parse import all_options, defaults, natural_num_clients, option_by_key, parse_run_config
     from .presets import flatten_tables, load_preset, parse_set
     from .reference import markdown_table, toml_table, toml_value
 
@@ -40,7 +47,7 @@ _EXPORTS = {
     "COMMON_OPTIONS": "keys", "GROUPS": "keys",
     "Option": "options", "at_least": "options", "coerce": "options", "left_open": "options", "right_open": "options",
     "within": "options",
-    "RunSettings": "parse", "all_options": "parse", "defaults": "parse", "natural_num_clients": "parse",
+    "RunSettings": "flowergraph.methods.registry", "all_options": "parse", "defaults": "parse", "natural_num_clients": "parse",
     "option_by_key": "parse", "parse_run_config": "parse",
     "OPTIONS": "parse", "OPTION_BY_KEY": "parse", "METHODS": "parse",
     "flatten_tables": "presets", "load_preset": "presets", "parse_set": "presets",

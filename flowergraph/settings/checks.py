@@ -8,9 +8,12 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..methods.registry import get_task, tasks
+from .choices import PROCESS_FAULTS
+from .faults import parse_faults
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .parse import RunSettings
+    from ..methods.registry import Method, RunSettings
 
 
 def check_settings(s: RunSettings) -> None:
@@ -18,8 +21,6 @@ def check_settings(s: RunSettings) -> None:
     dataset's task, folders exist, the federation's numbers fit, privacy and robustness settings can work with
     the method, the fault plan, then the task's and the method's own checks."""
     method, task = s.method_info, s.task_info
-    from ..methods.registry import get_task, tasks
-
     unknown = [t for t in method.tasks if t not in tasks()]
     if unknown:
         raise ConfigError(f"method {s.method!r} supports task {unknown[0]!r}, which is not registered; registered "
@@ -44,12 +45,8 @@ def check_settings(s: RunSettings) -> None:
                           f"num-clients={s.num_clients} per round, so the model would never change; lower "
                           f"min-clients or raise fraction-fit")
     check_privacy(s, method)
-    from .faults import parse_faults
-
     faults = parse_faults(s.inject_faults, num_clients=s.effective_num_clients, rounds=s.rounds)
     if s.simulation_engine == "inline":
-        from .choices import PROCESS_FAULTS
-
         killing = [str(f) for f in faults if f.kind in PROCESS_FAULTS]
         if killing:
             raise ConfigError(f"inject-faults={s.inject_faults!r}: {', '.join(killing)} would "
@@ -72,8 +69,6 @@ def check_applicable_keys(s: RunSettings) -> None:
     refused, naming the run's task: it would be ignored. (A key at its default passes: a plain ``flwr run`` hands
     the ServerApp every key of the app's ``pyproject.toml``.) Keys of another method are not refused: a preset
     serves several methods of one setting (FedStar's carry GCFL's thresholds for ``--method gcfl``)."""
-    from ..methods.registry import get_task, tasks
-
     task = s.task_info
     values = s.as_dict()
     for prefix in tasks():
@@ -91,7 +86,7 @@ def check_applicable_keys(s: RunSettings) -> None:
                           f"it; {use}remove the key, or choose a dataset of task {prefix!r}: {other.datasets()}")
 
 
-def check_capabilities(s: RunSettings, method) -> None:
+def check_capabilities(s: RunSettings, method: Method) -> None:
     """What the method declares about its updates and models against what the run asks of them: secure
     aggregation needs summable whole updates of one global model; central DP whole weight updates of one global
     model; local DP whole weight updates; server-side evaluation and robust rules whole updates."""
@@ -116,7 +111,7 @@ def check_capabilities(s: RunSettings, method) -> None:
                           f"aggregator='mean'")
 
 
-def check_privacy(s: RunSettings, method) -> None:
+def check_privacy(s: RunSettings, method: Method) -> None:
     """Combinations of secure aggregation, differential privacy and robust aggregation that cannot work."""
     per_round = s.clients_per_round
     check_capabilities(s, method)

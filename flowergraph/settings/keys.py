@@ -1,6 +1,6 @@
-"""The keys every run has (Flower-free): :data:`COMMON_OPTIONS`, the groups docs/configuration.md lists them under, and
-the old names 0.3 removed (:data:`REMOVED_KEYS`, only to word their refusal). Each registered method adds its own
-keys, named ``<method>.<key>`` (:mod:`flowergraph.methods`)."""
+"""The keys every run has (Flower-free, part of the settings' schema: it imports only the other schema modules):
+:data:`COMMON_OPTIONS` and the groups docs/configuration.md lists them under. Each registered task and method adds
+its own keys, named ``<owner>.<key>`` (:mod:`flowergraph.methods`)."""
 
 from __future__ import annotations
 
@@ -170,20 +170,3 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("dp-sensitivity", 1.0, "Local DP: L2 sensitivity the noise is calibrated to (at least "
            "dp-clipping-norm).", check=at_least(0.0, False), group="privacy"),
 )
-
-# Keys renamed before 0.3, whose old names 0.3 removed: old name -> the new name(s). An old name is an unknown key;
-# this table only words its refusal (flowergraph.settings.parse.renamed_hint), it never makes an old name work.
-REMOVED_KEYS: dict[str, tuple[str, ...]] = {
-    "hops": ("fedgcn.hops",), "he": ("fedgcn.he",),
-    # node classification's keys moved into the node task's namespace (the old `beta` also split one graph dataset)
-    **{k: (f"node.{k}",) for k in ("split", "partitioner", "min-partition-size", "model", "hidden", "layers",
-                                  "dropout", "input-dropout", "heads", "local-steps", "optimizer", "lr",
-                                  "weight-decay", "momentum", "synthetic-nodes", "synthetic-classes",
-                                  "synthetic-p-in", "synthetic-p-out", "synthetic-features", "synthetic-signal")},
-    "beta": ("node.beta", "graph.beta"),
-    # graph classification's keys moved from FedStar into the graph task's namespace; the baselines' own keys
-    **{f"fedstar.{k}": (f"graph.{k}",) for k in ("hidden", "layers", "dropout", "lr", "weight-decay", "batch-size",
-                                                 "local-epochs", "split-seed", "min-graphs")},
-    "fedstar.mu": ("fedprox.mu",), "fedstar.gcfl-eps1": ("gcfl.eps1",), "fedstar.gcfl-eps2": ("gcfl.eps2",),
-    "fedstar.gcfl-warmup": ("gcfl.warmup",),
-}

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..storage.checkpoint import Checkpoint
-    from .parse import RunSettings
+    from ..methods.registry import RunSettings
 
 RESULTS_ROOT = "results"
 

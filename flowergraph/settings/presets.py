@@ -1,8 +1,8 @@
 """Run-configuration presets and ``--set KEY=VALUE`` pairs (Flower-free), as every launcher reads them.
 
 A preset is a TOML file of run-config keys, the format ``flwr run --run-config FILE`` reads; nested tables are
-dotted keys (``[fedgcn] hops = 2`` is ``fedgcn.hops``). Unknown keys are refused naming the file and the valid
-keys (an old name of a renamed key: its new name)."""
+dotted keys (``[fedgcn] hops = 2`` is ``fedgcn.hops``). Unknown keys are refused naming the file, the keys each
+may mean and the valid keys."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, did_you_mean
-from .parse import option_by_key, renamed_hint, unknown_key
+from ..errors import ConfigError, did_you_mean, did_you_mean_key
+from .parse import option_by_key, unknown_key
 
 
 def load_preset(path: str | os.PathLike) -> dict[str, Any]:
@@ -33,9 +33,9 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
     known = option_by_key()
     unknown = [k for k in values if k not in known]
     if unknown:
-        hint = renamed_hint(unknown)
-        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {', '.join(map(repr, unknown))}"
-                          + (hint or f"{did_you_mean(unknown[0], known)}; valid keys: {', '.join(known)}"))
+        named = ", ".join(f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "")
+                          for k in unknown)
+        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {named}; valid keys: {', '.join(known)}")
     return values
 
 

@@ -162,17 +162,20 @@ def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
 
 def _current_names(saved: dict[str, Any], config: dict[str, Any], where: str) -> dict[str, Any]:
     """A checkpoint's configuration with keys added since it was written at their defaults (they did not exist,
-    so the run had their default behaviour). CheckpointError when it was written under the old name of a renamed
-    key (0.3 removed the old names)."""
+    so the run had their default behaviour). CheckpointError when it holds keys this version does not know (an
+    old name of a renamed key: the refusal names the keys it may mean)."""
+    from ..errors import did_you_mean_key
     from ..settings import defaults
-    from ..settings.parse import renamed_hint
 
-    hint = renamed_hint(saved, named=True)
-    if hint:
-        raise CheckpointError(f"resume-from {where!r} was written under old names of run-config keys{hint}; this "
-                              f"version cannot resume it (resume it with flowergraph 0.2, or start a new run)")
-    out = dict(saved)
     known = defaults()
+    unknown = [k for k in saved if k not in known]
+    if unknown:
+        named = ", ".join(f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "")
+                          for k in unknown)
+        raise CheckpointError(f"resume-from {where!r} was written with run-config keys this version does not know: "
+                              f"{named}; this version cannot resume it (resume it with the flowergraph version "
+                              f"that wrote it, or start a new run)")
+    out = dict(saved)
     for key in config:
         if key not in out and key in known:
             out[key] = known[key]
