@@ -302,16 +302,16 @@ def test_checkpoint_kill_and_resume_on_the_message_api_equals_the_uninterrupted_
     assert json.loads((out / "summary.json").read_text())["status"] == "completed"
 
 
-@pytest.mark.inline
-def test_the_example_app_runs_in_flowers_simulation_engine(tmp_path):
-    """examples/message_api_app (its own ServerApp and quickstart-style ClientApp) as ``flwr run`` gives it its run
-    config, in Flower's Simulation Engine: FedGCN on the synthetic graph trains, and its per-round accuracies
-    equal flowergraph's own ServerApp's on the Message-API face with the same settings."""
-    from flowergraph.simulation import run_inline_app
+@pytest.mark.simulation
+def test_the_example_app_runs_with_flwr_run_in_flowers_simulation(tmp_path):
+    """examples/message_api_app (its own ServerApp and quickstart-style ClientApp) through ``flwr run`` on a
+    private SuperLink in Flower's Ray simulation: FedGCN on the synthetic graph trains, and its per-round
+    accuracies equal flowergraph's own ServerApp's on the Message-API face with the same settings."""
+    from flowergraph.simulation import run_flower_app
 
     result = tmp_path / "result.json"
-    run = run_inline_app(REPO / "examples" / "message_api_app", num_supernodes=3,
-                         run_config={"results-file": str(result)}, log_dir=tmp_path, timeout=300)
+    run = run_flower_app(REPO / "examples" / "message_api_app", num_supernodes=3,
+                         run_config={"results-file": str(result)}, log_dir=tmp_path, timeout=300, ray_cpus=1)
     assert run.status == "completed", run.log_file.read_text()[-3000:]
     got = json.loads(result.read_text())
     assert got["method"] == "fedgcn" and sorted(got["evaluate"]) == ["1", "2", "3"]
