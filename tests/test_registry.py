@@ -39,10 +39,12 @@ def _noop(_):
 
 
 def test_builtin_methods_tasks_and_unknown_names():
-    assert list(methods()) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "noop", "fedgcn", "fedstar",
-                               "fedstar-noop", "flagcns", "flagcns-noop", "asfgnn", "asfgnn-cm", "fedgraph"]
-    assert list(methods(include_benchmark=False)) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "fedgcn",
-                                                      "fedstar", "flagcns", "asfgnn", "asfgnn-cm", "fedgraph"]
+    # the core registrations (baselines, node, graph), then every other module of flowergraph.methods, found
+    # (not listed) and taken in alphabetical order
+    assert list(methods()) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "noop", "asfgnn", "asfgnn-cm",
+                               "fedgcn", "fedgraph", "fedstar", "fedstar-noop", "flagcns", "flagcns-noop"]
+    assert list(methods(include_benchmark=False)) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "asfgnn",
+                                                      "asfgnn-cm", "fedgcn", "fedgraph", "fedstar", "flagcns"]
     assert list(tasks()) == ["node", "graph"]
     assert all(get_method(m).tasks == ("node", "graph") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
     assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node",)
@@ -50,8 +52,8 @@ def test_builtin_methods_tasks_and_unknown_names():
     assert get_method("centralized").whole_graph and get_method("noop").benchmark_only
     assert get_method("gcfl").model_scope == "per-group" and not get_method("gcfl").summable_updates
     with pytest.raises(ConfigError, match=r"unknown method 'fedsage'; valid choices: fedavg, fedprox, fedper, gcfl, "
-                                          r"centralized, noop, fedgcn, fedstar, fedstar-noop, flagcns, flagcns-noop, "
-                                          r"asfgnn, asfgnn-cm, fedgraph; did you mean 'fedavg'"):
+                                          r"centralized, noop, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, "
+                                          r"fedstar-noop, flagcns, flagcns-noop; did you mean 'fedavg'"):
         get_method("fedsage")
     with pytest.raises(ConfigError, match="unknown task 'edge'; valid choices: node, graph"):
         get_task("edge")
@@ -225,14 +227,14 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'noop', 'fedgcn', 'fedstar', 'fedstar-noop', "
-        "'flagcns', 'flagcns-noop', 'asfgnn', 'asfgnn-cm', 'fedgraph', 'toy-personal']", "0.01"]
+        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'noop', 'asfgnn', 'asfgnn-cm', 'fedgcn', "
+        "'fedgraph', 'fedstar', 'fedstar-noop', 'flagcns', 'flagcns-noop', 'toy-personal']", "0.01"]
     env["FLOWERGRAPH_PLUGINS"] = "no_such_plugin"  # a broken plugin is reported when its method is asked for
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c",
                            "from flowergraph.methods import get_method; get_method('mine')"],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, noop, fedgcn, fedstar, " \
-           "fedstar-noop, flagcns, flagcns-noop, asfgnn, asfgnn-cm, fedgraph, toy-personal; " \
+    assert "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, noop, asfgnn, " \
+           "asfgnn-cm, fedgcn, fedgraph, fedstar, fedstar-noop, flagcns, flagcns-noop, toy-personal; " \
            "plugins that " \
            "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr
 

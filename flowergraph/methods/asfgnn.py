@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, within
+from ..settings.options import Option, at_least, within, namespace
 from .registry import ClientArgs, Method, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,9 +54,7 @@ def _list_check(kind: type, valid: Callable[[Any], bool], what: str) -> Callable
     return check
 
 
-def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
-         check: Callable[[Any], str | None] | None = None) -> Option:
-    return Option(f"asfgnn.{key}", default, text, choices, check, group="asfgnn")
+_opt = namespace("asfgnn")  # its keys: "asfgnn.<key>", listed under "asfgnn" in docs/configuration.md
 
 
 OPTIONS = (

@@ -17,7 +17,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, left_open, within
+from ..settings.options import Option, at_least, left_open, within, namespace
 from ..tasks.partition import PARTITIONERS
 from .node import graph_spec
 from .registry import ClientArgs, Method, StrategyArgs, register
@@ -38,9 +38,7 @@ CUT_NORMS = ("local", "global")
 ROUND_TIMES = ("server", "slowest-client", "work")
 
 
-def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
-         check: Callable[[Any], str | None] | None = None) -> Option:
-    return Option(f"fedgraph.{key}", default, text, choices, check, group="fedgraph")
+_opt = namespace("fedgraph")  # its keys: "fedgraph.<key>", listed under "fedgraph" in docs/configuration.md
 
 
 OPTIONS = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least
+from ..settings.options import Option, at_least, namespace
 from .graph import graph_preflight, model_kwargs, train_config
 from .graph import task_spec as graph_task_spec
 from .registry import ClientArgs, Method, StrategyArgs, register
@@ -26,9 +26,7 @@ BASELINE_VARIANTS = ("fedavg", "fedprox", "fedper", "gcfl")
 STRUCTURE_CHOICES = ("dse+rwse", "dse", "rwse", "ones")
 
 
-def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
-         check: Callable[[Any], str | None] | None = None, normalize: Callable[[Any], Any] | None = None) -> Option:
-    return Option(f"fedstar.{key}", default, text, choices, check, group="fedstar", normalize=normalize)
+_opt = namespace("fedstar")  # its keys: "fedstar.<key>", listed under "fedstar" in docs/configuration.md
 
 
 def _variant(value: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, right_open
+from ..settings.options import Option, at_least, right_open, namespace
 from .registry import ClientArgs, Sharing, Task, register_task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,9 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tasks.graphcls.training import GraphTrainConfig
 
 
-def _opt(key: str, default: Any, text: str, choices: tuple[Any, ...] | None = None,
-         check: Callable[[Any], str | None] | None = None) -> Option:
-    return Option(f"graph.{key}", default, text, choices, check, group="graph")
+_opt = namespace("graph")  # its keys: "graph.<key>", listed under "graph" in docs/configuration.md
 
 
 OPTIONS = (

@@ -58,6 +58,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
@@ -76,9 +77,24 @@ TASKS = ("node", "graph")  # the built-in tasks (plugins may register more: task
 ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_BUILTIN_MODULES = ("flowergraph.methods.baselines", "flowergraph.methods.node", "flowergraph.methods.graph",
-                    "flowergraph.methods.fedgcn", "flowergraph.methods.fedstar", "flowergraph.methods.flagcns",
-                    "flowergraph.methods.asfgnn", "flowergraph.methods.fedgraph")
+# The framework's own registrations come first, in this order (the baselines every task has, then the two
+# tasks); every other module of this package registers one in-tree method and is found by _builtin_modules(), in
+# alphabetical order: adding a method in-tree is adding its module (docs/extending.md's checklist).
+_CORE_MODULES = ("baselines", "node", "graph")
+_NOT_REGISTRATIONS = ("registry",)
+
+
+def _builtin_modules() -> tuple[str, ...]:
+    """The modules of ``flowergraph.methods`` that register tasks and methods: the core ones, then the rest."""
+    import pkgutil
+
+    folder = [str(Path(__file__).resolve().parent)]
+    found = sorted(m.name for m in pkgutil.iter_modules(folder) if not m.name.startswith("_")
+                   and m.name not in _CORE_MODULES + _NOT_REGISTRATIONS and not m.ispkg)
+    return tuple(f"{__package__}.{name}" for name in (*_CORE_MODULES, *found))
+
+
+_BUILTIN_MODULES = _builtin_modules()
 
 
 @dataclass

@@ -58,6 +58,20 @@ class Option:
         return value
 
 
+def namespace(prefix: str, group: str | None = None) -> Callable[..., Option]:
+    """A maker of a method's or task's keys: ``opt = namespace("fedgcn")``, then
+    ``opt("hops", 2, "text", choices, check)`` is ``Option("fedgcn.hops", 2, "text", choices, check,
+    group="fedgcn")`` (``group``: the docs section, default the prefix)."""
+
+    def opt(key: str, default: Any, text: str, choices: tuple | Callable[[], tuple] | None = None,
+            check: Callable[[Any], str | None] | None = None,
+            normalize: Callable[[Any], Any] | None = None) -> Option:
+        return Option(f"{prefix}.{key}", default, text, choices, check, group=group or prefix, normalize=normalize)
+
+    opt.__name__ = f"{prefix}_option"
+    return opt
+
+
 def coerce(option: Option, value: Any) -> Any:
     """``value`` as the option's type (bool, int, float or str), from Flower's config or a string."""
     kind = option.kind
