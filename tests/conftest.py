@@ -79,7 +79,7 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
+def _skip_summary(terminalreporter) -> None:
     """One line per skip reason, with the number of tests and the files they are in (pytest -q prints an ``s``)."""
     skipped = terminalreporter.stats.get("skipped", [])
     if not skipped:
@@ -107,9 +107,11 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """With ``--all-durations``: after every other summary (failures, the short test summary), just before
-    pytest's closing ``N passed in ...`` line, each file's total and every test's duration, slowest first."""
+    """After every other summary (failures, the short test summary), just before pytest's closing
+    ``N passed in ...`` line: the skips by reason, then (``--all-durations``) each file's total and every test's
+    duration, slowest first. (One hook: a second ``pytest_terminal_summary`` in this module would replace it.)"""
     result = yield
+    _skip_summary(terminalreporter)
     if not config.getoption("all_durations", False):
         return result
     per_test: dict[str, float] = defaultdict(float)

@@ -5,11 +5,16 @@ ServerApp (:mod:`flowergraph.app.server_app`) runs it in its server loop; the Me
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import ConfigError
 from ..settings import RunSettings
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..storage.results import RunRecorder
 
-def build_strategy(s: RunSettings, recorder: RunRecorder | None = None, initial_arrays=None):
+
+def build_strategy(s: RunSettings, recorder: "RunRecorder | None" = None, initial_arrays=None):
     """The strategy of ``s.method`` with the run's settings (``initial_arrays``: a checkpoint's global model)."""
     from ..methods import StrategyArgs
 
