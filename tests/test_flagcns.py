@@ -115,6 +115,50 @@ def test_flower_run_equals_the_in_process_reference(reference):
     assert result["inference_s"] > 0 and tuple(result["architecture"]) == code
 
 
+CODE2021 = {"flagcns.warmup": 0, "flagcns.fitness": "accuracy", "flagcns.final-pick": "accuracy",
+            "flagcns.controller-crossover": 0.5, "flagcns.adam-scope": "once-touched",
+            "flagcns.gamma0": 0.5050505050505051}
+
+
+def test_the_2021_codes_settings_on_flower_equal_the_in_process_reference(shared_data, tmp_path):
+    """The 2021 code's choices through Flower (no warm-up, accuracy fitness, crossover 0.5, Adam on every parameter
+    trained once, the pick by federated validation accuracy) compute what InProcessSearch computes with them: the
+    same generations, populations and SuperNet weights, and the chosen architecture is the final population's
+    highest federated validation accuracy (the record lists every member's scores), not its lowest FLL's by rule."""
+    config = _config(shared_data, tmp_path, "code2021", **CODE2021, **{"checkpoint-every": SEARCH_ROUNDS})
+    run_inprocess(config)
+    s, graphs = _graphs(config)
+    space, schedule = space_of(s), schedule_of(s)
+    assert schedule.warmup_epochs == 0 and schedule.controller_crossover == 0.5
+    assert schedule.gamma(1) == pytest.approx(0.5)
+    ref = InProcessSearch(space, graphs, schedule, seed=3, fitness="accuracy", final_pick="accuracy",
+                          adam_scope="once-touched")
+    rounds = read_run(tmp_path / "code2021")["rounds"]
+    gens = _generations(rounds)
+    assert [g["evolved"] for g in gens] == [True, True, True]
+    for got in gens:
+        want = ref.run_epoch()
+        assert (got["train_loss"], got["best_code"], got["gamma"]) == (want["train_loss"], want["best_code"],
+                                                                       want["gamma"])
+    want = ref.supernet.arrays()  # the server's SuperNet after the search, bit for bit (the bank holds every
+    weights = _named(_checkpoint(tmp_path / "code2021", SEARCH_ROUNDS))  # parameter Adam moved, sent or not)
+    assert list(weights) == list(want)
+    for key in want:
+        np.testing.assert_array_equal(weights[key], want[key], err_msg=key)
+    this_step = InProcessSearch(space, graphs, schedule, seed=3, fitness="accuracy", final_pick="accuracy")
+    this_step.run()  # the scope matters: today's Adam ends elsewhere
+    assert any(not np.array_equal(this_step.supernet.arrays()[k], v) for k, v in want.items())
+    selection = rounds[SEARCH_ROUNDS]["flagcns"]["selection"]
+    code, fll, val_acc = ref.final()
+    assert tuple(selection["code"]) == code and selection["fll"] == fll and selection["val_accuracy"] == val_acc
+    assert selection["pick"] == "accuracy"
+    members = selection["final_population"]
+    assert [tuple(m["code"]) for m in members] == ref.population
+    accs = [m["val_accuracy"] for m in members]
+    assert members[accs.index(max(accs))]["code"] == list(code)
+    assert rounds[-1]["flagcns"]["result"]["architecture"] == list(code)
+
+
 def test_what_travels_in_a_search_round(reference):
     """Round 1: every client is sent the parameters the sampled codes train (the seeded SuperNet's, by name) and
     returns exactly its own gradients of the training loss averaged over those codes."""
@@ -282,6 +326,10 @@ def test_faults_in_search_rounds_leave_the_client_out_of_that_step(shared_data, 
 BAD = [
     ({"flagcns.combine": "mean"}, "unknown flagcns.combine 'mean'; valid choices: weighted, sum"),
     ({"flagcns.fitness": "acc"}, "unknown flagcns.fitness 'acc'; valid choices: loss, accuracy"),
+    ({"flagcns.final-pick": "val"}, "unknown flagcns.final-pick 'val'; valid choices: fll, accuracy"),
+    ({"flagcns.adam-scope": "torch1"}, "unknown flagcns.adam-scope 'torch1'; valid choices: this-step, once-touched"),
+    ({"flagcns.controller-crossover": 1.5}, "flagcns.controller-crossover=1.5: must be in [0.0, 1.0]"),
+    ({"flagcns.client-crossover": -0.1}, "flagcns.client-crossover=-0.1: must be in [0.0, 1.0]"),
     ({"flagcns.ablation": "clienteo"}, "unknown flagcns.ablation 'clienteo'; valid choices: feo, controller-eo, "
                                        "client-eo, random-partition"),
     ({"flagcns.fusion": "sum"}, "unknown flagcns.fusion 'sum'; valid choices: all, leaves"),
@@ -453,27 +501,52 @@ def test_by_default_every_architecture_has_a_graph_layer():
 
 
 def test_presets_hold_the_paper_setting_and_budget():
+    """`-paper` is the paper's (all of P per step, no warm-up, FLL fitness and pick), `-code2021` the authors' 2021
+    code's (20 of 60 per step, no warm-up, accuracy fitness and pick, crossover 0.5, gamma 0.5 at the first
+    generation), `-warmup50` what `-paper` was until 2026-12-02; benchmarks/flagcns.py's budgets are the presets'."""
+    import sys
     from pathlib import Path
 
     from flowergraph.settings import load_preset
-    from flowergraph.tasks.flagcns import PAPER_SCHEDULE, SearchSpace
+    from flowergraph.tasks.flagcns import CODE2021_SCHEDULE, PAPER_SCHEDULE, WARMUP50_SCHEDULE, SearchSpace
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "benchmarks"))
+    import flagcns as bench
+
+    conf = repo / "conf"
     for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):
-        paper = parse_run_config(load_preset(conf / f"{name}-paper.toml"))
-        quick = parse_run_config(load_preset(conf / f"{name}.toml"))
-        for s in (paper, quick):  # the paper's data: METIS into 3 clients, the public split (the 2021 code)
+        presets = {kind: load_preset(conf / f"{name}{kind}.toml") for kind in ("", "-paper", "-code2021", "-warmup50")}
+        runs = {kind: parse_run_config(values) for kind, values in presets.items()}
+        for s in runs.values():  # the paper's data: METIS into 3 clients, the public split (the 2021 code)
             assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == \
                 ("flagcns", dataset, 3, "metis", "public")
             assert space_of(s) == SearchSpace(num_layers=6, min_layers=1)
+            assert s["flagcns.adam-scope"] == "this-step" and s["flagcns.finalists"] == 1
+        paper, code2021, warmup50, quick = runs["-paper"], runs["-code2021"], runs["-warmup50"], runs[""]
         assert schedule_of(paper) == PAPER_SCHEDULE and paper.rounds == 250 * 5 + 50
+        assert (PAPER_SCHEDULE.sample_size, PAPER_SCHEDULE.warmup_epochs) == (PAPER_SCHEDULE.population_size, 0)
+        assert PAPER_SCHEDULE.evolves(1) and PAPER_SCHEDULE.gamma(1) == pytest.approx(0.5 * 0.99)  # t = 1
+        assert (paper["flagcns.fitness"], paper["flagcns.final-pick"]) == ("loss", "fll")
+        assert schedule_of(code2021) == CODE2021_SCHEDULE and code2021.rounds == 250 * 5 + 50
+        assert (code2021["flagcns.fitness"], code2021["flagcns.final-pick"]) == ("accuracy", "accuracy")
+        assert (CODE2021_SCHEDULE.sample_size, CODE2021_SCHEDULE.warmup_epochs, CODE2021_SCHEDULE.controller_crossover,
+                CODE2021_SCHEDULE.client_crossover) == (20, 0, 0.5, 0.5)
+        # federal.py: 0.5 * 0.99 ** epoch for the 0-based epoch; flowergraph's t is 1-based
+        assert [CODE2021_SCHEDULE.gamma(t) for t in (1, 2, 250)] == pytest.approx([0.5, 0.5 * 0.99, 0.5 * 0.99 ** 249])
+        assert schedule_of(warmup50) == WARMUP50_SCHEDULE and warmup50.rounds == 250 * 5 + 50
+        assert (WARMUP50_SCHEDULE.sample_size, WARMUP50_SCHEDULE.warmup_epochs) == (20, 50)
         assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50
+        for kind, budget in (("-paper", "paper-exact"), ("-code2021", "code2021"), ("-warmup50", "paper"),
+                             ("", "default")):
+            assert bench.BUDGETS[budget] == {k: v for k, v in presets[kind].items() if k.startswith("flagcns.")}, kind
 
 
 def test_the_keys_choice_lists_are_the_cores():
     """The registration keeps its own copies of the core's choice lists (so the settings need not import torch);
     they must not drift apart."""
     from flowergraph.methods import flagcns as registration
-    from flowergraph.tasks.flagcns import FUSIONS, STRUCTURE_FCS
+    from flowergraph.tasks.flagcns import ADAM_SCOPES, FINAL_PICKS, FUSIONS, STRUCTURE_FCS
 
     assert registration.STRUCTURE_FC == STRUCTURE_FCS and registration.FUSION == FUSIONS
+    assert registration.FINAL_PICK == FINAL_PICKS and registration.ADAM_SCOPE == ADAM_SCOPES

@@ -20,6 +20,7 @@ from flowergraph.tasks.flagcns import (ABLATIONS, ACTIVATIONS, BASELINES, NONE, 
                                        baseline_code, best_architecture, build_network, cell_name,
                                        client_loss_and_gradients, code_from_layers, combine_gradients,
                                        evaluate_codes, federated_mean, federated_train_architecture, gamma_at,
+                                       final_candidates, best_architectures,
                                        new_rng, parameter_count, population_quotas, REFERENCE_BASELINES,
                                        reference_baseline, rng_from_json, rng_state_json, train_architecture,
                                        federated_train_network)
@@ -392,6 +393,130 @@ def test_server_adam_step_equals_torch_adam_and_resumes(graphs):
         assert torch.equal(p, dict(resumed_net.named_parameters())[key]), key
     with pytest.raises(ConfigError, match="not a SuperNet parameter"):
         optimizer.step({"nope": np.zeros(1)})
+
+
+class _Tiny(torch.nn.Module):
+    """Three parameters: ``a`` trains every step, ``b`` only in the first, ``c`` never."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5]))
+        self.b = torch.nn.Parameter(torch.tensor([0.3, -0.7]))
+        self.c = torch.nn.Parameter(torch.tensor([2.0]))
+
+    def loss(self, step: int) -> torch.Tensor:
+        loss = (self.a ** 2).sum()
+        return loss + (3.0 * self.b).sum() if step == 0 else loss
+
+
+def test_adam_scope_once_touched_keeps_a_parameter_touched_once_moving():
+    """``b`` gets a gradient in step 1 only. Today's scope (``this-step``) leaves it where step 1 put it; the 2021
+    code's (``once-touched``) keeps stepping it with a zero gradient, so Adam's momentum and the weight decay keep
+    moving it, exactly as torch's Adam does when ``zero_grad(set_to_none=False)`` (torch 1.x's default) leaves a
+    zero tensor in ``b.grad``. ``c`` never trains and moves under neither. The touched set resumes from Adam's state."""
+    weight_decay = 0.01
+
+    def ours(scope: str, resume_after: int | None = None) -> list[dict[str, torch.Tensor]]:
+        net = _Tiny()
+        opt = SuperNetOptimizer(net, lr=0.1, weight_decay=weight_decay, scope=scope)
+        trace = []
+        for step in range(4):
+            net.zero_grad(set_to_none=True)
+            net.loss(step).backward()
+            grads = {k: p.grad.numpy().copy() for k, p in net.named_parameters() if p.grad is not None}
+            stepped = opt.step(grads)
+            assert stepped[:len(grads)] == list(grads)
+            trace.append({k: p.detach().clone() for k, p in net.named_parameters()})
+            if step == resume_after:  # a fresh optimiser from the saved state carries on
+                arrays, values = opt.state()
+                opt = SuperNetOptimizer(net, lr=0.1, weight_decay=weight_decay, scope=scope)
+                opt.load_state(arrays, json.loads(json.dumps(values)))
+                assert opt.touched() == ["a", "b"]
+        return trace
+
+    def torch_adam(set_to_none: bool) -> list[dict[str, torch.Tensor]]:
+        net = _Tiny()
+        opt = torch.optim.Adam(net.parameters(), lr=0.1, weight_decay=weight_decay)
+        trace = []
+        for step in range(4):
+            opt.zero_grad(set_to_none=set_to_none)
+            net.loss(step).backward()
+            opt.step()
+            trace.append({k: p.detach().clone() for k, p in net.named_parameters()})
+        return trace
+
+    today, code2021 = ours("this-step"), ours("once-touched")
+    start = dict(_Tiny().named_parameters())
+    for step in range(1, 4):  # after step 1: b stops under today's scope, keeps moving under the 2021 one
+        assert torch.equal(today[step]["b"], today[0]["b"])
+        assert not torch.equal(code2021[step]["b"], code2021[step - 1]["b"])
+    assert not torch.equal(today[0]["b"], start["b"]) and torch.equal(today[0]["b"], code2021[0]["b"])
+    for trace in (today, code2021):
+        assert all(torch.equal(t["c"], start["c"]) for t in trace)
+        assert all(torch.equal(t["a"], u["a"]) for t, u in zip(trace, today))  # a trains every step in both
+    for got, want in ((today, torch_adam(set_to_none=True)), (code2021, torch_adam(set_to_none=False))):
+        for g, w in zip(got, want):
+            for key in g:
+                torch.testing.assert_close(g[key], w[key], rtol=0, atol=1e-7)
+    resumed = ours("once-touched", resume_after=1)
+    assert all(torch.equal(g[k], w[k]) for g, w in zip(resumed, code2021) for k in g)
+    with pytest.raises(ConfigError, match="unknown Adam scope 'torch1'; valid choices: this-step, once-touched"):
+        SuperNetOptimizer(_Tiny(), scope="torch1")
+
+
+def test_final_pick_follows_the_paper_or_the_2021_rule():
+    """``fll``: the lowest FLL (Algorithm 2 line 22). ``accuracy``: the 2021 code's ``get_best_supermask`` (federal.py
+    at d360d44, lines 640-653): for each member of the final P in order, the sum over clients of validation
+    accuracy x val_rate (the client's share of the validation nodes), the first strict maximum kept. Emulated here
+    on per-client accuracies and compared; NaN is never picked, ties go to the first member."""
+    space = SearchSpace(num_layers=2)
+    codes = space.random_population(6, new_rng(5))
+    val_nodes = [170, 160, 170]
+    losses = [[1.2, 0.9, 1.0], [0.7, 0.8, 0.75], [1.1, 1.0, 1.3], [0.9, 0.95, 1.0], [2.0, 2.1, 1.9], [0.8, 0.9, 0.7]]
+    accs = [[0.70, 0.72, 0.71], [0.60, 0.62, 0.61], [0.80, 0.78, 0.79], [0.80, 0.78, 0.79], [math.nan] * 3,
+            [0.75, 0.70, 0.74]]
+    scores = [(federated_mean(loss, val_nodes), federated_mean(a, val_nodes)) for loss, a in zip(losses, accs)]
+
+    def get_best_supermask():  # the 2021 loop, literally
+        best, best_val_accu = None, -1
+        for i, _ in enumerate(codes):
+            accu = 0
+            for c in range(3):
+                accu += float(accs[i][c] * (val_nodes[c] / sum(val_nodes)))
+            if accu > best_val_accu:
+                best_val_accu, best = accu, i
+        return best
+
+    assert get_best_supermask() == 2  # members 2 and 3 tie: the first wins
+    (code, fll, acc, i), = final_candidates(space, codes, scores, 1, "accuracy")
+    assert (i, code, fll, acc) == (2, codes[2], scores[2][0], scores[2][1])
+    (code, fll, acc, i), = final_candidates(space, codes, scores, 1, "fll")
+    assert i == 1 and (code, fll) == best_architecture(codes, [s[0] for s in scores])  # the lowest FLL
+    assert len({space.canonical(c) for c in codes}) == 6  # distinct networks: the k best are the k best members
+    assert [t[3] for t in final_candidates(space, codes, scores, 3, "accuracy")] == [2, 3, 5]
+    assert [t[:2] for t in final_candidates(space, codes, scores, 4, "fll")] == \
+        [t[:2] for t in best_architectures(space, codes, [s[0] for s in scores], 4)]
+    with pytest.raises(ConfigError, match="unknown final pick 'val'; valid choices: fll, accuracy"):
+        final_candidates(space, codes, scores, 1, "val")
+    with pytest.raises(ConfigError, match="no finite federated validation accuracy value"):
+        final_candidates(space, codes[:1], [(0.5, math.nan)], 1, "accuracy")
+
+
+def test_in_process_search_picks_by_the_final_pick(graphs):
+    """InProcessSearch(final_pick="accuracy").final() is the member of the final P with the highest federated
+    validation accuracy, which need not be the lowest-FLL one; the search itself does not depend on the pick."""
+    by_fll, by_acc = _tiny_search(graphs, fitness="accuracy"), _tiny_search(graphs, fitness="accuracy",
+                                                                            final_pick="accuracy")
+    by_fll.run()
+    by_acc.run()
+    assert by_acc.population == by_fll.population
+    scores = by_acc.federated_scores(by_acc.population)
+    best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
+    assert by_acc.final() == (by_acc.population[best], scores[best][0], scores[best][1])
+    lowest = min(range(len(scores)), key=lambda i: (scores[i][0], i))
+    assert by_fll.final() == (by_fll.population[lowest], scores[lowest][0], scores[lowest][1])
+    with pytest.raises(ConfigError, match="unknown final pick 'best'; valid choices: fll, accuracy"):
+        _tiny_search(graphs, final_pick="best")
 
 
 # ------------------------------------------------------------------------------------- evolution and FEO

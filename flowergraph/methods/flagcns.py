@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 COMBINE = ("weighted", "sum")
 FITNESS = ("loss", "accuracy")
+FINAL_PICK = ("fll", "accuracy")  # tasks/flagcns/evolution.py: FINAL_PICKS
+ADAM_SCOPE = ("this-step", "once-touched")  # tasks/flagcns/training.py: ADAM_SCOPES
 FUSION = ("all", "leaves")
 STRUCTURE_FC = ("per-option", "shared")  # tasks/flagcns/space.py: STRUCTURE_FCS
 # gamma of each ablation (None: the schedule gamma0 * decay^t), named by what the population keeps (the paper's
@@ -50,18 +52,32 @@ OPTIONS = (
          "every gene uniform, the paper's count, and half of the random codes are MLPs without a graph layer.",
          check=at_least(0)),
     _opt("population", 20, "Population size |P| (the paper: 60).", check=at_least(1)),
-    _opt("sample-size", 10, "Codes sampled from P for each SuperNet step (the reference code: 20 of 60).",
-         check=at_least(1)),
+    _opt("sample-size", 10, "Codes sampled from P for each SuperNet step (the paper's Eq. 2: all of P, "
+         "sample-size = population; the authors' code, 2021 and 2022: 20 of 60).", check=at_least(1)),
     _opt("epochs", 40, "Search epochs, warm-up included (the paper: 250); each is `steps-per-epoch` rounds, then "
          "one FEO generation after the warm-up.", check=at_least(1)),
-    _opt("warmup", 10, "Warm-up epochs: SuperNet steps on a fresh random population each epoch, no FEO (the "
-         "reference code: 50).", check=at_least(0)),
+    _opt("warmup", 10, "Warm-up epochs: SuperNet steps on a fresh random population each epoch, no FEO (the paper "
+         "and the authors' 2021 code: 0; their 2022 rework: 50).", check=at_least(0)),
     _opt("steps-per-epoch", 5, "SuperNet steps (training rounds) per epoch (the paper's E_weight: 5).",
          check=at_least(1)),
     _opt("combine", "weighted", "How the server combines the clients' SuperNet gradients: weighted by training-set "
          "size (`weighted`, the paper's Eq. 2) or summed (`sum`).", COMBINE),
     _opt("fitness", "loss", "What the EAs rank by: validation loss (`loss`, the paper: FLL at the controller, the "
-         "local loss at each client) or validation accuracy (`accuracy`, the reference code).", FITNESS),
+         "local loss at each client) or validation accuracy (`accuracy`, the authors' code, 2021 and 2022).",
+         FITNESS),
+    _opt("final-pick", "fll", "How the search's result is picked from the final population: the lowest FLL "
+         "(`fll`, the paper's Algorithm 2 line 22) or the highest federated validation accuracy (`accuracy`, the "
+         "authors' 2021 code: `ControllerSuperNet.get_best_supermask`). Independent of `fitness`: `fitness=accuracy` "
+         "alone still picks by FLL.", FINAL_PICK),
+    _opt("controller-crossover", 0.2, "Probability that a child of the controller's EA is a crossover (else a "
+         "mutation); the paper gives none (the authors' 2022 rework: 0.2; their 2021 code: 0.5).",
+         check=within(0.0, 1.0)),
+    _opt("client-crossover", 0.5, "The same for the clients' EAs (the authors' code, 2021 and 2022: 0.5).",
+         check=within(0.0, 1.0)),
+    _opt("adam-scope", "this-step", "Which SuperNet parameters the server's Adam steps: those the step's codes train "
+         "(`this-step`) or also every parameter trained once before, with a zero gradient, so momentum and weight "
+         "decay keep moving it (`once-touched`: the authors' 2021 code as it ran under torch 1.x, whose zero_grad "
+         "kept zero tensors). Retraining is the same under both.", ADAM_SCOPE),
     _opt("ablation", "feo", "The population rule: `feo` (gamma = gamma0 * gamma-decay^t, the clients' share of P), "
          "`controller-eo` (gamma = 0: only the controller's EA), `client-eo` (gamma = 1: only the clients' EAs), "
          "`random-partition` (FEO on randomly divided subgraphs: needs node.partitioner=random).", ABLATION),
@@ -78,11 +94,11 @@ OPTIONS = (
     _opt("init-seed", -1, "Seed of the retrained network's initial weights (-1: the run's `seed`, which also "
          "seeds the data split); the paper retrains 10 times.", check=at_least(-1)),
     _opt("finalists", 1, "How the search's result is chosen from the final population. 1 (the paper, Algorithm 2 "
-         "line 22): the network with the lowest FLL. K > 1 (not the paper): the K lowest-FLL networks are each "
-         "retrained from scratch for `retrain-epochs` rounds, one after the other, and the one with the best "
-         "federated validation accuracy is kept; the run then has K x `retrain-epochs` retraining rounds. Under "
-         "weight sharing FLL can rank networks with relu or softmax at the logits first, and those often stall "
-         "when retrained alone (docs/methods/flagcns.md).", check=at_least(1)),
+         "line 22): the best network by `final-pick` (the lowest FLL). K > 1 (not the paper): the K best networks "
+         "by `final-pick` are each retrained from scratch for `retrain-epochs` rounds, one after the other, and the "
+         "one with the best federated validation accuracy is kept; the run then has K x `retrain-epochs` "
+         "retraining rounds. Under weight sharing FLL can rank networks with relu or softmax at the logits first, "
+         "and those often stall when retrained alone (docs/methods/flagcns.md).", check=at_least(1)),
 )
 
 
@@ -110,7 +126,8 @@ def schedule_of(s: "RunSettings") -> Any:
     fixed = ABLATIONS.get(o.ablation) if o.ablation != "random-partition" else None
     return SearchSchedule(population_size=o.population, sample_size=o.sample_size, epochs=o.epochs,
                           warmup_epochs=o.warmup, steps_per_epoch=o.steps_per_epoch, gamma0=o.gamma0,
-                          gamma_decay=o.gamma_decay, fixed_gamma=fixed, retrain_epochs=o.retrain_epochs)
+                          gamma_decay=o.gamma_decay, fixed_gamma=fixed, retrain_epochs=o.retrain_epochs,
+                          controller_crossover=o.controller_crossover, client_crossover=o.client_crossover)
 
 
 def architecture_of(s: "RunSettings") -> tuple[int, ...] | None:
@@ -198,7 +215,8 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     o = s.of("flagcns")
     return FLAGCNSStrategy(space=space_of(s), schedule=schedule_of(s), combine=o.combine, fitness=o.fitness,
                            lr=o.lr, weight_decay=o.weight_decay, architecture=architecture_of(s),
-                           init_seed=None if o.init_seed < 0 else o.init_seed, finalists=o.finalists, **args.common())
+                           init_seed=None if o.init_seed < 0 else o.init_seed, finalists=o.finalists,
+                           final_pick=o.final_pick, adam_scope=o.adam_scope, **args.common())
 
 
 def _client_kwargs(args: ClientArgs) -> dict[str, Any]:

@@ -27,15 +27,16 @@ SuperNet it holds. After the epoch's last step, if t > warmup, one FEO generatio
    each P_{G_i} (gamma = 0.5 * 0.99^t, or fixed by ``flagcns.ablation``).
 
 When ``retrain`` starts (Algorithm 2 lines 19-22, phase ``flagcns-final``) every client scores the final P; the
-member with the lowest FLL is the architecture. With ``finalists`` = K > 1 (not the paper's rule) the K lowest-FLL
-distinct networks are retrained one after the other, stages ``retrain-1`` ... ``retrain-K`` of ``retrain-epochs``
-rounds each (each from the same seeded initial weights), and the one whose best epoch has the highest federated
-validation accuracy is kept (its FLACC is the run's result; :func:`~flowergraph.tasks.flagcns.choose_by_retraining`
-is the in-process reference). Retraining (the reference code's): its network starts from fresh seeded weights; each
-round every client returns its full-batch training gradient, the server combines them and takes one Adam step;
-clients evaluate every round (fused into the next fit); the epoch with the best federated validation accuracy gives
-FLACC (test accuracy weighted by test-set sizes), reported in the last round's record (``flagcns.result``) with the
-parameter count and the clients' inference time.
+member with the lowest FLL is the architecture (``final_pick="accuracy"``: the one with the highest federated
+validation accuracy, as the authors' 2021 code picks). With ``finalists`` = K > 1 (not the paper's rule) the K best
+distinct networks by that pick are retrained one after the other, stages ``retrain-1`` ... ``retrain-K`` of
+``retrain-epochs`` rounds each (each from the same seeded initial weights), and the one whose best epoch has the
+highest federated validation accuracy is kept (its FLACC is the run's result;
+:func:`~flowergraph.tasks.flagcns.choose_by_retraining` is the in-process reference). Retraining (the reference
+code's): its network starts from fresh seeded weights; each round every client returns its full-batch training
+gradient, the server combines them and takes one Adam step; clients evaluate every round (fused into the next fit);
+the epoch with the best federated validation accuracy gives FLACC (test accuracy weighted by test-set sizes),
+reported in the last round's record (``flagcns.result``) with the parameter count and the clients' inference time.
 
 What the server learns: the sampled codes and population (it runs the controller), each client's gradients and
 training loss per round (under ``secure-agg=ckks``: only their train-size weighted sum, no loss), each client's
@@ -89,21 +90,28 @@ class FLAGCNSStrategy(FederatedStrategy):
     ``accuracy`` (the reference code); ``lr`` / ``weight_decay``: the server's Adam (search and retraining);
     ``architecture``: a code to retrain without searching; ``init_seed``: the retrained network's initial weights
     (default: the run's seed); ``finalists``: how many of the lowest-FLL networks are retrained to choose by
-    validation accuracy (1: the paper's lowest FLL). The policy's ``num_rounds`` must be the search rounds plus
-    the retraining rounds (``finalists x retrain_epochs``).
+    validation accuracy (1: the paper's lowest FLL); ``final_pick``: ``fll`` (the paper) or ``accuracy`` (the
+    2021 code) ranks the final population; ``adam_scope``: ``this-step`` or ``once-touched`` (the 2021 code under
+    torch 1.x; :class:`~flowergraph.tasks.flagcns.SuperNetOptimizer`), for the search's Adam. The policy's
+    ``num_rounds`` must be the search rounds plus the retraining rounds (``finalists x retrain_epochs``).
     Every other argument is :class:`~flowergraph.strategies.FederatedStrategy`'s.
     """
 
     def __init__(self, policy: FederationPolicy | None = None, *, space: Any, schedule: Any,
                  combine: str = "weighted", fitness: str = "loss", lr: float | None = None,
                  weight_decay: float | None = None, architecture: Sequence[int] | None = None,
-                 init_seed: int | None = None, finalists: int = 1, **kwargs: Any) -> None:
-        from ..tasks.flagcns import LR, WEIGHT_DECAY, EvolutionaryOptimizer, new_rng
+                 init_seed: int | None = None, finalists: int = 1, final_pick: str = "fll",
+                 adam_scope: str = "this-step", **kwargs: Any) -> None:
+        from ..tasks.flagcns import ADAM_SCOPES, FINAL_PICKS, LR, WEIGHT_DECAY, EvolutionaryOptimizer, new_rng
 
         if combine not in COMBINE:
             raise ValueError(f"unknown combine {combine!r}; valid choices: {', '.join(COMBINE)}")
         if fitness not in FITNESS:
             raise ValueError(f"unknown fitness {fitness!r}; valid choices: {', '.join(FITNESS)}")
+        if final_pick not in FINAL_PICKS:
+            raise ValueError(f"unknown final_pick {final_pick!r}; valid choices: {', '.join(FINAL_PICKS)}")
+        if adam_scope not in ADAM_SCOPES:
+            raise ValueError(f"unknown adam_scope {adam_scope!r}; valid choices: {', '.join(ADAM_SCOPES)}")
         if int(finalists) < 1:
             raise ValueError(f"finalists={finalists!r}: must be >= 1 (1: the paper's lowest FLL)")
         if architecture is not None and int(finalists) != 1:
@@ -117,7 +125,7 @@ class FLAGCNSStrategy(FederatedStrategy):
             for j in range(1, self.num_finalists + 1))
         stages = retrain if self.search_rounds == 0 else (Stage(SEARCH, self.search_rounds),) + retrain
         super().__init__(policy, update_kind="gradients", stages=stages, **kwargs)
-        self.combine, self.fitness = combine, fitness
+        self.combine, self.fitness, self.final_pick, self.adam_scope = combine, fitness, final_pick, adam_scope
         self.lr = LR if lr is None else float(lr)
         self.weight_decay = WEIGHT_DECAY if weight_decay is None else float(weight_decay)
         self.init_seed = self.seed if init_seed is None else int(init_seed)
@@ -181,7 +189,8 @@ class FLAGCNSStrategy(FederatedStrategy):
             self.net = ArchitectureNet(self.space, self.chosen, in_dim, num_classes)
             load_module_arrays(self.net, self.bank.global_model or {})
             self.keys = self.net.gradient_keys()
-        self.optimizer = SuperNetOptimizer(self.net, lr=self.lr, weight_decay=self.weight_decay)
+        self.optimizer = SuperNetOptimizer(self.net, lr=self.lr, weight_decay=self.weight_decay,
+                                           scope=self.adam_scope if self.searching else "this-step")
         if self._optimizer_state is not None:
             self.optimizer.load_state(*self._optimizer_state)
             self._optimizer_state = None
@@ -253,10 +262,10 @@ class FLAGCNSStrategy(FederatedStrategy):
         else:
             combined = combine_gradients([u.named(self.keys) for u in updates],
                                          [float(u.num_examples) for u in updates], self.combine)
-        self.optimizer.step(combined)
+        stepped = self.optimizer.step(combined)  # once-touched: also parameters no client sent this round
         new = dict(self.bank.global_model or {})
         params = self.optimizer.params
-        for key in combined:
+        for key in stepped:
             new[key] = params[key].detach().cpu().numpy().copy()
         return new
 
@@ -386,10 +395,11 @@ class FLAGCNSStrategy(FederatedStrategy):
 
     def begin_stage(self, stage: Stage, server_round: int, client_manager: ClientManager
                     ) -> Mapping[str, np.ndarray] | None:
-        """``retrain`` starts: Algorithm 2 lines 19-22 (the member of P with the lowest FLL), then its network with
-        fresh seeded weights and a fresh Adam. With finalists: ``retrain-1`` scores P and keeps the K lowest-FLL
-        networks; ``retrain-j`` retrains the j-th."""
-        from ..tasks.flagcns import best_architecture
+        """``retrain`` starts: Algorithm 2 lines 19-22 (the member of P with the lowest FLL; ``final_pick=
+        "accuracy"``: with the highest federated validation accuracy), then its network with fresh seeded weights
+        and a fresh Adam. With finalists: ``retrain-1`` scores P and keeps the K best networks by that pick;
+        ``retrain-j`` retrains the j-th."""
+        from ..tasks.flagcns import final_candidates
 
         if stage.name == SEARCH:
             return None
@@ -399,15 +409,24 @@ class FLAGCNSStrategy(FederatedStrategy):
         if self.chosen is None:
             scores = self._final_scores(server_round, client_manager)
             try:
-                code, fll = best_architecture(self.population, [s[0] for s in scores])
+                (code, fll, accuracy, _), = final_candidates(self.space, self.population, scores, 1, self.final_pick)
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
                 raise RuntimeError(f"round {server_round}: {exc}") from None
             self.chosen = code
             self.selection = {"code": list(code), "describe": self.space.short(code), "fll": _finite(fll),
-                              "val_accuracy": _finite(scores[self.population.index(code)][1]),
-                              "population": len(self.population)}
-            log(INFO, "FL-AGCNS chose %s (FLL %.4f)", self.space.short(code), fll)
+                              "val_accuracy": _finite(accuracy), "population": len(self.population),
+                              **self._population_scores(scores)}
+            log(INFO, "FL-AGCNS chose %s (FLL %.4f, federated validation accuracy %.4f; picked by %s)",
+                self.space.short(code), fll, accuracy, self.final_pick)
         return self._fresh_network(server_round)
+
+    def _population_scores(self, scores: Sequence[tuple[float, float]]) -> dict[str, Any]:
+        """The selection record's account of the final P: the pick's rule and every member's code, FLL and
+        federated validation accuracy, in P's order (``benchmarks/flagcns.py --parts population`` retrains them to
+        correlate the SuperNet's scores with retrained FLACC)."""
+        return {"pick": self.final_pick,
+                "final_population": [{"code": list(c), "fll": _finite(s[0]), "val_accuracy": _finite(s[1])}
+                                     for c, s in zip(self.population, scores)]}
 
     def _final_scores(self, server_round: int, client_manager: ClientManager) -> list[tuple[float, float]]:
         """Algorithm 2 lines 19-21: every client scores the final P (phase ``flagcns-final``)."""
@@ -420,21 +439,23 @@ class FLAGCNSStrategy(FederatedStrategy):
         return scores
 
     def _begin_finalist(self, j: int, server_round: int, client_manager: ClientManager) -> Mapping[str, np.ndarray]:
-        """Stage ``retrain-(j+1)``: the first scores P and keeps the K lowest-FLL networks (fewer when P has fewer
-        with a finite FLL: the last one is then retrained again); each retrains its finalist from scratch."""
-        from ..tasks.flagcns import best_architectures
+        """Stage ``retrain-(j+1)``: the first scores P and keeps the K best networks by the final pick (fewer when
+        P has fewer with a finite value: the last one is then retrained again); each retrains its finalist from
+        scratch."""
+        from ..tasks.flagcns import final_candidates
 
         if not self.finalists:
             scores = self._final_scores(server_round, client_manager)
             try:
-                top = best_architectures(self.space, self.population, [s[0] for s in scores], self.num_finalists)
+                top = final_candidates(self.space, self.population, scores, self.num_finalists, self.final_pick)
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
                 raise RuntimeError(f"round {server_round}: {exc}") from None
             self.finalists = [{"code": list(code), "describe": self.space.short(code), "fll": _finite(fll),
-                               "val_accuracy": _finite(scores[i][1])} for code, fll, i in top]
+                               "val_accuracy": _finite(accuracy)} for code, fll, accuracy, _ in top]
             self.finalist_best = [None] * self.num_finalists
             self.selection = {"rule": "finalists", "finalists": self.num_finalists, "found": len(top),
-                              "population": len(self.population), "candidates": self.finalists}
+                              "population": len(self.population), "candidates": self.finalists,
+                              **self._population_scores(scores)}
             if len(top) < self.num_finalists:
                 log(WARNING, "round %s: only %d of the final population's networks have a finite FLL; "
                     "finalists=%d retrains the last of them again", server_round, len(top), self.num_finalists)

@@ -6,9 +6,10 @@ class and function takes fitness values as input.
 1. ``propose(extra)``: the base is the current population plus ``extra`` (a client's ``P_{G_i} u P_FL``,
    Algorithm 1 step 3), without repeated networks. ``floor(parent_fraction * |base|)`` parents are drawn uniformly
    without replacement; each parent makes one child, by uniform crossover with another parent (probability
-   ``crossover_prob``: 0.2 at the controller, 0.5 at the clients in the reference code) or else by mutation (each
-   gene redrawn with probability ``mutation_rate``, default 1/(2L+2)). The pool is base + children without
-   repeated networks (canonical codes), filled with random codes up to the population size if smaller.
+   ``crossover_prob``: 0.2 at the controller and 0.5 at the clients in the authors' 2022 rework, 0.5 at both in
+   their 2021 code; ``flagcns.controller-crossover``, ``flagcns.client-crossover``) or else by mutation (each gene
+   redrawn with probability ``mutation_rate``, default 1/(2L+2)). The pool is base + children without repeated
+   networks (canonical codes), filled with random codes up to the population size if smaller.
 2. ``select(fitness)``: with one fitness per pool member (higher is better; NaN, +-inf are worst), the
    population becomes the ``population_size`` best, best first (stable: ties keep pool order).
 
@@ -333,6 +334,45 @@ def best_architectures(space: SearchSpace, codes: Sequence[Code], fll: Sequence[
     return list(out.values())
 
 
+#: How the search's result is picked from the final P (:func:`final_candidates`): ``fll``, the lowest FLL (the paper,
+#: Algorithm 2 line 22), or ``accuracy``, the highest federated validation accuracy (the authors' 2021 code:
+#: ``federal.py`` at d360d44, ``ControllerSuperNet.work`` ends with ``get_best_supermask()``, which sums the
+#: clients' ``accuracy * val_rate`` for every member of the final population and keeps the first maximum)
+FINAL_PICKS = ("fll", "accuracy")
+
+
+def final_candidates(space: SearchSpace, codes: Sequence[Code], scores: Sequence[Sequence[float]], k: int = 1,
+                     rule: str = "fll") -> list[tuple[Code, float, float, int]]:
+    """The ``k`` best networks of the final population ``codes`` under ``rule`` (:data:`FINAL_PICKS`), one per
+    network (:meth:`SearchSpace.canonical`), best first: ``(code, FLL, federated validation accuracy, index in
+    codes)``. ``scores`` holds one ``(FLL, federated validation accuracy)`` per code. Ties go to the member that
+    comes first in ``codes`` (the 2021 code's strict ``>`` over the population in order); a non-finite value is
+    never picked. ``rule="fll"`` with ``k = 1`` is :func:`best_architecture`'s choice, with ``k`` > 1
+    :func:`best_architectures`'."""
+    if rule not in FINAL_PICKS:
+        raise ConfigError(f"unknown final pick {rule!r}; valid choices: {', '.join(FINAL_PICKS)}")
+    if k < 1:
+        raise ConfigError(f"final_candidates needs k >= 1, got {k}")
+    if len(codes) != len(scores) or not codes:
+        raise ConfigError(f"final_candidates needs one (FLL, accuracy) pair per code, got {len(codes)} codes and "
+                          f"{len(scores)} pairs")
+    column, sign = (0, 1.0) if rule == "fll" else (1, -1.0)
+    values = [None if s[column] is None else float(s[column]) for s in scores]
+    order = sorted((i for i, v in enumerate(values) if v is not None and math.isfinite(v)),
+                   key=lambda i: sign * values[i])
+    if not order:
+        what = "FLL" if rule == "fll" else "federated validation accuracy"
+        raise ConfigError(f"final_candidates: no finite {what} value")
+    out: dict[Any, tuple[Code, float, float, int]] = {}
+    for i in order:
+        fll, acc = scores[i][0], scores[i][1]
+        out.setdefault(space.canonical(codes[i]), (tuple(codes[i]), math.nan if fll is None else float(fll),
+                                                   math.nan if acc is None else float(acc), i))
+        if len(out) == k:
+            break
+    return list(out.values())
+
+
 def sample_members(population: Sequence[Code], k: int, rng: np.random.Generator) -> list[Code]:
     """``k`` members drawn uniformly without replacement (the SuperNet step's 20 of the 60; all if fewer)."""
     if k < 1:
@@ -345,12 +385,18 @@ def sample_members(population: Sequence[Code], k: int, rng: np.random.Generator)
 # ------------------------------------------------------------------------------------------------- schedule
 @dataclass(frozen=True)
 class SearchSchedule:
-    """The search's budget and its reference-code values (paper Section 4.1 and the reference code).
+    """The search's budget and its EA's rates.
 
     Epochs t = 1..``epochs``: each epoch ``steps_per_epoch`` SuperNet steps, each on ``sample_size`` codes drawn
-    from the population; the first ``warmup_epochs`` epochs draw a fresh random population every epoch and skip
-    FEO; every later epoch runs one FEO generation with :meth:`gamma` (``fixed_gamma`` when set, the ablations of
-    :data:`ABLATIONS`). The chosen architecture is retrained ``retrain_runs`` times for ``retrain_epochs``."""
+    from the population (all of it when ``sample_size`` = ``population_size``: the paper's Eq. 2); the first
+    ``warmup_epochs`` epochs draw a fresh random population every epoch and skip FEO; every later epoch runs one
+    FEO generation with :meth:`gamma` (``fixed_gamma`` when set, the ablations of :data:`ABLATIONS`). The chosen
+    architecture is retrained ``retrain_runs`` times for ``retrain_epochs``.
+
+    The defaults are the schedule of the presets that were called "paper" until 2026-12-02
+    (:data:`WARMUP50_SCHEDULE`): the paper's population, epochs and steps (Section 4.1), with the authors' 2022
+    rework's 50 warm-up epochs and controller crossover 0.2 and their code's 20 sampled members per step.
+    :data:`PAPER_SCHEDULE` is the paper's, :data:`CODE2021_SCHEDULE` the authors' 2021 code's."""
 
     population_size: int = 60
     sample_size: int = 20
@@ -396,5 +442,19 @@ class SearchSchedule:
         return EAConfig(self.population_size, self.client_crossover, self.parent_fraction)
 
 
-#: The paper's budget (with ``SearchSpace(num_layers=6)``).
-PAPER_SCHEDULE = SearchSchedule()
+#: The paper's budget (with ``SearchSpace(num_layers=6)``): |P| = 60, E_evo = 250, E_weight = 5 (Section 4.1), every
+#: SuperNet step on all of P (Eq. 2's ``1/|P| sum_{a in P}``), no warm-up and an FEO generation from t = 1
+#: (Algorithm 2: gamma = 0.5 x 0.99^t, t = 1..E_evo). The EA's rates, which the paper does not give, are the
+#: authors' code's (crossover 0.2 at the controller as in their 2022 rework, 0.5 at the clients; half the base as
+#: parents).
+PAPER_SCHEDULE = SearchSchedule(sample_size=60, warmup_epochs=0)
+#: The authors' 2021 code's (github 21S003018/FL-AGCNS at d360d44, ``federal.py``): 250 epochs, 60 members, 20 of them
+#: sampled per step (``EVO_EPOCH``, ``NUM_POP``, ``SAMPLE_SIZE``), no warm-up, crossover 0.5 at the controller and
+#: the clients (``l = 0.5`` in ``ControllerSuperNet.evo`` and ``ClientSuperNet.process_population``), and gamma
+#: ``0.5 * 0.99^epoch`` with the 0-based epoch, i.e. ``gamma0 = 0.5 / 0.99`` on this 1-based t. Its fitness and final
+#: pick (validation accuracy) are run settings (``flagcns.fitness``, ``flagcns.final-pick``), not the schedule's.
+CODE2021_SCHEDULE = SearchSchedule(sample_size=20, warmup_epochs=0, controller_crossover=0.5, gamma0=0.5 / 0.99)
+#: The schedule of the presets called "paper" until 2026-12-02 and of ``benchmarks/flagcns.py --budget paper``'s
+#: cells: the paper's |P|, E_evo and E_weight with 50 warm-up epochs (the 2022 rework's; neither the paper nor the 2021
+#: code has them) and 20 sampled members per step.
+WARMUP50_SCHEDULE = SearchSchedule()

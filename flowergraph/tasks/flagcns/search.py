@@ -18,7 +18,9 @@ Epoch t = 1..E (``SearchSchedule``):
    validation accuracies instead of losses (the reference code).
 
 Evaluations within one FEO are cached per (client, network): the weights do not change during it.
-:meth:`InProcessSearch.final` is lines 19-22 (FLL of every member of P, the argmin). :meth:`state` /
+:meth:`InProcessSearch.final` is lines 19-22 (FLL of every member of P, the argmin; ``final_pick="accuracy"``:
+the highest federated validation accuracy, as the authors' 2021 code picks). ``adam_scope="once-touched"`` steps
+the SuperNet as the 2021 code did under torch 1.x (:class:`.training.SuperNetOptimizer`). :meth:`state` /
 :meth:`load_state` hold everything (SuperNet, Adam, the EAs, P, the random generators), so a resumed search is
 identical to an uninterrupted one.
 """
@@ -34,8 +36,8 @@ import torch
 
 from ...errors import ConfigError
 from ..torch_state import rng_state, set_rng_state
-from .evolution import (PAPER_SCHEDULE, EvolutionaryOptimizer, SearchSchedule, assemble_population,
-                        best_architecture, best_architectures, new_rng, rng_from_json, rng_state_json, sample_members)
+from .evolution import (FINAL_PICKS, PAPER_SCHEDULE, EvolutionaryOptimizer, SearchSchedule, assemble_population,
+                        final_candidates, new_rng, rng_from_json, rng_state_json, sample_members)
 from .space import Code, SearchSpace
 from .supernet import SuperNet
 from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, client_loss_and_gradients,
@@ -50,20 +52,22 @@ class InProcessSearch:
 
     def __init__(self, space: SearchSpace, graphs: Sequence, schedule: SearchSchedule = PAPER_SCHEDULE,
                  seed: int = 0, fitness: str = "loss", combine: str = "weighted", lr: float = LR,
-                 weight_decay: float = WEIGHT_DECAY):
+                 weight_decay: float = WEIGHT_DECAY, final_pick: str = "fll", adam_scope: str = "this-step"):
         if fitness not in FITNESS:
             raise ConfigError(f"unknown fitness {fitness!r}; valid choices: {', '.join(FITNESS)}")
+        if final_pick not in FINAL_PICKS:
+            raise ConfigError(f"unknown final pick {final_pick!r}; valid choices: {', '.join(FINAL_PICKS)}")
         if combine not in COMBINE_MODES:
             raise ConfigError(f"unknown gradient combination {combine!r}; valid choices: {', '.join(COMBINE_MODES)}")
         if not graphs:
             raise ConfigError("InProcessSearch needs at least one client graph")
         self.space, self.graphs, self.schedule = space, list(graphs), schedule
-        self.fitness, self.combine = fitness, combine
+        self.fitness, self.combine, self.final_pick = fitness, combine, final_pick
         in_dim = int(graphs[0].x.size(1))
         num_classes = int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or
                           max(int(g.y.max()) + 1 for g in graphs))
         self.supernet = SuperNet(space, in_dim, num_classes, seed=seed)
-        self.optimizer = SuperNetOptimizer(self.supernet, lr=lr, weight_decay=weight_decay)
+        self.optimizer = SuperNetOptimizer(self.supernet, lr=lr, weight_decay=weight_decay, scope=adam_scope)
         self.train_sizes = [int(g.train_mask.sum()) for g in graphs]
         self.val_sizes = [int(g.val_mask.sum()) for g in graphs]
         self.rng = new_rng(seed, 0x5EA)
@@ -152,17 +156,17 @@ class InProcessSearch:
         return [self.run_epoch() for _ in range(max(0, n))]
 
     def final(self) -> tuple[Code, float, float]:
-        """Algorithm 2 lines 19-22: ``(argmin_a FLL_a over P, its FLL, its federated validation accuracy)``."""
-        scores = self.federated_scores(self.population)
-        code, fll = best_architecture(self.population, [s[0] for s in scores])
-        return code, fll, scores[self.population.index(code)][1]
+        """Algorithm 2 lines 19-22: ``(argmin_a FLL_a over P, its FLL, its federated validation accuracy)``; with
+        ``final_pick="accuracy"`` the member with the highest federated validation accuracy (the 2021 code's
+        ``get_best_supermask``). Ties: the first in P."""
+        return self.finalists(1)[0]
 
     def finalists(self, k: int) -> list[tuple[Code, float, float]]:
-        """The ``k`` lowest-FLL distinct networks of P (``flagcns.finalists``, not the paper's rule):
-        ``[(code, FLL, federated validation accuracy)]`` in FLL order; ``finalists(1)[0] == final()``."""
+        """The ``k`` best distinct networks of P by the final pick (``flagcns.finalists``, not the paper's rule):
+        ``[(code, FLL, federated validation accuracy)]`` best first; ``finalists(1)[0] == final()``."""
         scores = self.federated_scores(self.population)
-        return [(code, fll, scores[i][1]) for code, fll, i in
-                best_architectures(self.space, self.population, [s[0] for s in scores], k)]
+        return [(code, fll, acc) for code, fll, acc, _ in
+                final_candidates(self.space, self.population, scores, k, self.final_pick)]
 
     # ------------------------------------------------------------------------------------------ state
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

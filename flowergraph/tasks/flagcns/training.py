@@ -13,7 +13,10 @@ nodes; ``CE_i(W, a)`` is the mean cross-entropy of code a's outputs over client 
   (``mode="sum"``). A parameter a client did not send counts as a zero gradient from it.
 * **Step** (:class:`SuperNetOptimizer`): one Adam step (lr 0.02, weight decay 5e-6: ``g + 5e-6 W``) on the
   parameters that received a gradient; the others, as torch's Adam does with a ``None`` gradient, keep their
-  values and their moment estimates (and step counts) unchanged.
+  values and their moment estimates (and step counts) unchanged (``scope="this-step"``, the default). With
+  ``scope="once-touched"`` (the authors' 2021 code as it ran under torch 1.x) every parameter that has received a
+  gradient once is stepped every step after, with a zero gradient when the step's codes do not train it: its
+  momentum and the weight decay keep moving it (module docstring of :mod:`flowergraph.tasks.flagcns`, item 10).
 * **Evaluation** (:func:`evaluate_codes`): each code's mean cross-entropy and accuracy on client i's validation
   (or any) nodes, in evaluation mode without gradients; :func:`federated_mean` gives
   ``FLL_a = sum_i (v_i / sum_j v_j) L_val_i(a)`` (paper Eq. 1) and the val-size weighted accuracy.
@@ -41,6 +44,9 @@ from .space import Code, SearchSpace
 from .supernet import ArchitectureNet, SuperNet, _as_codes
 
 COMBINE_MODES = ("weighted", "sum")
+#: Which parameters the server's Adam steps (:class:`SuperNetOptimizer`): those that got a gradient this step
+#: (``this-step``), or every one that got a gradient once (``once-touched``, the 2021 code under torch 1.x)
+ADAM_SCOPES = ("this-step", "once-touched")
 
 #: The paper's / reference code's SuperNet optimiser: Adam, learning rate 0.02, weight decay 5e-6.
 LR = 0.02
@@ -163,34 +169,58 @@ def combine_gradients(grads: Sequence[Mapping[str, np.ndarray]], sizes: Sequence
 class SuperNetOptimizer:
     """The server's Adam over the SuperNet's parameters; :meth:`step` applies one combined gradient.
 
+    ``scope`` (:data:`ADAM_SCOPES`): ``this-step`` steps the parameters named in the step's gradients only (the
+    others keep their values and moments, as torch's Adam does with a ``None`` gradient); ``once-touched`` also
+    steps, with a zero gradient, every parameter that was stepped before: what the authors' 2021 code did under
+    torch 1.x, whose ``zero_grad()`` left a zero tensor (not ``None``) in every ``.grad`` it had touched, so its
+    clients sent zeros for those parameters and its server's Adam stepped them (``federal.py`` at d360d44:
+    ``Client.get_grad_dict``, ``Controller.aggregate_grad``). A parameter counts as stepped before when Adam holds
+    state for it, so the scope needs nothing beyond the optimiser's state to resume.
+
     Its state (moment estimates, step counts) goes to arrays and JSON values (:meth:`state`) and back
     (:meth:`load_state`), so a resumed search steps exactly as an uninterrupted one."""
 
-    def __init__(self, supernet: SuperNet, lr: float = LR, weight_decay: float = WEIGHT_DECAY):
+    def __init__(self, supernet: SuperNet, lr: float = LR, weight_decay: float = WEIGHT_DECAY,
+                 scope: str = "this-step"):
         if not lr > 0:
             raise ConfigError(f"lr must be > 0, got {lr}")
         if weight_decay < 0:
             raise ConfigError(f"weight_decay must be >= 0, got {weight_decay}")
-        self.supernet = supernet
+        if scope not in ADAM_SCOPES:
+            raise ConfigError(f"unknown Adam scope {scope!r}; valid choices: {', '.join(ADAM_SCOPES)}")
+        self.supernet, self.scope = supernet, scope
         self.params = dict(supernet.named_parameters())
         self.optimizer = torch.optim.Adam(list(self.params.values()), lr=lr, weight_decay=weight_decay)
 
-    def step(self, grads: Mapping[str, np.ndarray]) -> None:
-        """One Adam step with ``grads`` (named by state-dict key); parameters not named are left as they are."""
+    def touched(self) -> list[str]:
+        """The parameters Adam has stepped at least once (it holds state for them), in parameter order."""
+        return [k for k, p in self.params.items() if self.optimizer.state.get(p)]
+
+    def step(self, grads: Mapping[str, np.ndarray]) -> list[str]:
+        """One Adam step with ``grads`` (named by state-dict key); returns the keys of the parameters it stepped:
+        those named, and under ``once-touched`` also those stepped before (with a zero gradient). The others are
+        left as they are."""
         for key, value in grads.items():
             if key not in self.params:
                 raise ConfigError(f"gradient for {key!r}, which is not a SuperNet parameter")
             if tuple(np.shape(value)) != tuple(self.params[key].shape):
                 raise ConfigError(f"gradient {key!r} has shape {tuple(np.shape(value))}, the parameter "
                                   f"{tuple(self.params[key].shape)}")
+        stepped = list(grads)
+        if self.scope == "once-touched":
+            named = set(grads)
+            stepped += [k for k in self.touched() if k not in named]
         for p in self.params.values():
             p.grad = None
         for key, value in grads.items():
             p = self.params[key]
             p.grad = torch.from_numpy(np.ascontiguousarray(value)).to(p.dtype).clone()
+        for key in stepped[len(grads):]:
+            self.params[key].grad = torch.zeros_like(self.params[key])
         self.optimizer.step()
         for p in self.params.values():
             p.grad = None
+        return stepped
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         return optimizer_state(self.optimizer)
