@@ -123,3 +123,46 @@ def test_checkpoint_phases_write_and_read_the_node_state(tmp_path):
     assert node.get_properties({}) == {"partition_id": 1}  # everything else goes to the inner client
     with pytest.raises(CheckpointError, match="round-000005.npz' does not exist"):
         node.get_properties(protocol.phase_message(protocol.STATE_LOAD, server_round=5, run_tag="abc"))
+
+
+def test_the_client_checkpoints_part_saves_and_restores_clients_without_a_strategy(tmp_path):
+    """flowergraph.strategies.ClientCheckpoints over a PhaseRunner alone: every client saves its state under the
+    run's tag, a client that cannot is listed as missing, the record survives state_dict, and a restore brings
+    every client's state back."""
+    from flwr.common import Code, GetPropertiesRes, Status
+    from flwr.server.client_proxy import ClientProxy
+
+    from flowergraph.strategies import ClientCheckpoints, ClientDirectory, PhaseRunner
+
+    class Proxy(ClientProxy):
+        def __init__(self, cid, node):
+            super().__init__(cid)
+            self.node = node
+
+        def get_properties(self, ins, timeout, group_id):
+            if self.node is None:
+                raise RuntimeError("disk full")
+            return GetPropertiesRes(Status(Code.OK, ""), self.node.get_properties(dict(ins.config)))
+
+        get_parameters = fit = evaluate = reconnect = None
+
+    states = [ClientState(RecordDict()) for _ in range(2)]
+    for k, state in enumerate(states):
+        state.set_arrays("private", {"w": np.full(2, float(k))})
+    proxies = [Proxy(f"n{k}", StateCheckpoints(NoOpClient([], k), state, partition_id=k, state_dir=tmp_path))
+               for k, state in enumerate(states)] + [Proxy("n2", None)]
+    directory = ClientDirectory(3)
+    directory.partition_of.update({"n0": 0, "n1": 1, "n2": 2})
+    part = ClientCheckpoints(PhaseRunner(directory), run_tag="tag")
+    saved = part.save(4, proxies, timeout=None)
+    assert saved == {"round": 4, "run_tag": "tag", "missing": ["2"],
+                     "files": {"0": str(state_file(tmp_path, "tag", 0, 4)), "1": str(state_file(tmp_path, "tag", 1, 4))}}
+    resumed = ClientCheckpoints(PhaseRunner(directory))
+    resumed.load_state_dict(part.state_dict())
+    assert resumed.run_tag == "tag" and resumed.last == saved and not resumed.restored
+    for state in states:
+        state.set_arrays("private", {"w": np.zeros(2)})
+    resumed.restore(proxies[:2], timeout=None)
+    assert resumed.restored
+    for k, state in enumerate(states):
+        np.testing.assert_array_equal(state.get_arrays("private")["w"], np.full(2, float(k)))

@@ -251,8 +251,6 @@ def test_cluster_models_are_weighted_means_of_their_members():
     """The strategy alone, on synthetic updates: two opposite groups of updates split the federation once the
     warm-up is over; each cluster's model (a group of the model bank) is its members' weighted mean; an update
     without a partition id of the federation only enters the federation-wide model."""
-    from flwr.common import ndarrays_to_parameters
-
     from flowergraph.strategies import FederationPolicy
     from flowergraph.strategies.aggregation import Update
     from flowergraph.strategies.bank import group_slot
@@ -282,14 +280,13 @@ def test_cluster_models_are_weighted_means_of_their_members():
                                    sum(w * updates[p].arrays[0] for w, p in zip(ws, members)) / sum(ws),
                                    rtol=1e-6, atol=1e-7)
     strategy.directory.partition_of.update({"a": 0, "b": 3, "c": 7})
-    params = ndarrays_to_parameters(start)
     proxy = type("P", (), {})
     (first, second) = strategy.bank.groups
     for cid, name in (("a", first), ("b", second)):
         p = proxy(); p.cid = cid  # noqa: E702
-        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.client_parameters(p, params))[0],
+        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0],
                                       strategy.bank.get(group_slot(name))["0"])
     for cid in ("unknown", "c"):  # not identified / a partition outside the federation: the global model
         p = proxy(); p.cid = cid  # noqa: E702
-        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.client_parameters(p, params))[0],
+        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0],
                                       strategy.global_arrays[0])

@@ -406,3 +406,28 @@ def test_a_client_that_ignores_fused_evaluation_is_evaluated_separately(tmp_path
     np.testing.assert_array_equal(b.evaluated[0][0], A[0])  # the model round 2's fit carried (round 1's)
     assert a.evaluated == [] and s.fused_eval is False
     assert len(s.configure_evaluate(2, round2, manager)) == 2  # separate evaluation from now on
+
+
+def test_the_fused_evaluation_part_works_without_a_strategy():
+    """FusedEvaluation over its own schedule and book: it holds the record of a round whose evaluation is fused,
+    flags the next fit, completes the record from the fit replies (a client without eval_* metrics evaluated on
+    what it was sent), hands the rows to the hook before writing the record, and turns fusion off."""
+    from flowergraph.strategies import ClientDirectory, EvaluationSchedule, FusedEvaluation, RoundBook
+
+    written, seen = [], []
+    book = RoundBook(listeners=[lambda rec: written.append(dict(rec))])
+    schedule = EvaluationSchedule(eval_every=1, num_rounds=3, fused=True)
+    fused = FusedEvaluation(schedule, book, label=ClientDirectory(2).label)
+    book.start(1)["train_loss"] = 0.5
+    assert fused.hold(1) and book.held["round"] == 1 and book.pending == {}
+    assert fused.flag({"server_round": 2}) == {"server_round": 2, "evaluate_global": True}
+    a, b = EvalProxy("a", 0, 0.0), EvalProxy("b", 1, 0.8)
+    rec = fused.complete(2, [(a, fit_res(A, 1, 0, **_eval_metrics(0.4, 100, 0, "eval_"))), (b, fit_res(B, 1, 1))],
+                         {"a": ndarrays_to_parameters(B), "b": ndarrays_to_parameters(A)},
+                         lambda r: {"server_round": r}, lambda r, rows: seen.append((r, [e.client for e in rows],
+                                                                                   len(written))))
+    assert seen == [(1, ["0", "1"], 0)] and written == [rec] and book.held is None
+    assert rec["accuracy"] == pytest.approx(0.6) and rec["fused_eval_fallback"] == ["1"] and rec["train_loss"] == 0.5
+    np.testing.assert_array_equal(b.evaluated[0][0], A[0])  # evaluated on what its fit carried
+    assert a.evaluated == [] and schedule.fused is False and not fused.hold(2)
+    assert fused.flag({}) == {}

@@ -15,8 +15,9 @@
   :class:`TrimmedMean`, :class:`Krum` and :func:`make_aggregator`;
 * the parts, for your own strategies: :class:`ClientDirectory` (identity, sampling, names),
   :class:`Aggregator` / :class:`WeightedMean` (aggregation rules), :class:`EvaluationSchedule`,
-  :class:`RoundBook` (records), :class:`PhaseRunner` / :class:`PhaseMessage` / :class:`PhaseReply` /
-  :class:`PhaseError` (method phases), and the helpers :func:`check_update`, :func:`weighted_average`,
+  :class:`FusedEvaluation`, :class:`RoundBook` (records), :class:`ClientCheckpoints` (clients' saved state),
+  :class:`PhaseRunner` / :class:`PhaseMessage` / :class:`PhaseReply` / :class:`PhaseError` (method phases), and
+  the helpers :func:`check_update`, :func:`weighted_average`,
   :func:`weighted_metric`, :func:`failure_reason`.
 
 Names are imported on first use, so ``import flowergraph.strategies`` stays cheap.
@@ -33,11 +34,12 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for ty
     from .aggregation import (AggregationConfigError, Aggregator, CoordinateMedian, Krum, RoundNotAggregated,
         TrimmedMean, Update, WEIGHTINGS, WeightedMean, make_aggregator)
     from .bank import ModelBank
+    from .client_checkpoints import ClientCheckpoints
     from .base import FederatedStrategy
     from .common import check_named_update, check_update, weighted_average, weighted_metric
     from .directory import ClientDirectory, failure_reason
     from .dp import CentralDPClientSide, CentralDPServerSide, DPConfig, LocalDPAccounting, PrivacyBudget, with_dp
-    from .evaluation import ClientEvaluation, EvaluationSchedule, MetricAggregation
+    from .evaluation import ClientEvaluation, EvaluationSchedule, FusedEvaluation, MetricAggregation
     from .fedgcn import FedGCNStrategy
     from .fedstar import FedStarStrategy
     from .fedgraph import FedGraphStrategy
@@ -62,15 +64,16 @@ _EXPORTS = {
     "ClientDirectory": "directory", "failure_reason": "directory",
     "Aggregator": "aggregation", "WeightedMean": "aggregation", "Update": "aggregation",
     "AggregationConfigError": "aggregation", "WEIGHTINGS": "aggregation",
-    "EvaluationSchedule": "evaluation", "RoundBook": "records",
+    "EvaluationSchedule": "evaluation", "FusedEvaluation": "evaluation", "RoundBook": "records",
+    "ClientCheckpoints": "client_checkpoints",
     "PhaseRunner": "phases", "Phase": "phases", "PhaseMessage": "phases", "PhaseReply": "phases",
     "PhaseError": "phases", "relay": "phases",
     "check_update": "common", "weighted_average": "common", "weighted_metric": "common",
 }
 __all__ = ["ASFGNNStrategy", "AggregationConfigError", "Aggregator", "CKKSAggregation", "CentralDPClientSide", "CentralDPServerSide",
-           "ClientDirectory", "ClientEvaluation", "CoordinateMedian", "DPConfig", "EvaluationSchedule",
+           "ClientCheckpoints", "ClientDirectory", "ClientEvaluation", "CoordinateMedian", "DPConfig", "EvaluationSchedule",
            "FLAGCNSStrategy", "FedGCNStrategy", "FedGraphStrategy", "FedStarStrategy", "FederatedStrategy",
-           "FederationPolicy",
+           "FederationPolicy", "FusedEvaluation",
            "GCFLStrategy", "Krum",
            "LocalDPAccounting", "MetricAggregation", "ModelBank", "Phase", "PhaseError", "PhaseMessage",
            "PhaseReply", "PhaseRunner", "PrivacyBudget", "RoundBook", "RoundNotAggregated", "Stage", "TrimmedMean",

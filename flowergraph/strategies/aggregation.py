@@ -14,6 +14,10 @@ A weight that cannot be computed because of how the run is configured (``batch-s
 that reports no ``batch_size``) raises :class:`AggregationConfigError`: the strategy fails the run with that
 message instead of dropping the client round after round.
 
+Before any rule, :func:`accept_updates` turns a round's fit replies into the updates it combines: each is decoded
+and checked by name against the arrays its client was sent (:func:`~flowergraph.strategies.common.check_named_update`),
+weighed, and, with ``max_update_norm``, compared with the round's median update norm (:func:`refuse_outliers`).
+
 Byzantine-robust rules (run config ``aggregator``), each Flower's own function from
 ``flwr.server.strategy.aggregate`` applied to the accepted updates, the result cast to the global dtypes:
 
@@ -28,13 +32,19 @@ Byzantine-robust rules (run config ``aggregator``), each Flower's own function f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from logging import WARNING
+from typing import Any, Callable, Mapping
 
 import numpy as np
+from flwr.common import FitRes
+from flwr.common.logger import log
+from flwr.server.client_proxy import ClientProxy
 
+from .. import wire
 from ..settings.choices import AGGREGATORS, WEIGHTINGS
-from .common import weighted_average
+from .common import check_named_update, config_bytes, parameters_bytes, weighted_average, weighted_metric
 
 
 class AggregationConfigError(RuntimeError):
@@ -233,3 +243,99 @@ def make_aggregator(name: str, *, weighting: str = "train-size", trim: float = 0
     if name == "multi-krum":
         return Krum(malicious, keep, weighting)
     raise ValueError(f"unknown aggregator {name!r}; valid choices: {', '.join(AGGREGATORS)}")
+
+
+# ------------------------------------------------------------------------------------ accepting a round's updates
+def accept_updates(server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any], *,
+                   aggregator: Aggregator, label: Callable[[ClientProxy, Any], str],
+                   reference: Callable[[ClientProxy], Mapping[str, np.ndarray] | None],
+                   add_bytes: Callable[..., None], update_kind: str = "weights", max_update_norm: float = 0.0
+                   ) -> tuple[list[Update], list[float]]:
+    """The round's accepted updates and their weights. Each fit reply is decoded and checked by name against
+    ``reference(proxy)``, the arrays its client was sent (any of them, named, when ``update_kind`` is
+    ``"partial"``), and weighed by ``aggregator``; a malformed one, or one whose weight is negative or not finite,
+    is rejected (logged, listed under ``rec["rejected"]``). With ``max_update_norm`` > 0 and at least 3 accepted
+    updates, those :func:`refuse_outliers` refuses are rejected too. Each reply's bytes go to ``add_bytes``; each
+    accepted client's size, weight and fit metrics to ``rec["clients"]``; ``rec`` gets ``num_fit`` and
+    ``train_loss``. A weight the run's configuration cannot compute (:class:`AggregationConfigError`) fails the
+    run: RuntimeError naming the round."""
+    updates, weights, rejected, norms = [], [], [], []
+    for proxy, res in results:
+        add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
+        name = label(proxy, res.metrics)
+        sent = reference(proxy) or {}
+        update, problem = _decode(res, name, sent, update_kind == "partial")
+        if problem is None:
+            try:
+                weight = aggregator.weight(update)
+            except AggregationConfigError as exc:
+                raise RuntimeError(f"round {server_round}: {exc}") from None
+            if not (weight >= 0 and math.isfinite(weight)):
+                problem = f"invalid aggregation weight {weight}"
+        if problem is not None:
+            log(WARNING, "round %s: rejected the update of client %s: %s", server_round, name, problem)
+            rejected.append({"client": name, "reason": problem})
+            continue
+        updates.append(update)
+        weights.append(weight)
+        if max_update_norm > 0:
+            norms.append(update_norm(update, sent, gradients=update_kind == "gradients"))
+        fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
+        rec.setdefault("clients", {}).setdefault(name, {}).update(
+            {"num_train": int(res.num_examples), "fit_weight": weight,
+             **{f"fit_{k}": v for k, v in fit_metrics.items() if k != wire.NUM_TRAIN}})
+    if norms and len(updates) >= 3:
+        updates, weights = refuse_outliers(server_round, updates, weights, norms, max_update_norm, rejected, rec)
+    rec["rejected"] = rejected
+    rec["num_fit"] = len(updates)
+    rec["train_loss"] = weighted_metric((u.metrics.get(wire.TRAIN_LOSS), w) for u, w in zip(updates, weights))
+    return updates, weights
+
+
+def _decode(res: FitRes, label: str, sent: Mapping[str, np.ndarray], partial: bool) -> tuple[Update, str | None]:
+    """A fit reply's update and why it is malformed (None when it is not)."""
+    try:
+        arrays = wire.to_ndarrays(res.parameters)
+    except Exception as exc:  # noqa: BLE001 (undecodable payload)
+        return Update(label, [], int(res.num_examples), dict(res.metrics)), \
+            f"undecodable update ({type(exc).__name__}: {exc})"
+    try:
+        keys = wire.decode_keys(res.metrics, len(arrays))
+    except ValueError as exc:
+        return Update(label, arrays, int(res.num_examples), dict(res.metrics)), str(exc)
+    problem = check_named_update(arrays, keys, sent, partial=partial)
+    return Update(label, arrays, int(res.num_examples), dict(res.metrics),
+                  keys=list(keys) if keys is not None else list(sent)), problem
+
+
+def update_norm(update: Update, sent: Mapping[str, np.ndarray], *, gradients: bool = False) -> float:
+    """The L2 norm of an accepted update: of the arrays themselves (``gradients``), else of their difference to
+    ``sent``, the arrays the client was sent."""
+    if gradients:
+        return float(math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.arrays)))
+    keys = update.keys if update.keys is not None else list(sent)
+    total = 0.0
+    for key, array in zip(keys, update.arrays):
+        diff = np.asarray(array, dtype=np.float64) - np.asarray(sent[key], dtype=np.float64)
+        total += float(np.sum(np.square(diff)))
+    return math.sqrt(total)
+
+
+def refuse_outliers(server_round: int, updates: list[Update], weights: list[float], norms: list[float],
+                    limit: float, rejected: list[dict[str, str]], rec: dict[str, Any]
+                    ) -> tuple[list[Update], list[float]]:
+    """``max_update_norm``: the updates whose norm exceeds ``limit`` times the round's median norm are refused
+    (logged, listed in ``rejected``, their rows dropped from ``rec["clients"]``); the others are returned."""
+    median = float(np.median(norms))
+    keep_u, keep_w = [], []
+    for update, weight, norm in zip(updates, weights, norms):
+        if median > 0 and norm > limit * median:
+            reason = (f"update norm {norm:.4g} is {norm / median:.3g} x the round's median {median:.4g}, above "
+                      f"max-update-norm={limit:g}")
+            log(WARNING, "round %s: refused the update of client %s: %s", server_round, update.client, reason)
+            rejected.append({"client": update.client, "reason": reason})
+            rec.get("clients", {}).pop(update.client, None)
+            continue
+        keep_u.append(update)
+        keep_w.append(weight)
+    return keep_u, keep_w

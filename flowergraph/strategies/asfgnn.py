@@ -66,7 +66,7 @@ from logging import INFO, WARNING
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.common import EvaluateIns, FitIns, Parameters, Scalar
+from flwr.common import EvaluateIns, Parameters, Scalar
 from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
@@ -78,9 +78,9 @@ from ..wire import asfgnn as aw
 from ..wire.secure import CKKS_SUM, CKKS_SUMMED
 from .aggregation import Update, WeightedMean
 from .bank import GLOBAL, NamedArrays
-from .base import FederatedStrategy, resolve_policy
+from .base import FederatedStrategy
 from .phases import PhaseError
-from .policy import FederationPolicy
+from .policy import FederationPolicy, resolve_policy
 
 SEARCHES = ("none", "smac", "grid", "random")
 SHARES = ("fgnn", "all", "none")
@@ -222,19 +222,18 @@ class ASFGNNStrategy(FederatedStrategy):
     def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
         return GLOBAL, list(self.bank.global_model or {})  # the names always travel (model + statistics)
 
-    def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
-                         config: dict[str, Scalar]) -> list[tuple[ClientProxy, FitIns]]:
+    def client_config(self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar],
+                      kind: str) -> dict[str, Scalar]:
+        """A fit tells each client the trial, the trial's round and its own hyper-parameters."""
+        if kind != "fit":
+            return config
         k, p = self.position(server_round)
-        out = []
-        for proxy in clients:
-            pid = self.partition(proxy)
-            entry = self.client_table.get(int(pid)) if pid is not None else None
-            if entry is None or "hyperparams" not in entry:
-                raise RuntimeError(f"asfgnn: no hyper-parameters for client {pid} (node {proxy.cid}); the "
-                                   f"configuration has {len(self.client_table)} clients")
-            instruction = aw.TrialInstruction(k, p, p <= self.trial_rounds, entry["hyperparams"])
-            out.append((proxy, self.fit_instruction(proxy, parameters, {**config, **instruction.encode()})))
-        return out
+        pid = self.partition(proxy)
+        entry = self.client_table.get(int(pid)) if pid is not None else None
+        if entry is None or "hyperparams" not in entry:
+            raise RuntimeError(f"asfgnn: no hyper-parameters for client {pid} (node {proxy.cid}); the "
+                               f"configuration has {len(self.client_table)} clients")
+        return {**config, **aw.TrialInstruction(k, p, p <= self.trial_rounds, entry["hyperparams"]).encode()}
 
     def configure_evaluate(self, server_round: int, parameters: Parameters,
                            client_manager: ClientManager) -> list[tuple[ClientProxy, EvaluateIns]]:

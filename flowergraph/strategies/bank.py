@@ -3,7 +3,7 @@ one per group of clients, one per client, each a set of named arrays, with one s
 
 Slots are named ``"global"``, ``"group:<name>"`` and ``"client:<partition id>"``. :meth:`ModelBank.model_for`
 gives a client its own model if the bank has one, else its group's, else the global one: what
-:meth:`~flowergraph.strategies.FederatedStrategy.client_parameters` sends it for training and evaluation (GCFL's
+:meth:`~flowergraph.strategies.FederatedStrategy.client_model` sends it for training and evaluation (GCFL's
 clusters are groups; a method with personalised server-side models keeps one per client). Arrays are named by
 their state-dict keys where the clients report them (``"convs.0.lin.weight"``), else by position (``"0"``,
 ``"1"``, ...); updates are checked and averaged by name, so a client may return some of the arrays it was sent
@@ -21,6 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from flwr.common import Parameters, ndarrays_to_parameters
 
+from ..wire import to_ndarrays
+
 NamedArrays = dict[str, np.ndarray]
 GLOBAL = "global"
 
@@ -37,6 +39,16 @@ def named(arrays: Sequence[np.ndarray], keys: Sequence[str] | None = None) -> Na
     if len(keys) != len(arrays):
         raise ValueError(f"{len(arrays)} arrays but {len(keys)} names")
     return {str(k): np.asarray(a) for k, a in zip(keys, arrays)}
+
+
+def initial_arrays(initial: Any) -> tuple[list[np.ndarray], list[str] | None]:
+    """A strategy's ``initial_parameters`` (named arrays, Flower ``Parameters`` or a sequence of arrays) as its
+    arrays and their names (None: unnamed)."""
+    if isinstance(initial, Mapping):
+        return list(initial.values()), list(initial)
+    if isinstance(initial, Parameters):
+        return to_ndarrays(initial), None
+    return list(initial), None
 
 
 def group_slot(name: str) -> str:
@@ -101,6 +113,25 @@ class ModelBank:
             keys = list(current) if current is not None and len(current) == len(arrays) else None
             arrays = named(arrays, keys)
         self.set(GLOBAL, arrays)
+
+    def adopt(self, parameters: Parameters | None) -> None:
+        """A server loop's model becomes the global model when it is another model of the same shapes (Flower's
+        contract: a round trains the parameters the loop passes, e.g. a DP wrapper's noisy release). The bank's
+        own serialisation (:meth:`is_current`) costs nothing; a model of other shapes (the previous stage's, after
+        a stage changed the model) is ignored."""
+        if parameters is None or not parameters.tensors or self.is_current(GLOBAL, parameters):
+            return
+        current = self.global_model
+        arrays = to_ndarrays(parameters)
+        if current is None:
+            self.set(GLOBAL, named(arrays), parameters=parameters)
+        elif len(arrays) == len(current) and all(a.shape == b.shape for a, b in zip(arrays, current.values())):
+            self.set(GLOBAL, named(arrays, list(current)), parameters=parameters)
+
+    def arrays(self, slot: str, keys: Sequence[str] | None = None) -> NamedArrays:
+        """The named arrays of ``slot`` (all, or those named ``keys``; an empty mapping for an empty slot)."""
+        model = self._models.get(slot) or {}
+        return model if keys is None else {k: model[k] for k in keys}
 
     # ------------------------------------------------------------------------------------------- groups
     @property

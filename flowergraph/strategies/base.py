@@ -1,89 +1,71 @@
 """The base strategy of every flowergraph method, composed of small parts.
 
-:class:`FederatedStrategy` is a legacy Flower ``Strategy`` (it runs in Flower's simulation, in deployment, in
-your own ``server_fn`` and under ``LegacyContext`` + ``DefaultWorkflow``, SecAgg+ included) built from:
+:class:`FederatedStrategy` is a legacy Flower ``Strategy``: it runs in Flower's simulation, in deployment, in your
+own ``server_fn``, under ``LegacyContext`` + ``DefaultWorkflow`` (SecAgg+ included), and on the Message API, whose
+:class:`flowergraph.app.message_server.FlowergraphStrategy` calls this same Strategy API. Its parts, each usable on
+its own:
 
-* a :class:`~flowergraph.strategies.policy.FederationPolicy` (clients, rounds, sampling, evaluation, timeouts:
-  plain values) and, for runs in stages, :class:`~flowergraph.strategies.policy.Stage` s;
-* a :class:`~flowergraph.strategies.bank.ModelBank`: the global model, one per group, one per client, as named
-  arrays with one serialisation cache (what each client receives: :meth:`client_model`);
-* :class:`~flowergraph.strategies.directory.ClientDirectory`: identity handshake (which node holds which
-  partition), seeded sampling, clients named in logs and records;
-* update validation by name (:func:`~flowergraph.strategies.common.check_named_update`: the arrays a client
-  was sent, their shapes, dtypes, finite values; whole or partial updates as the strategy's ``update_kind`` says);
-* an :class:`~flowergraph.strategies.aggregation.Aggregator` (weighted mean by default; per array for partial
-  updates);
-* an :class:`~flowergraph.strategies.evaluation.EvaluationSchedule` (``eval_every``, fused evaluation) and a
-  :class:`~flowergraph.strategies.evaluation.MetricAggregation` (how clients' metrics become a round's);
-* a :class:`~flowergraph.strategies.records.RoundBook` (timing, bytes, one record per round);
-* a :class:`~flowergraph.strategies.phases.PhaseRunner` (method phases besides training);
-* checkpoint state (:meth:`state_dict`: the bank, the stage, a per-client table, the round clock) and, for
-  methods whose clients keep state, client checkpoints.
+* :class:`~.policy.FederationPolicy`, :class:`~.policy.Stage`: how the federation runs (plain values); stages;
+* :class:`~.bank.ModelBank`: the global model, one per group, one per client, named arrays, one serialisation cache;
+* :class:`~.directory.ClientDirectory`: identity handshake, the initial model, seeded sampling, client names;
+* :func:`~.aggregation.accept_updates`: updates checked by name against what each client was sent, and weighed;
+  :class:`~.aggregation.Aggregator`: how they are combined (weighted mean by default; per array when partial);
+* :class:`~.evaluation.EvaluationSchedule`, :class:`~.evaluation.FusedEvaluation` (a round's evaluation inside the
+  next round's fit), :class:`~.evaluation.MetricAggregation` (clients' metrics into a round's);
+* :class:`~.records.RoundBook`: timing, bytes, one record per round; :class:`~.phases.PhaseRunner`: method phases;
+* :class:`~.secure.CKKSAggregation` (``secure_agg="ckks"``), :func:`~.secure.check_secagg_sum` (SecAgg+'s sum);
+* :class:`~.client_checkpoints.ClientCheckpoints`: the state of clients that keep some, saved and restored;
+* :meth:`state_dict`: the bank, the stage, a per-client table (:meth:`client_entry`), the round clock.
 
-A method strategy subclasses it and overrides hooks; each hook has a working default:
+What a client gets is said one way, for training and evaluation alike: :meth:`client_model` (which bank slot, which
+of its arrays), :meth:`fit_config` / :meth:`evaluate_config` (the round's config) and :meth:`client_config` (one
+client's own keys), from which :meth:`instruction` builds every message; what a client was sent is what its update
+is checked against (under CKKS: what the encrypted sum is shaped like).
+
+A method strategy subclasses it and overrides hooks; each has a working default:
 
 * :meth:`setup` (once, after the initial model: one-off phases such as FedGCN's exchange);
 * :meth:`begin_stage` (when a later stage starts: the stage's new model, e.g. the architecture a search chose);
 * :meth:`before_fit` (every round, before training: per-round phases such as an embedding exchange);
-* :meth:`fit_config` and :meth:`fit_instructions` (what each sampled client is told: the same config, or one
-  per client, e.g. per-client hyper-parameters);
-* :meth:`client_model` (which model, and which of its arrays, a client trains and is evaluated on: the bank's
-  answer by default, a sub-network for an architecture search);
+* :meth:`fit_config`, :meth:`evaluate_config`, :meth:`client_model`, :meth:`client_config` (what a client gets);
 * :meth:`aggregate_updates` (how accepted updates become the new model(s): the aggregator by default; a method
-  with groups or per-client models updates the bank here);
-* :meth:`after_fit` (every round, after aggregation);
-* :meth:`evaluate_instructions` (what each client evaluates) and :meth:`after_evaluate` (every client's
-  evaluation of a round's model, from the separate and the fused path alike);
+  with groups or per-client models updates the bank here) and :meth:`after_fit` (every round, after aggregation);
+* :meth:`after_evaluate` (every client's evaluation of a round's model, from the separate and the fused path alike);
 * :meth:`round_closed` (a round's record, once complete: time, bytes, accuracy; e.g. an agent's reward);
 * :meth:`state_dict` / :meth:`load_state_dict` (extend with the method's own state: agents, populations).
 
-Algorithm (round r = 1..R): sample ``fraction_fit`` of the clients (seeded by seed and r); send each its model
-and its config; reject malformed updates (logged with the client's partition id); if at least ``min_clients``
-valid updates remain, :meth:`aggregate_updates` combines them into the new model(s), else the models are kept
-for that round; evaluate on the clients every ``eval_every`` rounds (fused into the next round's fit when
-``fused_eval``) and on the server with ``evaluate_fn``. Failed clients (an exception, a timeout, a dead node)
-are left out of the round and named; a client that refuses the run because of bad input fails the run.
+Algorithm (round r = 1..R): sample ``fraction_fit`` of the clients (seeded by seed and r); send each its model and
+its config; reject malformed updates (logged with the client's partition id); if at least ``min_clients`` valid
+updates remain, :meth:`aggregate_updates` combines them into the new model(s), else the models are kept for that
+round; evaluate on the clients every ``eval_every`` rounds (fused into the next round's fit when ``fused_eval``)
+and on the server with ``evaluate_fn``. Failed clients (an exception, a timeout, a dead node) are left out of the
+round and named; a client that refuses the run because of bad input fails the run.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import math
-import uuid
 from logging import INFO, WARNING
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from flwr.common import (
-    EvaluateIns,
-    EvaluateRes,
-    FitIns,
-    FitRes,
-    GetParametersIns,
-    NDArrays,
-    Parameters,
-    Scalar,
-)
+from flwr.common import EvaluateIns, EvaluateRes, FitIns, FitRes, NDArrays, Parameters, Scalar
 from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from .. import wire
-from ..wire.secure import CKKS_SUM, CKKS_SUMMED, CKKS_TOTAL_WEIGHT, CKKS_VALUES
-from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
-from .bank import GLOBAL, ModelBank, NamedArrays, named
-from .common import check_named_update, config_bytes, parameters_bytes, weighted_metric
-from .directory import ClientDirectory, distinct_failures, failure_reason
-from .evaluation import (DEFAULT_METRICS, ClientEvaluation, EvaluationSchedule, MetricAggregation, fused_metrics,
-                         record_evaluation)
-from ..wire import PhaseMessage
+from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean, accept_updates
+from .bank import GLOBAL, ModelBank, NamedArrays, initial_arrays, named
+from .client_checkpoints import ClientCheckpoints
+from .directory import ClientDirectory, distinct_failures
+from .evaluation import (DEFAULT_METRICS, ClientEvaluation, EvaluationSchedule, FusedEvaluation, MetricAggregation,
+                         record_replies, server_evaluation)
 from .phases import PhaseRunner
-from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan
+from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan, resolve_policy
 from .records import RoundBook
-from .secure import CKKSAggregation, Upload
-
-SECURE_AGG = ("none", "secagg+", "ckks")
+from .secure import CKKSAggregation, check_secagg_sum
 
 EvaluateFn = Callable[[int, NDArrays], "tuple[float, dict[str, Scalar]] | None"]
 
@@ -134,14 +116,12 @@ class FederatedStrategy(Strategy):
                                            fused=policy.fused_eval and policy.full_participation,
                                            separate=self.stage_plan.last_rounds())
         self.book = RoundBook(recorder, listeners=[self.round_closed])
+        self.fused = FusedEvaluation(self.schedule, self.book, self.metrics, self.directory.label)
         self.phases = PhaseRunner(self.directory, max_parallel=policy.max_parallel)
-        self.ckks = CKKSAggregation(self.phases, policy.min_secure_clients) if policy.secure_agg == "ckks" \
-            else None
+        self.ckks = CKKSAggregation(self.phases, policy.min_secure_clients) if policy.secure_agg == "ckks" else None
+        self.client_state = ClientCheckpoints(self.phases)  # used when the policy has stateful_clients
         self.last_fit_round = 0  # the last round whose fit results reached aggregate_fit
         self.resumed = False  # set by load_state_dict: the run continues from a checkpoint
-        self.restored_clients = False  # a resumed run restored its clients' saved state
-        self.run_tag = uuid.uuid4().hex[:12]  # names this run's client state files (kept across a resume)
-        self.client_checkpoint: dict[str, Any] | None = None  # the last client checkpoint (round, files)
         self._resume_bank: dict[str, Any] | None = None
         self._sampled: list[ClientProxy] = []  # the current fit/evaluate phase's clients (to name failures)
         self._sent: dict[str, tuple[Parameters, str, list[str] | None]] = {}  # this round's fit, per node id
@@ -161,18 +141,10 @@ class FederatedStrategy(Strategy):
     stateful_clients = property(lambda self: self.policy.stateful_clients)
     secure_agg = property(lambda self: self.policy.secure_agg)
     seed = property(lambda self: self.policy.seed)
-
-    @property
-    def recorder(self) -> Any:
-        return self.book.recorder
-
-    @property
-    def fused_eval(self) -> bool:
-        return self.schedule.fused
-
-    @property
-    def partition_of(self) -> dict[str, int]:
-        return self.directory.partition_of
+    recorder = property(lambda self: self.book.recorder)
+    fused_eval = property(lambda self: self.schedule.fused)
+    partition_of = property(lambda self: self.directory.partition_of)
+    client_checkpoint = property(lambda self: self.client_state.last, doc="The last client checkpoint, or None.")
 
     @property
     def global_arrays(self) -> NDArrays | None:
@@ -200,9 +172,6 @@ class FederatedStrategy(Strategy):
         """Ask every connected client which partition it holds (see :meth:`ClientDirectory.identify`)."""
         return self.directory.identify(client_manager, self.init_timeout)
 
-    def wait_for_clients(self, client_manager: ClientManager) -> None:
-        self.directory.wait(client_manager, self.connect_timeout)
-
     def all_clients(self, client_manager: ClientManager) -> list[ClientProxy]:
         """Every connected client, ordered by partition id."""
         return self.directory.ordered(client_manager.all().values())
@@ -227,40 +196,32 @@ class FederatedStrategy(Strategy):
         ``self.book.add_phase(phase.end())``."""
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
-        """Config sent with every ``fit`` instruction (subclasses add keys)."""
-        config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
+        """The round's ``fit`` config, the same for every sampled client (subclasses add keys)."""
+        config = FederatedStrategy.evaluate_config(self, server_round)
         if self.ckks is not None:
             config[wire.SECURE_AGG] = "ckks"
+        return config
+
+    def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
+        """The round's ``evaluate`` config, the same for every evaluated client (subclasses add keys)."""
+        config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
         if len(self.stage_plan.stages) > 1:
             config[wire.STAGE] = self.stage.name
         return config
 
     def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
         """Which model a client is sent to train and to evaluate: ``(slot, keys)``, the bank slot and the names
-        of the arrays it gets (None: all). Default: its own model if the bank holds one, else its group's, else
-        the global one, whole. An architecture search returns the sub-network's keys."""
+        of the arrays it gets (None: all; else the names travel in the config's ``wire.KEYS``). Default: its own
+        model if the bank holds one, else its group's, else the global one, whole. An architecture search returns
+        the sub-network's keys."""
         return self.bank.slot_for(self.partition(proxy)), None
 
-    def client_parameters(self, proxy: ClientProxy, parameters: Parameters) -> Parameters:
-        """The serialised model :meth:`client_model` names (``parameters``: the server loop's global model,
-        unused by the default)."""
-        slot, keys = self.client_model(proxy)
-        return self.bank.parameters(slot, keys)
-
-    def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
-                         config: dict[str, Scalar]) -> list[tuple[ClientProxy, FitIns]]:
-        """One ``FitIns`` per sampled client (its model: :meth:`client_model`); override for per-client configs
-        (use :meth:`fit_instruction` to build each)."""
-        return [(c, self.fit_instruction(c, parameters, config)) for c in clients]
-
-    def fit_instruction(self, proxy: ClientProxy, parameters: Parameters, config: Mapping[str, Scalar]) -> FitIns:
-        """The ``FitIns`` of one client: its model and ``config`` (plus the arrays' names when it gets a part)."""
-        params, slot, keys = self._model_for(proxy, parameters)
-        self._sent[proxy.cid] = (params, slot, keys)
-        config = dict(config)
-        if keys is not None:
-            config[wire.KEYS] = wire.encode_keys(keys)
-        return FitIns(params, config)
+    def client_config(self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar],
+                      kind: str) -> dict[str, Scalar]:
+        """What one client is told besides its model: ``config`` (the round's :meth:`fit_config` or
+        :meth:`evaluate_config`, a copy) with the client's own keys (default: unchanged). ``kind``: ``"fit"`` or
+        ``"evaluate"``. Override for per-client hyper-parameters, a client's inbox, ..."""
+        return config
 
     def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
                           ) -> Mapping[str, np.ndarray] | NDArrays | None:
@@ -275,25 +236,6 @@ class FederatedStrategy(Strategy):
         """Per-round work after aggregation (default: none); ``updates`` are the accepted ones (under
         ``secure-agg=ckks``: the one decrypted mean, labelled ``CKKS_SUM``)."""
 
-    def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
-        config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
-        if len(self.stage_plan.stages) > 1:
-            config[wire.STAGE] = self.stage.name
-        return config
-
-    def evaluate_instructions(self, server_round: int, parameters: Parameters,
-                              clients: list[ClientProxy]) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """One ``EvaluateIns`` per client: its model (:meth:`client_model`) and :meth:`evaluate_config`; override
-        for per-client evaluation (each client's own architecture or mixture)."""
-        out = []
-        for proxy in clients:
-            params, _, keys = self._model_for(proxy, parameters)
-            config = dict(self.evaluate_config(server_round))
-            if keys is not None:
-                config[wire.KEYS] = wire.encode_keys(keys)
-            out.append((proxy, EvaluateIns(params, config)))
-        return out
-
     def after_evaluate(self, server_round: int, evaluations: list[ClientEvaluation]) -> None:
         """Every client's evaluation of round ``server_round``'s model(s), once the round's evaluation is complete
         (called from the separate evaluation and from fused evaluation alike; default: nothing)."""
@@ -303,51 +245,36 @@ class FederatedStrategy(Strategy):
         results; round 0: a one-off phase). Default: nothing. With fused evaluation a round's record closes when
         the next round's fit returns."""
 
-    # ------------------------------------------------------------------------------------- model bookkeeping
-    def _model_for(self, proxy: ClientProxy, parameters: Parameters) -> tuple[Parameters, str, list[str] | None]:
-        """The serialised model of one client, the bank slot it comes from and its keys (None: all)."""
-        if type(self).client_parameters is not FederatedStrategy.client_parameters:  # an older subclass's hook
-            return self.client_parameters(proxy, parameters), "", None
+    # ------------------------------------------------------------------------------- what a client gets
+    def instruction(self, server_round: int, proxy: ClientProxy, config: Mapping[str, Scalar],
+                    kind: str = "fit") -> FitIns | EvaluateIns:
+        """The one place a client's ``FitIns`` / ``EvaluateIns`` is built: the model :meth:`client_model` names and
+        :meth:`client_config`'s config (plus the arrays' names when the client gets a part). A fit instruction is
+        remembered as what the client was sent (:meth:`sent_to`)."""
         slot, keys = self.client_model(proxy)
-        return self.bank.parameters(slot, keys), slot, keys
+        params = self.bank.parameters(slot, keys)
+        config = dict(self.client_config(server_round, proxy, dict(config), kind))
+        if keys is not None:
+            config[wire.KEYS] = wire.encode_keys(keys)
+        if kind != "fit":
+            return EvaluateIns(params, config)
+        self._sent[proxy.cid] = (params, slot, keys)
+        return FitIns(params, config)
 
-    def _reference(self, proxy: ClientProxy) -> NamedArrays | None:
-        """The named arrays a client was sent in this round's fit (what its update is checked against)."""
+    def sent_to(self, proxy: ClientProxy) -> NamedArrays | None:
+        """The named arrays a client was sent in this round's fit (what its update is checked against); the global
+        model for a client this round sent nothing."""
         sent = self._sent.get(proxy.cid)
-        if sent is None:
-            return self.bank.global_model
-        params, slot, keys = sent
-        if not slot:  # built by an overriding client_parameters: decode what travelled
-            arrays = wire.to_ndarrays(params)
-            model = self.bank.global_model
-            return named(arrays, list(model) if model is not None and len(model) == len(arrays) else None)
-        model = self.bank.get(slot) or {}
-        return model if keys is None else {k: model[k] for k in keys}
-
-    def _adopt(self, parameters: Parameters | None) -> None:
-        """The server loop's model becomes the global model when it is another model of the same shapes (Flower's
-        contract: a round trains the parameters the loop passes, e.g. a DP wrapper's noisy release). The
-        bank's own serialisation (what :meth:`aggregate_fit` returned) costs nothing; a loop model of other
-        shapes (the previous stage's, after a stage changed the model) is ignored."""
-        if parameters is None or not parameters.tensors or self.bank.is_current(GLOBAL, parameters):
-            return
-        current = self.bank.global_model
-        arrays = wire.to_ndarrays(parameters)
-        if current is None:
-            self.bank.set(GLOBAL, named(arrays), parameters=parameters)
-        elif len(arrays) == len(current) and all(a.shape == b.shape for a, b in zip(arrays, current.values())):
-            self.bank.set(GLOBAL, named(arrays, list(current)), parameters=parameters)
+        return self.bank.global_model if sent is None else self.bank.arrays(sent[1], sent[2])
 
     def _enter_stage(self, server_round: int, client_manager: ClientManager) -> None:
-        index = self.stage_plan.index(server_round)
-        while self.stage_index < index:
+        while self.stage_index < self.stage_plan.index(server_round):
             self.stage_index += 1
-            stage = self.stage
-            new = self.begin_stage(stage, server_round, client_manager)
+            new = self.begin_stage(self.stage, server_round, client_manager)
             if new is not None:
                 self.bank.reset(global_model=new if isinstance(new, Mapping) else named(new))
-            self.book.start(server_round)["stage_started"] = stage.name
-            log(INFO, "stage %r starts with round %d%s", stage.name, server_round,
+            self.book.start(server_round)["stage_started"] = self.stage.name
+            log(INFO, "stage %r starts with round %d%s", self.stage.name, server_round,
                 "" if new is None else f" ({len(self.bank.global_model or {})} arrays)")
 
     # ---------------------------------------------------------------------------------------- Strategy API
@@ -355,16 +282,9 @@ class FederatedStrategy(Strategy):
         self.directory.wait(client_manager, self.connect_timeout)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             identities = pool.submit(self.directory.identify, client_manager, self.init_timeout)
-            initial, keys = self.initial_parameters, None
-            self.initial_parameters = None  # free memory
-            if isinstance(initial, Mapping):
-                arrays, keys = list(initial.values()), list(initial)
-            elif isinstance(initial, Parameters):
-                arrays = wire.to_ndarrays(initial)
-            elif initial is not None:
-                arrays = list(initial)
-            else:
-                arrays, keys = self._ask_initial_model(client_manager, identities)
+            initial, self.initial_parameters = self.initial_parameters, None  # free memory
+            arrays, keys = initial_arrays(initial) if initial is not None else \
+                self.directory.initial_model(client_manager, identities, self.init_timeout)
             identities.result()
         if self._resume_bank is not None:  # a resumed run: the checkpoint's model with its names, groups, clients
             self.bank.load_state_dict(self._resume_bank, global_arrays=arrays)
@@ -372,57 +292,24 @@ class FederatedStrategy(Strategy):
         else:
             self.bank.set_global(named(arrays, keys))
         if self.resumed and self.stateful_clients and self.client_checkpoint is not None:
-            self.restore_clients(client_manager)
-        if self.ckks is not None:
-            record = self.ckks.setup(self.all_clients(client_manager), self.init_timeout)
-            if not self.resumed:
-                self.book.write({**record, "elapsed_s": 0.0})
+            self.client_state.restore(self.all_clients(client_manager), self.init_timeout)
+        if self.ckks is not None:  # the key check; its record is round 0's (a resumed run has it)
+            self.ckks.setup(self.all_clients(client_manager), self.init_timeout, None if self.resumed else self.book)
         self.setup(client_manager)
         return self.bank.parameters(GLOBAL)
-
-    def _ask_initial_model(self, client_manager: ClientManager, identities: concurrent.futures.Future[Any]
-                           ) -> tuple[NDArrays, list[str] | None]:
-        """One client's initial model, and the names it gave them in the identity reply (None if it gave none)."""
-        proxy = sorted(client_manager.all().values(), key=lambda c: c.cid)[0]
-        try:
-            res = proxy.get_parameters(GetParametersIns(config={}), timeout=self.init_timeout, group_id=0)
-        except Exception as exc:
-            identities.result()  # a client's refusal of the run is the better error
-            raise RuntimeError(f"client node {proxy.cid} could not send the initial model: "
-                               f"{failure_reason(exc)}") from exc
-        if not res.parameters.tensors:
-            identities.result()
-            raise RuntimeError(f"client node {proxy.cid} returned no initial parameters: "
-                               f"{failure_reason(res.status.message)}")
-        arrays = wire.to_ndarrays(res.parameters)
-        identities.result()
-        keys = self.directory.model_keys.get(proxy.cid)
-        return arrays, keys if keys is not None and len(keys) == len(arrays) else None
 
     def configure_fit(self, server_round: int, parameters: Parameters,
                       client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
         self.book.start(server_round)
-        self._adopt(parameters)
+        self.bank.adopt(parameters)
         self._enter_stage(server_round, client_manager)
         if len(self.stage_plan.stages) > 1:
             self.book.start(server_round)["stage"] = self.stage.name
         self._sent = {}
-        clients = self.directory.sample(client_manager, self.fraction_fit, server_round, "fit")
-        self._sampled = clients
+        clients = self._sampled = self.directory.sample(client_manager, self.fraction_fit, server_round, "fit")
         self.before_fit(server_round, clients, client_manager)
-        config = self.fit_config(server_round)
-        if self.book.held is not None:
-            config[wire.EVALUATE_GLOBAL] = True
-        instructions = self.fit_instructions(server_round, parameters, clients, config)
-        for proxy, ins in instructions:  # an overriding fit_instructions may bypass fit_instruction
-            self._sent.setdefault(proxy.cid, (ins.parameters, "", None))
-        return self._counted(instructions)
-
-    def _counted(self, instructions: list[Any]) -> list[Any]:
-        """``instructions`` (fit or evaluate), their bytes added to the round's record."""
-        self.book.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(ins.config)
-                                     for _, ins in instructions))
-        return instructions
+        config = self.fused.flag(self.fit_config(server_round))
+        return self.book.count_sent([(c, self.instruction(server_round, c, config, "fit")) for c in clients])
 
     def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
                       failures: list[tuple[ClientProxy, FitRes] | BaseException]
@@ -434,53 +321,32 @@ class FederatedStrategy(Strategy):
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
         if self.book.held is not None:  # fused: these fits evaluated the previous round's model first
-            self._record_fused_evaluation(server_round, results)
-        if self.ckks is not None:
-            return self._aggregate_ckks(server_round, results, rec)
-        if self.secure_agg == "secagg+":  # what SecAgg+ handed over: one aggregate, copied into every result
-            rec["secure_agg"] = {"mode": "secagg+", "distinct_payloads": len({
-                hash(b"".join(res.parameters.tensors)) for _, res in results})}
-            problem = self._secagg_sum_problem(results)
-            if problem is not None:
-                log(WARNING, "round %s: the SecAgg+ sum is not usable: %s; the model is kept unchanged", server_round,
-                    problem)
-                rec.update(not_aggregated=f"the unmasked SecAgg+ sum is not usable: {problem}", rejected=[],
-                           num_fit=0)
-                return self._not_aggregated(server_round, rec, [])
-        updates, weights, rejected, norms = [], [], [], []
-        for proxy, res in results:
-            self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
-            label = self.client_label(proxy, res.metrics)
-            update, problem = self._accept(proxy, res, label)
-            if problem is None:
-                try:
-                    weight = self.aggregator.weight(update)
-                except AggregationConfigError as exc:
-                    raise RuntimeError(f"round {server_round}: {exc}") from None
-                if not (weight >= 0 and math.isfinite(weight)):
-                    problem = f"invalid aggregation weight {weight}"
-            if problem is not None:
-                log(WARNING, "round %s: rejected the update of client %s: %s", server_round, label, problem)
-                rejected.append({"client": label, "reason": problem})
-                continue
-            updates.append(update)
-            weights.append(weight)
-            if self.policy.max_update_norm > 0:
-                norms.append(self._update_norm(proxy, update))
-            fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
-            rec.setdefault("clients", {}).setdefault(label, {}).update(
-                {"num_train": int(res.num_examples), "fit_weight": weight,
-                 **{f"fit_{k}": v for k, v in fit_metrics.items() if k != wire.NUM_TRAIN}})
-        if norms and len(updates) >= 3:
-            updates, weights = self._refuse_outliers(server_round, updates, weights, norms, rejected, rec)
-        rec["rejected"] = rejected
-        rec["num_fit"] = len(updates)
-        rec["train_loss"] = weighted_metric((u.metrics.get(wire.TRAIN_LOSS), w) for u, w in zip(updates, weights))
+            self.fused.complete(server_round, results, {c: s[0] for c, s in self._sent.items()}, self.evaluate_config,
+                                self.after_evaluate, self.round_timeout)
+        if self.ckks is not None:  # the encrypted sum of the updates (shaped like what every client was sent)
+            sent = (self.sent_to(results[0][0]) if results else self.bank.global_model) or {}
+            update = self.ckks.round_update(server_round, results, rec, sent=sent, label=self.client_label,
+                                            partition=self.partition, add_bytes=self.book.add_bytes,
+                                            min_clients=self.min_clients, timeout=self.round_timeout)
+            return self._aggregated(server_round, rec, [update], [1.0]) if update is not None else \
+                self._not_aggregated(server_round, rec, [])
+        if self.secure_agg == "secagg+" and not check_secagg_sum(server_round, results, rec,
+                                                                 self.policy.secagg_clipping_range):
+            return self._not_aggregated(server_round, rec, [])
+        updates, weights = accept_updates(server_round, results, rec, aggregator=self.aggregator,
+                                          label=self.client_label, reference=self.sent_to,
+                                          add_bytes=self.book.add_bytes, update_kind=self.update_kind,
+                                          max_update_norm=self.policy.max_update_norm)
         needed = max(self.min_clients or 1, 1)
         if len(updates) < needed or sum(weights) <= 0:
             log(WARNING, "round %s: %d valid updates (%d needed, total weight %.3g); the model is kept unchanged",
                 server_round, len(updates), needed, sum(weights))
             return self._not_aggregated(server_round, rec, updates)
+        return self._aggregated(server_round, rec, updates, weights)
+
+    def _aggregated(self, server_round: int, rec: dict[str, Any], updates: list[Update], weights: list[float]
+                    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        """:meth:`aggregate_updates` on the round's accepted updates; the new global model (None: kept)."""
         try:
             new = self.aggregate_updates(server_round, updates, weights)
         except RoundNotAggregated as exc:
@@ -493,255 +359,45 @@ class FederatedStrategy(Strategy):
             self.bank.set_global(new)
         rec["aggregated"] = True
         self.after_fit(server_round, updates)
-        return self.bank.parameters(GLOBAL), {"num_fit": len(updates)}
-
-    def _accept(self, proxy: ClientProxy, res: FitRes, label: str) -> tuple[Update, str | None]:
-        """The client's update and why it is malformed (None when it is not)."""
-        try:
-            arrays = wire.to_ndarrays(res.parameters)
-        except Exception as exc:  # noqa: BLE001 (undecodable payload)
-            return Update(label, [], int(res.num_examples), dict(res.metrics)), \
-                f"undecodable update ({type(exc).__name__}: {exc})"
-        reference = self._reference(proxy) or {}
-        try:
-            keys = wire.decode_keys(res.metrics, len(arrays))
-        except ValueError as exc:
-            return Update(label, arrays, int(res.num_examples), dict(res.metrics)), str(exc)
-        problem = check_named_update(arrays, keys, reference, partial=self.update_kind == "partial")
-        return Update(label, arrays, int(res.num_examples), dict(res.metrics),
-                      keys=list(keys) if keys is not None else list(reference)), problem
-
-    def _update_norm(self, proxy: ClientProxy, update: Update) -> float:
-        """The L2 norm of an accepted update: of the arrays themselves (``gradients``), else of their difference
-        to the arrays the client was sent."""
-        if self.update_kind == "gradients":
-            return float(math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.arrays)))
-        reference = self._reference(proxy) or {}
-        keys = update.keys if update.keys is not None else list(reference)
-        total = 0.0
-        for key, array in zip(keys, update.arrays):
-            diff = np.asarray(array, dtype=np.float64) - np.asarray(reference[key], dtype=np.float64)
-            total += float(np.sum(np.square(diff)))
-        return math.sqrt(total)
-
-    def _refuse_outliers(self, server_round: int, updates: list[Update], weights: list[float], norms: list[float],
-                         rejected: list[dict[str, str]], rec: dict[str, Any]) -> tuple[list[Update], list[float]]:
-        """``max_update_norm``: the updates whose norm exceeds that multiple of the round's median norm are
-        refused (recorded under ``rejected``); the others are returned."""
-        limit = self.policy.max_update_norm
-        median = float(np.median(norms))
-        keep_u, keep_w = [], []
-        for update, weight, norm in zip(updates, weights, norms):
-            if median > 0 and norm > limit * median:
-                reason = (f"update norm {norm:.4g} is {norm / median:.3g} x the round's median {median:.4g}, above "
-                          f"max-update-norm={limit:g}")
-                log(WARNING, "round %s: refused the update of client %s: %s", server_round, update.client, reason)
-                rejected.append({"client": update.client, "reason": reason})
-                rec.get("clients", {}).pop(update.client, None)
-                continue
-            keep_u.append(update)
-            keep_w.append(weight)
-        return keep_u, keep_w
-
-    def _secagg_sum_problem(self, results: list[tuple[ClientProxy, FitRes]]) -> str | None:
-        """What is wrong with the average SecAgg+ unmasked (the same in every result), or None: it must be finite
-        and, as a weighted average of values clipped to the clipping range, inside it (a NaN a client sent, or an
-        overflow, lands anywhere after Flower's quantisation)."""
-        if not results:
-            return None
-        try:
-            arrays = wire.to_ndarrays(results[0][1].parameters)
-        except Exception as exc:  # noqa: BLE001
-            return f"undecodable ({type(exc).__name__}: {exc})"
-        bad = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays)
-        if bad:
-            return f"{bad} NaN or infinite value(s)"
-        bound = self.policy.secagg_clipping_range
-        if bound is not None and arrays:
-            largest = max(float(np.max(np.abs(a))) if np.size(a) else 0.0 for a in arrays)
-            if largest > bound * (1 + 1e-3):
-                return (f"a value of magnitude {largest:.4g}, outside the clipping range {bound:g} that bounds an "
-                        f"average of clipped updates")
-        return None
+        return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
 
     def _not_aggregated(self, server_round: int, rec: dict[str, Any], updates: list[Update]
                         ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec["aggregated"] = False
         self.after_fit(server_round, updates)
-        return None, {"num_fit": len(updates)}
+        return None, {"num_fit": rec["num_fit"]}
 
     def measured_fit_bytes(self, server_round: int, down: int, up: int,
                            stages: Sequence[tuple[int, int, float]] = ()) -> None:
-        """The bytes that crossed the grid during the round's training, measured by the server loop when a fit
-        workflow (SecAgg+) sends messages this strategy never sees: they replace its own estimate. ``stages``:
-        the workflow's message exchanges as ``(sent, received, seconds)``, recorded as ``fit_stages``."""
-        rec = self.book.start(server_round)
-        rec.update(bytes_down=int(down), bytes_up=int(up), bytes_measured="grid")
-        if stages:
-            rec["fit_stages"] = [{"messages": int(n), "replies": int(r), "time_s": round(float(t), 4)}
-                                 for n, r, t in stages]
+        """The bytes of the round's training as the server loop measured them on the grid, when a fit workflow
+        (SecAgg+) sends messages this strategy never sees (:meth:`~.records.RoundBook.measured`)."""
+        self.book.measured(server_round, down, up, stages)
 
     def fit_round_failed(self, server_round: int, reason: str) -> None:
         """The round's training ended before any result reached :meth:`aggregate_fit` (a fit workflow such as
         SecAgg+ stopped): recorded, and the model is kept."""
-        rec = self.book.start(server_round)
-        rec.update(aggregated=False, not_aggregated=reason, num_fit=0)
+        self.book.start(server_round).update(aggregated=False, not_aggregated=reason, num_fit=0)
         log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, reason)
-
-    def _aggregate_ckks(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
-                        rec: dict[str, Any]) -> tuple[Parameters | None, dict[str, Scalar]]:
-        """secure-agg=ckks: add the encrypted updates, have a client decrypt the sum (strategies/secure.py)."""
-        assert self.ckks is not None
-        uploads: list[Upload] = []
-        weights: list[float] = []
-        metrics: list[dict[str, Scalar]] = []
-        for proxy, res in results:
-            self.book.add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
-            label = self.client_label(proxy, res.metrics)
-            arrays: list[Any]
-            try:
-                arrays = wire.to_ndarrays(res.parameters)
-            except Exception as exc:  # noqa: BLE001
-                arrays = [f"undecodable: {exc}"]
-            uploads.append(Upload(proxy, label, self.partition(proxy), arrays, dict(res.metrics),
-                                  int(res.num_examples)))
-            fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
-            rec.setdefault("clients", {}).setdefault(label, {}).update(
-                {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
-                                                         if k not in (wire.NUM_TRAIN, CKKS_VALUES)}})
-            weights.append(float(res.num_examples))
-            metrics.append(res.metrics)
-        rec["train_loss"] = weighted_metric((_number(m.get(wire.TRAIN_LOSS)), w) for m, w in zip(metrics, weights))
-        needed = max(self.min_clients or 1, self.ckks.min_clients)
-        mean: list[np.ndarray] | None = None
-        info: dict[str, Any] = {"mode": "ckks", "summed": 0}
-        # what the clients were sent (the global model, or the part client_model names: every client is sent the
-        # same arrays, since per-client models cannot be summed): the shapes of the encrypted update
-        sent = self._reference(results[0][0]) if results else None
-        if sent is None:
-            sent = self.bank.global_model or {}
-        if len(uploads) >= needed:
-            mean, info = self.ckks.aggregate(server_round, uploads, list(sent.values()), self.round_timeout)
-            self.book.add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
-        else:
-            info["error"] = (f"{len(uploads)} encrypted update(s) arrived, fewer than {needed}: a sum of so few is "
-                             f"never decrypted")
-        rec["secure_agg"] = info
-        rec["rejected"] = info.get("rejected", [])
-        rec["num_fit"] = int(info.get("summed", 0))
-        if mean is None or rec["num_fit"] < needed:
-            log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
-                server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
-            rec["aggregated"] = False
-            self.after_fit(server_round, [])
-            return None, {"num_fit": rec["num_fit"]}
-        # The decrypted weighted mean, as one update of weight 1 (the mean of one update is itself): the default
-        # aggregate_updates adopts it as the new model; a method that sends gradients steps its model with it.
-        total_weight = float(info.get("total_weight", 0.0))
-        update = Update(CKKS_SUM, mean, int(round(total_weight)),
-                        {CKKS_TOTAL_WEIGHT: total_weight, CKKS_SUMMED: rec["num_fit"]}, keys=list(sent))
-        try:
-            new = self.aggregate_updates(server_round, [update], [1.0])
-        except RoundNotAggregated as exc:
-            log(WARNING, "round %s: %s; the model is kept unchanged", server_round, exc)
-            rec["not_aggregated"] = str(exc)
-            rec["aggregated"] = False
-            self.after_fit(server_round, [update])
-            return None, {"num_fit": rec["num_fit"]}
-        if new is not None:
-            self.bank.set_global(new)
-        rec["aggregated"] = True
-        self.after_fit(server_round, [update])
-        return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
-
-    def _record_fused_evaluation(self, server_round: int, results: list[tuple[ClientProxy, FitRes]]) -> None:
-        """Round r-1's evaluation, from the ``eval_*`` metrics of round r's fit replies. A client that ignored the
-        ``evaluate_global`` flag is evaluated now with a separate message (on the arrays it was sent), and fused
-        evaluation is turned off for the rest of the run."""
-        held = self.book.take_held()
-        assert held is not None
-        per_client, ignored = [], []
-        for proxy, res in results:
-            metrics = fused_metrics(res.metrics)
-            if metrics:
-                per_client.append((self.client_label(proxy, res.metrics), metrics))
-            else:
-                ignored.append((proxy, self.client_label(proxy, res.metrics)))
-        rows = record_evaluation(held, per_client, self.metrics)
-        if ignored:
-            labels = ", ".join(label for _, label in ignored)
-            log(WARNING, "round %s: client(s) %s ignored the fused-evaluation flag '%s'; evaluating round %s's model "
-                "on them with a separate message, and using separate evaluation from now on", server_round,
-                labels, wire.EVALUATE_GLOBAL, server_round - 1)
-            self.schedule.fused = False
-            held["fused_eval_fallback"] = [label for _, label in ignored]
-            rows += self._evaluate_directly(held, [p for p, _ in ignored], held["round"])
-        self.after_evaluate(int(held["round"]), rows)
-        self.book.write(held)
-
-    def _evaluate_directly(self, rec: dict[str, Any], clients: list[ClientProxy],
-                           server_round: int) -> list[ClientEvaluation]:
-        """Evaluate ``clients`` now on the arrays this round's fit sent them (fused evaluation's fallback)."""
-        config = self.evaluate_config(server_round)
-        sent = {p.cid: self._sent[p.cid][0] for p in clients}
-
-        def call(proxy: ClientProxy) -> tuple[ClientProxy, EvaluateRes]:
-            ins = EvaluateIns(sent[proxy.cid], dict(config))
-            return proxy, proxy.evaluate(ins, timeout=self.round_timeout, group_id=server_round)
-
-        results, failures = [], []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(clients)))) as pool:
-            for future in [pool.submit(call, p) for p in clients]:
-                try:
-                    results.append(future.result())
-                except Exception as exc:  # noqa: BLE001
-                    failures.append(exc)
-        for proxy, res in results:
-            rec["bytes_up"] = rec.get("bytes_up", 0) + config_bytes(res.metrics) + 8
-        rec["bytes_down"] = rec.get("bytes_down", 0) + sum(parameters_bytes(p) + config_bytes(config)
-                                                           for p in sent.values())
-        if failures:
-            rec.setdefault("eval_failures", []).extend(
-                {"client": "unknown", "reason": failure_reason(f)} for f in failures)
-        return record_evaluation(rec, [(self.client_label(proxy, res.metrics), self._eval_row(res))
-                                       for proxy, res in results], self.metrics)
-
-    @staticmethod
-    def _eval_row(res: EvaluateRes) -> dict[str, Any]:
-        return {**res.metrics, wire.NUM_TEST: res.metrics.get(wire.NUM_TEST, res.num_examples),
-                wire.LOSS: res.metrics.get(wire.LOSS, res.loss)}
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         if self.evaluate_fn is None:
             return None
         arrays = self.global_arrays if self.global_arrays is not None else wire.to_ndarrays(parameters)
-        result = self.evaluate_fn(server_round, arrays)
-        if result is None:
-            return None
-        loss, metrics = result
-        if server_round >= 1:
-            rec = self.book.start(server_round)
-            rec["server_loss"] = float(loss)
-            rec["server_accuracy"] = metrics.get("accuracy")
-        else:
-            log(INFO, "initial global model on the server: loss %.4f, accuracy %s", loss, metrics.get("accuracy"))
-        return loss, metrics
+        return server_evaluation(self.evaluate_fn, server_round, arrays, self.book)
 
     def configure_evaluate(self, server_round: int, parameters: Parameters,
                            client_manager: ClientManager) -> list[tuple[ClientProxy, EvaluateIns]]:
         self.book.start(server_round)
-        self._adopt(parameters)
-        if self.schedule.fuse(server_round):
-            self.book.hold()  # evaluated inside the next round's fit
+        self.bank.adopt(parameters)
+        if self.fused.hold(server_round):  # evaluated inside the next round's fit
             return []
-        due = self.schedule.due(server_round)
-        clients = self.directory.sample(client_manager, self.fraction_evaluate, server_round, "evaluate") \
-            if due else []
-        self._sampled = clients
+        clients = self._sampled = self.directory.sample(client_manager, self.fraction_evaluate, server_round,
+                                                        "evaluate") if self.schedule.due(server_round) else []
         if not clients:
             self.book.flush()  # aggregate_evaluate will not be called this round
             return []
-        return self._counted(self.evaluate_instructions(server_round, parameters, clients))
+        config = self.evaluate_config(server_round)
+        return self.book.count_sent([(c, self.instruction(server_round, c, config, "evaluate")) for c in clients])
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException]
@@ -751,10 +407,7 @@ class FederatedStrategy(Strategy):
         if failures:
             rec["eval_failures"] = self.directory.name_failures(server_round, results, failures, "evaluate",
                                                                 self._sampled)
-        for _, res in results:
-            self.book.add_bytes(up=config_bytes(res.metrics) + 8)  # metrics + the loss
-        rows = record_evaluation(rec, [(self.client_label(proxy, res.metrics), self._eval_row(res))
-                                       for proxy, res in results], self.metrics)
+        rows = record_replies(rec, results, self.client_label, self.metrics, add_bytes=self.book.add_bytes)
         metrics = {k: rec[k] for k in self.metrics.names if rec.get(k) is not None}
         self.after_evaluate(server_round, rows)
         self.book.flush()
@@ -764,39 +417,13 @@ class FederatedStrategy(Strategy):
         """Write any record still held back (fused evaluation whose next fit never came; a failed run)."""
         self.book.finish()
 
-    # ------------------------------------------------------------------------------------ client checkpoints
     def checkpoint_clients(self, server_round: int, client_manager: ClientManager) -> dict[str, Any] | None:
-        """Ask every connected client to save its ``context.state`` for round ``server_round`` (when the method's
-        clients keep state); returns what was saved (kept in :meth:`state_dict`). A client that cannot save is
-        logged: resuming from this checkpoint then fails for it, naming its file."""
+        """Every connected client saves its ``context.state`` for round ``server_round`` when the method's clients
+        keep state (:class:`~flowergraph.strategies.client_checkpoints.ClientCheckpoints`); returns what was saved
+        (kept in :meth:`state_dict`), or None."""
         if not self.stateful_clients:
             return None
-        from ..wire.state import STATE_SAVE, StateReply, StateRequest
-
-        phase = self.phases.begin("client-checkpoint", server_round, timeout=self.round_timeout)
-        replies = phase.send(STATE_SAVE, self.all_clients(client_manager),
-                             PhaseMessage(values=StateRequest(self.run_tag).values()), require_all=False)
-        record = phase.end()
-        self.client_checkpoint = {"round": server_round, "run_tag": self.run_tag,
-                                  "files": {r.client: StateReply.decode(r.values).path for r in replies},
-                                  "missing": [f["client"] for f in record["failures"]]}
-        log(INFO, "flowergraph: %d client state file(s) for round %d (%.2f s)%s", len(replies), server_round,
-            record["time_s"], f"; MISSING for {record['failures']}" if record["failures"] else "")
-        return self.client_checkpoint
-
-    def restore_clients(self, client_manager: ClientManager) -> None:
-        """Every client loads the state it saved at the checkpoint this run resumes from (all must succeed)."""
-        from ..wire.state import STATE_LOAD, StateRequest
-
-        ckpt = self.client_checkpoint
-        assert ckpt is not None
-        phase = self.phases.begin("client-restore", int(ckpt["round"]), timeout=self.init_timeout)
-        phase.send(STATE_LOAD, self.all_clients(client_manager),
-                   PhaseMessage(values=StateRequest(str(ckpt["run_tag"])).values()), require_all=True)
-        record = phase.end()
-        self.restored_clients = True
-        log(INFO, "flowergraph: every client restored its state of round %s (%.2f s)", ckpt["round"],
-            record["time_s"])
+        return self.client_state.save(server_round, self.all_clients(client_manager), self.round_timeout)
 
     # --------------------------------------------------------------------------------- state (checkpoints)
     def state_dict(self) -> dict[str, Any]:
@@ -805,9 +432,8 @@ class FederatedStrategy(Strategy):
         training time, the run's tag and last client checkpoint, the model bank (groups, per-client models, the
         global model's names), the stage and the per-client table. Subclasses with state of their own extend it
         (``{**super().state_dict(), "agent": {...}}``) and :meth:`load_state_dict`."""
-        return {**self.book.state_dict(), "fused_eval": self.schedule.fused, "run_tag": self.run_tag,
-                "client_checkpoint": self.client_checkpoint, "bank": self.bank.state_dict(),
-                "stage_index": self.stage_index,
+        return {**self.book.state_dict(), "fused_eval": self.schedule.fused, **self.client_state.state_dict(),
+                "bank": self.bank.state_dict(), "stage_index": self.stage_index,
                 "client_table": {str(p): entry for p, entry in sorted(self.client_table.items())}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -815,31 +441,8 @@ class FederatedStrategy(Strategy):
         self.book.load_state_dict(state)
         if "fused_eval" in state:
             self.schedule.fused = self.schedule.fused and bool(state["fused_eval"])
-        self.run_tag = str(state.get("run_tag") or self.run_tag)
-        self.client_checkpoint = state.get("client_checkpoint")
+        self.client_state.load_state_dict(state)
         self._resume_bank = state.get("bank")  # applied with the checkpoint's model in initialize_parameters
         self.stage_index = int(state.get("stage_index", 0))
         self.client_table = {int(p): dict(entry) for p, entry in (state.get("client_table") or {}).items()}
         self.resumed = True
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def resolve_policy(policy: FederationPolicy | None, kwargs: dict[str, Any], owner: str) -> FederationPolicy:
-    """``policy``; ``kwargs`` are the constructor's keyword arguments left over, each refused with a TypeError: a
-    field of the policy names ``policy=FederationPolicy(...)`` (0.3 removed the policy's fields as keyword
-    arguments of a strategy), any other key the policy's fields."""
-    fields = sorted(k for k in kwargs if k in FederationPolicy.field_names())
-    if fields:
-        raise TypeError(f"{owner}({', '.join(f'{k}=' for k in fields)}...): the policy's fields are not keyword "
-                        f"arguments of a strategy (removed in 0.3); pass "
-                        f"policy=FederationPolicy({', '.join(f'{k}=...' for k in fields)})")
-    unknown = sorted(kwargs)
-    if unknown:
-        raise TypeError(f"{owner}() got unexpected keyword argument(s) {', '.join(unknown)}; the policy's fields "
-                        f"are {', '.join(FederationPolicy.field_names())}")
-    if policy is None:
-        raise TypeError(f"{owner}() needs policy=FederationPolicy(num_clients=...)")
-    return policy

@@ -1,6 +1,6 @@
-"""Which node holds which partition: the identity handshake, client names in logs, seeded sampling, and failures
-named by client. A part of :class:`flowergraph.strategies.FederatedStrategy`; usable on its own in any legacy
-Flower strategy."""
+"""Which node holds which partition: the identity handshake, the initial model, client names in logs, seeded
+sampling, and failures named by client. A part of :class:`flowergraph.strategies.FederatedStrategy`; usable on its
+own in any legacy Flower strategy."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from logging import INFO, WARNING
 from typing import Any, Iterable
 
 import numpy as np
-from flwr.common import Code, GetPropertiesIns
+from flwr.common import Code, GetParametersIns, GetPropertiesIns
 from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from ..errors import ClientsMissingError
-from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, NODE_RANK, PARTITION_ID, decode_keys
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, NODE_RANK, PARTITION_ID, decode_keys, to_ndarrays
 
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
 
@@ -162,6 +162,27 @@ class ClientDirectory:
             log(INFO, "clients: %s", ", ".join(f"partition {pid} = node {cid}" for cid, pid in
                                               sorted(self.partition_of.items(), key=lambda t: t[1])))
         return dict(self.partition_of)
+
+    def initial_model(self, client_manager: ClientManager, identities: concurrent.futures.Future[Any],
+                      timeout: float | None) -> tuple[list[np.ndarray], list[str] | None]:
+        """One client's initial model (the first node by node id, ``get_parameters``) and the names it gave its
+        arrays in the identity reply (None if it gave none). ``identities``: the :meth:`identify` running
+        meanwhile; when the model does not come, its error (a client's refusal of the run) is the better one."""
+        proxy = sorted(client_manager.all().values(), key=lambda c: c.cid)[0]
+        try:
+            res = proxy.get_parameters(GetParametersIns(config={}), timeout=timeout, group_id=0)
+        except Exception as exc:
+            identities.result()
+            raise RuntimeError(f"client node {proxy.cid} could not send the initial model: "
+                               f"{failure_reason(exc)}") from exc
+        if not res.parameters.tensors:
+            identities.result()
+            raise RuntimeError(f"client node {proxy.cid} returned no initial parameters: "
+                               f"{failure_reason(res.status.message)}")
+        arrays = to_ndarrays(res.parameters)
+        identities.result()
+        keys = self.model_keys.get(proxy.cid)
+        return arrays, keys if keys is not None and len(keys) == len(arrays) else None
 
     def label(self, proxy: ClientProxy | None, metrics: dict[str, Any] | None = None) -> str:
         """A client's name in logs and records: its partition id, else its node id."""

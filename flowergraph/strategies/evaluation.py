@@ -8,19 +8,36 @@ numbers. That needs every client in every round (fit sample = evaluation sample)
 round is evaluated with a separate ``evaluate`` message) and the same model in both rounds (the last round of a
 stage is evaluated separately too).
 
+:class:`FusedEvaluation` is the strategy's side of it: round r's record is held back (:meth:`FusedEvaluation.hold`),
+round r+1's fit carries the ``evaluate_global`` flag, and its replies' ``eval_*`` metrics complete the held record
+(:meth:`FusedEvaluation.complete`). A client that ignored the flag is evaluated right then with a separate
+``evaluate`` message on the arrays that fit sent it (:func:`evaluate_now`), and fusion is off for the rest of the
+run.
+
 Each client's metrics form a :class:`ClientEvaluation`; a :class:`MetricAggregation` turns a round's rows into its
 aggregates (default: accuracy and loss weighted by test-set sizes, validation metrics by validation-set sizes, and
 the unweighted mean client accuracy that graph-level papers report). Pass your own to the strategy
-(``metrics=``) to aggregate other metrics.
+(``metrics=``) to aggregate other metrics. The server's own evaluation (``evaluate_fn``) goes to the round's record
+through :func:`server_evaluation`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from logging import INFO, WARNING
+from typing import Any, Callable, Iterable, Mapping
 
-from ..wire import EVAL_PREFIX
-from .common import weighted_metric
+from flwr.common import EvaluateIns, EvaluateRes, FitRes, Parameters
+from flwr.common.logger import log
+from flwr.server.client_proxy import ClientProxy
+
+from ..wire import EVAL_PREFIX, EVALUATE_GLOBAL, LOSS, NUM_TEST
+from .common import config_bytes, parameters_bytes, weighted_metric
+from .directory import failure_reason
+from .records import RoundBook
+
+Labeller = Callable[[ClientProxy, Any], str]  # (proxy, its reply's metrics) -> the client's label
 
 
 class EvaluationSchedule:
@@ -107,3 +124,124 @@ def record_evaluation(rec: dict[str, Any], per_client: list[tuple[str, dict[str,
         added.append(ClientEvaluation(label, dict(m)))
     rec.update(aggregation(list(rec["clients"].values())))
     return added
+
+
+def eval_row(res: EvaluateRes) -> dict[str, Any]:
+    """One client's ``evaluate`` reply as its row: its metrics, ``num_test`` and ``loss`` from the reply's fields
+    when the metrics lack them."""
+    return {**res.metrics, NUM_TEST: res.metrics.get(NUM_TEST, res.num_examples),
+            LOSS: res.metrics.get(LOSS, res.loss)}
+
+
+def record_replies(rec: dict[str, Any], results: list[tuple[ClientProxy, EvaluateRes]], label: Labeller,
+                   aggregation: MetricAggregation = DEFAULT_METRICS, add_bytes: Callable[..., None] | None = None
+                   ) -> list[ClientEvaluation]:
+    """``evaluate`` replies into ``rec`` (:func:`record_evaluation`), their bytes (metrics and the loss) to
+    ``add_bytes`` when given; returns the rows added."""
+    if add_bytes is not None:
+        for _, res in results:
+            add_bytes(up=config_bytes(res.metrics) + 8)
+    return record_evaluation(rec, [(label(proxy, res.metrics), eval_row(res)) for proxy, res in results],
+                             aggregation)
+
+
+def evaluate_now(rec: dict[str, Any], clients: list[ClientProxy], sent: Mapping[str, Parameters],
+                 config: Mapping[str, Any], server_round: int, *, label: Labeller,
+                 aggregation: MetricAggregation = DEFAULT_METRICS, timeout: float | None = None
+                 ) -> list[ClientEvaluation]:
+    """Evaluate ``clients`` now, each on ``sent[its node id]`` with ``config`` (in parallel): their rows go to
+    ``rec`` with the bytes each way; a client that fails is listed under ``rec["eval_failures"]``."""
+
+    def call(proxy: ClientProxy) -> tuple[ClientProxy, EvaluateRes]:
+        ins = EvaluateIns(sent[proxy.cid], dict(config))
+        return proxy, proxy.evaluate(ins, timeout=timeout, group_id=server_round)
+
+    results, failures = [], []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(clients)))) as pool:
+        for future in [pool.submit(call, p) for p in clients]:
+            try:
+                results.append(future.result())
+            except Exception as exc:  # noqa: BLE001
+                failures.append(exc)
+    for proxy, res in results:
+        rec["bytes_up"] = rec.get("bytes_up", 0) + config_bytes(res.metrics) + 8
+    rec["bytes_down"] = rec.get("bytes_down", 0) + sum(parameters_bytes(sent[p.cid]) + config_bytes(config)
+                                                       for p in clients)
+    if failures:
+        rec.setdefault("eval_failures", []).extend(
+            {"client": "unknown", "reason": failure_reason(f)} for f in failures)
+    return record_replies(rec, results, label, aggregation)
+
+
+class FusedEvaluation:
+    """The strategy's side of fused evaluation (see the module docstring), over its ``schedule`` (``fused`` is
+    turned off here when a client ignores the flag) and its ``book`` (which holds the record back)."""
+
+    def __init__(self, schedule: EvaluationSchedule, book: RoundBook, aggregation: MetricAggregation = DEFAULT_METRICS,
+                 label: Labeller = lambda proxy, metrics: proxy.cid) -> None:
+        self.schedule = schedule
+        self.book = book
+        self.aggregation = aggregation
+        self.label = label
+
+    def hold(self, server_round: int) -> bool:
+        """Whether round ``server_round``'s evaluation travels inside the next fit; if so its record is closed and
+        held back."""
+        if not self.schedule.fuse(server_round):
+            return False
+        self.book.hold()
+        return True
+
+    def flag(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A fit config, with the ``evaluate_global`` flag while a record is held back."""
+        if self.book.held is not None:
+            config[EVALUATE_GLOBAL] = True
+        return config
+
+    def complete(self, server_round: int, results: list[tuple[ClientProxy, FitRes]], sent: Mapping[str, Parameters],
+                 config: Callable[[int], Mapping[str, Any]],
+                 after_evaluate: Callable[[int, list[ClientEvaluation]], None] = lambda r, rows: None,
+                 timeout: float | None = None) -> dict[str, Any]:
+        """The held record of round ``server_round - 1``, completed from the ``eval_*`` metrics of round
+        ``server_round``'s fit ``results``: its rows go to ``after_evaluate(held round, rows)`` (the strategy's
+        hook), then the record is written and returned. A client that ignored the flag is evaluated now on
+        ``sent[its node id]`` (what the fit sent it) with ``config(held round)`` (the strategy's evaluate config),
+        and fused evaluation is turned off for the rest of the run."""
+        held = self.book.take_held()
+        assert held is not None
+        per_client, ignored = [], []
+        for proxy, res in results:
+            metrics = fused_metrics(res.metrics)
+            if metrics:
+                per_client.append((self.label(proxy, res.metrics), metrics))
+            else:
+                ignored.append((proxy, self.label(proxy, res.metrics)))
+        rows = record_evaluation(held, per_client, self.aggregation)
+        if ignored:
+            labels = ", ".join(label for _, label in ignored)
+            log(WARNING, "round %s: client(s) %s ignored the fused-evaluation flag '%s'; evaluating round %s's model "
+                "on them with a separate message, and using separate evaluation from now on", server_round,
+                labels, EVALUATE_GLOBAL, server_round - 1)
+            self.schedule.fused = False
+            held["fused_eval_fallback"] = [label for _, label in ignored]
+            clients = [p for p, _ in ignored]
+            rows += evaluate_now(held, clients, {p.cid: sent[p.cid] for p in clients}, config(held["round"]),
+                                 held["round"], label=self.label, aggregation=self.aggregation, timeout=timeout)
+        after_evaluate(int(held["round"]), rows)
+        self.book.write(held)
+        return held
+
+
+def server_evaluation(evaluate_fn: Callable[[int, Any], Any], server_round: int, arrays: Any,
+                      book: RoundBook) -> tuple[float, dict[str, Any]] | None:
+    """``evaluate_fn(server_round, arrays)`` (the server's own evaluation: ``(loss, {"accuracy": ...})`` or None);
+    its loss and accuracy go to round ``server_round``'s record (round 0, the initial model: to the log)."""
+    result = evaluate_fn(server_round, arrays)
+    if result is None:
+        return None
+    loss, metrics = result
+    if server_round >= 1:
+        book.start(server_round).update(server_loss=float(loss), server_accuracy=metrics.get("accuracy"))
+    else:
+        log(INFO, "initial global model on the server: loss %.4f, accuracy %s", loss, metrics.get("accuracy"))
+    return loss, metrics

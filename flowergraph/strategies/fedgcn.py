@@ -63,9 +63,8 @@ from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
 from ..tasks.fedgcn import RowSums, check_hops
 from ..wire import fedgcn as msg
-from .base import resolve_policy
 from .phases import Phase, PhaseMessage, PhaseReply, relay
-from .policy import FederationPolicy
+from .policy import FederationPolicy, resolve_policy
 from .weighted import WeightedAveraging
 
 PHASE = msg.PHASE
@@ -104,7 +103,7 @@ class FedGCNStrategy(WeightedAveraging):
     def setup(self, client_manager: ClientManager) -> None:
         if self.hops == 0:
             return
-        if self.restored_clients:
+        if self.client_state.restored:
             log(INFO, "FedGCN: the clients restored their aggregations from the checkpoint; no new exchange")
             return
         self.communication_phase(client_manager)

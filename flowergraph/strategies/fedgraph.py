@@ -59,7 +59,7 @@ from logging import INFO, WARNING
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from flwr.common import EvaluateIns, Parameters, Scalar
+from flwr.common import Parameters, Scalar
 from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
@@ -206,7 +206,7 @@ class FedGraphStrategy(FederatedStrategy):
             raise RuntimeError(f"FedGraph needs all {self.num_clients} clients (every owner sends rows, the agent "
                                f"has a slot per client); {len(clients)} are connected")
         if self.sharing != "nonshare":
-            if self.restored_clients:
+            if self.client_state.restored:
                 log(INFO, "FedGraph: the clients restored their remote degrees from the checkpoint")
             else:
                 self.degree_phase(clients)
@@ -256,17 +256,18 @@ class FedGraphStrategy(FederatedStrategy):
                 parts[k] = (np.asarray(merged.ids), np.asarray(merged.values))
         return {msg.INBOX: msg.pack_parts(parts)}
 
-    def fit_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy],
-                         config: dict[str, Scalar]) -> list[tuple[ClientProxy, Any]]:
-        out = []
-        for proxy in clients:
-            p = self.partition(proxy)
-            extra: dict[str, Any] = dict(self.plan(p).config())
-            if not self.exchanged:
-                extra.update(self._inbox(p))
-            self.client_entry(int(p or 0))["policy"] = [extra[msg.KAPPA], extra[msg.PROBS]]
-            out.append((proxy, self.fit_instruction(proxy, parameters, {**config, **extra})))
-        return out
+    def client_config(self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar],
+                      kind: str) -> dict[str, Scalar]:
+        """A fit: the client's round plan (its sampling policy, recorded in its table entry) and, before the
+        exchange has run this round, its inbox of rows; a separate evaluation with stale rows: its inbox."""
+        p = self.partition(proxy)
+        if kind != "fit":
+            return config if self.staleness == "same-round" else {**config, **self._inbox(p)}
+        extra: dict[str, Any] = dict(self.plan(p).config())
+        if not self.exchanged:
+            extra.update(self._inbox(p))
+        self.client_entry(int(p or 0))["policy"] = [extra[msg.KAPPA], extra[msg.PROBS]]
+        return {**config, **extra}
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
         config = super().evaluate_config(server_round)
@@ -274,25 +275,14 @@ class FedGraphStrategy(FederatedStrategy):
                                     self.staleness).config())
         return config
 
-    def evaluate_instructions(self, server_round: int, parameters: Parameters, clients: list[ClientProxy]
-                              ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """A separate evaluation: first the rows of the evaluated model (same-round), or the pending ones."""
-        out = super().evaluate_instructions(server_round, parameters, clients)
-        if self.staleness == "same-round":
-            self.exchange(msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients_of(clients),
-                          self.bank.global_model or {})
-            return out
-        return [(proxy, EvaluateIns(ins.parameters, {**ins.config, **self._inbox(self.partition(proxy))}))
-                for proxy, ins in out]
-
-    def all_clients_of(self, clients: list[ClientProxy]) -> list[ClientProxy]:
-        """Every owner must send rows, even to an evaluation of some clients: the connected ones."""
-        manager = getattr(self, "_manager", None)
-        return self.all_clients(manager) if manager is not None else clients
-
     def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
-        self._manager = client_manager
-        return super().configure_evaluate(server_round, parameters, client_manager)
+        """A separate evaluation: first the rows of the evaluated model (same-round: from every connected owner, even
+        to an evaluation of some clients), or the pending ones (in each client's config: :meth:`client_config`)."""
+        out = super().configure_evaluate(server_round, parameters, client_manager)
+        if out and self.staleness == "same-round":
+            self.exchange(msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients(client_manager),
+                          self.bank.global_model or {})
+        return out
 
     # ------------------------------------------------------------------------------------ aggregation
     def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]

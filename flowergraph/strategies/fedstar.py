@@ -49,8 +49,7 @@ ever reaches it), the clients' training-graph counts, losses and accuracies.
 
 from __future__ import annotations
 
-from .base import resolve_policy
-from .policy import FederationPolicy
+from .policy import FederationPolicy, resolve_policy
 from .weighted import WeightedAveraging
 
 LOCAL_VARIANTS = ("local", "local-decoupled")

@@ -14,7 +14,7 @@ Algorithm (the authors' ``run_gcfl``; every round r, with the clients of one clu
    edge weight ``cos(dW_i, dW_j) + 1``, is cut by a minimum cut (Stoer-Wagner, as the authors' ``min_cut``);
 3. each cluster's new model is the weighted mean (the run's ``Aggregator``, train-size weights by default) of
    its clients' arrays, i.e. ``W_c + sum_i a_i dW_i / sum_i a_i`` (the authors' ``aggregate_clusterwise``);
-4. the next round sends each client its cluster's model (:meth:`client_parameters`), for training and for
+4. the next round sends each client its cluster's model (:meth:`client_model`), for training and for
    evaluation (fused or separate).
 
 The shared arrays are what the clients send (FedStar's GCFL baseline: the GIN layers, as the authors'

@@ -108,6 +108,24 @@ class FederationPolicy:
         return tuple(f.name for f in dataclasses.fields(cls))
 
 
+def resolve_policy(policy: FederationPolicy | None, kwargs: dict[str, Any], owner: str) -> FederationPolicy:
+    """``policy``, for the constructor of strategy ``owner``; ``kwargs`` are its keyword arguments left over, each
+    refused with a TypeError: a field of the policy names ``policy=FederationPolicy(...)`` (0.3 removed the policy's
+    fields as keyword arguments of a strategy), any other key the policy's fields."""
+    fields = sorted(k for k in kwargs if k in FederationPolicy.field_names())
+    if fields:
+        raise TypeError(f"{owner}({', '.join(f'{k}=' for k in fields)}...): the policy's fields are not keyword "
+                        f"arguments of a strategy (removed in 0.3); pass "
+                        f"policy=FederationPolicy({', '.join(f'{k}=...' for k in fields)})")
+    unknown = sorted(kwargs)
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword argument(s) {', '.join(unknown)}; the policy's fields "
+                        f"are {', '.join(FederationPolicy.field_names())}")
+    if policy is None:
+        raise TypeError(f"{owner}() needs policy=FederationPolicy(num_clients=...)")
+    return policy
+
+
 @dataclass(frozen=True)
 class Stage:
     """One stage of a run: ``rounds`` training rounds (None: the rest of the run; only the last stage) with its

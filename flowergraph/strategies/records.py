@@ -14,7 +14,9 @@ and accuracy), in the order records are written.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from .common import config_bytes, parameters_bytes
 
 
 class RoundBook:
@@ -43,12 +45,27 @@ class RoundBook:
         self.pending["bytes_down"] = self.pending.get("bytes_down", 0) + int(down)
         self.pending["bytes_up"] = self.pending.get("bytes_up", 0) + int(up)
 
+    def count_sent(self, instructions: list[Any]) -> list[Any]:
+        """``instructions`` (``(proxy, FitIns | EvaluateIns)`` pairs), their bytes added to the record's
+        ``bytes_down``."""
+        self.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(ins.config) for _, ins in instructions))
+        return instructions
+
     def add_phase(self, record: dict[str, Any]) -> None:
         """A phase that ran inside the current round (e.g. an embedding exchange before training): its record goes
         under ``phases`` and its bytes count in the round's totals."""
         entry = {k: v for k, v in record.items() if k not in ("round", "phase")}
         self.pending.setdefault("phases", {})[record["phase"]] = entry
         self.add_bytes(record.get("bytes_down", 0), record.get("bytes_up", 0))
+
+    def measured(self, server_round: int, down: int, up: int, stages: Sequence[tuple[int, int, float]] = ()) -> None:
+        """Round ``server_round``'s bytes as measured on the grid (they replace the record's own count) and, as
+        ``fit_stages``, the message exchanges ``(sent, received, seconds)`` a fit workflow such as SecAgg+ ran."""
+        rec = self.start(server_round)
+        rec.update(bytes_down=int(down), bytes_up=int(up), bytes_measured="grid")
+        if stages:
+            rec["fit_stages"] = [{"messages": int(n), "replies": int(r), "time_s": round(float(t), 4)}
+                                 for n, r, t in stages]
 
     def close(self) -> dict[str, Any] | None:
         """End the current round's clock; returns its record (not yet written)."""

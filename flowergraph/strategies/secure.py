@@ -32,6 +32,12 @@ are pseudo-random values in [1, 2) of (round r, partition p, ciphertext j).
    aggregated. A client that fails to answer is replaced by the next. The new global model is
    ``sum w θ / sum w``, checked to be finite.
 
+On the strategy's side, :meth:`CKKSAggregation.setup` is step 1 and :meth:`CKKSAggregation.round_update` a whole
+training round (the fit replies as uploads, their record, steps 3-5): it returns the decrypted mean as one update
+for the strategy's ``aggregate_updates``. A method's own encrypted sums (FL-AGCNS's federated scores) use
+:meth:`CKKSAggregation.sum_checked`. :func:`check_secagg_sum` is the server's check of what Flower's SecAgg+
+workflow hands over (``secure-agg=secagg+``).
+
 What the server learns: the sum over at least ``min-secure-clients`` clients of their weighted updates and of
 their weights (as with SecAgg+), the number and size of the ciphertexts; never a single client's update, even
 when the other clients of the round failed. The decrypting client learns the same sum, nothing more (it receives
@@ -49,15 +55,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from logging import INFO, WARNING
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
+from flwr.common import FitRes
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
+from .. import wire
 from ..privacy import ckks
-from ..wire.secure import CKKS_DECRYPT, CKKS_SETUP, DecryptReply, DecryptRequest, EncryptedUpdate, SetupReply
+from ..wire.secure import (CKKS_DECRYPT, CKKS_SETUP, CKKS_SUM, CKKS_SUMMED, CKKS_TOTAL_WEIGHT, CKKS_VALUES,
+                           DecryptReply, DecryptRequest, EncryptedUpdate, SetupReply)
+from .aggregation import Update
+from .common import config_bytes, parameters_bytes, weighted_metric
 from .phases import PhaseError, PhaseMessage, PhaseRunner
+from .records import RoundBook
 
 
 @dataclass
@@ -92,7 +104,10 @@ class CKKSAggregation:
         self.fingerprint: str | None = None
         self._round = 0
 
-    def setup(self, clients: list[ClientProxy], timeout: float | None) -> dict[str, Any]:
+    def setup(self, clients: list[ClientProxy], timeout: float | None, book: RoundBook | None = None
+              ) -> dict[str, Any]:
+        """Step 1: every client's key fingerprint and the keyless CKKS context; returns the phase's record (also
+        written to ``book`` as round 0's record, when given)."""
         phase = self.phases.begin("secure-ckks-setup", 0, timeout=timeout)
         replies = phase.send(CKKS_SETUP, clients, PhaseMessage(), require_all=True)
         setups = {r.client: SetupReply.decode(r.values) for r in replies}
@@ -104,7 +119,60 @@ class CKKSAggregation:
         self.fingerprint = next(iter(prints.values()))
         record = phase.end()
         log(INFO, "secure-agg=ckks: %d clients share key %s", len(replies), self.fingerprint)
+        if book is not None:
+            book.write({**record, "elapsed_s": 0.0})
         return record
+
+    def round_update(self, server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any], *,
+                     sent: Mapping[str, np.ndarray], label: Callable[[ClientProxy, Any], str],
+                     partition: Callable[[ClientProxy], int | None], add_bytes: Callable[..., None],
+                     min_clients: int | None = None, timeout: float | None = None) -> Update | None:
+        """A training round under CKKS, on the strategy's side: each fit reply becomes an :class:`Upload` (its bytes
+        go to ``add_bytes``, its size and fit metrics to ``rec["clients"]``, the weighted train loss to ``rec``);
+        if at least ``max(min_clients, self.min_clients)`` arrived, their sum is decrypted (:meth:`aggregate`,
+        shaped like ``sent``: the arrays every client was sent). Returns the weighted mean as one
+        :class:`~flowergraph.strategies.aggregation.Update` labelled ``CKKS_SUM`` (weight 1: the strategy's
+        ``aggregate_updates`` adopts it, or steps its model with it), or None when the round is not aggregated
+        (logged). ``rec`` gets ``secure_agg`` (the protocol's record), ``rejected`` and ``num_fit`` (the updates
+        summed)."""
+        uploads: list[Upload] = []
+        weights: list[float] = []
+        metrics: list[dict[str, Any]] = []
+        for proxy, res in results:
+            add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
+            name = label(proxy, res.metrics)
+            arrays: list[Any]
+            try:
+                arrays = wire.to_ndarrays(res.parameters)
+            except Exception as exc:  # noqa: BLE001
+                arrays = [f"undecodable: {exc}"]
+            uploads.append(Upload(proxy, name, partition(proxy), arrays, dict(res.metrics), int(res.num_examples)))
+            fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
+            rec.setdefault("clients", {}).setdefault(name, {}).update(
+                {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
+                                                         if k not in (wire.NUM_TRAIN, CKKS_VALUES)}})
+            weights.append(float(res.num_examples))
+            metrics.append(res.metrics)
+        rec["train_loss"] = weighted_metric((_number(m.get(wire.TRAIN_LOSS)), w) for m, w in zip(metrics, weights))
+        needed = max(min_clients or 1, self.min_clients)
+        mean: list[np.ndarray] | None = None
+        info: dict[str, Any] = {"mode": "ckks", "summed": 0}
+        if len(uploads) >= needed:
+            mean, info = self.aggregate(server_round, uploads, list(sent.values()), timeout)
+            add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
+        else:
+            info["error"] = (f"{len(uploads)} encrypted update(s) arrived, fewer than {needed}: a sum of so few is "
+                             f"never decrypted")
+        rec["secure_agg"] = info
+        rec["rejected"] = info.get("rejected", [])
+        rec["num_fit"] = int(info.get("summed", 0))
+        if mean is None or rec["num_fit"] < needed:
+            log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
+                server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
+            return None
+        total_weight = float(info.get("total_weight", 0.0))
+        return Update(CKKS_SUM, mean, int(round(total_weight)),
+                      {CKKS_TOTAL_WEIGHT: total_weight, CKKS_SUMMED: rec["num_fit"]}, keys=list(sent))
 
     def _parse(self, uploads: list[Upload], expected: int, info: dict[str, Any]) -> list[_Accepted]:
         """Every upload parsed whole (step 3); a bad one is recorded under ``rejected`` and adds nothing."""
@@ -240,3 +308,41 @@ class CKKSAggregation:
             return None
         info.setdefault("error", "no client decrypted the sum")
         return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def check_secagg_sum(server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any],
+                     clipping_range: float | None) -> bool:
+    """``secure-agg=secagg+``: what Flower's SecAgg+ workflow handed the strategy (one aggregate, copied into every
+    result) is recorded under ``rec["secure_agg"]``; whether it is usable. The unmasked average must be finite and,
+    as a weighted average of values clipped to ``clipping_range``, inside it (a NaN a client sent, or an overflow,
+    lands anywhere after Flower's quantisation); an unusable one is logged and recorded (``not_aggregated``)."""
+    rec["secure_agg"] = {"mode": "secagg+", "distinct_payloads": len({
+        hash(b"".join(res.parameters.tensors)) for _, res in results})}
+    problem = _secagg_sum_problem(results, clipping_range)
+    if problem is None:
+        return True
+    log(WARNING, "round %s: the SecAgg+ sum is not usable: %s; the model is kept unchanged", server_round, problem)
+    rec.update(not_aggregated=f"the unmasked SecAgg+ sum is not usable: {problem}", rejected=[], num_fit=0)
+    return False
+
+
+def _secagg_sum_problem(results: list[tuple[ClientProxy, FitRes]], bound: float | None) -> str | None:
+    if not results:
+        return None
+    try:
+        arrays = wire.to_ndarrays(results[0][1].parameters)
+    except Exception as exc:  # noqa: BLE001
+        return f"undecodable ({type(exc).__name__}: {exc})"
+    bad = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays)
+    if bad:
+        return f"{bad} NaN or infinite value(s)"
+    if bound is not None and arrays:
+        largest = max(float(np.max(np.abs(a))) if np.size(a) else 0.0 for a in arrays)
+        if largest > bound * (1 + 1e-3):
+            return (f"a value of magnitude {largest:.4g}, outside the clipping range {bound:g} that bounds an "
+                    f"average of clipped updates")
+    return None
