@@ -290,7 +290,6 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
     """Restore the parked cell at ``path`` into run folder ``out`` (a checkpoint ``resume-from`` reads, and the
     wall time so far), unless ``out`` already holds a run of this code at that round or later, or the parked
     run is of other code (``sources`` is the code state now). Whether it restored."""
-    import shutil
 
     import numpy as np
     from flowergraph.storage.checkpoint import Checkpoint, checkpoint_file, find_checkpoint, round_of_file, \

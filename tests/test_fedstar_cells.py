@@ -9,7 +9,6 @@ A failure means the code on FedStar's path now computes other numbers than the s
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import warnings

@@ -345,7 +345,9 @@ def test_flowers_other_stock_strategies_train_flowergraphs_handlers(name, app_di
     run_inline(server, message_client.client_app(), num_supernodes=3, app_dir=app_dir,
                overrides={**config, "out-dir": str(tmp_path / "o")})
     accuracy = {r: m["accuracy"] for r, m in results["r"].evaluate_metrics_clientapp.items()}
-    assert sorted(accuracy) == [1, 2, 3] and accuracy[1] < accuracy[2] < accuracy[3] and accuracy[3] > 0.2, accuracy
+    assert sorted(accuracy) == [1, 2, 3] and accuracy[3] > 0.2, accuracy
+    if name != "Krum":  # Krum keeps one client's model per round: its accuracy need not rise every round
+        assert accuracy[1] < accuracy[2] < accuracy[3], accuracy
 
 
 def test_flowers_message_api_mods_act_on_flowergraphs_train_replies(app_dir, tmp_path):

@@ -32,7 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 from ..settings.plan import RunPlan
 from ..storage.checkpoint import Checkpoint, checkpoint_file, prune_rounds, save_checkpoint
 from ..settings import RunSettings, parse_run_config
-from ..errors import ClientProcessDied, ConfigError, FlowergraphError
+from ..errors import ClientProcessDied, FlowergraphError
 from .polling import PollingGrid
 from ..storage.results import RunRecorder
 from .loop import FlowergraphServer

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, within, namespace
+from ..settings.options import at_least, within, namespace
 from .registry import ClientArgs, Method, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover

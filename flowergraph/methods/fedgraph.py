@@ -14,10 +14,10 @@ data on the server."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, left_open, within, namespace
+from ..settings.options import at_least, left_open, within, namespace
 from ..tasks.partition import PARTITIONERS
 from .node import graph_spec
 from .registry import ClientArgs, Method, StrategyArgs, register

@@ -5,10 +5,10 @@ client: :mod:`flowergraph.clients.fedstar`; data, structure embeddings, models a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, namespace
+from ..settings.options import at_least, namespace
 from .graph import graph_preflight, model_kwargs, train_config
 from .graph import task_spec as graph_task_spec
 from .registry import ClientArgs, Method, StrategyArgs, register

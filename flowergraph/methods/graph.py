@@ -5,10 +5,10 @@ data, the launcher's check, and the generic client of the baseline methods on it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, right_open, namespace
+from ..settings.options import at_least, right_open, namespace
 from .registry import ClientArgs, Sharing, Task, register_task
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 
-from ...errors import ConfigError
 from .data import ClientData, _canonical_dataset, client_assignment, client_data, load_graph
 
 PARTITIONER = "asfgnn"
