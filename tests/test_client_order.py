@@ -72,11 +72,11 @@ def test_largest_first_without_client_sizes_is_refused(monkeypatch):
                                  "client-order": "largest-first"})
     import dataclasses
 
-    import flowergraph.settings.parse as parse
+    import flowergraph.methods.registry as registry  # where RunSettings.task_info looks the task up
 
     assert settings.method_info.preflight is None  # fedavg uses its task's data check
     task = dataclasses.replace(settings.task_info, preflight=lambda s: {"summary": "no sizes"})
-    monkeypatch.setattr(parse, "task_of_dataset", lambda dataset: task)
+    monkeypatch.setattr(registry, "task_of_dataset", lambda dataset: task)
     with pytest.raises(ConfigError, match=r"client-order='largest-first': method 'fedavg' on 'synthetic' does not "
                                           r"report the size of each of its 4 clients \(got 0\); use "
                                           r"client-order='partition'"):
