@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: set up, then pytest (unit tests, end-to-end Flower simulations and real deployments on
-# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process): 37 min on 2 idle
+# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process): ~15 min on 2
 # cores of an AMD EPYC, CPU-bound (docs/running.md, "Tests"). Each worker has its own temp folder and dataset cache.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not simulation and not deployment and not inline"` (fast tests).
 # Tests that need the raw datasets (../shared/datasets, or the folder FLOWERGRAPH_TEST_DATA names) are skipped
