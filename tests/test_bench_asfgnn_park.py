@@ -14,7 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import asfgnn as bench  # noqa: E402
+import asfgnn_grid as grid  # noqa: E402
+import asfgnn_report as report  # noqa: E402
 
 NAME = "tuned-Cora-label-a1.0-fl-quick-hpo-s3"
 
@@ -52,25 +53,25 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     # 3 trials x 10 rounds. The search driver's own rebuild (SMAC's model-based proposals after the initial
     # design) is checked in tests/test_asfgnn_core.py; the same test with the paper's GP facade (12 trials of 2
     # rounds, parked after 10) passed once by hand on 2026-11-28 and took 204 s, too long for the suite
-    config = bench.run_config("Cora", "fl", seed=3, budget="quick", facade="hpo")
+    config = grid.run_config("Cora", "fl", seed=3, budget="quick", facade="hpo")
     per_trial, stop = config["asfgnn.trial-rounds"] + 1, 1
     nowhere = tmp_path / "no-parked-files"
-    whole = bench.run_cell(tmp_path / "whole", NAME, config, parked_root=nowhere)
+    whole = grid.run_cell(tmp_path / "whole", NAME, config, parked_root=nowhere)
     assert len(whole["trials"]) == 3
 
     # the same run stopped after its first trial (a checkpoint between trials), parked, its folder deleted
-    bench.run_cell(tmp_path / "stopped", NAME, {**config, "rounds": stop * per_trial}, parked_root=nowhere)
-    parked = bench.park_run(tmp_path / "stopped" / NAME)
+    grid.run_cell(tmp_path / "stopped", NAME, {**config, "rounds": stop * per_trial}, parked_root=nowhere)
+    parked = grid.park_run(tmp_path / "stopped" / NAME)
     assert parked["round"] == stop * per_trial and parked["trials_finished"] == stop
     assert parked["strategy_state"]["client_checkpoint"] is None  # the clients' files are not kept
     assert len(parked["records"]) == stop * per_trial
-    path = bench.parked_path(NAME, tmp_path / "parked")
-    assert bench.write_parked(parked, path) > 0
-    assert f"- {NAME}: 1 of 3 trials (round {per_trial})" in bench.parked_note("quick", tmp_path / "parked")
-    assert bench.parked_note("paper", tmp_path / "parked") == ""  # another budget's results file lists none
+    path = grid.parked_path(NAME, tmp_path / "parked")
+    assert grid.write_parked(parked, path) > 0
+    assert f"- {NAME}: 1 of 3 trials (round {per_trial})" in report.parked_note("quick", tmp_path / "parked")
+    assert report.parked_note("paper", tmp_path / "parked") == ""  # another budget's results file lists none
     shutil.rmtree(tmp_path / "stopped")
 
-    resumed = bench.run_cell(tmp_path / "stopped", NAME, config, parked_root=tmp_path / "parked")
+    resumed = grid.run_cell(tmp_path / "stopped", NAME, config, parked_root=tmp_path / "parked")
     assert comparable(resumed) == comparable(whole)
     assert resumed["wall_s"] >= parked["wall_s"] > 0  # the parked segment's time is counted
     meta = json.loads((tmp_path / "stopped" / NAME / "config.json").read_text())
@@ -84,27 +85,27 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     assert all(tmp_path / "stopped" / NAME / "tmp" in f.parents for f in smac_folders[1:])
     assert list(system_temp.iterdir()) == [] and not (tmp_path / "whole" / NAME / "tmp").exists()
     # a run folder holding a finished (hence newer) run is not overwritten by the parked file
-    assert bench.unpark(tmp_path / "stopped" / NAME, path, bench._sources_hash(bench.SOURCES)) is False
+    assert grid.unpark(tmp_path / "stopped" / NAME, path, grid._sources_hash(grid.SOURCES)) is False
 
 
 def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_code(tmp_path, data, capsys):
     from flowergraph.storage.checkpoint import checkpoint_file, load_checkpoint, save_checkpoint
 
-    config = bench.run_config("Cora", "sp", seed=3, budget="quick", facade="hpo")
+    config = grid.run_config("Cora", "sp", seed=3, budget="quick", facade="hpo")
     per_trial = config["asfgnn.trial-rounds"] + 1
     out = tmp_path / "w" / NAME
-    bench.run_cell(tmp_path / "w", NAME, {**config, "rounds": per_trial}, parked_root=tmp_path / "none")
+    grid.run_cell(tmp_path / "w", NAME, {**config, "rounds": per_trial}, parked_root=tmp_path / "none")
     ckpt = load_checkpoint(out)
     ckpt.strategy_state["asfgnn"]["trial"]["finished"] = False
     save_checkpoint(ckpt, checkpoint_file(out, per_trial + 1))  # the latest checkpoint now looks mid-trial
     with pytest.raises(ValueError, match=f"round {per_trial} is inside trial 0; only a checkpoint between "
                                          "trials can be parked"):
-        bench.park_run(out)
+        grid.park_run(out)
 
     (out / "checkpoints" / f"round-{per_trial + 1:06d}.npz").unlink()
-    path = bench.parked_path(NAME, tmp_path / "parked")
-    bench.write_parked({**bench.park_run(out), "sources": "0123456789abcdef"}, path)
+    path = grid.parked_path(NAME, tmp_path / "parked")
+    grid.write_parked({**grid.park_run(out), "sources": "0123456789abcdef"}, path)
     target = tmp_path / "elsewhere" / NAME
-    assert bench.unpark(target, path, bench._sources_hash(bench.SOURCES)) is False
+    assert grid.unpark(target, path, grid._sources_hash(grid.SOURCES)) is False
     assert not target.exists()
     assert "was parked by other code (sources 0123456789abcdef" in capsys.readouterr().err

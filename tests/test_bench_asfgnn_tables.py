@@ -1,5 +1,6 @@
-"""ASFGNN's Fig. 3 points (benchmarks/asfgnn.py ``alpha_curves``): means and stds over seeds per method and alpha,
-and the JS minus no-JS difference paired by seed (only seeds with both cells), checked against hand numbers."""
+"""ASFGNN's Fig. 3 points (benchmarks/asfgnn_report.py ``alpha_curves``): means and stds over seeds per method and
+alpha, and the JS minus no-JS difference paired by seed (only seeds with both cells), checked against hand
+numbers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import asfgnn as bench  # noqa: E402
+import asfgnn_figures as figures  # noqa: E402
+import asfgnn_grid as grid  # noqa: E402
+import asfgnn_report as report  # noqa: E402
 
 
 def cell(method: str, seed: int, test: float) -> dict:
@@ -25,7 +28,7 @@ def test_alpha_curves_average_each_method_and_pair_js_by_seed():
               "fl": [cell("fl", 0, 0.80)], "sp": []},
         0.8: {"sfgnn": [cell("sfgnn", 0, 0.70)], "sfgnn-nojs": [], "fl": [], "sp": [cell("sp", 3, 0.60)]},
     }
-    curves = bench.alpha_curves(by_alpha)
+    curves = report.alpha_curves(by_alpha)
     a, mean, std, n = curves["sfgnn"][1]
     assert (a, n) == (1.0, 3)
     assert mean == pytest.approx(0.92)
@@ -41,20 +44,21 @@ def test_alpha_curves_average_each_method_and_pair_js_by_seed():
 
 
 def test_alpha_plot_is_written_from_the_points(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
+    monkeypatch.setattr(figures, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
     curves = {"sfgnn": [(0.9, 0.80, 0.01, 3), (1.0, 0.90, 0.01, 3)], "js-diff": [(1.0, -0.002, 0.008, 3)]}
-    assert bench.plot_alpha(curves, "quick") == "asfgnn_alpha_quick.png"
+    assert figures.plot_alpha(curves, "quick") == "asfgnn_alpha_quick.png"
     assert (tmp_path / "asfgnn_alpha_quick.png").stat().st_size > 1000
-    assert bench.plot_alpha({"js-diff": []}, "quick") is None  # nothing of Fig. 3's curves: no figure
-    assert bench.plot_alpha({"sfgnn": [(1.0, 0.9, 0.0, 1)], "sp": [(1.0, 0.91, 0.0, 1)]}, "quick") is None  # one alpha
+    assert figures.plot_alpha({"js-diff": []}, "quick") is None  # nothing of Fig. 3's curves: no figure
+    one_alpha = {"sfgnn": [(1.0, 0.9, 0.0, 1)], "sp": [(1.0, 0.91, 0.0, 1)]}
+    assert figures.plot_alpha(one_alpha, "quick") is None
 
 
 def test_top_by_validation_averages_the_best_trials_test_accuracy():
     trials = [{"best_val": v, "test": t, "owner_test": o} for v, t, o in
               ((0.90, 0.80, 0.70), (0.95, 0.85, 0.75), (0.93, 0.90, 0.60), (0.91, 0.99, 0.99))]
-    assert bench.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
-    assert bench.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
-    assert bench.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
+    assert report.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
+    assert report.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
+    assert report.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
 
 
 def trial(k: int, val: float, test: float, owner: float | None = None) -> dict:
@@ -64,65 +68,65 @@ def trial(k: int, val: float, test: float, owner: float | None = None) -> dict:
 def test_tuning_trace_follows_the_incumbent_in_trial_order():
     # stored out of order; trial 2 ties trial 1's validation and does not take over (the first best stays)
     trials = [trial(2, 0.80, 0.99), trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(3, 0.85, 0.70)]
-    assert bench.tuning_trace({"method": "sfgnn", "trials": trials}) == [
+    assert report.tuning_trace({"method": "sfgnn", "trials": trials}) == [
         (0.70, 0.60), (0.80, 0.75), (0.80, 0.75), (0.85, 0.70)]
     # CM reports the owners' nodes, as the table's accuracy() does
     cm = [trial(0, 0.5, 0.9, owner=0.4), trial(1, 0.6, 0.9, owner=0.3)]
-    assert bench.tuning_trace({"method": "cm", "trials": cm}) == [(0.5, 0.4), (0.6, 0.3)]
+    assert report.tuning_trace({"method": "cm", "trials": cm}) == [(0.5, 0.4), (0.6, 0.3)]
 
 
 def test_tuning_trace_ends_at_the_number_the_table_reports():
     row = {"method": "sp", "best_trial": 1, "test": 0.75,
            "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(2, 0.78, 0.90)]}
-    assert bench.tuning_trace(row)[-1] == (0.80, bench.accuracy(row))
+    assert report.tuning_trace(row)[-1] == (0.80, report.accuracy(row))
 
 
 def test_mean_trace_averages_seeds_up_to_the_shortest_run():
     a = {"method": "sp", "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.70), trial(2, 0.90, 0.80)]}
     b = {"method": "sp", "trials": [trial(0, 0.50, 0.40), trial(1, 0.40, 0.90)]}
-    val, test, n = bench.mean_trace([a, b])
+    val, test, n = report.mean_trace([a, b])
     assert n == 2
     assert val == pytest.approx([0.60, 0.65])  # (0.70 + 0.50) / 2, (0.80 + 0.50) / 2: b's incumbent stays trial 0
     assert test == pytest.approx([0.50, 0.55])
 
 
 def test_trace_plot_is_written_only_with_two_trials(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
+    monkeypatch.setattr(figures, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
     traces = {"Cora": {"sp": ([0.90, 0.92], [0.89, 0.91], 3), "sfgnn": ([0.88, 0.93], [0.87, 0.90], 3)},
               "CiteSeer": {"sp": ([0.78, 0.80], [0.77, 0.78], 1)}}
-    assert bench.plot_traces(traces, "quick") == "asfgnn_trace_quick.png"
+    assert figures.plot_traces(traces, "quick") == "asfgnn_trace_quick.png"
     assert (tmp_path / "asfgnn_trace_quick.png").stat().st_size > 1000
-    assert bench.plot_traces({"Cora": {"sp": ([0.9], [0.9], 3)}}, "quick") is None
+    assert figures.plot_traces({"Cora": {"sp": ([0.9], [0.9], 3)}}, "quick") is None
 
 
 def test_a_stopped_segment_counts_up_to_its_last_round(tmp_path):
     import json
 
-    assert bench.segments_before(tmp_path) == 0.0  # a new run folder
+    assert grid.segments_before(tmp_path) == 0.0  # a new run folder
     # 100 s from finished segments, then one opened at t = 1000 and stopped after its rounds ending at 1040 and
     # 1070; a round from before it (ended 990) is not its own
     (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 100.0, "open_since": 1000.0}))
     (tmp_path / "rounds.jsonl").write_text("\n".join(json.dumps({"round": k, "ended_at": e})
                                                      for k, e in ((1, 990.0), (2, 1040.0), (3, 1070.0))) + "\n")
-    assert bench.segments_before(tmp_path) == pytest.approx(170.0)
+    assert grid.segments_before(tmp_path) == pytest.approx(170.0)
     # a finished last segment leaves no open one
     (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 250.0}))
-    assert bench.segments_before(tmp_path) == pytest.approx(250.0)
+    assert grid.segments_before(tmp_path) == pytest.approx(250.0)
     # stopped before its first round: nothing of it is known
     (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 250.0, "open_since": 2000.0}))
-    assert bench.segments_before(tmp_path) == pytest.approx(250.0)
+    assert grid.segments_before(tmp_path) == pytest.approx(250.0)
 
 
 def test_wall_minutes_of_a_cell_resumed_before_segments_were_timed_are_marked():
     trials = [{"time_s": 600.0}, {"time_s": 600.0}]
-    assert bench.wall_min({"wall_s": 1260.0, "trials": trials}) == "21.0"
-    assert bench.wall_min({"wall_s": 300.0, "trials": trials}) == ">= 20.0 (trials; resumed)"
+    assert report.wall_min({"wall_s": 1260.0, "trials": trials}) == "21.0"
+    assert report.wall_min({"wall_s": 300.0, "trials": trials}) == ">= 20.0 (trials; resumed)"
 
 
 def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
     a = [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.80), cell("sfgnn", 2, 0.70), cell("sfgnn", 4, 0.99)]
     b = [cell("sp", 0, 0.85), cell("sp", 1, 0.80), cell("sp", 2, 0.75), cell("sp", 3, 0.10)]
-    seeds, first, second, diff, counts, mean_ci, one_run = bench.paired(a, b)
+    seeds, first, second, diff, counts, mean_ci, one_run = report.paired(a, b)
     assert seeds == "3 (0, 1, 2)"
     assert first == "0.8000 ± 0.1000" and second == "0.8000 ± 0.0500"
     assert diff == "+0.0000 ± 0.0500"  # differences +0.05, 0, -0.05
@@ -130,11 +134,11 @@ def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
     # t(0.975, 2 dof) = 4.302653 (printed tables); s = 0.05, n = 3
     assert mean_ci == "[-0.1242, +0.1242]"  # 4.302653 * 0.05 * sqrt(1/3) = 0.12421
     assert one_run == "[-0.2484, +0.2484]"  # 4.302653 * 0.05 * sqrt(1 + 1/3) = 0.24841
-    assert bench.paired(a, b, paper=0.25)[7:] == ["+0.2500", "above"]  # the paper is judged against one run
-    assert bench.paired(a, b, paper=-0.3)[7:] == ["-0.3000", "below"]
-    assert bench.paired(a, b, paper=0.2)[7:] == ["+0.2000", "inside"]  # outside the mean's interval, inside one run's
-    assert bench.paired(a, [cell("sp", 7, 0.5)]) is None
-    one = bench.paired(a[:1], b[:1], paper=0.0)  # one seed: no interval, so no verdict
+    assert report.paired(a, b, paper=0.25)[7:] == ["+0.2500", "above"]  # the paper is judged against one run
+    assert report.paired(a, b, paper=-0.3)[7:] == ["-0.3000", "below"]
+    assert report.paired(a, b, paper=0.2)[7:] == ["+0.2000", "inside"]  # outside the mean's interval, inside one run's
+    assert report.paired(a, [cell("sp", 7, 0.5)]) is None
+    one = report.paired(a[:1], b[:1], paper=0.0)  # one seed: no interval, so no verdict
     assert one[3:] == ["+0.0500", "1 / 0 / 0", "-", "-", "+0.0000", "-"]
 
 

@@ -1,5 +1,6 @@
-"""FedStar's baselines against FedAvg (benchmarks/fedstar.py ``against_fedavg``): differences paired by training
-seed over the seeds both methods have, with the paper's difference of means, checked against hand numbers."""
+"""FedStar's baselines against FedAvg (benchmarks/fedstar_report.py ``against_fedavg``): differences paired by
+training seed over the seeds both methods have, with the paper's difference of means, checked against hand
+numbers."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import fedstar as bench  # noqa: E402
+import fedstar_grid as grid  # noqa: E402
+import fedstar_report as report  # noqa: E402
 
 
 def row(variant: str, seed: int, accuracy: float, setting: str = "CHEM") -> dict:
     return {"setting": setting, "variant": variant, "seed": seed, "accuracy": accuracy, "structure": "dse+rwse",
-            "split_seed": bench.SPLIT_SEED}
+            "split_seed": grid.SPLIT_SEED}
 
 
 def test_baselines_are_paired_with_fedavg_by_seed():
@@ -24,19 +26,19 @@ def test_baselines_are_paired_with_fedavg_by_seed():
             row("fedprox", 1, 74.0), row("fedprox", 2, 73.5), row("fedprox", 4, 99.0),  # seed 4: no FedAvg
             row("fedper", 3, 77.0), row("fedavg-all", 2, 72.0),
             row("fedprox", 1, 50.0, setting="BIO-CHEM")]  # no FedAvg on BIO-CHEM: no line
-    table = "\n".join(bench.against_fedavg(rows))
+    table = "\n".join(report.against_fedavg(rows))
     lines = [line for line in table.splitlines() if line.startswith("| CHEM") or line.startswith("| BIO")]
     assert lines == [
         "| CHEM | FedProx (GIN, mu 0.01) | 2 | -0.75 | 0.35 | -1.00 -0.50 | +0.04 |",  # 75.30 - 75.26
         "| CHEM | FedPer (GIN) | 1 | +0.00 | - | +0.00 | +1.83 |",  # 77.09 - 75.26
         "| CHEM | FedAvg (GIN), hidden FC shared too | 1 | -2.00 | - | -2.00 | - |",
     ]
-    assert bench.against_fedavg([row("fedavg", 1, 75.0)]) == []
+    assert report.against_fedavg([row("fedavg", 1, 75.0)]) == []
 
 
 @pytest.mark.parametrize("variant,extra", [("fedavg", {}), ("fedavg-all", {"graph.baseline-share": "all"})])
 def test_the_control_is_fedavg_sharing_the_hidden_fc(variant, extra, monkeypatch):
-    monkeypatch.setattr(bench, "datasets_of", lambda setting: ["MUTAG", "BZR"])
-    config = bench.cell_settings("CHEM", variant, 1, "dse+rwse", bench.SPLIT_SEED, rounds=200)
+    monkeypatch.setattr(grid, "datasets_of", lambda setting: ["MUTAG", "BZR"])
+    config = grid.cell_settings("CHEM", variant, 1, "dse+rwse", grid.SPLIT_SEED, rounds=200)
     assert config["method"] == "fedavg" and "fedstar.variant" not in config
     assert {k: v for k, v in config.items() if k == "graph.baseline-share"} == extra

@@ -85,17 +85,18 @@ def test_the_table_generator_runs_on_cells_of_every_kind(shared_data, monkeypatc
     the module (as the paper's numbers once were) fails here, not after hours of cells."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     monkeypatch.setenv("FLOWERGRAPH_DATA", str(shared_data))
-    import fedstar as bench
+    import fedstar_grid as grid
+    import fedstar_report as report
 
-    def row(variant, seed, accuracy, structure="dse+rwse", split_seed=bench.SPLIT_SEED):
+    def row(variant, seed, accuracy, structure="dse+rwse", split_seed=grid.SPLIT_SEED):
         return {"setting": "CHEM", "variant": variant, "seed": seed, "structure": structure, "split_seed": split_seed,
                 "accuracy": accuracy, "late": accuracy - 0.5, "clients": {k: accuracy / 100 for k in range(7)},
                 "rounds": 200, "wall_s": 300.0, "cpu_s": 290.0, "round_s": 1.5, "rounds_s": 300.0,
                 "curve": [[10, 0.6], [200, accuracy / 100]], "stale": ""}
 
-    rows = [row(v, s, 70.0 + s + (5 if v == "fedstar" else 0)) for v in bench.TABLE1 for s in (1, 2)]
-    rows += [row(v, 1, 71.0 + k, split_seed=k) for v in bench.SPREAD_VARIANTS for k in (1, 2)]
+    rows = [row(v, s, 70.0 + s + (5 if v == "fedstar" else 0)) for v in grid.TABLE1 for s in (1, 2)]
+    rows += [row(v, 1, 71.0 + k, split_seed=k) for v in grid.SPREAD_VARIANTS for k in (1, 2)]
     rows[0]["stale"] = " (older code: abc123)"
-    text = bench.tables(rows, 200)
+    text = report.tables(rows, 200)
     assert "79.79" in text and "79.10" in text  # the paper's CHEM FedStar and the authors' code's, side by side
     assert "(older code: abc123)" in text or "†" in text  # a cell from other code is flagged in the table
