@@ -38,6 +38,7 @@ import os  # noqa: E402
 from flwr.app import Context  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 
+from .message_client import face_mod  # noqa: E402  (one ClientApp serves both faces)
 from .node_client import client_fn  # noqa: E402
 
 def privacy_mod(msg, context: Context, call_next):
@@ -95,14 +96,6 @@ def tidy_mod(msg, context: Context, call_next):
             from ..tasks.compute import remove_generated_sources
 
             remove_generated_sources()
-
-
-def face_mod(msg, context: Context, call_next):
-    """A Message-API message (``flower-api=message``) goes to flowergraph's Message-API handlers
-    (:mod:`flowergraph.app.message_client`), a legacy one on to the ``NumPyClient``: one ClientApp serves both."""
-    from .message_client import face_mod as serve_both
-
-    return serve_both(msg, context, call_next)
 
 
 # what runs a message (here or in the worker)

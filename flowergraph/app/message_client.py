@@ -145,8 +145,3 @@ def face_mod(msg: Message, context: Context, call_next: Callable[[Message, Conte
     if _APP is None:
         _APP = client_app()
     return _APP(msg, context)
-
-
-def handler_names() -> dict[str, Any]:
-    """``{message type: handler}`` of :func:`client_app` (for docs and tests)."""
-    return {rec.TRAIN: train, rec.EVALUATE: evaluate, **{kind: query for kind in rec.ACTIONS}}
