@@ -85,6 +85,11 @@ class InlineBackend(Backend):
     def is_worker_idle(self) -> bool:
         return not self._busy.locked()
 
+    def wait_idle(self) -> None:
+        """Return once no message is being handled (the one under way, if any, finished)."""
+        with self._busy:
+            pass
+
     def process_message(self, message: Message, context: Context) -> tuple[Message, Context]:
         if self.app_fn is None:
             raise ValueError("InlineBackend.build() was not called")
@@ -102,6 +107,32 @@ class InlineBackend(Backend):
 
     def terminate(self) -> None:
         self.app_fn = None
+
+
+class StopOrWake(threading.Event):
+    """The engine's stop event (``f_stop``), which :meth:`wake` also ends the engine's idle wait with.
+
+    Flower's extractor (``vce_api.add_messages_to_queue``) looks in the link state for new messages, then waits
+    ``f_stop.wait(0.1)``: a message the ServerApp pushes waited up to 0.1 s to be picked up, at every exchange of
+    a round. The grid calls :meth:`wake` after each push, so the extractor looks again at once. ``set()`` stops
+    the engine as before; nothing else of the engine waits on this event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._woken = threading.Event()
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    def set(self) -> None:
+        super().set()
+        self._woken.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.is_set():
+            self._woken.wait(timeout)
+            self._woken.clear()
+        return self.is_set()
 
 
 def fused_run_config(app_dir: str | Path, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -151,25 +182,45 @@ def run_inline(server_app: ServerApp, client_app: ClientApp, *, num_supernodes: 
     # each node's context: node config partition-id / num-partitions, run config fused from app_dir + overrides
     node_info_stores = _register_node_info_stores(nodes_mapping=nodes_mapping, run=run, app_dir=str(app_dir))
 
-    grid = InMemoryGrid(state_factory=state_factory)
+    f_stop = StopOrWake()
+
+    class WakingGrid(InMemoryGrid):  # Flower's grid; a push wakes the engine's extractor (StopOrWake)
+        def push_messages(self, messages):
+            ids = super().push_messages(messages)
+            f_stop.wake()
+            return ids
+
+    grid = WakingGrid(state_factory=state_factory)
     grid.set_run(run)
     server_context = Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
-    f_stop = threading.Event()
     errors: Queue[BaseException] = Queue()
     contexts: Queue[Context] = Queue()
     server_thread = run_serverapp_th(server_app_attr=None, server_app=server_app,
                                      server_app_context=server_context, grid=grid, app_dir=str(app_dir),
                                      f_stop=f_stop, exception_queue=errors, enable_tf_gpu_growth=False,
                                      ctx_queue=contexts)
-    engine_error: BaseException | None = None
+    engine_errors: list[BaseException] = []
+
+    def engine() -> None:
+        try:
+            run_api(lambda: client_app, lambda: backend, nodes_mapping, state_factory, node_info_stores, f_stop,
+                    VceMetrics())
+        except BaseException as exc:  # noqa: BLE001 (the engine crashed; the ServerApp's error, if any, comes first)
+            engine_errors.append(exc)
+            f_stop.set()
+
+    # Flower's engine threads wait on their queues with a 1 s timeout before they look at f_stop again, so
+    # run_api returns up to 1 s after the ServerApp ended. Nothing is left for them then (every reply the ServerApp
+    # waited for is in the link state): run_inline returns once the ServerApp has ended and the ClientApp is not
+    # handling a message; the engine's threads end on their own within that second.
+    engine_thread = threading.Thread(target=engine, name="flowergraph-inline-engine", daemon=True)
+    engine_thread.start()
     try:
-        run_api(lambda: client_app, lambda: backend, nodes_mapping, state_factory, node_info_stores, f_stop,
-                VceMetrics())
-    except BaseException as exc:  # noqa: BLE001 (the engine crashed; the ServerApp's error, if any, comes first)
-        engine_error = exc
+        server_thread.join()
     finally:
         f_stop.set()
-        server_thread.join()
+        backend.wait_idle()
+    engine_error = engine_errors[0] if engine_errors else None
     try:
         raise errors.get_nowait()
     except Empty:
