@@ -16,9 +16,11 @@ the client printed. The ``flwr-clientapp`` process itself then only pays Flower'
 * **Nothing depends on it.** Everything a client keeps between messages is in ``context.state``, which travels
   with every message as it always does; the worker keeps only what a Ray actor keeps (imports, the node's data,
   the process cache). When no worker can be used the message runs in the ``flwr-clientapp`` process as before.
-* **One per (SuperNode, run, app code)**: keyed by Flower's node id, the run id and the folder the app's code was
-  installed in (a new run, or a new version of the app, gets a new worker). Messages are served one at a time,
-  as the SuperNode sends them.
+* **One per (SuperNode, app code)**: keyed by Flower's node id and the folder the app's code was installed in.
+  The runs of one app on a node share it, one after another, as a Ray actor serves one partition after another:
+  what it keeps of a run (the node's data in the process cache) is keyed by run and node, and each message sets
+  Flower's run, node and task identity first. A new version of the app gets a new worker. Messages are served
+  one at a time, as the SuperNode sends them.
 * **It ends** when idle for ``FLOWERGRAPH_NODE_WORKER_IDLE`` seconds (default 300; the next message starts a new
   one), when the process that started the ``flwr-clientapp`` processes (Flower's SuperExec, which ends with its
   SuperNode) is gone, or on SIGTERM; it removes its socket and files when it ends.
@@ -116,8 +118,8 @@ def code_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def worker_key(node_id: int, run_id: int, root: Path | None = None) -> str:
-    text = f"{os.getuid()}:{node_id}:{run_id}:{root or code_root()}"
+def worker_key(node_id: int, root: Path | None = None) -> str:
+    text = f"{os.getuid()}:{node_id}:{root or code_root()}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -172,11 +174,11 @@ def _start(key: str) -> None:
                          close_fds=True)
 
 
-def connect(node_id: int, run_id: int) -> socket.socket:
-    """A connection to this node's worker for this run, starting the worker if there is none."""
+def connect(node_id: int) -> socket.socket:
+    """A connection to this node's worker (for this app's code), starting the worker if there is none."""
     import fcntl
 
-    key = worker_key(node_id, run_id)
+    key = worker_key(node_id)
     where = address(key)
     sock = _connect(where)
     if sock is not None:
@@ -211,7 +213,7 @@ def handle(message, context, app: str = "flowergraph.app.client_app:local_app"):
     request = {"op": "message", "app": app, "message": message, "context": context, "identity": identity}
     for attempt in range(2):  # a worker that was just ending (idle) drops the request unread: start another
         try:
-            sock = connect(int(context.node_id), int(context.run_id))
+            sock = connect(int(context.node_id))
         except OSError as exc:
             raise NoWorker(f"no worker: {exc}") from exc
         with sock:
