@@ -99,6 +99,25 @@ def _skip_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"SKIPPED {n} test(s): {reason} [{shown}]", yellow=True, bold=True)
 
 
+# The order tests run in: real deployments, then Ray, then the inline federations, then everything else (file
+# order within each). pytest-xdist's worksteal hands each worker a contiguous share of this list and idle workers
+# steal from the tail of the others' queues, so the list is dealt round-robin into one share per worker: every
+# worker starts on a long test and ends on short ones, and the longest (the every-method deployment, ~4 min) does
+# not start late and run on alone at the end.
+_RANK = {"deployment": 0, "simulation": 1, "inline": 2}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item):
+        return min((r for name, r in _RANK.items() if item.get_closest_marker(name)), default=len(_RANK))
+
+    ordered = sorted(items, key=rank)  # stable: file order within a rank
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        ordered = [item for w in range(workers) for item in ordered[w::workers]]
+    items[:] = ordered
+
+
 def pytest_addoption(parser):
     parser.addoption("--all-durations", action="store_true",
                      help="end the report with every test's duration (setup + call + teardown), slowest first, and "

@@ -532,7 +532,7 @@ def test_supernode_command_carries_identity_and_data_through_node_config(tmp_pat
     data.mkdir()
     cmd = supernode_command("127.0.0.1:9092", certs["ca_cert"], private, partition_id=1, num_partitions=3,
                             data_dir=data, dataset="Cora", port=9101)
-    assert cmd[0].endswith("flower-supernode")
+    assert cmd[:3] == [sys.executable, "-m", "flowergraph.deployment.supernode"]  # Flower's, paced polls
     assert cmd[cmd.index("--root-certificates") + 1] == str(certs["ca_cert"].resolve())
     assert cmd[cmd.index("--auth-supernode-private-key") + 1] == str(private.resolve())
     assert "--insecure" not in cmd
@@ -592,6 +592,71 @@ def test_cli_dry_run_prints_the_flower_commands(tmp_path, capsys):
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and "num_nodes must be an integer >= 1 (one SuperNode per data owner), got 0" \
         in proc.stderr
+
+
+class _Clock:
+    def __init__(self):
+        self.slept = []
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+
+    def monotonic(self):
+        return 42.0
+
+
+def test_the_supernode_asks_again_soon_after_a_message_and_at_flowers_pace_when_idle():
+    """Flower's SuperNode loop sleeps 3 s after an empty ask and 0.5 s per look for a reply: after a message the
+    wait starts at 50 ms and grows x1.5 back to 3 s; reply looks every 50 ms; anything else is untouched."""
+    from flowergraph.deployment.supernode import Pacing
+
+    clock = _Clock()
+    pacing = Pacing(clock)
+    for _ in range(2):
+        pacing.sleep(3)  # idle since the start: Flower's pace
+    pacing.message_arrived()
+    for _ in range(13):
+        pacing.sleep(3)
+    pacing.sleep(0.5)
+    pacing.sleep(1.25)
+    waits = [0.05 * 1.5 ** k for k in range(11)]  # 0.05, 0.075, ... 2.88, then Flower's 3 s
+    assert clock.slept[:2] == [3.0, 3.0]
+    assert clock.slept[2:13] == pytest.approx(waits) and clock.slept[13:15] == [3.0, 3.0]
+    assert clock.slept[15:] == [0.05, 1.25]
+    assert pacing.monotonic() == 42.0  # the rest of the time module is the real one's
+
+
+def test_the_supernode_patch_wraps_flowers_loop_and_leaves_an_unknown_one_alone(monkeypatch):
+    import types
+
+    from flwr.supernode import start_client_internal as flower_loop
+
+    from flowergraph.deployment import supernode
+
+    # Flower 1.41/1.42: the loop's message pull and its time module are where the patch expects them
+    monkeypatch.setattr(flower_loop, "_pull_and_store_message", flower_loop._pull_and_store_message)
+    monkeypatch.setattr(flower_loop, "time", flower_loop.time)
+    assert isinstance(supernode.patch_polling(), supernode.Pacing)
+    assert isinstance(flower_loop.time, supernode.Pacing)
+    # a stand-in loop: a pull that brings a message resets the wait
+    answers = iter([None, 7, None])
+    fake = types.SimpleNamespace(__name__="fake_loop", time=time, _pull_and_store_message=lambda **kw: next(answers))
+    pacing = supernode.patch_polling(fake)
+    assert fake._pull_and_store_message(state=None) is None and pacing.next_wait == 3.0
+    assert fake._pull_and_store_message(state=None) == 7 and pacing.next_wait == 0.05
+    moved = types.SimpleNamespace(__name__="moved_loop", time=time)  # a Flower whose loop moved: left as it is
+    with pytest.warns(RuntimeWarning, match="moved_loop is not as in Flower 1.41/1.42"):
+        assert supernode.patch_polling(moved) is None
+    assert not hasattr(moved, "_pull_and_store_message") and moved.time is time
+
+
+def test_the_supernode_polling_switch_names_its_choices(monkeypatch, capsys):
+    from flowergraph.deployment import supernode
+
+    monkeypatch.setenv(supernode.ENV, "quick")
+    assert supernode.main(["--help"]) == 2
+    assert "FLOWERGRAPH_SUPERNODE_POLLING='quick' is not a valid choice; valid choices: fast, flower" in \
+        capsys.readouterr().err
 
 
 def test_write_connection_keeps_other_connections(tmp_path):

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, KeyFileError
-from ..app.runtime import BIN_DIR
 from .credentials import CA_CERT, SERVER_CERT, SERVER_KEY, check_certificate, check_private_key
 
 
@@ -102,7 +101,9 @@ def supernode_command(superlink: str, ca_cert: str | os.PathLike, private_key: s
                       port: int = 9094) -> list[str]:
     """``flower-supernode`` over TLS, authenticated with its private key, told its partition by node config.
 
-    ``port`` is the SuperNode's own local Runtime API (127.0.0.1); SuperNodes on one host need different ports.
+    It runs through :mod:`flowergraph.deployment.supernode` (Flower's entry point, with the next message of a round
+    picked up sooner). ``port`` is the SuperNode's own local Runtime API (127.0.0.1); SuperNodes on one host need
+    different ports.
     """
     if not re.fullmatch(r"\[?[A-Za-z0-9.:_-]+\]?:\d+", superlink or ""):
         raise ConfigError(f"SuperLink address {superlink!r} must be HOST:PORT, e.g. superlink.example.org:9092")
@@ -111,7 +112,7 @@ def supernode_command(superlink: str, ca_cert: str | os.PathLike, private_key: s
     key = check_private_key(private_key)
     node_config = node_config_string(partition_id, num_partitions, data_dir, dataset, key_file,
                                      partition_file=partition_file, state_dir=state_dir)
-    return [str(BIN_DIR / "flower-supernode"), "--superlink", superlink, "--root-certificates", str(ca.resolve()),
+    return [sys.executable, "-m", "flowergraph.deployment.supernode", "--superlink", superlink, "--root-certificates", str(ca.resolve()),
             "--auth-supernode-private-key", str(key.resolve()), "--port", str(port), "--node-config", node_config]
 
 
