@@ -32,7 +32,7 @@ from flwr.common import EvaluateIns, EvaluateRes, FitRes, Parameters
 from flwr.common.logger import log
 from flwr.server.client_proxy import ClientProxy
 
-from ..wire import EVAL_PREFIX, EVALUATE_GLOBAL, LOSS, NUM_TEST
+from ..wire import EVAL_PREFIX, EVALUATE_GLOBAL, LOSS, NUM_TEST, PARTITION_ID
 from .common import config_bytes, parameters_bytes, weighted_metric
 from .directory import failure_reason
 from .records import RoundBook
@@ -137,7 +137,9 @@ def record_replies(rec: dict[str, Any], results: list[tuple[ClientProxy, Evaluat
                    aggregation: MetricAggregation = DEFAULT_METRICS, add_bytes: Callable[..., None] | None = None
                    ) -> list[ClientEvaluation]:
     """``evaluate`` replies into ``rec`` (:func:`record_evaluation`), their bytes (metrics and the loss) to
-    ``add_bytes`` when given; returns the rows added."""
+    ``add_bytes`` when given; returns the rows added. Rows go in partition order (then node id), whatever order
+    the replies arrived in, so every mean over them is summed in one order (as the fit results are)."""
+    results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(PARTITION_ID, -1)), pr[0].cid))
     if add_bytes is not None:
         for _, res in results:
             add_bytes(up=config_bytes(res.metrics) + 8)
