@@ -650,6 +650,27 @@ def test_the_supernode_patch_wraps_flowers_loop_and_leaves_an_unknown_one_alone(
     assert not hasattr(moved, "_pull_and_store_message") and moved.time is time
 
 
+def test_the_supernode_announces_and_keeps_flowers_shortest_heartbeat(monkeypatch):
+    import types
+
+    from flwr.common.constant import HEARTBEAT_MIN_INTERVAL
+    from flwr.supercore import heartbeat
+    from flwr.supernode import fleet_http_connection
+
+    from flowergraph.deployment import supernode
+
+    for module in (fleet_http_connection, heartbeat):  # restored after the test
+        monkeypatch.setattr(module, "HEARTBEAT_DEFAULT_INTERVAL", module.HEARTBEAT_DEFAULT_INTERVAL)
+    assert supernode.HEARTBEAT_S == HEARTBEAT_MIN_INTERVAL  # the least the SuperLink accepts
+    assert supernode.patch_heartbeat()
+    assert fleet_http_connection.HEARTBEAT_DEFAULT_INTERVAL == heartbeat.HEARTBEAT_DEFAULT_INTERVAL == 10
+    moved = types.SimpleNamespace(__name__="moved_heartbeat")
+    kept = types.SimpleNamespace(__name__="kept", HEARTBEAT_DEFAULT_INTERVAL=30)
+    with pytest.warns(RuntimeWarning, match="moved_heartbeat has no HEARTBEAT_DEFAULT_INTERVAL"):
+        assert not supernode.patch_heartbeat(modules=(kept, moved))
+    assert kept.HEARTBEAT_DEFAULT_INTERVAL == 30  # nothing changed
+
+
 def test_the_supernode_polling_switch_names_its_choices(monkeypatch, capsys):
     from flowergraph.deployment import supernode
 

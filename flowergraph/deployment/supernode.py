@@ -15,7 +15,10 @@ What this changes, and nothing else (Flower's own entry point runs, with its arg
 * the reply of a running ClientApp is looked for every :data:`REPLY_POLL_S` instead of 0.5 s (a look in the
   SuperNode's own state: no network);
 * the SuperExec the SuperNode starts polls every :data:`SUPEREXEC_POLL_S` s unless
-  ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` is set (Flower's own setting, read by Flower 1.42's SuperExec).
+  ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` is set (Flower's own setting, read by Flower 1.42's SuperExec);
+* the node tells the SuperLink a heartbeat interval of :data:`HEARTBEAT_S` s (Flower's smallest allowed value)
+  instead of 30 s, and beats accordingly (every ~4 s instead of ~20 s): the SuperLink takes a node for gone after
+  2 intervals without a beat, so a round whose SuperNode died goes on with the others after ~20 s instead of ~60 s.
 
 If this Flower version's SuperNode loop is not where 1.41/1.42 have it, the SuperNode runs as Flower made it,
 with a warning. ``FLOWERGRAPH_SUPERNODE_POLLING=flower`` turns the change off.
@@ -35,6 +38,7 @@ FIRST_POLL_S = 0.05
 BACKOFF = 1.5
 REPLY_POLL_S = 0.05
 SUPEREXEC_POLL_S = "0.2"
+HEARTBEAT_S = 10  # Flower's HEARTBEAT_MIN_INTERVAL (the SuperLink refuses less); Flower's default: 30
 SUPEREXEC_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 ENV = "FLOWERGRAPH_SUPERNODE_POLLING"  # "fast" (default) or "flower"
 CHOICES = ("fast", "flower")
@@ -88,6 +92,25 @@ def patch_polling(module: Any = None) -> Pacing | None:
     return pacing
 
 
+def patch_heartbeat(interval: float = HEARTBEAT_S, modules: tuple[Any, ...] | None = None) -> bool:
+    """Make the SuperNode announce and keep a heartbeat ``interval`` (s): Flower reads its
+    ``HEARTBEAT_DEFAULT_INTERVAL`` in the node's connection (announced to the SuperLink) and in the heartbeat
+    sender (how often it beats). False (and a warning), changing nothing, where either module lacks it."""
+    if modules is None:
+        from flwr.supercore import heartbeat
+        from flwr.supernode import fleet_http_connection
+
+        modules = (fleet_http_connection, heartbeat)
+    lacking = [m.__name__ for m in modules if not isinstance(getattr(m, "HEARTBEAT_DEFAULT_INTERVAL", None), (int, float))]
+    if lacking:
+        warnings.warn(f"{', '.join(lacking)} has no HEARTBEAT_DEFAULT_INTERVAL in this Flower version: the SuperNode "
+                      "keeps Flower's own heartbeat", RuntimeWarning, stacklevel=2)
+        return False
+    for module in modules:
+        module.HEARTBEAT_DEFAULT_INTERVAL = interval
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     mode = os.environ.get(ENV, "fast").strip().lower()
     if mode not in CHOICES:
@@ -97,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if mode == "fast":
         os.environ.setdefault(SUPEREXEC_ENV, SUPEREXEC_POLL_S)  # the SuperExec inherits the environment
         patch_polling()
+        patch_heartbeat()
     from flwr.supernode.cli import flower_supernode
 
     sys.argv = ["flower-supernode", *(sys.argv[1:] if argv is None else argv)]
