@@ -51,8 +51,20 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asfgnn_grid import (ALPHAS, BUDGETS, METHODS, SOURCES, STORE, completed, compute_cell, grid,  # noqa: E402
-                         park_run, parked_path, run_cell, write_parked)
+from asfgnn_grid import (
+    ALPHAS,
+    BUDGETS,
+    METHODS,
+    SOURCES,
+    STORE,
+    completed,
+    compute_cell,
+    grid,  # noqa: E402
+    park_run,
+    parked_path,
+    run_cell,
+    write_parked,
+)
 from asfgnn_report import parked_note, tables  # noqa: E402
 from common import REPO, CellStore, add_jobs, run_cells, run_dir_current, write_result  # noqa: E402
 
@@ -64,21 +76,36 @@ def main() -> None:
     parser.add_argument("--facade", choices=("hpo", "blackbox"), default="hpo", help="SMAC's facade")
     parser.add_argument("--datasets", nargs="+", default=["Cora", "CiteSeer"], choices=["Cora", "CiteSeer"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--parts", nargs="+", default=["table3", "table5", "table6", "control", "search"],
-                        choices=["table3", "table5", "table6", "control", "search"])
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=["table3", "table5", "table6", "control", "search"],
+        choices=["table3", "table5", "table6", "control", "search"],
+    )
     parser.add_argument("--work", default=str(REPO / "results" / "bench-asfgnn"), help="run folders (not in git)")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
-                        help="the methods a part runs, in this order (a part skips the others)")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(METHODS),
+        choices=METHODS,
+        help="the methods a part runs, in this order (a part skips the others)",
+    )
     parser.add_argument("--alphas", nargs="+", type=float, default=list(ALPHAS), help="Table 6's alphas")
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--rerun-stale", action="store_true")
-    parser.add_argument("--park", action="store_true",
-                        help="no computing: keep the progress of the selected cells' stopped runs under --work in "
-                             "benchmarks/cells/asfgnn/parked/ (commit it), so a later run on another machine resumes "
-                             "them; see the parking comment in asfgnn_grid.py")
-    parser.add_argument("--rederive", action="store_true",
-                        help="recompute the rows of current cells whose run folder under --work is finished (no "
-                             "training): columns added since, e.g. oracle_test")
+    parser.add_argument(
+        "--park",
+        action="store_true",
+        help="no computing: keep the progress of the selected cells' stopped runs under --work in "
+        "benchmarks/cells/asfgnn/parked/ (commit it), so a later run on another machine resumes "
+        "them; see the parking comment in asfgnn_grid.py",
+    )
+    parser.add_argument(
+        "--rederive",
+        action="store_true",
+        help="recompute the rows of current cells whose run folder under --work is finished (no "
+        "training): columns added since, e.g. oracle_test",
+    )
     add_jobs(parser, "their wall times are then measured side by side")
     args = parser.parse_args()
     if bad := [a for a in args.alphas if a not in ALPHAS]:
@@ -115,9 +142,11 @@ def main() -> None:
                 print(f"{name}: not parked: {exc}", file=sys.stderr, flush=True)
                 continue
             size = write_parked(parked, path := parked_path(name))
-            print(f"parked {name}: {parked['trials_finished']} trials finished (round {parked['round']}), "
-                  f"{parked['wall_s'] / 3600:.2f} h so far -> {path.relative_to(REPO)} ({size / 1e6:.1f} MB)",
-                  flush=True)
+            print(
+                f"parked {name}: {parked['trials_finished']} trials finished (round {parked['round']}), "
+                f"{parked['wall_s'] / 3600:.2f} h so far -> {path.relative_to(REPO)} ({size / 1e6:.1f} MB)",
+                flush=True,
+            )
         return
     if pending:
         print(f"{len(pending)} cells to compute, {min(args.jobs, len(pending))} at a time", flush=True)
@@ -135,8 +164,12 @@ def main() -> None:
         if record["cell"] not in seen and record["row"].get("budget") == b:
             rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record)})
     name = "asfgnn" if b == "paper" else f"asfgnn_{b}"
-    write_result(name, f"ASFGNN on Flower: Tables 3, 5, 6, a control and Table 7's tuning cost (budget {b})",
-                 tables(rows, b) + parked_note(b), cell_commands=store.commands(lambda row: row.get("budget") == b))
+    write_result(
+        name,
+        f"ASFGNN on Flower: Tables 3, 5, 6, a control and Table 7's tuning cost (budget {b})",
+        tables(rows, b) + parked_note(b),
+        cell_commands=store.commands(lambda row: row.get("budget") == b),
+    )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
 

@@ -37,16 +37,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import data_dir, mean_std, table, write_result  # noqa: E402
 
-PAPER = {("Cora", "label"): {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264, "sfgnn-nojs": 0.9081},
-         ("CiteSeer", "label"): {"cm": 0.7001, "fl": 0.7500, "sp": 0.7823, "sfgnn": 0.8055},
-         ("Cora", "graph"): {"fl": 0.7525, "sfgnn": 0.7986}, ("CiteSeer", "graph"): {"fl": 0.7020, "sfgnn": 0.7583}}
+PAPER = {
+    ("Cora", "label"): {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264, "sfgnn-nojs": 0.9081},
+    ("CiteSeer", "label"): {"cm": 0.7001, "fl": 0.7500, "sp": 0.7823, "sfgnn": 0.8055},
+    ("Cora", "graph"): {"fl": 0.7525, "sfgnn": 0.7986},
+    ("CiteSeer", "graph"): {"fl": 0.7020, "sfgnn": 0.7583},
+}
 # Table 4: (K, lr, L2, dropout) of FL, client A and client B
-TABLE4 = {"Cora": ((4, 0.01, 5e-3, 0.0), (4, 0.01, 5e-3, 0.5), (2, 0.01, 5e-3, 0.5)),
-          "CiteSeer": ((4, 0.005, 5e-3, 0.0), (4, 0.005, 1e-2, 0.5), (4, 0.01, 1e-2, 0.0))}
+TABLE4 = {
+    "Cora": ((4, 0.01, 5e-3, 0.0), (4, 0.01, 5e-3, 0.5), (2, 0.01, 5e-3, 0.5)),
+    "CiteSeer": ((4, 0.005, 5e-3, 0.0), (4, 0.005, 1e-2, 0.5), (4, 0.01, 1e-2, 0.0)),
+}
 # Table 6 (Cora): SFGNN without / with JS per alpha (the paper's text gives no FL, SP or CM numbers at alpha < 1)
 PAPER6 = {0.9: (0.8226, 0.8494), 0.8: (0.7692, 0.7931), 0.7: (0.7120, 0.7338), 0.6: (0.7018, 0.7138)}
-LABELS = {"sp": "SP (each client alone)", "cm": "CM (centralized)", "sfgnn": "SFGNN (JS mixing)",
-          "sfgnn-nojs": "SFGNN without JS", "fl": "FL (FedAvg, whole model)"}
+LABELS = {
+    "sp": "SP (each client alone)",
+    "cm": "CM (centralized)",
+    "sfgnn": "SFGNN (JS mixing)",
+    "sfgnn-nojs": "SFGNN without JS",
+    "fl": "FL (FedAvg, whole model)",
+}
 
 
 def main() -> None:
@@ -54,21 +64,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--methods", nargs="+", default=["sp", "cm"],
-                        choices=["sp", "cm", "sfgnn", "sfgnn-nojs", "fl"])
+    parser.add_argument("--methods", nargs="+", default=["sp", "cm"], choices=["sp", "cm", "sfgnn", "sfgnn-nojs", "fl"])
     parser.add_argument("--fgnn-init", default="shared", choices=["client", "shared"])
     parser.add_argument("--dataset", default="Cora", choices=["Cora", "CiteSeer"])
     parser.add_argument("--setting", default="label", choices=["label", "graph"])
-    parser.add_argument("--alpha", type=float, default=1.0, help="label mixing of the label setting (Table 6's "
-                        "alpha; default 1.0, Table 3's)")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=1.0,
+        help="label mixing of the label setting (Table 6's alpha; default 1.0, Table 3's)",
+    )
     parser.add_argument("--split", default="public", help="node.split of the global graph (default: public)")
-    parser.add_argument("--name", default="", help="suffix of the result file (asfgnn_core_check_<name>.md); "
-                        "required unless the defaults (Cora, label, public) are kept")
+    parser.add_argument(
+        "--name",
+        default="",
+        help="suffix of the result file (asfgnn_core_check_<name>.md); "
+        "required unless the defaults (Cora, label, public) are kept",
+    )
     args = parser.parse_args()
     default_run = (args.dataset, args.setting, args.split, args.alpha) == ("Cora", "label", "public", 1.0)
     if not default_run and not args.name:
-        parser.error("--name is required with --dataset/--setting/--split/--alpha other than the defaults (Cora, "
-                     "label, public, 1.0): the default result file is the Cora label check's")
+        parser.error(
+            "--name is required with --dataset/--setting/--split/--alpha other than the defaults (Cora, "
+            "label, public, 1.0): the default result file is the Cora label check's"
+        )
     if args.setting == "graph" and args.alpha != 1.0:
         parser.error(f"--alpha {args.alpha} applies to the label setting only (Table 5's graph split has none)")
 
@@ -83,10 +102,14 @@ def main() -> None:
     root = data_dir()
     clients = all_clients(args.dataset, args.setting, args.alpha, 0, data_dir=root, split=args.split)
     union = centralized_data(args.dataset, args.setting, args.alpha, 0, data_dir=root, split=args.split)
-    shared, *per_client = [HyperParams(hidden=args.hidden, depth=k, dropout=d, l2=l2, lr=lr)
-                           for k, lr, l2, d in TABLE4[args.dataset]]
-    paper = PAPER[(args.dataset, args.setting)] if args.alpha == 1.0 else (
-        {"sfgnn-nojs": PAPER6[args.alpha][0], "sfgnn": PAPER6[args.alpha][1]} if args.alpha in PAPER6 else {})
+    shared, *per_client = [
+        HyperParams(hidden=args.hidden, depth=k, dropout=d, l2=l2, lr=lr) for k, lr, l2, d in TABLE4[args.dataset]
+    ]
+    paper = (
+        PAPER[(args.dataset, args.setting)]
+        if args.alpha == 1.0
+        else ({"sfgnn-nojs": PAPER6[args.alpha][0], "sfgnn": PAPER6[args.alpha][1]} if args.alpha in PAPER6 else {})
+    )
 
     import flowergraph.tasks.asfgnn.reference as reference
 
@@ -100,7 +123,7 @@ def main() -> None:
         """Per client: the share of its test nodes its final model assigns to a class the client has no training
         label of (at alpha = 1, the other client's classes)."""
         shares = []
-        for model, c in zip(made[-len(clients):], clients):
+        for model, c in zip(made[-len(clients) :], clients):
             own = torch.as_tensor(c.train_label_counts()) > 0
             shares.append(float((~own[reference.predict(model, c)[c.test_mask]]).float().mean()))
         return shares
@@ -112,51 +135,82 @@ def main() -> None:
             if method == "cm":
                 run = run_centralized(union, shared, rounds=args.rounds, seed=seed)
                 best = run.history[run.best_round - 1]
-                row = {"test": run.test_at_best, "val": run.best_val, "client_mean": best["client_mean_test"],
-                       "clients": best["client_test"], "round": run.best_round}
+                row = {
+                    "test": run.test_at_best,
+                    "val": run.best_val,
+                    "client_mean": best["client_mean_test"],
+                    "clients": best["client_test"],
+                    "round": run.best_round,
+                }
             else:
                 hps = shared if method == "fl" else per_client
-                run = run_clients(clients, hps, method=method, rounds=args.rounds, seed=seed,
-                                  fgnn_init=args.fgnn_init)
+                run = run_clients(clients, hps, method=method, rounds=args.rounds, seed=seed, fgnn_init=args.fgnn_init)
                 best = run.history[run.best_round - 1]
-                row = {"test": run.test_at_best, "val": run.best_val, "client_mean": run.test_at_best,
-                       "clients": [c["test_acc"] for c in best["clients"]], "round": run.best_round,
-                       "js": run.js, "other": other_classes()}
+                row = {
+                    "test": run.test_at_best,
+                    "val": run.best_val,
+                    "client_mean": run.test_at_best,
+                    "clients": [c["test_acc"] for c in best["clients"]],
+                    "round": run.best_round,
+                    "js": run.js,
+                    "other": other_classes(),
+                }
             row["final"] = run.final_test
             row["seconds"] = time.perf_counter() - start
             results[method].append(row)
-            print(f"{method} seed {seed}: test@best-val {row['test']:.4f} (round {row['round']}), "
-                  f"final {row['final']:.4f}, {row['seconds']:.0f} s", flush=True)
+            print(
+                f"{method} seed {seed}: test@best-val {row['test']:.4f} (round {row['round']}), "
+                f"final {row['final']:.4f}, {row['seconds']:.0f} s",
+                flush=True,
+            )
 
     rows = []
     for method, runs in results.items():
-        rows.append([LABELS[method], mean_std([r["client_mean"] for r in runs]),
-                     mean_std([r["test"] for r in runs]) if method == "cm" else "",
-                     mean_std([r["val"] for r in runs]),
-                     " / ".join(mean_std([r["clients"][i] for r in runs]) for i in range(2)),
-                     mean_std([r["final"] for r in runs]),
-                     "-" if method == "cm" else f"{statistics.mean(x for r in runs for x in r['other']):.1%}",
-                     f"{statistics.mean(r['seconds'] for r in runs):.0f}", paper.get(method, "-")])
+        rows.append(
+            [
+                LABELS[method],
+                mean_std([r["client_mean"] for r in runs]),
+                mean_std([r["test"] for r in runs]) if method == "cm" else "",
+                mean_std([r["val"] for r in runs]),
+                " / ".join(mean_std([r["clients"][i] for r in runs]) for i in range(2)),
+                mean_std([r["final"] for r in runs]),
+                "-" if method == "cm" else f"{statistics.mean(x for r in runs for x in r['other']):.1%}",
+                f"{statistics.mean(r['seconds'] for r in runs):.0f}",
+                paper.get(method, "-"),
+            ]
+        )
     js_note = ""
     for method in ("sfgnn", "sfgnn-nojs"):
         if results.get(method):
             js = results[method][0]["js"]
             classes = [len(set(c.y[c.train_mask].tolist())) for c in clients]
-            js_note = (f"JS(Q_i || Q_s) of the two clients: {js[0]:.4f} (A, {classes[0]} classes) and {js[1]:.4f} "
-                       f"(B, {classes[1]} classes): client A keeps {js[0]:.0%} of its own discriminator at every "
-                       f"mixing.\n\n")
+            js_note = (
+                f"JS(Q_i || Q_s) of the two clients: {js[0]:.4f} (A, {classes[0]} classes) and {js[1]:.4f} "
+                f"(B, {classes[1]} classes): client A keeps {js[0]:.0%} of its own discriminator at every "
+                f"mixing.\n\n"
+            )
             break
-    sizes = "; ".join(f"{'AB'[i]}: {c.x.shape[0]} nodes, {int(c.train_mask.sum())} / {int(c.val_mask.sum())} / "
-                      f"{int(c.test_mask.sum())} train / val / test" for i, c in enumerate(clients))
+    sizes = "; ".join(
+        f"{'AB'[i]}: {c.x.shape[0]} nodes, {int(c.train_mask.sum())} / {int(c.val_mask.sum())} / "
+        f"{int(c.test_mask.sum())} train / val / test"
+        for i, c in enumerate(clients)
+    )
     if default_run:
-        what = ("Cora, two clients, alpha = 1.0 (A: Theory, Reinforcement Learning, Genetic Algorithms, "
-                "Probabilistic Methods, 1,412 nodes; B: Neural Networks, Case Based, Rule Learning, 1,296 nodes), "
-                "public split restricted to each client.")
+        what = (
+            "Cora, two clients, alpha = 1.0 (A: Theory, Reinforcement Learning, Genetic Algorithms, "
+            "Probabilistic Methods, 1,412 nodes; B: Neural Networks, Case Based, Rule Learning, 1,296 nodes), "
+            "public split restricted to each client."
+        )
     else:
-        what = (f"{args.dataset}, two clients, setting `{args.setting}` "
-                + ("(Table 5: A the degree <= 3 nodes of the first label part, B the degree > 3 nodes of the "
-                   "second)" if args.setting == "graph" else f"(alpha = {args.alpha})")
-                + f", node split `{args.split}` restricted to each client ({sizes}).")
+        what = (
+            f"{args.dataset}, two clients, setting `{args.setting}` "
+            + (
+                "(Table 5: A the degree <= 3 nodes of the first label part, B the degree > 3 nodes of the second)"
+                if args.setting == "graph"
+                else f"(alpha = {args.alpha})"
+            )
+            + f", node split `{args.split}` restricted to each client ({sizes})."
+        )
     body = (
         f"{what} {args.rounds} rounds of one full-batch Adam step, seeds "
         f"{', '.join(map(str, args.seeds))} (mean ± std), hidden {args.hidden}, FGNN init '{args.fgnn_init}'. "
@@ -170,17 +224,33 @@ def main() -> None:
         f"Paper: Table {5 if args.setting == 'graph' else 3 if args.alpha == 1.0 else 6} (Table 6 for SFGNN "
         f"without JS), tuned by grid "
         f"search, on the public split.\n\n"
-        + table(["method", "mean client test", "all test nodes", "best mean val", "client A / B test",
-                 "final", "other classes", "s / run", "paper"], rows)
-        + "\n\n" + js_note
+        + table(
+            [
+                "method",
+                "mean client test",
+                "all test nodes",
+                "best mean val",
+                "client A / B test",
+                "final",
+                "other classes",
+                "s / run",
+                "paper",
+            ],
+            rows,
+        )
+        + "\n\n"
+        + js_note
         + "This is a check of the core (no hyper-parameter search, no Flower); the issue's Table 3 reproduction "
-          "with tuning belongs to the Flower method's benchmark.\n"
+        "with tuning belongs to the Flower method's benchmark.\n"
     )
     if default_run and not args.name:
         write_result("asfgnn_core_check", "ASFGNN core sanity check (Cora, alpha = 1.0)", body)
     else:
-        write_result(f"asfgnn_core_check_{args.name}", f"ASFGNN core check: {args.dataset}, setting "
-                     f"{args.setting}, split {args.split}", body)
+        write_result(
+            f"asfgnn_core_check_{args.name}",
+            f"ASFGNN core check: {args.dataset}, setting {args.setting}, split {args.split}",
+            body,
+        )
 
 
 if __name__ == "__main__":

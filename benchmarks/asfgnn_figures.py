@@ -29,10 +29,18 @@ def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget:
             a, mean, std, _ = zip(*curves[m])
             left.errorbar(a, mean, yerr=std, marker="o", ms=4, capsize=3, color=COLOURS[m], label=LABELS[m])
     paper = sorted(PAPER6)
-    left.plot(paper, [PAPER6[a][1] for a in paper], "o--", mfc="none", color=COLOURS["sfgnn"], lw=0.8,
-              label="paper: SFGNN")
-    left.plot(paper, [PAPER6[a][0] for a in paper], "s--", mfc="none", color=COLOURS["sfgnn-nojs"], lw=0.8,
-              label="paper: without JS")
+    left.plot(
+        paper, [PAPER6[a][1] for a in paper], "o--", mfc="none", color=COLOURS["sfgnn"], lw=0.8, label="paper: SFGNN"
+    )
+    left.plot(
+        paper,
+        [PAPER6[a][0] for a in paper],
+        "s--",
+        mfc="none",
+        color=COLOURS["sfgnn-nojs"],
+        lw=0.8,
+        label="paper: without JS",
+    )
     left.set_xlabel("alpha (share of a client's own label part)")
     left.set_ylabel("mean client test accuracy")
     left.legend(fontsize=7)
@@ -41,16 +49,32 @@ def plot_alpha(curves: dict[str, list[tuple[float, float, float, int]]], budget:
     if "js-diff" in curves:
         a, mean, std, n = zip(*curves["js-diff"])
         seeds = f"{min(n)}-{max(n)}" if max(n) > min(n) else f"{min(n)}"
-        right.errorbar(a, [100 * v for v in mean], yerr=[100 * v for v in std], marker="o", ms=4, capsize=3,
-                       color=COLOURS["sfgnn"], label=f"ours, seed-paired ({seeds} seeds)")
-    right.plot(paper, [100 * (PAPER6[a][1] - PAPER6[a][0]) for a in paper], "o--", mfc="none", color="black",
-               lw=0.8, label="paper (one run each)")
+        right.errorbar(
+            a,
+            [100 * v for v in mean],
+            yerr=[100 * v for v in std],
+            marker="o",
+            ms=4,
+            capsize=3,
+            color=COLOURS["sfgnn"],
+            label=f"ours, seed-paired ({seeds} seeds)",
+        )
+    right.plot(
+        paper,
+        [100 * (PAPER6[a][1] - PAPER6[a][0]) for a in paper],
+        "o--",
+        mfc="none",
+        color="black",
+        lw=0.8,
+        label="paper (one run each)",
+    )
     right.set_xlabel("alpha")
     right.set_ylabel("with JS - without JS (points)")
     right.legend(fontsize=7)
     right.grid(alpha=0.3)
-    fig.suptitle(f"ASFGNN on Cora over alpha (Fig. 3 / Table 6 shape, budget {budget}); bars: std over seeds",
-                 fontsize=10)
+    fig.suptitle(
+        f"ASFGNN on Cora over alpha (Fig. 3 / Table 6 shape, budget {budget}); bars: std over seeds", fontsize=10
+    )
     return save_figure(fig, f"asfgnn_alpha_{budget}.png")
 
 
@@ -75,21 +99,33 @@ def plot_traces(traces: dict[str, dict[str, tuple[list[float], list[float], int]
         ax.set_title(f"{dataset} ({seeds} seed{'s' * (counts[-1] > 1)})", fontsize=9)
         ax.set_xlabel("trial")
         ax.grid(alpha=0.3)
-        lows = [min(v[len(v) // 10:] + t[len(t) // 10:]) for v, t, _ in per.values()]  # past the first tenth
-        ax.set_ylim(min(lows + [PAPER3[dataset][m] for m in per if m in PAPER3[dataset]]) - 0.01,
-                    max(max(v) for v, _, _ in per.values()) + 0.01)
+        lows = [min(v[len(v) // 10 :] + t[len(t) // 10 :]) for v, t, _ in per.values()]  # past the first tenth
+        ax.set_ylim(
+            min(lows + [PAPER3[dataset][m] for m in per if m in PAPER3[dataset]]) - 0.01,
+            max(max(v) for v, _, _ in per.values()) + 0.01,
+        )
     axes[0][0].set_ylabel("mean client accuracy")
     order = [m for m in COLOURS if m in shown]
-    axes[0][-1].legend([shown[m] for m in order], [LABELS[m] for m in order], loc="upper left",
-                       bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)  # beside the last panel
-    fig.suptitle(f"ASFGNN tuning at alpha 1 (Table 3, budget {budget}): the incumbent after each trial, mean over "
-                 "seeds\nsolid: best validation accuracy so far; dashed: its trial's test accuracy; dotted: the "
-                 "paper's test accuracy", fontsize=8)
+    axes[0][-1].legend(
+        [shown[m] for m in order],
+        [LABELS[m] for m in order],
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=7,
+        frameon=False,
+    )  # beside the last panel
+    fig.suptitle(
+        f"ASFGNN tuning at alpha 1 (Table 3, budget {budget}): the incumbent after each trial, mean over "
+        "seeds\nsolid: best validation accuracy so far; dashed: its trial's test accuracy; dotted: the "
+        "paper's test accuracy",
+        fontsize=8,
+    )
     return save_figure(fig, f"asfgnn_trace_{budget}.png")
 
 
-def plot_search(searches: dict[str, list[dict]], seeds: list[int], targets: dict[int, float],
-                budget: str) -> str | None:
+def plot_search(
+    searches: dict[str, list[dict]], seeds: list[int], targets: dict[int, float], budget: str
+) -> str | None:
     """Best validation accuracy so far against trials, one panel per seed, one line per driver; the dashed line is
     the seed's target (0.5 points under the best any driver reached)."""
     shown = [s for s in seeds if s in targets]
@@ -103,7 +139,7 @@ def plot_search(searches: dict[str, list[dict]], seeds: list[int], targets: dict
             if c is None:
                 continue
             vals = [t["best_val"] for t in sorted(c["trials"], key=lambda t: t["trial"])]
-            best = [max(vals[:k + 1]) for k in range(len(vals))]
+            best = [max(vals[: k + 1]) for k in range(len(vals))]
             ax.step(range(1, len(best) + 1), best, where="post", label=d, color=plt.cm.tab10(LANES.index(d)))
         ax.axhline(targets[seed], ls="--", color="grey", lw=0.8)
         ax.set_title(f"seed {seed}", fontsize=9)

@@ -14,27 +14,48 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, RUN_CODE, _sources_hash, data_dir, prepare_run_dir, remove_run_folder,  # noqa: E402
-                    run_dir_current)
+from common import (
+    REPO,
+    RUN_CODE,
+    _sources_hash,
+    data_dir,
+    prepare_run_dir,
+    remove_run_folder,  # noqa: E402
+    run_dir_current,
+)
 
-BUDGETS = {"paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
-           "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
-           "tuning": {"asfgnn.trials": 40, "asfgnn.trial-rounds": 24},
-           "default": {"asfgnn.trials": 8, "asfgnn.trial-rounds": 24},
-           "quick": {"asfgnn.trials": 3, "asfgnn.trial-rounds": 10}}
+BUDGETS = {
+    "paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
+    "long": {"asfgnn.trials": 10, "asfgnn.trial-rounds": 100},
+    "tuning": {"asfgnn.trials": 40, "asfgnn.trial-rounds": 24},
+    "default": {"asfgnn.trials": 8, "asfgnn.trial-rounds": 24},
+    "quick": {"asfgnn.trials": 3, "asfgnn.trial-rounds": 10},
+}
 METHODS = ("cm", "fl", "sp", "sfgnn-nojs", "sfgnn")
 ALPHAS = (0.6, 0.7, 0.8, 0.9, 1.0)
 DRIVERS = ("smac", "grid", "random")
 LANES = ("smac", "smac-gp", "grid", "random")  # Table 7's rows: SMAC's two facades, grid, random
-LABELS = {"cm": "CM (centralized)", "fl": "FL (FedAvg, whole model)", "sp": "SP (each client alone)",
-          "sfgnn": "SFGNN (JS mixing)", "sfgnn-nojs": "SFGNN without JS"}
+LABELS = {
+    "cm": "CM (centralized)",
+    "fl": "FL (FedAvg, whole model)",
+    "sp": "SP (each client alone)",
+    "sfgnn": "SFGNN (JS mixing)",
+    "sfgnn-nojs": "SFGNN without JS",
+}
 # The paper's numbers: Table 3 (alpha = 1), Table 5 (graph split), Table 6 (Cora, without / with JS), Table 7 (Cora,
 # hours of tuning: grid, BO; the table gives a 17.10 speed-up, the text 10.10)
-PAPER3 = {"Cora": {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264},
-          "CiteSeer": {"cm": 0.7001, "fl": 0.7500, "sp": 0.7823, "sfgnn": 0.8055}}
+PAPER3 = {
+    "Cora": {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264},
+    "CiteSeer": {"cm": 0.7001, "fl": 0.7500, "sp": 0.7823, "sfgnn": 0.8055},
+}
 PAPER5 = {"Cora": {"fl": 0.7525, "sfgnn": 0.7986}, "CiteSeer": {"fl": 0.7020, "sfgnn": 0.7583}}
-PAPER6 = {1.0: (0.9081, 0.9264), 0.9: (0.8226, 0.8494), 0.8: (0.7692, 0.7931), 0.7: (0.7120, 0.7338),
-          0.6: (0.7018, 0.7138)}
+PAPER6 = {
+    1.0: (0.9081, 0.9264),
+    0.9: (0.8226, 0.8494),
+    0.8: (0.7692, 0.7931),
+    0.7: (0.7120, 0.7338),
+    0.6: (0.7018, 0.7138),
+}
 
 
 # Fig. 3 has no numbers in the paper's text, but the text states which curve is on top where (Sec. 5.2.3):
@@ -46,28 +67,67 @@ def paper_fig3(alpha: float) -> tuple[str, str]:
 
 PAPER7 = {"grid_h": 6.67, "bo_h": 0.39, "speedup": 17.10}
 # Table 4, Cora: SFGNN's clients A and B (K, lr, L2, d); hidden size not given (128, the core check's)
-TABLE4 = {"asfgnn.hidden": 128, "asfgnn.depth": "4,2", "asfgnn.lr": "0.01", "asfgnn.l2": "0.005",
-          "asfgnn.dropout": "0.5"}
-SOURCES = ("flowergraph/tasks/asfgnn/*.py", "flowergraph/tasks/datasets.py", "flowergraph/tasks/splits.py",
-           "flowergraph/tasks/federated_graph.py", "flowergraph/tasks/torch_state.py", "flowergraph/tasks/compute.py",
-           "flowergraph/wire/asfgnn.py", "flowergraph/clients/asfgnn.py", "flowergraph/strategies/asfgnn.py",
-           "flowergraph/methods/asfgnn.py", "flowergraph/strategies/base.py", "flowergraph/strategies/bank.py",
-           "flowergraph/strategies/aggregation.py", "flowergraph/clients/base.py", "flowergraph/clients/state.py")
+TABLE4 = {
+    "asfgnn.hidden": 128,
+    "asfgnn.depth": "4,2",
+    "asfgnn.lr": "0.01",
+    "asfgnn.l2": "0.005",
+    "asfgnn.dropout": "0.5",
+}
+SOURCES = (
+    "flowergraph/tasks/asfgnn/*.py",
+    "flowergraph/tasks/datasets.py",
+    "flowergraph/tasks/splits.py",
+    "flowergraph/tasks/federated_graph.py",
+    "flowergraph/tasks/torch_state.py",
+    "flowergraph/tasks/compute.py",
+    "flowergraph/wire/asfgnn.py",
+    "flowergraph/clients/asfgnn.py",
+    "flowergraph/strategies/asfgnn.py",
+    "flowergraph/methods/asfgnn.py",
+    "flowergraph/strategies/base.py",
+    "flowergraph/strategies/bank.py",
+    "flowergraph/strategies/aggregation.py",
+    "flowergraph/clients/base.py",
+    "flowergraph/clients/state.py",
+)
 STORE = "asfgnn"
 
 
-def run_config(dataset: str, method: str, *, setting: str = "label", alpha: float = 1.0, seed: int = 0,
-               search: str = "smac", budget: str = "default", facade: str = "hpo", fixed: dict | None = None) -> dict:
+def run_config(
+    dataset: str,
+    method: str,
+    *,
+    setting: str = "label",
+    alpha: float = 1.0,
+    seed: int = 0,
+    search: str = "smac",
+    budget: str = "default",
+    facade: str = "hpo",
+    fixed: dict | None = None,
+) -> dict:
     """A cell's run configuration (without the machine's paths)."""
-    config = {"method": "asfgnn-cm" if method == "cm" else "asfgnn", "dataset": dataset, "num-clients": 2,
-              "seed": seed, "asfgnn.setting": setting, "asfgnn.alpha": alpha}
+    config = {
+        "method": "asfgnn-cm" if method == "cm" else "asfgnn",
+        "dataset": dataset,
+        "num-clients": 2,
+        "seed": seed,
+        "asfgnn.setting": setting,
+        "asfgnn.alpha": alpha,
+    }
     if method != "cm":
         config["asfgnn.variant"] = "sfgnn" if method.startswith("sfgnn") else method
         if method == "sfgnn-nojs":
             config["asfgnn.js"] = False
     if fixed is not None:  # one trial with fixed values
-        config.update({"asfgnn.search": "none", "asfgnn.trials": 1,
-                       "asfgnn.trial-rounds": BUDGETS[budget]["asfgnn.trial-rounds"], **fixed})
+        config.update(
+            {
+                "asfgnn.search": "none",
+                "asfgnn.trials": 1,
+                "asfgnn.trial-rounds": BUDGETS[budget]["asfgnn.trial-rounds"],
+                **fixed,
+            }
+        )
     else:
         config.update({"asfgnn.search": search, **BUDGETS[budget]})
         if search == "smac":
@@ -79,8 +139,11 @@ def run_config(dataset: str, method: str, *, setting: str = "label", alpha: floa
 def completed(out: Path) -> bool:
     """Whether the run folder ``out`` holds a finished run of the code as it is now."""
     summary = out / "summary.json"
-    return (summary.exists() and json.loads(summary.read_text()).get("status") == "completed"
-            and run_dir_current(out, SOURCES))
+    return (
+        summary.exists()
+        and json.loads(summary.read_text()).get("status") == "completed"
+        and run_dir_current(out, SOURCES)
+    )
 
 
 def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = None) -> dict:
@@ -92,9 +155,14 @@ def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = Non
     out = work / name
     if (parked := parked_path(name, parked_root)).exists():
         unpark(out, parked, _sources_hash(SOURCES))
-    full = {**config, "data-dir": data_dir(), "out-dir": str(out), "state-dir": str(out / "client-state"),
-            "checkpoint-every": config["asfgnn.trial-rounds"] + 1,  # a checkpoint after every trial
-            "checkpoint-keep": 1}
+    full = {
+        **config,
+        "data-dir": data_dir(),
+        "out-dir": str(out),
+        "state-dir": str(out / "client-state"),
+        "checkpoint-every": config["asfgnn.trial-rounds"] + 1,  # a checkpoint after every trial
+        "checkpoint-keep": 1,
+    }
     state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
     if state != "completed":
         if state == "resume":
@@ -115,13 +183,25 @@ def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = Non
     # (CM: over the owners' nodes, as accuracy() reports it)
     key = "owner_mean_test" if config["method"] == "asfgnn-cm" else "mean_test"
     evaluations = [r["asfgnn"] for r in run["rounds"] if key in (r.get("asfgnn") or {})]
-    return {"best_trial": search["best_trial"], "best_config": search["best_config"],
-            "best_val": search["best_val_accuracy"], "test": search["best_test_accuracy"],
-            "oracle_test": max((e[key] for e in evaluations), default=None),
-            "trials": [{"trial": t["trial"], "best_val": t["best_val"], "test": t["test_at_best"],
-                        "owner_test": t["owner_test_at_best"], "time_s": t["time_s"], "config": t["config"]}
-                       for t in trials],
-            "wall_s": wall}
+    return {
+        "best_trial": search["best_trial"],
+        "best_config": search["best_config"],
+        "best_val": search["best_val_accuracy"],
+        "test": search["best_test_accuracy"],
+        "oracle_test": max((e[key] for e in evaluations), default=None),
+        "trials": [
+            {
+                "trial": t["trial"],
+                "best_val": t["best_val"],
+                "test": t["test_at_best"],
+                "owner_test": t["owner_test_at_best"],
+                "time_s": t["time_s"],
+                "config": t["config"],
+            }
+            for t in trials
+        ],
+        "wall_s": wall,
+    }
 
 
 @contextlib.contextmanager
@@ -198,18 +278,28 @@ def park_run(out: Path) -> dict:
     ckpt = load_checkpoint(out)
     trial = (ckpt.strategy_state.get("asfgnn") or {}).get("trial")
     if trial is not None and not trial.get("finished"):
-        raise ValueError(f"{out}: the checkpoint of round {ckpt.server_round} is inside trial {trial['index']}; "
-                         "only a checkpoint between trials can be parked (the clients' state would be lost)")
+        raise ValueError(
+            f"{out}: the checkpoint of round {ckpt.server_round} is inside trial {trial['index']}; "
+            "only a checkpoint between trials can be parked (the clients' state would be lost)"
+        )
     arrays: dict = {}
     state = pack_tree({**ckpt.strategy_state, "client_checkpoint": None}, arrays, "strategy", what="parked state")
     if arrays:
         raise ValueError(f"{out}: the strategy state holds arrays ({sorted(arrays)}); parking keeps JSON only")
     marker = json.loads((out / RUN_CODE).read_text())
-    return {"format": "flowergraph-asfgnn-parked", "cell": out.name, "sources": marker["sources"],
-            "round": ckpt.server_round, "arrays": [[list(a.shape), str(a.dtype)] for a in ckpt.arrays],
-            "strategy_state": state, "records": ckpt.records, "config": ckpt.config,
-            "trials_finished": len((ckpt.strategy_state.get("asfgnn") or {}).get("results") or []),
-            "wall_s": segments_before(out), "parked_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return {
+        "format": "flowergraph-asfgnn-parked",
+        "cell": out.name,
+        "sources": marker["sources"],
+        "round": ckpt.server_round,
+        "arrays": [[list(a.shape), str(a.dtype)] for a in ckpt.arrays],
+        "strategy_state": state,
+        "records": ckpt.records,
+        "config": ckpt.config,
+        "trials_finished": len((ckpt.strategy_state.get("asfgnn") or {}).get("results") or []),
+        "wall_s": segments_before(out),
+        "parked_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
 
 
 def write_parked(parked: dict, path: Path) -> int:
@@ -235,15 +325,24 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
     run is of other code (``sources`` is the code state now). Whether it restored."""
 
     import numpy as np
-    from flowergraph.storage.checkpoint import Checkpoint, checkpoint_file, find_checkpoint, round_of_file, \
-        save_checkpoint
+    from flowergraph.storage.checkpoint import (
+        Checkpoint,
+        checkpoint_file,
+        find_checkpoint,
+        round_of_file,
+        save_checkpoint,
+    )
     from flowergraph.errors import CheckpointError
     from flowergraph.storage.npzio import unpack_tree
 
     parked = read_parked(path)
     if parked.get("sources") != sources:
-        print(f"WARNING: {path} was parked by other code (sources {parked.get('sources')}, now {sources}); it is "
-              "not restored: delete it, or re-run the cell from scratch", file=sys.stderr, flush=True)
+        print(
+            f"WARNING: {path} was parked by other code (sources {parked.get('sources')}, now {sources}); it is "
+            "not restored: delete it, or re-run the cell from scratch",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
     if out.exists() and run_dir_current(out, SOURCES):
         if completed(out):
@@ -258,13 +357,23 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
     (out / "checkpoints").mkdir(parents=True)
     (out / RUN_CODE).write_text(json.dumps({"sources": sources}) + "\n")  # as prepare_run_dir marks a folder
     arrays = [np.zeros(shape, dtype=dtype) for shape, dtype in parked["arrays"]]  # replaced when the next trial starts
-    save_checkpoint(Checkpoint(server_round=int(parked["round"]), arrays=arrays,
-                               strategy_state=unpack_tree(parked["strategy_state"], {}), records=parked["records"],
-                               config=parked["config"]), checkpoint_file(out, int(parked["round"])))
+    save_checkpoint(
+        Checkpoint(
+            server_round=int(parked["round"]),
+            arrays=arrays,
+            strategy_state=unpack_tree(parked["strategy_state"], {}),
+            records=parked["records"],
+            config=parked["config"],
+        ),
+        checkpoint_file(out, int(parked["round"])),
+    )
     (out / "bench.json").write_text(json.dumps({"wall_s": float(parked["wall_s"])}) + "\n")
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
-    print(f"restored {out.name} from {shown} (parked {parked['parked_at']}: "
-          f"{parked['trials_finished']} trials, round {parked['round']})", flush=True)
+    print(
+        f"restored {out.name} from {shown} (parked {parked['parked_at']}: "
+        f"{parked['trials_finished']} trials, round {parked['round']})",
+        flush=True,
+    )
     return True
 
 
@@ -279,10 +388,19 @@ def grid(args) -> list[tuple[str, dict, dict]]:
 
     def tuned(dataset, method, seed, setting="label", alpha=1.0):
         name = f"tuned-{dataset}-{setting}-a{alpha:.1f}-{method}-{b}-{args.facade}-s{seed}"
-        cell(name, run_config(dataset, method, setting=setting, alpha=alpha, seed=seed, budget=b,
-                              facade=args.facade),
-             {"kind": "tuned", "dataset": dataset, "setting": setting, "alpha": alpha, "method": method,
-              "budget": b, "seed": seed})
+        cell(
+            name,
+            run_config(dataset, method, setting=setting, alpha=alpha, seed=seed, budget=b, facade=args.facade),
+            {
+                "kind": "tuned",
+                "dataset": dataset,
+                "setting": setting,
+                "alpha": alpha,
+                "method": method,
+                "budget": b,
+                "seed": seed,
+            },
+        )
 
     def picked(*methods: str) -> list[str]:
         return [m for m in args.methods if m in methods]
@@ -302,14 +420,24 @@ def grid(args) -> list[tuple[str, dict, dict]]:
                     tuned("Cora", method, seed, alpha=alpha)
         if "control" in args.parts:
             for method in picked("sfgnn", "sfgnn-nojs", "sp"):
-                cell(f"control-{method}-{b}-s{seed}", run_config("Cora", method, seed=seed, budget=b, fixed=TABLE4),
-                     {"kind": "control", "dataset": "Cora", "method": method, "budget": b, "seed": seed})
+                cell(
+                    f"control-{method}-{b}-s{seed}",
+                    run_config("Cora", method, seed=seed, budget=b, fixed=TABLE4),
+                    {"kind": "control", "dataset": "Cora", "method": method, "budget": b, "seed": seed},
+                )
         if "search" in args.parts:
             for driver in DRIVERS:
                 # --facade only changes SMAC: grid and random keep the "-hpo" names they were stored under
                 facade = args.facade if driver == "smac" else "hpo"
-                cell(f"search-{driver}-{b}-{facade}-s{seed}",
-                     run_config("Cora", "sfgnn", seed=seed, search=driver, budget=b, facade=facade),
-                     {"kind": "search", "driver": driver, "budget": b, "seed": seed,
-                      **({"facade": facade} if driver == "smac" else {})})
+                cell(
+                    f"search-{driver}-{b}-{facade}-s{seed}",
+                    run_config("Cora", "sfgnn", seed=seed, search=driver, budget=b, facade=facade),
+                    {
+                        "kind": "search",
+                        "driver": driver,
+                        "budget": b,
+                        "seed": seed,
+                        **({"facade": facade} if driver == "smac" else {}),
+                    },
+                )
     return list(out.values())

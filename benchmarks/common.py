@@ -71,8 +71,7 @@ def ahead_level_behind(diffs: Iterable[float], sep: str = " / ") -> str:
     """How many seed-paired differences (first minus second) are above, at and under zero, as "a / l / b": the
     count every paired table prints beside its mean difference."""
     diffs = list(diffs)
-    return sep.join(str(n) for n in (sum(d > 0 for d in diffs), sum(d == 0 for d in diffs),
-                                     sum(d < 0 for d in diffs)))
+    return sep.join(str(n) for n in (sum(d > 0 for d in diffs), sum(d == 0 for d in diffs), sum(d < 0 for d in diffs)))
 
 
 def t_interval(diffs: Iterable[float], level: float = 0.95, *, one_run: bool = False) -> tuple[float, float] | None:
@@ -96,8 +95,13 @@ def interval_text(interval: tuple[float, float] | None, digits: int = 1) -> str:
     return "-" if interval is None else f"[{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
 
 
-def paired_figure(rows: list[tuple[str, list[float], float | None]], name: str, xlabel: str,
-                  title: str = "", target: tuple[str, float] | None = None) -> str | None:
+def paired_figure(
+    rows: list[tuple[str, list[float], float | None]],
+    name: str,
+    xlabel: str,
+    title: str = "",
+    target: tuple[str, float] | None = None,
+) -> str | None:
     """A forest plot of seed-paired differences, one line per ``(label, differences, paper)`` (top to bottom in
     the given order): each seed's difference (grey dots), their mean (black), the 95% t-interval of the mean (thick
     bar), the 95% range of one run (thin bar; both as :func:`t_interval`, from 2 seeds) and the paper's difference
@@ -120,8 +124,9 @@ def paired_figure(rows: list[tuple[str, list[float], float | None]], name: str, 
         if (one_run := t_interval(diffs, one_run=True)) is not None:
             ax.plot(one_run, [y, y], color="0.7", lw=1.2, label=once("95% range of one run"))
         if (mean_ci := t_interval(diffs)) is not None:
-            ax.plot(mean_ci, [y, y], color="tab:blue", lw=4, solid_capstyle="butt",
-                    label=once("95% interval of the mean"))
+            ax.plot(
+                mean_ci, [y, y], color="tab:blue", lw=4, solid_capstyle="butt", label=once("95% interval of the mean")
+            )
         ax.scatter(diffs, [y + 0.18] * len(diffs), s=12, color="0.45", zorder=3, label=once("one seed"))
         ax.scatter([statistics.mean(diffs)], [y], s=28, color="black", zorder=4, label=once("mean"))
         if paper is not None:
@@ -149,8 +154,7 @@ def outside(value: float, interval: tuple[float, float] | None) -> str:
 def machine() -> str:
     import torch
 
-    return (f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"torch {torch.__version__}")
+    return f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}"
 
 
 def command_line(argv: list[str] | None = None, drop: tuple[str, ...] = ()) -> str:
@@ -171,19 +175,25 @@ def command_line(argv: list[str] | None = None, drop: tuple[str, ...] = ()) -> s
     return ".venv/bin/python " + " ".join(shlex.quote(a) for a in [os.path.relpath(argv[0], REPO), *args])
 
 
-def write_result(name: str, title: str, body: str, argv: list[str] | None = None,
-                 cell_commands: Iterable[str] = ()) -> Path:
+def write_result(
+    name: str, title: str, body: str, argv: list[str] | None = None, cell_commands: Iterable[str] = ()
+) -> Path:
     """Write docs/results/<name>.md with the command that produced it, and print it. ``cell_commands``: the commands
     that computed the stored cells the tables show (:meth:`CellStore.commands`); listed under the file's own
     command where they differ from it (a table rewritten with ``--tables-only`` still says how its numbers came)."""
     command = command_line(argv)
     others = [c for c in dict.fromkeys(cell_commands) if c and c != command]
-    cells = ("" if not others else
-             "Its cells were computed by (each cell records the command that computed it, without `--work`; for "
-             "cells stored before that, the commands named by the results files they wrote where the benchmark "
-             "keeps them, else none):\n\n```bash\n" + "\n".join(others) + "\n```\n\n")
-    text = (f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n{command}\n```\n\n{cells}"
-            f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{body}\n")
+    cells = (
+        ""
+        if not others
+        else "Its cells were computed by (each cell records the command that computed it, without `--work`; for "
+        "cells stored before that, the commands named by the results files they wrote where the benchmark "
+        "keeps them, else none):\n\n```bash\n" + "\n".join(others) + "\n```\n\n"
+    )
+    text = (
+        f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n{command}\n```\n\n{cells}"
+        f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{body}\n"
+    )
     out = REPO / "docs" / "results" / f"{name}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
@@ -225,17 +235,24 @@ def run_cells(fn: Callable[..., Any], jobs: list[tuple], workers: int = 1) -> It
 def add_jobs(parser, note: str = "") -> None:
     """The ``--jobs`` option every method benchmark has (cells computed at once, :func:`run_cells`); a count under 1
     is the parser's error, naming the value."""
+
     def count(text: str) -> int:
         import argparse
 
         if not text.isdigit() or int(text) < 1:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be a whole number >= 1 (cells computed at once, each "
-                                             "in its own process; 1 runs them here, one after another)")
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: must be a whole number >= 1 (cells computed at once, each "
+                "in its own process; 1 runs them here, one after another)"
+            )
         return int(text)
 
-    parser.add_argument("--jobs", type=count, default=1,
-                        help="cells computed at once, each in its own process with one torch thread (default 1: "
-                             "here, one after another)" + (f"; {note}" if note else ""))
+    parser.add_argument(
+        "--jobs",
+        type=count,
+        default=1,
+        help="cells computed at once, each in its own process with one torch thread (default 1: "
+        "here, one after another)" + (f"; {note}" if note else ""),
+    )
 
 
 class TreeMemorySampler:
@@ -306,8 +323,13 @@ def _source_digest(path: Path) -> bytes:
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree, include_attributes=False).encode()
 
@@ -326,10 +348,14 @@ def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
         digest.update(str(path.relative_to(REPO)).encode())
         digest.update(_source_digest(path))
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", *sources], cwd=REPO,
-                                    capture_output=True, text=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", *sources], cwd=REPO, capture_output=True, text=True
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", True
     return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16], "files": len(files)}
@@ -351,12 +377,17 @@ def remove_run_folder(out: Path) -> None:
 
     if not out.exists():
         return
-    if out.is_dir() and not out.is_symlink() and (
-            not any(out.iterdir()) or (out / RUN_CODE).exists() or (out / "config.json").exists()):
+    if (
+        out.is_dir()
+        and not out.is_symlink()
+        and (not any(out.iterdir()) or (out / RUN_CODE).exists() or (out / "config.json").exists())
+    ):
         shutil.rmtree(out)
         return
-    raise SystemExit(f"error: {out} is in the way of a benchmark's run folder and was not written by one (no "
-                     f"{RUN_CODE}, no config.json); move it, or choose another work folder")
+    raise SystemExit(
+        f"error: {out} is in the way of a benchmark's run folder and was not written by one (no "
+        f"{RUN_CODE}, no config.json); move it, or choose another work folder"
+    )
 
 
 def run_dir_current(out: Path, sources: tuple[str, ...]) -> bool:
@@ -384,8 +415,10 @@ def prepare_run_dir(out: Path, sources: tuple[str, ...]) -> str:
 
     if out.exists() and not (out / RUN_CODE).exists() and any(out.iterdir()):
         # not a folder a benchmark started (they all carry the record): never ours to delete
-        raise SystemExit(f"error: {out} holds files that no benchmark run started (no {RUN_CODE}); move them, or "
-                         f"choose another --work folder")
+        raise SystemExit(
+            f"error: {out} holds files that no benchmark run started (no {RUN_CODE}); move them, or "
+            f"choose another --work folder"
+        )
     if out.exists() and not run_dir_current(out, sources):
         shutil.rmtree(out)
     if out.exists():
@@ -441,8 +474,13 @@ def _environment() -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"python": platform.python_version(), "machine": platform.machine(), "cpu": _cpu_model(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), **versions}
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        **versions,
+    }
 
 
 class CellStore:
@@ -503,8 +541,14 @@ class CellStore:
     def save(self, cell: str, settings: dict, row: dict) -> dict:
         import json
 
-        record = {"cell": cell, "settings": settings, "code": self.code, "env": environment(),
-                  "command": command_line(drop=("--work",)), "row": row}
+        record = {
+            "cell": cell,
+            "settings": settings,
+            "code": self.code,
+            "env": environment(),
+            "command": command_line(drop=("--work",)),
+            "row": row,
+        }
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path(cell).with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=1) + "\n")
@@ -561,8 +605,9 @@ def pack_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rewrite an archive even with no loose cells")
     a = parser.parse_args(argv)
     root = REPO / "benchmarks" / "cells"
-    names = a.names or sorted({p.name for p in root.iterdir() if p.is_dir()}
-                              | {p.name[:-len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")})
+    names = a.names or sorted(
+        {p.name for p in root.iterdir() if p.is_dir()} | {p.name[: -len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")}
+    )
     for name in names:
         total, moved = CellStore(name).pack(force=a.force)
         print(f"{name}: {total} cells in {CellStore(name).archive.relative_to(REPO)} ({moved} packed now)")

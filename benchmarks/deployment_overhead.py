@@ -51,7 +51,8 @@ from flowergraph.deployment.control import submit_run  # noqa: E402
 from flowergraph.deployment.loopback import LoopbackDeployment  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402
 
-FLOOR_CLIENT = '''"""Flower's floor: a ClientApp that answers flowergraph's strategy (identity, initial model, fit, evaluate)
+FLOOR_CLIENT = '''"""Flower's floor: a ClientApp that answers flowergraph's strategy (identity, initial model, fit,
+evaluate)
 with what it received, importing nothing but Flower and numpy (no torch, no PyG, no flowergraph client)."""
 import time
 
@@ -123,9 +124,12 @@ def floor_app(root: Path) -> Path:
     write_app(app)
     (app / "floor_client.py").write_text(FLOOR_CLIENT)
     pyproject = app / "pyproject.toml"
-    text = pyproject.read_text().replace('clientapp = "flowergraph.app.client_app:app"',
-                                         'clientapp = "floor_client:app"')
-    text = text.replace('fab-include = ["flowergraph/**/*.py"]', 'fab-include = ["flowergraph/**/*.py", "floor_client.py"]')
+    text = pyproject.read_text().replace(
+        'clientapp = "flowergraph.app.client_app:app"', 'clientapp = "floor_client:app"'
+    )
+    text = text.replace(
+        'fab-include = ["flowergraph/**/*.py"]', 'fab-include = ["flowergraph/**/*.py", "floor_client.py"]'
+    )
     pyproject.write_text(text)
     return app
 
@@ -142,9 +146,15 @@ def split(records: list[dict], rounds: set[int]) -> dict:
     data = mean(lambda r: r["build_s"] - r["build_imports_s"])
     imports = mean(lambda r: r["imports_s"])
     handled = mean(lambda r: r["end"] - r["start"])
-    return {"messages": len(msgs), "flower_start": mean(lambda r: r["module"] - r["created"]),
-            "app_import": mean(lambda r: r["start"] - r["module"]), "imports": imports, "data": data,
-            "work": handled - imports - data, "span": mean(lambda r: r["end"] - r["created"])}
+    return {
+        "messages": len(msgs),
+        "flower_start": mean(lambda r: r["module"] - r["created"]),
+        "app_import": mean(lambda r: r["start"] - r["module"]),
+        "imports": imports,
+        "data": data,
+        "work": handled - imports - data,
+        "span": mean(lambda r: r["end"] - r["created"]),
+    }
 
 
 def run_mode(mode: str, args, tmp: Path) -> list[dict]:
@@ -161,8 +171,15 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
             out = tmp / f"{mode}-{i}-{name}"
             config = {"num-clients": args.nodes, "rounds": args.rounds, "out-dir": str(out), **METHODS[name]}
             if name == "floor":
-                outcome = submit_run(floor_app(tmp / f"floor-{i}"), dep.connection, config, env=dep.env,
-                                     log_file=dep.log_dir / "flower.log", stream=sys.stdout, timeout=args.timeout)
+                outcome = submit_run(
+                    floor_app(tmp / f"floor-{i}"),
+                    dep.connection,
+                    config,
+                    env=dep.env,
+                    log_file=dep.log_dir / "flower.log",
+                    stream=sys.stdout,
+                    timeout=args.timeout,
+                )
             else:
                 outcome = dep.run(config, timeout=args.timeout)
             if outcome.status != "completed":
@@ -171,16 +188,22 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
             later = [r["time_s"] for r in rows if 2 <= r["round"] < args.rounds]
             records = [json.loads(line) for line in times_file.read_text().splitlines()]
             mine = [r for r in records if r["run_id"] == outcome.run_id]
-            results.append({"run": name, "round_s": statistics.median(later), "first_s": rows[0]["time_s"],
-                            "rounds": [r["time_s"] for r in rows], "messages": len(mine),
-                            "split": split(mine, set(range(2, args.rounds))),
-                            "worker": any(r.get("worker") for r in mine),
-                            "entries": sorted({str(r.get("entry")) for r in mine})})
+            results.append(
+                {
+                    "run": name,
+                    "round_s": statistics.median(later),
+                    "first_s": rows[0]["time_s"],
+                    "rounds": [r["time_s"] for r in rows],
+                    "messages": len(mine),
+                    "split": split(mine, set(range(2, args.rounds))),
+                    "worker": any(r.get("worker") for r in mine),
+                    "entries": sorted({str(r.get("entry")) for r in mine}),
+                }
+            )
             want = "flowergraph" if MODES[mode][1] == "on" else "flower"
             if results[-1]["entries"] != [want]:  # the mode is what it says
                 sys.exit(f"{mode} {name}: flwr-clientapp entries {results[-1]['entries']}, expected [{want!r}]")
-            print(f"== {mode} {name}: median round {results[-1]['round_s']:.2f} s", results[-1]["split"],
-                  flush=True)
+            print(f"== {mode} {name}: median round {results[-1]['round_s']:.2f} s", results[-1]["split"], flush=True)
     return results
 
 
@@ -194,11 +217,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per run (the median is over 2..R-1)")
     parser.add_argument("--nodes", type=int, default=3, help="SuperNodes (= clients; fedstar needs 3)")
-    parser.add_argument("--modes", default="cold,warm-flower-entry,warm",
-                        help=f"comma-separated, among: {', '.join(MODES)}")
-    parser.add_argument("--methods", default="floor,fedavg,fedgcn,fedstar,floor",
-                        help="runs in this order, comma-separated (the floor first and last: the ratio is against "
-                             "their mean)")
+    parser.add_argument(
+        "--modes", default="cold,warm-flower-entry,warm", help=f"comma-separated, among: {', '.join(MODES)}"
+    )
+    parser.add_argument(
+        "--methods",
+        default="floor,fedavg,fedgcn,fedstar,floor",
+        help="runs in this order, comma-separated (the floor first and last: the ratio is against their mean)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     parser.add_argument("--fresh", action="store_true", help="recompute the stored cells")
     args = parser.parse_args()
@@ -230,17 +256,30 @@ def main() -> None:
             ratio = f"{r['round_s'] / floor:.2f}" if floor else ""
             if r["run"] != "floor" and floor:
                 ratios.append((mode, r["run"], r["round_s"] / floor))
-            rows.append([mode + store.flag(record), r["run"], f"{r['round_s']:.2f}", ratio, f"{r['first_s']:.2f}",
-                         s.get("messages", 0) // max(1, args.rounds - 2),
-                         *(f"{s[k]:.2f}" if k in s else "" for k in ("flower_start", "app_import", "imports", "data",
-                                                                       "work", "span"))])
+            rows.append(
+                [
+                    mode + store.flag(record),
+                    r["run"],
+                    f"{r['round_s']:.2f}",
+                    ratio,
+                    f"{r['first_s']:.2f}",
+                    s.get("messages", 0) // max(1, args.rounds - 2),
+                    *(
+                        f"{s[k]:.2f}" if k in s else ""
+                        for k in ("flower_start", "app_import", "imports", "data", "work", "span")
+                    ),
+                ]
+            )
     verdict = ""
     for mode in cells:
         mine = [(n, r) for m, n, r in ratios if m == mode]
         if mine:
             met = "met" if max(r for _, r in mine) <= 1.5 else "not met"
-            verdict += (f"**{mode}**: " + ", ".join(f"{n} {r:.2f}x" for n, r in mine)
-                        + f" the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n")
+            verdict += (
+                f"**{mode}**: "
+                + ", ".join(f"{n} {r:.2f}x" for n, r in mine)
+                + f" the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n"
+            )
     if "warm" in cells and "warm-flower-entry" in cells:  # the entry's effect: the same runs, the same worker
         pairs = []
         for name in dict.fromkeys(r["run"] for r in cells["warm"]["row"]):
@@ -251,27 +290,52 @@ def main() -> None:
                 b = statistics.mean(r["round_s"] for r in stock)
                 fa = statistics.mean(r["split"].get("flower_start", float("nan")) for r in fast)
                 fb = statistics.mean(r["split"].get("flower_start", float("nan")) for r in stock)
-                pairs.append(f"{name} {a:.2f} s against {b:.2f} s ({a / b:.2f}x; Flower start {fa:.2f} against "
-                             f"{fb:.2f} s)")
-        verdict += ("**flowergraph's `flwr-clientapp` entry** (`warm` against `warm-flower-entry`, median round "
-                    "time, the mean where a run is there twice): " + "; ".join(pairs) + ".\n\n")
-    body = (f"{args.nodes} SuperNodes on 127.0.0.1 (TLS, SuperNode authentication), {args.rounds} rounds per run, "
-            f"fused client evaluation (flowergraph's default); fedavg and fedgcn on the built-in synthetic graph "
-            f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client). 2 cores shared with other work.\n\n"
-            + table(["mode", "run", "round s (median 2..R-1)", "x floor", "round 1 s", "train msgs / round",
-                     "Flower start s", "app import s", "imports s", "data s", "work s", "message s"], rows)
-            + "\n\nPer training message (means over rounds 2..R-1): **Flower start** = `flwr-clientapp` process "
-              "creation to the ClientApp module's import (interpreter, Flower's imports, pulling the message, "
-              "context and app from the SuperNode); **app import** = importing the ClientApp module and Flower's "
-              "message handling before flowergraph's code; **imports** = modules imported while handling the "
-              "message (torch, PyG, flowergraph; in the worker after its first message: none); **data** = "
-              "building the client minus its imports (the node's data, the model); **work** = the rest "
-              "(training, evaluation, serialisation); **message s** = process creation to the end of the "
-              "ClientApp's handling. The round time also holds what no process measures: the SuperNode's and "
-              "SuperExec's polling (a SuperNode with no message sleeps 3 s before asking again), pushing the "
-              "reply, and the server's aggregation.\n\n" + verdict + "Round times of every run (s):\n\n"
-            + "\n".join(f"* {mode} {r['run']}: " + ", ".join(f"{t:.2f}" for t in r["rounds"])
-                        for mode, record in cells.items() for r in record["row"]))
+                pairs.append(
+                    f"{name} {a:.2f} s against {b:.2f} s ({a / b:.2f}x; Flower start {fa:.2f} against {fb:.2f} s)"
+                )
+        verdict += (
+            "**flowergraph's `flwr-clientapp` entry** (`warm` against `warm-flower-entry`, median round "
+            "time, the mean where a run is there twice): " + "; ".join(pairs) + ".\n\n"
+        )
+    body = (
+        f"{args.nodes} SuperNodes on 127.0.0.1 (TLS, SuperNode authentication), {args.rounds} rounds per run, "
+        f"fused client evaluation (flowergraph's default); fedavg and fedgcn on the built-in synthetic graph "
+        f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client). 2 cores shared with other work.\n\n"
+        + table(
+            [
+                "mode",
+                "run",
+                "round s (median 2..R-1)",
+                "x floor",
+                "round 1 s",
+                "train msgs / round",
+                "Flower start s",
+                "app import s",
+                "imports s",
+                "data s",
+                "work s",
+                "message s",
+            ],
+            rows,
+        )
+        + "\n\nPer training message (means over rounds 2..R-1): **Flower start** = `flwr-clientapp` process "
+        "creation to the ClientApp module's import (interpreter, Flower's imports, pulling the message, "
+        "context and app from the SuperNode); **app import** = importing the ClientApp module and Flower's "
+        "message handling before flowergraph's code; **imports** = modules imported while handling the "
+        "message (torch, PyG, flowergraph; in the worker after its first message: none); **data** = "
+        "building the client minus its imports (the node's data, the model); **work** = the rest "
+        "(training, evaluation, serialisation); **message s** = process creation to the end of the "
+        "ClientApp's handling. The round time also holds what no process measures: the SuperNode's and "
+        "SuperExec's polling (a SuperNode with no message sleeps 3 s before asking again), pushing the "
+        "reply, and the server's aggregation.\n\n"
+        + verdict
+        + "Round times of every run (s):\n\n"
+        + "\n".join(
+            f"* {mode} {r['run']}: " + ", ".join(f"{t:.2f}" for t in r["rounds"])
+            for mode, record in cells.items()
+            for r in record["row"]
+        )
+    )
     write_result("deployment_overhead", "What a deployment round costs, against Flower's own floor", body)
 
 

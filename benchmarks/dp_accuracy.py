@@ -36,17 +36,30 @@ def run_cell(noise: float | None, clip: float, seed: int, rounds: int) -> dict:
         return json.loads(done.read_text())
     out = CELLS / name
     remove_run_folder(out)
-    config = {**load_preset(REPO / "conf" / "fedavg-cora.toml"), "rounds": rounds, "seed": seed,
-              "data-dir": data_dir(), "out-dir": str(out), "weighting": "uniform"}
+    config = {
+        **load_preset(REPO / "conf" / "fedavg-cora.toml"),
+        "rounds": rounds,
+        "seed": seed,
+        "data-dir": data_dir(),
+        "out-dir": str(out),
+        "weighting": "uniform",
+    }
     if noise is not None:
         config.update({"dp": "central-client", "dp-noise-multiplier": noise, "dp-clipping-norm": clip})
     t0 = time.monotonic()
     summary, _ = run_inprocess(config)
     dp = summary.get("dp") or {}
     eps = dp.get("epsilon")
-    result = {"noise": noise, "clip": clip, "seed": seed, "accuracy": summary["final_accuracy"],
-              "best": summary["best_accuracy"], "epsilon": None if eps is None else float(eps),
-              "noise_stddev": dp.get("noise_stddev"), "wall_s": time.monotonic() - t0}
+    result = {
+        "noise": noise,
+        "clip": clip,
+        "seed": seed,
+        "accuracy": summary["final_accuracy"],
+        "best": summary["best_accuracy"],
+        "epsilon": None if eps is None else float(eps),
+        "noise_stddev": dp.get("noise_stddev"),
+        "wall_s": time.monotonic() - t0,
+    }
     done.write_text(json.dumps(result, indent=2))
     remove_run_folder(out)
     print(f"[{time.strftime('%H:%M:%S')}] {name}: acc {result['accuracy']:.4f} eps {result['epsilon']}", flush=True)
@@ -71,23 +84,37 @@ def main() -> None:
         cells = [run_cell(noise, args.clip, s, args.rounds) for s in seeds]
         accs = [100 * c["accuracy"] for c in cells]
         eps = cells[0]["epsilon"]
-        rows.append(["no DP" if noise is None else f"central-client, z = {noise:g}",
-                     "-" if noise is None else f"{cells[0]['noise_stddev']:.4g}",
-                     f"{statistics.mean(accs):.2f}" + (f" ± {statistics.stdev(accs):.2f}" if len(accs) > 1 else ""),
-                     f"{100 * statistics.mean(c['best'] for c in cells):.2f}",
-                     "-" if noise is None else ("inf (no noise)" if eps is None or math.isinf(eps) else f"{eps:.3g}")])
-    body = (f"Cora (public split), fedavg, 10 clients (Dirichlet beta 10000), {args.rounds} rounds, uniform "
-            f"weighting, dp-clipping-norm C = {args.clip:g}, seeds {', '.join(map(str, seeds))}; epsilon at "
-            "delta = 1e-5 after all rounds (Flower's RDP accountant, client-level, add-or-remove-one, no sampling "
-            "amplification: every client trains every round).\n\n"
-            + table(["setting", "noise std per parameter (z C / 10)", "final test acc %", "best test acc %",
-                     f"epsilon after {args.rounds} rounds"], rows)
-            + "\n\nWith 10 clients the noise is large against the signal: the model has 23,063 parameters, so the "
-              "noise added to the mean has norm about z C / 10 x sqrt(23063) = 15 z C, while the mean of 10 "
-              "clipped updates has norm at most C. Client-level DP pays off with many clients per round (the noise "
-              "on the mean falls as 1/n); with 10, only a large epsilon keeps the accuracy. Local DP "
-              "(`dp=local`) at any epsilon below 10 adds per-client noise of standard deviation >= 0.48 C per "
-              "parameter and does not train here; it is tested, not benchmarked.")
+        rows.append(
+            [
+                "no DP" if noise is None else f"central-client, z = {noise:g}",
+                "-" if noise is None else f"{cells[0]['noise_stddev']:.4g}",
+                f"{statistics.mean(accs):.2f}" + (f" ± {statistics.stdev(accs):.2f}" if len(accs) > 1 else ""),
+                f"{100 * statistics.mean(c['best'] for c in cells):.2f}",
+                "-" if noise is None else ("inf (no noise)" if eps is None or math.isinf(eps) else f"{eps:.3g}"),
+            ]
+        )
+    body = (
+        f"Cora (public split), fedavg, 10 clients (Dirichlet beta 10000), {args.rounds} rounds, uniform "
+        f"weighting, dp-clipping-norm C = {args.clip:g}, seeds {', '.join(map(str, seeds))}; epsilon at "
+        "delta = 1e-5 after all rounds (Flower's RDP accountant, client-level, add-or-remove-one, no sampling "
+        "amplification: every client trains every round).\n\n"
+        + table(
+            [
+                "setting",
+                "noise std per parameter (z C / 10)",
+                "final test acc %",
+                "best test acc %",
+                f"epsilon after {args.rounds} rounds",
+            ],
+            rows,
+        )
+        + "\n\nWith 10 clients the noise is large against the signal: the model has 23,063 parameters, so the "
+        "noise added to the mean has norm about z C / 10 x sqrt(23063) = 15 z C, while the mean of 10 "
+        "clipped updates has norm at most C. Client-level DP pays off with many clients per round (the noise "
+        "on the mean falls as 1/n); with 10, only a large epsilon keeps the accuracy. Local DP "
+        "(`dp=local`) at any epsilon below 10 adds per-client noise of standard deviation >= 0.48 C per "
+        "parameter and does not train here; it is tested, not benchmarked."
+    )
     write_result("dp_accuracy", "Central differential privacy on Cora: accuracy and budget", body)
 
 

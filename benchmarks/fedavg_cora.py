@@ -33,7 +33,13 @@ def main() -> None:
         for seed in args.seeds:
             name = f"{method}-beta{beta:g}-s{seed}" if beta else f"{method}-s{seed}"
             out = work / name
-            overrides = {"data-dir": data_dir(), "seed": seed, "node.local-steps": 3, "node.lr": 0.5, "node.split": "public"}
+            overrides = {
+                "data-dir": data_dir(),
+                "seed": seed,
+                "node.local-steps": 3,
+                "node.lr": 0.5,
+                "node.split": "public",
+            }
             if beta:
                 overrides["node.beta"] = beta
             if (out / "summary.json").exists() and '"completed"' in (out / "summary.json").read_text():
@@ -41,8 +47,9 @@ def main() -> None:
 
                 summary, wall = json.loads((out / "summary.json").read_text()), None
             else:
-                r = run_simulation(method, num_clients=10, rounds=args.rounds, dataset="Cora", out=out,
-                                   overrides=overrides)
+                r = run_simulation(
+                    method, num_clients=10, rounds=args.rounds, dataset="Cora", out=out, overrides=overrides
+                )
                 if not r.ok:
                     sys.exit(f"{name} failed; see {r.log_file}")
                 summary, wall = r.summary, r.wall_time_s
@@ -50,28 +57,40 @@ def main() -> None:
             print(name, summary["final_accuracy"], flush=True)
     rows = []
     for (method, beta), runs in results.items():
-        rows.append([method, "-" if beta is None else f"{beta:g}", 1 if method == "centralized" else 10,
-                     mean_std([s["final_accuracy"] for s, _, _ in runs]),
-                     mean_std([s["best_accuracy"] for s, _, _ in runs]),
-                     " / ".join(f"{s['final_accuracy']:.3f}" for s, _, _ in runs),
-                     mean_std([s["mean_round_time_s"] for s, _, _ in runs])])
-    plots = plot_runs([str(runs[0][2]) for runs in results.values()], str(REPO / "docs" / "results"),
-                      labels=[m if b is None else f"{m} beta={b:g}" for m, b in results],
-                      metric="accuracy")
+        rows.append(
+            [
+                method,
+                "-" if beta is None else f"{beta:g}",
+                1 if method == "centralized" else 10,
+                mean_std([s["final_accuracy"] for s, _, _ in runs]),
+                mean_std([s["best_accuracy"] for s, _, _ in runs]),
+                " / ".join(f"{s['final_accuracy']:.3f}" for s, _, _ in runs),
+                mean_std([s["mean_round_time_s"] for s, _, _ in runs]),
+            ]
+        )
+    plots = plot_runs(
+        [str(runs[0][2]) for runs in results.values()],
+        str(REPO / "docs" / "results"),
+        labels=[m if b is None else f"{m} beta={b:g}" for m, b in results],
+        metric="accuracy",
+    )
     for p in plots:
         p.rename(p.with_name(f"fedavg_cora_{p.name}"))
-    body = (f"Cora, GCN hidden 16, public split (140/500/1000), SGD lr 0.5, weight decay 5e-4, dropout 0.5, "
-            f"{args.rounds} rounds x 3 local full-batch steps; weighted averaging by training-node count with 10 "
-            f"clients (Dirichlet partition, min 10 nodes per client; cross-client edges dropped); centralized = "
-            f"the same model and {args.rounds * 3} steps on the whole graph. Test accuracy after the last round "
-            f"(client-side, weighted by test nodes = accuracy on the 1000 public test nodes), mean ± std over "
-            f"seeds {args.seeds}.\n\n"
-            + table(["method", "beta", "clients", "final test acc", "best-round test acc", "per seed",
-                     "mean round s"], rows)
-            + "\n\nReference (fedgraph 0.2.5, same setting, measured here: ../shared/anchors/fedgraph/RESULTS.md): "
-              "FedAvg 0-hop at beta=10000: 0.621 ± 0.019 (0.58-0.62 across its logs).\n\n"
-              "Curves (seed " + str(args.seeds[0]) + "): `fedavg_cora_accuracy_vs_round.png`, "
-              "`fedavg_cora_accuracy_vs_time.png`.")
+    body = (
+        f"Cora, GCN hidden 16, public split (140/500/1000), SGD lr 0.5, weight decay 5e-4, dropout 0.5, "
+        f"{args.rounds} rounds x 3 local full-batch steps; weighted averaging by training-node count with 10 "
+        f"clients (Dirichlet partition, min 10 nodes per client; cross-client edges dropped); centralized = "
+        f"the same model and {args.rounds * 3} steps on the whole graph. Test accuracy after the last round "
+        f"(client-side, weighted by test nodes = accuracy on the 1000 public test nodes), mean ± std over "
+        f"seeds {args.seeds}.\n\n"
+        + table(
+            ["method", "beta", "clients", "final test acc", "best-round test acc", "per seed", "mean round s"], rows
+        )
+        + "\n\nReference (fedgraph 0.2.5, same setting, measured here: ../shared/anchors/fedgraph/RESULTS.md): "
+        "FedAvg 0-hop at beta=10000: 0.621 ± 0.019 (0.58-0.62 across its logs).\n\n"
+        "Curves (seed " + str(args.seeds[0]) + "): `fedavg_cora_accuracy_vs_round.png`, "
+        "`fedavg_cora_accuracy_vs_time.png`."
+    )
     write_result("fedavg_cora", "Weighted averaging (0-hop) and centralized GCN on Cora", body)
 
 

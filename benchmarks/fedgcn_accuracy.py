@@ -44,12 +44,19 @@ def run_one(dataset: str, beta: float, hops: int, seed: int, rounds: int, work: 
     else:
         if out.exists():  # an unfinished earlier attempt: keep it for inspection, start over elsewhere
             out.rename(out.with_name(out.name + f"-failed-{len(list(work.glob(name + '-failed-*')))}"))
-        overrides = {**load_preset(PRESETS[dataset]), "data-dir": data_dir(), "node.beta": beta, "fedgcn.hops": hops,
-                     "seed": seed, "fedgcn.he": he}
+        overrides = {
+            **load_preset(PRESETS[dataset]),
+            "data-dir": data_dir(),
+            "node.beta": beta,
+            "fedgcn.hops": hops,
+            "seed": seed,
+            "fedgcn.he": he,
+        }
         for key in ("method", "num-clients", "rounds", "dataset"):
             overrides.pop(key)
-        result = run_simulation("fedgcn", num_clients=10, rounds=rounds, dataset=dataset, out=out,
-                                overrides=overrides, timeout=3600)
+        result = run_simulation(
+            "fedgcn", num_clients=10, rounds=rounds, dataset=dataset, out=out, overrides=overrides, timeout=3600
+        )
         if not result.ok:
             sys.exit(f"{name} failed; see {result.log_file}")
         run = read_run(out)
@@ -58,15 +65,29 @@ def run_one(dataset: str, beta: float, hops: int, seed: int, rounds: int, work: 
     phase = next((r for r in run["rounds"] if r.get("round") == 0), None)
     training = [r for r in run["rounds"] if r.get("round", 0) >= 1]
     s = run["summary"]
-    row = {"dataset": dataset, "beta": beta, "hops": hops, "seed": seed, "he": he, "out": str(out),
-           "final": s["final_accuracy"], "best": s["best_accuracy"], "wall": s.get("wall_time_s"),
-           "round_s": statistics.median(r["time_s"] for r in training[1:]) if len(training) > 1 else None,
-           "pre_up": phase["bytes_up"] if phase else 0, "pre_down": phase["bytes_down"] if phase else 0,
-           "pre_s": phase["time_s"] if phase else 0.0, "rows": phase.get("rows", 0) if phase else 0,
-           "ciphertexts": phase.get("ciphertexts_up", 0) if phase else 0,
-           "train_bytes": sum(r.get("bytes_up", 0) + r.get("bytes_down", 0) for r in training)}
-    print(f"{name}: final {row['final']:.4f} best {row['best']:.4f} pre-training "
-          f"{human_bytes(row['pre_up'] + row['pre_down'])} in {row['pre_s']:.2f} s", flush=True)
+    row = {
+        "dataset": dataset,
+        "beta": beta,
+        "hops": hops,
+        "seed": seed,
+        "he": he,
+        "out": str(out),
+        "final": s["final_accuracy"],
+        "best": s["best_accuracy"],
+        "wall": s.get("wall_time_s"),
+        "round_s": statistics.median(r["time_s"] for r in training[1:]) if len(training) > 1 else None,
+        "pre_up": phase["bytes_up"] if phase else 0,
+        "pre_down": phase["bytes_down"] if phase else 0,
+        "pre_s": phase["time_s"] if phase else 0.0,
+        "rows": phase.get("rows", 0) if phase else 0,
+        "ciphertexts": phase.get("ciphertexts_up", 0) if phase else 0,
+        "train_bytes": sum(r.get("bytes_up", 0) + r.get("bytes_down", 0) for r in training),
+    }
+    print(
+        f"{name}: final {row['final']:.4f} best {row['best']:.4f} pre-training "
+        f"{human_bytes(row['pre_up'] + row['pre_down'])} in {row['pre_s']:.2f} s",
+        flush=True,
+    )
     return row
 
 
@@ -81,26 +102,51 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    rows = [run_one(ds, beta, hops, seed, args.rounds, work)
-            for ds in args.datasets for beta in args.betas for seed in args.seeds for hops in HOPS]
-    he_rows = [] if args.no_he else [run_one(ds, beta, hops, args.seeds[0], 1, work, he=True)
-                                     for ds in args.datasets for beta in args.betas for hops in (1, 2)]
+    rows = [
+        run_one(ds, beta, hops, seed, args.rounds, work)
+        for ds in args.datasets
+        for beta in args.betas
+        for seed in args.seeds
+        for hops in HOPS
+    ]
+    he_rows = (
+        []
+        if args.no_he
+        else [
+            run_one(ds, beta, hops, args.seeds[0], 1, work, he=True)
+            for ds in args.datasets
+            for beta in args.betas
+            for hops in (1, 2)
+        ]
+    )
 
     def group(ds, beta, hops, source=None):
-        return [r for r in (rows if source is None else source) if (r["dataset"], r["beta"], r["hops"]) == (ds, beta, hops)]
+        return [
+            r for r in (rows if source is None else source) if (r["dataset"], r["beta"], r["hops"]) == (ds, beta, hops)
+        ]
 
     acc_rows, notes = [], []
     for ds in args.datasets:
         for beta in args.betas:
             for hops in HOPS:
                 g = group(ds, beta, hops)
-                acc_rows.append([ds, f"{beta:g}", hops, mean_std([r["final"] for r in g]),
-                                 mean_std([r["best"] for r in g]), " / ".join(f"{r['final']:.3f}" for r in g),
-                                 mean_std([r["wall"] for r in g if r["wall"]]),
-                                 mean_std([r["round_s"] for r in g if r["round_s"]])])
+                acc_rows.append(
+                    [
+                        ds,
+                        f"{beta:g}",
+                        hops,
+                        mean_std([r["final"] for r in g]),
+                        mean_std([r["best"] for r in g]),
+                        " / ".join(f"{r['final']:.3f}" for r in g),
+                        mean_std([r["wall"] for r in g if r["wall"]]),
+                        mean_std([r["round_s"] for r in g if r["round_s"]]),
+                    ]
+                )
             means = {h: statistics.mean(r["final"] for r in group(ds, beta, h)) for h in HOPS}
-            notes.append(f"{ds} beta={beta:g}: 1-hop - 0-hop = {means[1] - means[0]:+.3f}, "
-                         f"2-hop - 0-hop = {means[2] - means[0]:+.3f}")
+            notes.append(
+                f"{ds} beta={beta:g}: 1-hop - 0-hop = {means[1] - means[0]:+.3f}, "
+                f"2-hop - 0-hop = {means[2] - means[0]:+.3f}"
+            )
 
     comm_rows = []
     for ds in args.datasets:
@@ -113,19 +159,30 @@ def main() -> None:
                 he = group(ds, beta, hops, source=he_rows)
                 he_bytes = he[0]["pre_up"] + he[0]["pre_down"] if he else None
                 plain = r0["pre_up"] + r0["pre_down"]
-                comm_rows.append([
-                    ds, f"{beta:g}", hops, r0["rows"], human_bytes(plain),
-                    f"{dense_up / plain:.0f}x" if plain else "-",
-                    human_bytes(he_bytes) if he_bytes else "-", he[0]["ciphertexts"] if he else "-",
-                    f"{he[0]['pre_s']:.1f}" if he else "-", f"{r0['pre_s']:.2f}" if hops else "-",
-                    human_bytes(statistics.mean(r["train_bytes"] for r in g)), human_bytes(dense_up)])
+                comm_rows.append(
+                    [
+                        ds,
+                        f"{beta:g}",
+                        hops,
+                        r0["rows"],
+                        human_bytes(plain),
+                        f"{dense_up / plain:.0f}x" if plain else "-",
+                        human_bytes(he_bytes) if he_bytes else "-",
+                        he[0]["ciphertexts"] if he else "-",
+                        f"{he[0]['pre_s']:.1f}" if he else "-",
+                        f"{r0['pre_s']:.2f}" if hops else "-",
+                        human_bytes(statistics.mean(r["train_bytes"] for r in g)),
+                        human_bytes(dense_up),
+                    ]
+                )
 
     plots = []
     for ds in args.datasets:
         picks = [(beta, hops) for beta in sorted({args.betas[0], args.betas[-1]}, reverse=True) for hops in HOPS]
         dirs = [group(ds, beta, hops)[0]["out"] for beta, hops in picks]
-        for p in plot_runs(dirs, str(REPO / "docs" / "results"),
-                           labels=[f"{h}-hop beta={b:g}" for b, h in picks], metric="accuracy"):
+        for p in plot_runs(
+            dirs, str(REPO / "docs" / "results"), labels=[f"{h}-hop beta={b:g}" for b, h in picks], metric="accuracy"
+        ):
             target = p.with_name(f"fedgcn_accuracy_{ds.lower()}_{p.name}")
             p.rename(target)
             plots.append(target.name)
@@ -137,26 +194,59 @@ def main() -> None:
         f"after the last round (client-side, weighted by test nodes = accuracy on the 1000 public test nodes), "
         f"mean ± std over seeds {args.seeds} (the seed sets the partition, the initial model and dropout).\n\n"
         "## Accuracy\n\n"
-        + table(["dataset", "beta", "hops", "final test acc", "best-round test acc", "per seed", "run wall s",
-                 "median round s"], acc_rows)
+        + table(
+            [
+                "dataset",
+                "beta",
+                "hops",
+                "final test acc",
+                "best-round test acc",
+                "per seed",
+                "run wall s",
+                "median round s",
+            ],
+            acc_rows,
+        )
         + "\n\nTargets (issue 4): Cora 2-hop at beta=10000 >= 0.80 (centralized GCN here: 0.808 ± 0.009, "
-          "docs/results/fedavg_cora.md); CiteSeer 2-hop >= 0.69; 1-hop and 2-hop well above 0-hop at every beta. "
-          "Measured gaps (mean final accuracy):\n\n" + "\n".join(f"- {n}" for n in notes)
+        "docs/results/fedavg_cora.md); CiteSeer 2-hop >= 0.69; 1-hop and 2-hop well above 0-hop at every beta. "
+        "Measured gaps (mean final accuracy):\n\n"
+        + "\n".join(f"- {n}" for n in notes)
         + "\n\nReference, fedgraph 0.2.5 on this machine (../shared/anchors/fedgraph/RESULTS.md, beta=10000): Cora "
-          "1-hop 0.787 ± 0.009 (its 2-hop runs the 1-hop code path), FedAvg 0.621 ± 0.019; CiteSeer 1-hop "
-          "0.682 ± 0.015. Side by side in one run: docs/results/fedgcn_vs_fedgraph.md.\n\n"
+        "1-hop 0.787 ± 0.009 (its 2-hop runs the 1-hop code path), FedAvg 0.621 ± 0.019; CiteSeer 1-hop "
+        "0.682 ± 0.015. Side by side in one run: docs/results/fedgcn_vs_fedgraph.md.\n\n"
         "## Communication\n\n"
         "Pre-training = the one communication phase before round 1 (FedGCN's neighbour aggregations), bytes of "
         "payload to and from all clients; plaintext rows go dense or CSR, whichever is smaller; only rows with a "
         "cross-client edge go through the server ('rows'). CKKS: the same phase with he=true (N=4096, ~65.7 KB "
-        "per ciphertext; seed 0). Phase times include each client actor's one-time data load at its first message and were measured in whichever run produced the row (the plaintext runs shared the machine with other jobs); for a side-by-side timing of plaintext vs CKKS see fedgcn_he.md. Training = rounds 1..R, model arrays and metrics both ways (mean over seeds). "
+        "per ciphertext; seed 0). Phase times include each client actor's one-time data load at its first message "
+        "and were measured in whichever run produced the row (the plaintext runs shared the machine with other "
+        "jobs); for a side-by-side timing of plaintext vs CKKS see fedgcn_he.md. Training = rounds 1..R, model "
+        "arrays and metrics both ways (mean over seeds). "
         "'dense N x d up' = what the fedgraph library uploads in its pre-training phase (every client a dense "
         "N x d float32 matrix; it also downloads rows: 202.7 MiB pre-training in total on Cora, 610.7 MiB on "
         "CiteSeer, per its own accounting).\n\n"
-        + table(["dataset", "beta", "hops", "rows via server", "pre-training plaintext", "dense up / ours",
-                 "pre-training CKKS", "ciphertexts up", "CKKS phase s", "plaintext phase s", "training bytes",
-                 "dense N x d up (fedgraph)"], comm_rows)
-        + "\n\nCurves (seed " + str(args.seeds[0]) + "): " + ", ".join(f"`{p}`" for p in plots) + "."
+        + table(
+            [
+                "dataset",
+                "beta",
+                "hops",
+                "rows via server",
+                "pre-training plaintext",
+                "dense up / ours",
+                "pre-training CKKS",
+                "ciphertexts up",
+                "CKKS phase s",
+                "plaintext phase s",
+                "training bytes",
+                "dense N x d up (fedgraph)",
+            ],
+            comm_rows,
+        )
+        + "\n\nCurves (seed "
+        + str(args.seeds[0])
+        + "): "
+        + ", ".join(f"`{p}`" for p in plots)
+        + "."
     )
     write_result("fedgcn_accuracy", "FedGCN accuracy and communication on Cora and CiteSeer", body)
 

@@ -78,8 +78,9 @@ class RoleMemorySampler(TreeMemorySampler):
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
         total = sum(roles.values())
-        self.timeline.append((round(__import__("time").monotonic() - self._start, 1),
-                              {k: round(v / 2**20) for k, v in roles.items()}))
+        self.timeline.append(
+            (round(__import__("time").monotonic() - self._start, 1), {k: round(v / 2**20) for k, v in roles.items()})
+        )
         if total > self.peak:
             self.peak_roles = {k: v / 2**20 for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
         return total
@@ -103,8 +104,18 @@ def cpu_split(r: dict) -> str:
     return f"{cpu.get('client actors', 0):.0f} / {cpu.get('ServerApp (flwr-simulation)', 0):.0f}"
 
 
-def bench_run(out: Path, method: str, *, num_clients: int, rounds: int, dataset: str, overrides: dict,
-              fresh: bool = False, timeout: float | None = None, mem_interval: float = 1.0) -> dict:
+def bench_run(
+    out: Path,
+    method: str,
+    *,
+    num_clients: int,
+    rounds: int,
+    dataset: str,
+    overrides: dict,
+    fresh: bool = False,
+    timeout: float | None = None,
+    mem_interval: float = 1.0,
+) -> dict:
     """One simulation inside a TreeMemorySampler; the measurements are cached in ``out/bench.json``.
 
     Returns ``{"ok", "status", "wall_s", "peak_mb", "phase" (round 0 of rounds.jsonl), "summary",
@@ -118,16 +129,31 @@ def bench_run(out: Path, method: str, *, num_clients: int, rounds: int, dataset:
             return cached
     remove_run_folder(out)
     with RoleMemorySampler(interval=mem_interval) as mem:
-        result = run_simulation(method, num_clients=num_clients, rounds=rounds, dataset=dataset, out=out,
-                                overrides=overrides, timeout=timeout)
+        result = run_simulation(
+            method,
+            num_clients=num_clients,
+            rounds=rounds,
+            dataset=dataset,
+            out=out,
+            overrides=overrides,
+            timeout=timeout,
+        )
     rounds_ = read_run(out)["rounds"] if (out / "rounds.jsonl").exists() else []
     phase = next((r for r in rounds_ if r.get("phase") == "fedgcn-communication"), None)
-    record = {"ok": result.ok, "status": result.status, "wall_s": result.wall_time_s, "peak_mb": mem.peak_mb,
-              "peak_roles_mb": mem.peak_roles, "cpu_roles_s": mem.cpu_roles, "mem_samples": mem.samples,
-              "mem_timeline": mem.timeline,
-              "phase": phase, "summary": result.summary,
-              "rounds": [{k: r.get(k) for k in ("round", "time_s", "accuracy")} for r in rounds_],
-              "log": str(result.log_file)}
+    record = {
+        "ok": result.ok,
+        "status": result.status,
+        "wall_s": result.wall_time_s,
+        "peak_mb": mem.peak_mb,
+        "peak_roles_mb": mem.peak_roles,
+        "cpu_roles_s": mem.cpu_roles,
+        "mem_samples": mem.samples,
+        "mem_timeline": mem.timeline,
+        "phase": phase,
+        "summary": result.summary,
+        "rounds": [{k: r.get(k) for k in ("round", "time_s", "accuracy")} for r in rounds_],
+        "log": str(result.log_file),
+    }
     cache.write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -159,25 +185,44 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is stopped")
     args = parser.parse_args()
     work = Path(args.work)
-    base = {"data-dir": data_dir(), "node.split": "public", "node.partitioner": "dirichlet", "node.beta": 10000.0, "fedgcn.hops": 2,
-            "node.model": "gcn", "node.hidden": 16, "node.optimizer": "sgd", "node.lr": 0.5, "node.local-steps": 3}
+    base = {
+        "data-dir": data_dir(),
+        "node.split": "public",
+        "node.partitioner": "dirichlet",
+        "node.beta": 10000.0,
+        "fedgcn.hops": 2,
+        "node.model": "gcn",
+        "node.hidden": 16,
+        "node.optimizer": "sgd",
+        "node.lr": 0.5,
+        "node.local-steps": 3,
+    }
 
     runs = []
     for rep in range(args.repeats):
         order = (True, False) if rep % 2 == 0 else (False, True)
         for he in order:
             name = f"{'ckks' if he else 'plain'}-s{rep}"
-            print(f"[{len(runs) + 1}/{2 * args.repeats}] {name}: FedGCN 2-hop on Cora, he={he}, seed {rep}",
-                  flush=True)
-            r = bench_run(work / name, "fedgcn", num_clients=args.clients, rounds=args.rounds, dataset="Cora",
-                          overrides={**base, "seed": rep, "fedgcn.he": he}, fresh=args.fresh, timeout=args.timeout)
+            print(f"[{len(runs) + 1}/{2 * args.repeats}] {name}: FedGCN 2-hop on Cora, he={he}, seed {rep}", flush=True)
+            r = bench_run(
+                work / name,
+                "fedgcn",
+                num_clients=args.clients,
+                rounds=args.rounds,
+                dataset="Cora",
+                overrides={**base, "seed": rep, "fedgcn.he": he},
+                fresh=args.fresh,
+                timeout=args.timeout,
+            )
             if not r["ok"] or r["phase"] is None:
                 sys.exit(f"{name} failed ({r['status']}); see {r['log']}")
             r.update(name=name, he=he, seed=rep)
             p = r["phase"]
-            print(f"  phase {p['time_s']:.1f} s, up {fmt_mb(p['bytes_up'])} MB, down {fmt_mb(p['bytes_down'])} MB, "
-                  f"peak {r['peak_mb']:.0f} MB, wall {r['wall_s']:.1f} s, acc {r['summary']['final_accuracy']:.4f}",
-                  flush=True)
+            print(
+                f"  phase {p['time_s']:.1f} s, up {fmt_mb(p['bytes_up'])} MB, down {fmt_mb(p['bytes_down'])} MB, "
+                f"peak {r['peak_mb']:.0f} MB, wall {r['wall_s']:.1f} s, acc {r['summary']['final_accuracy']:.4f}",
+                flush=True,
+            )
             runs.append(r)
 
     from flowergraph.tasks.federated_graph import GraphSpec, load_global_graph
@@ -189,37 +234,98 @@ def main() -> None:
     rows = []
     for r in runs:
         p = r["phase"]
-        rows.append([r["name"], "CKKS" if r["he"] else "plaintext", r["seed"], f"{p['time_s']:.2f}",
-                     fmt_mb(p["bytes_up"]), fmt_mb(p["bytes_down"]), p["rows"], p["row_contributions"],
-                     f"{p.get('ciphertexts_up', '-')} / {p.get('ciphertexts_down', '-')}" if r["he"] else "-",
-                     f"{r['peak_mb']:.0f}", breakdown(r.get("peak_roles_mb") or {}), cpu_split(r),
-                     f"{r['wall_s']:.1f}", f"{r['summary']['final_accuracy']:.4f}"])
-    per_run = table(["run", "mode", "seed", "phase s", "bytes up MB", "bytes down MB", "rows crossing",
-                     "row contributions", "ciphertexts up / down", "peak PSS MB (all processes)",
-                     "at the peak, by role (MB)", "CPU s: client actors / ServerApp", "wall s",
-                     "final test acc"], rows)
+        rows.append(
+            [
+                r["name"],
+                "CKKS" if r["he"] else "plaintext",
+                r["seed"],
+                f"{p['time_s']:.2f}",
+                fmt_mb(p["bytes_up"]),
+                fmt_mb(p["bytes_down"]),
+                p["rows"],
+                p["row_contributions"],
+                f"{p.get('ciphertexts_up', '-')} / {p.get('ciphertexts_down', '-')}" if r["he"] else "-",
+                f"{r['peak_mb']:.0f}",
+                breakdown(r.get("peak_roles_mb") or {}),
+                cpu_split(r),
+                f"{r['wall_s']:.1f}",
+                f"{r['summary']['final_accuracy']:.4f}",
+            ]
+        )
+    per_run = table(
+        [
+            "run",
+            "mode",
+            "seed",
+            "phase s",
+            "bytes up MB",
+            "bytes down MB",
+            "rows crossing",
+            "row contributions",
+            "ciphertexts up / down",
+            "peak PSS MB (all processes)",
+            "at the peak, by role (MB)",
+            "CPU s: client actors / ServerApp",
+            "wall s",
+            "final test acc",
+        ],
+        rows,
+    )
 
     def pick(he: bool, fn) -> list[float]:
         return [fn(r) for r in runs if r["he"] == he]
 
     summary_rows = []
     for he in (False, True):
-        summary_rows.append([
-            "flowergraph, " + ("CKKS" if he else "plaintext"),
-            spread(pick(he, lambda r: r["phase"]["time_s"]), 2),
-            fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_up"]))),
-            fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_up"])) / args.clients),
-            fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_down"]))),
-            spread(pick(he, lambda r: r["peak_mb"]), 0), spread(pick(he, lambda r: r["wall_s"]), 1),
-            spread(pick(he, lambda r: r["summary"]["final_accuracy"]), 4)])
-    summary_rows.append(["fedgraph 0.2.5, plaintext (dense N x d per client, computed)", "-",
-                         fmt_mb(dense_client * args.clients), fmt_mb(dense_client), "-", "-", "-", "-"])
-    summary_rows.append(["fedgraph 0.2.5, encrypted (tenseal 0.3.16, measured)", "did not finish",
-                         f"~{FEDGRAPH_HE_CLIENT_BYTES * args.clients / MB:.0f}",
-                         f"~{FEDGRAPH_HE_CLIENT_BYTES / MB:.0f}", "-", f"OOM at {FEDGRAPH_HE_OOM_GB * 1000:.0f}",
-                         "-", "-"])
-    summary = table(["setting", "phase s", "bytes up MB (all clients)", "bytes up MB per client", "bytes down MB",
-                     "peak PSS MB (all processes)", "wall s", "final test acc"], summary_rows)
+        summary_rows.append(
+            [
+                "flowergraph, " + ("CKKS" if he else "plaintext"),
+                spread(pick(he, lambda r: r["phase"]["time_s"]), 2),
+                fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_up"]))),
+                fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_up"])) / args.clients),
+                fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_down"]))),
+                spread(pick(he, lambda r: r["peak_mb"]), 0),
+                spread(pick(he, lambda r: r["wall_s"]), 1),
+                spread(pick(he, lambda r: r["summary"]["final_accuracy"]), 4),
+            ]
+        )
+    summary_rows.append(
+        [
+            "fedgraph 0.2.5, plaintext (dense N x d per client, computed)",
+            "-",
+            fmt_mb(dense_client * args.clients),
+            fmt_mb(dense_client),
+            "-",
+            "-",
+            "-",
+            "-",
+        ]
+    )
+    summary_rows.append(
+        [
+            "fedgraph 0.2.5, encrypted (tenseal 0.3.16, measured)",
+            "did not finish",
+            f"~{FEDGRAPH_HE_CLIENT_BYTES * args.clients / MB:.0f}",
+            f"~{FEDGRAPH_HE_CLIENT_BYTES / MB:.0f}",
+            "-",
+            f"OOM at {FEDGRAPH_HE_OOM_GB * 1000:.0f}",
+            "-",
+            "-",
+        ]
+    )
+    summary = table(
+        [
+            "setting",
+            "phase s",
+            "bytes up MB (all clients)",
+            "bytes up MB per client",
+            "bytes down MB",
+            "peak PSS MB (all processes)",
+            "wall s",
+            "final test acc",
+        ],
+        summary_rows,
+    )
 
     pairs = {}
     for r in runs:
@@ -271,13 +377,14 @@ def main() -> None:
         f"each of the {ex.get('groups')} row groups on a fresh ciphertext makes it {ex['ciphertexts_up']} "
         f"(+{ex['ciphertexts_up'] / min_ct * 100 - 100:.0f}%); "
         f"{he_ct / max(he_time, 1e-9):.0f} "
-f"ciphertexts (up + down) per second of phase. That is {he_up / (dense_client * args.clients):.1f}x the "
+        f"ciphertexts (up + down) per second of phase. That is {he_up / (dense_client * args.clients):.1f}x the "
         f"bytes of fedgraph's *plaintext* dense upload ({dense_client * args.clients / MB:.0f} MB) and "
         f"{FEDGRAPH_HE_CLIENT_BYTES * args.clients / he_up:.1f}x less than its encrypted one.\n"
         f"* Accuracy, CKKS vs plaintext with the same seed: |difference| "
         f"{', '.join(f'{x:.2f}' for x in diffs)} points (target <= 0.5: "
         f"{'met' if diffs and max(diffs) <= 0.5 else 'NOT met'}).\n\n"
-        "## Every run\n\n" + per_run)
+        "## Every run\n\n" + per_run
+    )
     write_result("fedgcn_he", "FedGCN pre-training on Cora: plaintext vs CKKS", body)
 
 

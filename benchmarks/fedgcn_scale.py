@@ -48,7 +48,9 @@ METIS_NOTE = (
     "phase fails; with FedAvg nodes would silently be trained by two clients or by none. The bug is in "
     "`flowergraph/tasks/partition.py` (not touched here; running pymetis in a fresh subprocess, or checking the "
     "partition's hash across clients, would fix or catch it). `dirichlet:0.1` gives as few cross-client edges "
-    "on this graph and is deterministic.")
+    "on this graph and is deterministic."
+)
+
 
 def reading(runs: list[dict], features: int) -> str:
     """The interpretation, with the numbers taken from ``runs``."""
@@ -56,12 +58,21 @@ def reading(runs: list[dict], features: int) -> str:
     if not ck:
         return ""
     groups = [r["phase"]["groups"] for r in ck]
-    a_c, b_c = fit([r["phase"]["row_contributions"] for r in ck], [r["phase"]["ciphertexts_up"] for r in ck]) \
-        if len(ck) >= 2 else (float("nan"), float("nan"))
+    a_c, b_c = (
+        fit([r["phase"]["row_contributions"] for r in ck], [r["phase"]["ciphertexts_up"] for r in ck])
+        if len(ck) >= 2
+        else (float("nan"), float("nan"))
+    )
     ratios = []
     for r in sorted(ck, key=lambda r: (r["partitioner"], r["nodes"])):
-        p = next((q for q in runs if q["mode"] == "plain" and q["nodes"] == r["nodes"]
-                  and q["partitioner"] == r["partitioner"]), None)
+        p = next(
+            (
+                q
+                for q in runs
+                if q["mode"] == "plain" and q["nodes"] == r["nodes"] and q["partitioner"] == r["partitioner"]
+            ),
+            None,
+        )
         if p is not None:
             ratio = r["phase"]["bytes_up"] / p["phase"]["bytes_up"]
             ratios.append(f"{r['nodes'] // 1000}k `{r['partitioner']}` {ratio:.0f}x")
@@ -77,16 +88,23 @@ def reading(runs: list[dict], features: int) -> str:
         f"per 1000 rows; {(features + 1) / 2048 * 1000:.1f} expected at d = {features}). That is why CKKS bytes "
         "grow sub-linearly with N over 10k-100k and approach linear growth (~1.07 KB per row contribution against "
         "plaintext's ~148 B) at larger N, and why the CKKS / plaintext bytes ratio falls with N ("
-        + ", ".join(ratios) + "). Phase time follows ciphertexts (per ciphertext on this machine: encrypt "
-        "~1.5 ms, decrypt ~0.2 ms, server deserialise + add + serialise ~0.2 ms), plus Flower moving the bytes.")
+        + ", ".join(ratios)
+        + "). Phase time follows ciphertexts (per ciphertext on this machine: encrypt "
+        "~1.5 ms, decrypt ~0.2 ms, server deserialise + add + serialise ~0.2 ms), plus Flower moving the bytes."
+    )
 
 
 DEGREE_IN, DEGREE_OUT = 0.02 * 2000, 0.002 * 2000  # p_in * N and p_out * N of the default 2000-node graph
 
 
 def synthetic_overrides(nodes: int, features: int) -> dict:
-    return {"dataset": "synthetic", "node.synthetic-nodes": nodes, "node.synthetic-p-in": DEGREE_IN / nodes,
-            "node.synthetic-p-out": DEGREE_OUT / nodes, "node.synthetic-features": features}
+    return {
+        "dataset": "synthetic",
+        "node.synthetic-nodes": nodes,
+        "node.synthetic-p-in": DEGREE_IN / nodes,
+        "node.synthetic-p-out": DEGREE_OUT / nodes,
+        "node.synthetic-features": features,
+    }
 
 
 def parse_partitioner(text: str) -> tuple[str, float | None]:
@@ -103,8 +121,13 @@ def graph_stats(nodes: int, features: int, partitioner: str, clients: int, seed:
     from flowergraph.tasks.synthetic import CSBMParams
 
     o = synthetic_overrides(nodes, features)
-    gspec = GraphSpec(dataset="synthetic", seed=seed, synthetic=CSBMParams(
-        num_nodes=nodes, p_in=o["synthetic-p-in"], p_out=o["synthetic-p-out"], num_features=features))
+    gspec = GraphSpec(
+        dataset="synthetic",
+        seed=seed,
+        synthetic=CSBMParams(
+            num_nodes=nodes, p_in=o["synthetic-p-in"], p_out=o["synthetic-p-out"], num_features=features
+        ),
+    )
     load_global_graph.cache_clear()  # time what a fresh client actor pays
     node_assignment.cache_clear()
     start = time.perf_counter()
@@ -116,8 +139,12 @@ def graph_stats(nodes: int, features: int, partitioner: str, clients: int, seed:
     src, dst = data.edge_index.numpy()
     cross = int(np.count_nonzero(owner[src] != owner[dst])) // 2  # edge_index holds both directions
     sizes = np.bincount(owner, minlength=clients)
-    stats = {"edges": int(src.size) // 2, "cross_edges": cross, "load_s": load_s,
-             "client_sizes": f"{int(sizes.min())}-{int(sizes.max())}"}
+    stats = {
+        "edges": int(src.size) // 2,
+        "cross_edges": cross,
+        "load_s": load_s,
+        "client_sizes": f"{int(sizes.min())}-{int(sizes.max())}",
+    }
     del data, owner, src, dst
     load_global_graph.cache_clear()  # the benchmark process is measured too: it must not keep the graph
     node_assignment.cache_clear()
@@ -134,10 +161,26 @@ def export_partitions(folder: Path, overrides: dict, clients: int) -> Path:
 
     if (folder / "manifest.json").exists():
         return folder
-    sets = [f"--set={k}={v}" for k, v in overrides.items() if k.startswith("synthetic-") or k in
-            ("partitioner", "beta", "seed", "split")]
-    subprocess.run([sys.executable, "-m", "flowergraph.partition", "export", "--num-clients", str(clients),
-                    "--out", str(folder), *sets], check=True, stdout=subprocess.DEVNULL)
+    sets = [
+        f"--set={k}={v}"
+        for k, v in overrides.items()
+        if k.startswith("synthetic-") or k in ("partitioner", "beta", "seed", "split")
+    ]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flowergraph.partition",
+            "export",
+            "--num-clients",
+            str(clients),
+            "--out",
+            str(folder),
+            *sets,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return folder
 
 
@@ -154,8 +197,12 @@ def loglog_slope(x: list[float], y: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 30000, 100000])
-    parser.add_argument("--partitioners", nargs="+", default=["random", "dirichlet:0.1"],
-                        help="random, metis, louvain or dirichlet:BETA")
+    parser.add_argument(
+        "--partitioners",
+        nargs="+",
+        default=["random", "dirichlet:0.1"],
+        help="random, metis, louvain or dirichlet:BETA",
+    )
     parser.add_argument("--modes", nargs="+", default=["plain", "ckks"], choices=["plain", "ckks"])
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--features", type=int, default=32)
@@ -163,8 +210,13 @@ def main() -> None:
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgcn-scale"))
     parser.add_argument("--fresh", action="store_true", help="rerun even runs that completed before")
     parser.add_argument("--timeout", type=float, default=2400.0, help="seconds per run before it is stopped")
-    parser.add_argument("--data-source", nargs="+", default=["cut"], choices=["cut", "files"],
-                        help="clients cut the global graph, or read their own exported partition file")
+    parser.add_argument(
+        "--data-source",
+        nargs="+",
+        default=["cut"],
+        choices=["cut", "files"],
+        help="clients cut the global graph, or read their own exported partition file",
+    )
     parser.add_argument("--name", default="fedgcn_scale", help="docs/results/<name>.md")
     args = parser.parse_args()
     work = Path(args.work)
@@ -176,8 +228,14 @@ def main() -> None:
     for i, (n, part) in enumerate(settings):
         stats = graph_stats(n, args.features, part, args.clients, args.seed)
         pname, beta = parse_partitioner(part)
-        base = {**synthetic_overrides(n, args.features), "node.partitioner": pname, "fedgcn.hops": 2,
-                **({"node.beta": beta} if beta else {}), "seed": args.seed, "node.local-steps": 1}
+        base = {
+            **synthetic_overrides(n, args.features),
+            "node.partitioner": pname,
+            "fedgcn.hops": 2,
+            **({"node.beta": beta} if beta else {}),
+            "seed": args.seed,
+            "node.local-steps": 1,
+        }
         parts_dir = None
         if "files" in args.data_source:
             parts_dir = export_partitions(work / f"parts-n{n}-{part.replace(':', '')}", base, args.clients)
@@ -185,45 +243,99 @@ def main() -> None:
         for mode in modes:
             for source in args.data_source:
                 name = f"n{n}-{part.replace(':', '')}-{mode}" + ("-files" if source == "files" else "")
-                print(f"[{len(runs) + len(failed) + 1}/{total}] {name}: {stats['edges']} edges, "
-                      f"{stats['cross_edges']} cross-client", flush=True)
-                overrides = {**base, "fedgcn.he": mode == "ckks",
-                             **({"partition-dir": str(parts_dir)} if source == "files" else {})}
-                r = bench_run(work / name, "fedgcn", num_clients=args.clients, rounds=1, dataset="synthetic",
-                              overrides=overrides, fresh=args.fresh, timeout=args.timeout)
+                print(
+                    f"[{len(runs) + len(failed) + 1}/{total}] {name}: {stats['edges']} edges, "
+                    f"{stats['cross_edges']} cross-client",
+                    flush=True,
+                )
+                overrides = {
+                    **base,
+                    "fedgcn.he": mode == "ckks",
+                    **({"partition-dir": str(parts_dir)} if source == "files" else {}),
+                }
+                r = bench_run(
+                    work / name,
+                    "fedgcn",
+                    num_clients=args.clients,
+                    rounds=1,
+                    dataset="synthetic",
+                    overrides=overrides,
+                    fresh=args.fresh,
+                    timeout=args.timeout,
+                )
                 r.update(name=name, nodes=n, partitioner=part, mode=mode, source=source, **stats)
                 if not r["ok"] or r["phase"] is None:
-                    print(f"  FAILED ({r['status']}); peak {r['peak_mb']:.0f} MB after {r['wall_s']:.0f} s; "
-                          f"see {r['log']}", flush=True)
+                    print(
+                        f"  FAILED ({r['status']}); peak {r['peak_mb']:.0f} MB after {r['wall_s']:.0f} s; "
+                        f"see {r['log']}",
+                        flush=True,
+                    )
                     failed.append(r)
                     continue
                 p = r["phase"]
-                print(f"  phase {p['time_s']:.1f} s, up {fmt_mb(p['bytes_up'])} MB, down {fmt_mb(p['bytes_down'])} "
-                      f"MB, ciphertexts {p.get('ciphertexts_up', '-')}, peak {r['peak_mb']:.0f} MB, wall "
-                      f"{r['wall_s']:.1f} s", flush=True)
+                print(
+                    f"  phase {p['time_s']:.1f} s, up {fmt_mb(p['bytes_up'])} MB, down {fmt_mb(p['bytes_down'])} "
+                    f"MB, ciphertexts {p.get('ciphertexts_up', '-')}, peak {r['peak_mb']:.0f} MB, wall "
+                    f"{r['wall_s']:.1f} s",
+                    flush=True,
+                )
                 runs.append(r)
 
     rows = []
     for r in runs + failed:
         p = r["phase"] or {}
         ok = r["ok"] and r["phase"] is not None
-        rows.append([r["nodes"], r["partitioner"], r["client_sizes"], "CKKS" if r["mode"] == "ckks" else "plaintext",
-                     "own files" if r.get("source") == "files" else "cut", r["edges"],
-                     r["cross_edges"], f"{r['cross_edges'] / r['edges']:.0%}", p.get("rows", "-"),
-                     p.get("row_contributions", "-"), f"{p['time_s']:.1f}" if ok else r["status"],
-                     fmt_mb(p.get("bytes_up")), fmt_mb(p.get("bytes_down")),
-                     f"{p['ciphertexts_up']} / {p['ciphertexts_down']} ({p['groups']} groups)"
-                     if r["mode"] == "ckks" and ok else "-",
-                     f"{r['peak_mb']:.0f}", f"{r['wall_s']:.0f}", f"{r['load_s']:.1f}"])
-    main_table = table(["nodes", "partitioner", "client sizes", "mode", "client data", "edges", "cross-client edges",
-                        "cross share",
-                        "rows crossing", "row contributions", "phase s", "bytes up MB", "bytes down MB",
-                        "ciphertexts up / down", "peak PSS MB (all processes)", "wall s",
-                        "graph + partition s (per process)"], rows)
-    mem_rows = [[r["name"], f"{r['peak_mb']:.0f}", breakdown(r.get("peak_roles_mb") or {}), cpu_split(r)]
-                for r in runs + failed]
-    mem_table = table(["run", "peak PSS MB", "at the peak, by role (MB)", "CPU s (whole run): client actors / "
-                       "ServerApp"], mem_rows)
+        rows.append(
+            [
+                r["nodes"],
+                r["partitioner"],
+                r["client_sizes"],
+                "CKKS" if r["mode"] == "ckks" else "plaintext",
+                "own files" if r.get("source") == "files" else "cut",
+                r["edges"],
+                r["cross_edges"],
+                f"{r['cross_edges'] / r['edges']:.0%}",
+                p.get("rows", "-"),
+                p.get("row_contributions", "-"),
+                f"{p['time_s']:.1f}" if ok else r["status"],
+                fmt_mb(p.get("bytes_up")),
+                fmt_mb(p.get("bytes_down")),
+                f"{p['ciphertexts_up']} / {p['ciphertexts_down']} ({p['groups']} groups)"
+                if r["mode"] == "ckks" and ok
+                else "-",
+                f"{r['peak_mb']:.0f}",
+                f"{r['wall_s']:.0f}",
+                f"{r['load_s']:.1f}",
+            ]
+        )
+    main_table = table(
+        [
+            "nodes",
+            "partitioner",
+            "client sizes",
+            "mode",
+            "client data",
+            "edges",
+            "cross-client edges",
+            "cross share",
+            "rows crossing",
+            "row contributions",
+            "phase s",
+            "bytes up MB",
+            "bytes down MB",
+            "ciphertexts up / down",
+            "peak PSS MB (all processes)",
+            "wall s",
+            "graph + partition s (per process)",
+        ],
+        rows,
+    )
+    mem_rows = [
+        [r["name"], f"{r['peak_mb']:.0f}", breakdown(r.get("peak_roles_mb") or {}), cpu_split(r)] for r in runs + failed
+    ]
+    mem_table = table(
+        ["run", "peak PSS MB", "at the peak, by role (MB)", "CPU s (whole run): client actors / ServerApp"], mem_rows
+    )
 
     # Growth laws, fitted on the runs above.
     laws = []
@@ -239,22 +351,26 @@ def main() -> None:
         secs = [r["phase"]["time_s"] for r in rs]
         a_up, b_up = fit(contrib, up)
         per_edge = [u / c for u, c in zip(up, cross)]
-        line = (f"* **{label}**: bytes up = {a_up / MB:.2f} MB + {b_up:.0f} B x row contributions "
-                f"(i.e. {min(per_edge):.0f}-{max(per_edge):.0f} B up per cross-client edge across the runs; "
-                f"row contributions / cross-client edges = "
-                f"{min(c / e for c, e in zip(contrib, cross)):.2f}-{max(c / e for c, e in zip(contrib, cross)):.2f}); "
-                f"bytes down / bytes up = {min(d / u for d, u in zip(down, up)):.2f}-"
-                f"{max(d / u for d, u in zip(down, up)):.2f}.")
+        line = (
+            f"* **{label}**: bytes up = {a_up / MB:.2f} MB + {b_up:.0f} B x row contributions "
+            f"(i.e. {min(per_edge):.0f}-{max(per_edge):.0f} B up per cross-client edge across the runs; "
+            f"row contributions / cross-client edges = "
+            f"{min(c / e for c, e in zip(contrib, cross)):.2f}-{max(c / e for c, e in zip(contrib, cross)):.2f}); "
+            f"bytes down / bytes up = {min(d / u for d, u in zip(down, up)):.2f}-"
+            f"{max(d / u for d, u in zip(down, up)):.2f}."
+        )
         if mode == "ckks":
             cts = [(r["phase"]["ciphertexts_up"] + r["phase"]["ciphertexts_down"]) / 1000 for r in rs]
             a_t, b_t = fit(cts, secs)
             a_c, b_c = fit(contrib, [r["phase"]["ciphertexts_up"] for r in rs])
             per_k = [t / c for t, c in zip(secs, cts)]
-            line += (f" Phase time = {a_t:.1f} s + {b_t:.2f} s per 1000 ciphertexts (up + down) (least squares; "
-                     f"per run {min(per_k):.2f}-{max(per_k):.2f} s per 1000 ciphertexts). Ciphertexts up = "
-                     f"{a_c:.0f} + {b_c * 1000:.1f} per 1000 row contributions (a row is {args.features + 1} of "
-                     f"{POLY_MODULUS_DEGREE // 2} slots; the constant is the per-group padding: each group of rows "
-                     f"with the same client set starts a fresh ciphertext).")
+            line += (
+                f" Phase time = {a_t:.1f} s + {b_t:.2f} s per 1000 ciphertexts (up + down) (least squares; "
+                f"per run {min(per_k):.2f}-{max(per_k):.2f} s per 1000 ciphertexts). Ciphertexts up = "
+                f"{a_c:.0f} + {b_c * 1000:.1f} per 1000 row contributions (a row is {args.features + 1} of "
+                f"{POLY_MODULUS_DEGREE // 2} slots; the constant is the per-group padding: each group of rows "
+                f"with the same client set starts a fresh ciphertext)."
+            )
         else:
             a_t, b_t = fit([c / 1000 for c in contrib], secs)
             line += f" Phase time = {a_t:.1f} s + {b_t:.3f} s per 1000 row contributions."
@@ -262,10 +378,12 @@ def main() -> None:
             rp = sorted((r for r in rs if r["partitioner"] == part), key=lambda r: r["nodes"])
             if len(rp) >= 2:
                 ns = [r["nodes"] for r in rp]
-                line += (f" With `{part}`, bytes up grow as "
-                         f"N^{loglog_slope(ns, [r['phase']['bytes_up'] for r in rp]):.2f}"
-                         f" and phase time as N^{loglog_slope(ns, [r['phase']['time_s'] for r in rp]):.2f}"
-                         f" ({rp[0]['nodes']}-{rp[-1]['nodes']} nodes).")
+                line += (
+                    f" With `{part}`, bytes up grow as "
+                    f"N^{loglog_slope(ns, [r['phase']['bytes_up'] for r in rp]):.2f}"
+                    f" and phase time as N^{loglog_slope(ns, [r['phase']['time_s'] for r in rp]):.2f}"
+                    f" ({rp[0]['nodes']}-{rp[-1]['nodes']} nodes)."
+                )
         laws.append(line)
     # Fixed size: the same graph with fewer cross-client edges.
     if len(args.partitioners) >= 2:
@@ -278,12 +396,14 @@ def main() -> None:
                 if ra is None or rb is None:
                     continue
                 pa, pb = ra["phase"], rb["phase"]
-                laws.append(f"* {n} nodes, {'CKKS' if mode == 'ckks' else 'plaintext'}, `{b_part}` vs `{a_part}`: "
-                            f"cross-client edges x{rb['cross_edges'] / ra['cross_edges']:.2f}, row contributions "
-                            f"x{pb['row_contributions'] / pa['row_contributions']:.2f}, bytes up "
-                            f"x{pb['bytes_up'] / pa['bytes_up']:.2f}, phase time x{pb['time_s'] / pa['time_s']:.2f}"
-                            + (f", ciphertexts x{pb['ciphertexts_up'] / pa['ciphertexts_up']:.2f}"
-                               if mode == "ckks" else "") + ".")
+                laws.append(
+                    f"* {n} nodes, {'CKKS' if mode == 'ckks' else 'plaintext'}, `{b_part}` vs `{a_part}`: "
+                    f"cross-client edges x{rb['cross_edges'] / ra['cross_edges']:.2f}, row contributions "
+                    f"x{pb['row_contributions'] / pa['row_contributions']:.2f}, bytes up "
+                    f"x{pb['bytes_up'] / pa['bytes_up']:.2f}, phase time x{pb['time_s'] / pa['time_s']:.2f}"
+                    + (f", ciphertexts x{pb['ciphertexts_up'] / pa['ciphertexts_up']:.2f}" if mode == "ckks" else "")
+                    + "."
+                )
 
     # The same setting with clients that cut the global graph and with clients that read only their own file.
     for n, part in settings:
@@ -291,13 +411,15 @@ def main() -> None:
             same = {r.get("source"): r for r in runs if (r["nodes"], r["partitioner"], r["mode"]) == (n, part, mode)}
             if "cut" in same and "files" in same:
                 c, f = same["cut"], same["files"]
-                laws.append(f"* {n} nodes, `{part}`, {'CKKS' if mode == 'ckks' else 'plaintext'}: own partition files "
-                            f"vs every client cutting the global graph: peak {f['peak_mb']:.0f} vs {c['peak_mb']:.0f} MB "
-                            f"(x{f['peak_mb'] / c['peak_mb']:.2f}; client actors "
-                            f"{(f.get('peak_roles_mb') or {}).get('client actors', 0):.0f} vs "
-                            f"{(c.get('peak_roles_mb') or {}).get('client actors', 0):.0f} MB at the peak), phase "
-                            f"{f['phase']['time_s']:.1f} vs {c['phase']['time_s']:.1f} s, same bytes "
-                            f"({f['phase']['bytes_up'] == c['phase']['bytes_up']}).")
+                laws.append(
+                    f"* {n} nodes, `{part}`, {'CKKS' if mode == 'ckks' else 'plaintext'}: own partition files "
+                    f"vs every client cutting the global graph: peak {f['peak_mb']:.0f} vs {c['peak_mb']:.0f} MB "
+                    f"(x{f['peak_mb'] / c['peak_mb']:.2f}; client actors "
+                    f"{(f.get('peak_roles_mb') or {}).get('client actors', 0):.0f} vs "
+                    f"{(c.get('peak_roles_mb') or {}).get('client actors', 0):.0f} MB at the peak), phase "
+                    f"{f['phase']['time_s']:.1f} vs {c['phase']['time_s']:.1f} s, same bytes "
+                    f"({f['phase']['bytes_up'] == c['phase']['bytes_up']})."
+                )
     body = (
         f"Synthetic CSBM graph (5 classes, {args.features} features, p_in = {DEGREE_IN:g}/N, p_out = "
         f"{DEGREE_OUT:g}/N: expected degree ~11 at every size), {args.clients} clients, FedGCN 2-hop, 1 round of "
@@ -311,14 +433,20 @@ def main() -> None:
         "in the benchmark process; 2 actors pay it in parallel) and the CKKS layout/encryption/sums.\n"
         "* **peak PSS MB**: peak of the summed PSS of the benchmark process and all its descendants (SuperLink, "
         "ServerApp, Ray services, client actors), sampled every 1 s over the whole run.\n\n"
-        + main_table + "\n\n## Growth\n\n" + "\n".join(laws) + "\n\n" + reading(runs, args.features)
+        + main_table
+        + "\n\n## Growth\n\n"
+        + "\n".join(laws)
+        + "\n\n"
+        + reading(runs, args.features)
         + "\n\n## Memory at the peak, by role\n\n"
-        + mem_table)
+        + mem_table
+    )
     if "metis" not in [parse_partitioner(p)[0] for p in args.partitioners]:
         body += "\n\n" + METIS_NOTE
     if failed:
         body += "\n\n**Failed or stopped runs:** " + ", ".join(
-            f"{r['name']} ({r['status']} after {r['wall_s']:.0f} s, peak {r['peak_mb']:.0f} MB)" for r in failed)
+            f"{r['name']} ({r['status']} after {r['wall_s']:.0f} s, peak {r['peak_mb']:.0f} MB)" for r in failed
+        )
     write_result(args.name, "FedGCN pre-training phase vs graph size and cross-client edges", body)
 
 

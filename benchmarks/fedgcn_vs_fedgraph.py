@@ -59,8 +59,9 @@ def _measured(cmd: list[str], log: Path, env: dict | None = None, timeout: float
     """Run ``cmd`` as its own process group; (exit code, wall s, peak summed PSS MB over its tree)."""
     t0 = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO),
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO), start_new_session=True
+        )
         with TreeMemorySampler(proc.pid) as mem:
             try:
                 rc = proc.wait(timeout=timeout)
@@ -72,45 +73,92 @@ def _measured(cmd: list[str], log: Path, env: dict | None = None, timeout: float
 
 def run_fedgraph(venv_python: str, dataset: str, seed: int, rounds: int, work: Path) -> dict:
     ray_tmp = f"/tmp/fgb_ray_{os.getpid()}_{seed}"
-    env = dict(os.environ, FG_WORKDIR=str(work / "fg_work"), FG_RAY_TMP=ray_tmp, PYTHONUNBUFFERED="1",
-               FG_DATA_DIR=data_dir())
+    env = dict(
+        os.environ, FG_WORKDIR=str(work / "fg_work"), FG_RAY_TMP=ray_tmp, PYTHONUNBUFFERED="1", FG_DATA_DIR=data_dir()
+    )
     log = work / f"fedgraph-{dataset}-s{seed}.log"
-    cmd = [venv_python, str(ANCHOR / "fg_run_one.py"), "--dataset", dataset.lower(), "--method", "FedGCN",
-           "--hops", "1", "--rounds", str(rounds), "--trainers", "10", "--seed", str(seed)]
+    cmd = [
+        venv_python,
+        str(ANCHOR / "fg_run_one.py"),
+        "--dataset",
+        dataset.lower(),
+        "--method",
+        "FedGCN",
+        "--hops",
+        "1",
+        "--rounds",
+        str(rounds),
+        "--trainers",
+        "10",
+        "--seed",
+        str(seed),
+    ]
     rc, wall, peak = _measured(cmd, log, env)
     leftovers = _kill_marked(ray_tmp)
     shutil.rmtree(ray_tmp, ignore_errors=True)
     res = {}
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("FG_RESULT "):
-            res = json.loads(line[len("FG_RESULT "):])
+            res = json.loads(line[len("FG_RESULT ") :])
     if rc != 0 or res.get("status") != "ok":
         sys.exit(f"fedgraph run failed (exit {rc}); see {log}")
     pre = (res.get("lib_theor_pretrain_comm_mb") or 0.0) * MIB
     train = (res.get("lib_theor_train_comm_mb") or 0.0) * MIB
-    return {"who": "fedgraph 0.2.5 FedGCN 1-hop", "seed": seed, "acc": res["final_test_acc"], "wall": wall,
-            "peak_mb": peak, "pre_bytes": pre, "total_bytes": pre + train, "leftovers": leftovers,
-            "pre_s": (res.get("lib_pretrain_ms") or 0.0) / 1000}
+    return {
+        "who": "fedgraph 0.2.5 FedGCN 1-hop",
+        "seed": seed,
+        "acc": res["final_test_acc"],
+        "wall": wall,
+        "peak_mb": peak,
+        "pre_bytes": pre,
+        "total_bytes": pre + train,
+        "leftovers": leftovers,
+        "pre_s": (res.get("lib_pretrain_ms") or 0.0) / 1000,
+    }
 
 
 def run_ours(dataset: str, hops: int, seed: int, rounds: int, work: Path) -> dict:
     out = work / f"ours-{dataset}-h{hops}-s{seed}"
     remove_run_folder(out)
     preset = REPO / "conf" / f"fedgcn-{dataset.lower()}.toml"
-    cmd = [sys.executable, "-m", "flowergraph.simulation", "--config", str(preset), "--rounds", str(rounds),
-           "--set", f"fedgcn.hops={hops}", "--set", f"seed={seed}", "--data-dir", data_dir(), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowergraph.simulation",
+        "--config",
+        str(preset),
+        "--rounds",
+        str(rounds),
+        "--set",
+        f"fedgcn.hops={hops}",
+        "--set",
+        f"seed={seed}",
+        "--data-dir",
+        data_dir(),
+        "--out",
+        str(out),
+    ]
     rc, wall, peak = _measured(cmd, work / f"ours-{dataset}-h{hops}-s{seed}.log")
     if rc != 0:
         sys.exit(f"our run failed (exit {rc}); see {work / f'ours-{dataset}-h{hops}-s{seed}.log'}")
     from flowergraph.storage.results import read_run
 
     run = read_run(out)
-    phase = next(r for r in run["rounds"] if r["round"] == 0) if hops else {"bytes_up": 0, "bytes_down": 0,
-                                                                          "time_s": 0.0}
+    phase = (
+        next(r for r in run["rounds"] if r["round"] == 0) if hops else {"bytes_up": 0, "bytes_down": 0, "time_s": 0.0}
+    )
     s = run["summary"]
-    return {"who": f"flowergraph FedGCN {hops}-hop", "seed": seed, "acc": s["final_accuracy"], "wall": wall,
-            "peak_mb": peak, "pre_bytes": phase["bytes_up"] + phase["bytes_down"],
-            "total_bytes": s["bytes_up"] + s["bytes_down"], "pre_s": phase["time_s"], "leftovers": []}
+    return {
+        "who": f"flowergraph FedGCN {hops}-hop",
+        "seed": seed,
+        "acc": s["final_accuracy"],
+        "wall": wall,
+        "peak_mb": peak,
+        "pre_bytes": phase["bytes_up"] + phase["bytes_down"],
+        "total_bytes": s["bytes_up"] + s["bytes_down"],
+        "pre_s": phase["time_s"],
+        "leftovers": [],
+    }
 
 
 def main() -> None:
@@ -128,10 +176,16 @@ def main() -> None:
     try:
         for seed in args.seeds:
             for job in ("fedgraph", 1, 2):
-                r = (run_fedgraph(venv_python, args.dataset, seed, args.rounds, work) if job == "fedgraph"
-                     else run_ours(args.dataset, job, seed, args.rounds, work))
-                print(f"{r['who']} seed {seed}: acc {r['acc']:.4f} wall {r['wall']:.1f} s peak {r['peak_mb']:.0f} MB "
-                      f"pre-training {r['pre_bytes'] / 1e6:.2f} MB", flush=True)
+                r = (
+                    run_fedgraph(venv_python, args.dataset, seed, args.rounds, work)
+                    if job == "fedgraph"
+                    else run_ours(args.dataset, job, seed, args.rounds, work)
+                )
+                print(
+                    f"{r['who']} seed {seed}: acc {r['acc']:.4f} wall {r['wall']:.1f} s peak {r['peak_mb']:.0f} MB "
+                    f"pre-training {r['pre_bytes'] / 1e6:.2f} MB",
+                    flush=True,
+                )
                 runs.append(r)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -143,28 +197,53 @@ def main() -> None:
         ratios = [r["wall"] / base[r["seed"]]["wall"] for r in g]
         mem_ratio = [r["peak_mb"] / base[r["seed"]]["peak_mb"] for r in g]
         pre = statistics.mean(r["pre_bytes"] for r in g)
-        rows.append([who, mean_std([r["acc"] for r in g]), " / ".join(f"{r['acc']:.3f}" for r in g),
-                     mean_std([r["wall"] for r in g]), f"{statistics.median(ratios):.2f}",
-                     f"{pre / 1e6:.2f}", f"{statistics.mean(base[r['seed']]['pre_bytes'] for r in g) / pre:.1f}x"
-                     if pre else "-", f"{statistics.mean(r['total_bytes'] for r in g) / 1e6:.1f}",
-                     f"{statistics.mean(r['peak_mb'] for r in g):.0f}", f"{statistics.median(mem_ratio):.2f}"])
+        rows.append(
+            [
+                who,
+                mean_std([r["acc"] for r in g]),
+                " / ".join(f"{r['acc']:.3f}" for r in g),
+                mean_std([r["wall"] for r in g]),
+                f"{statistics.median(ratios):.2f}",
+                f"{pre / 1e6:.2f}",
+                f"{statistics.mean(base[r['seed']]['pre_bytes'] for r in g) / pre:.1f}x" if pre else "-",
+                f"{statistics.mean(r['total_bytes'] for r in g) / 1e6:.1f}",
+                f"{statistics.mean(r['peak_mb'] for r in g):.0f}",
+                f"{statistics.median(mem_ratio):.2f}",
+            ]
+        )
     body = (
         f"{args.dataset}, 10 clients, Dirichlet beta=10000, {args.rounds} rounds, 3 local steps, SGD lr 0.5, GCN "
         f"hidden 16, public split; seeds {args.seeds}, runs interleaved per seed (fedgraph, ours 1-hop, ours "
         f"2-hop), each a whole process from interpreter start to exit. Ours: conf/fedgcn-{args.dataset.lower()}.toml "
         f"through Flower's Ray simulation (`python -m flowergraph.simulation`), 2 actors (1 CPU each); fedgraph: "
         f"its own Ray runtime with 10 trainer actors on 2 CPUs (0.2 CPU each), as in its RESULTS.md.\n\n"
-        + table(["run", "final test acc", "per seed", "wall s", "wall / fedgraph (median)", "pre-training MB",
-                 "fedgraph pre-training / ours", "total MB", "peak memory MB (all processes)",
-                 "memory / fedgraph (median)"], rows)
+        + table(
+            [
+                "run",
+                "final test acc",
+                "per seed",
+                "wall s",
+                "wall / fedgraph (median)",
+                "pre-training MB",
+                "fedgraph pre-training / ours",
+                "total MB",
+                "peak memory MB (all processes)",
+                "memory / fedgraph (median)",
+            ],
+            rows,
+        )
         + "\n\nBytes: ours are payload bytes to and from clients (arrays and metrics as they travel); fedgraph's are "
-          "its own theoretical figures (dense N x d uploads; MiB converted to MB). Memory: peak of the summed PSS "
-          "(shared pages split between processes) over the launched process and all descendants, sampled every "
-          "second. fedgraph's 2-hop runs the 1-hop code path in 0.2.5 (../shared/anchors/fedgraph/RESULTS.md), "
-          "so it is not repeated here; its reference numbers there: Cora 1-hop 0.787 ± 0.009, 86 s, 378.7 MiB, "
-          "~4.8 GB.\n")
-    write_result(f"fedgcn_vs_fedgraph{'' if args.dataset == 'Cora' else '_' + args.dataset.lower()}",
-                 f"FedGCN vs the fedgraph library, {args.dataset}", body)
+        "its own theoretical figures (dense N x d uploads; MiB converted to MB). Memory: peak of the summed PSS "
+        "(shared pages split between processes) over the launched process and all descendants, sampled every "
+        "second. fedgraph's 2-hop runs the 1-hop code path in 0.2.5 (../shared/anchors/fedgraph/RESULTS.md), "
+        "so it is not repeated here; its reference numbers there: Cora 1-hop 0.787 ± 0.009, 86 s, 378.7 MiB, "
+        "~4.8 GB.\n"
+    )
+    write_result(
+        f"fedgcn_vs_fedgraph{'' if args.dataset == 'Cora' else '_' + args.dataset.lower()}",
+        f"FedGCN vs the fedgraph library, {args.dataset}",
+        body,
+    )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, CellStore, add_jobs, cell_cpu, run_cells, write_result  # noqa: E402
 from fedgraph_curves import TARGET, time_to  # noqa: E402
 from fedgraph_figures import plot  # noqa: E402
-from fedgraph_grid import (BUDGETS, DATASETS, EARLIER_COMMANDS, LAYER_SIZES, PARTS, SOURCES, SPLITS,  # noqa: E402
-                           STORE, VARIANTS, VARS, cell_name, cells, compute_cell, layers_cell, layers_name, run_config)
+from fedgraph_grid import (
+    BUDGETS,
+    DATASETS,
+    EARLIER_COMMANDS,
+    LAYER_SIZES,
+    PARTS,
+    SOURCES,
+    SPLITS,  # noqa: E402
+    STORE,
+    VARIANTS,
+    VARS,
+    cell_name,
+    cells,
+    compute_cell,
+    layers_cell,
+    layers_name,
+    run_config,
+)
 from fedgraph_report import tables  # noqa: E402
 
 
@@ -86,13 +102,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 clients, 6 rounds, 1 seed")
     parser.add_argument("--budget", choices=tuple(BUDGETS), default="paper")
-    parser.add_argument("--split", choices=tuple(SPLITS), default="full-supervised",
-                        help="node split (module docstring); every split's stored cells go into the tables")
+    parser.add_argument(
+        "--split",
+        choices=tuple(SPLITS),
+        default="full-supervised",
+        help="node split (module docstring); every split's stored cells go into the tables",
+    )
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--vars", nargs="+", type=float, default=list(VARS),
-                        help="heterogeneity levels (variance of xi); only fedgraph and full run at every level")
+    parser.add_argument(
+        "--vars",
+        nargs="+",
+        type=float,
+        default=list(VARS),
+        help="heterogeneity levels (variance of xi); only fedgraph and full run at every level",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgraph"), help="run folders (not in git)")
     parser.add_argument("--tables-only", action="store_true")
@@ -118,8 +143,9 @@ def main() -> None:
                 row = layers_cell(dataset, seed, args.split)
                 row["cell_s"] = time.perf_counter() - started
                 print(f"cell {name}: {json.dumps(row['results'])}, {row['cell_s']:.1f} s", flush=True)
-                store.save(name, {"dataset": dataset, "seed": seed, "split": args.split,
-                                  "layer_sizes": list(LAYER_SIZES)}, row)
+                store.save(
+                    name, {"dataset": dataset, "seed": seed, "split": args.split, "layer_sizes": list(LAYER_SIZES)}, row
+                )
     pending = []
     if not args.tables_only:
         for dataset, variant, var, seed, data in cells(args):
@@ -135,13 +161,23 @@ def main() -> None:
             print(f"cell {name} failed:\n{error}", file=sys.stderr, flush=True)
             failed.append(name)
             continue
-        print(f"cell {name}: final accuracy {row['final_accuracy']}, time to {TARGET:.0%} "
-              f"{time_to(row)}, {row['cell_s']:.1f} s", flush=True)
+        print(
+            f"cell {name}: final accuracy {row['final_accuracy']}, time to {TARGET:.0%} "
+            f"{time_to(row)}, {row['cell_s']:.1f} s",
+            flush=True,
+        )
         store.save(name, run_config(*key), row)
     rows = []
     for record in store.records():
-        rows.append({**record["row"], "cell": record["cell"], "stale": store.flag(record),
-                     "command": record.get("command"), "cpu": cell_cpu(record)})
+        rows.append(
+            {
+                **record["row"],
+                "cell": record["cell"],
+                "stale": store.flag(record),
+                "command": record.get("command"),
+                "cpu": cell_cpu(record),
+            }
+        )
     body = []
     for split in SPLITS:
         part = tables(rows, b, split)
@@ -152,8 +188,12 @@ def main() -> None:
     name = "fedgraph" if b == "paper" else f"fedgraph_{b}"
     recorded = store.commands(lambda row: row.get("budget") == b)
     unrecorded = any(r.get("budget") == b and not r.get("command") for r in rows)
-    write_result(name, f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
-                 "\n\n".join(body), cell_commands=recorded + (EARLIER_COMMANDS.get(b, []) if unrecorded else []))
+    write_result(
+        name,
+        f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
+        "\n\n".join(body),
+        cell_commands=recorded + (EARLIER_COMMANDS.get(b, []) if unrecorded else []),
+    )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
 

@@ -33,10 +33,25 @@ import torch  # noqa: E402
 
 from flowergraph.tasks.compute import configure_torch  # noqa: E402
 from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, build_client_graph, load_global_graph  # noqa: E402
-from flowergraph.tasks.fedgraph import (ActionSpace, DDPGAgent, DDPGConfig, FullBatch, LayerWise,  # noqa: E402
-                                        NodeWise, SamplingPolicy, aggregate, build_model, build_view,
-                                        client_graphs, exchange_degrees, exchange_in_process, export_plan,
-                                        owner_rows, split_rows, train_round)
+from flowergraph.tasks.fedgraph import (
+    ActionSpace,
+    DDPGAgent,
+    DDPGConfig,
+    FullBatch,
+    LayerWise,  # noqa: E402
+    NodeWise,
+    SamplingPolicy,
+    aggregate,
+    build_model,
+    build_view,
+    client_graphs,
+    exchange_degrees,
+    exchange_in_process,
+    export_plan,
+    owner_rows,
+    split_rows,
+    train_round,
+)
 from flowergraph.tasks.fedgraph.model import evaluate  # noqa: E402
 from flowergraph.tasks.torch_state import load_module_arrays, module_arrays  # noqa: E402
 from flowergraph.tasks.training import TrainConfig  # noqa: E402
@@ -94,9 +109,17 @@ def round_times(gspec: GraphSpec, data_scheme: str, k: int, rounds: int) -> tupl
         rows = owner_rows(model, view, "fedgraph", 1)
         parts = split_rows(rows, export_plan(view.graph))
     owner_ms = (time.perf_counter() - t0) / 5 * 1e3
-    info = {"client": c, "nodes": view.num_own, "train": view.graph.num_train, "remote": view.num_remote,
-            "boundary": len(rows), "owner_ms": owner_ms, "sent_kb": sum(p.nbytes for p in parts.values()) / 1e3,
-            "view_ms": view_s * 1e3, "sizes": [g.num_nodes for g in graphs]}
+    info = {
+        "client": c,
+        "nodes": view.num_own,
+        "train": view.graph.num_train,
+        "remote": view.num_remote,
+        "boundary": len(rows),
+        "owner_ms": owner_ms,
+        "sent_kb": sum(p.nbytes for p in parts.values()) / 1e3,
+        "view_ms": view_s * 1e3,
+        "sizes": [g.num_nodes for g in graphs],
+    }
     # Schemes interleaved round by round (the machine is shared: load spikes hit every scheme alike).
     models = {name: build_model(data.num_features, data.num_classes, seed=0) for name, _ in SCHEMES}
     gens = {name: torch.Generator().manual_seed(0) for name, _ in SCHEMES}
@@ -110,10 +133,17 @@ def round_times(gspec: GraphSpec, data_scheme: str, k: int, rounds: int) -> tupl
     for name, _ in SCHEMES:
         rs = results[name]
         times = [r.seconds * 1e3 for r in rs]
-        out.append([name, rs[0].num_samples, f"{statistics.median(times):.1f}", f"{min(times):.1f}",
-                    f"{statistics.median([r.sample_seconds * 1e3 for r in rs]):.1f}",
-                    f"{statistics.mean([r.nodes_per_iteration for r in rs]):.0f}",
-                    f"{statistics.mean([r.edges_per_iteration for r in rs]):.0f}"])
+        out.append(
+            [
+                name,
+                rs[0].num_samples,
+                f"{statistics.median(times):.1f}",
+                f"{min(times):.1f}",
+                f"{statistics.median([r.sample_seconds * 1e3 for r in rs]):.1f}",
+                f"{statistics.mean([r.nodes_per_iteration for r in rs]):.0f}",
+                f"{statistics.mean([r.edges_per_iteration for r in rs]):.0f}",
+            ]
+        )
     return out, info
 
 
@@ -122,8 +152,7 @@ def ddpg_times(num_params_model, k: int, reps: int) -> list:
     agent = DDPGAgent(space, DDPGConfig(), seed=0)
     rng = np.random.default_rng(0)
     base = {n: a for n, a in num_params_model.items()}
-    clients = [{n: a + 0.01 * rng.standard_normal(a.shape).astype(a.dtype) for n, a in base.items()}
-               for _ in range(k)]
+    clients = [{n: a + 0.01 * rng.standard_normal(a.shape).astype(a.dtype) for n, a in base.items()} for _ in range(k)]
     t0 = time.perf_counter()
     state = agent.observe(base, clients)
     fit_ms = (time.perf_counter() - t0) * 1e3
@@ -143,8 +172,16 @@ def ddpg_times(num_params_model, k: int, reps: int) -> list:
     arrays, _ = agent.export_state()
     export_ms = (time.perf_counter() - t0) * 1e3
     mb = sum(a.nbytes for a in arrays.values()) / 1e6
-    return [k, agent.state_dim, space.dim, f"{statistics.median(times):.1f}", f"{fit_ms:.0f}",
-            f"{observe_ms:.1f}", f"{export_ms:.0f}", f"{mb:.1f}"]
+    return [
+        k,
+        agent.state_dim,
+        space.dim,
+        f"{statistics.median(times):.1f}",
+        f"{fit_ms:.0f}",
+        f"{observe_ms:.1f}",
+        f"{export_ms:.0f}",
+        f"{mb:.1f}",
+    ]
 
 
 def whole_graph(data) -> ClientGraph:
@@ -217,8 +254,15 @@ def main() -> None:
     public = GraphSpec(dataset="Cora", data_dir=ddir)
 
     parts = []
-    head = ["scheme", "kappa used", "round ms (median)", "round ms (min)", "of which sampling ms (median)",
-            "nodes / iteration", "edges / iteration"]
+    head = [
+        "scheme",
+        "kappa used",
+        "round ms (median)",
+        "round ms (min)",
+        "of which sampling ms (median)",
+        "nodes / iteration",
+        "edges / iteration",
+    ]
     for data_scheme in ("synthesis", "metis"):
         for k in (10, 20):
             rows, info = round_times(random_split, data_scheme, k, rounds)
@@ -228,14 +272,26 @@ def main() -> None:
                 f"{info['client']}: {info['nodes']} nodes, {info['train']} training nodes, {info['remote']} remote "
                 f"neighbours, {info['boundary']} boundary nodes). Owner side per round: computing and splitting its "
                 f"rows {info['owner_ms']:.1f} ms, {info['sent_kb']:.1f} kB sent; one-time view build "
-                f"{info['view_ms']:.1f} ms per client.\n\n" + table(head, rows))
+                f"{info['view_ms']:.1f} ms per client.\n\n" + table(head, rows)
+            )
     section_a = "\n\n".join(parts)
 
     data = load_global_graph(public)
     weights = module_arrays(build_model(data.num_features, data.num_classes, seed=0))
     ddpg_rows = [ddpg_times(weights, k, 5 if args.quick else 20) for k in (10, 20)]
-    section_b = table(["clients", "state dim", "action dim", "update ms (median)", "first observe (PCA fit) ms",
-                       "observe ms", "export ms", "exported MB"], ddpg_rows)
+    section_b = table(
+        [
+            "clients",
+            "state dim",
+            "action dim",
+            "update ms (median)",
+            "first observe (PCA fit) ms",
+            "observe ms",
+            "export ms",
+            "exported MB",
+        ],
+        ddpg_rows,
+    )
 
     cen_rows = []
     for split_name, gspec in (("public (140 train)", public), ("random 60/20/20", random_split)):
@@ -243,44 +299,79 @@ def main() -> None:
             res = [centralised(gspec, scheme, s, iterations) for s in seeds]
             best = [100 * a for a, _ in res]
             final = [100 * b for _, b in res]
-            cen_rows.append([split_name, name, f"{statistics.mean(best):.1f} ({' / '.join(f'{b:.1f}' for b in best)})",
-                             f"{statistics.mean(final):.1f}"])
+            cen_rows.append(
+                [
+                    split_name,
+                    name,
+                    f"{statistics.mean(best):.1f} ({' / '.join(f'{b:.1f}' for b in best)})",
+                    f"{statistics.mean(final):.1f}",
+                ]
+            )
     section_c = table(["split", "scheme", "test acc % at best val (per seed)", "final test acc %"], cen_rows)
 
     fed_rows = []
-    for data_scheme, split_name, gspec in (("metis", "public", public), ("metis", "random 60/20/20", random_split),
-                                           ("random", "random 60/20/20", random_split),
-                                           ("synthesis", "random 60/20/20", random_split)):
+    for data_scheme, split_name, gspec in (
+        ("metis", "public", public),
+        ("metis", "random 60/20/20", random_split),
+        ("random", "random 60/20/20", random_split),
+        ("synthesis", "random 60/20/20", random_split),
+    ):
         for sharing in ("fedgraph", "allshare", "nonshare"):
             final, best, secs, cross_fraction = federated(gspec, data_scheme, 10, sharing, fed_rounds)
-            fed_rows.append([data_scheme, f"{100 * cross_fraction:.0f}", split_name, sharing, f"{100 * final:.1f}",
-                             f"{100 * best:.1f}", f"{secs:.0f}"])
-    section_d = table(["data", "cross-client edges %", "split", "sharing", f"test acc % after {fed_rounds} rounds",
-                       "best (every 10 rounds)", "wall s"], fed_rows)
+            fed_rows.append(
+                [
+                    data_scheme,
+                    f"{100 * cross_fraction:.0f}",
+                    split_name,
+                    sharing,
+                    f"{100 * final:.1f}",
+                    f"{100 * best:.1f}",
+                    f"{secs:.0f}",
+                ]
+            )
+    section_d = table(
+        [
+            "data",
+            "cross-client edges %",
+            "split",
+            "sharing",
+            f"test acc % after {fed_rounds} rounds",
+            "best (every 10 rounds)",
+            "wall s",
+        ],
+        fed_rows,
+    )
 
     sizes = [256, 1024, 8192]
     fast = [centralised(random_split, LayerWise(256, t), 0, iterations)[0] for t in sizes]
-    section_e = table(["FastGCN layer size", "test acc % at best val (seed 0)"],
-                      [[t, f"{100 * a:.1f}"] for t, a in zip(sizes, fast)])
+    section_e = table(
+        ["FastGCN layer size", "test acc % at best val (seed 0)"], [[t, f"{100 * a:.1f}"] for t, a in zip(sizes, fast)]
+    )
 
-    body = (f"1 torch thread; load average at start {load[0]:.1f} on {os.cpu_count()} cores (the machine is shared: "
-            f"timings are indicative). Total run {time.perf_counter() - started:.0f} s.\n\n"
-            "## A. One local round (3 iterations) on a Cora client\n\n"
-            "Split random 60/20/20, the GCN at its initial weights, sharing `fedgraph` with same-round rows; "
-            "round time excludes the exchange (owner side listed separately).\n\n" + section_a
-            + "\n\n## B. DDPG agent\n\nActor/critic 512-256, mini-batch 64, PCA 20 per model, Cora's GCN "
-              f"({sum(a.size for a in weights.values())} parameters per model).\n\n" + section_b
-            + f"\n\n## C. Centralised sanity: 2-convolution GCN on all of Cora, {iterations} iterations, Adam lr "
-              "0.01, weight decay 5e-4, evaluation every 5 iterations\n\n" + section_c
-            + f"\n\n## D. In-process federated sanity: Cora, 10 clients, {fed_rounds} rounds, full batch, 3 local "
-              "iterations, eq. 8 averaging, same-round exchange with the global model\n\n"
-              "Test accuracy over all clients' test nodes (synthesis: every copy counts). Cross-client edges: the "
-              "share of the clients' directed edges that cross clients.\n\n" + section_d
-            + "\n\n## E. FastGCN's layer size (centralised, random 60/20/20, batch 256, "
-              f"{iterations} iterations)\n\n" + section_e
-            + "\n\n" + NOTES)
-    write_result("fedgraph_core_check", "FedGraph core: round times, DDPG update, centralised and federated sanity",
-                 body)
+    body = (
+        f"1 torch thread; load average at start {load[0]:.1f} on {os.cpu_count()} cores (the machine is shared: "
+        f"timings are indicative). Total run {time.perf_counter() - started:.0f} s.\n\n"
+        "## A. One local round (3 iterations) on a Cora client\n\n"
+        "Split random 60/20/20, the GCN at its initial weights, sharing `fedgraph` with same-round rows; "
+        "round time excludes the exchange (owner side listed separately).\n\n"
+        + section_a
+        + "\n\n## B. DDPG agent\n\nActor/critic 512-256, mini-batch 64, PCA 20 per model, Cora's GCN "
+        f"({sum(a.size for a in weights.values())} parameters per model).\n\n"
+        + section_b
+        + f"\n\n## C. Centralised sanity: 2-convolution GCN on all of Cora, {iterations} iterations, Adam lr "
+        "0.01, weight decay 5e-4, evaluation every 5 iterations\n\n"
+        + section_c
+        + f"\n\n## D. In-process federated sanity: Cora, 10 clients, {fed_rounds} rounds, full batch, 3 local "
+        "iterations, eq. 8 averaging, same-round exchange with the global model\n\n"
+        "Test accuracy over all clients' test nodes (synthesis: every copy counts). Cross-client edges: the "
+        "share of the clients' directed edges that cross clients.\n\n"
+        + section_d
+        + "\n\n## E. FastGCN's layer size (centralised, random 60/20/20, batch 256, "
+        f"{iterations} iterations)\n\n" + section_e + "\n\n" + NOTES
+    )
+    write_result(
+        "fedgraph_core_check", "FedGraph core: round times, DDPG update, centralised and federated sanity", body
+    )
 
 
 if __name__ == "__main__":

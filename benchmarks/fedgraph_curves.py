@@ -65,8 +65,13 @@ def curve_points(curve: list[list], by: str) -> list[tuple[float, float | None]]
     """(x, accuracy) per round of ``curve`` (one episode), x = seconds of the run's clock from its start
     (``by="time"``), cumulative work in GMAC (``by="work"``) or the cumulative slowest client's training seconds
     (``by="client"``); None for cells that predate the count."""
-    xs = ([c[1] for c in curve] if by == "time" else cumulative_work(curve) if by == "work"
-          else cumulative_client_time(curve))
+    xs = (
+        [c[1] for c in curve]
+        if by == "time"
+        else cumulative_work(curve)
+        if by == "work"
+        else cumulative_client_time(curve)
+    )
     return None if xs is None else [(x, c[2]) for x, c in zip(xs, curve)]
 
 
@@ -135,8 +140,14 @@ def accuracy_at(row: dict, budget: float, by: str = "time") -> float | None:
 
 def same_budget(runs: list[dict], row: dict) -> float | None:
     """``row``'s accuracy at the wall time of the same seed's FedGraph (DDPG) episode: the same time budget."""
-    agent = [r for r in runs if r["variant"] == "fedgraph" and r["dataset"] == row["dataset"]
-             and r["seed"] == row["seed"] and r["var"] == row["var"]]
+    agent = [
+        r
+        for r in runs
+        if r["variant"] == "fedgraph"
+        and r["dataset"] == row["dataset"]
+        and r["seed"] == row["seed"]
+        and r["var"] == row["var"]
+    ]
     return accuracy_at(row, last_episode(agent[0])[-1][1]) if agent else None
 
 
@@ -168,9 +179,18 @@ def episodes(row: dict) -> list[dict]:
         if trace and all(trace[i] for i in idx):
             policies = np.mean(np.asarray([trace[i] for i in idx], dtype=float), axis=0).tolist()
         work = [c[4] for c in part] if len(part[0]) >= 5 else []
-        out.append({"episode": e, "return": row["returns"][e - 1] if e - 1 < len(row["returns"]) else None,
-                    "accuracy": part[-1][2], "seconds": part[-1][1], "rounds": len(part), "curve": part,
-                    "policies": policies, "gmacs": sum(work) if work and None not in work else None})
+        out.append(
+            {
+                "episode": e,
+                "return": row["returns"][e - 1] if e - 1 < len(row["returns"]) else None,
+                "accuracy": part[-1][2],
+                "seconds": part[-1][1],
+                "rounds": len(part),
+                "curve": part,
+                "policies": policies,
+                "gmacs": sum(work) if work and None not in work else None,
+            }
+        )
     return [x for x in out if x["return"] is not None]  # a finished episode has its return
 
 
@@ -186,10 +206,19 @@ def same_cpu(a: dict, b: dict) -> bool:
 
 def references(rows: list[dict], row: dict, variants: tuple[str, ...]) -> list[dict]:
     """The default budget's cells of ``variants`` with ``row``'s dataset, seed, variance, split, data and clients."""
-    return [r for r in rows if r.get("kind") == "run" and r["variant"] in variants and r["budget"] == "default"
-            and r["dataset"] == row["dataset"] and r["seed"] == row["seed"] and r["var"] == row["var"]
-            and split_of(r) == split_of(row) and data_of(r) == data_of(row)
-            and len(r["client_nodes"]) == len(row["client_nodes"])]
+    return [
+        r
+        for r in rows
+        if r.get("kind") == "run"
+        and r["variant"] in variants
+        and r["budget"] == "default"
+        and r["dataset"] == row["dataset"]
+        and r["seed"] == row["seed"]
+        and r["var"] == row["var"]
+        and split_of(r) == split_of(row)
+        and data_of(r) == data_of(row)
+        and len(r["client_nodes"]) == len(row["client_nodes"])
+    ]
 
 
 def fixed_reference(rows: list[dict], row: dict) -> dict | None:
@@ -204,5 +233,11 @@ def round_times(row: dict) -> list[float]:
 
 def best_grid_at_work(grid: list[dict], block: list[dict]) -> list[float | None]:
     """Per episode of ``block``: the best accuracy any of the ``grid`` cells reached at that episode's work."""
-    return [max((a for a in (accuracy_at_work(g, e["gmacs"]) for g in grid) if a is not None), default=None)
-            for e in block] if grid else []
+    return (
+        [
+            max((a for a in (accuracy_at_work(g, e["gmacs"]) for g in grid) if a is not None), default=None)
+            for e in block
+        ]
+        if grid
+        else []
+    )

@@ -20,8 +20,15 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     plt = pyplot()
 
     every = rows
-    rows = [r for r in rows if r.get("budget") == budget and split_of(r) == split and data_of(r) == "synthesis"
-            and r.get("kind") == "run" and r["variant"] in VARIANTS]
+    rows = [
+        r
+        for r in rows
+        if r.get("budget") == budget
+        and split_of(r) == split
+        and data_of(r) == "synthesis"
+        and r.get("kind") == "run"
+        and r["variant"] in VARIANTS
+    ]
     if not rows:
         return None
     if budget == "learning":
@@ -32,18 +39,26 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     datasets = sorted({r["dataset"] for r in runs})
     fig, grid = plt.subplots(2, len(datasets) + 1, figsize=(5 * (len(datasets) + 1), 8), squeeze=False)
     axes = grid[0]
-    clocks = (("time", "wall time of the run (s)", "accuracy vs wall time"),
-              ("client", "slowest client's training, summed (s)", "accuracy vs the clients' critical path"))
+    clocks = (
+        ("time", "wall time of the run (s)", "accuracy vs wall time"),
+        ("client", "slowest client's training, summed (s)", "accuracy vs the clients' critical path"),
+    )
     for row, (by, xlabel, title) in zip(grid, clocks):
         for ax, dataset in zip(row, datasets):
-            for i, r in enumerate(sorted((r for r in runs if r["dataset"] == dataset),
-                                         key=lambda r: VARIANTS.index(r["variant"]))):
+            for i, r in enumerate(
+                sorted((r for r in runs if r["dataset"] == dataset), key=lambda r: VARIANTS.index(r["variant"]))
+            ):
                 points = [(x, acc) for x, acc in along(r, by) or [] if acc is not None]
                 if points:
                     ax.plot(*zip(*points), label=r["variant"], color=plt.cm.tab10(i % 10))
             ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
-            reach = [t for r in runs if r["dataset"] == dataset
-                     for t in [time_to(r, TARGET_HIGH[dataset], by)] if t is not None]
+            reach = [
+                t
+                for r in runs
+                if r["dataset"] == dataset
+                for t in [time_to(r, TARGET_HIGH[dataset], by)]
+                if t is not None
+            ]
             if reach:  # the first rounds, where the variants differ (the rest is a plateau)
                 ax.set_xlim(0, 3 * max(reach))
             ax.set_xlabel(xlabel)
@@ -104,11 +119,17 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
             color = run_color(r)
             ax.plot(x, [e["return"] for e in eps], color=color, alpha=0.25, lw=0.8)
             k, mean = smooth([e["return"] for e in eps])
-            ax.plot(x[k - 1:], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
+            ax.plot(x[k - 1 :], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
         ax.set_title(f"return per episode, delta = {DELTA[variant]}", fontsize=8)
         ax.set_ylabel("return (eq. 9 summed over the episode)")
-    styles = {"fedgraph": "-", "fedgraph-work": "--", "fedgraph-client": ":", "fedgraph-work-lambda": "-.",
-              "fedgraph-work-td3": "-", "fedgraph-work-floor": ":"}
+    styles = {
+        "fedgraph": "-",
+        "fedgraph-work": "--",
+        "fedgraph-client": ":",
+        "fedgraph-work-lambda": "-.",
+        "fedgraph-work-td3": "-",
+        "fedgraph-work-floor": ":",
+    }
 
     def work_panel(ax, which: list[dict], title: str) -> None:
         for r in which:
@@ -116,25 +137,41 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
             if not eps:
                 continue
             k, mean = smooth([e["gmacs"] for e in eps])
-            ax.plot([e["episode"] for e in eps][k - 1:], mean, color=run_color(r),
-                    ls=styles[r["variant"]], label=f"{r['dataset']} {r['variant']} seed {r['seed']}")
+            ax.plot(
+                [e["episode"] for e in eps][k - 1 :],
+                mean,
+                color=run_color(r),
+                ls=styles[r["variant"]],
+                label=f"{r['dataset']} {r['variant']} seed {r['seed']}",
+            )
         ax.set_title(title, fontsize=8)
         ax.set_ylabel("GMAC per episode")
 
-    work_panel(axes[len(variants)], [r for r in runs if r["variant"] not in RELAPSE_TESTS],
-               f"slowest client's work per episode (running mean over {LEARNING_BLOCK})")
+    work_panel(
+        axes[len(variants)],
+        [r for r in runs if r["variant"] not in RELAPSE_TESTS],
+        f"slowest client's work per episode (running mean over {LEARNING_BLOCK})",
+    )
     if relapse:
-        work_panel(axes[len(variants) + 1], [r for r in runs if r["variant"] in RELAPSE_VARIANTS and any(
-            q["dataset"] == r["dataset"] and q["seed"] == r["seed"] for q in relapse)],
-            "relapse tests: DDPG (--), TD3 (-), noise >= 0.1 (:); work per episode")
-    for ax in axes[:panels - len(trained)]:
+        work_panel(
+            axes[len(variants) + 1],
+            [
+                r
+                for r in runs
+                if r["variant"] in RELAPSE_VARIANTS
+                and any(q["dataset"] == r["dataset"] and q["seed"] == r["seed"] for q in relapse)
+            ],
+            "relapse tests: DDPG (--), TD3 (-), noise >= 0.1 (:); work per episode",
+        )
+    for ax in axes[: panels - len(trained)]:
         ax.set_xlabel("episode")
-    for ax, (d, curves) in zip(axes[panels - len(trained):], trained.items()):
+    for ax, (d, curves) in zip(axes[panels - len(trained) :], trained.items()):
         for i, (v, (work, acc)) in enumerate(curves.items()):
             ax.plot(work, [100 * a for a in acc], marker="o", ms=3, color=plt.cm.tab10(i), label=TRAINED_CURVES[v])
         ax.axhline(100 * FIG7_TARGET[d], color="grey", ls=":", lw=1)
-        ax.set_title(f"{d}: trained agents (last {LEARNING_BLOCK} episodes) against fixed schemes, mean over seeds",
-                     fontsize=8)
+        ax.set_title(
+            f"{d}: trained agents (last {LEARNING_BLOCK} episodes) against fixed schemes, mean over seeds", fontsize=8
+        )
         ax.set_xlabel("slowest client's work, cumulative (GMAC)")
         ax.set_ylabel("test accuracy %")
     for ax in axes:

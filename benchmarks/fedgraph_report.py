@@ -13,11 +13,32 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ahead_level_behind, interval_text, paired_figure, t_interval, table  # noqa: E402
-from fedgraph_curves import (TARGET, TARGET_HIGH, accuracy_at_work, cumulative_work, data_of,  # noqa: E402
-                             last_episode, mean_std_pct, round_times, same_budget, spearman, split_of, time_summary,
-                             time_to, versus)
-from fedgraph_grid import (AGENT_VARIANTS, DATASETS, DDPG_VARIANTS, GRID_VARIANTS, LAYER_SIZES,  # noqa: E402
-                           SHARING_VARIANTS, VARIANTS, VARS)
+from fedgraph_curves import (
+    TARGET,
+    TARGET_HIGH,
+    accuracy_at_work,
+    cumulative_work,
+    data_of,  # noqa: E402
+    last_episode,
+    mean_std_pct,
+    round_times,
+    same_budget,
+    spearman,
+    split_of,
+    time_summary,
+    time_to,
+    versus,
+)
+from fedgraph_grid import (
+    AGENT_VARIANTS,
+    DATASETS,
+    DDPG_VARIANTS,
+    GRID_VARIANTS,
+    LAYER_SIZES,  # noqa: E402
+    SHARING_VARIANTS,
+    VARIANTS,
+    VARS,
+)
 from fedgraph_learning import learning_section  # noqa: E402
 from prose import render  # noqa: E402
 
@@ -30,8 +51,9 @@ def layers_table(rows: list[dict]) -> str:
         cells = [r for r in rows if r["dataset"] == d]
         if cells:
             names = ["full"] + [f"fastgcn-{t}" for t in LAYER_SIZES]
-            body.append([d, len(cells),
-                         *[mean_std_pct([r["results"][n]["test_accuracy"] for r in cells]) for n in names]])
+            body.append(
+                [d, len(cells), *[mean_std_pct([r["results"][n]["test_accuracy"] for r in cells]) for n in names]]
+            )
     return table(["dataset", "seeds", "full batch acc %", *[f"FastGCN {t} acc %" for t in LAYER_SIZES]], body)
 
 
@@ -41,18 +63,25 @@ def summary(runs: list[dict]) -> str:
     datasets = [d for d in DATASETS if any(r["dataset"] == d for r in runs)]
     header = ["variant"]
     for d in datasets:
-        header += [f"{d} acc %", f"{d} time to {TARGET:.0%} (s; reached)",
-                   f"{d} time to {TARGET_HIGH[d]:.0%} (s; reached)", f"{d} acc % at FedGraph's time",
-                   f"{d} MB moved"]
+        header += [
+            f"{d} acc %",
+            f"{d} time to {TARGET:.0%} (s; reached)",
+            f"{d} time to {TARGET_HIGH[d]:.0%} (s; reached)",
+            f"{d} acc % at FedGraph's time",
+            f"{d} MB moved",
+        ]
     body = []
     for variant in VARIANTS:
         line = [variant]
         for d in datasets:
             cell = [r for r in runs if r["dataset"] == d and r["variant"] == variant]
-            line += [mean_std_pct([r["final_accuracy"] for r in cell]), time_summary(cell) if cell else "-",
-                     time_summary(cell, TARGET_HIGH[d]) if cell else "-",
-                     mean_std_pct([same_budget(runs, r) for r in cell]),
-                     f"{statistics.mean(r['bytes'] for r in cell) / 1e6:.1f}" if cell else "-"]
+            line += [
+                mean_std_pct([r["final_accuracy"] for r in cell]),
+                time_summary(cell) if cell else "-",
+                time_summary(cell, TARGET_HIGH[d]) if cell else "-",
+                mean_std_pct([same_budget(runs, r) for r in cell]),
+                f"{statistics.mean(r['bytes'] for r in cell) / 1e6:.1f}" if cell else "-",
+            ]
         if any(v != "-" for v in line[1:]):
             body.append(line)
     return table(header, body)
@@ -76,23 +105,50 @@ def work_table(runs: list[dict]) -> str:
             clock = [b[1] - a[1] for ep in episodes for a, b in zip(ep[1:], ep[2:])]
             if variant not in AGENT_VARIANTS:
                 pairs += [(c[4], c[5]) for c in rounds]
-            budget = [accuracy_at_work(r, cumulative_work(last_episode(agent[r["seed"]]))[-1])
-                      for r in cells if r["seed"] in agent]
-            body.append([d, variant, len(cells), f"{statistics.mean(c[4] for c in rounds):.4f}",
-                         f"{statistics.mean(c[5] for c in rounds):.3f}",
-                         f"{statistics.mean(clock):.3f}" if clock else "-",
-                         *[time_summary(cells, t, by) for by in ("work", "client") for t in (TARGET, TARGET_HIGH[d])],
-                         mean_std_pct(budget) if budget else "-", mean_std_pct([r["final_accuracy"] for r in cells])])
+            budget = [
+                accuracy_at_work(r, cumulative_work(last_episode(agent[r["seed"]]))[-1])
+                for r in cells
+                if r["seed"] in agent
+            ]
+            body.append(
+                [
+                    d,
+                    variant,
+                    len(cells),
+                    f"{statistics.mean(c[4] for c in rounds):.4f}",
+                    f"{statistics.mean(c[5] for c in rounds):.3f}",
+                    f"{statistics.mean(clock):.3f}" if clock else "-",
+                    *[time_summary(cells, t, by) for by in ("work", "client") for t in (TARGET, TARGET_HIGH[d])],
+                    mean_std_pct(budget) if budget else "-",
+                    mean_std_pct([r["final_accuracy"] for r in cells]),
+                ]
+            )
         if len(pairs) >= 3:
             x, y = np.asarray(pairs, dtype=float).T
             notes.append(f"{d}: r = {float(np.corrcoef(x, y)[0, 1]):.2f} over {len(pairs)} rounds")
     if not body:
         return ""
-    return (render("fedgraph/work", correlations="; ".join(notes), critical_path=critical_path_note(runs)) + "\n\n"
-            + table(["dataset", "variant", "seeds", "GMAC per round", "slowest client s per round",
-                   "run's clock s per round", f"GMAC to {TARGET:.0%} (reached)", "GMAC to 2nd target (reached)",
-                   f"slowest-client s to {TARGET:.0%} (reached)", "slowest-client s to 2nd target (reached)",
-                   "acc % at fedgraph-work's work", "final acc %"], body))
+    return (
+        render("fedgraph/work", correlations="; ".join(notes), critical_path=critical_path_note(runs))
+        + "\n\n"
+        + table(
+            [
+                "dataset",
+                "variant",
+                "seeds",
+                "GMAC per round",
+                "slowest client s per round",
+                "run's clock s per round",
+                f"GMAC to {TARGET:.0%} (reached)",
+                "GMAC to 2nd target (reached)",
+                f"slowest-client s to {TARGET:.0%} (reached)",
+                "slowest-client s to 2nd target (reached)",
+                "acc % at fedgraph-work's work",
+                "final acc %",
+            ],
+            body,
+        )
+    )
 
 
 def equal_work_table(runs: list[dict], fractions: tuple[float, ...] = WORK_FRACTIONS) -> str:
@@ -112,10 +168,18 @@ def equal_work_table(runs: list[dict], fractions: tuple[float, ...] = WORK_FRACT
                 continue
             accs[variant] = {s: [accuracy_at_work(r, b) for b in budgets[s]] for s, r in cells.items()}
             columns = list(zip(*accs[variant].values()))
-            body.append([d, variant, len(cells), *[
-                mean_std_pct(list(col))
-                + ("" if None not in col else f" ({sum(a is not None for a in col)}/{len(col)})")
-                for col in columns]])
+            body.append(
+                [
+                    d,
+                    variant,
+                    len(cells),
+                    *[
+                        mean_std_pct(list(col))
+                        + ("" if None not in col else f" ({sum(a is not None for a in col)}/{len(col)})")
+                        for col in columns
+                    ],
+                ]
+            )
         for base in ("fixed", "graphsage"):
             seeds = sorted(set(accs.get("fedgraph-work", {})) & set(accs.get(base, {})))
             if not seeds:
@@ -125,22 +189,35 @@ def equal_work_table(runs: list[dict], fractions: tuple[float, ...] = WORK_FRACT
                 pairs = [(accs["fedgraph-work"][s][i], accs[base][s][i]) for s in seeds]
                 diffs = [100 * (a - b) for a, b in pairs if a is not None and b is not None]
                 wins = [versus(a, b) for a, b in pairs]
-                cells.append((f"{statistics.mean(diffs):+.1f}" if diffs else "-")
-                             + f" ({ahead_level_behind(wins, sep='/')})")
+                cells.append(
+                    (f"{statistics.mean(diffs):+.1f}" if diffs else "-") + f" ({ahead_level_behind(wins, sep='/')})"
+                )
             body.append([d, f"fedgraph-work - {base} (seed-paired, points)", len(seeds), *cells])
     if not body:
         return ""
-    return (render("fedgraph/equal_work") + "\n\n"
-            + table(["dataset", "variant", "seeds", *[f"at {'all' if f == 1 else f'1/{round(1 / f)}'} of its work"
-                                                     for f in fractions]], body))
+    return (
+        render("fedgraph/equal_work")
+        + "\n\n"
+        + table(
+            [
+                "dataset",
+                "variant",
+                "seeds",
+                *[f"at {'all' if f == 1 else f'1/{round(1 / f)}'} of its work" for f in fractions],
+            ],
+            body,
+        )
+    )
 
 
 def critical_path_note(runs: list[dict]) -> str:
     """Seed-paired differences of the agents' slowest-client seconds to the target against full batch and
     GraphSAGE (the issue's comparison, on the clock that dedicated machines would show)."""
+
     def by_seed(dataset: str, variant: str) -> dict[int, float]:
-        times = {r["seed"]: time_to(r, by="client") for r in runs
-                 if r["dataset"] == dataset and r["variant"] == variant}
+        times = {
+            r["seed"]: time_to(r, by="client") for r in runs if r["dataset"] == dataset and r["variant"] == variant
+        }
         return {seed: t for seed, t in times.items() if t is not None}
 
     parts = []
@@ -152,13 +229,20 @@ def critical_path_note(runs: list[dict]) -> str:
                 diffs = [mine[k] - theirs[k] for k in sorted(mine) if k in theirs]
                 if diffs:
                     interval = t_interval(diffs)
-                    summary = ("" if interval is None else
-                               f"; mean {statistics.mean(diffs):+.3f}, 95% interval {interval_text(interval, 3)}")
+                    summary = (
+                        ""
+                        if interval is None
+                        else f"; mean {statistics.mean(diffs):+.3f}, 95% interval {interval_text(interval, 3)}"
+                    )
                     shown = [round(x, 3) + 0.0 for x in diffs]  # counted as printed: -0.0002 s is level, not ahead
                     level = sum(x == 0 for x in shown)
-                    parts.append(f"{d} {agent} - {base}: " + ", ".join(f"{x:+.3f}" for x in shown)
-                                 + f" s ({sum(x < 0 for x in shown)} of {len(diffs)} seeds ahead"
-                                 + (f", {level} level" if level else "") + f"{summary})")
+                    parts.append(
+                        f"{d} {agent} - {base}: "
+                        + ", ".join(f"{x:+.3f}" for x in shown)
+                        + f" s ({sum(x < 0 for x in shown)} of {len(diffs)} seeds ahead"
+                        + (f", {level} level" if level else "")
+                        + f"{summary})"
+                    )
     if not parts:
         return ""
     return render("fedgraph/critical_path", target=f"{TARGET:.0%}", pairs="; ".join(parts))
@@ -170,22 +254,47 @@ def heterogeneity_table(runs: list[dict]) -> str:
     body = []
     for d in DATASETS:
         for var in VARS:
-            cells = {v: [r for r in runs if r["dataset"] == d and r["var"] == var and data_of(r) == "synthesis"
-                         and r["variant"] == v] for v in ("fedgraph", "full")}
+            cells = {
+                v: [
+                    r
+                    for r in runs
+                    if r["dataset"] == d and r["var"] == var and data_of(r) == "synthesis" and r["variant"] == v
+                ]
+                for v in ("fedgraph", "full")
+            }
             if not any(cells.values()):
                 continue
             ratios = [min(r["client_nodes"]) / max(r["client_nodes"]) for r in cells["fedgraph"] + cells["full"]]
-            body.append([d, f"{var:g}", f"{statistics.mean(ratios):.2f}" if ratios else "-",
-                         *[time_summary(cells[v]) for v in ("fedgraph", "full")],
-                         *[time_summary(cells[v], TARGET_HIGH[d]) for v in ("fedgraph", "full")],
-                         *[time_summary(cells[v], by="work") for v in ("fedgraph", "full")],
-                         *[time_summary(cells[v], TARGET_HIGH[d], by="work") for v in ("fedgraph", "full")],
-                         *[mean_std_pct([r["final_accuracy"] for r in cells[v]]) for v in ("fedgraph", "full")]])
-    return table(["dataset", "var", "smallest/largest client", f"FedGraph time to {TARGET:.0%}",
-                  f"full time to {TARGET:.0%}", "FedGraph time to 2nd target", "full time to 2nd target",
-                  f"FedGraph GMAC to {TARGET:.0%}", f"full GMAC to {TARGET:.0%}", "FedGraph GMAC to 2nd target",
-                  "full GMAC to 2nd target", "FedGraph acc %", "full acc %"],
-                 body)
+            body.append(
+                [
+                    d,
+                    f"{var:g}",
+                    f"{statistics.mean(ratios):.2f}" if ratios else "-",
+                    *[time_summary(cells[v]) for v in ("fedgraph", "full")],
+                    *[time_summary(cells[v], TARGET_HIGH[d]) for v in ("fedgraph", "full")],
+                    *[time_summary(cells[v], by="work") for v in ("fedgraph", "full")],
+                    *[time_summary(cells[v], TARGET_HIGH[d], by="work") for v in ("fedgraph", "full")],
+                    *[mean_std_pct([r["final_accuracy"] for r in cells[v]]) for v in ("fedgraph", "full")],
+                ]
+            )
+    return table(
+        [
+            "dataset",
+            "var",
+            "smallest/largest client",
+            f"FedGraph time to {TARGET:.0%}",
+            f"full time to {TARGET:.0%}",
+            "FedGraph time to 2nd target",
+            "full time to 2nd target",
+            f"FedGraph GMAC to {TARGET:.0%}",
+            f"full GMAC to {TARGET:.0%}",
+            "FedGraph GMAC to 2nd target",
+            "full GMAC to 2nd target",
+            "FedGraph acc %",
+            "full acc %",
+        ],
+        body,
+    )
 
 
 def sharing_table(runs: list[dict]) -> str:
@@ -193,22 +302,44 @@ def sharing_table(runs: list[dict]) -> str:
     body = []
     for d in DATASETS:
         for data in ("synthesis", "random"):
-            cells = [r for r in runs if r["dataset"] == d and data_of(r) == data and r["var"] == 0.1
-                     and r["variant"] in SHARING_VARIANTS]
+            cells = [
+                r
+                for r in runs
+                if r["dataset"] == d and data_of(r) == data and r["var"] == 0.1 and r["variant"] in SHARING_VARIANTS
+            ]
             if not cells:
                 continue
             fractions = [r["cross_fraction"] for r in cells if r.get("cross_fraction") is not None]
             acc = {v: [r["final_accuracy"] for r in cells if r["variant"] == v] for v in SHARING_VARIANTS}
             gap = sharing_gap(cells, "nonshare")
             interval = t_interval([100 * g for g in gap])  # points
-            body.append([d, data, f"{statistics.mean(fractions):.2f}" if fractions else "-",
-                         *[mean_std_pct(acc[v]) for v in SHARING_VARIANTS], mean_std_pct(gap) if gap else "-",
-                         interval_text(interval),
-                         *[time_summary([r for r in cells if r["variant"] == v]) for v in SHARING_VARIANTS]])
-    return table(["dataset", "clients' data", "cross-client edge ends", "FedGraph (fixed) acc %", "nonShare acc %",
-                  "allShare acc %", "FedGraph - nonShare (points, seed-paired)", "95% interval of the mean",
-                  f"FedGraph time to {TARGET:.0%}", f"nonShare time to {TARGET:.0%}", f"allShare time to {TARGET:.0%}"],
-                 body)
+            body.append(
+                [
+                    d,
+                    data,
+                    f"{statistics.mean(fractions):.2f}" if fractions else "-",
+                    *[mean_std_pct(acc[v]) for v in SHARING_VARIANTS],
+                    mean_std_pct(gap) if gap else "-",
+                    interval_text(interval),
+                    *[time_summary([r for r in cells if r["variant"] == v]) for v in SHARING_VARIANTS],
+                ]
+            )
+    return table(
+        [
+            "dataset",
+            "clients' data",
+            "cross-client edge ends",
+            "FedGraph (fixed) acc %",
+            "nonShare acc %",
+            "allShare acc %",
+            "FedGraph - nonShare (points, seed-paired)",
+            "95% interval of the mean",
+            f"FedGraph time to {TARGET:.0%}",
+            f"nonShare time to {TARGET:.0%}",
+            f"allShare time to {TARGET:.0%}",
+        ],
+        body,
+    )
 
 
 def sharing_gap(cells: list[dict], other: str) -> list[float]:
@@ -229,8 +360,13 @@ def sharing_figure(runs: list[dict], name: str) -> str | None:
             for other, label in (("nonshare", "nonShare"), ("allshare", "allShare")):
                 if gap := sharing_gap(cells, other):
                     rows.append((f"{d}, {where}: FedGraph - {label}", [100 * g for g in gap], None))
-    return paired_figure(rows, name, "FedGraph (fixed policy) - other (points of test accuracy)",
-                         "Where sharing's gain comes from, seed-paired", target=("issue: +5 over nonShare", 5.0))
+    return paired_figure(
+        rows,
+        name,
+        "FedGraph (fixed policy) - other (points of test accuracy)",
+        "Where sharing's gain comes from, seed-paired",
+        target=("issue: +5 over nonShare", 5.0),
+    )
 
 
 def policy_grid_table(grid: list[dict], rows: list[dict]) -> str:
@@ -240,21 +376,53 @@ def policy_grid_table(grid: list[dict], rows: list[dict]) -> str:
     body = []
     for dataset in DATASETS:
         for variant in GRID_VARIANTS + ("fedgraph",):
-            cells = [r for r in (grid if variant != "fedgraph" else rows) if r.get("kind") == "run"
-                     and r["dataset"] == dataset and r["variant"] == variant and r["budget"] == grid[0]["budget"]
-                     and split_of(r) == split_of(grid[0]) and r["var"] == 0.1 and data_of(r) == "synthesis"]
+            cells = [
+                r
+                for r in (grid if variant != "fedgraph" else rows)
+                if r.get("kind") == "run"
+                and r["dataset"] == dataset
+                and r["variant"] == variant
+                and r["budget"] == grid[0]["budget"]
+                and split_of(r) == split_of(grid[0])
+                and r["var"] == 0.1
+                and data_of(r) == "synthesis"
+            ]
             if not cells:
                 continue
             per_round = [statistics.mean(round_times(r)[1:]) for r in cells]
-            label = "DDPG agent (last episode)" if variant == "fedgraph" else \
-                "kappa {}, p {}".format(*variant.removeprefix("fixed-k").split("-p"))
+            label = (
+                "DDPG agent (last episode)"
+                if variant == "fedgraph"
+                else "kappa {}, p {}".format(*variant.removeprefix("fixed-k").split("-p"))
+            )
             curves = [last_episode(r) for r in cells]
-            body.append([dataset, label, len(cells), f"{statistics.mean(per_round):.3f}",
-                         mean_std_pct([next((c[2] for c in cv if c[0] - cv[0][0] + 1 == 10), None) for cv in curves]),
-                         mean_std_pct([r["final_accuracy"] for r in cells]), time_summary(cells)])
-    return (render("fedgraph/policy_grid") + "\n\n" +
-            table(["dataset", "policy", "seeds", "s per round", "acc % after 10 rounds", "final acc %",
-                   f"time to {TARGET:.0%} (s; reached)"], body))
+            body.append(
+                [
+                    dataset,
+                    label,
+                    len(cells),
+                    f"{statistics.mean(per_round):.3f}",
+                    mean_std_pct([next((c[2] for c in cv if c[0] - cv[0][0] + 1 == 10), None) for cv in curves]),
+                    mean_std_pct([r["final_accuracy"] for r in cells]),
+                    time_summary(cells),
+                ]
+            )
+    return (
+        render("fedgraph/policy_grid")
+        + "\n\n"
+        + table(
+            [
+                "dataset",
+                "policy",
+                "seeds",
+                "s per round",
+                "acc % after 10 rounds",
+                "final acc %",
+                f"time to {TARGET:.0%} (s; reached)",
+            ],
+            body,
+        )
+    )
 
 
 def cpu_note(runs: list[dict]) -> str:
@@ -263,18 +431,29 @@ def cpu_note(runs: list[dict]) -> str:
     on it. '' when every cell ran on one model (or none recorded it)."""
     by_cpu: dict[str, dict[str, list[int]]] = {}
     for r in runs:
-        group = (f"{r['dataset']} {r['variant']}" + ("" if r["var"] == 0.1 else f" var {r['var']}")
-                 + ("" if data_of(r) == "synthesis" else f" {data_of(r)}"))
+        group = (
+            f"{r['dataset']} {r['variant']}"
+            + ("" if r["var"] == 0.1 else f" var {r['var']}")
+            + ("" if data_of(r) == "synthesis" else f" {data_of(r)}")
+        )
         by_cpu.setdefault(r.get("cpu") or "not recorded", {}).setdefault(group, []).append(r["seed"])
     if len(by_cpu) < 2:
         return ""
     models = len(by_cpu) - ("not recorded" in by_cpu)
-    cells = "; ".join(f"{cpu} ({sum(map(len, groups.values()))} cells): " + ", ".join(
-        f"{g} (seeds {', '.join(map(str, sorted(seeds)))})" for g, seeds in groups.items())
-        for cpu, groups in sorted(by_cpu.items()))
-    return render("fedgraph/cpu_note", models=f"{models} CPU model" + ("s" if models > 1 else ""),
-                  unrecorded=", some on one they did not record" if "not recorded" in by_cpu else "",
-                  cells=cells) + "\n"
+    cells = "; ".join(
+        f"{cpu} ({sum(map(len, groups.values()))} cells): "
+        + ", ".join(f"{g} (seeds {', '.join(map(str, sorted(seeds)))})" for g, seeds in groups.items())
+        for cpu, groups in sorted(by_cpu.items())
+    )
+    return (
+        render(
+            "fedgraph/cpu_note",
+            models=f"{models} CPU model" + ("s" if models > 1 else ""),
+            unrecorded=", some on one they did not record" if "not recorded" in by_cpu else "",
+            cells=cells,
+        )
+        + "\n"
+    )
 
 
 def tables(rows: list[dict], budget: str, split: str) -> str:
@@ -285,20 +464,46 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         return learning_section(rows, split)
 
     layers = [r for r in rows if r.get("kind") == "layers" and split_of(r) == split and budget == "default"]
-    grid = [r for r in rows if r.get("budget") == budget and split_of(r) == split and r.get("kind") == "run"
-            and r["variant"] in GRID_VARIANTS]
-    runs = sorted((r for r in rows if r.get("budget") == budget and split_of(r) == split and r.get("kind") == "run"
-                   and r["variant"] in VARIANTS),
-                  key=lambda r: (r["dataset"], data_of(r), r["var"], VARIANTS.index(r["variant"]), r["seed"]))
+    grid = [
+        r
+        for r in rows
+        if r.get("budget") == budget
+        and split_of(r) == split
+        and r.get("kind") == "run"
+        and r["variant"] in GRID_VARIANTS
+    ]
+    runs = sorted(
+        (
+            r
+            for r in rows
+            if r.get("budget") == budget
+            and split_of(r) == split
+            and r.get("kind") == "run"
+            and r["variant"] in VARIANTS
+        ),
+        key=lambda r: (r["dataset"], data_of(r), r["var"], VARIANTS.index(r["variant"]), r["seed"]),
+    )
     if not runs:
         return ""
-    labelled = {d: sorted(n for r in runs if r["dataset"] == d and r["var"] == 0.1 and data_of(r) == "synthesis"
-                          for n in r.get("labelled") or []) for d in DATASETS}
+    labelled = {
+        d: sorted(
+            n
+            for r in runs
+            if r["dataset"] == d and r["var"] == 0.1 and data_of(r) == "synthesis"
+            for n in r.get("labelled") or []
+        )
+        for d in DATASETS
+    }
     labelled = ", ".join(f"{d} {ns[0]}-{ns[-1]}" for d, ns in labelled.items() if ns)
-    out = [f"## Split `{split}`\n",
-           (f"Labelled nodes per client (synthesis, variance 0.1): {labelled}.\n" if labelled else ""),
-           render("fedgraph/split", target=f"{TARGET:.0%}") + "\n",
-           *filter(None, [cpu_note(runs)]), "### Summary (variance 0.1)\n", summary(runs), ""]
+    out = [
+        f"## Split `{split}`\n",
+        (f"Labelled nodes per client (synthesis, variance 0.1): {labelled}.\n" if labelled else ""),
+        render("fedgraph/split", target=f"{TARGET:.0%}") + "\n",
+        *filter(None, [cpu_note(runs)]),
+        "### Summary (variance 0.1)\n",
+        summary(runs),
+        "",
+    ]
     work = work_table(runs + grid)
     if work:
         out += ["### Work instead of wall time (deterministic)\n", work, ""]
@@ -307,37 +512,94 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
         out += ["### The work-rewarded agent against fixed policies at equal work\n", equal, ""]
     if any(r["var"] != 0.1 for r in runs):
         second = ", ".join(f"{d} {t:.0%}" for d, t in TARGET_HIGH.items())
-        out += [f"### Heterogeneity (paper Fig. 9's shape; 2nd target: {second})\n",
-                heterogeneity_table(runs), ""]
+        out += [f"### Heterogeneity (paper Fig. 9's shape; 2nd target: {second})\n", heterogeneity_table(runs), ""]
     if any(data_of(r) != "synthesis" for r in runs):
         out += ["### Where sharing's gain comes from\n", sharing_table(runs), ""]
         if figure := sharing_figure(runs, f"fedgraph_sharing_{budget}_{split}.png"):
-            out += [f"![The sharing gaps seed-paired: each seed, the mean, its 95% interval, the 95% range of one run "
-                    f"and the issue's target]({figure})", ""]
+            out += [
+                f"![The sharing gaps seed-paired: each seed, the mean, its 95% interval, the 95% range of one run "
+                f"and the issue's target]({figure})",
+                "",
+            ]
     if grid:
-        out += ["### Fixed policies across the agent's action range (what the agent could gain)\n",
-                policy_grid_table(grid, rows), ""]
+        out += [
+            "### Fixed policies across the agent's action range (what the agent could gain)\n",
+            policy_grid_table(grid, rows),
+            "",
+        ]
     if layers:
-        out += [f"### FastGCN against its layer size (client 0 alone, {layers[0]['rounds']} rounds, no sharing)\n",
-                layers_table(layers), ""]
-    body = [[r["dataset"], data_of(r), f"{r['var']:g}", r["variant"], r["seed"],
-             fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None), fmt(time_to(r), 2),
-             fmt(last_episode(r)[-1][1]), f"{r['bytes'] / 1e6:.1f}",
-             fmt(r.get("cross_fraction"), 2), r["stale"] or ""]
-            for r in runs]
-    out += ["### Every cell\n", table(["dataset", "data", "var", "variant", "seed", "final acc %",
-                                       f"time to {TARGET:.0%} (s)", "time of the curve (s)", "MB moved",
-                                       "cross-client edge ends", "note"], body)]
+        out += [
+            f"### FastGCN against its layer size (client 0 alone, {layers[0]['rounds']} rounds, no sharing)\n",
+            layers_table(layers),
+            "",
+        ]
+    body = [
+        [
+            r["dataset"],
+            data_of(r),
+            f"{r['var']:g}",
+            r["variant"],
+            r["seed"],
+            fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None),
+            fmt(time_to(r), 2),
+            fmt(last_episode(r)[-1][1]),
+            f"{r['bytes'] / 1e6:.1f}",
+            fmt(r.get("cross_fraction"), 2),
+            r["stale"] or "",
+        ]
+        for r in runs
+    ]
+    out += [
+        "### Every cell\n",
+        table(
+            [
+                "dataset",
+                "data",
+                "var",
+                "variant",
+                "seed",
+                "final acc %",
+                f"time to {TARGET:.0%} (s)",
+                "time of the curve (s)",
+                "MB moved",
+                "cross-client edge ends",
+                "note",
+            ],
+            body,
+        ),
+    ]
     ddpg = [r for r in runs if r["variant"] in DDPG_VARIANTS and r["returns"]]
     if ddpg:
         out.append("\n### DDPG: return per episode\n")
-        out.append("Spearman: rank correlation between the clients' sizes and the kappa the agent gave them in the "
-                   "last round (ties broken by order).\n")
-        out.append(table(["dataset", "var", "variant", "seed", "returns (episode 1, 2, ...)", "client nodes",
-                          "last policies (kappa, p)", "Spearman(size, kappa)"],
-                         [[r["dataset"], f"{r['var']:g}", r["variant"], r["seed"],
-                           ", ".join(f"{x:.2f}" for x in r["returns"]),
-                           r["client_nodes"], json.dumps([[k, [round(p, 2) for p in ps]] for k, ps in
-                                                          (r["last_policies"] or [])]),
-                           spearman(r["client_nodes"], [k for k, _ in r["last_policies"] or []])] for r in ddpg]))
+        out.append(
+            "Spearman: rank correlation between the clients' sizes and the kappa the agent gave them in the "
+            "last round (ties broken by order).\n"
+        )
+        out.append(
+            table(
+                [
+                    "dataset",
+                    "var",
+                    "variant",
+                    "seed",
+                    "returns (episode 1, 2, ...)",
+                    "client nodes",
+                    "last policies (kappa, p)",
+                    "Spearman(size, kappa)",
+                ],
+                [
+                    [
+                        r["dataset"],
+                        f"{r['var']:g}",
+                        r["variant"],
+                        r["seed"],
+                        ", ".join(f"{x:.2f}" for x in r["returns"]),
+                        r["client_nodes"],
+                        json.dumps([[k, [round(p, 2) for p in ps]] for k, ps in (r["last_policies"] or [])]),
+                        spearman(r["client_nodes"], [k for k, _ in r["last_policies"] or []]),
+                    ]
+                    for r in ddpg
+                ],
+            )
+        )
     return "\n".join(out)

@@ -41,8 +41,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, CellStore, add_jobs, run_cells, run_dir_current, write_result  # noqa: E402
-from fedstar_grid import (LABELS, SETTINGS, SOURCES, SPREAD_SPLITS, SPREAD_VARIANTS, STORE_NAME,  # noqa: E402
-                          TABLE1, as_row, cell_name, cells, keep_cell, load_cell, row_of, run_cell)
+from fedstar_grid import (
+    LABELS,
+    SETTINGS,
+    SOURCES,
+    SPREAD_SPLITS,
+    SPREAD_VARIANTS,
+    STORE_NAME,  # noqa: E402
+    TABLE1,
+    as_row,
+    cell_name,
+    cells,
+    keep_cell,
+    load_cell,
+    row_of,
+    run_cell,
+)
 from fedstar_report import results  # noqa: E402
 
 
@@ -50,11 +64,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--variants", nargs="+", default=list(TABLE1), choices=list(LABELS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=None,
-                        help="training seeds (default: CHEM 1-5, BIO-CHEM 1-3, the others 1)")
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        help="training seeds (default: CHEM 1-5, BIO-CHEM 1-3, the others 1)",
+    )
     parser.add_argument("--ablation", action="store_true", help="the BIO-CHEM ablations (first seed)")
-    parser.add_argument("--split-spread", action="store_true",
-                        help=f"CHEM's {', '.join(SPREAD_VARIANTS)} over split seeds {SPREAD_SPLITS} (training seed 1)")
+    parser.add_argument(
+        "--split-spread",
+        action="store_true",
+        help=f"CHEM's {', '.join(SPREAD_VARIANTS)} over split seeds {SPREAD_SPLITS} (training seed 1)",
+    )
     parser.add_argument("--only-extra", action="store_true", help="with --ablation/--split-spread: not Table 1")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=10)
@@ -78,23 +100,30 @@ def main() -> None:
         done = out / "summary.json"
         if load_cell(store, cell, args.rounds, args.rerun_stale) is not None:
             continue
-        if done.exists() and json.loads(done.read_text()).get("rounds_completed") == args.rounds and \
-                json.loads(done.read_text()).get("status") == "completed" and \
-                (out / "bench.json").exists() and run_dir_current(out, SOURCES):
+        if (
+            done.exists()
+            and json.loads(done.read_text()).get("rounds_completed") == args.rounds
+            and json.loads(done.read_text()).get("status") == "completed"
+            and (out / "bench.json").exists()
+            and run_dir_current(out, SOURCES)
+        ):
             rows[cell] = keep_cell(store, cell, row_of(out, cell), args.rounds, args.eval_every)  # finished in --work
         elif not args.tables_only:
             pending.append(cell)
     print(f"{len(rows)} finished cells in the store, {len(pending)} to run", flush=True)
     failed = []
-    for (_, cell, _, _), result, error in run_cells(run_cell, [(args.work, c, args.rounds, args.eval_every)
-                                                             for c in pending], args.jobs):
+    for (_, cell, _, _), result, error in run_cells(
+        run_cell, [(args.work, c, args.rounds, args.eval_every) for c in pending], args.jobs
+    ):
         if error is not None:
             print(f"{cell_name(*cell)} failed:\n{error}", file=sys.stderr, flush=True)
             failed.append(cell_name(*cell))
             continue
         row = rows[cell] = keep_cell(store, cell, result, args.rounds, args.eval_every)
-        print(f"{cell_name(*cell)}: {row['accuracy']:.2f}% after {row['rounds']} rounds ({row['wall_s']:.0f} s)",
-              flush=True)
+        print(
+            f"{cell_name(*cell)}: {row['accuracy']:.2f}% after {row['rounds']} rounds ({row['wall_s']:.0f} s)",
+            flush=True,
+        )
     missing = [c for c in asked if c not in rows]
     body = results(list(rows.values()), args.rounds, args.eval_every, store.code, missing)
     write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body, cell_commands=store.commands())

@@ -90,8 +90,15 @@ def main() -> None:
             seconds, emb = timed(compute)
             cold.append(seconds)
             warm.append(timed(compute)[0])
-        row = [name, len(num_nodes), f"{num_nodes.mean():.1f}", int(num_nodes.max()), statistics.median(cold),
-               statistics.median(warm), f"{path.stat().st_size / 2**20:.2f}"]
+        row = [
+            name,
+            len(num_nodes),
+            f"{num_nodes.mean():.1f}",
+            int(num_nodes.max()),
+            statistics.median(cold),
+            statistics.median(warm),
+            f"{path.stat().st_size / 2**20:.2f}",
+        ]
         if not args.no_reference:
             seconds, ref = timed(lambda: per_graph_powers(edges, num_nodes))
             row += [seconds, f"{np.abs(ref - emb[:, 16:]).max():.1e}"]
@@ -100,14 +107,22 @@ def main() -> None:
     header = ["dataset", "graphs", "avg nodes", "max nodes", "cold s", "warm s", "cache MB"]
     if not args.no_reference:
         header += ["per-graph powers s", "max abs diff"]
-    total = ["**total**", sum(r[1] for r in rows), "", "", sum(r[4] for r in rows), sum(r[5] for r in rows),
-             f"{sum(float(r[6]) for r in rows):.2f}"] + ([sum(r[7] for r in rows), ""] if not args.no_reference
-                                                         else [])
-    body = (f"DSE (16) + RWSE (16) for every graph of each dataset, one thread; cold = RWSE computed and its cache "
-            f"file written, warm = read back from the cache file (both: median of {args.repeats}); dataset "
-            f"loading is not timed. \"per-graph powers\" is the authors' method (scipy sparse T^k per graph, "
-            f"float64), timed once; \"max abs diff\" compares its RWSE with ours (float32).\n\n"
-            + table(header, rows + [total]))
+    total = [
+        "**total**",
+        sum(r[1] for r in rows),
+        "",
+        "",
+        sum(r[4] for r in rows),
+        sum(r[5] for r in rows),
+        f"{sum(float(r[6]) for r in rows):.2f}",
+    ] + ([sum(r[7] for r in rows), ""] if not args.no_reference else [])
+    body = (
+        f"DSE (16) + RWSE (16) for every graph of each dataset, one thread; cold = RWSE computed and its cache "
+        f"file written, warm = read back from the cache file (both: median of {args.repeats}); dataset "
+        f'loading is not timed. "per-graph powers" is the authors\' method (scipy sparse T^k per graph, '
+        f'float64), timed once; "max abs diff" compares its RWSE with ours (float32).\n\n'
+        + table(header, rows + [total])
+    )
     if skipped:
         body += f"\n\nNot measured (raw files not on disk): {', '.join(skipped)}."
     write_result("fedstar_embeddings", "FedStar structure embeddings: precomputation time", body)

@@ -24,20 +24,40 @@ BASELINE_METHODS = ("fedavg", "fedprox", "fedper", "gcfl")  # methods of their o
 # The modules that compute a cell's numbers (data, split, features, model, training, what is shared and how it is
 # aggregated): a change to the code of any of them (not its docstrings) makes a cell stale. The orchestration around
 # them (app/, records, evaluation scheduling) is left out: the loopback and in-process tests pin it.
-SOURCES = ("flowergraph/tasks/graphcls/*.py", "flowergraph/tasks/compute.py", "flowergraph/tasks/datasets.py",
-           "flowergraph/tasks/partition.py", "flowergraph/tasks/torch_state.py", "flowergraph/clients/fedstar.py",
-           "flowergraph/methods/fedstar.py", "flowergraph/methods/graph.py", "flowergraph/methods/baselines.py",
-           "flowergraph/strategies/base.py", "flowergraph/strategies/bank.py", "flowergraph/strategies/aggregation.py",
-           "flowergraph/strategies/weighted.py", "flowergraph/strategies/fedstar.py", "flowergraph/strategies/gcfl.py")
+SOURCES = (
+    "flowergraph/tasks/graphcls/*.py",
+    "flowergraph/tasks/compute.py",
+    "flowergraph/tasks/datasets.py",
+    "flowergraph/tasks/partition.py",
+    "flowergraph/tasks/torch_state.py",
+    "flowergraph/clients/fedstar.py",
+    "flowergraph/methods/fedstar.py",
+    "flowergraph/methods/graph.py",
+    "flowergraph/methods/baselines.py",
+    "flowergraph/strategies/base.py",
+    "flowergraph/strategies/bank.py",
+    "flowergraph/strategies/aggregation.py",
+    "flowergraph/strategies/weighted.py",
+    "flowergraph/strategies/fedstar.py",
+    "flowergraph/strategies/gcfl.py",
+)
 STORE_NAME = "fedstar-paper-split"  # finished cells, committed (see the module docstring)
 LEGACY = "fedstar"  # the store of the per-class split's cells (older code), for comparison only
 LATE_ROUNDS = 50  # the steadier companion of the final-round number: the evaluations of the last 50 rounds
 ABLATION_SHARING = ("fedstar", "share-all", "share-feature", "local-decoupled")
 ABLATION_STRUCTURE = ("dse", "rwse", "ones")
-LABELS = {"local": "Local (GIN)", "local-decoupled": "Local, FedStar's model", "fedavg": "FedAvg (GIN)",
-          "fedprox": "FedProx (GIN, mu 0.01)", "fedper": "FedPer (GIN)", "gcfl": "GCFL (GIN)", "fedstar": "FedStar",
-          "share-all": "share both encoders", "share-feature": "share the feature encoder",
-          "fedavg-all": "FedAvg (GIN), hidden FC shared too"}
+LABELS = {
+    "local": "Local (GIN)",
+    "local-decoupled": "Local, FedStar's model",
+    "fedavg": "FedAvg (GIN)",
+    "fedprox": "FedProx (GIN, mu 0.01)",
+    "fedper": "FedPer (GIN)",
+    "gcfl": "GCFL (GIN)",
+    "fedstar": "FedStar",
+    "share-all": "share both encoders",
+    "share-feature": "share the feature encoder",
+    "fedavg-all": "FedAvg (GIN), hidden FC shared too",
+}
 # A control, not in Table 1: FedAvg with `graph.baseline-share=all` (the convolutions and the hidden FC(h, h), every
 # layer whose shape does not depend on the dataset). Across datasets FedPer (all but the classifier, without the
 # dataset-dependent input layer) shares exactly the convolutions, which is what FedAvg shares by default, so the
@@ -62,13 +82,21 @@ def cell_name(setting: str, variant: str, seed: int, structure: str = "dse+rwse"
     return f"{setting}-{variant}{extra}-s{seed}{split}"
 
 
-def cell_settings(setting: str, variant: str, seed: int, structure: str, split_seed: int, rounds: int,
-                  eval_every: int = 10) -> dict:
+def cell_settings(
+    setting: str, variant: str, seed: int, structure: str, split_seed: int, rounds: int, eval_every: int = 10
+) -> dict:
     """The run configuration of a cell (without the machine's paths): what the store records beside its row."""
     names = datasets_of(setting)
-    config = {"dataset": ",".join(names), "num-clients": len(names), "rounds": rounds, "seed": seed,
-              "graph.split": "paper", "graph.split-seed": split_seed, "fedstar.structure": structure,
-              "eval-every": eval_every}
+    config = {
+        "dataset": ",".join(names),
+        "num-clients": len(names),
+        "rounds": rounds,
+        "seed": seed,
+        "graph.split": "paper",
+        "graph.split-seed": split_seed,
+        "fedstar.structure": structure,
+        "eval-every": eval_every,
+    }
     if variant in BASELINE_METHODS:
         config["method"] = variant
     elif variant == "fedavg-all":
@@ -100,8 +128,14 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
 
             shutil.rmtree(out)
             state = prepare_run_dir(out, SOURCES)
-    config = {**cell_settings(*cell, rounds, eval_every), "data-dir": data_dir(), "checkpoint-every": 50,
-              "checkpoint-keep": 1, "out-dir": str(out), "state-dir": str(out / "client-state")}
+    config = {
+        **cell_settings(*cell, rounds, eval_every),
+        "data-dir": data_dir(),
+        "checkpoint-every": 50,
+        "checkpoint-keep": 1,
+        "out-dir": str(out),
+        "state-dir": str(out / "client-state"),
+    }
     if state == "resume":
         config["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -109,8 +143,15 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     meta = out / "bench.json"
     previous = json.loads(meta.read_text()) if meta.exists() else {}
     # CPU seconds of this process (one torch thread): what the run cost, unaffected by other jobs or pauses
-    meta.write_text(json.dumps({"wall_s": previous.get("wall_s", 0.0) + time.perf_counter() - started,
-                                "cpu_s": previous.get("cpu_s", 0.0) + time.process_time() - cpu_started}) + "\n")
+    meta.write_text(
+        json.dumps(
+            {
+                "wall_s": previous.get("wall_s", 0.0) + time.perf_counter() - started,
+                "cpu_s": previous.get("cpu_s", 0.0) + time.process_time() - cpu_started,
+            }
+        )
+        + "\n"
+    )
     read_run(out)  # written completely
     return row_of(out, cell)
 
@@ -124,14 +165,31 @@ def row_of(out: Path, cell: Cell) -> dict:
     meta = json.loads((out / "bench.json").read_text()) if (out / "bench.json").exists() else {}
     clients = {int(k): v.get("accuracy") for k, v in last.get("clients", {}).items() if v.get("accuracy") is not None}
     train_rounds = [r["time_s"] for r in run["rounds"] if r.get("round", 0) >= 1 and r.get("time_s")]
-    late = [r["mean_client_accuracy"] for r in run["rounds"]
-            if r.get("round", 0) > last["round"] - LATE_ROUNDS and r.get("mean_client_accuracy") is not None]
-    row = {"setting": setting, "variant": variant, "seed": seed, "structure": structure, "split_seed": split_seed,
-           "accuracy": 100 * last["mean_client_accuracy"], "late": 100 * statistics.mean(late), "clients": clients,
-           "rounds": last["round"], "wall_s": meta.get("wall_s"), "cpu_s": meta.get("cpu_s"),
-           "round_s": statistics.median(train_rounds) if train_rounds else None, "rounds_s": sum(train_rounds),
-           "curve": [[r["round"], r["mean_client_accuracy"]] for r in run["rounds"]
-                     if r.get("round", 0) >= 1 and r.get("mean_client_accuracy") is not None]}
+    late = [
+        r["mean_client_accuracy"]
+        for r in run["rounds"]
+        if r.get("round", 0) > last["round"] - LATE_ROUNDS and r.get("mean_client_accuracy") is not None
+    ]
+    row = {
+        "setting": setting,
+        "variant": variant,
+        "seed": seed,
+        "structure": structure,
+        "split_seed": split_seed,
+        "accuracy": 100 * last["mean_client_accuracy"],
+        "late": 100 * statistics.mean(late),
+        "clients": clients,
+        "rounds": last["round"],
+        "wall_s": meta.get("wall_s"),
+        "cpu_s": meta.get("cpu_s"),
+        "round_s": statistics.median(train_rounds) if train_rounds else None,
+        "rounds_s": sum(train_rounds),
+        "curve": [
+            [r["round"], r["mean_client_accuracy"]]
+            for r in run["rounds"]
+            if r.get("round", 0) >= 1 and r.get("mean_client_accuracy") is not None
+        ],
+    }
     if meta.get("wall_s") is not None and meta["wall_s"] < 0.9 * sum(train_rounds):
         # stopped before it finished (its seconds until then were never written) and resumed from a checkpoint:
         # the CPU and wall seconds cover the resumed part only

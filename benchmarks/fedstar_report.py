@@ -13,8 +13,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, pyplot, save_figure, table  # noqa: E402
-from fedstar_grid import (ABLATION_SHARING, CONTROLS, LABELS, LATE_ROUNDS, SETTINGS, SPLIT_SEED,  # noqa: E402
-                          SPREAD_VARIANTS, TABLE1, Cell, cell_name, datasets_of, legacy_rows)
+from fedstar_grid import (
+    ABLATION_SHARING,
+    CONTROLS,
+    LABELS,
+    LATE_ROUNDS,
+    SETTINGS,
+    SPLIT_SEED,  # noqa: E402
+    SPREAD_VARIANTS,
+    TABLE1,
+    Cell,
+    cell_name,
+    datasets_of,
+    legacy_rows,
+)
 from prose import render  # noqa: E402
 
 # The authors' code (github.com/yuetan031/FedStar da01eace, seeds 1-5, this machine class; issue 21): CHEM only.
@@ -22,11 +34,15 @@ AUTHORS = {("CHEM", "fedstar"): 79.10, ("CHEM", "local"): 74.99}
 AUTHORS_CLIENTS = {("CHEM", "fedstar"): (87.4, 83.9, 76.6, 71.1, 55.4, 98.8, 80.5)}
 # Paper, Table 1 (mean over 5 seeds); local-decoupled = Table 2's "None, with decoupling" (no CHEM column).
 PAPER = {
-    "local": (75.38, 71.09, 69.37, 66.91), "fedavg": (75.26, 70.65, 68.92, 64.86),
-    "fedprox": (75.30, 70.75, 69.21, 65.18), "fedper": (77.09, 71.97, 69.37, 62.23),
-    "gcfl": (76.49, 71.60, 70.65, 66.31), "fedstar": (79.79, 74.54, 72.16, 69.49),
+    "local": (75.38, 71.09, 69.37, 66.91),
+    "fedavg": (75.26, 70.65, 68.92, 64.86),
+    "fedprox": (75.30, 70.75, 69.21, 65.18),
+    "fedper": (77.09, 71.97, 69.37, 62.23),
+    "gcfl": (76.49, 71.60, 70.65, 66.31),
+    "fedstar": (79.79, 74.54, 72.16, 69.49),
     "local-decoupled": (None, 74.08, 71.30, 68.76),
-    "share-all": (None, 71.97, 69.85, 65.78), "share-feature": (None, 71.00, 68.53, 64.14),
+    "share-all": (None, 71.97, 69.85, 65.78),
+    "share-feature": (None, 71.00, 68.53, 64.14),
 }
 PAPER_STD = {"fedstar": (2.44, 2.50, 2.43, 1.81), "local": (2.26, 1.21, 3.05, 2.84)}
 # Paper, Table 3 (BIO-CHEM): structure embedding ablation.
@@ -47,12 +63,24 @@ def paper(variant: str, setting: str) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def values(rows: list[dict], setting: str, variant: str, structure: str = "dse+rwse", key: str = "accuracy",
-           seed: int | None = None, split_seed: int | None = SPLIT_SEED) -> list:
+def values(
+    rows: list[dict],
+    setting: str,
+    variant: str,
+    structure: str = "dse+rwse",
+    key: str = "accuracy",
+    seed: int | None = None,
+    split_seed: int | None = SPLIT_SEED,
+) -> list:
     """``key`` of every finished cell of (setting, variant, structure, split seed), in row order; of one training
     seed if given; of every split seed if ``split_seed`` is None."""
-    return [r[key] for r in rows if (r["setting"], r["variant"], r["structure"]) == (setting, variant, structure)
-            and seed in (None, r["seed"]) and split_seed in (None, r.get("split_seed", SPLIT_SEED))]
+    return [
+        r[key]
+        for r in rows
+        if (r["setting"], r["variant"], r["structure"]) == (setting, variant, structure)
+        and seed in (None, r["seed"])
+        and split_seed in (None, r.get("split_seed", SPLIT_SEED))
+    ]
 
 
 def stale_mark(rows: list[dict], setting: str, variant: str, structure: str = "dse+rwse") -> str:
@@ -79,17 +107,26 @@ def split_spread(rows: list[dict]) -> list[str]:
                 by_split.setdefault(r.get("split_seed", SPLIT_SEED), {})[v] = r["accuracy"]
     gaps = []
     for split_seed, accs in sorted(by_split.items()):
-        gaps.append([split_seed] + [f"{accs[v]:.2f}" if v in accs else "-" for v in have] +
-                    [f"{accs['fedstar'] - accs[o]:+.2f}" if "fedstar" in accs and o in accs else "-"
-                     for o in have if o != "fedstar"])
+        gaps.append(
+            [split_seed]
+            + [f"{accs[v]:.2f}" if v in accs else "-" for v in have]
+            + [
+                f"{accs['fedstar'] - accs[o]:+.2f}" if "fedstar" in accs and o in accs else "-"
+                for o in have
+                if o != "fedstar"
+            ]
+        )
     tests = sorted(len(g) for g in _chem_test_sizes())
-    return ["\n" + render("fedstar/split_spread", splits=", ".join(map(str, sorted(by_split)))) + "\n",
-            table(["method", "over training seeds (split 123)", "std", "over splits (seed 1)", "std"], lines),
-            "\nPer split (training seed 1), and FedStar's lead:\n",
-            table(["split seed"] + [LABELS[v] for v in have] + [f"FedStar - {LABELS[o]}" for o in have
-                                                                  if o != "fedstar"], gaps),
-            "\n" + render("fedstar/chem_tests", sizes=", ".join(map(str, tests)), points=f"{100 / 7 / tests[0]:.2f}")
-            ] + pooled_pairs(rows)
+    return [
+        "\n" + render("fedstar/split_spread", splits=", ".join(map(str, sorted(by_split)))) + "\n",
+        table(["method", "over training seeds (split 123)", "std", "over splits (seed 1)", "std"], lines),
+        "\nPer split (training seed 1), and FedStar's lead:\n",
+        table(
+            ["split seed"] + [LABELS[v] for v in have] + [f"FedStar - {LABELS[o]}" for o in have if o != "fedstar"],
+            gaps,
+        ),
+        "\n" + render("fedstar/chem_tests", sizes=", ".join(map(str, tests)), points=f"{100 / 7 / tests[0]:.2f}"),
+    ] + pooled_pairs(rows)
 
 
 def pooled_pairs(rows: list[dict]) -> list[str]:
@@ -101,20 +138,34 @@ def pooled_pairs(rows: list[dict]) -> list[str]:
         if (r["setting"], r["structure"]) == ("CHEM", "dse+rwse") and (split_seed == SPLIT_SEED or r["seed"] == 1):
             runs.setdefault(r["variant"], {})[(r["seed"], split_seed)] = r["accuracy"]
     lines = []
-    for a, b in (("fedstar", "local"), ("fedstar", "fedavg"), ("fedstar", "local-decoupled"),
-                 ("local-decoupled", "local")):
+    for a, b in (
+        ("fedstar", "local"),
+        ("fedstar", "fedavg"),
+        ("fedstar", "local-decoupled"),
+        ("local-decoupled", "local"),
+    ):
         common = sorted(set(runs.get(a, {})) & set(runs.get(b, {})))
         if len(common) < 2:
             continue
         diffs = [runs[a][k] - runs[b][k] for k in common]
         sd = statistics.stdev(diffs)
-        lines.append([f"{LABELS[a]} - {LABELS[b]}", len(common), f"{statistics.mean(diffs):+.2f}", f"{sd:.2f}",
-                      f"{sd / len(diffs) ** 0.5:.2f}", f"{min(diffs):+.2f} to {max(diffs):+.2f}",
-                      sum(d > 0 for d in diffs)])
+        lines.append(
+            [
+                f"{LABELS[a]} - {LABELS[b]}",
+                len(common),
+                f"{statistics.mean(diffs):+.2f}",
+                f"{sd:.2f}",
+                f"{sd / len(diffs) ** 0.5:.2f}",
+                f"{min(diffs):+.2f} to {max(diffs):+.2f}",
+                sum(d > 0 for d in diffs),
+            ]
+        )
     if not lines:
         return []
-    return ["\n" + render("fedstar/pooled_pairs") + "\n",
-            table(["difference", "runs", "mean", "std", "std error", "range", "runs > 0"], lines)]
+    return [
+        "\n" + render("fedstar/pooled_pairs") + "\n",
+        table(["difference", "runs", "mean", "std", "std error", "range", "runs > 0"], lines),
+    ]
 
 
 def _chem_test_sizes() -> list:
@@ -144,12 +195,23 @@ def against_fedavg(rows: list[dict]) -> list[str]:
             diffs = [mine[k] - base[k] for k in common]
             sd = f"{statistics.stdev(diffs):.2f}" if len(diffs) > 1 else "-"
             p, pa = PAPER.get(v, (None,) * 4)[SETTINGS.index(s)], PAPER["fedavg"][SETTINGS.index(s)]
-            lines.append([s, LABELS[v], len(common), f"{statistics.mean(diffs):+.2f}", sd,
-                          " ".join(f"{d:+.2f}" for d in diffs), f"{p - pa:+.2f}" if p is not None else "-"])
+            lines.append(
+                [
+                    s,
+                    LABELS[v],
+                    len(common),
+                    f"{statistics.mean(diffs):+.2f}",
+                    sd,
+                    " ".join(f"{d:+.2f}" for d in diffs),
+                    f"{p - pa:+.2f}" if p is not None else "-",
+                ]
+            )
     if not lines:
         return []
-    return ["\n" + render("fedstar/against_fedavg") + "\n",
-            table(["setting", "method", "seeds", "mean", "std", "per seed", "paper (difference of means)"], lines)]
+    return [
+        "\n" + render("fedstar/against_fedavg") + "\n",
+        table(["setting", "method", "seeds", "mean", "std", "per seed", "paper (difference of means)"], lines),
+    ]
 
 
 def claims(rows: list[dict]) -> list[str]:
@@ -170,14 +232,34 @@ def claims(rows: list[dict]) -> list[str]:
             fewer = f" ({len(common)} seeds)" if len(common) < len(seeds["fedstar"]) else ""
             return f"{diff:+.2f}{fewer}"
 
-        lines.append([s, len(seeds["fedstar"]), lead("fedstar", "local"), lead("fedstar", "fedavg"),
-                      lead("fedstar", "local-decoupled"), lead("local-decoupled", "local"),
-                      spread(list(seeds["fedstar"].values()))])
+        lines.append(
+            [
+                s,
+                len(seeds["fedstar"]),
+                lead("fedstar", "local"),
+                lead("fedstar", "fedavg"),
+                lead("fedstar", "local-decoupled"),
+                lead("local-decoupled", "local"),
+                spread(list(seeds["fedstar"].values())),
+            ]
+        )
     if not lines:
         return []
-    return ["\n" + render("fedstar/claims") + "\n",
-            table(["setting", "seeds", "FedStar - Local", "FedStar - FedAvg", "FedStar - Local decoupled",
-                   "decoupled alone", "FedStar seed std"], lines)]
+    return [
+        "\n" + render("fedstar/claims") + "\n",
+        table(
+            [
+                "setting",
+                "seeds",
+                "FedStar - Local",
+                "FedStar - FedAvg",
+                "FedStar - Local decoupled",
+                "decoupled alone",
+                "FedStar seed std",
+            ],
+            lines,
+        ),
+    ]
 
 
 def legacy_section() -> list[str]:
@@ -187,8 +269,9 @@ def legacy_section() -> list[str]:
     lines = []
     for s in SETTINGS:
         for v in ("local", "fedavg", "fedstar"):
-            accs = [r["accuracy"] for r in rows if (r["setting"], r["variant"], r.get("structure")) ==
-                    (s, v, "dse+rwse")]
+            accs = [
+                r["accuracy"] for r in rows if (r["setting"], r["variant"], r.get("structure")) == (s, v, "dse+rwse")
+            ]
             if accs:
                 lines.append([s, LABELS[v], fmt(accs)])
     return ["\n" + render("fedstar/legacy") + "\n", table(["setting", "method", "accuracy (per-class split)"], lines)]
@@ -208,8 +291,14 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
     shown = TABLE1 + tuple(v for v in CONTROLS if any(r["variant"] == v for r in rows))
     body = []
     for variant in shown:
-        body.append([LABELS[variant]] + [f"{fmt(acc(s, variant))}{stale_mark(rows, s, variant)} \\| "
-                                         f"{paper(variant, s)} \\| {authors(variant, s)}" for s in present])
+        body.append(
+            [LABELS[variant]]
+            + [
+                f"{fmt(acc(s, variant))}{stale_mark(rows, s, variant)} \\| "
+                f"{paper(variant, s)} \\| {authors(variant, s)}"
+                for s in present
+            ]
+        )
     gains = []
     for variant in shown:
         cells = []
@@ -220,12 +309,22 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
             cells.append(f"{mine} \\| {p - pl:+.2f}" if p is not None else f"{mine} \\| -")
         gains.append([LABELS[variant]] + cells)
     late = [[LABELS[v]] + [fmt(acc(s, v, key="late")) for s in present] for v in shown]
-    out = [render("fedstar/table1", rounds=rounds) + "\n", table(header, body),
-           "\n**Gain over Local (GIN), percentage points** (ours | paper):\n",
-           table(["method"] + present, gains),
-           "\n" + render("fedstar/late", late=LATE_ROUNDS, eval_every=eval_every,
-                          first=max(1, rounds - LATE_ROUNDS + 1), rounds=rounds) + "\n",
-           table(["method"] + present, late)] + against_fedavg(rows)
+    out = [
+        render("fedstar/table1", rounds=rounds) + "\n",
+        table(header, body),
+        "\n**Gain over Local (GIN), percentage points** (ours | paper):\n",
+        table(["method"] + present, gains),
+        "\n"
+        + render(
+            "fedstar/late",
+            late=LATE_ROUNDS,
+            eval_every=eval_every,
+            first=max(1, rounds - LATE_ROUNDS + 1),
+            rounds=rounds,
+        )
+        + "\n",
+        table(["method"] + present, late),
+    ] + against_fedavg(rows)
     lines = []
     for s in present:
         for variant in ("local", "local-decoupled", "fedstar"):
@@ -234,55 +333,94 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 per = [statistics.mean(100 * c[k] for c in clients) for k in range(len(datasets_of(s)))]
                 lines.append([s, LABELS[variant]] + [f"{v:.1f}" for v in per])
             if (s, variant) in AUTHORS_CLIENTS:
-                lines.append([s, LABELS[variant] + ", authors' code"]
-                             + [f"{v:.1f}" for v in AUTHORS_CLIENTS[s, variant]])
+                lines.append(
+                    [s, LABELS[variant] + ", authors' code"] + [f"{v:.1f}" for v in AUTHORS_CLIENTS[s, variant]]
+                )
     if lines:
         width = max(len(line) for line in lines)
         lines = [line + [""] * (width - len(line)) for line in lines]
-        out += ["\n**Per client** (test accuracy %, mean over seeds; clients in the setting's dataset order: "
-                + "; ".join(f"{s}: {', '.join(datasets_of(s))}" for s in present) + "):\n",
-                table(["setting", "method"] + [f"client {k}" for k in range(width - 2)], lines)]
-    abl = [r for r in rows if r["setting"] == "BIO-CHEM" and (r["variant"] in ABLATION_SHARING[1:3] or
-                                                              r["structure"] != "dse+rwse")]
+        out += [
+            "\n**Per client** (test accuracy %, mean over seeds; clients in the setting's dataset order: "
+            + "; ".join(f"{s}: {', '.join(datasets_of(s))}" for s in present)
+            + "):\n",
+            table(["setting", "method"] + [f"client {k}" for k in range(width - 2)], lines),
+        ]
+    abl = [
+        r
+        for r in rows
+        if r["setting"] == "BIO-CHEM" and (r["variant"] in ABLATION_SHARING[1:3] or r["structure"] != "dse+rwse")
+    ]
     if abl:
         seed = min(r["seed"] for r in abl)  # the ablations run on one seed: every row also on that seed alone
 
         def same_seed(variant, structure="dse+rwse"):
-            return [f"{v[0]:.2f}" if v else "-" for v in (acc("BIO-CHEM", variant, structure, key, seed)
-                                                          for key in ("accuracy", "late"))]
+            return [
+                f"{v[0]:.2f}" if v else "-"
+                for v in (acc("BIO-CHEM", variant, structure, key, seed) for key in ("accuracy", "late"))
+            ]
 
         share = [[LABELS[v], fmt(acc("BIO-CHEM", v)), *same_seed(v), paper(v, "BIO-CHEM")] for v in ABLATION_SHARING]
-        struct = [[k, fmt(acc("BIO-CHEM", "fedstar", k)), *same_seed("fedstar", k), f"{v:.2f}"]
-                  for k, v in PAPER_STRUCTURE.items()]
+        struct = [
+            [k, fmt(acc("BIO-CHEM", "fedstar", k)), *same_seed("fedstar", k), f"{v:.2f}"]
+            for k, v in PAPER_STRUCTURE.items()
+        ]
         cols = ["ours, all seeds", f"ours, seed {seed}", f"seed {seed}, last {LATE_ROUNDS} rounds", "paper"]
-        out += ["\n" + render("fedstar/ablations", seed=seed, late=LATE_ROUNDS) + "\n", table(["shared"] + cols, share),
-                "\nStructure embedding of FedStar (`fedstar.structure`; `ones` = an all-ones vector):\n",
-                table(["structure embedding"] + cols, struct)]
+        out += [
+            "\n" + render("fedstar/ablations", seed=seed, late=LATE_ROUNDS) + "\n",
+            table(["shared"] + cols, share),
+            "\nStructure embedding of FedStar (`fedstar.structure`; `ones` = an all-ones vector):\n",
+            table(["structure embedding"] + cols, struct),
+        ]
     gcfl = [r for r in rows if r["variant"] == "gcfl" and "clusters" in r]
     if gcfl:
         from flowergraph.strategies.gcfl import GCFL_EPS
 
-        lines = [[r["setting"], r["seed"], "{} / {}".format(*GCFL_EPS[r["setting"]]),
-                  ", ".join(f"r{rnd}: {a} / {b}" for rnd, (a, b) in r["splits"]) or "none",
-                  " ".join(str(c) for c in r["clusters"])] for r in gcfl]
-        out += ["\n**GCFL's clusters** (the authors' thresholds eps1 / eps2 for these datasets; clients by partition "
-                "id in the setting's dataset order):\n",
-                table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"],
-                      lines)]
+        lines = [
+            [
+                r["setting"],
+                r["seed"],
+                "{} / {}".format(*GCFL_EPS[r["setting"]]),
+                ", ".join(f"r{rnd}: {a} / {b}" for rnd, (a, b) in r["splits"]) or "none",
+                " ".join(str(c) for c in r["clusters"]),
+            ]
+            for r in gcfl
+        ]
+        out += [
+            "\n**GCFL's clusters** (the authors' thresholds eps1 / eps2 for these datasets; clients by partition "
+            "id in the setting's dataset order):\n",
+            table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"], lines),
+        ]
     out += claims(rows) + split_spread(rows) + legacy_section()
     stale = [r for r in rows if r.get("stale")]
     if stale:
-        out += ["\n**Cells from older code** (†: re-run them with `--rerun-stale`):\n",
-                "\n".join(f"- {cell_name(r['setting'], r['variant'], r['seed'], r['structure'], r['split_seed'])}"
-                          f"{r['stale']}" for r in stale)]
-    timing = [[r["setting"], LABELS[r["variant"]] + ("" if r["structure"] == "dse+rwse" else f" ({r['structure']})"),
-               r["seed"], r.get("split_seed", SPLIT_SEED),
-               f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
-               f"{r['wall_s']:.0f}" if r.get("wall_s") and not r.get("timing_partial") else
-               f"{r['rounds_s']:.0f} (rounds only: resumed)" if r.get("rounds_s") else "-",
-               f"{r['round_s']:.2f}" if r.get("round_s") else "-", f"{r['accuracy']:.2f}"] for r in rows]
-    out += ["\n" + render("fedstar/every_cell") + "\n",
-            table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s", "accuracy %"], timing)]
+        out += [
+            "\n**Cells from older code** (†: re-run them with `--rerun-stale`):\n",
+            "\n".join(
+                f"- {cell_name(r['setting'], r['variant'], r['seed'], r['structure'], r['split_seed'])}{r['stale']}"
+                for r in stale
+            ),
+        ]
+    timing = [
+        [
+            r["setting"],
+            LABELS[r["variant"]] + ("" if r["structure"] == "dse+rwse" else f" ({r['structure']})"),
+            r["seed"],
+            r.get("split_seed", SPLIT_SEED),
+            f"{r['cpu_s']:.0f}" if r.get("cpu_s") and not r.get("timing_partial") else "-",
+            f"{r['wall_s']:.0f}"
+            if r.get("wall_s") and not r.get("timing_partial")
+            else f"{r['rounds_s']:.0f} (rounds only: resumed)"
+            if r.get("rounds_s")
+            else "-",
+            f"{r['round_s']:.2f}" if r.get("round_s") else "-",
+            f"{r['accuracy']:.2f}",
+        ]
+        for r in rows
+    ]
+    out += [
+        "\n" + render("fedstar/every_cell") + "\n",
+        table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s", "accuracy %"], timing),
+    ]
     return "\n".join(out)
 
 
@@ -308,15 +446,21 @@ def plot_summary(rows: list[dict]) -> str | None:
                 ax.plot([x] * len(accs), accs, "_", color="black", markersize=7)
             value = PAPER.get(variant, (None,) * 4)[SETTINGS.index(setting)]
             if value is not None:
-                ax.plot(x, value, "D", color="white", markeredgecolor="black", markersize=5,
-                        label="paper" if (i, j) == (0, 0) else None)
+                ax.plot(
+                    x,
+                    value,
+                    "D",
+                    color="white",
+                    markeredgecolor="black",
+                    markersize=5,
+                    label="paper" if (i, j) == (0, 0) else None,
+                )
         ax.bar(xs, means, width, label=LABELS[variant], color=plt.cm.tab10(j))
     ax.set_xticks(range(len(present)), present)
     low = min(a for s in present for v in TABLE1 for a in values(rows, s, v))
     ax.set_ylim(max(0, low - 8), 100)
     ax.set_ylabel("mean client test accuracy after round 200 (%)")
-    ax.set_title("FedStar and baselines: bars ours (mean over seeds), ticks the seeds, diamonds the paper",
-                 fontsize=10)
+    ax.set_title("FedStar and baselines: bars ours (mean over seeds), ticks the seeds, diamonds the paper", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, "fedstar_table1.png")
@@ -332,8 +476,13 @@ def plot_settings(rows: list[dict]) -> list[str]:
     for setting in SETTINGS:
         seeds = sorted({r["seed"] for r in rows if r["setting"] == setting and r["structure"] == "dse+rwse"})
         for seed in seeds:
-            have = [r for v in TABLE1 for r in rows if (r["setting"], r["variant"], r["seed"], r["structure"]) ==
-                    (setting, v, seed, "dse+rwse") and r.get("curve")]
+            have = [
+                r
+                for v in TABLE1
+                for r in rows
+                if (r["setting"], r["variant"], r["seed"], r["structure"]) == (setting, v, seed, "dse+rwse")
+                and r.get("curve")
+            ]
             if len(have) < 2:
                 continue
             fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -354,11 +503,30 @@ def plot_settings(rows: list[dict]) -> list[str]:
 def results(rows: list[dict], rounds: int, eval_every: int, code: dict, missing: list[Cell]) -> str:
     """docs/results/fedstar.md's body: the settings, :func:`tables` of ``rows`` (every stored cell of ``rounds``),
     the figures, and the asked-for cells not run yet (``missing``). ``code``: the current sources' code state."""
-    ordered = sorted(rows, key=lambda r: (SETTINGS.index(r["setting"]), list(LABELS).index(r["variant"]),
-                                          r["structure"], r["split_seed"] != SPLIT_SEED, r["split_seed"], r["seed"]))
-    body = (render("fedstar/settings", rounds=rounds, eval_every=eval_every, cores=os.cpu_count(),
-                   sources=code["sources"], commit=code["commit"], dirty=", dirty" if code["dirty"] else "")
-            + "\n\n" + tables(ordered, rounds, eval_every))
+    ordered = sorted(
+        rows,
+        key=lambda r: (
+            SETTINGS.index(r["setting"]),
+            list(LABELS).index(r["variant"]),
+            r["structure"],
+            r["split_seed"] != SPLIT_SEED,
+            r["split_seed"],
+            r["seed"],
+        ),
+    )
+    body = (
+        render(
+            "fedstar/settings",
+            rounds=rounds,
+            eval_every=eval_every,
+            cores=os.cpu_count(),
+            sources=code["sources"],
+            commit=code["commit"],
+            dirty=", dirty" if code["dirty"] else "",
+        )
+        + "\n\n"
+        + tables(ordered, rounds, eval_every)
+    )
     plots = plot_settings(ordered)
     summary_plot = plot_summary(ordered)
     if summary_plot:
@@ -366,6 +534,7 @@ def results(rows: list[dict], rounds: int, eval_every: int, code: dict, missing:
     if plots:
         body += "\n\nCurves (mean client accuracy vs round): " + ", ".join(f"`{p}`" for p in plots) + "."
     if missing:
-        body += ("\n\n**Not run yet** (the table is resumable: the same command runs only these): "
-                 + ", ".join(cell_name(*c) for c in missing))
+        body += "\n\n**Not run yet** (the table is resumable: the same command runs only these): " + ", ".join(
+            cell_name(*c) for c in missing
+        )
     return body

@@ -22,10 +22,22 @@ import torch  # noqa: E402
 
 from flowergraph.tasks.compute import configure_torch  # noqa: E402
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph  # noqa: E402
-from flowergraph.tasks.flagcns import (ACTIVATIONS, BASELINES, InProcessSearch, SearchSchedule, SearchSpace,  # noqa: E402
-                                       SuperNet, SuperNetOptimizer, baseline_code, client_loss_and_gradients,
-                                       combine_gradients, evaluate_codes, federated_train_architecture, new_rng,
-                                       sample_members)
+from flowergraph.tasks.flagcns import (
+    ACTIVATIONS,
+    BASELINES,
+    InProcessSearch,
+    SearchSchedule,
+    SearchSpace,  # noqa: E402
+    SuperNet,
+    SuperNetOptimizer,
+    baseline_code,
+    client_loss_and_gradients,
+    combine_gradients,
+    evaluate_codes,
+    federated_train_architecture,
+    new_rng,
+    sample_members,
+)
 
 
 def megabytes(arrays) -> float:
@@ -56,11 +68,18 @@ def step_costs(clients, layers: int, depth: str, repeats: int = 6) -> dict:
     start = time.perf_counter()
     evaluate_codes(net, clients[0], population, share=False)
     eval_separate = time.perf_counter() - start
-    return {"layers": layers, "depth": depth,
-            "mean_layers": float(np.mean([len(space.layers(c)) for c in population])),
-            "grad_s": statistics.median(grad_s), "adam_s": statistics.median(adam_s),
-            "sub_mb": statistics.median(s[0] for s in sizes), "grad_mb": statistics.median(s[1] for s in sizes),
-            "supernet_mb": megabytes(net.arrays()), "eval_s": eval_shared, "eval_separate_s": eval_separate}
+    return {
+        "layers": layers,
+        "depth": depth,
+        "mean_layers": float(np.mean([len(space.layers(c)) for c in population])),
+        "grad_s": statistics.median(grad_s),
+        "adam_s": statistics.median(adam_s),
+        "sub_mb": statistics.median(s[0] for s in sizes),
+        "grad_mb": statistics.median(s[1] for s in sizes),
+        "supernet_mb": megabytes(net.arrays()),
+        "eval_s": eval_shared,
+        "eval_separate_s": eval_separate,
+    }
 
 
 def epoch_costs(clients, layers: int, population: int, sample: int, epochs: int, depth: str) -> dict:
@@ -73,10 +92,18 @@ def epoch_costs(clients, layers: int, population: int, sample: int, epochs: int,
     feo = history[1:]
     train = statistics.median(r["train_seconds"] for r in feo)
     evo = statistics.median(r["feo_seconds"] for r in feo)
-    return {"layers": layers, "depth": depth, "population": population, "sample": sample, "warm_s": warm,
-            "train_s": train,
-            "feo_s": evo, "evaluations": statistics.median(r["evaluations"] for r in feo),
-            "best_fll": feo[-1]["best_fll"], "best_acc": feo[-1]["best_val_accuracy"]}
+    return {
+        "layers": layers,
+        "depth": depth,
+        "population": population,
+        "sample": sample,
+        "warm_s": warm,
+        "train_s": train,
+        "feo_s": evo,
+        "evaluations": statistics.median(r["evaluations"] for r in feo),
+        "best_fll": feo[-1]["best_fll"],
+        "best_acc": feo[-1]["best_val_accuracy"],
+    }
 
 
 def main() -> None:
@@ -92,31 +119,68 @@ def main() -> None:
     sizes = [(c.num_nodes, c.edge_index.size(1), c.num_train, c.num_val, c.num_test) for c in clients]
 
     steps = [step_costs(clients, L, depth) for L in (6, 4, 3) for depth in ("uniform", "full")]
-    step_rows = [[r["layers"], r["depth"], f"{r['mean_layers']:.2f}", f"{r['grad_s']:.3f}", f"{r['adam_s']:.3f}",
-                  f"{r['eval_s']:.3f}", f"{r['eval_separate_s']:.3f}", f"{r['sub_mb']:.2f}", f"{r['grad_mb']:.2f}",
-                  f"{r['supernet_mb']:.1f}"] for r in steps]
+    step_rows = [
+        [
+            r["layers"],
+            r["depth"],
+            f"{r['mean_layers']:.2f}",
+            f"{r['grad_s']:.3f}",
+            f"{r['adam_s']:.3f}",
+            f"{r['eval_s']:.3f}",
+            f"{r['eval_separate_s']:.3f}",
+            f"{r['sub_mb']:.2f}",
+            f"{r['grad_mb']:.2f}",
+            f"{r['supernet_mb']:.1f}",
+        ]
+        for r in steps
+    ]
 
-    epochs = [epoch_costs(clients, L, P, S, args.epochs, d)
-              for L, P, S, d in ((6, 60, 20, "uniform"), (6, 60, 20, "full"), (3, 60, 20, "uniform"),
-                                 (3, 60, 20, "full"), (6, 20, 10, "uniform"))]
+    epochs = [
+        epoch_costs(clients, L, P, S, args.epochs, d)
+        for L, P, S, d in (
+            (6, 60, 20, "uniform"),
+            (6, 60, 20, "full"),
+            (3, 60, 20, "uniform"),
+            (3, 60, 20, "full"),
+            (6, 20, 10, "uniform"),
+        )
+    ]
     epoch_rows = []
     for r in epochs:
         feo_epoch = r["train_s"] + r["feo_s"]
         paper = 50 * r["warm_s"] + 200 * feo_epoch
-        epoch_rows.append([r["layers"], r["depth"], r["population"], r["sample"], f"{r['warm_s']:.2f}",
-                           f"{r['train_s']:.2f}",
-                           f"{r['feo_s']:.2f}", int(r["evaluations"]), f"{paper / 60:.0f}"])
+        epoch_rows.append(
+            [
+                r["layers"],
+                r["depth"],
+                r["population"],
+                r["sample"],
+                f"{r['warm_s']:.2f}",
+                f"{r['train_s']:.2f}",
+                f"{r['feo_s']:.2f}",
+                int(r["evaluations"]),
+                f"{paper / 60:.0f}",
+            ]
+        )
 
     base_rows = []
     for fusion in ("all", "leaves"):
         space = SearchSpace(num_layers=6, fusion=fusion)
         for name in BASELINES:
-            runs = [federated_train_architecture(space, baseline_code(name, space), clients, epochs=50, seed=s)
-                    for s in range(args.seeds)]
+            runs = [
+                federated_train_architecture(space, baseline_code(name, space), clients, epochs=50, seed=s)
+                for s in range(args.seeds)
+            ]
             accs = [100 * r.test_accuracy for r in runs]
-            base_rows.append([fusion, name, space.short(baseline_code(name, space)).replace("|", "/"),
-                              runs[0].parameters,
-                              f"{statistics.mean(accs):.1f} ± {statistics.pstdev(accs):.1f}"])
+            base_rows.append(
+                [
+                    fusion,
+                    name,
+                    space.short(baseline_code(name, space)).replace("|", "/"),
+                    runs[0].parameters,
+                    f"{statistics.mean(accs):.1f} ± {statistics.pstdev(accs):.1f}",
+                ]
+            )
 
     sections = []
     if args.search_epochs:
@@ -128,17 +192,31 @@ def main() -> None:
         code, fll, acc = search.final()
         wall = time.perf_counter() - start
         feo = [r for r in history if r["evolved"]]
-        curve = [[r["epoch"], f"{r['gamma']:.3f}", f"{r['train_loss']:.3f}", f"{r['best_fll']:.3f}",
-                  f"{100 * r['best_val_accuracy']:.1f}", f"{r['from_controller']} / {r['from_clients']}",
-                  f"{r['train_seconds'] + r['feo_seconds']:.1f}"] for r in feo if r["epoch"] % 5 == 0]
+        curve = [
+            [
+                r["epoch"],
+                f"{r['gamma']:.3f}",
+                f"{r['train_loss']:.3f}",
+                f"{r['best_fll']:.3f}",
+                f"{100 * r['best_val_accuracy']:.1f}",
+                f"{r['from_controller']} / {r['from_clients']}",
+                f"{r['train_seconds'] + r['feo_seconds']:.1f}",
+            ]
+            for r in feo
+            if r["epoch"] % 5 == 0
+        ]
         variants = []
         for os_ in range(len(ACTIVATIONS)):
             variant = code[:-1] + (os_,)
-            runs = [federated_train_architecture(space, variant, clients, epochs=50, seed=s)
-                    for s in range(args.seeds)]
+            runs = [federated_train_architecture(space, variant, clients, epochs=50, seed=s) for s in range(args.seeds)]
             accs = [100 * r.test_accuracy for r in runs]
-            variants.append([ACTIVATIONS[os_] + (" (found)" if os_ == code[-1] else ""),
-                             " ".join(f"{a:.1f}" for a in accs), f"{statistics.mean(accs):.1f}"])
+            variants.append(
+                [
+                    ACTIVATIONS[os_] + (" (found)" if os_ == code[-1] else ""),
+                    " ".join(f"{a:.1f}" for a in accs),
+                    f"{statistics.mean(accs):.1f}",
+                ]
+            )
         sections.append(
             f"## A short search ({args.search_epochs} epochs, {args.search_warmup} warm-up, L = 6, population 60, "
             "seed 0, in one process)\n\n"
@@ -146,40 +224,78 @@ def main() -> None:
             f"`{space.short(code)}` = `{list(code)}`, FLL {fll:.3f}, federated validation accuracy with the "
             f"SuperNet's weights {100 * acc:.1f}%. Mean number of layers in the final population: "
             f"{statistics.mean(len(space.layers(c)) for c in search.population):.2f}.\n\n"
-            + table(["epoch", "gamma", "train loss", "best FLL (P_FL)", "its val acc (%)",
-                     "P from controller / clients", "epoch (s)"], curve)
+            + table(
+                [
+                    "epoch",
+                    "gamma",
+                    "train loss",
+                    "best FLL (P_FL)",
+                    "its val acc (%)",
+                    "P from controller / clients",
+                    "epoch (s)",
+                ],
+                curve,
+            )
             + f"\n\nThe found architecture retrained from scratch the reference way (50 epochs, {args.seeds} seeds, "
             "FLACC %), and the same architecture with each output structure:\n\n"
-            + table(["output structure", "FLACC per seed", "mean"], variants))
-    body = "\n\n".join([
-        "Clients (nodes, directed edges, train, val, test): " + ", ".join(str(s) for s in sizes) + ".",
-        "## One SuperNet step and one population evaluation (client 0)\n\n"
-        "20 codes drawn from a 60-member random population; `depth` = how the population was drawn: `uniform` "
-        "(every gene uniform, the default: half the codes have no graph layer) or `full` (all L layers used, the "
-        "worst case). Client gradient = forward of the 20 codes with shared intermediates, one backward; Adam = "
-        "the server's combination of 3 clients' gradients and one step; eval = validation loss/accuracy of all "
-        "60 codes (shared intermediates, and one forward per code). Payloads: the 20 codes' sub-network weights "
-        "(what a server sends a client), their gradients (what it sends back), the whole SuperNet.\n\n"
-        + table(["L", "depth", "layers/code", "client grad (s)", "Adam (s)", "eval 60 (s)",
-                 "eval 60 separate (s)", "sub-net (MB)", "grads (MB)", "SuperNet (MB)"], step_rows),
-        "## Whole epochs of Algorithm 2 in one process (3 clients, no Flower)\n\n"
-        f"Median over {args.epochs} FEO epochs after one warm-up epoch; 5 SuperNet steps per epoch; random codes "
-        "drawn with `uniform` or `full` depth as above (mutation draws genes the same way, so `full` stays full). "
-        "An FEO epoch = SuperNet steps + FEO (controller pool evaluated on every client, each client's pool "
-        "on itself, cached per network within the FEO). `paper budget` = 50 warm-up + 200 FEO epochs at these "
-        "rates, in minutes, one process; a federated run adds message overhead and runs the 3 clients in "
-        "parallel (2 cores here).\n\n"
-        + table(["L", "depth", "population", "sample", "warm-up epoch (s)", "FEO epoch: steps (s)",
-                 "FEO epoch: FEO (s)", "evaluations / FEO", "paper budget (min)"], epoch_rows),
-        "## Fixed baselines as codes, retrained the reference way\n\n"
-        f"50 epochs of federated gradient steps (each epoch: every client's full-batch gradient, train-size "
-        f"weighted, one Adam step lr 0.02, wd 5e-6), test accuracy (test-size weighted, FLACC) at the first epoch "
-        f"with the best federated validation accuracy, mean ± std over {args.seeds} seeds. Clients hold only their "
-        "own nodes and internal edges (the reference code's clients also hold copies of their 1-hop neighbours). "
-        "The paper's federated baselines on Cora: GCN 81.3, GAT 79.0, SAGE 78.8, SGC 78.1, APPNP 82.2.\n\n"
-        + table(["fusion", "baseline", "code", "parameters", "FLACC (%)"], base_rows),
-        *sections,
-    ])
+            + table(["output structure", "FLACC per seed", "mean"], variants)
+        )
+    body = "\n\n".join(
+        [
+            "Clients (nodes, directed edges, train, val, test): " + ", ".join(str(s) for s in sizes) + ".",
+            "## One SuperNet step and one population evaluation (client 0)\n\n"
+            "20 codes drawn from a 60-member random population; `depth` = how the population was drawn: `uniform` "
+            "(every gene uniform, the default: half the codes have no graph layer) or `full` (all L layers used, the "
+            "worst case). Client gradient = forward of the 20 codes with shared intermediates, one backward; Adam = "
+            "the server's combination of 3 clients' gradients and one step; eval = validation loss/accuracy of all "
+            "60 codes (shared intermediates, and one forward per code). Payloads: the 20 codes' sub-network weights "
+            "(what a server sends a client), their gradients (what it sends back), the whole SuperNet.\n\n"
+            + table(
+                [
+                    "L",
+                    "depth",
+                    "layers/code",
+                    "client grad (s)",
+                    "Adam (s)",
+                    "eval 60 (s)",
+                    "eval 60 separate (s)",
+                    "sub-net (MB)",
+                    "grads (MB)",
+                    "SuperNet (MB)",
+                ],
+                step_rows,
+            ),
+            "## Whole epochs of Algorithm 2 in one process (3 clients, no Flower)\n\n"
+            f"Median over {args.epochs} FEO epochs after one warm-up epoch; 5 SuperNet steps per epoch; random codes "
+            "drawn with `uniform` or `full` depth as above (mutation draws genes the same way, so `full` stays full). "
+            "An FEO epoch = SuperNet steps + FEO (controller pool evaluated on every client, each client's pool "
+            "on itself, cached per network within the FEO). `paper budget` = 50 warm-up + 200 FEO epochs at these "
+            "rates, in minutes, one process; a federated run adds message overhead and runs the 3 clients in "
+            "parallel (2 cores here).\n\n"
+            + table(
+                [
+                    "L",
+                    "depth",
+                    "population",
+                    "sample",
+                    "warm-up epoch (s)",
+                    "FEO epoch: steps (s)",
+                    "FEO epoch: FEO (s)",
+                    "evaluations / FEO",
+                    "paper budget (min)",
+                ],
+                epoch_rows,
+            ),
+            "## Fixed baselines as codes, retrained the reference way\n\n"
+            f"50 epochs of federated gradient steps (each epoch: every client's full-batch gradient, train-size "
+            f"weighted, one Adam step lr 0.02, wd 5e-6), test accuracy (test-size weighted, FLACC) at the first epoch "
+            f"with the best federated validation accuracy, mean ± std over {args.seeds} seeds. Clients hold only their "
+            "own nodes and internal edges (the reference code's clients also hold copies of their 1-hop neighbours). "
+            "The paper's federated baselines on Cora: GCN 81.3, GAT 79.0, SAGE 78.8, SGC 78.1, APPNP 82.2.\n\n"
+            + table(["fusion", "baseline", "code", "parameters", "FLACC (%)"], base_rows),
+            *sections,
+        ]
+    )
     write_result("flagcns_core_check", "FL-AGCNS core: costs on Cora", body)
 
 

@@ -45,9 +45,22 @@ CLIENTS = 10
 
 def flowergraph_run(app_dir: Path, work: Path, method: str, face: str, rounds: int) -> tuple[float, float | None]:
     out = work / f"{method}-{face}-{time.time_ns()}"
-    run_inline(server_app.app, client_app.app, num_supernodes=CLIENTS, app_dir=app_dir,
-               overrides={"method": method, "dataset": "Cora", "data-dir": data_dir(), "num-clients": CLIENTS,
-                          "rounds": rounds, "seed": 0, "out-dir": str(out), "flower-api": face})
+    run_inline(
+        server_app.app,
+        client_app.app,
+        num_supernodes=CLIENTS,
+        app_dir=app_dir,
+        overrides={
+            "method": method,
+            "dataset": "Cora",
+            "data-dir": data_dir(),
+            "num-clients": CLIENTS,
+            "rounds": rounds,
+            "seed": 0,
+            "out-dir": str(out),
+            "flower-api": face,
+        },
+    )
     recs = [r for r in read_run(out)["rounds"] if r["round"] >= 2]
     return statistics.median(r["time_s"] for r in recs), recs[-1].get("accuracy")
 
@@ -55,8 +68,9 @@ def flowergraph_run(app_dir: Path, work: Path, method: str, face: str, rounds: i
 def _gcn_arrays(app_dir: Path) -> list[np.ndarray]:
     from flowergraph.app import message_client
 
-    record = message_client.initial_arrays({"method": "fedavg", "dataset": "Cora", "data-dir": data_dir(),
-                                            "num-clients": CLIENTS})
+    record = message_client.initial_arrays(
+        {"method": "fedavg", "dataset": "Cora", "data-dir": data_dir(), "num-clients": CLIENTS}
+    )
     return [record[k].numpy() for k in record.keys()]
 
 
@@ -75,8 +89,10 @@ def flower_floor(app_dir: Path, face: str, rounds: int, arrays: list[np.ndarray]
 
         @client.train()
         def train(msg: Message, context: Context) -> Message:
-            return Message(RecordDict({"arrays": msg.content["arrays"],
-                                       "metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+            return Message(
+                RecordDict({"arrays": msg.content["arrays"], "metrics": MetricRecord({"num-examples": 1})}),
+                reply_to=msg,
+            )
 
         @server.main()
         def main(grid: Grid, context: Context) -> None:
@@ -85,8 +101,11 @@ def flower_floor(app_dir: Path, face: str, rounds: int, arrays: list[np.ndarray]
                 return None
 
             FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=CLIENTS).start(
-                grid=grid, initial_arrays=ArrayRecord({str(i): Array(a) for i, a in enumerate(arrays)}),
-                num_rounds=rounds, evaluate_fn=tick)
+                grid=grid,
+                initial_arrays=ArrayRecord({str(i): Array(a) for i, a in enumerate(arrays)}),
+                num_rounds=rounds,
+                evaluate_fn=tick,
+            )
     else:
         from flwr.client import NumPyClient
         from flwr.common import ndarrays_to_parameters
@@ -106,8 +125,13 @@ def flower_floor(app_dir: Path, face: str, rounds: int, arrays: list[np.ndarray]
                 stamps.append(time.perf_counter())
                 return None
 
-            strategy = LegacyFedAvg(fraction_fit=1.0, fraction_evaluate=0.0, min_available_clients=CLIENTS,
-                                    initial_parameters=ndarrays_to_parameters(arrays), evaluate_fn=tick)
+            strategy = LegacyFedAvg(
+                fraction_fit=1.0,
+                fraction_evaluate=0.0,
+                min_available_clients=CLIENTS,
+                initial_parameters=ndarrays_to_parameters(arrays),
+                evaluate_fn=tick,
+            )
             start_grid(grid=grid, strategy=strategy, config=ServerConfig(num_rounds=rounds))
 
     run_inline(server, client, num_supernodes=CLIENTS, app_dir=app_dir)
@@ -128,33 +152,54 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[tuple[str, str], list[float]] = {}
     accuracy: dict[str, float | None] = {}
     for rep in range(a.repeats):
-        for face in (("legacy", "message") if rep % 2 == 0 else ("message", "legacy")):
+        for face in ("legacy", "message") if rep % 2 == 0 else ("message", "legacy"):
             for method in ("fedavg", "noop"):
                 t, acc = flowergraph_run(app_dir, work, method, face, a.rounds)
                 times.setdefault((method, face), []).append(t)
                 if method == "fedavg":
                     accuracy[face] = acc
             times.setdefault(("Flower floor", face), []).append(flower_floor(app_dir, face, a.rounds, arrays))
-            print(f"repeat {rep + 1}/{a.repeats} {face}: " + ", ".join(
-                f"{m} {times[(m, face)][-1]:.3f} s" for m in ("fedavg", "noop", "Flower floor")), flush=True)
+            print(
+                f"repeat {rep + 1}/{a.repeats} {face}: "
+                + ", ".join(f"{m} {times[(m, face)][-1]:.3f} s" for m in ("fedavg", "noop", "Flower floor")),
+                flush=True,
+            )
     med = {k: statistics.median(v) for k, v in times.items()}
-    rows = [[m, f"{med[(m, 'legacy')]:.3f}", f"{med[(m, 'message')]:.3f}",
-             f"{med[(m, 'message')] / med[(m, 'legacy')]:.2f}x",
-             " / ".join(f"{x:.3f}" for x in times[(m, 'legacy')]), " / ".join(f"{x:.3f}" for x in times[(m, 'message')])]
-            for m in ("fedavg", "noop", "Flower floor")]
+    rows = [
+        [
+            m,
+            f"{med[(m, 'legacy')]:.3f}",
+            f"{med[(m, 'message')]:.3f}",
+            f"{med[(m, 'message')] / med[(m, 'legacy')]:.2f}x",
+            " / ".join(f"{x:.3f}" for x in times[(m, "legacy")]),
+            " / ".join(f"{x:.3f}" for x in times[(m, "message")]),
+        ]
+        for m in ("fedavg", "noop", "Flower floor")
+    ]
     ratio = med[("fedavg", "message")] / med[("fedavg", "legacy")]
     verdict = "met" if ratio <= 1.1 else "not met"
-    body = (f"Cora, {CLIENTS} clients, GCN (flowergraph's node defaults), {a.rounds} rounds per run, median round "
-            f"time of rounds 2..{a.rounds}; {a.repeats} interleaved repeats per row (the order of the faces "
-            f"alternates). All in one process on Flower's Simulation Engine with the inline backend.\n\n"
-            + table(["row", "legacy face (s/round)", "Message-API face (s/round)", "Message / legacy",
-                     "legacy, each repeat", "Message API, each repeat"], rows)
-            + f"\n\nfedavg's final accuracy: legacy {accuracy.get('legacy')}, Message API {accuracy.get('message')}"
-              f" (the faces run the same code: equal).\n\n"
-              f"Target (issue 71): the Message-API face costs at most 1.1x the legacy face on the fedavg round: "
-              f"{ratio:.2f}x, {verdict}. The noop rows are flowergraph's own per-round cost without training on "
-              f"each face; the Flower-floor rows are Flower's own strategies with clients that do nothing, on "
-              f"the same arrays: what any app of that stack pays per round here.")
+    body = (
+        f"Cora, {CLIENTS} clients, GCN (flowergraph's node defaults), {a.rounds} rounds per run, median round "
+        f"time of rounds 2..{a.rounds}; {a.repeats} interleaved repeats per row (the order of the faces "
+        f"alternates). All in one process on Flower's Simulation Engine with the inline backend.\n\n"
+        + table(
+            [
+                "row",
+                "legacy face (s/round)",
+                "Message-API face (s/round)",
+                "Message / legacy",
+                "legacy, each repeat",
+                "Message API, each repeat",
+            ],
+            rows,
+        )
+        + f"\n\nfedavg's final accuracy: legacy {accuracy.get('legacy')}, Message API {accuracy.get('message')}"
+        f" (the faces run the same code: equal).\n\n"
+        f"Target (issue 71): the Message-API face costs at most 1.1x the legacy face on the fedavg round: "
+        f"{ratio:.2f}x, {verdict}. The noop rows are flowergraph's own per-round cost without training on "
+        f"each face; the Flower-floor rows are Flower's own strategies with clients that do nothing, on "
+        f"the same arrays: what any app of that stack pays per round here."
+    )
     write_result("message_api", "The Message-API face and the legacy face, side by side", body)
     return 0
 

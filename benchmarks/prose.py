@@ -22,7 +22,7 @@ def template(name: str) -> string.Template:
     """The template ``benchmarks/templates/<name>.md`` (``name`` like ``"fedgraph/work"``), read once."""
     text = (TEMPLATES / f"{name}.md").read_text()
     if text.startswith("<!--"):
-        text = text[text.index("-->") + 3:].removeprefix("\n")
+        text = text[text.index("-->") + 3 :].removeprefix("\n")
     paragraphs = [" ".join(line.strip() for line in p.strip().splitlines()) for p in text.strip().split("\n\n")]
     return string.Template("\n\n".join(p for p in paragraphs if p))
 

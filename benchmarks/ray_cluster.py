@@ -46,20 +46,46 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="fg-ray-cluster-"))
     port = free_port()
-    head_cmd = [str(BIN / "ray"), "start", "--head", "--port", str(port), "--num-cpus", "1",
-                "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", str(work / "ray")]
-    node_cmd = [str(BIN / "ray"), "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1",
-                "--disable-usage-stats"]
-    run_cmd = [sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--num-clients",
-               str(args.clients), "--rounds", str(args.rounds), "--out", str(work / "run")]
+    head_cmd = [
+        str(BIN / "ray"),
+        "start",
+        "--head",
+        "--port",
+        str(port),
+        "--num-cpus",
+        "1",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        "--temp-dir",
+        str(work / "ray"),
+    ]
+    node_cmd = [str(BIN / "ray"), "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--disable-usage-stats"]
+    run_cmd = [
+        sys.executable,
+        "-m",
+        "flowergraph.simulation",
+        "--method",
+        "fedavg",
+        "--num-clients",
+        str(args.clients),
+        "--rounds",
+        str(args.rounds),
+        "--out",
+        str(work / "run"),
+    ]
     seen: dict[int, tuple[int, float]] = {}  # actor pid -> (its raylet pid, first seen)
     with ProcessGroup() as group:
         env = group.env(os.environ)
         try:
             for cmd in (head_cmd, node_cmd):
                 subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=180)
-            status = subprocess.run([str(BIN / "ray"), "status", "--address", f"127.0.0.1:{port}"], env=env,
-                                    capture_output=True, text=True, timeout=120).stdout
+            status = subprocess.run(
+                [str(BIN / "ray"), "status", "--address", f"127.0.0.1:{port}"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
             nodes = sum(1 for line in status.splitlines() if line.strip().startswith("1 node_"))
             raylets = sorted(p.pid for p in group.members() if p.name() == "raylet")
             head_raylet = min(raylets) if raylets else None  # the head starts first
@@ -75,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             started = time.monotonic()
-            proc = subprocess.run(run_cmd, env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, capture_output=True,
-                                  text=True, timeout=900)
+            proc = subprocess.run(
+                run_cmd, env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, capture_output=True, text=True, timeout=900
+            )
             wall = time.monotonic() - started
             done.set()
             sampler.join()
@@ -90,25 +117,37 @@ def main(argv: list[str] | None = None) -> int:
             stopped = group.stop() + [p.pid for p in alive]
             shutil.rmtree(work, ignore_errors=True)  # this run's own mkdtemp folder
     per_node = {r: sorted(a for a, (parent, _) in seen.items() if parent == r) for r in raylets}
-    rows = [["head" if r == head_raylet else "worker node", r, len(per_node[r]), ", ".join(map(str, per_node[r]))]
-            for r in raylets]
+    rows = [
+        ["head" if r == head_raylet else "worker node", r, len(per_node[r]), ", ".join(map(str, per_node[r]))]
+        for r in raylets
+    ]
     summary = run["summary"]
-    ok = proc.returncode == 0 and summary.get("status") == "completed" and nodes == 2 and \
-        all(per_node[r] for r in raylets)
+    ok = (
+        proc.returncode == 0
+        and summary.get("status") == "completed"
+        and nodes == 2
+        and all(per_node[r] for r in raylets)
+    )
     body = (
         f"Ray nodes in the cluster (`ray status`): **{nodes}**, one CPU each. The launcher ran with "
         f"`RAY_ADDRESS=127.0.0.1:<port>`; its exit status was {proc.returncode}, the run "
         f"{summary.get('status')!r}, {summary.get('rounds_completed')} rounds, final accuracy "
         f"{summary.get('final_accuracy')}, in {wall:.1f} s.\n\n"
         "Client actors seen (every 0.5 s, each live `ray::ClientAppActor` process and its parent raylet):\n\n"
-        + table(["Ray node", "raylet PID", "client actors", "actor PIDs"], rows) + "\n\n"
+        + table(["Ray node", "raylet PID", "client actors", "actor PIDs"], rows)
+        + "\n\n"
         + ("**Actors ran on both Ray nodes.**" if ok else "**Not every node ran an actor, or the run failed.**")
         + f" Every process of the cluster was stopped by PID afterwards ({len(stopped)} processes).\n\n"
         "Commands, in the order the script runs them (the port is a free one):\n\n```bash\n"
-        + "\n".join(" ".join(c).replace(str(work), "$WORK").replace(str(BIN) + "/", ".venv/bin/")
-                    .replace(sys.executable, ".venv/bin/python")
-                    for c in (head_cmd, node_cmd, ["RAY_ADDRESS=127.0.0.1:" + str(port), *run_cmd]))
-        + "\n```\n")
+        + "\n".join(
+            " ".join(c)
+            .replace(str(work), "$WORK")
+            .replace(str(BIN) + "/", ".venv/bin/")
+            .replace(sys.executable, ".venv/bin/python")
+            for c in (head_cmd, node_cmd, ["RAY_ADDRESS=127.0.0.1:" + str(port), *run_cmd])
+        )
+        + "\n```\n"
+    )
     write_result("ray_cluster", "A simulation on a two-node Ray cluster (loopback)", body)
     if not ok:
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)

@@ -34,8 +34,11 @@ def plans(rounds: int) -> list[tuple[str, str, str]]:
         ("shape x6", ",".join(f"shape:3@{r}" for r in every), "client 3 sends a wrongly shaped update every 5th round"),
         ("hang x2", f"hang:4@{every[0]},hang:4@{every[-1]}", "client 4 answers after round-timeout, twice"),
         ("exit", f"exit:0@{every[1]}", f"client 0's process dies in round {every[1]} (a Ray actor is lost for good)"),
-        ("mixed", f"shape:3@2,raise:1@{every[0]},nan:2@{every[1]},hang:4@{every[2]},exit:0@{every[3]}",
-         "one of each, in different rounds"),
+        (
+            "mixed",
+            f"shape:3@2,raise:1@{every[0]},nan:2@{every[1]},hang:4@{every[2]},exit:0@{every[3]}",
+            "one of each, in different rounds",
+        ),
     ]
 
 
@@ -77,44 +80,91 @@ def main() -> None:
             out = work / f"{method}-{name.replace(' ', '')}-s{args.seed}"
             done = out / "summary.json"
             if not (done.exists() and json.loads(done.read_text()).get("status") == "completed"):
-                overrides = {"data-dir": data_dir(), "seed": args.seed, "node.split": "public", "min-clients": 3,
-                             "round-timeout": 20.0, "checkpoint-every": args.rounds, "inject-faults": spec}
-                result = run_simulation(method, num_clients=args.clients, rounds=args.rounds, dataset="Cora",
-                                        out=out, overrides=overrides, timeout=1800)
+                overrides = {
+                    "data-dir": data_dir(),
+                    "seed": args.seed,
+                    "node.split": "public",
+                    "min-clients": 3,
+                    "round-timeout": 20.0,
+                    "checkpoint-every": args.rounds,
+                    "inject-faults": spec,
+                }
+                result = run_simulation(
+                    method,
+                    num_clients=args.clients,
+                    rounds=args.rounds,
+                    dataset="Cora",
+                    out=out,
+                    overrides=overrides,
+                    timeout=1800,
+                )
                 if not result.ok:
                     sys.exit(f"{method} {name} failed; see {result.log_file}")
             s = summarise(out)
             reference = s["global"] if name == "none" else reference
             delta = "" if name == "none" else f"{s['global'] - reference:+.4f}"
             clients = "n/a" if s["final"] is None else f"{s['final']:.4f}"
-            rows.append([method, name, f"`{spec}`" if spec else "-", f"{s['rounds']}/{args.rounds}",
-                         s["aggregated"], s["rejected"], s["failures"], "yes" if s["finite"] else "NO",
-                         f"{s['global']:.4f}", delta, clients, f"{s['slowest']:.1f}", f"{s['time']:.1f}"])
+            rows.append(
+                [
+                    method,
+                    name,
+                    f"`{spec}`" if spec else "-",
+                    f"{s['rounds']}/{args.rounds}",
+                    s["aggregated"],
+                    s["rejected"],
+                    s["failures"],
+                    "yes" if s["finite"] else "NO",
+                    f"{s['global']:.4f}",
+                    delta,
+                    clients,
+                    f"{s['slowest']:.1f}",
+                    f"{s['time']:.1f}",
+                ]
+            )
             print(method, name, s, flush=True)
     legend = "\n".join(f"* **{name}**: {what}." for name, _, what in plans(args.rounds))
-    body = (f"Cora (public split: 140 training / 1000 test nodes), GCN hidden 16, {args.clients} clients (Dirichlet "
-            f"beta = 10000), {args.rounds} rounds x 3 local steps, SGD lr 0.5, min-clients = 3, round-timeout = 20 s, "
-            f"seed {args.seed}; Flower 1.41 Ray simulation, 1 CPU per client on 2 cores. FedGCN is 2-hop, "
-            f"plaintext. Faults are injected with the run-config key `inject-faults` (kind:partition@round). "
-            f"*Aggregated*: rounds whose global model changed (at least min-clients valid updates); *rejected*: "
-            f"updates refused as malformed; *failures*: client messages that failed (raised, timed out, process "
-            f"died); *finite*: the final global model has no NaN/Inf; *whole-graph acc*: the final global model's "
-            f"accuracy on the 1000 test nodes with the whole graph's edges (computed from the last checkpoint; "
-            f"for 2-hop FedGCN this equals what the clients compute); *vs none*: its difference to the fault-free "
-            f"run with the same seed; *clients' acc*: the run's own last client-side evaluation (weighted by test "
-            f"nodes, over the clients that answered it; n/a: none did; for fedavg lower than the whole-graph "
-            f"figure because each client evaluates on its own subgraph without cross-client edges); *slowest round*: wall time of the slowest round (s), "
-            f"bounded by round-timeout; *train time*: sum of round times (s).\n\n{legend}\n\n"
-            + table(["method", "faults", "inject-faults", "rounds completed", "aggregated", "rejected", "failures",
-                     "finite", "whole-graph acc", "vs none", "clients' acc", "slowest round s", "train time s"], rows)
-            + "\n\nThe `exit` rows show a Flower 1.41 simulation behaviour, not a property of the method: the "
-              "ClientApp process that dies is a Ray actor, Ray does not restart it (actors have max_restarts = 0) "
-              "and Flower puts the dead actor back into its pool, which hands out the most recently returned actor "
-              "first. The dead actor fails each message at once and is returned at once, so it is handed nearly "
-              "every later message, whichever client it was meant for: after the death no round reached "
-              "min-clients = 3 valid updates (the model stays as it was, finite; the run never hangs and completes). "
-              "On a real deployment a killed SuperNode affects only itself (tests/test_deployment.py kills one "
-              "mid-round and the round completes with the other two).")
+    body = (
+        f"Cora (public split: 140 training / 1000 test nodes), GCN hidden 16, {args.clients} clients (Dirichlet "
+        f"beta = 10000), {args.rounds} rounds x 3 local steps, SGD lr 0.5, min-clients = 3, round-timeout = 20 s, "
+        f"seed {args.seed}; Flower 1.41 Ray simulation, 1 CPU per client on 2 cores. FedGCN is 2-hop, "
+        f"plaintext. Faults are injected with the run-config key `inject-faults` (kind:partition@round). "
+        f"*Aggregated*: rounds whose global model changed (at least min-clients valid updates); *rejected*: "
+        f"updates refused as malformed; *failures*: client messages that failed (raised, timed out, process "
+        f"died); *finite*: the final global model has no NaN/Inf; *whole-graph acc*: the final global model's "
+        f"accuracy on the 1000 test nodes with the whole graph's edges (computed from the last checkpoint; "
+        f"for 2-hop FedGCN this equals what the clients compute); *vs none*: its difference to the fault-free "
+        f"run with the same seed; *clients' acc*: the run's own last client-side evaluation (weighted by test "
+        f"nodes, over the clients that answered it; n/a: none did; for fedavg lower than the whole-graph "
+        "figure because each client evaluates on its own subgraph without cross-client edges); *slowest round*: "
+        "wall time of the slowest round (s), "
+        f"bounded by round-timeout; *train time*: sum of round times (s).\n\n{legend}\n\n"
+        + table(
+            [
+                "method",
+                "faults",
+                "inject-faults",
+                "rounds completed",
+                "aggregated",
+                "rejected",
+                "failures",
+                "finite",
+                "whole-graph acc",
+                "vs none",
+                "clients' acc",
+                "slowest round s",
+                "train time s",
+            ],
+            rows,
+        )
+        + "\n\nThe `exit` rows show a Flower 1.41 simulation behaviour, not a property of the method: the "
+        "ClientApp process that dies is a Ray actor, Ray does not restart it (actors have max_restarts = 0) "
+        "and Flower puts the dead actor back into its pool, which hands out the most recently returned actor "
+        "first. The dead actor fails each message at once and is returned at once, so it is handed nearly "
+        "every later message, whichever client it was meant for: after the death no round reached "
+        "min-clients = 3 valid updates (the model stays as it was, finite; the run never hangs and completes). "
+        "On a real deployment a killed SuperNode affects only itself (tests/test_deployment.py kills one "
+        "mid-round and the round completes with the other two)."
+    )
     write_result("reliability", "Reliability: injected faults against the fault-free run", body)
 
 

@@ -50,18 +50,31 @@ def run_cell(aggregator: str, attack: str, attackers: int, seed: int, rounds: in
     out = CELLS / name
     shutil.rmtree(out, ignore_errors=True)
     plan = ",".join(f"{attack}:{p}@*" for p in range(attackers))
-    config = {**load_preset(REPO / "conf" / "fedavg-cora.toml"), "rounds": rounds, "seed": seed,
-              "data-dir": data_dir(), "out-dir": str(out), "aggregator": aggregator, "inject-faults": plan,
-              **defence(f)}
+    config = {
+        **load_preset(REPO / "conf" / "fedavg-cora.toml"),
+        "rounds": rounds,
+        "seed": seed,
+        "data-dir": data_dir(),
+        "out-dir": str(out),
+        "aggregator": aggregator,
+        "inject-faults": plan,
+        **defence(f),
+    }
     t0 = time.monotonic()
     summary, _ = run_inprocess(config)
-    result = {"aggregator": aggregator, "assumed": f, "attack": attack if attackers else "none", "attackers": attackers,
-              "seed": seed, "accuracy": summary["final_accuracy"], "best": summary["best_accuracy"],
-              "wall_s": time.monotonic() - t0}
+    result = {
+        "aggregator": aggregator,
+        "assumed": f,
+        "attack": attack if attackers else "none",
+        "attackers": attackers,
+        "seed": seed,
+        "accuracy": summary["final_accuracy"],
+        "best": summary["best_accuracy"],
+        "wall_s": time.monotonic() - t0,
+    }
     done.write_text(json.dumps(result, indent=2))
     shutil.rmtree(out, ignore_errors=True)
-    print(f"[{time.strftime('%H:%M:%S')}] {name}: acc {result['accuracy']:.4f} ({result['wall_s']:.0f} s)",
-          flush=True)
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: acc {result['accuracy']:.4f} ({result['wall_s']:.0f} s)", flush=True)
     return result
 
 
@@ -91,7 +104,7 @@ def main() -> None:
     clean_mean = statistics.mean(clean)
     rows, best_one = [], {}
     for agg in AGGREGATORS:
-        for f in ([0] if agg in ("mean", "median") else assumed):
+        for f in [0] if agg in ("mean", "median") else assumed:
             row = [agg, str(f) if f else "-", cell(accs(agg, "none", 0, f), None)]
             for attack in ATTACKS:
                 for n in (1, 3):
@@ -100,29 +113,45 @@ def main() -> None:
                     if n == 1 and agg != "mean":
                         best_one[attack] = max(best_one.get(attack, (-1, "", 0)), (a, agg, f))
             rows.append(row)
-    verdicts = [f"{attack}, 1 attacker: best robust aggregator {agg} (f = {f}) at {100 * a:.2f}% = "
-                f"{100 * (a - clean_mean):+.2f} points vs attack-free mean "
-                f"({'met' if a >= clean_mean - 0.02 else 'MISSED'}: within 2 points)"
-                for attack, (a, agg, f) in best_one.items()]
-    body = (f"Cora (public split), fedavg, 10 clients (Dirichlet beta 10000), {args.rounds} rounds, seeds "
-            f"{', '.join(map(str, seeds))} (mean ± std); attackers are partitions 0 (1 attacker) and 0-2 (3 "
-            "attackers) and poison every round. f: the number of attackers the defender assumes "
-            "(aggregator-malicious=f, aggregator-trim=f/10, multi-krum keeps 10 - f; mean and median take none). Cells: final test accuracy % "
-            f"(points vs the attack-free `mean`, {100 * clean_mean:.2f}%).\n\n"
-            + table(["aggregator", "f", "no attack", "scale x100, 1 of 10", "scale x100, 3 of 10",
-                     "flip x-10, 1 of 10", "flip x-10, 3 of 10"], rows)
-            + "\n\n" + "\n".join(f"- {v}" for v in verdicts)
-            + "\n\nThe robust rules are Flower's (`flwr.server.strategy.aggregate`: `aggregate_median`, "
-              "`aggregate_trimmed_avg`, `aggregate_krum`), applied to the updates that passed validation. Median, "
-              "trimmed mean and Krum's choice ignore the training-set sizes (multi-krum averages the kept updates "
-              "weighted by them). On Cora's public split each client holds about 14 of the 140 training labels, so "
-              "honest updates differ a lot from each other: a rule that drops or down-weights honest updates pays "
-              "for it even without an attack (the `no attack` column). Krum keeps one client's model per round: without "
-              "an attack it picked the same, most central client in all 100 rounds (seed 0, counted by wrapping "
-              "Flower's `aggregate_krum`), so the model learns from that client's labels only; with three x100 "
-              "attackers and f = 1, every honest client's score includes its distance to an attacker, the pick "
-              "spread over 7 honest clients (40/20/15/9/9/5/2 rounds), and the model saw more labels: the better "
-              "number in that cell is an accident of the rule, not robustness.")
+    verdicts = [
+        f"{attack}, 1 attacker: best robust aggregator {agg} (f = {f}) at {100 * a:.2f}% = "
+        f"{100 * (a - clean_mean):+.2f} points vs attack-free mean "
+        f"({'met' if a >= clean_mean - 0.02 else 'MISSED'}: within 2 points)"
+        for attack, (a, agg, f) in best_one.items()
+    ]
+    body = (
+        f"Cora (public split), fedavg, 10 clients (Dirichlet beta 10000), {args.rounds} rounds, seeds "
+        f"{', '.join(map(str, seeds))} (mean ± std); attackers are partitions 0 (1 attacker) and 0-2 (3 "
+        "attackers) and poison every round. f: the number of attackers the defender assumes "
+        "(aggregator-malicious=f, aggregator-trim=f/10, multi-krum keeps 10 - f; mean and median take none). Cells: "
+        "final test accuracy % "
+        f"(points vs the attack-free `mean`, {100 * clean_mean:.2f}%).\n\n"
+        + table(
+            [
+                "aggregator",
+                "f",
+                "no attack",
+                "scale x100, 1 of 10",
+                "scale x100, 3 of 10",
+                "flip x-10, 1 of 10",
+                "flip x-10, 3 of 10",
+            ],
+            rows,
+        )
+        + "\n\n"
+        + "\n".join(f"- {v}" for v in verdicts)
+        + "\n\nThe robust rules are Flower's (`flwr.server.strategy.aggregate`: `aggregate_median`, "
+        "`aggregate_trimmed_avg`, `aggregate_krum`), applied to the updates that passed validation. Median, "
+        "trimmed mean and Krum's choice ignore the training-set sizes (multi-krum averages the kept updates "
+        "weighted by them). On Cora's public split each client holds about 14 of the 140 training labels, so "
+        "honest updates differ a lot from each other: a rule that drops or down-weights honest updates pays "
+        "for it even without an attack (the `no attack` column). Krum keeps one client's model per round: without "
+        "an attack it picked the same, most central client in all 100 rounds (seed 0, counted by wrapping "
+        "Flower's `aggregate_krum`), so the model learns from that client's labels only; with three x100 "
+        "attackers and f = 1, every honest client's score includes its distance to an attacker, the pick "
+        "spread over 7 honest clients (40/20/15/9/9/5/2 rounds), and the model saw more labels: the better "
+        "number in that cell is an accident of the rule, not robustness."
+    )
     write_result("robustness", "Robust aggregation against poisoned updates (Cora, fedavg)", body)
 
 

@@ -27,9 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
 
-RUNS = {"fedstar-chem": ("conf/fedstar-chem.toml", {"seed": 1}),
-        "fedgcn-cora": ("conf/fedgcn-cora.toml", {}),
-        "fedavg-cora": ("conf/fedavg-cora.toml", {})}
+RUNS = {
+    "fedstar-chem": ("conf/fedstar-chem.toml", {"seed": 1}),
+    "fedgcn-cora": ("conf/fedgcn-cora.toml", {}),
+    "fedavg-cora": ("conf/fedavg-cora.toml", {}),
+}
 WINDOWS = ((1, 10), (91, 100), (191, 200))
 ROUNDS = 200
 
@@ -56,10 +58,13 @@ def run_one(name: str, flush: str) -> dict:
         else:
             os.environ[FLUSH_ENV] = old
     last = rounds[ROUNDS]
-    row = {"windows": [statistics.median(rounds[r]["time_s"] for r in range(a, b + 1)) for a, b in WINDOWS],
-           "wall_s": result.wall_time_s, "rounds_s": sum(r["time_s"] for r in rounds.values()),
-           "accuracy": last.get("mean_client_accuracy") if name.startswith("fedstar") else last.get("accuracy"),
-           "times": [round(rounds[r]["time_s"], 4) for r in sorted(rounds)]}
+    row = {
+        "windows": [statistics.median(rounds[r]["time_s"] for r in range(a, b + 1)) for a, b in WINDOWS],
+        "wall_s": result.wall_time_s,
+        "rounds_s": sum(r["time_s"] for r in rounds.values()),
+        "accuracy": last.get("mean_client_accuracy") if name.startswith("fedstar") else last.get("accuracy"),
+        "times": [round(rounds[r]["time_s"], 4) for r in sorted(rounds)],
+    }
     return {"settings": {"preset": preset, **extra, "rounds": ROUNDS, "flush": flush}, "row": row}
 
 
@@ -74,24 +79,52 @@ def render(store: CellStore) -> str:
             r = record["row"]
             first, mid, late = r["windows"]
             acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.2f}"
-            rows.append([name + store.flag(record), flush, f"{first:.3f}", f"{mid:.3f}", f"{late:.3f}",
-                         f"{late / first:.2f}x", f"{r['rounds_s']:.0f}", f"{r['wall_s']:.0f}", acc])
-    return ("200 rounds through Flower's simulation as the presets run them (1 CPU per client on 2 cores, client "
-            "evaluation every round, fused into the next fit); `fedstar-chem` with seed 1. Round times are medians "
-            "over each window; the ratio is rounds 191-200 over rounds 1-10 (target: <= 1.2x with the flush on). "
-            "`flush=off` is the code before the fix (`FLOWERGRAPH_FLUSH_DENORMAL=0`). Accuracy: final mean client "
-            "accuracy (FedStar, the paper's metric) or test accuracy weighted by test nodes (Cora).\n\n"
-            + table(["run", "flush", "rounds 1-10 s", "rounds 91-100 s", "rounds 191-200 s", "191-200 / 1-10",
-                     "training rounds s", "run wall s", "final accuracy %"], rows)
-            + ("\n\n`fedstar-chem` with the flush off is not in this table yet (it runs about 15 min alone: `--runs "
-               "fedstar-chem --flush off`); measured when the defect was filed (issue 25, the code before the fix, "
-               "`fedstar.pool-order=pooled` then): rounds 1-50 at 1.65-1.75 s, round 70 3.8 s, round 150 6.7 s, not "
-               "finished after 880 s (round 186)."
-               if store.load("fedstar-chem-flush-off") is None else "")
-            + "\n\nWhat goes denormal (FedStar CHEM, 80 rounds, flush off, every client's state counted): 7,695 "
-              "of 1.4 M float32 values, all in Adam's first moments (`exp_avg`) and in the weights they move "
-              "(the feature encoder's GIN weights and input layer); none in Adam's second moments "
-              "(flowergraph/tasks/compute.py).")
+            rows.append(
+                [
+                    name + store.flag(record),
+                    flush,
+                    f"{first:.3f}",
+                    f"{mid:.3f}",
+                    f"{late:.3f}",
+                    f"{late / first:.2f}x",
+                    f"{r['rounds_s']:.0f}",
+                    f"{r['wall_s']:.0f}",
+                    acc,
+                ]
+            )
+    return (
+        "200 rounds through Flower's simulation as the presets run them (1 CPU per client on 2 cores, client "
+        "evaluation every round, fused into the next fit); `fedstar-chem` with seed 1. Round times are medians "
+        "over each window; the ratio is rounds 191-200 over rounds 1-10 (target: <= 1.2x with the flush on). "
+        "`flush=off` is the code before the fix (`FLOWERGRAPH_FLUSH_DENORMAL=0`). Accuracy: final mean client "
+        "accuracy (FedStar, the paper's metric) or test accuracy weighted by test nodes (Cora).\n\n"
+        + table(
+            [
+                "run",
+                "flush",
+                "rounds 1-10 s",
+                "rounds 91-100 s",
+                "rounds 191-200 s",
+                "191-200 / 1-10",
+                "training rounds s",
+                "run wall s",
+                "final accuracy %",
+            ],
+            rows,
+        )
+        + (
+            "\n\n`fedstar-chem` with the flush off is not in this table yet (it runs about 15 min alone: `--runs "
+            "fedstar-chem --flush off`); measured when the defect was filed (issue 25, the code before the fix, "
+            "`fedstar.pool-order=pooled` then): rounds 1-50 at 1.65-1.75 s, round 70 3.8 s, round 150 6.7 s, not "
+            "finished after 880 s (round 186)."
+            if store.load("fedstar-chem-flush-off") is None
+            else ""
+        )
+        + "\n\nWhat goes denormal (FedStar CHEM, 80 rounds, flush off, every client's state counted): 7,695 "
+        "of 1.4 M float32 values, all in Adam's first moments (`exp_avg`) and in the weights they move "
+        "(the feature encoder's GIN weights and input layer); none in Adam's second moments "
+        "(flowergraph/tasks/compute.py)."
+    )
 
 
 def main() -> None:

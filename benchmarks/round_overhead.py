@@ -33,15 +33,33 @@ SETTINGS = {"stock": {"poll-interval": 0.0, "fused-eval": False}, "default": {}}
 
 
 def one(method: str, setting: str, clients: int, rounds: int, out: Path) -> dict:
-    result = run_simulation(method, num_clients=clients, rounds=rounds, dataset="Cora", out=out,
-                            overrides={"data-dir": data_dir(), "node.local-steps": 3, "node.lr": 0.5, "node.split": "public",
-                                       **SETTINGS[setting]})
+    result = run_simulation(
+        method,
+        num_clients=clients,
+        rounds=rounds,
+        dataset="Cora",
+        out=out,
+        overrides={
+            "data-dir": data_dir(),
+            "node.local-steps": 3,
+            "node.lr": 0.5,
+            "node.split": "public",
+            **SETTINGS[setting],
+        },
+    )
     if not result.ok:
         sys.exit(f"{method} ({setting}) run failed; see {result.log_file}")
     rows = read_run(out)["rounds"]
     later = [r["time_s"] for r in rows if 2 <= r["round"] < rounds]
-    return {"method": method, "setting": setting, "first": rows[0]["time_s"], "median": statistics.median(later),
-            "mean": statistics.mean(later), "wall": result.wall_time_s, "acc": result.summary.get("final_accuracy")}
+    return {
+        "method": method,
+        "setting": setting,
+        "first": rows[0]["time_s"],
+        "median": statistics.median(later),
+        "mean": statistics.mean(later),
+        "wall": result.wall_time_s,
+        "acc": result.summary.get("final_accuracy"),
+    }
 
 
 def main() -> None:
@@ -63,30 +81,66 @@ def main() -> None:
     def med(method, setting):
         return statistics.median(r["median"] for r in runs if (r["method"], r["setting"]) == (method, setting))
 
-    rows = [[r["rep"], r["setting"], r["method"], r["first"], r["median"], r["mean"], r["wall"],
-             "" if r["acc"] is None else f"{r['acc']:.4f}"] for r in runs]
+    rows = [
+        [
+            r["rep"],
+            r["setting"],
+            r["method"],
+            r["first"],
+            r["median"],
+            r["mean"],
+            r["wall"],
+            "" if r["acc"] is None else f"{r['acc']:.4f}",
+        ]
+        for r in runs
+    ]
     summary = []
     for setting in SETTINGS:
-        pairs = [(a, b) for a in runs for b in runs if a["setting"] == b["setting"] == setting
-                 and a["rep"] == b["rep"] and a["method"] == "noop" and b["method"] == "fedavg"]
-        summary.append([setting, med("noop", setting), med("fedavg", setting),
-                        f"{med('fedavg', setting) / med('noop', setting):.2f}",
-                        ", ".join(f"{b['median'] / a['median']:.2f}" for a, b in pairs)])
+        pairs = [
+            (a, b)
+            for a in runs
+            for b in runs
+            if a["setting"] == b["setting"] == setting
+            and a["rep"] == b["rep"]
+            and a["method"] == "noop"
+            and b["method"] == "fedavg"
+        ]
+        summary.append(
+            [
+                setting,
+                med("noop", setting),
+                med("fedavg", setting),
+                f"{med('fedavg', setting) / med('noop', setting):.2f}",
+                ", ".join(f"{b['median'] / a['median']:.2f}" for a, b in pairs),
+            ]
+        )
     speedup = med("fedavg", "stock") / med("fedavg", "default")
-    body = (f"Cora, GCN (hidden 16), {args.clients} clients, Dirichlet beta=10000, {args.rounds} rounds, 3 local "
-            f"steps, client-side evaluation of every round, 1 CPU per client (2 Ray actors on 2 cores); runs "
-            f"alternate noop/fedavg and stock/default settings.\n\n"
-            + table(["setting", "noop median round s", "fedavg median round s", "fedavg / noop",
-                     "per pair"], summary)
-            + f"\n\n**Target: fedavg / noop <= 1.3.** stock = Flower's fixed 0.1 s reply polling and a separate "
-              f"evaluate message each round; default = flowergraph's adaptive polling (poll-interval 0.05) and "
-              f"fused evaluation. fedavg with the defaults is {speedup:.2f}x faster per round than with the stock "
-              f"protocol; the floor itself is lower under the defaults, so the ratio compares like with like.\n\n"
-              "Every run:\n\n"
-            + table(["pair", "setting", "method", "round 1 s", "median round s (2..R-1)", "mean round s (2..R-1)",
-                     "run wall s", "final acc"], rows)
-            + "\n\nRound 1 includes each Ray actor's one-time dataset load and partition (memoised per process; "
-              "never repeated in later rounds).")
+    body = (
+        f"Cora, GCN (hidden 16), {args.clients} clients, Dirichlet beta=10000, {args.rounds} rounds, 3 local "
+        f"steps, client-side evaluation of every round, 1 CPU per client (2 Ray actors on 2 cores); runs "
+        f"alternate noop/fedavg and stock/default settings.\n\n"
+        + table(["setting", "noop median round s", "fedavg median round s", "fedavg / noop", "per pair"], summary)
+        + f"\n\n**Target: fedavg / noop <= 1.3.** stock = Flower's fixed 0.1 s reply polling and a separate "
+        f"evaluate message each round; default = flowergraph's adaptive polling (poll-interval 0.05) and "
+        f"fused evaluation. fedavg with the defaults is {speedup:.2f}x faster per round than with the stock "
+        f"protocol; the floor itself is lower under the defaults, so the ratio compares like with like.\n\n"
+        "Every run:\n\n"
+        + table(
+            [
+                "pair",
+                "setting",
+                "method",
+                "round 1 s",
+                "median round s (2..R-1)",
+                "mean round s (2..R-1)",
+                "run wall s",
+                "final acc",
+            ],
+            rows,
+        )
+        + "\n\nRound 1 includes each Ray actor's one-time dataset load and partition (memoised per process; "
+        "never repeated in later rounds)."
+    )
     write_result("round_overhead", "Per-round overhead of weighted averaging vs Flower's floor", body)
 
 

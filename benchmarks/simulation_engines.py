@@ -76,8 +76,16 @@ def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
     sampler = Sampler()
     sampler.start()
     try:
-        result = run_simulation("fedavg", num_clients=clients, rounds=rounds, out=out, stream=open(os.devnull, "w"),
-                                overrides={"simulation-engine": engine}, ray_cpus=None, timeout=900)
+        result = run_simulation(
+            "fedavg",
+            num_clients=clients,
+            rounds=rounds,
+            out=out,
+            stream=open(os.devnull, "w"),
+            overrides={"simulation-engine": engine},
+            ray_cpus=None,
+            timeout=900,
+        )
     finally:
         sampler.done.set()
         sampler.join()
@@ -86,10 +94,15 @@ def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
     run = read_run(out)
     started = run["summary"]["launcher_started"]
     later = [r["time_s"] for r in run["rounds"][1:]]
-    return {"engine": engine, "wall_s": result.wall_time_s, "first_round_s": run["rounds"][0]["ended_at"] - started,
-            "round_s": statistics.median(later) if later else float("nan"),
-            "accuracy": run["summary"]["final_accuracy"], "peak_rss_mb": sampler.peak_rss / 2**20,
-            "cpu_s": sum(sampler.cpu.values())}
+    return {
+        "engine": engine,
+        "wall_s": result.wall_time_s,
+        "first_round_s": run["rounds"][0]["ended_at"] - started,
+        "round_s": statistics.median(later) if later else float("nan"),
+        "accuracy": run["summary"]["final_accuracy"],
+        "peak_rss_mb": sampler.peak_rss / 2**20,
+        "cpu_s": sum(sampler.cpu.values()),
+    }
 
 
 def main() -> None:
@@ -106,16 +119,39 @@ def main() -> None:
                 print(row, flush=True)
                 rows.append(row)
     accuracies = {round(r["accuracy"], 12) for r in rows}
-    body = (f"fedavg on the built-in synthetic graph (2,000 nodes), {args.clients} clients, {args.rounds} rounds, "
-            f"the launcher's defaults (Ray: one CPU per client actor, every CPU of the machine), "
-            f"{args.repeats} run(s) per engine, interleaved.\n\n"
-            + table(["engine", "run", "wall (s)", "launch to end of round 1 (s)", "median round 2..R (s)",
-                     "final accuracy", "peak RSS of its processes (MB)", "CPU of its processes (s)"],
-                    [[r["engine"], i // 2 + 1, r["wall_s"], r["first_round_s"], r["round_s"], r["accuracy"],
-                      round(r["peak_rss_mb"]), r["cpu_s"]] for i, r in enumerate(rows)])
-            + f"\n\nThe final accuracies are {'equal' if len(accuracies) == 1 else 'NOT equal'} across engines and "
-              "runs. The wall time includes the launcher's own validation and data check in the calling process "
-              "(the same for both). CPU and memory count the processes the run started, not the calling one.\n")
+    body = (
+        f"fedavg on the built-in synthetic graph (2,000 nodes), {args.clients} clients, {args.rounds} rounds, "
+        f"the launcher's defaults (Ray: one CPU per client actor, every CPU of the machine), "
+        f"{args.repeats} run(s) per engine, interleaved.\n\n"
+        + table(
+            [
+                "engine",
+                "run",
+                "wall (s)",
+                "launch to end of round 1 (s)",
+                "median round 2..R (s)",
+                "final accuracy",
+                "peak RSS of its processes (MB)",
+                "CPU of its processes (s)",
+            ],
+            [
+                [
+                    r["engine"],
+                    i // 2 + 1,
+                    r["wall_s"],
+                    r["first_round_s"],
+                    r["round_s"],
+                    r["accuracy"],
+                    round(r["peak_rss_mb"]),
+                    r["cpu_s"],
+                ]
+                for i, r in enumerate(rows)
+            ],
+        )
+        + f"\n\nThe final accuracies are {'equal' if len(accuracies) == 1 else 'NOT equal'} across engines and "
+        "runs. The wall time includes the launcher's own validation and data check in the calling process "
+        "(the same for both). CPU and memory count the processes the run started, not the calling one.\n"
+    )
     write_result("simulation_engines", "Simulation engines: Ray and inline, side by side", body)
 
 

@@ -9,7 +9,6 @@ task registry (:mod:`flowergraph.methods`) and the settings (:mod:`flowergraph.s
 """
 
 
-
 def _version() -> str:
     """The version ``pyproject.toml`` declares (its one place): the installed distribution's, else (a checkout on
     ``PYTHONPATH``, not installed) the checkout's ``pyproject.toml``'s."""

@@ -29,27 +29,61 @@ import sys
 from pathlib import Path
 
 from .settings import RunSettings
-from .tasks.federated_graph import (ClientGraph, GraphSpec, PartitionSpec, build_client_graph, client_graph,
-                                    load_global_graph, node_assignment)
-from .tasks.partition_files import (MANIFEST, export_partitions, load_partition_file, partition_file_name,
-                                    read_manifest)
+from .tasks.federated_graph import (
+    ClientGraph,
+    GraphSpec,
+    PartitionSpec,
+    build_client_graph,
+    client_graph,
+    load_global_graph,
+    node_assignment,
+)
+from .tasks.partition_files import MANIFEST, export_partitions, load_partition_file, partition_file_name, read_manifest
 from .tasks.graphcls.data import ClientGraphData, GraphTaskSpec, client_graph_data, parse_graph_datasets
 from .tasks.synthetic import CSBMParams
 
-__all__ = ["CSBMParams", "ClientGraph", "ClientGraphData", "GraphSpec", "GraphTaskSpec", "MANIFEST", "PartitionSpec",
-           "build_client_graph", "client_graph", "client_graph_data", "export_partitions", "graph_spec",
-           "load_global_graph", "load_partition_file", "node_assignment", "node_graph", "parse_graph_datasets",
-           "partition_file_name", "partition_spec", "read_manifest"]
+__all__ = [
+    "CSBMParams",
+    "ClientGraph",
+    "ClientGraphData",
+    "GraphSpec",
+    "GraphTaskSpec",
+    "MANIFEST",
+    "PartitionSpec",
+    "build_client_graph",
+    "client_graph",
+    "client_graph_data",
+    "export_partitions",
+    "graph_spec",
+    "load_global_graph",
+    "load_partition_file",
+    "node_assignment",
+    "node_graph",
+    "parse_graph_datasets",
+    "partition_file_name",
+    "partition_spec",
+    "read_manifest",
+]
 
 
 def graph_spec(s: RunSettings) -> GraphSpec:
     """The global graph and split a node-classification run's settings name (``dataset``, ``data-dir``, ``seed``,
     ``node.split``, ``node.synthetic-*``)."""
     k = s.of("node")
-    return GraphSpec(dataset=s.dataset, data_dir=s.data_dir, split=k.split, seed=s.seed,
-                     synthetic=CSBMParams(num_nodes=k.synthetic_nodes, num_classes=k.synthetic_classes,
-                                          p_in=k.synthetic_p_in, p_out=k.synthetic_p_out,
-                                          num_features=k.synthetic_features, signal=k.synthetic_signal))
+    return GraphSpec(
+        dataset=s.dataset,
+        data_dir=s.data_dir,
+        split=k.split,
+        seed=s.seed,
+        synthetic=CSBMParams(
+            num_nodes=k.synthetic_nodes,
+            num_classes=k.synthetic_classes,
+            p_in=k.synthetic_p_in,
+            p_out=k.synthetic_p_out,
+            num_features=k.synthetic_features,
+            signal=k.synthetic_signal,
+        ),
+    )
 
 
 def partition_spec(s: RunSettings) -> PartitionSpec:
@@ -58,12 +92,14 @@ def partition_spec(s: RunSettings) -> PartitionSpec:
     if s.method_info.whole_graph:
         return PartitionSpec(partitioner="none", num_clients=1, seed=s.seed)
     k = s.of("node")
-    return PartitionSpec(partitioner=k.partitioner, num_clients=s.num_clients, beta=k.beta,
-                         min_size=k.min_partition_size, seed=s.seed)
+    return PartitionSpec(
+        partitioner=k.partitioner, num_clients=s.num_clients, beta=k.beta, min_size=k.min_partition_size, seed=s.seed
+    )
 
 
-def node_graph(settings: RunSettings, partition_id: int, partition_file: str | os.PathLike | None = None
-               ) -> ClientGraph:
+def node_graph(
+    settings: RunSettings, partition_id: int, partition_file: str | os.PathLike | None = None
+) -> ClientGraph:
     """Client ``partition_id``'s graph for a run: from ``partition_file`` (a node's own file), else from the
     run's ``partition-dir``, else cut out of the global graph. Files are checked against the run's dataset and
     number of clients and the node's partition id."""
@@ -73,8 +109,7 @@ def node_graph(settings: RunSettings, partition_id: int, partition_file: str | o
     if not partition_file and s.partition_dir:
         partition_file = Path(s.partition_dir).expanduser() / partition_file_name(partition_id)
     if partition_file:
-        return load_partition_file(partition_file, dataset=s.dataset, num_clients=s.num_clients,
-                                   client_id=partition_id)
+        return load_partition_file(partition_file, dataset=s.dataset, num_clients=s.num_clients, client_id=partition_id)
     return client_graph(graph_spec(s), partition_spec(s), partition_id)
 
 
@@ -100,8 +135,9 @@ def datasets_needed(value: str) -> tuple[str, ...]:
     return parse_graph_datasets(value)
 
 
-def check_data_dir(data_dir: str | os.PathLike, presets: list[str] | None = None, datasets: list[str] | None = None,
-                   out=None) -> int:
+def check_data_dir(
+    data_dir: str | os.PathLike, presets: list[str] | None = None, datasets: list[str] | None = None, out=None
+) -> int:
     """Print which datasets ``data_dir`` holds and which presets (``conf/*.toml``) and FedStar settings can run
     from it; returns 0 when everything asked for (``presets``, ``datasets``; nothing asked: every preset in
     ``conf/``) is there, else 1."""
@@ -115,8 +151,9 @@ def check_data_dir(data_dir: str | os.PathLike, presets: list[str] | None = None
         raise FileNotFoundError(f"data folder {str(data_dir)!r} does not exist")
     asked = [d for name in (datasets or []) for d in datasets_needed(name)]
     rows = {r.name: r for r in data_dir_report(root, tuple(dict.fromkeys((*PLANETOID, *TU_DATASETS, *asked))))}
-    print(f"data folder {root.resolve()} (PyG layout: <dir>/Planetoid/<name>/raw, <dir>/TUDataset/<name>/raw)",
-          file=out)
+    print(
+        f"data folder {root.resolve()} (PyG layout: <dir>/Planetoid/<name>/raw, <dir>/TUDataset/<name>/raw)", file=out
+    )
     width = max(len(n) for n in rows)
     for row in rows.values():
         state = "ok     " if row.present else "MISSING"
@@ -149,8 +186,11 @@ def check_data_dir(data_dir: str | os.PathLike, presets: list[str] | None = None
         for name, members in SETTINGS.items():
             report(name, members, False)
     if missing_any or not all(r.present for r in rows.values()):
-        print("Missing raw files: online, PyG downloads them into the cache on first use (leave data-dir empty); "
-              "offline, put them at the paths shown above.", file=out)
+        print(
+            "Missing raw files: online, PyG downloads them into the cache on first use (leave data-dir empty); "
+            "offline, put them at the paths shown above.",
+            file=out,
+        )
     return 1 if missing_any else 0
 
 
@@ -159,21 +199,35 @@ def main(argv: list[str] | None = None) -> int:
 
     from .errors import FlowergraphError
 
-    parser = argparse.ArgumentParser(prog="python -m flowergraph.data",
-                                     description="Check a data folder: which datasets' raw files it holds, and which "
-                                                 "presets and FedStar settings can run from it offline.")
+    parser = argparse.ArgumentParser(
+        prog="python -m flowergraph.data",
+        description="Check a data folder: which datasets' raw files it holds, and which "
+        "presets and FedStar settings can run from it offline.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="list what a data folder holds and what is missing per preset/dataset",
-                           description="List the datasets a data folder holds (PyG layout) and, for every preset in "
-                                       "conf/ (or those given), whether its datasets are there. Exit status 1 when "
-                                       "something asked for is missing.")
-    check.add_argument("dir", nargs="?", default=None,
-                       help="the data folder (default: $FLOWERGRAPH_DATA)")
-    check.add_argument("--preset", action="append", default=None, metavar="TOML",
-                       help="check only this preset file (repeatable; default: every conf/*.toml)")
-    check.add_argument("--dataset", action="append", default=None, metavar="NAME",
-                       help="check this dataset value too (repeatable): a dataset, a FedStar setting such as CHEM, "
-                            "or a comma-separated list")
+    check = sub.add_parser(
+        "check",
+        help="list what a data folder holds and what is missing per preset/dataset",
+        description="List the datasets a data folder holds (PyG layout) and, for every preset in "
+        "conf/ (or those given), whether its datasets are there. Exit status 1 when "
+        "something asked for is missing.",
+    )
+    check.add_argument("dir", nargs="?", default=None, help="the data folder (default: $FLOWERGRAPH_DATA)")
+    check.add_argument(
+        "--preset",
+        action="append",
+        default=None,
+        metavar="TOML",
+        help="check only this preset file (repeatable; default: every conf/*.toml)",
+    )
+    check.add_argument(
+        "--dataset",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="check this dataset value too (repeatable): a dataset, a FedStar setting such as CHEM, "
+        "or a comma-separated list",
+    )
     args = parser.parse_args(argv)
     folder = args.dir or os.environ.get("FLOWERGRAPH_DATA")
     if not folder:

@@ -65,12 +65,16 @@ def time_points(run: dict, metric: str) -> tuple[str, list[tuple[float, float]]]
         if origin is not None and rounds and all(r.get("ended_at") is not None for r in rounds):
             return clock, [(r["ended_at"] - origin, r[metric]) for r in rounds if r.get(metric) is not None]
     offset = setup_time(run["rounds"])
-    return "rounds", [(r["elapsed_s"] + offset, r[metric]) for r in rounds
-                      if r.get(metric) is not None and r.get("elapsed_s") is not None]
+    return "rounds", [
+        (r["elapsed_s"] + offset, r[metric])
+        for r in rounds
+        if r.get(metric) is not None and r.get("elapsed_s") is not None
+    ]
 
 
-def plot_runs(run_dirs: list[str], out_dir: str, labels: list[str] | None = None,
-              metric: str = "accuracy") -> list[Path]:
+def plot_runs(
+    run_dirs: list[str], out_dir: str, labels: list[str] | None = None, metric: str = "accuracy"
+) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,8 +94,11 @@ def plot_runs(run_dirs: list[str], out_dir: str, labels: list[str] | None = None
         clocks = set()
         for i, run in enumerate(runs):
             if kind == "round":
-                pts = [(r["round"], r[metric]) for r in run["rounds"]
-                       if r.get("round", 0) >= 1 and r.get(metric) is not None]
+                pts = [
+                    (r["round"], r[metric])
+                    for r in run["rounds"]
+                    if r.get("round", 0) >= 1 and r.get(metric) is not None
+                ]
             else:
                 clock, pts = time_points(run, metric)
                 clocks.add(clock)
@@ -125,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", help="results directories (each with rounds.jsonl)")
     parser.add_argument("--out", default=".", help="folder for the PNG files (default: current folder)")
     parser.add_argument("--labels", nargs="*", help="one legend label per run (default: from each config)")
-    parser.add_argument("--metric", default="accuracy", choices=METRICS,
-                        help="what the y axis shows (default: accuracy, the clients' test accuracy weighted by their "
-                             "test-set sizes)")
+    parser.add_argument(
+        "--metric",
+        default="accuracy",
+        choices=METRICS,
+        help="what the y axis shows (default: accuracy, the clients' test accuracy weighted by their test-set sizes)",
+    )
     args = parser.parse_args(argv)
     try:
         paths = plot_runs(args.runs, args.out, args.labels, args.metric)

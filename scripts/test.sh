@@ -15,6 +15,7 @@ if ! [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
 fi
 bash scripts/setup.sh
 VENV="${FLOWERGRAPH_VENV:-.venv}"
+"$VENV/bin/ruff" format --check --quiet . || { echo "ruff format --check failed: run $VENV/bin/ruff format ." >&2; exit 1; }
 "$VENV/bin/ruff" check --quiet . || { echo "ruff check failed (pyproject.toml [tool.ruff]; ruff check --fix . fixes some)" >&2; exit 1; }
 # worksteal: an idle worker takes tests queued on the busy one (the every-method deployment alone takes ~14 min).
 # --all-durations (tests/conftest.py): the output ends with each file's and every test's duration, slowest first,

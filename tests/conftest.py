@@ -18,8 +18,26 @@ SHARED_DATA = Path(os.environ.get("FLOWERGRAPH_TEST_DATA", REPO.parent / "shared
 REQUIRE_DATA = os.environ.get("FLOWERGRAPH_REQUIRE_DATA", "").strip().lower() in ("1", "true", "yes")
 # The datasets the tests read: the offline collection (every Planetoid and TU dataset but PubMed and COLLAB). A
 # test that needs data is skipped (or fails) unless all of them are there.
-TEST_DATASETS = ("Cora", "CiteSeer", "AIDS", "BZR", "COX2", "DD", "DHFR", "ENZYMES", "IMDB-BINARY", "IMDB-MULTI",
-                 "Letter-high", "Letter-low", "Letter-med", "MUTAG", "NCI1", "NCI109", "PROTEINS", "PTC_MR")
+TEST_DATASETS = (
+    "Cora",
+    "CiteSeer",
+    "AIDS",
+    "BZR",
+    "COX2",
+    "DD",
+    "DHFR",
+    "ENZYMES",
+    "IMDB-BINARY",
+    "IMDB-MULTI",
+    "Letter-high",
+    "Letter-low",
+    "Letter-med",
+    "MUTAG",
+    "NCI1",
+    "NCI109",
+    "PROTEINS",
+    "PTC_MR",
+)
 
 # One temp folder for the whole session, short (Ray's socket paths under it must stay under 107 bytes): every
 # process the tests start inherits it through TMPDIR, and it is removed when the session ends.
@@ -71,8 +89,10 @@ def shared_data() -> Path:
     missing = missing_test_datasets() if SHARED_DATA.is_dir() else list(TEST_DATASETS)
     if missing:
         what = "the raw datasets are" if len(missing) == len(TEST_DATASETS) else f"{', '.join(missing)} are"
-        reason = (f"NEEDS RAW DATASETS: {what} not at {SHARED_DATA} (set FLOWERGRAPH_TEST_DATA=DIR; list what "
-                  f"a folder lacks: python -m flowergraph.data check DIR)")
+        reason = (
+            f"NEEDS RAW DATASETS: {what} not at {SHARED_DATA} (set FLOWERGRAPH_TEST_DATA=DIR; list what "
+            f"a folder lacks: python -m flowergraph.data check DIR)"
+        )
         if REQUIRE_DATA:
             pytest.fail(f"{reason}; FLOWERGRAPH_REQUIRE_DATA=1 makes this a failure", pytrace=False)
         pytest.skip(reason)
@@ -119,9 +139,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--all-durations", action="store_true",
-                     help="end the report with every test's duration (setup + call + teardown), slowest first, and "
-                          "each file's total (scripts/test.sh sets it)")
+    parser.addoption(
+        "--all-durations",
+        action="store_true",
+        help="end the report with every test's duration (setup + call + teardown), slowest first, and "
+        "each file's total (scripts/test.sh sets it)",
+    )
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -142,12 +165,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for nodeid, seconds in per_test.items():
         per_file[nodeid.split("::")[0]] += seconds
     total = sum(per_test.values())
-    terminalreporter.section(f"durations per file ({len(per_file)} files, {total:.1f} s of test time in all)",
-                             sep="=")
+    terminalreporter.section(f"durations per file ({len(per_file)} files, {total:.1f} s of test time in all)", sep="=")
     for name, seconds in sorted(per_file.items(), key=lambda kv: (-kv[1], kv[0])):
         terminalreporter.write_line(f"{seconds:9.2f}s  {name}")
-    terminalreporter.section(f"durations of every test ({len(per_test)} tests, slowest first; setup + call + "
-                             f"teardown)", sep="=")
+    terminalreporter.section(
+        f"durations of every test ({len(per_test)} tests, slowest first; setup + call + teardown)", sep="="
+    )
     for nodeid, seconds in sorted(per_test.items(), key=lambda kv: (-kv[1], kv[0])):
         terminalreporter.write_line(f"{seconds:9.2f}s  {nodeid}")
     return result

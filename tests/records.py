@@ -1,4 +1,5 @@
 """Helpers for comparing run records in tests (imported as a plain module: tests/ is on sys.path under pytest)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -23,16 +23,25 @@ from flowergraph.tasks.asfgnn.data import centralized_data
 from flowergraph.tasks.asfgnn.models import fgnn_arrays, load_fgnn_arrays
 from flowergraph.tasks.asfgnn.reference import run_centralized, run_clients
 from flowergraph.tasks.asfgnn.search import client_hyperparams
-from flowergraph.tasks.asfgnn.training import (derive_seed, local_round, make_model, make_optimizer,
-                                               round_generator)
+from flowergraph.tasks.asfgnn.training import derive_seed, local_round, make_model, make_optimizer, round_generator
 from flowergraph.wire import asfgnn as aw
 from flowergraph.wire.secure import EncryptedUpdate
 from records import assert_same_rounds, untimed
 
 # One trial of 5 training rounds and its closing evaluation round; per-client hyper-parameters (Table 4's shape:
 # the clients' depths and learning rates differ) so that a mix-up between the clients would show.
-BASE = {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "seed": 3, "asfgnn.trial-rounds": 5, "rounds": 6,
-        "asfgnn.hidden": 64, "asfgnn.depth": "3,2", "asfgnn.lr": "0.01,0.005", "asfgnn.dropout": "0.5,0.3"}
+BASE = {
+    "method": "asfgnn",
+    "dataset": "Cora",
+    "num-clients": 2,
+    "seed": 3,
+    "asfgnn.trial-rounds": 5,
+    "rounds": 6,
+    "asfgnn.hidden": 64,
+    "asfgnn.depth": "3,2",
+    "asfgnn.lr": "0.01,0.005",
+    "asfgnn.dropout": "0.5,0.3",
+}
 T = 5
 # SMAC: 3 trials of 2 rounds (+ 1 closing round each)
 SMAC = {**BASE, "asfgnn.search": "smac", "asfgnn.trials": 3, "asfgnn.trial-rounds": 2, "rounds": 9}
@@ -57,8 +66,13 @@ def split_spec(s):
 
 
 def _config(shared_data, tmp, name, base=BASE, **extra):
-    return {**base, "data-dir": str(shared_data), "out-dir": str(tmp / name), "state-dir": str(tmp / f"{name}-state"),
-            **extra}
+    return {
+        **base,
+        "data-dir": str(shared_data),
+        "out-dir": str(tmp / name),
+        "state-dir": str(tmp / f"{name}-state"),
+        **extra,
+    }
 
 
 def _clients(config):
@@ -131,40 +145,59 @@ def test_flower_run_equals_the_core_reference(reference):
     assert summary["trials_planned"] == summary["trials_finished"] == len(summary["trials"]) >= 1
 
 
-@pytest.mark.parametrize("label,extra,method,kwargs", [
-    ("no-js", {"asfgnn.js": False}, "sfgnn-nojs", {}),
-    ("client-init", {"asfgnn.fgnn-init": "client"}, "sfgnn", {"fgnn_init": "client"}),
-    ("fl", {"asfgnn.variant": "fl", "asfgnn.depth": "2"}, "fl", {}),
-    # SP sends nothing, so nothing can make the clients' discriminators start equal: each starts from its own
-    # seed, which is the reference with fgnn_init="client" (its default "shared" copies client 0's discriminator)
-    ("sp", {"asfgnn.variant": "sp"}, "sp", {"fgnn_init": "client"}),
-], ids=["no-js", "client-init", "fl", "sp"])
+@pytest.mark.parametrize(
+    "label,extra,method,kwargs",
+    [
+        ("no-js", {"asfgnn.js": False}, "sfgnn-nojs", {}),
+        ("client-init", {"asfgnn.fgnn-init": "client"}, "sfgnn", {"fgnn_init": "client"}),
+        ("fl", {"asfgnn.variant": "fl", "asfgnn.depth": "2"}, "fl", {}),
+        # SP sends nothing, so nothing can make the clients' discriminators start equal: each starts from its own
+        # seed, which is the reference with fgnn_init="client" (its default "shared" copies client 0's discriminator)
+        ("sp", {"asfgnn.variant": "sp"}, "sp", {"fgnn_init": "client"}),
+    ],
+    ids=["no-js", "client-init", "fl", "sp"],
+)
 def test_variants_equal_the_core_reference(shared_data, tmp_path, label, extra, method, kwargs):
     config = _config(shared_data, tmp_path, label, **{"asfgnn.trial-rounds": 3, "rounds": 4, **extra})
     run_inprocess(config)
     _, clients, hps = _clients(config)
-    _assert_equals_reference(tmp_path / label, run_clients(clients, hps, method=method, rounds=3, seed=3, **kwargs),
-                             3)
+    _assert_equals_reference(tmp_path / label, run_clients(clients, hps, method=method, rounds=3, seed=3, **kwargs), 3)
 
 
 def test_centralized_baseline_equals_run_centralized(shared_data, tmp_path):
     """asfgnn-cm: one client holds the union of the two owners' graphs; its accuracies over all the union's
     validation / test nodes equal run_centralized's."""
-    config = _config(shared_data, tmp_path, "cm", **{"method": "asfgnn-cm", "asfgnn.trial-rounds": 3, "rounds": 4,
-                                                    "asfgnn.depth": "2", "asfgnn.lr": "0.01",
-                                                    "asfgnn.dropout": "0.5"})
+    config = _config(
+        shared_data,
+        tmp_path,
+        "cm",
+        **{
+            "method": "asfgnn-cm",
+            "asfgnn.trial-rounds": 3,
+            "rounds": 4,
+            "asfgnn.depth": "2",
+            "asfgnn.lr": "0.01",
+            "asfgnn.dropout": "0.5",
+        },
+    )
     run_inprocess(config)
     s = parse_run_config(config)
     union = centralized_data("Cora", "label", 1.0, 0, num_clients=2, data_dir=str(shared_data))
     ref = run_centralized(union, client_hyperparams(default_config(s))[0], rounds=3, seed=3)
     rounds = [r for r in read_run(tmp_path / "cm")["rounds"]]
     assert [r["num_fit"] for r in rounds] == [1] * 4
-    np.testing.assert_allclose([r["asfgnn"]["pooled_val"] for r in rounds], [h["mean_val"] for h in ref.history],
-                               rtol=0, atol=1e-12)
-    np.testing.assert_allclose([r["asfgnn"]["pooled_test"] for r in rounds], [h["mean_test"] for h in ref.history],
-                               rtol=0, atol=1e-12)
-    np.testing.assert_allclose([r["asfgnn"]["owner_mean_test"] for r in rounds],
-                               [h["client_mean_test"] for h in ref.history], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        [r["asfgnn"]["pooled_val"] for r in rounds], [h["mean_val"] for h in ref.history], rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        [r["asfgnn"]["pooled_test"] for r in rounds], [h["mean_test"] for h in ref.history], rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        [r["asfgnn"]["owner_mean_test"] for r in rounds],
+        [h["client_mean_test"] for h in ref.history],
+        rtol=0,
+        atol=1e-12,
+    )
 
 
 def test_what_each_client_sends_and_receives(reference):
@@ -183,8 +216,9 @@ def test_what_each_client_sends_and_receives(reference):
         k = _partition(proxy)
         fits = _fits(proxy)
         assert len(fits) == T + 1
-        inits[k] = sum(1 for kind, ins, _ in proxy.messages
-                       if kind == "get_properties" and ins.config.get(wire.PHASE) == aw.INIT)
+        inits[k] = sum(
+            1 for kind, ins, _ in proxy.messages if kind == "get_properties" and ins.config.get(wire.PHASE) == aw.INIT
+        )
         for p, (ins, res) in enumerate(fits, start=1):
             instruction = aw.TrialInstruction.decode(ins.config)
             assert (instruction.trial, instruction.trial_round, instruction.train) == (0, p, p <= T)
@@ -217,16 +251,21 @@ def test_what_each_client_sends_and_receives(reference):
         sent = dict(zip(wire.decode_keys(ins.config), parameters_to_ndarrays(ins.parameters)))
         for key in FGNN:
             np.testing.assert_allclose(sent[key], (replies[0, 1][key] + replies[1, 1][key]) / 2, rtol=0, atol=1e-7)
-        np.testing.assert_array_equal(aw.global_counts(sent), clients[0].train_label_counts()
-                                      + clients[1].train_label_counts())
+        np.testing.assert_array_equal(
+            aw.global_counts(sent), clients[0].train_label_counts() + clients[1].train_label_counts()
+        )
         assert not sent[aw.METRICS].any()  # the round's mean accuracies stay with the server
 
 
 @pytest.mark.parametrize("variant", ["sp", "fl"])
 def test_sp_sends_only_statistics_and_fl_the_whole_model(shared_data, tmp_path, variant):
     """SP: no model array leaves a client (only the statistics); FL: the whole GraphSAGE + discriminator."""
-    config = _config(shared_data, tmp_path, variant, **{"asfgnn.variant": variant, "asfgnn.trial-rounds": 1,
-                                                       "rounds": 2, "asfgnn.depth": "2"})
+    config = _config(
+        shared_data,
+        tmp_path,
+        variant,
+        **{"asfgnn.variant": variant, "asfgnn.trial-rounds": 1, "rounds": 2, "asfgnn.depth": "2"},
+    )
     _, proxies = run_inprocess(config, record=True)
     for proxy in proxies:
         for ins, res in _fits(proxy):
@@ -249,8 +288,11 @@ def test_smac_resumed_from_a_checkpoint_equals_uninterrupted(smac_run, tmp_path,
     assert sum(1 for e in driver["history"] if e[0] == "tell") == 1
     assert sum(1 for e in driver["history"] if e[0] == "ask") == (1 if at == 3 else 2)
     # the clients' checkpoints are in the run's state-dir (each data owner keeps its own)
-    resumed = {**config, "out-dir": str(tmp_path / "resumed"),
-               "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz")}
+    resumed = {
+        **config,
+        "out-dir": str(tmp_path / "resumed"),
+        "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz"),
+    }
     run_inprocess(resumed)
     got = read_run(tmp_path / "resumed")
     assert [r["round"] for r in got["rounds"]] == list(range(1, 10))
@@ -266,8 +308,11 @@ def test_sfgnn_resumed_mid_trial_equals_uninterrupted(reference, tmp_path):
     """Resumed after round 3 of the one trial: the clients' SGNNs, discriminators and Adam come from their
     checkpoints; every later record and the final global discriminator as uninterrupted."""
     config, out, _ = reference
-    resumed = {**config, "out-dir": str(tmp_path / "resumed"),
-               "resume-from": str(out / "checkpoints" / "round-000003.npz")}
+    resumed = {
+        **config,
+        "out-dir": str(tmp_path / "resumed"),
+        "resume-from": str(out / "checkpoints" / "round-000003.npz"),
+    }
     run_inprocess(resumed)
     want, got = read_run(out)["rounds"][3:], read_run(tmp_path / "resumed")["rounds"][3:]
     assert [untimed(r, COSTS) for r in got] == [untimed(r, COSTS) for r in want]
@@ -281,8 +326,14 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
     server's records hold no per-client accuracy; the run agrees with the plaintext one to 1e-5."""
     config, out, plain_proxies = reference
     key_file = str(ckks.write_key_file(tmp_path / "owners.key"))
-    secure = {**config, "out-dir": str(tmp_path / "secure"), "secure-agg": "ckks", "key-file": key_file,
-              "checkpoint-every": 0, "state-dir": str(tmp_path / "state")}
+    secure = {
+        **config,
+        "out-dir": str(tmp_path / "secure"),
+        "secure-agg": "ckks",
+        "key-file": key_file,
+        "checkpoint-every": 0,
+        "state-dir": str(tmp_path / "state"),
+    }
     _, proxies = run_inprocess(secure, record=True)
     ctx = ckks.load_key_file(key_file)
     plain = {_partition(p): _fits(p)[0][1] for p in plain_proxies}
@@ -295,8 +346,9 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
             assert not [key for key, v in res.metrics.items() if isinstance(v, float)]
         ins, res = fits[0]
         enc = EncryptedUpdate.decode(parameters_to_ndarrays(res.parameters), res.metrics)
-        got = ckks.decrypt_checked(ctx, enc.chunks, enc.length, ckks.check_key(ctx),
-                                   int(ins.config[wire.SERVER_ROUND]), [k])
+        got = ckks.decrypt_checked(
+            ctx, enc.chunks, enc.length, ckks.check_key(ctx), int(ins.config[wire.SERVER_ROUND]), [k]
+        )
         want = ckks.flatten_arrays(parameters_to_ndarrays(plain[k].parameters))
         assert enc.length == want.size + 1 and got[-1] == pytest.approx(1.0, abs=1e-5)  # weight 1
         np.testing.assert_allclose(got[:-1], want, rtol=0, atol=1e-5)
@@ -317,8 +369,7 @@ def test_a_failed_or_rejected_client_is_left_out_of_its_round(shared_data, tmp_p
     """inject-faults: client 1 raises in round 2, client 0 sends NaN in round 4: each is left out of that round
     (named in the record), the round aggregates the other (N_s = its counts only), the failed client goes on from
     its own state in the next round, and the trial completes."""
-    config = _config(shared_data, tmp_path, "faults", **{"inject-faults": "raise:1@2,nan:0@4",
-                                                           "checkpoint-every": 6})
+    config = _config(shared_data, tmp_path, "faults", **{"inject-faults": "raise:1@2,nan:0@4", "checkpoint-every": 6})
     summary, _ = run_inprocess(config)
     rounds = read_run(tmp_path / "faults")["rounds"]
     _, clients, _ = _clients(config)
@@ -338,8 +389,10 @@ BAD = [
     ({"asfgnn.variant": "fedavg"}, "unknown asfgnn.variant 'fedavg'; valid choices: sfgnn, fl, sp"),
     ({"asfgnn.js": "maybe"}, "asfgnn.js='maybe': expected true or false"),
     ({"asfgnn.fgnn-init": "random"}, "unknown asfgnn.fgnn-init 'random'; valid choices: shared, client"),
-    ({"asfgnn.setting": "labels"}, "unknown asfgnn.setting 'labels'; valid choices: label, graph, disjoint; did you "
-                                   "mean 'label'?"),
+    (
+        {"asfgnn.setting": "labels"},
+        "unknown asfgnn.setting 'labels'; valid choices: label, graph, disjoint; did you mean 'label'?",
+    ),
     ({"asfgnn.alpha": 1.5}, "asfgnn.alpha=1.5: must be in [0.0, 1.0]"),
     ({"asfgnn.split-seed": -1}, "asfgnn.split-seed=-1: must be >= 0"),
     ({"asfgnn.degree-threshold": -1}, "asfgnn.degree-threshold=-1: must be >= 0"),
@@ -351,38 +404,69 @@ BAD = [
     ({"asfgnn.grid-order": "random"}, "unknown asfgnn.grid-order 'random'; valid choices: shuffled, ordered"),
     ({"asfgnn.hidden": 100}, "unknown asfgnn.hidden 100; valid choices: 64, 128, 256, 512"),
     ({"asfgnn.depth": "6"}, "asfgnn.depth='6': 6 is invalid: valid: 1..5"),
-    ({"asfgnn.depth": "2,x"}, "asfgnn.depth='2,x': expected one int or a comma-separated list (one per client), "
-                              "valid: 1..5"),
+    (
+        {"asfgnn.depth": "2,x"},
+        "asfgnn.depth='2,x': expected one int or a comma-separated list (one per client), valid: 1..5",
+    ),
     ({"asfgnn.dropout": "1.0"}, "asfgnn.dropout='1.0': 1.0 is invalid: valid: [0, 1)"),
     ({"asfgnn.l2": "-0.1"}, "asfgnn.l2='-0.1': -0.1 is invalid: valid: >= 0"),
     ({"asfgnn.lr": "0"}, "asfgnn.lr='0': 0.0 is invalid: valid: > 0"),
     ({"asfgnn.local-epochs": 0}, "asfgnn.local-epochs=0: must be >= 1"),
     ({"asfgnn.depth": "2,2,2"}, "asfgnn.depth='2,2,2' gives 3 values; give one, or one per client (2)"),
-    ({"rounds": 7}, "rounds=7 exceeds asfgnn.trials x (asfgnn.trial-rounds + 1) = 1 x (5 + 1) = 6 (each trial ends "
-                    "with one evaluation round); set rounds=6"),
-    ({"asfgnn.trials": 2}, "asfgnn.search='none' runs one trial with the given hyper-parameters; asfgnn.trials=2 "
-                           "needs asfgnn.search='smac', 'grid' or 'random'"),
-    ({"asfgnn.search": "grid", "asfgnn.trials": 200000}, "asfgnn.trials=200000 exceeds the grid's 160000 points; "
-                                                         "valid: 1..160000"),
-    ({"asfgnn.variant": "fl", "asfgnn.js": False}, "asfgnn.js=false switches SFGNN's mixing off; asfgnn.variant="
-                                                   "'fl' mixes nothing (valid: asfgnn.variant='sfgnn')"),
-    ({"asfgnn.variant": "sp", "asfgnn.fgnn-init": "client"}, "asfgnn.fgnn-init='client' applies to asfgnn.variant="
-                                                             "'sfgnn' only (valid with asfgnn.variant='sp': "
-                                                             "'shared')"),
-    ({"asfgnn.variant": "fl"}, "asfgnn.variant='fl' averages the whole model, so every client needs the same depth; "
-                               "asfgnn.depth='3,2'"),
-    ({"asfgnn.setting": "graph", "asfgnn.alpha": 0.8}, "asfgnn.alpha=0.8 applies to asfgnn.setting='label' only; "
-                                                       "setting 'graph' needs asfgnn.alpha=1.0"),
-    ({"num-clients": 3}, "asfgnn.setting='label' has exactly 2 clients, got num-clients=3; use "
-                         "asfgnn.setting='disjoint' for more"),
-    ({"aggregator": "median"}, "aggregator='median': ASFGNN averages the discriminators (and the label counts and "
-                               "metrics travelling with them); valid: aggregator='mean'"),
-    ({"dp": "central-client", "weighting": "uniform"}, "dp='central-client': ASFGNN's updates carry the clients' "
-                                                       "label counts and metrics"),
-    ({"dataset": "PubMed"}, "ASFGNN runs on the paper's splits of Cora and CiteSeer; dataset 'PubMed' has none; "
-                            "valid choices: Cora, CiteSeer"),
-    ({"secure-agg": "secagg+"}, "secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ "
-                                "protocol), this run has 2; use secure-agg='ckks', which works with 2"),
+    (
+        {"rounds": 7},
+        "rounds=7 exceeds asfgnn.trials x (asfgnn.trial-rounds + 1) = 1 x (5 + 1) = 6 (each trial ends "
+        "with one evaluation round); set rounds=6",
+    ),
+    (
+        {"asfgnn.trials": 2},
+        "asfgnn.search='none' runs one trial with the given hyper-parameters; asfgnn.trials=2 "
+        "needs asfgnn.search='smac', 'grid' or 'random'",
+    ),
+    (
+        {"asfgnn.search": "grid", "asfgnn.trials": 200000},
+        "asfgnn.trials=200000 exceeds the grid's 160000 points; valid: 1..160000",
+    ),
+    (
+        {"asfgnn.variant": "fl", "asfgnn.js": False},
+        "asfgnn.js=false switches SFGNN's mixing off; asfgnn.variant="
+        "'fl' mixes nothing (valid: asfgnn.variant='sfgnn')",
+    ),
+    (
+        {"asfgnn.variant": "sp", "asfgnn.fgnn-init": "client"},
+        "asfgnn.fgnn-init='client' applies to asfgnn.variant='sfgnn' only (valid with asfgnn.variant='sp': 'shared')",
+    ),
+    (
+        {"asfgnn.variant": "fl"},
+        "asfgnn.variant='fl' averages the whole model, so every client needs the same depth; asfgnn.depth='3,2'",
+    ),
+    (
+        {"asfgnn.setting": "graph", "asfgnn.alpha": 0.8},
+        "asfgnn.alpha=0.8 applies to asfgnn.setting='label' only; setting 'graph' needs asfgnn.alpha=1.0",
+    ),
+    (
+        {"num-clients": 3},
+        "asfgnn.setting='label' has exactly 2 clients, got num-clients=3; use asfgnn.setting='disjoint' for more",
+    ),
+    (
+        {"aggregator": "median"},
+        "aggregator='median': ASFGNN averages the discriminators (and the label counts and "
+        "metrics travelling with them); valid: aggregator='mean'",
+    ),
+    (
+        {"dp": "central-client", "weighting": "uniform"},
+        "dp='central-client': ASFGNN's updates carry the clients' label counts and metrics",
+    ),
+    (
+        {"dataset": "PubMed"},
+        "ASFGNN runs on the paper's splits of Cora and CiteSeer; dataset 'PubMed' has none; "
+        "valid choices: Cora, CiteSeer",
+    ),
+    (
+        {"secure-agg": "secagg+"},
+        "secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ "
+        "protocol), this run has 2; use secure-agg='ckks', which works with 2",
+    ),
 ]
 
 
@@ -402,8 +486,16 @@ def test_presets_hold_the_paper_setting_and_budget():
     quick = parse_run_config(load_preset(conf / "asfgnn-cora.toml"))
     for s in (paper, quick):  # the paper's data: Cora's two-client label split, alpha = 1, SMAC over its space
         o = s.of("asfgnn")
-        assert (s.method, s.dataset, s.num_clients, o.setting, o.alpha, o.variant, o.js, o.search) == \
-            ("asfgnn", "Cora", 2, "label", 1.0, "sfgnn", True, "smac")
+        assert (s.method, s.dataset, s.num_clients, o.setting, o.alpha, o.variant, o.js, o.search) == (
+            "asfgnn",
+            "Cora",
+            2,
+            "label",
+            1.0,
+            "sfgnn",
+            True,
+            "smac",
+        )
         assert s.rounds == o.trials * (o.trial_rounds + 1)
     assert paper.of("asfgnn").trial_rounds == 200 and paper.of("asfgnn").trials >= 50
     assert quick.rounds <= 200  # a few minutes on 2 cores
@@ -419,10 +511,21 @@ def test_smac_under_secagg_through_flowers_simulation_equals_the_plaintext_run(s
     from flowergraph.simulation import run_simulation
 
     torch.set_num_threads(1)
-    config = _config(shared_data, tmp_path, "plain", SMAC, **{"asfgnn.setting": "disjoint", "num-clients": 3,
-                                                             "asfgnn.trials": 2, "rounds": 6,
-                                                             "asfgnn.depth": "3,2,1", "asfgnn.lr": "0.01",
-                                                             "asfgnn.dropout": "0.5"})
+    config = _config(
+        shared_data,
+        tmp_path,
+        "plain",
+        SMAC,
+        **{
+            "asfgnn.setting": "disjoint",
+            "num-clients": 3,
+            "asfgnn.trials": 2,
+            "rounds": 6,
+            "asfgnn.depth": "3,2,1",
+            "asfgnn.lr": "0.01",
+            "asfgnn.dropout": "0.5",
+        },
+    )
     run_inprocess(config)
     overrides = {k: v for k, v in config.items() if k not in ("method", "num-clients", "rounds", "state-dir")}
     overrides.update({"out-dir": str(tmp_path / "sim"), "secure-agg": "secagg+", "simulation-engine": "inline"})

@@ -14,15 +14,44 @@ import torch
 
 from flowergraph.errors import ConfigError
 from flowergraph.tasks.asfgnn import data as adata
-from flowergraph.tasks.asfgnn.divergence import (average_arrays, js_divergence, kl_divergence, label_counts,
-                                                 label_distribution, mix_arrays, sum_counts)
-from flowergraph.tasks.asfgnn.models import (build_model, fgnn_arrays, fgnn_keys, l2_penalty, load_fgnn_arrays,
-                                             sgnn_arrays, sgnn_keys, sparse_csr)
+from flowergraph.tasks.asfgnn.divergence import (
+    average_arrays,
+    js_divergence,
+    kl_divergence,
+    label_counts,
+    label_distribution,
+    mix_arrays,
+    sum_counts,
+)
+from flowergraph.tasks.asfgnn.models import (
+    build_model,
+    fgnn_arrays,
+    fgnn_keys,
+    l2_penalty,
+    load_fgnn_arrays,
+    sgnn_arrays,
+    sgnn_keys,
+    sparse_csr,
+)
 from flowergraph.tasks.asfgnn.reference import run_centralized, run_clients, run_config
-from flowergraph.tasks.asfgnn.search import (GridSearch, RandomSearch, SearchSpace, SmacSearch,
-                                             client_hyperparams, config_from_hyperparams, load_driver, make_driver)
-from flowergraph.tasks.asfgnn.training import (HyperParams, evaluate, local_round, make_model, make_optimizer,
-                                               round_generator)
+from flowergraph.tasks.asfgnn.search import (
+    GridSearch,
+    RandomSearch,
+    SearchSpace,
+    SmacSearch,
+    client_hyperparams,
+    config_from_hyperparams,
+    load_driver,
+    make_driver,
+)
+from flowergraph.tasks.asfgnn.training import (
+    HyperParams,
+    evaluate,
+    local_round,
+    make_model,
+    make_optimizer,
+    round_generator,
+)
 
 # ------------------------------------------------------------------------------------------ divergence maths
 
@@ -170,10 +199,12 @@ def test_bad_model_and_hyperparameter_values_name_the_choices():
 
 
 def test_no_flower_import():
-    code = ("import sys, importlib.util; import flowergraph.tasks.asfgnn.reference as r, "
-            "flowergraph.tasks.asfgnn.search as s\n"
-            "if importlib.util.find_spec('smac'): s.SmacSearch(s.SearchSpace(), 2).ask()\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'flwr'))")
+    code = (
+        "import sys, importlib.util; import flowergraph.tasks.asfgnn.reference as r, "
+        "flowergraph.tasks.asfgnn.search as s\n"
+        "if importlib.util.find_spec('smac'): s.SmacSearch(s.SearchSpace(), 2).ask()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'flwr'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -188,9 +219,15 @@ def cora_clients(shared_data):
 
 def test_cora_label_split_matches_the_paper(shared_data, cora_clients):
     graph = adata.load_graph("Cora", str(shared_data))
-    assert adata.class_names("Cora", graph) == ("Theory", "Reinforcement_Learning", "Genetic_Algorithms",
-                                                "Neural_Networks", "Probabilistic_Methods", "Case_Based",
-                                                "Rule_Learning")
+    assert adata.class_names("Cora", graph) == (
+        "Theory",
+        "Reinforcement_Learning",
+        "Genetic_Algorithms",
+        "Neural_Networks",
+        "Probabilistic_Methods",
+        "Case_Based",
+        "Rule_Learning",
+    )
     assert adata.paper_parts("Cora", graph) == ((0, 1, 2, 4), (3, 5, 6))
     a, b = cora_clients
     assert (a.num_nodes, b.num_nodes) == (1412, 1296)  # Table 2
@@ -248,8 +285,11 @@ def test_citeseer_parts_graph_variant_and_disjoint_clients(shared_data):
     sets = [set(c.classes()) for c in clients]
     assert all(not s & t for s, t in itertools.combinations(sets, 2)) and set.union(*sets) == set(range(7))
     assert sum(c.num_nodes for c in clients) == 2708
-    assert adata.balanced_class_groups(np.array([351, 217, 418, 818, 426, 298, 180]), 3) == \
-        ((3,), (1, 4, 5), (0, 2, 6))  # hand-run greedy: 818 | 426+298+217 | 418+351+180
+    assert adata.balanced_class_groups(np.array([351, 217, 418, 818, 426, 298, 180]), 3) == (
+        (3,),
+        (1, 4, 5),
+        (0, 2, 6),
+    )  # hand-run greedy: 818 | 426+298+217 | 418+351+180
     cm = adata.centralized_data("Cora", "label", 1.0, 0, data_dir=d)
     assert cm.num_nodes == 2708 and cm.num_edges == 5278 and cm.owner.bincount().tolist() == [1412, 1296]
 
@@ -297,8 +337,12 @@ def test_reference_runs_are_deterministic_and_share_only_what_they_should(cora_c
     one = run_clients(cora_clients, hps, method="sfgnn", rounds=4, seed=1)
     two = run_clients(cora_clients, hps, method="sfgnn", rounds=4, seed=1)
     assert one.to_dict() == two.to_dict() and len(one.history) == 5
-    assert one.js == pytest.approx([0.5 * (math.log2(14 / 11) + 4 / 7 * math.log2(8 / 11) + 3 / 7),
-                                    js_divergence([0, 0, 0, 20, 0, 20, 20], [20] * 7)])
+    assert one.js == pytest.approx(
+        [
+            0.5 * (math.log2(14 / 11) + 4 / 7 * math.log2(8 / 11) + 3 / 7),
+            js_divergence([0, 0, 0, 20, 0, 20, 20], [20] * 7),
+        ]
+    )
     assert one.best_val == max(h["mean_val"] for h in one.history) and one.cost == 1 - one.best_val
     # the ablation differs from the JS run only by the mixing weight
     nojs = run_clients(cora_clients, hps, method="sfgnn-nojs", rounds=4, seed=1)
@@ -347,28 +391,36 @@ def test_centralized_baseline_reports_per_client_accuracy(shared_data):
 
 
 def _synthetic_cost(config):
-    return sum((c["dropout"] - 0.3) ** 2 + 0.01 * (c["depth"] - 3) ** 2 + 10 * abs(c["lr"] - 0.005)
-               for c in config["clients"]) + 0.1 * (config["hidden"] != 256)
+    return sum(
+        (c["dropout"] - 0.3) ** 2 + 0.01 * (c["depth"] - 3) ** 2 + 10 * abs(c["lr"] - 0.005) for c in config["clients"]
+    ) + 0.1 * (config["hidden"] != 256)
 
 
 def test_grid_enumerates_the_grid():
-    small = SearchSpace(num_clients=2, hidden=(64, 128), grid_dropout=(0.0, 0.5), grid_l2=(0.0,),
-                        grid_depth=(1, 2), grid_lr=(1e-3,))
+    small = SearchSpace(
+        num_clients=2, hidden=(64, 128), grid_dropout=(0.0, 0.5), grid_l2=(0.0,), grid_depth=(1, 2), grid_lr=(1e-3,)
+    )
     driver = GridSearch(small)
     seen = []
     while (trial := driver.ask()) is not None:
         seen.append(trial.config)
         driver.tell(trial.index, _synthetic_cost(trial.config))
-    expected = [{"hidden": h, "clients": [{"dropout": d0, "l2": 0.0, "depth": k0, "lr": 1e-3},
-                                          {"dropout": d1, "l2": 0.0, "depth": k1, "lr": 1e-3}]}
-                for h, d0, k0, d1, k1 in itertools.product((64, 128), (0.0, 0.5), (1, 2), (0.0, 0.5), (1, 2))]
+    expected = [
+        {
+            "hidden": h,
+            "clients": [
+                {"dropout": d0, "l2": 0.0, "depth": k0, "lr": 1e-3},
+                {"dropout": d1, "l2": 0.0, "depth": k1, "lr": 1e-3},
+            ],
+        }
+        for h, d0, k0, d1, k1 in itertools.product((64, 128), (0.0, 0.5), (1, 2), (0.0, 0.5), (1, 2))
+    ]
     assert seen == expected  # 2 * (2 * 2)^2 = 32 points, last axis fastest
     best = {"hidden": 64, "clients": [{"dropout": 0.5, "l2": 0.0, "depth": 2, "lr": 1e-3}] * 2}  # ties: earliest
     assert driver.best()[1] == best and driver.best()[0] == expected.index(best)
     paper = SearchSpace()
     assert paper.grid_size() == 4 * (2 * 5 * 5 * 4) ** 2  # the paper's grid for two clients
-    assert paper.grid_point(paper.grid_size() - 1)["clients"][1] == {"dropout": 0.5, "l2": 0.01, "depth": 5,
-                                                                      "lr": 0.01}
+    assert paper.grid_point(paper.grid_size() - 1)["clients"][1] == {"dropout": 0.5, "l2": 0.01, "depth": 5, "lr": 0.01}
     shuffled = GridSearch(small, shuffle_seed=1)
     assert sorted(map(json.dumps, shuffled)) == sorted(map(json.dumps, expected))
 
@@ -454,7 +506,8 @@ driver = load_driver(state) if state else SmacSearch(SearchSpace(num_clients=2),
 out = []
 while (trial := driver.ask()) is not None:
     c = trial.config
-    driver.tell(trial.index, sum(abs(x["lr"] - 0.004) * 50 + x["dropout"] for x in c["clients"]) + 0.1 * (c["hidden"] != 128))
+    driver.tell(trial.index, sum(abs(x["lr"] - 0.004) * 50 + x["dropout"] for x in c["clients"]) + 0.1 * (c["hidden"] !=
+    128))
     out.append(c)
     if not state and len(out) == 6:
         print(json.dumps(driver.export_state()))
@@ -472,8 +525,15 @@ def test_smac_proposals_do_not_depend_on_the_interpreters_hash_seed():
 
     def run(hash_seed, state=""):
         env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
-        done = subprocess.run([sys.executable, "-c", _HASH_SEED_SCRIPT], input=state + "\n", env=env,
-                              capture_output=True, text=True, timeout=600, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _HASH_SEED_SCRIPT],
+            input=state + "\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
         return done.stdout.strip().splitlines()
 
     runs = [run(seed) for seed in (1, 2)]
@@ -492,8 +552,15 @@ def test_search_errors_name_the_value_and_the_choices():
     with pytest.raises(ConfigError, match=r"hidden size 100 is invalid; valid choices: 64, 128, 256, 512"):
         space.validate({"hidden": 100, "clients": [{"dropout": 0.0, "l2": 0.0, "depth": 1, "lr": 1e-3}] * 2})
     with pytest.raises(ConfigError, match=r"client 1: depth 7 is outside the valid range \(1, 5\)"):
-        space.validate({"hidden": 64, "clients": [{"dropout": 0.0, "l2": 0.0, "depth": 1, "lr": 1e-3},
-                                                  {"dropout": 0.0, "l2": 0.0, "depth": 7, "lr": 1e-3}]})
+        space.validate(
+            {
+                "hidden": 64,
+                "clients": [
+                    {"dropout": 0.0, "l2": 0.0, "depth": 1, "lr": 1e-3},
+                    {"dropout": 0.0, "l2": 0.0, "depth": 7, "lr": 1e-3},
+                ],
+            }
+        )
     driver = RandomSearch(space, 2)
     trial = driver.ask()
     with pytest.raises(ConfigError, match=r"trial index 5 was never asked; asked trials: 0\.\.0"):

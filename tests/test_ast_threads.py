@@ -79,8 +79,10 @@ def _reproduce(mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info >= (3, 12),
-                    reason="the race is in CPython 3.11's ast module; newer versions do not have it")
+@pytest.mark.skipif(
+    sys.implementation.name != "cpython" or sys.version_info >= (3, 12),
+    reason="the race is in CPython 3.11's ast module; newer versions do not have it",
+)
 def test_the_race_exists_without_the_lock_and_not_with_it():
     """With flowergraph imported but no array decoded, a parse in another thread in the middle of one parse breaks
     it (the bug is real on this Python, every time; importing flowergraph changes nothing); once flowergraph has
@@ -94,8 +96,10 @@ def test_the_race_exists_without_the_lock_and_not_with_it():
 
 def test_importing_flowergraph_leaves_ast_parse_alone():
     """The lock is installed where arrays are decoded, not on import (any Python version)."""
-    script = ("import ast; parse = ast.parse; import flowergraph, flowergraph.settings, flowergraph.wire, "
-              "flowergraph.storage, flowergraph.strategies, flowergraph.clients; print(ast.parse is parse)")
+    script = (
+        "import ast; parse = ast.parse; import flowergraph, flowergraph.settings, flowergraph.wire, "
+        "flowergraph.storage, flowergraph.strategies, flowergraph.clients; print(ast.parse is parse)"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split()[-1] == "True", out.stderr
 
@@ -110,13 +114,25 @@ def test_every_numpy_load_in_the_package_takes_the_lock_first():
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                     and n.func.attr == "load" and isinstance(n.func.value, ast.Name)
-                     and n.func.value.id in ("np", "numpy")]
-            locks = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                     and n.func.id == "serialize_ast_parse"]
-            missing += [f"{path.relative_to(root.parent)}:{c.lineno} ({fn.name})" for c in calls
-                        if not any(line < c.lineno for line in locks)]
+            calls = [
+                n
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "load"
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id in ("np", "numpy")
+            ]
+            locks = [
+                n.lineno
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "serialize_ast_parse"
+            ]
+            missing += [
+                f"{path.relative_to(root.parent)}:{c.lineno} ({fn.name})"
+                for c in calls
+                if not any(line < c.lineno for line in locks)
+            ]
     assert not missing, f"numpy.load without serialize_ast_parse() before it: {missing}"
 
 

@@ -27,8 +27,10 @@ def data(shared_data, monkeypatch):
 
 def comparable(row: dict) -> dict:
     """A row without its timings (the trials' seconds and the wall time differ between two runs)."""
-    return {**{k: v for k, v in row.items() if k != "wall_s"},
-            "trials": [{k: v for k, v in t.items() if k != "time_s"} for t in row["trials"]]}
+    return {
+        **{k: v for k, v in row.items() if k != "wall_s"},
+        "trials": [{k: v for k, v in t.items() if k != "time_s"} for t in row["trials"]],
+    }
 
 
 def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypatch):
@@ -98,8 +100,9 @@ def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_c
     ckpt = load_checkpoint(out)
     ckpt.strategy_state["asfgnn"]["trial"]["finished"] = False
     save_checkpoint(ckpt, checkpoint_file(out, per_trial + 1))  # the latest checkpoint now looks mid-trial
-    with pytest.raises(ValueError, match=f"round {per_trial} is inside trial 0; only a checkpoint between "
-                                         "trials can be parked"):
+    with pytest.raises(
+        ValueError, match=f"round {per_trial} is inside trial 0; only a checkpoint between trials can be parked"
+    ):
         grid.park_run(out)
 
     (out / "checkpoints" / f"round-{per_trial + 1:06d}.npz").unlink()

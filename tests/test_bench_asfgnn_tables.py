@@ -23,9 +23,12 @@ def cell(method: str, seed: int, test: float) -> dict:
 
 def test_alpha_curves_average_each_method_and_pair_js_by_seed():
     by_alpha = {
-        1.0: {"sfgnn": [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.92), cell("sfgnn", 2, 0.94)],
-              "sfgnn-nojs": [cell("sfgnn-nojs", 0, 0.91), cell("sfgnn-nojs", 2, 0.90)],  # seed 1 missing
-              "fl": [cell("fl", 0, 0.80)], "sp": []},
+        1.0: {
+            "sfgnn": [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.92), cell("sfgnn", 2, 0.94)],
+            "sfgnn-nojs": [cell("sfgnn-nojs", 0, 0.91), cell("sfgnn-nojs", 2, 0.90)],  # seed 1 missing
+            "fl": [cell("fl", 0, 0.80)],
+            "sp": [],
+        },
         0.8: {"sfgnn": [cell("sfgnn", 0, 0.70)], "sfgnn-nojs": [], "fl": [], "sp": [cell("sp", 3, 0.60)]},
     }
     curves = report.alpha_curves(by_alpha)
@@ -37,10 +40,10 @@ def test_alpha_curves_average_each_method_and_pair_js_by_seed():
     assert curves["fl"] == [(1.0, pytest.approx(0.80), 0.0, 1)]
     assert curves["sp"] == [(0.8, pytest.approx(0.60), 0.0, 1)]  # an empty cell list gives no point
     # paired over seeds 0 and 2 only: (0.90 - 0.91) and (0.94 - 0.90)
-    (a, mean, std, n), = curves["js-diff"]
+    ((a, mean, std, n),) = curves["js-diff"]
     assert (a, n) == (1.0, 2)
     assert mean == pytest.approx(0.015)
-    assert std == pytest.approx(((0.025 ** 2) * 2) ** 0.5)  # deviations -0.025, +0.025, n - 1 = 1
+    assert std == pytest.approx(((0.025**2) * 2) ** 0.5)  # deviations -0.025, +0.025, n - 1 = 1
 
 
 def test_alpha_plot_is_written_from_the_points(tmp_path, monkeypatch):
@@ -54,8 +57,10 @@ def test_alpha_plot_is_written_from_the_points(tmp_path, monkeypatch):
 
 
 def test_top_by_validation_averages_the_best_trials_test_accuracy():
-    trials = [{"best_val": v, "test": t, "owner_test": o} for v, t, o in
-              ((0.90, 0.80, 0.70), (0.95, 0.85, 0.75), (0.93, 0.90, 0.60), (0.91, 0.99, 0.99))]
+    trials = [
+        {"best_val": v, "test": t, "owner_test": o}
+        for v, t, o in ((0.90, 0.80, 0.70), (0.95, 0.85, 0.75), (0.93, 0.90, 0.60), (0.91, 0.99, 0.99))
+    ]
     assert report.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
     assert report.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
     assert report.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
@@ -69,15 +74,23 @@ def test_tuning_trace_follows_the_incumbent_in_trial_order():
     # stored out of order; trial 2 ties trial 1's validation and does not take over (the first best stays)
     trials = [trial(2, 0.80, 0.99), trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(3, 0.85, 0.70)]
     assert report.tuning_trace({"method": "sfgnn", "trials": trials}) == [
-        (0.70, 0.60), (0.80, 0.75), (0.80, 0.75), (0.85, 0.70)]
+        (0.70, 0.60),
+        (0.80, 0.75),
+        (0.80, 0.75),
+        (0.85, 0.70),
+    ]
     # CM reports the owners' nodes, as the table's accuracy() does
     cm = [trial(0, 0.5, 0.9, owner=0.4), trial(1, 0.6, 0.9, owner=0.3)]
     assert report.tuning_trace({"method": "cm", "trials": cm}) == [(0.5, 0.4), (0.6, 0.3)]
 
 
 def test_tuning_trace_ends_at_the_number_the_table_reports():
-    row = {"method": "sp", "best_trial": 1, "test": 0.75,
-           "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(2, 0.78, 0.90)]}
+    row = {
+        "method": "sp",
+        "best_trial": 1,
+        "test": 0.75,
+        "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(2, 0.78, 0.90)],
+    }
     assert report.tuning_trace(row)[-1] == (0.80, report.accuracy(row))
 
 
@@ -92,8 +105,10 @@ def test_mean_trace_averages_seeds_up_to_the_shortest_run():
 
 def test_trace_plot_is_written_only_with_two_trials(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "save_figure", lambda fig, name: (fig.savefig(tmp_path / name), name)[1])
-    traces = {"Cora": {"sp": ([0.90, 0.92], [0.89, 0.91], 3), "sfgnn": ([0.88, 0.93], [0.87, 0.90], 3)},
-              "CiteSeer": {"sp": ([0.78, 0.80], [0.77, 0.78], 1)}}
+    traces = {
+        "Cora": {"sp": ([0.90, 0.92], [0.89, 0.91], 3), "sfgnn": ([0.88, 0.93], [0.87, 0.90], 3)},
+        "CiteSeer": {"sp": ([0.78, 0.80], [0.77, 0.78], 1)},
+    }
     assert figures.plot_traces(traces, "quick") == "asfgnn_trace_quick.png"
     assert (tmp_path / "asfgnn_trace_quick.png").stat().st_size > 1000
     assert figures.plot_traces({"Cora": {"sp": ([0.9], [0.9], 3)}}, "quick") is None
@@ -106,8 +121,9 @@ def test_a_stopped_segment_counts_up_to_its_last_round(tmp_path):
     # 100 s from finished segments, then one opened at t = 1000 and stopped after its rounds ending at 1040 and
     # 1070; a round from before it (ended 990) is not its own
     (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 100.0, "open_since": 1000.0}))
-    (tmp_path / "rounds.jsonl").write_text("\n".join(json.dumps({"round": k, "ended_at": e})
-                                                     for k, e in ((1, 990.0), (2, 1040.0), (3, 1070.0))) + "\n")
+    (tmp_path / "rounds.jsonl").write_text(
+        "\n".join(json.dumps({"round": k, "ended_at": e}) for k, e in ((1, 990.0), (2, 1040.0), (3, 1070.0))) + "\n"
+    )
     assert grid.segments_before(tmp_path) == pytest.approx(170.0)
     # a finished last segment leaves no open one
     (tmp_path / "bench.json").write_text(json.dumps({"wall_s": 250.0}))
@@ -150,9 +166,11 @@ def test_t_interval_against_the_t_distribution_by_hand():
     half = 3.182446 * (5 / 3) ** 0.5 / 2
     assert (low, high) == (pytest.approx(2.5 - half, abs=1e-5), pytest.approx(2.5 + half, abs=1e-5))
     # 90%: t(0.95, 3) = 2.353363
-    assert t_interval([1.0, 2.0, 3.0, 4.0], level=0.90)[1] == pytest.approx(2.5 + 2.353363 * (5 / 3) ** 0.5 / 2,
-                                                                            abs=1e-5)
+    assert t_interval([1.0, 2.0, 3.0, 4.0], level=0.90)[1] == pytest.approx(
+        2.5 + 2.353363 * (5 / 3) ** 0.5 / 2, abs=1e-5
+    )
     # one more run: sqrt(1 + 1/4) in place of sqrt(1/4)
     assert t_interval([1.0, 2.0, 3.0, 4.0], one_run=True)[0] == pytest.approx(
-        2.5 - 3.182446 * (5 / 3) ** 0.5 * 1.25 ** 0.5, abs=1e-5)
+        2.5 - 3.182446 * (5 / 3) ** 0.5 * 1.25**0.5, abs=1e-5
+    )
     assert t_interval([0.3]) is None

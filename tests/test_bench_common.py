@@ -38,19 +38,34 @@ def test_the_forest_plot_draws_each_seed_the_mean_both_intervals_and_the_paper(d
     assert [t.get_text() for t in ax.get_yticklabels()] == ["C - D", "A - B"]
     # mean 2, s = 1, n = 3, t(0.975, 2) = 4.302653: mean half width 4.302653 / sqrt(3) = 2.484138, one run's
     # 4.302653 * sqrt(1 + 1/3) = 4.968276; the single-seed row has neither
-    bars = {tuple(round(x, 4) for x in line.get_xdata()): line.get_linewidth() for line in ax.get_lines()
-            if line.get_ydata()[0] == line.get_ydata()[-1] == 1}
-    assert bars == {(round(2 - 4.968276, 4), round(2 + 4.968276, 4)): 1.2,
-                    (round(2 - 2.484138, 4), round(2 + 2.484138, 4)): 4}
+    bars = {
+        tuple(round(x, 4) for x in line.get_xdata()): line.get_linewidth()
+        for line in ax.get_lines()
+        if line.get_ydata()[0] == line.get_ydata()[-1] == 1
+    }
+    assert bars == {
+        (round(2 - 4.968276, 4), round(2 + 4.968276, 4)): 1.2,
+        (round(2 - 2.484138, 4), round(2 + 2.484138, 4)): 4,
+    }
     assert not [line for line in ax.get_lines() if list(line.get_ydata()) == [0, 0]]  # (the zero line is [0, 1])
     points = sorted((round(x, 4), round(y, 4)) for c in ax.collections for x, y in c.get_offsets().tolist())
     # each seed just above its row, the means on it, the paper's cross only where the row has a paper value
-    assert points == sorted([(-1.0, 0.18), (1.0, 1.18), (2.0, 1.18), (3.0, 1.18),
-                             (-1.0, 0.0), (statistics.mean([1.0, 2.0, 3.0]), 1.0), (4.0, 1.0)])
+    assert points == sorted(
+        [
+            (-1.0, 0.18),
+            (1.0, 1.18),
+            (2.0, 1.18),
+            (3.0, 1.18),
+            (-1.0, 0.0),
+            (statistics.mean([1.0, 2.0, 3.0]), 1.0),
+            (4.0, 1.0),
+        ]
+    )
     paper = [c for c in ax.collections if c.get_offsets().tolist() == [[4.0, 1.0]]]
     assert len(paper) == 1 and paper[0].get_label() == "paper"
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == sorted(
-        ["95% range of one run", "95% interval of the mean", "one seed", "mean", "paper"])  # each entry once
+        ["95% range of one run", "95% interval of the mean", "one seed", "mean", "paper"]
+    )  # each entry once
 
 
 def test_a_target_is_a_dashed_line_in_the_legend(drawn):

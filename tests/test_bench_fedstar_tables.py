@@ -17,15 +17,28 @@ import fedstar_report as report  # noqa: E402
 
 
 def row(variant: str, seed: int, accuracy: float, setting: str = "CHEM") -> dict:
-    return {"setting": setting, "variant": variant, "seed": seed, "accuracy": accuracy, "structure": "dse+rwse",
-            "split_seed": grid.SPLIT_SEED}
+    return {
+        "setting": setting,
+        "variant": variant,
+        "seed": seed,
+        "accuracy": accuracy,
+        "structure": "dse+rwse",
+        "split_seed": grid.SPLIT_SEED,
+    }
 
 
 def test_baselines_are_paired_with_fedavg_by_seed():
-    rows = [row("fedavg", 1, 75.0), row("fedavg", 2, 74.0), row("fedavg", 3, 77.0),
-            row("fedprox", 1, 74.0), row("fedprox", 2, 73.5), row("fedprox", 4, 99.0),  # seed 4: no FedAvg
-            row("fedper", 3, 77.0), row("fedavg-all", 2, 72.0),
-            row("fedprox", 1, 50.0, setting="BIO-CHEM")]  # no FedAvg on BIO-CHEM: no line
+    rows = [
+        row("fedavg", 1, 75.0),
+        row("fedavg", 2, 74.0),
+        row("fedavg", 3, 77.0),
+        row("fedprox", 1, 74.0),
+        row("fedprox", 2, 73.5),
+        row("fedprox", 4, 99.0),  # seed 4: no FedAvg
+        row("fedper", 3, 77.0),
+        row("fedavg-all", 2, 72.0),
+        row("fedprox", 1, 50.0, setting="BIO-CHEM"),
+    ]  # no FedAvg on BIO-CHEM: no line
     table = "\n".join(report.against_fedavg(rows))
     lines = [line for line in table.splitlines() if line.startswith("| CHEM") or line.startswith("| BIO")]
     assert lines == [

@@ -27,13 +27,23 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
     ]
 
     def of(kind, dataset, **match):
-        return [r for r in rows if r["kind"] == kind and r["dataset"] == dataset
-                and all(r.get(k) == v for k, v in match.items())]
+        return [
+            r
+            for r in rows
+            if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
+        ]
 
     text = bench.best_of_retrainings(of, ["Cora", "CiteSeer"])
     # cell means 80.0 and 80.0 -> 80.0 ± 0.0; bests 82.0 and 81.0 -> 81.5 ± 0.7 (sample std 0.707); paper 81.3
-    assert row_of(text, "GCN, authors' network") == ["GCN, authors' network", "80.0 ± 0.0", "81.5 ± 0.7", "81.3",
-                                                      "-", "-", "68.6"]
+    assert row_of(text, "GCN, authors' network") == [
+        "GCN, authors' network",
+        "80.0 ± 0.0",
+        "81.5 ± 0.7",
+        "81.3",
+        "-",
+        "-",
+        "68.6",
+    ]
     # one stale cell: both summaries marked; CiteSeer's one seed has no std
     assert row_of(text, "FL-AGCNS") == ["FL-AGCNS", "72.5 †", "75.0 †", "82.9", "62.0", "64.0", "70.6"]
     assert "FL-Random" not in text and "finalists" not in text  # rows without cells are left out
@@ -41,26 +51,39 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
 
 
 def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
-    rows = [
-        {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": s, "flacc": v}
-        for s, v in ((0, 80.0), (1, 81.0), (2, 79.0))
-    ] + [
-        {"kind": "random", "dataset": "Cora", "seed": s, "flacc": v} for s, v in ((0, 79.0), (1, 79.0), (2, 80.0))
-    ] + [
-        {"kind": "fixed", "dataset": "Cora", "architecture_name": "appnp", "seed": 0, "flacc": 81.0, "stale": True},
-        {"kind": "fixed", "dataset": "Cora", "architecture_name": "gcn", "seed": 5, "flacc": 70.0},  # no pair
-    ]
+    rows = (
+        [
+            {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": s, "flacc": v}
+            for s, v in ((0, 80.0), (1, 81.0), (2, 79.0))
+        ]
+        + [{"kind": "random", "dataset": "Cora", "seed": s, "flacc": v} for s, v in ((0, 79.0), (1, 79.0), (2, 80.0))]
+        + [
+            {"kind": "fixed", "dataset": "Cora", "architecture_name": "appnp", "seed": 0, "flacc": 81.0, "stale": True},
+            {"kind": "fixed", "dataset": "Cora", "architecture_name": "gcn", "seed": 5, "flacc": 70.0},  # no pair
+        ]
+    )
 
     def of(kind, dataset, **match):
-        return [r for r in rows if r["kind"] == kind and r["dataset"] == dataset
-                and all(r.get(k) == v for k, v in match.items())]
+        return [
+            r
+            for r in rows
+            if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
+        ]
 
     text = bench.paired_targets(of, ["Cora"])
     lines = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| Cora")]
     # against FL-Random: differences +1, +2, -1 -> mean +0.67, sample std 1.53; t(0.975, 2) = 4.302653:
     # half width 4.302653 * 1.5275 / sqrt(3) = 3.79 -> [-3.1, +4.5]; the paper's 82.9 - 79.8 = +3.1
-    assert lines[0] == ["Cora", "FL-AGCNS", "FL-Random", "3 (0, 1, 2)", "+0.7 ± 1.5", "2 / 0 / 1", "[-3.1, +4.5]",
-                        "+3.1"]
+    assert lines[0] == [
+        "Cora",
+        "FL-AGCNS",
+        "FL-Random",
+        "3 (0, 1, 2)",
+        "+0.7 ± 1.5",
+        "2 / 0 / 1",
+        "[-3.1, +4.5]",
+        "+3.1",
+    ]
     # one seed against APPNP (its cell stale: marked), no interval; the GCN cell shares no seed: no row
     assert lines[1] == ["Cora", "FL-AGCNS", "APPNP", "1 (0)", "-1.0 †", "0 / 0 / 1", "-", "+0.7"]
     assert len(lines) == 2
@@ -69,8 +92,12 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
     drawn = []
     monkeypatch.setattr(bench, "paired_figure", lambda rows, name, *a, **k: drawn.append((name, rows)) or name)
     text = bench.paired_targets(of, ["Cora"], "stem")
-    assert drawn == [("stem_Cora.png", [("FL-AGCNS - FL-Random", [1.0, 2.0, -1.0], 82.9 - 79.8),
-                                        ("FL-AGCNS - APPNP †", [-1.0], 82.9 - 82.2)])]
+    assert drawn == [
+        (
+            "stem_Cora.png",
+            [("FL-AGCNS - FL-Random", [1.0, 2.0, -1.0], 82.9 - 79.8), ("FL-AGCNS - APPNP †", [-1.0], 82.9 - 82.2)],
+        )
+    ]
     assert "](stem_Cora.png)" in text
 
 
@@ -82,11 +109,30 @@ def test_structure_fc_control_runs_shared_fc_and_its_table_compares_by_seed():
     assert shared == {**feo, "flagcns.structure-fc": "shared"} and "flagcns.structure-fc" not in feo
     assert feo["node.split"] == "public"
     code = [0] * 13 + [4]  # identity output (ACTIVATIONS index 4)
-    rows = [{"kind": "search", "dataset": "Cora", "variant": v, "seed": s, "budget": "quick", "split": "public",
-             "flacc": f, "flacc_std": 0.5, "architecture": code[:-1] + [o], "describe": "x", "parameters": 1e5,
-             "inference_s": 0.01, "search_s": 60.0, "retrains": [f]}
-            for v, s, f, o in (("feo", 0, 80.0, 4), ("feo", 1, 78.0, 4), ("feo-shared-fc", 0, 40.0, 2),
-                               ("feo-shared-fc", 1, 60.0, 2))]
+    rows = [
+        {
+            "kind": "search",
+            "dataset": "Cora",
+            "variant": v,
+            "seed": s,
+            "budget": "quick",
+            "split": "public",
+            "flacc": f,
+            "flacc_std": 0.5,
+            "architecture": code[:-1] + [o],
+            "describe": "x",
+            "parameters": 1e5,
+            "inference_s": 0.01,
+            "search_s": 60.0,
+            "retrains": [f],
+        }
+        for v, s, f, o in (
+            ("feo", 0, 80.0, 4),
+            ("feo", 1, 78.0, 4),
+            ("feo-shared-fc", 0, 40.0, 2),
+            ("feo-shared-fc", 1, 60.0, 2),
+        )
+    ]
     text = bench.tables(rows, "quick", "public")
     assert "**Control: the structures' FC layers**" in text
     per_option = row_of(text.split("**Control: the structures' FC layers**")[1], "Cora")

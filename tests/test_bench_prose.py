@@ -22,8 +22,9 @@ def test_a_template_is_its_paragraphs_on_one_line_each_without_its_comment(tmp_p
     monkeypatch.setattr(prose, "TEMPLATES", tmp_path)
     prose.template.cache_clear()
     (tmp_path / "demo").mkdir()
-    (tmp_path / "demo" / "t.md").write_text("<!--\nwhat $x holds\n-->\n## Heading\n\nOne $x\nand `two`,\n  three.\n\n"
-                                            "$table\n")
+    (tmp_path / "demo" / "t.md").write_text(
+        "<!--\nwhat $x holds\n-->\n## Heading\n\nOne $x\nand `two`,\n  three.\n\n$table\n"
+    )
     try:
         text = prose.render("demo/t", x="1", table="| a |\n|---|")
         assert text == "## Heading\n\nOne 1 and `two`, three.\n\n| a |\n|---|"
@@ -43,8 +44,15 @@ def _render_calls() -> list[tuple[str, int, str, set[str], bool]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "render":
                 assert isinstance(node.args[0], ast.Constant), f"{path.name}:{node.lineno}: a template name literal"
-                calls.append((path.name, node.lineno, node.args[0].value, {k.arg for k in node.keywords if k.arg},
-                              any(k.arg is None for k in node.keywords)))
+                calls.append(
+                    (
+                        path.name,
+                        node.lineno,
+                        node.args[0].value,
+                        {k.arg for k in node.keywords if k.arg},
+                        any(k.arg is None for k in node.keywords),
+                    )
+                )
     return calls
 
 

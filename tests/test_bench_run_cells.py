@@ -45,8 +45,14 @@ def test_here_one_after_another_and_a_failing_cell_does_not_stop_the_others():
 
 
 def test_workers_compute_cells_at_once_in_their_own_processes(tmp_path):
-    got = dict(((args[1], result) for args, result, error in
-                run_cells(meet, [(str(tmp_path), "a", "b"), (str(tmp_path), "b", "a")], workers=2)))
+    got = dict(
+        (
+            (args[1], result)
+            for args, result, error in run_cells(
+                meet, [(str(tmp_path), "a", "b"), (str(tmp_path), "b", "a")], workers=2
+            )
+        )
+    )
     assert got == {"a": True, "b": True}  # each saw the other's marker: both ran at the same time
     results = {args: (result, error) for args, result, error in run_cells(square, [(2,), (3,), (5,)], workers=2)}
     assert results[(2,)][0][0] == 4 and results[(5,)][0][0] == 25

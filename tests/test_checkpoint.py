@@ -9,8 +9,14 @@ import json
 import numpy as np
 import pytest
 
-from flowergraph.storage.checkpoint import (Checkpoint, check_resumable, checkpoint_file, find_checkpoint, load_checkpoint,
-                                    save_checkpoint)
+from flowergraph.storage.checkpoint import (
+    Checkpoint,
+    check_resumable,
+    checkpoint_file,
+    find_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from flowergraph.settings import parse_run_config
 from flowergraph.errors import CheckpointError
 from flowergraph.storage.results import read_run
@@ -19,13 +25,17 @@ from flowergraph.app.inprocess import run_inprocess
 
 
 def _ckpt(round_=3):
-    return Checkpoint(server_round=round_, arrays=[np.arange(6, dtype=np.float32).reshape(2, 3),
-                                                   np.array([1, 2], np.int64)],
-                      strategy_state={"held": {"round": 3, "accuracy": None, "clients": {"0": {"num_train": 5}}},
-                                      "elapsed_s": 1.5,
-                                      "agent": {"actor": [np.eye(2), np.zeros(3, np.float16)], "step": 7}},
-                      records=[{"round": 1, "accuracy": 0.5}, {"round": 2, "accuracy": 0.6}],
-                      config={"method": "fedavg", "node.lr": 0.5, "rounds": 3})
+    return Checkpoint(
+        server_round=round_,
+        arrays=[np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], np.int64)],
+        strategy_state={
+            "held": {"round": 3, "accuracy": None, "clients": {"0": {"num_train": 5}}},
+            "elapsed_s": 1.5,
+            "agent": {"actor": [np.eye(2), np.zeros(3, np.float16)], "step": 7},
+        },
+        records=[{"round": 1, "accuracy": 0.5}, {"round": 2, "accuracy": 0.6}],
+        config={"method": "fedavg", "node.lr": 0.5, "rounds": 3},
+    )
 
 
 def test_roundtrip_keeps_arrays_state_records_and_config(tmp_path):
@@ -75,8 +85,11 @@ def test_corrupt_and_missing_checkpoints_are_named(tmp_path):
     path = save_checkpoint(_ckpt(), checkpoint_file(tmp_path, 3))
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # truncated
-    with pytest.raises(CheckpointError, match=rf"checkpoint '{path}' is corrupt or not a flowergraph checkpoint "
-                                              r"\(BadZipFile: File is not a zip file\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"checkpoint '{path}' is corrupt or not a flowergraph checkpoint "
+        r"\(BadZipFile: File is not a zip file\)",
+    ):
         load_checkpoint(path)
     flipped = bytearray(data)
     flipped[80] ^= 0xFF  # a bit flip inside the first array's bytes: the zip CRC catches it
@@ -97,8 +110,11 @@ def test_corrupt_and_missing_checkpoints_are_named(tmp_path):
 def test_resuming_with_other_settings_is_refused_by_name():
     ckpt = _ckpt()
     check_resumable(ckpt, {"method": "fedavg", "node.lr": 0.5, "rounds": 5, "round-timeout": 9.0})  # may change
-    with pytest.raises(CheckpointError, match=r"was made with other settings: node.lr=0.5 in the checkpoint but 0.1 now\. "
-                                              r"Resume with the same settings; only rounds, out-dir"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"was made with other settings: node.lr=0.5 in the checkpoint but 0.1 now\. "
+        r"Resume with the same settings; only rounds, out-dir",
+    ):
         check_resumable(ckpt, {"method": "fedavg", "node.lr": 0.1, "rounds": 5})
     with pytest.raises(CheckpointError, match=r"is at round 3; rounds=3 must be larger to continue the run"):
         check_resumable(ckpt, {"method": "fedavg", "node.lr": 0.5, "rounds": 3})
@@ -107,6 +123,7 @@ def test_resuming_with_other_settings_is_refused_by_name():
 # ------------------------------------------------------------------------------------------------------------
 # Resume through the server code path, in one process (the client code is the real ClientApp's)
 # ------------------------------------------------------------------------------------------------------------
+
 
 def _weights(path):
     return load_checkpoint(path).arrays
@@ -118,8 +135,9 @@ def _assert_same_run(a, b, same_messages=True):
     where the long run evaluated it inside the next fit)."""
     ra, rb = read_run(a)["rounds"], read_run(b)["rounds"]
     assert [r["round"] for r in ra] == [r["round"] for r in rb]
-    keys = ("accuracy", "val_accuracy", "loss", "train_loss", "num_fit") + (("bytes_down", "bytes_up")
-                                                                            if same_messages else ())
+    keys = ("accuracy", "val_accuracy", "loss", "train_loss", "num_fit") + (
+        ("bytes_down", "bytes_up") if same_messages else ()
+    )
     for x, y in zip(ra, rb):
         for key in keys:
             assert x.get(key) == y.get(key), (x["round"], key, x.get(key), y.get(key))
@@ -127,18 +145,22 @@ def _assert_same_run(a, b, same_messages=True):
             assert x.get("clients") == y.get("clients")
         else:
             per_client = ("accuracy", "val_accuracy", "num_train", "fit_train_loss", "fit_weight")
-            assert {c: {k: v.get(k) for k in per_client} for c, v in x.get("clients", {}).items()} == \
-                {c: {k: v.get(k) for k in per_client} for c, v in y.get("clients", {}).items()}
+            assert {c: {k: v.get(k) for k in per_client} for c, v in x.get("clients", {}).items()} == {
+                c: {k: v.get(k) for k in per_client} for c, v in y.get("clients", {}).items()
+            }
     for wa, wb in zip(_weights(a), _weights(b), strict=True):
         np.testing.assert_array_equal(wa, wb)
 
 
-@pytest.mark.parametrize("method,extra", [
-    ("fedavg", {"fraction-fit": 0.67, "fraction-evaluate": 0.67}),  # sampling: must repeat per (seed, round)
-    ("fedavg", {}),  # fused evaluation: round k's record waits in the strategy when the checkpoint is taken
-    ("fedgcn", {"node.partitioner": "louvain"}),  # the clients restore their aggregations from their state files
-    ("fedgcn", {"node.partitioner": "louvain", "fedgcn.he": True}),  # ... so CKKS resumes bit for bit too
-])
+@pytest.mark.parametrize(
+    "method,extra",
+    [
+        ("fedavg", {"fraction-fit": 0.67, "fraction-evaluate": 0.67}),  # sampling: must repeat per (seed, round)
+        ("fedavg", {}),  # fused evaluation: round k's record waits in the strategy when the checkpoint is taken
+        ("fedgcn", {"node.partitioner": "louvain"}),  # the clients restore their aggregations from their state files
+        ("fedgcn", {"node.partitioner": "louvain", "fedgcn.he": True}),  # ... so CKKS resumes bit for bit too
+    ],
+)
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, method, extra):
     base = {"method": method, "num-clients": 3, "rounds": 4, "seed": 7, "checkpoint-every": 2, **extra}
     if extra.get("fedgcn.he"):
@@ -152,12 +174,18 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, method, extra):
     assert summary["out_dir"] == str(tmp_path / "short") and summary["rounds_completed"] == 4
     if extra.get("fedgcn.he"):  # two separate runs encrypt with different randomness: equal to CKKS precision
         assert [r.get("accuracy") for r in read_run(tmp_path / "short")["rounds"][1:]] == pytest.approx(
-            [r.get("accuracy") for r in read_run(tmp_path / "full")["rounds"][1:]], abs=2e-3)
+            [r.get("accuracy") for r in read_run(tmp_path / "full")["rounds"][1:]], abs=2e-3
+        )
     else:
         _assert_same_run(tmp_path / "full", tmp_path / "short", same_messages=False)
     # (2) the uninterrupted run's own mid-run checkpoint (round 2 of 4), resumed into a new folder
-    run_inprocess({**base, "resume-from": str(tmp_path / "full" / "checkpoints" / "round-000002.npz"),
-                   "out-dir": str(tmp_path / "again")})
+    run_inprocess(
+        {
+            **base,
+            "resume-from": str(tmp_path / "full" / "checkpoints" / "round-000002.npz"),
+            "out-dir": str(tmp_path / "again"),
+        }
+    )
     _assert_same_run(tmp_path / "full", tmp_path / "again")
     config = json.loads((tmp_path / "again" / "config.json").read_text())
     assert config["resumed_at_round"] == 2 and config["resumed_from"].endswith("round-000002.npz")
@@ -168,8 +196,15 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, method, extra):
 
 def test_resume_into_its_own_folder_drops_rounds_written_after_the_checkpoint(tmp_path):
     """A run that crashed after round 3 had checkpointed round 2: the resumed run rewrites rounds 3.. once."""
-    base = {"method": "fedavg", "num-clients": 2, "rounds": 4, "seed": 1, "checkpoint-every": 2,
-            "out-dir": str(tmp_path / "run"), "fused-eval": False}
+    base = {
+        "method": "fedavg",
+        "num-clients": 2,
+        "rounds": 4,
+        "seed": 1,
+        "checkpoint-every": 2,
+        "out-dir": str(tmp_path / "run"),
+        "fused-eval": False,
+    }
     run_inprocess(base)
     reference = read_run(tmp_path / "run")["rounds"]
     (tmp_path / "run" / "checkpoints" / "round-000004.npz").unlink()  # as if it died before round 4 ended
@@ -183,13 +218,13 @@ def test_resume_into_its_own_folder_drops_rounds_written_after_the_checkpoint(tm
 
 def test_sampling_depends_on_seed_and_round_not_on_node_ids(tmp_path):
     """fraction-fit < 1: the partitions sampled in round r are the same whatever ids Flower gives the nodes."""
-    base = {"method": "fedavg", "num-clients": 4, "rounds": 3, "fraction-fit": 0.5, "fraction-evaluate": 0.5,
-            "seed": 3}
+    base = {"method": "fedavg", "num-clients": 4, "rounds": 3, "fraction-fit": 0.5, "fraction-evaluate": 0.5, "seed": 3}
     runs = {}
     for name, ids in (("a", [11, 12, 13, 14]), ("b", [94, 3, 57, 20])):
         run_inprocess({**base, "out-dir": str(tmp_path / name)}, node_ids=ids)
-        runs[name] = [sorted(k for k, v in r["clients"].items() if "num_train" in v)
-                      for r in read_run(tmp_path / name)["rounds"]]
+        runs[name] = [
+            sorted(k for k, v in r["clients"].items() if "num_train" in v) for r in read_run(tmp_path / name)["rounds"]
+        ]
     assert runs["a"] == runs["b"] and all(len(c) == 2 for c in runs["a"])
     assert len({tuple(c) for c in runs["a"]}) > 1  # rounds draw different samples
     run_inprocess({**base, "seed": 4, "out-dir": str(tmp_path / "c")})
@@ -228,8 +263,14 @@ def test_prune_rounds_keeps_the_newest_and_never_a_later_round(tmp_path):
     assert prune_rounds(tmp_path, 0, 5) == [] and len(list(tmp_path.iterdir())) == 8  # 0 keeps everything
     deleted = prune_rounds(tmp_path, 2, 5)
     assert sorted(p.name for p in deleted) == ["round-000001.npz", "round-000002.npz"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "round-000003.npz", "round-000004.npz.tmp",
-                                                          "round-000005.npz", "round-000009.npz", "round-x.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt",
+        "round-000003.npz",
+        "round-000004.npz.tmp",
+        "round-000005.npz",
+        "round-000009.npz",
+        "round-x.npz",
+    ]
     assert prune_rounds(tmp_path, 1, 9) == [tmp_path / "round-000003.npz", tmp_path / "round-000005.npz"]
 
 
@@ -239,11 +280,18 @@ def test_checkpoint_keep_bounds_server_and_client_files_and_a_run_still_resumes(
     newest checkpoint (the clients still hold that round's files) and computes what the uninterrupted run does."""
     base = {"method": "fedgcn", "node.partitioner": "louvain", "num-clients": 3, "seed": 7, "checkpoint-every": 1}
     run_inprocess({**base, "rounds": 6, "out-dir": str(tmp_path / "full"), "state-dir": str(tmp_path / "sf")})
-    short = {**base, "rounds": 5, "checkpoint-keep": 2, "out-dir": str(tmp_path / "short"),
-             "state-dir": str(tmp_path / "ss")}
+    short = {
+        **base,
+        "rounds": 5,
+        "checkpoint-keep": 2,
+        "out-dir": str(tmp_path / "short"),
+        "state-dir": str(tmp_path / "ss"),
+    }
     run_inprocess(short)
     assert sorted(p.name for p in (tmp_path / "short" / "checkpoints").iterdir()) == [
-        "round-000004.npz", "round-000005.npz"]
+        "round-000004.npz",
+        "round-000005.npz",
+    ]
     partitions = sorted((tmp_path / "ss").glob("*/partition-*"))
     assert len(partitions) == 3
     for folder in partitions:  # written by each client on its own "machine"
@@ -254,7 +302,9 @@ def test_checkpoint_keep_bounds_server_and_client_files_and_a_run_still_resumes(
     assert summary["rounds_completed"] == 6
     _assert_same_run(tmp_path / "full", tmp_path / "short", same_messages=False)
     assert sorted(p.name for p in (tmp_path / "short" / "checkpoints").iterdir()) == [
-        "round-000005.npz", "round-000006.npz"]
+        "round-000005.npz",
+        "round-000006.npz",
+    ]
 
 
 def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):
@@ -266,8 +316,16 @@ def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):
     from flowergraph.settings.plan import RunPlan
     from flowergraph.simulation import resume_config
 
-    run_inprocess({"method": "fedavg", "num-clients": 2, "rounds": 2, "checkpoint-every": 2, "seed": 4,
-                   "out-dir": str(tmp_path / "r")})
+    run_inprocess(
+        {
+            "method": "fedavg",
+            "num-clients": 2,
+            "rounds": 2,
+            "checkpoint-every": 2,
+            "seed": 4,
+            "out-dir": str(tmp_path / "r"),
+        }
+    )
     config = resume_config(tmp_path / "r")  # the checkpointed run's settings, to continue it in its folder
     assert config["seed"] == 4 and config["out-dir"] == str(tmp_path / "r")
     assert config["resume-from"] == str(tmp_path / "r" / "checkpoints" / "round-000002.npz")
@@ -279,12 +337,17 @@ def test_launcher_resume_refuses_bad_requests_before_flower_starts(tmp_path):
     assert plan.out_dir == tmp_path / "r" and plan.resuming and plan.state_dir == ""  # fedavg's clients keep none
     with pytest.raises(ConfigError, match="already holds the results of a run"):  # a new run never overwrites
         RunPlan.of(parse_run_config({"method": "fedavg", "out-dir": str(tmp_path / "r")}))
-    for args, message in ((["--resume", str(tmp_path / "r"), "--rounds", "2"],
-                           "error: resume-from '" + str(tmp_path / "r" / "checkpoints" / "round-000002.npz") +
-                           "' is at round 2; rounds=2 must be larger to continue the run"),
-                          (["--resume", str(tmp_path / "nothing")],
-                           f"error: resume-from '{tmp_path / 'nothing'}' does not exist")):
-        proc = subprocess.run([sys.executable, "-m", "flowergraph.simulation", *args], capture_output=True,
-                              text=True, timeout=120)
+    for args, message in (
+        (
+            ["--resume", str(tmp_path / "r"), "--rounds", "2"],
+            "error: resume-from '"
+            + str(tmp_path / "r" / "checkpoints" / "round-000002.npz")
+            + "' is at round 2; rounds=2 must be larger to continue the run",
+        ),
+        (["--resume", str(tmp_path / "nothing")], f"error: resume-from '{tmp_path / 'nothing'}' does not exist"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "flowergraph.simulation", *args], capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "r" / "flower.log").exists()  # Flower never started

@@ -5,10 +5,18 @@ import importlib
 
 import pytest
 
-COMMANDS = [("flowergraph.simulation", "main"), ("flowergraph.partition", "main"), ("flowergraph.plot", "main"),
-            ("flowergraph.data", "main"), ("flowergraph.deployment.cli", "main"), ("flowergraph.app.generator", "main"),
-            ("flowergraph.app.runtime", "_main"), ("flowergraph.app.worker", "main"),
-            ("flowergraph.privacy.ckks", "main"), ("flowergraph.settings.reference", "main")]
+COMMANDS = [
+    ("flowergraph.simulation", "main"),
+    ("flowergraph.partition", "main"),
+    ("flowergraph.plot", "main"),
+    ("flowergraph.data", "main"),
+    ("flowergraph.deployment.cli", "main"),
+    ("flowergraph.app.generator", "main"),
+    ("flowergraph.app.runtime", "_main"),
+    ("flowergraph.app.worker", "main"),
+    ("flowergraph.privacy.ckks", "main"),
+    ("flowergraph.settings.reference", "main"),
+]
 
 
 class _Built(Exception):

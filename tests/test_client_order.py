@@ -19,14 +19,23 @@ DATASETS = ("MUTAG", "PTC_MR", "BZR")  # 188, 344, 405 graphs: largest-first is 
 
 
 def _config(shared_data, tmp_path, order: str, name: str | None = None) -> dict:
-    return {"method": "fedstar", "dataset": ",".join(DATASETS), "num-clients": 3, "rounds": 2, "seed": 3,
-            "data-dir": str(shared_data), "out-dir": str(tmp_path / (name or order)), "client-order": order}
+    return {
+        "method": "fedstar",
+        "dataset": ",".join(DATASETS),
+        "num-clients": 3,
+        "rounds": 2,
+        "seed": 3,
+        "data-dir": str(shared_data),
+        "out-dir": str(tmp_path / (name or order)),
+        "client-order": order,
+    }
 
 
 def test_largest_first_sorts_clients_by_their_number_of_graphs(shared_data, tmp_path):
     """The schedule against graph counts read from the raw files (each client trains on 80% of its dataset)."""
-    graphs = {n: len((shared_data / "TUDataset" / n / "raw" / f"{n}_graph_labels.txt").read_text().split())
-              for n in DATASETS}
+    graphs = {
+        n: len((shared_data / "TUDataset" / n / "raw" / f"{n}_graph_labels.txt").read_text().split()) for n in DATASETS
+    }
     expected = tuple(sorted(range(len(DATASETS)), key=lambda k: -graphs[DATASETS[k]]))
     assert expected == (2, 1, 0)
     assert client_schedule(parse_run_config(_config(shared_data, tmp_path, "largest-first"))) == expected
@@ -39,11 +48,18 @@ def test_each_node_serves_its_scheduled_client_and_the_results_do_not_change(sha
     runs = {}
     for order in ("partition", "largest-first"):
         _, proxies = run_inprocess(_config(shared_data, tmp_path, order), record=True)
-        ids = [[res.properties["partition_id"] for kind, _, res in p.messages if kind == "get_properties"]
-               for p in proxies]
+        ids = [
+            [res.properties["partition_id"] for kind, _, res in p.messages if kind == "get_properties"] for p in proxies
+        ]
         sizes = [{res.num_examples for kind, _, res in p.messages if kind == "fit"} for p in proxies]
-        ranks = [{res.properties.get("node_rank") for kind, ins, res in p.messages
-                  if kind == "get_properties" and "fg.phase" not in ins.config} for p in proxies]
+        ranks = [
+            {
+                res.properties.get("node_rank")
+                for kind, ins, res in p.messages
+                if kind == "get_properties" and "fg.phase" not in ins.config
+            }
+            for p in proxies
+        ]
         runs[order] = ids, sizes, ranks
     (ids_p, sizes_p, ranks_p), (ids_l, sizes_l, ranks_l) = runs["partition"], runs["largest-first"]
     assert [set(i) for i in ids_p] == [{0}, {1}, {2}]
@@ -54,22 +70,27 @@ def test_each_node_serves_its_scheduled_client_and_the_results_do_not_change(sha
 
     def records(order):
         rows = [json.loads(line) for line in (tmp_path / order / "rounds.jsonl").read_text().splitlines()]
-        return [{k: v for k, v in r.items() if not (k.endswith("_s") or k.endswith("_at") or "time" in k)}
-                for r in rows]
+        return [
+            {k: v for k, v in r.items() if not (k.endswith("_s") or k.endswith("_at") or "time" in k)} for r in rows
+        ]
 
     assert records("partition") == records("largest-first")
     assert any("accuracy" in k for k in records("partition")[-1])
 
 
 def test_a_bad_client_order_names_the_valid_choices():
-    with pytest.raises(ConfigError, match=r"unknown client-order 'biggest-first'; valid choices: partition, "
-                                          r"largest-first"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown client-order 'biggest-first'; valid choices: partition, "
+        r"largest-first",
+    ):
         parse_run_config({"client-order": "biggest-first"})
 
 
 def test_largest_first_without_client_sizes_is_refused(monkeypatch):
-    settings = parse_run_config({"method": "fedavg", "dataset": "synthetic", "num-clients": 4, "seed": 11,
-                                 "client-order": "largest-first"})
+    settings = parse_run_config(
+        {"method": "fedavg", "dataset": "synthetic", "num-clients": 4, "seed": 11, "client-order": "largest-first"}
+    )
     import dataclasses
 
     import flowergraph.methods.registry as registry  # where RunSettings.task_info looks the task up
@@ -77,9 +98,12 @@ def test_largest_first_without_client_sizes_is_refused(monkeypatch):
     assert settings.method_info.preflight is None  # fedavg uses its task's data check
     task = dataclasses.replace(settings.task_info, preflight=lambda s: {"summary": "no sizes"})
     monkeypatch.setattr(registry, "task_of_dataset", lambda dataset: task)
-    with pytest.raises(ConfigError, match=r"client-order='largest-first': method 'fedavg' on 'synthetic' does not "
-                                          r"report the size of each of its 4 clients \(got 0\); use "
-                                          r"client-order='partition'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"client-order='largest-first': method 'fedavg' on 'synthetic' does not "
+        r"report the size of each of its 4 clients \(got 0\); use "
+        r"client-order='partition'",
+    ):
         client_schedule(settings)
 
 
@@ -90,8 +114,7 @@ def test_a_deployment_ignores_it_each_supernode_keeps_its_partition(shared_data,
 
     monkeypatch.setattr(sys, "argv", ["/usr/bin/flwr-clientapp", "--token", "x"])
     _, proxies = run_inprocess(_config(shared_data, tmp_path, "largest-first", "deployment"), record=True)
-    ids = [{res.properties["partition_id"] for kind, _, res in p.messages if kind == "get_properties"}
-           for p in proxies]
+    ids = [{res.properties["partition_id"] for kind, _, res in p.messages if kind == "get_properties"} for p in proxies]
     assert ids == [{0}, {1}, {2}]
 
 

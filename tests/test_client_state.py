@@ -96,8 +96,7 @@ def test_files_round_trip_and_bad_files_are_named(tmp_path):
     header = other.read(path, partition_id=2, run_tag="t")
     assert header["server_round"] == 4 and other.names() == ["w"]
     np.testing.assert_array_equal(other.get_arrays("w")["a"], np.arange(4.0))
-    assert other.get_values("w") == {"k": 1, "blob": b"xyz"} and dict(other.records.metric_records["m"]) == \
-        {"acc": 0.5}
+    assert other.get_values("w") == {"k": 1, "blob": b"xyz"} and dict(other.records.metric_records["m"]) == {"acc": 0.5}
     with pytest.raises(CheckpointError, match=rf"client state file '{path}' belongs to partition_id=2, not 3"):
         ClientState().read(path, partition_id=3)
     with pytest.raises(CheckpointError, match="does not exist"):
@@ -149,14 +148,20 @@ def test_the_client_checkpoints_part_saves_and_restores_clients_without_a_strate
     states = [ClientState(RecordDict()) for _ in range(2)]
     for k, state in enumerate(states):
         state.set_arrays("private", {"w": np.full(2, float(k))})
-    proxies = [Proxy(f"n{k}", StateCheckpoints(NoOpClient([], k), state, partition_id=k, state_dir=tmp_path))
-               for k, state in enumerate(states)] + [Proxy("n2", None)]
+    proxies = [
+        Proxy(f"n{k}", StateCheckpoints(NoOpClient([], k), state, partition_id=k, state_dir=tmp_path))
+        for k, state in enumerate(states)
+    ] + [Proxy("n2", None)]
     directory = ClientDirectory(3)
     directory.partition_of.update({"n0": 0, "n1": 1, "n2": 2})
     part = ClientCheckpoints(PhaseRunner(directory), run_tag="tag")
     saved = part.save(4, proxies, timeout=None)
-    assert saved == {"round": 4, "run_tag": "tag", "missing": ["2"],
-                     "files": {"0": str(state_file(tmp_path, "tag", 0, 4)), "1": str(state_file(tmp_path, "tag", 1, 4))}}
+    assert saved == {
+        "round": 4,
+        "run_tag": "tag",
+        "missing": ["2"],
+        "files": {"0": str(state_file(tmp_path, "tag", 0, 4)), "1": str(state_file(tmp_path, "tag", 1, 4))},
+    }
     resumed = ClientCheckpoints(PhaseRunner(directory))
     resumed.load_state_dict(part.state_dict())
     assert resumed.run_tag == "tag" and resumed.last == saved and not resumed.restored

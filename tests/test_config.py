@@ -20,8 +20,10 @@ def test_pyproject_run_config_matches_the_schema():
 def test_readme_documents_every_key():
     """The configuration reference (docs/configuration.md, linked from the README) lists every key as generated."""
     reference = (REPO / "docs" / "configuration.md").read_text()
-    assert markdown_table() in reference, ("docs/configuration.md's configuration reference is stale: "
-                                           "python -m flowergraph.settings --update-docs docs/configuration.md")
+    assert markdown_table() in reference, (
+        "docs/configuration.md's configuration reference is stale: "
+        "python -m flowergraph.settings --update-docs docs/configuration.md"
+    )
 
 
 def test_defaults_parse():
@@ -36,29 +38,40 @@ def test_types_are_coerced_and_dataset_is_canonical():
     assert s.rounds == 5 and isinstance(s["node.lr"], float) and s.server_eval is True and s.dataset == "Cora"
 
 
-@pytest.mark.parametrize("raw,match", [
-    ({"method": "fedprx"}, "unknown method 'fedprx'; valid choices: " + ", ".join(METHODS) + "; did you mean 'fedprox'"),
-    ({"rounds": 0}, "rounds=0: must be >= 1"),
-    ({"rounds": 1.5}, r"rounds=1.5: expected an integer"),
-    ({"num-clients": 0}, "num-clients=0: must be >= 1"),
-    ({"node.partitioner": "spectral"}, "unknown node.partitioner 'spectral'; valid choices: dirichlet, louvain, metis, "
-                                       "random, none"),
-    ({"dataset": "ogbn-arxiv"}, "unknown dataset 'ogbn-arxiv'; valid choices: node classification"),
-    ({"dataset": "MUTAG", "method": "fedgcn"}, "method 'fedgcn' does node classification but dataset 'MUTAG' is graph "
-                                               "classification data; valid datasets for it: node classification: "
-                                               "Cora, CiteSeer, PubMed, synthetic"),
-    ({"data-dir": "/no/such/dir"}, "data-dir '/no/such/dir' does not exist"),
-    ({"node.lr": -0.1}, r"node.lr=-0.1: must be > 0.0"),
-    ({"node.lr": "fast"}, "node.lr='fast': expected a number"),
-    ({"node.dropout": 1.0}, r"node.dropout=1.0: must be in \[0.0, 1.0\)"),
-    ({"weighting": "size"}, "unknown weighting 'size'; valid choices: train-size, batch-size, uniform"),
-    ({"min-clients": 4}, "min-clients=4 exceeds num-clients=3"),
-    ({"node.optimizer": "rmsprop"}, "unknown node.optimizer 'rmsprop'; valid choices: sgd, adam"),
-    ({"node.split": "public"}, "public split exists only for Planetoid"),
-    ({"node.beta": 0}, r"node.beta=0.0: must be > 0"),
-    ({"roundz": 3}, "unknown run-config key 'roundz'; did you mean 'rounds'\\?; valid keys: method, dataset"),
-    ({"server-eval": "maybe"}, "server-eval='maybe': expected true or false"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        (
+            {"method": "fedprx"},
+            "unknown method 'fedprx'; valid choices: " + ", ".join(METHODS) + "; did you mean 'fedprox'",
+        ),
+        ({"rounds": 0}, "rounds=0: must be >= 1"),
+        ({"rounds": 1.5}, r"rounds=1.5: expected an integer"),
+        ({"num-clients": 0}, "num-clients=0: must be >= 1"),
+        (
+            {"node.partitioner": "spectral"},
+            "unknown node.partitioner 'spectral'; valid choices: dirichlet, louvain, metis, random, none",
+        ),
+        ({"dataset": "ogbn-arxiv"}, "unknown dataset 'ogbn-arxiv'; valid choices: node classification"),
+        (
+            {"dataset": "MUTAG", "method": "fedgcn"},
+            "method 'fedgcn' does node classification but dataset 'MUTAG' is graph "
+            "classification data; valid datasets for it: node classification: "
+            "Cora, CiteSeer, PubMed, synthetic",
+        ),
+        ({"data-dir": "/no/such/dir"}, "data-dir '/no/such/dir' does not exist"),
+        ({"node.lr": -0.1}, r"node.lr=-0.1: must be > 0.0"),
+        ({"node.lr": "fast"}, "node.lr='fast': expected a number"),
+        ({"node.dropout": 1.0}, r"node.dropout=1.0: must be in \[0.0, 1.0\)"),
+        ({"weighting": "size"}, "unknown weighting 'size'; valid choices: train-size, batch-size, uniform"),
+        ({"min-clients": 4}, "min-clients=4 exceeds num-clients=3"),
+        ({"node.optimizer": "rmsprop"}, "unknown node.optimizer 'rmsprop'; valid choices: sgd, adam"),
+        ({"node.split": "public"}, "public split exists only for Planetoid"),
+        ({"node.beta": 0}, r"node.beta=0.0: must be > 0"),
+        ({"roundz": 3}, "unknown run-config key 'roundz'; did you mean 'rounds'\\?; valid keys: method, dataset"),
+        ({"server-eval": "maybe"}, "server-eval='maybe': expected true or false"),
+    ],
+)
 def test_bad_values_name_value_and_choices(raw, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config(raw)
@@ -80,25 +93,35 @@ def test_an_unknown_key_names_the_known_keys_with_its_last_part():
     """A key given without its namespace or under another one (an old name before the keys moved into ``node.*``,
     ``graph.*``, ``fedgcn.*``) is an unknown key; the refusal names every known key with the same last dotted part
     (no table of renamed keys), else a close match. Where unknown keys are allowed (a user's app) it is left out."""
-    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'hops'; did you mean 'fedgcn.hops'?; "
-                                                    "valid keys: method, dataset")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("unknown run-config key 'hops'; did you mean 'fedgcn.hops'?; valid keys: method, dataset"),
+    ):
         parse_run_config({"hops": 1})
     with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'mu'; did you mean 'fedprox.mu'?")):
         parse_run_config({"mu": 0.1})
-    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'lr'; did you mean 'node.lr', "
-                                                    "'graph.lr', ")):
+    with pytest.raises(
+        ConfigError, match=re.escape("unknown run-config key 'lr'; did you mean 'node.lr', 'graph.lr', ")
+    ):
         parse_run_config({"lr": 0.1, "node.partitioner": "louvain"})
-    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'fedstar.hidden'; did you mean "
-                                                    "'node.hidden', 'graph.hidden'")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("unknown run-config key 'fedstar.hidden'; did you mean 'node.hidden', 'graph.hidden'"),
+    ):
         parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.hidden": 32})
-    with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'num-client'; did you mean "
-                                                    "'num-clients'?")):  # no key ends in it: the close match
+    with pytest.raises(
+        ConfigError, match=re.escape("unknown run-config key 'num-client'; did you mean 'num-clients'?")
+    ):  # no key ends in it: the close match
         parse_run_config({"num-client": 3})
     assert "hops" not in parse_run_config({"hops": 1}, allow_unknown=True).as_dict()
     s = parse_run_config({"node.lr": 0.1, "node.partitioner": "louvain"})
     assert s["node.lr"] == 0.1 and s["node.partitioner"] == "louvain"
-    assert parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2,
-                             "graph.hidden": 32})["graph.hidden"] == 32
+    assert (
+        parse_run_config({"method": "fedstar", "dataset": "MUTAG,BZR", "num-clients": 2, "graph.hidden": 32})[
+            "graph.hidden"
+        ]
+        == 32
+    )
 
 
 def test_same_last_part_and_did_you_mean_key():
@@ -118,12 +141,17 @@ def test_old_beta_is_refused_naming_both_tasks_keys_and_node_beta_on_a_graph_run
     """The old key ``beta`` set the Dirichlet split of either task: the refusal names both tasks' ``beta``; on
     graph classification ``node.beta`` is the other task's key (0.3 no longer reads it as ``graph.beta``): the
     refusal names the key to use."""
-    with pytest.raises(ConfigError, match=re.escape(
-            "unknown run-config key 'beta'; did you mean 'node.beta', 'graph.beta'")):
+    with pytest.raises(
+        ConfigError, match=re.escape("unknown run-config key 'beta'; did you mean 'node.beta', 'graph.beta'")
+    ):
         parse_run_config({"dataset": "MUTAG", "num-clients": 2, "beta": 0.5})
-    with pytest.raises(ConfigError, match=re.escape(
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
             "node.beta=0.5 applies to node classification (task 'node'), but dataset 'MUTAG' makes this run graph "
-            "classification (task 'graph'), which ignores it; use 'graph.beta', remove the key")):
+            "classification (task 'graph'), which ignores it; use 'graph.beta', remove the key"
+        ),
+    ):
         parse_run_config({"dataset": "MUTAG", "num-clients": 2, "node.beta": 0.5})
     s = parse_run_config({"dataset": "MUTAG", "num-clients": 2, "graph.beta": 0.5})
     assert s["graph.beta"] == 0.5 and s["node.beta"] == defaults()["node.beta"]
@@ -135,11 +163,19 @@ def test_a_checkpoint_written_under_an_old_key_name_is_refused_naming_the_new_na
     from flowergraph.errors import CheckpointError
     from flowergraph.storage.checkpoint import Checkpoint, check_resumable
 
-    old = Checkpoint(server_round=1, arrays=[], config={"method": "fedgcn", "hops": 2, "rounds": 2},
-                     path=Path("/runs/r/checkpoints/round-000001.npz"))
-    with pytest.raises(CheckpointError, match=re.escape(
+    old = Checkpoint(
+        server_round=1,
+        arrays=[],
+        config={"method": "fedgcn", "hops": 2, "rounds": 2},
+        path=Path("/runs/r/checkpoints/round-000001.npz"),
+    )
+    with pytest.raises(
+        CheckpointError,
+        match=re.escape(
             "resume-from '/runs/r/checkpoints/round-000001.npz' was written with run-config keys this version does "
-            "not know: 'hops' (did you mean 'fedgcn.hops'?); this version cannot resume it")):
+            "not know: 'hops' (did you mean 'fedgcn.hops'?); this version cannot resume it"
+        ),
+    ):
         check_resumable(old, {"method": "fedgcn", "fedgcn.hops": 2, "rounds": 3})
 
 
@@ -149,13 +185,20 @@ def test_a_task_key_of_the_other_task_is_refused_naming_the_runs_task(launcher_m
     `flwr run` hands the ServerApp every key of the app), and so does the key in a run of its own task."""
     from flowergraph.settings import option_by_key
 
-    with pytest.raises(ConfigError, match=re.escape(
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
             "node.partitioner='metis' applies to node classification (task 'node'), but dataset 'MUTAG' makes this "
             "run graph classification (task 'graph'), which ignores it; remove the key, or choose a dataset of task "
-            "'node': Cora, CiteSeer, PubMed, synthetic")):
+            "'node': Cora, CiteSeer, PubMed, synthetic"
+        ),
+    ):
         parse_run_config({"dataset": "MUTAG", "node.partitioner": "metis"})
-    with pytest.raises(ConfigError, match=r"graph\.lr=0\.5 applies to graph classification \(task 'graph'\), but "
-                                          r"dataset 'Cora' makes this run node classification"):
+    with pytest.raises(
+        ConfigError,
+        match=r"graph\.lr=0\.5 applies to graph classification \(task 'graph'\), but "
+        r"dataset 'Cora' makes this run node classification",
+    ):
         parse_run_config({"dataset": "Cora", "graph.lr": 0.5})
     default = option_by_key()["node.partitioner"].default
     assert parse_run_config({"dataset": "MUTAG", "node.partitioner": default}).dataset == "MUTAG"

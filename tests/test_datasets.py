@@ -64,8 +64,9 @@ def test_first_per_class_split_is_the_fl_agcns_authors(cora):
     assert np.flatnonzero(data.train_mask.numpy()).tolist() == expected
     assert torch.equal(data.train_mask, cora.train_mask)
     assert int(data.val_mask.sum()) == 500 and int(data.test_mask.sum()) == 1000
-    assert not ((data.train_mask & data.val_mask) | (data.train_mask & data.test_mask)
-                | (data.val_mask & data.test_mask)).any()
+    assert not (
+        (data.train_mask & data.val_mask) | (data.train_mask & data.test_mask) | (data.val_mask & data.test_mask)
+    ).any()
     other = cora.clone()
     apply_split(other, parse_split("first-per-class:20/500/1000", "Planetoid"), seed=4)
     assert torch.equal(other.train_mask, data.train_mask) and not torch.equal(other.test_mask, data.test_mask)
@@ -73,14 +74,20 @@ def test_first_per_class_split_is_the_fl_agcns_authors(cora):
     assert int(other.train_mask.sum()) == 35 and int(other.test_mask.sum()) == 200
 
 
-@pytest.mark.parametrize("text,match", [
-    ("stratified", "unknown split 'stratified'; valid choices: auto, public, random, random:F/F/F, per-class, "
-                   "per-class:T/V/S, first-per-class, first-per-class:T/V/S"),
-    ("first-per-class:1.5/10/10", "first-per-class takes integers"),
-    ("random:0.7/0.2/0.2", "fractions sum to 1.1 > 1"),
-    ("per-class:2.5/10/10", "per-class takes integers"),
-    ("random:a/b/c", "expected three numbers"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        (
+            "stratified",
+            "unknown split 'stratified'; valid choices: auto, public, random, random:F/F/F, per-class, "
+            "per-class:T/V/S, first-per-class, first-per-class:T/V/S",
+        ),
+        ("first-per-class:1.5/10/10", "first-per-class takes integers"),
+        ("random:0.7/0.2/0.2", "fractions sum to 1.1 > 1"),
+        ("per-class:2.5/10/10", "per-class takes integers"),
+        ("random:a/b/c", "expected three numbers"),
+    ],
+)
 def test_bad_splits(text, match):
     with pytest.raises(ConfigError, match=match):
         parse_split(text, "Planetoid")
@@ -119,8 +126,11 @@ def test_synthetic_scales_to_100k_nodes():
 
 
 def test_unknown_dataset_names_valid_choices():
-    with pytest.raises(ConfigError, match=r"unknown dataset 'Corra'; valid choices: node classification Cora, "
-                                          r"CiteSeer, PubMed, synthetic; graph classification MUTAG"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown dataset 'Corra'; valid choices: node classification Cora, "
+        r"CiteSeer, PubMed, synthetic; graph classification MUTAG",
+    ):
         ds.canonical_name("Corra")
 
 
@@ -170,8 +180,11 @@ def _fake_raw(root, name):
     info = dataset_info(name)
     raw = root / info.family / info.name / "raw"
     raw.mkdir(parents=True)
-    names = ([f"ind.{name.lower()}.{s}" for s in _PLANETOID_SUFFIXES] if info.family == "Planetoid"
-             else [f"{name}_{s}.txt" for s in ("A", "graph_indicator", "graph_labels")])
+    names = (
+        [f"ind.{name.lower()}.{s}" for s in _PLANETOID_SUFFIXES]
+        if info.family == "Planetoid"
+        else [f"{name}_{s}.txt" for s in ("A", "graph_indicator", "graph_labels")]
+    )
     for n in names:
         (raw / n).write_text("")
 

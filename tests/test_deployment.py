@@ -20,9 +20,17 @@ import psutil
 import pytest
 from cryptography import x509
 
-from flowergraph.deployment import (LoopbackDeployment, check_private_key, list_nodes, make_certificates,
-                                    make_node_key, node_config_string, run_deployment, supernode_command,
-                                    write_connection)
+from flowergraph.deployment import (
+    LoopbackDeployment,
+    check_private_key,
+    list_nodes,
+    make_certificates,
+    make_node_key,
+    node_config_string,
+    run_deployment,
+    supernode_command,
+    write_connection,
+)
 from flowergraph.errors import ConfigError, KeyFileError
 from flowergraph.storage.results import read_run
 
@@ -49,20 +57,43 @@ DEPLOYMENT_METHODS = [
     # one round: every SecAgg+ stage once (a second round repeats them: ~15 more ClientApp processes)
     ("fedavg-secagg", {"method": "fedavg", "secure-agg": "secagg+", "rounds": 1}),
     ("fedgcn", {"method": "fedgcn", "fedgcn.hops": 2, "rounds": 1, "checkpoint-every": 1}),
-    ("fedstar-ckks", {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "rounds": 1, "checkpoint-every": 1,
-                      "secure-agg": "ckks"}),
+    (
+        "fedstar-ckks",
+        {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "rounds": 1, "checkpoint-every": 1, "secure-agg": "ckks"},
+    ),
     # one FL-AGCNS generation (round 1: a SuperNet step, then the FEO phases) and one retraining round
-    ("flagcns", {"method": "flagcns", "flagcns.layers": 2, "flagcns.population": 4, "flagcns.sample-size": 2,
-                 "flagcns.epochs": 1, "flagcns.warmup": 0, "flagcns.steps-per-epoch": 1,
-                 "flagcns.retrain-epochs": 1, "checkpoint-every": 2}),
+    (
+        "flagcns",
+        {
+            "method": "flagcns",
+            "flagcns.layers": 2,
+            "flagcns.population": 4,
+            "flagcns.sample-size": 2,
+            "flagcns.epochs": 1,
+            "flagcns.warmup": 0,
+            "flagcns.steps-per-epoch": 1,
+            "flagcns.retrain-epochs": 1,
+            "checkpoint-every": 2,
+        },
+    ),
     # FedGraph on the owners' partition files (the degree exchange, the round's embedding relay, rows in
     # context.state across fresh ClientApp processes, client checkpoints); a fixed policy: the DDPG agent's reward
     # needs the server's test set, and this server holds no data
     # ... through the Message-API face (flower-api=message: train/evaluate/query messages with arrays, config and
     # metrics records; the reference below is the legacy face in one process)
-    ("fedgraph", {"method": "fedgraph", "fedgraph.data": "dirichlet", "fedgraph.agent": "fixed",
-                  "fedgraph.batch-size": 64, "fedgraph.prob": 0.5, "rounds": 1, "checkpoint-every": 1,
-                  "flower-api": "message"}),
+    (
+        "fedgraph",
+        {
+            "method": "fedgraph",
+            "fedgraph.data": "dirichlet",
+            "fedgraph.agent": "fixed",
+            "fedgraph.batch-size": 64,
+            "fedgraph.prob": 0.5,
+            "rounds": 1,
+            "checkpoint-every": 1,
+            "flower-api": "message",
+        },
+    ),
 ]
 
 TIMEOUT = 900.0  # generous: another job may share the 2 cores
@@ -121,9 +152,9 @@ def _assert_results(out_dir, rounds, num_clients, dataset):
 # Real deployments (SuperLink + SuperNodes on 127.0.0.1)
 # ---------------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.deployment
-def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_files(tmp_path, shared_data,
-                                                                                   monkeypatch):
+def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_files(tmp_path, shared_data, monkeypatch):
     """One SuperLink and 3 SuperNodes (TLS, registered keys). Each data owner holds only its own partition file of
     Cora (exported here) and a copy of the owners' CKKS key file, both named in its node config, and a data-dir
     with the TU datasets (FedStar: owner k holds dataset k); the nodes start with an empty dataset cache, which
@@ -137,29 +168,35 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
 
     before = _children()
     parts = tmp_path / "parts"
-    export_partitions(GraphSpec(dataset="Cora", data_dir=str(shared_data)), PartitionSpec(num_clients=3), parts,
-                      log=None)
+    export_partitions(
+        GraphSpec(dataset="Cora", data_dir=str(shared_data)), PartitionSpec(num_clients=3), parts, log=None
+    )
     key_file = ckks.write_key_file(tmp_path / "owners" / "ckks.bin")  # provisioned to data owners, out of band
     monkeypatch.setenv("FLOWERGRAPH_CACHE", str(tmp_path / "empty-cache"))  # the nodes' dataset cache
     monkeypatch.setenv("FLOWERGRAPH_MESSAGE_TIMES", str(tmp_path / "messages.jsonl"))  # which entry ran each
     times = {}
     with LoopbackDeployment(tmp_path / "deploy") as dep:
         dep.start_superlink()
-        nodes = [dep.add_node(k, 3, key_file=key_file, partition_file=parts / f"client-{k}.npz",
-                              data_dir=shared_data) for k in range(3)]
+        nodes = [
+            dep.add_node(k, 3, key_file=key_file, partition_file=parts / f"client-{k}.npz", data_dir=shared_data)
+            for k in range(3)
+        ]
         dep.wait_for_nodes(3, timeout=180)
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in nodes]
         for label, overrides in DEPLOYMENT_METHODS:
             out = tmp_path / label
             started = time.monotonic()
-            outcome = dep.run({"num-clients": 3, "rounds": 2, "dataset": "Cora", "out-dir": str(out), **overrides},
-                              timeout=TIMEOUT)
+            outcome = dep.run(
+                {"num-clients": 3, "rounds": 2, "dataset": "Cora", "out-dir": str(out), **overrides}, timeout=TIMEOUT
+            )
             dataset, rounds = overrides.get("dataset", "Cora"), overrides.get("rounds", 2)
             times[label] = time.monotonic() - started
-            logs = "\n".join(f"--- {f.name}\n{f.read_text()[-2500:]}"
-                             for f in sorted((tmp_path / "deploy").glob("*.log")))
-            assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", \
+            logs = "\n".join(
+                f"--- {f.name}\n{f.read_text()[-2500:]}" for f in sorted((tmp_path / "deploy").glob("*.log"))
+            )
+            assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", (
                 f"{label}: {outcome.flwr_status}\n{logs}"
+            )
             run = _assert_results(out, rounds=rounds, num_clients=3, dataset=dataset)
             assert run["config"]["method"] == overrides["method"]
             assert run["config"]["key-file"] == ""  # the server never got the key file, not even its path
@@ -180,8 +217,9 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
         dep.app_dir = REPO / "examples" / "message_api_app"
         started = time.monotonic()
         example = tmp_path / "example.json"
-        outcome = dep.run({"method": "fedavg", "dataset": "Cora", "rounds": 2, "results-file": str(example)},
-                          timeout=TIMEOUT)
+        outcome = dep.run(
+            {"method": "fedavg", "dataset": "Cora", "rounds": 2, "results-file": str(example)}, timeout=TIMEOUT
+        )
         assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", outcome.flwr_status
         example_run = json.loads(example.read_text())
         times["example-app"] = time.monotonic() - started
@@ -194,8 +232,11 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             # client checkpoints (FedGCN, FedStar, FL-AGCNS, FedGraph): each node wrote its own state into its own
             # folder, at each run's last round
             written = sorted(p.name for p in (home / "state").glob(f"*/partition-{node.partition_id}/round-*.npz"))
-            assert written == sorted(f"round-{overrides.get('rounds', 2):06d}.npz"
-                                     for _, overrides in DEPLOYMENT_METHODS if overrides.get("checkpoint-every"))
+            assert written == sorted(
+                f"round-{overrides.get('rounds', 2):06d}.npz"
+                for _, overrides in DEPLOYMENT_METHODS
+                if overrides.get("checkpoint-every")
+            )
     # Every message went through flowergraph's flwr-clientapp entry (flower_env's default; the stock command runs
     # in test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round)
     entries = [json.loads(line).get("entry") for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
@@ -213,8 +254,17 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
         ref = tmp_path / f"reference-{label}"
         # SecAgg+ needs Flower's transport; CKKS runs in one process too (the key file given to every client)
         plain = {k: v for k, v in overrides.items() if overrides.get("secure-agg") != "secagg+" or k != "secure-agg"}
-        run_inprocess({"num-clients": 3, "rounds": 2, "dataset": "Cora", "data-dir": str(shared_data),
-                       "out-dir": str(ref), "key-file": str(key_file), **plain})
+        run_inprocess(
+            {
+                "num-clients": 3,
+                "rounds": 2,
+                "dataset": "Cora",
+                "data-dir": str(shared_data),
+                "out-dir": str(ref),
+                "key-file": str(key_file),
+                **plain,
+            }
+        )
         got = [r.get("accuracy") for r in read_run(tmp_path / label)["rounds"] if r["round"] >= 1]
         want = [r.get("accuracy") for r in read_run(ref)["rounds"] if r["round"] >= 1]  # search rounds: None
         # CKKS sums are approximate, SecAgg+ quantises
@@ -222,8 +272,16 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
         assert got == pytest.approx(want, abs=tolerance), label
     # the example app's fedavg (Flower's Message API, its own ServerApp) equals flowergraph's fedavg in one process
     ref = tmp_path / "reference-example"
-    run_inprocess({"method": "fedavg", "num-clients": 3, "rounds": 2, "dataset": "Cora",
-                   "data-dir": str(shared_data), "out-dir": str(ref)})
+    run_inprocess(
+        {
+            "method": "fedavg",
+            "num-clients": 3,
+            "rounds": 2,
+            "dataset": "Cora",
+            "data-dir": str(shared_data),
+            "out-dir": str(ref),
+        }
+    )
     want = {str(r["round"]): r["accuracy"] for r in read_run(ref)["rounds"] if r.get("accuracy") is not None}
     got = {r: m["accuracy"] for r, m in example_run["evaluate"].items()}
     assert got.keys() == want.keys() and got == pytest.approx(want, abs=1e-6)
@@ -245,9 +303,18 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
 
     # one training round: its state is written by round 1's fit and read by the closing round's, in another
     # ClientApp process (a second training round would add a message per node, ~2.8 s of CPU each)
-    run_config = {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "rounds": 2, "seed": 1,
-                  "asfgnn.trial-rounds": 1, "asfgnn.hidden": 64, "asfgnn.depth": "2,1", "secure-agg": "ckks",
-                  "checkpoint-every": 2}
+    run_config = {
+        "method": "asfgnn",
+        "dataset": "Cora",
+        "num-clients": 2,
+        "rounds": 2,
+        "seed": 1,
+        "asfgnn.trial-rounds": 1,
+        "asfgnn.hidden": 64,
+        "asfgnn.depth": "2,1",
+        "secure-agg": "ckks",
+        "checkpoint-every": 2,
+    }
     settings = parse_run_config({**run_config, "data-dir": str(shared_data)})  # loads the registry first
     from flowergraph.methods.asfgnn import split_spec
 
@@ -279,8 +346,9 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
     assert [r["trial_round"] for r in rounds] == [1, 2] and all(r["num_fit"] == 2 for r in rounds)
     assert run["summary"]["search"]["trials_finished"] == 1
     monkeypatch.undo()
-    run_inprocess({**run_config, "data-dir": str(shared_data), "out-dir": str(tmp_path / "reference"),
-                   "key-file": str(key_file)})
+    run_inprocess(
+        {**run_config, "data-dir": str(shared_data), "out-dir": str(tmp_path / "reference"), "key-file": str(key_file)}
+    )
     want = [r for r in read_run(tmp_path / "reference")["rounds"] if r["round"] >= 1]
     for key in ("mean_val", "mean_test"):  # CKKS sums are approximate
         assert [r["asfgnn"][key] for r in rounds] == pytest.approx([r["asfgnn"][key] for r in want], abs=1e-5)
@@ -290,15 +358,17 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
 def _clientapp_children(node):
     """The ClientApp processes a SuperNode has started (one per message it is working on)."""
     try:
-        return [p for p in psutil.Process(node.proc.pid).children(recursive=True)
-                if "flwr-clientapp" in " ".join(p.cmdline())]
+        return [
+            p
+            for p in psutil.Process(node.proc.pid).children(recursive=True)
+            if "flwr-clientapp" in " ".join(p.cmdline())
+        ]
     except psutil.NoSuchProcess:
         return []
 
 
 @pytest.mark.deployment
-def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round(tmp_path, shared_data,
-                                                                                  monkeypatch):
+def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round(tmp_path, shared_data, monkeypatch):
     """Three things, one deployment (each costs a minute or more on 2 cores), every message in Flower's own
     ``flwr-clientapp`` (``FLOWERGRAPH_FAST_CLIENTAPP=off``; the other deployment tests use flowergraph's entry):
 
@@ -318,8 +388,16 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
     from flowergraph.simulation import preflight
 
     out = tmp_path / "cora"
-    run_config = {"method": "fedavg", "dataset": "Cora", "num-clients": 3, "rounds": 2, "out-dir": str(out),
-                  "min-clients": 2, "round-timeout": 180.0, "checkpoint-every": 2}
+    run_config = {
+        "method": "fedavg",
+        "dataset": "Cora",
+        "num-clients": 3,
+        "rounds": 2,
+        "out-dir": str(out),
+        "min-clients": 2,
+        "round-timeout": 180.0,
+        "checkpoint-every": 2,
+    }
     assert "FLOWERGRAPH_DATA" not in os.environ
     preflight(parse_run_config(dict(run_config, **{"data-dir": str(shared_data)})))  # warm the shared cache
     monkeypatch.setenv("FLOWERGRAPH_FAST_CLIENTAPP", "off")
@@ -355,8 +433,9 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
         killed = dep.kill_node(victim)
         runner.join(TIMEOUT)
         assert outcome, "the run did not end"
-        assert outcome[0].status == "completed" and outcome[0].flwr_status == "finished:completed", \
-            (out / "flower.log").read_text()[-3000:]
+        assert outcome[0].status == "completed" and outcome[0].flwr_status == "finished:completed", (
+            out / "flower.log"
+        ).read_text()[-3000:]
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in dep.nodes]
     assert mid_message, "the SuperNode was not working on a message when it was killed"
     assert not [p for p in killed if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
@@ -373,7 +452,8 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
     assert [f["client"] for f in second["failures"]] == ["2"], second["failures"]
     assert second["failures"][0]["reason"] in (
         "the node went offline (no heartbeat: its SuperNode stopped or lost its connection)",
-        "no reply in time (the message expired after round-timeout, or its node left the federation)")
+        "no reply in time (the message expired after round-timeout, or its node left the federation)",
+    )
     assert "round 2: client 2 (node " in (out / "flower.log").read_text()
     assert second["time_s"] < run_config["round-timeout"] + 60
     assert all(np.isfinite(a).all() for a in load_checkpoint(out).arrays)
@@ -421,7 +501,8 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
         outcome = dep.run(dict(config, **{"out-dir": str(out / "no-superexec")}), timeout=TIMEOUT)
         assert outcome.status == "failed" and outcome.flwr_status.startswith(
             "stopped: the SuperLink's SuperExec (it launches every ServerApp; Flower does not restart it) exited; "
-            "no run can start."), outcome.flwr_status
+            "no run can start."
+        ), outcome.flwr_status
         assert time.monotonic() - started < 60
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in dep.nodes]
     _assert_nothing_left(dep.pids, ports, before)
@@ -437,8 +518,9 @@ def test_timeout_stops_the_run_and_every_process(tmp_path):
     assert result.status == "failed" and not result.ok
     logs = "\n".join(f"--- {f.name}\n{f.read_text()[-1500:]}" for f in sorted((tmp_path / "t").glob("*.log")))
     # normally the run was under way and got stopped; on a very slow machine start-up itself may hit the deadline
-    assert "timed out" in result.flwr_status or "timeout" in (result.error or ""), \
+    assert "timed out" in result.flwr_status or "timeout" in (result.error or ""), (
         f"{result.flwr_status} {result.error}\n{logs}"
+    )
     if result.summary:
         assert result.summary["status"] == "failed"
     ports = [int(result.superlink_address.rsplit(":", 1)[1])] if result.superlink_address else []
@@ -448,6 +530,7 @@ def test_timeout_stops_the_run_and_every_process(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # Fast checks: nothing is started
 # ---------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bad", [0, -2, True, 2.0, "3"])
 def test_bad_num_nodes_is_refused_before_anything_starts(bad, tmp_path):
@@ -471,8 +554,7 @@ def test_other_bad_inputs_name_the_value(tmp_path):
     with pytest.raises(ConfigError, match="nosuch"):
         run_deployment("nosuch", num_nodes=2, rounds=1, out_dir=tmp_path / "x")
     with pytest.raises(ConfigError, match="num-clients=5 but num_nodes=3"):
-        run_deployment("fedavg", num_nodes=3, rounds=1, out_dir=tmp_path / "x",
-                       run_config_overrides={"num-clients": 5})
+        run_deployment("fedavg", num_nodes=3, rounds=1, out_dir=tmp_path / "x", run_config_overrides={"num-clients": 5})
     with pytest.raises(ConfigError, match="timeout"):
         run_deployment("fedavg", num_nodes=3, rounds=1, out_dir=tmp_path / "x", timeout=0)
     with pytest.raises(ConfigError, match="partition-id must be an integer in \\[0, 2\\], got 3"):
@@ -498,8 +580,11 @@ def test_certificates_chain_and_subject_alt_names(tmp_path):
     assert oct(paths["server_key"].stat().st_mode & 0o777) == "0o600"
     # openssl agrees (the SuperLink's TLS stack is OpenSSL), when it is installed
     if os.path.exists("/usr/bin/openssl"):
-        out = subprocess.run(["openssl", "verify", "-CAfile", str(paths["ca_cert"]), str(paths["server_cert"])],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["openssl", "verify", "-CAfile", str(paths["ca_cert"]), str(paths["server_cert"])],
+            capture_output=True,
+            text=True,
+        )
         assert out.returncode == 0, out.stderr
     with pytest.raises(ConfigError, match="refusing to overwrite"):
         make_certificates(tmp_path)
@@ -530,15 +615,22 @@ def test_supernode_command_carries_identity_and_data_through_node_config(tmp_pat
     private, _ = make_node_key(tmp_path / "node1")
     data = tmp_path / "my data"  # a space in the path survives Flower's --node-config parser
     data.mkdir()
-    cmd = supernode_command("127.0.0.1:9092", certs["ca_cert"], private, partition_id=1, num_partitions=3,
-                            data_dir=data, dataset="Cora", port=9101)
+    cmd = supernode_command(
+        "127.0.0.1:9092",
+        certs["ca_cert"],
+        private,
+        partition_id=1,
+        num_partitions=3,
+        data_dir=data,
+        dataset="Cora",
+        port=9101,
+    )
     assert cmd[:3] == [sys.executable, "-m", "flowergraph.deployment.supernode"]  # Flower's, paced polls
     assert cmd[cmd.index("--root-certificates") + 1] == str(certs["ca_cert"].resolve())
     assert cmd[cmd.index("--auth-supernode-private-key") + 1] == str(private.resolve())
     assert "--insecure" not in cmd
     node_config = parse_config_args([cmd[cmd.index("--node-config") + 1]])
-    assert node_config == {"partition-id": 1, "num-partitions": 3, "data-dir": str(data.resolve()),
-                           "dataset": "Cora"}
+    assert node_config == {"partition-id": 1, "num-partitions": 3, "data-dir": str(data.resolve()), "dataset": "Cora"}
 
 
 def test_partition_file_and_state_dir_go_to_the_node_config(tmp_path):
@@ -547,12 +639,20 @@ def test_partition_file_and_state_dir_go_to_the_node_config(tmp_path):
     from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
     from flowergraph.errors import PartitionError
 
-    export_partitions(GraphSpec(synthetic=__import__("flowergraph.data", fromlist=["CSBMParams"]).CSBMParams(
-        num_nodes=200)), PartitionSpec(num_clients=2), tmp_path / "parts", log=None)
+    export_partitions(
+        GraphSpec(synthetic=__import__("flowergraph.data", fromlist=["CSBMParams"]).CSBMParams(num_nodes=200)),
+        PartitionSpec(num_clients=2),
+        tmp_path / "parts",
+        log=None,
+    )
     mine = tmp_path / "parts" / "client-1.npz"
     config = parse_config_args([node_config_string(1, 2, partition_file=mine, state_dir=tmp_path / "st")])
-    assert config == {"partition-id": 1, "num-partitions": 2, "partition-file": str(mine.resolve()),
-                      "state-dir": str((tmp_path / "st").resolve())}
+    assert config == {
+        "partition-id": 1,
+        "num-partitions": 2,
+        "partition-file": str(mine.resolve()),
+        "state-dir": str((tmp_path / "st").resolve()),
+    }
     with pytest.raises(PartitionError, match="was exported for client_id=1, but this run/node has partition-id=0"):
         node_config_string(0, 2, partition_file=mine)
     with pytest.raises(PartitionError, match="exported for num_clients=2, but this run/node has num-clients=3"):
@@ -572,26 +672,72 @@ def test_cli_dry_run_prints_the_flower_commands(tmp_path, capsys):
     assert (tmp_path / "keys" / "node1.pub").is_file()
     code, out, err = run("superlink", "--certs", str(tmp_path / "certs"), "--host", "0.0.0.0", "--dry-run")
     assert code == 0, err
-    for flag in ("--ssl-ca-certfile", "--ssl-certfile", "--ssl-keyfile", "--enable-supernode-auth",
-                 "--disable-runtime-dependency-installation", "--database", "--host 0.0.0.0"):
+    for flag in (
+        "--ssl-ca-certfile",
+        "--ssl-certfile",
+        "--ssl-keyfile",
+        "--enable-supernode-auth",
+        "--disable-runtime-dependency-installation",
+        "--database",
+        "--host 0.0.0.0",
+    ):
         assert flag in out
-    code, out, err = run("supernode", "--superlink", "10.1.2.3:9092", "--ca", str(tmp_path / "certs" / "ca.crt"),
-                         "--key", str(tmp_path / "keys" / "node1"), "--partition-id", "1", "--num-partitions", "2",
-                         "--dry-run")
+    code, out, err = run(
+        "supernode",
+        "--superlink",
+        "10.1.2.3:9092",
+        "--ca",
+        str(tmp_path / "certs" / "ca.crt"),
+        "--key",
+        str(tmp_path / "keys" / "node1"),
+        "--partition-id",
+        "1",
+        "--num-partitions",
+        "2",
+        "--dry-run",
+    )
     assert code == 0, err
     assert "'partition-id=1 num-partitions=2'" in out and "--auth-supernode-private-key" in out
-    code, out, err = run("supernode", "--superlink", "10.1.2.3:9092", "--ca", str(tmp_path / "certs" / "ca.crt"),
-                         "--key", str(tmp_path / "keys" / "node1.pub"), "--partition-id", "1",
-                         "--num-partitions", "2")
+    code, out, err = run(
+        "supernode",
+        "--superlink",
+        "10.1.2.3:9092",
+        "--ca",
+        str(tmp_path / "certs" / "ca.crt"),
+        "--key",
+        str(tmp_path / "keys" / "node1.pub"),
+        "--partition-id",
+        "1",
+        "--num-partitions",
+        "2",
+    )
     assert code == 2 and "node1.pub" in err and "private key" in err
-    code, out, err = run("supernode", "--superlink", "10.1.2.3", "--ca", str(tmp_path / "certs" / "ca.crt"),
-                         "--key", str(tmp_path / "keys" / "node1"), "--partition-id", "2", "--num-partitions", "2")
+    code, out, err = run(
+        "supernode",
+        "--superlink",
+        "10.1.2.3",
+        "--ca",
+        str(tmp_path / "certs" / "ca.crt"),
+        "--key",
+        str(tmp_path / "keys" / "node1"),
+        "--partition-id",
+        "2",
+        "--num-partitions",
+        "2",
+    )
     assert code == 2 and "'10.1.2.3' must be HOST:PORT" in err
     # the module entry point itself (one subprocess: importing torch costs seconds)
-    proc = subprocess.run([sys.executable, "-m", "flowergraph.deployment", "loopback", "--num-nodes", "0"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert proc.returncode == 2 and "num_nodes must be an integer >= 1 (one SuperNode per data owner), got 0" \
-        in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "flowergraph.deployment", "loopback", "--num-nodes", "0"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert (
+        proc.returncode == 2
+        and "num_nodes must be an integer >= 1 (one SuperNode per data owner), got 0" in proc.stderr
+    )
 
 
 class _Clock:
@@ -619,7 +765,7 @@ def test_the_supernode_asks_again_soon_after_a_message_and_at_flowers_pace_when_
         pacing.sleep(3)
     pacing.sleep(0.5)
     pacing.sleep(1.25)
-    waits = [0.05 * 1.5 ** k for k in range(11)]  # 0.05, 0.075, ... 2.88, then Flower's 3 s
+    waits = [0.05 * 1.5**k for k in range(11)]  # 0.05, 0.075, ... 2.88, then Flower's 3 s
     assert clock.slept[:2] == [3.0, 3.0]
     assert clock.slept[2:13] == pytest.approx(waits) and clock.slept[13:15] == [3.0, 3.0]
     assert clock.slept[15:] == [0.05, 1.25]
@@ -676,8 +822,10 @@ def test_the_supernode_polling_switch_names_its_choices(monkeypatch, capsys):
 
     monkeypatch.setenv(supernode.ENV, "quick")
     assert supernode.main(["--help"]) == 2
-    assert "FLOWERGRAPH_SUPERNODE_POLLING='quick' is not a valid choice; valid choices: fast, flower" in \
-        capsys.readouterr().err
+    assert (
+        "FLOWERGRAPH_SUPERNODE_POLLING='quick' is not a valid choice; valid choices: fast, flower"
+        in capsys.readouterr().err
+    )
 
 
 def test_write_connection_keeps_other_connections(tmp_path):
@@ -686,13 +834,16 @@ def test_write_connection_keeps_other_connections(tmp_path):
     certs = make_certificates(tmp_path / "certs")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "config.toml").write_text(
-        '[superlink]\ndefault = "local"\n\n[superlink.local]\noptions.num-supernodes = 10\n')
+        '[superlink]\ndefault = "local"\n\n[superlink.local]\noptions.num-supernodes = 10\n'
+    )
     path = write_connection(tmp_path / "home", "prod", "superlink.example.org:9092", certs["ca_cert"])
     config = tomllib.loads(path.read_text())
     assert config["superlink"]["default"] == "local"
     assert config["superlink"]["local"] == {"options": {"num-supernodes": 10}}
-    assert config["superlink"]["prod"] == {"address": "superlink.example.org:9092",
-                                           "root-certificates": str(certs["ca_cert"].resolve())}
+    assert config["superlink"]["prod"] == {
+        "address": "superlink.example.org:9092",
+        "root-certificates": str(certs["ca_cert"].resolve()),
+    }
 
 
 def test_key_file_goes_to_the_node_config_only(tmp_path):
@@ -709,13 +860,27 @@ def test_key_file_goes_to_the_node_config_only(tmp_path):
     with pytest.raises(KeyFileError, match=r"junk.bin' is not a TenSEAL CKKS context"):
         node_config_string(1, 3, key_file=tmp_path / "junk.bin")
     before = _children()
-    with pytest.raises(ConfigError, match=r"run config key-file='/k.bin': in a deployment the CKKS key file goes to "
-                                          r"each SuperNode's node config"):
-        run_deployment("fedgcn", num_nodes=3, rounds=1, out_dir=tmp_path / "x",
-                       run_config_overrides={"fedgcn.he": True, "key-file": "/k.bin"})
+    with pytest.raises(
+        ConfigError,
+        match=r"run config key-file='/k.bin': in a deployment the CKKS key file goes to "
+        r"each SuperNode's node config",
+    ):
+        run_deployment(
+            "fedgcn",
+            num_nodes=3,
+            rounds=1,
+            out_dir=tmp_path / "x",
+            run_config_overrides={"fedgcn.he": True, "key-file": "/k.bin"},
+        )
     with pytest.raises(KeyFileError, match="junk.bin"):
-        run_deployment("fedgcn", num_nodes=3, rounds=1, out_dir=tmp_path / "x", key_file=tmp_path / "junk.bin",
-                       run_config_overrides={"fedgcn.he": True})
+        run_deployment(
+            "fedgcn",
+            num_nodes=3,
+            rounds=1,
+            out_dir=tmp_path / "x",
+            key_file=tmp_path / "junk.bin",
+            run_config_overrides={"fedgcn.he": True},
+        )
     assert not (tmp_path / "x").exists() and _children() <= before
 
 
@@ -726,8 +891,24 @@ def test_supernode_cli_passes_the_key_file(tmp_path, capsys):
     certs = make_certificates(tmp_path / "certs")
     private, _ = make_node_key(tmp_path / "node0")
     key = ckks.write_key_file(tmp_path / "ckks.bin")
-    code = main(["supernode", "--superlink", "10.1.2.3:9092", "--ca", str(certs["ca_cert"]), "--key", str(private),
-                 "--partition-id", "0", "--num-partitions", "2", "--key-file", str(key), "--dry-run"])
+    code = main(
+        [
+            "supernode",
+            "--superlink",
+            "10.1.2.3:9092",
+            "--ca",
+            str(certs["ca_cert"]),
+            "--key",
+            str(private),
+            "--partition-id",
+            "0",
+            "--num-partitions",
+            "2",
+            "--key-file",
+            str(key),
+            "--dry-run",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and f'key-file="{key}"' in out
 
@@ -750,8 +931,10 @@ print(type(flower_supernode).__name__, flower_supernode.__module__)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     import flwr
 
-    assert out[0] == (f"flwr.supernode.cli.flwr_clientapp flwr_clientapp "
-                      f"{Path(flwr.__file__).parent / 'supernode' / 'cli' / 'flwr_clientapp.py'}")
+    assert out[0] == (
+        f"flwr.supernode.cli.flwr_clientapp flwr_clientapp "
+        f"{Path(flwr.__file__).parent / 'supernode' / 'cli' / 'flwr_clientapp.py'}"
+    )
     assert out[1] == "[]" and out[2] == "function True"
     assert out[3] == "function flwr.supernode.cli.flower_supernode"
 
@@ -769,8 +952,11 @@ def test_flower_env_puts_the_clientapp_entry_first_and_the_switch_names_its_choi
     monkeypatch.setenv("FLOWERGRAPH_FAST_CLIENTAPP", "OFF")
     assert flower_env()["PATH"].split(os.pathsep)[0] == str(BIN_DIR)
     monkeypatch.setenv("FLOWERGRAPH_FAST_CLIENTAPP", "fast")
-    with pytest.raises(ConfigError, match=r"FLOWERGRAPH_FAST_CLIENTAPP='fast' is not a valid choice; valid "
-                                          r"choices: on, off"):
+    with pytest.raises(
+        ConfigError,
+        match=r"FLOWERGRAPH_FAST_CLIENTAPP='fast' is not a valid choice; valid "
+        r"choices: on, off",
+    ):
         flower_env()
 
 
@@ -791,8 +977,11 @@ def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_p
 
     for loose, name in ((folder, "its folder"), (root / "bin", "a folder above it"), (root, "the cache")):
         loose.chmod(0o777)
-        with pytest.warns(RuntimeWarning, match=rf"{loose} can be written by other users \(mode 777\); SuperNodes "
-                                                 rf"run Flower's own flwr-clientapp"):
+        with pytest.warns(
+            RuntimeWarning,
+            match=rf"{loose} can be written by other users \(mode 777\); SuperNodes "
+            rf"run Flower's own flwr-clientapp",
+        ):
             assert flower_env()["PATH"].split(os.pathsep)[0] == str(BIN_DIR), name
         loose.chmod(0o700)
     assert clientapp_dir() == folder
@@ -803,8 +992,10 @@ def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_p
     loose.chmod(0o777)
     monkeypatch.setattr(sys, "argv", ["clientapp_entry", "--install-dir", str(loose)])
     assert clientapp_entry.main() == 2 and not (loose / "flwr-clientapp").exists()
-    assert f"error: flowergraph's flwr-clientapp not written: {loose} can be written by other users (mode 777)" \
+    assert (
+        f"error: flowergraph's flwr-clientapp not written: {loose} can be written by other users (mode 777)"
         in capsys.readouterr().err
+    )
     if os.getuid() == 0:  # another owner (only root can hand a folder to another user)
         os.chown(folder, 65534, 65534)
         with pytest.warns(RuntimeWarning, match=rf"{folder} belongs to user id 65534, not to this user \(0\)"):

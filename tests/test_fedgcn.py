@@ -53,15 +53,25 @@ class ClientProxyInProcess(ClientProxy):
 
 
 def _federation(gspec, pspec, hops, he=False, key_files=None):
-    clients = [FedGCNClient(client_graph(gspec, pspec, k), TrainConfig(), {"kind": "gcn"}, seed=0, hops=hops,
-                            state=RecordDict(), key_file=(key_files[k] if key_files else None))
-               for k in range(pspec.num_clients)]
+    clients = [
+        FedGCNClient(
+            client_graph(gspec, pspec, k),
+            TrainConfig(),
+            {"kind": "gcn"},
+            seed=0,
+            hops=hops,
+            state=RecordDict(),
+            key_file=(key_files[k] if key_files else None),
+        )
+        for k in range(pspec.num_clients)
+    ]
     manager = SimpleClientManager()
     proxies = [ClientProxyInProcess(f"{k:02d}", c) for k, c in enumerate(clients)]
     for p in proxies:
         manager.register(p)
-    strategy = FedGCNStrategy(FederationPolicy(num_clients=len(clients)),
-                              hops=hops, he=he, initial_parameters=clients[0].get_parameters({}))
+    strategy = FedGCNStrategy(
+        FederationPolicy(num_clients=len(clients)), hops=hops, he=he, initial_parameters=clients[0].get_parameters({})
+    )
     stats = strategy.communication_phase(manager)
     return clients, proxies, stats
 
@@ -75,8 +85,9 @@ def _centralized_logits(gspec, weights):
         return model(data.x, data.edge_index)
 
 
-@pytest.mark.parametrize("dataset,partitioner,k", [("Cora", "dirichlet", 10), ("synthetic", "louvain", 4),
-                                                   ("synthetic", "random", 7)])
+@pytest.mark.parametrize(
+    "dataset,partitioner,k", [("Cora", "dirichlet", 10), ("synthetic", "louvain", 4), ("synthetic", "random", 7)]
+)
 def test_two_hop_forward_equals_centralized_gcn(dataset, partitioner, k, shared_data):
     gspec = GraphSpec(dataset=dataset, data_dir=str(shared_data) if dataset == "Cora" else "", seed=2)
     clients, _, _ = _federation(gspec, PartitionSpec(partitioner=partitioner, num_clients=k, seed=2), hops=2)
@@ -129,8 +140,10 @@ def test_only_boundary_rows_cross_the_wire(shared_data):
             boundary = set(g.global_ids[torch.unique(g.cross_edges[0])].tolist())
             remote = set(torch.unique(g.cross_edges[1]).tolist())
             (up_ins, up_res), (down_ins, down_res) = proxy.messages
-            assert (up_ins.config[protocol.PHASE], down_ins.config[protocol.PHASE]) == ("fedgcn.upload",
-                                                                                      "fedgcn.download")
+            assert (up_ins.config[protocol.PHASE], down_ins.config[protocol.PHASE]) == (
+                "fedgcn.upload",
+                "fedgcn.download",
+            )
             ids, request = protocol.unpack_arrays(up_res.properties)[:2]
             assert set(ids.tolist()) == boundary | remote  # nothing else leaves the client
             assert ids.dtype == np.int64 and np.all(np.diff(ids) > 0)
@@ -163,8 +176,11 @@ def test_upload_wire_format():
     assert np.all(rows[0][~own, -1] == 0)
     with pytest.raises(ValueError, match="the server runs 1-hop FedGCN but this client was configured with hops=2"):
         client.get_properties(protocol.phase_message("fedgcn.upload", hops=1))
-    with pytest.raises(ValueError, match="this client does not answer phase 'fedgcn.sync'; valid phases: "
-                                         "fedgcn.download, fedgcn.index, fedgcn.upload"):
+    with pytest.raises(
+        ValueError,
+        match="this client does not answer phase 'fedgcn.sync'; valid phases: "
+        "fedgcn.download, fedgcn.index, fedgcn.upload",
+    ):
         client.get_properties(protocol.phase_message("fedgcn.sync"))
     # no phase: the identity request (the partition, and the names of the model's arrays)
     assert client.get_properties({}) == {"partition_id": 0, protocol.KEYS: protocol.encode_keys(client.model_keys())}
@@ -251,20 +267,31 @@ def test_he_without_key_file_fails_at_client_start():
 
     from flowergraph.app.node_client import build_client
 
-    ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
-                  run_config={"method": "fedgcn", "fedgcn.he": True, "num-clients": 3})
-    with pytest.raises(ConfigError, match="method 'fedgcn' with these settings encrypts, so it needs the data "
-                                          "owners' CKKS key file: set key-file in the node config"):
+    ctx = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": 0, "num-partitions": 3},
+        state=RecordDict(),
+        run_config={"method": "fedgcn", "fedgcn.he": True, "num-clients": 3},
+    )
+    with pytest.raises(
+        ConfigError,
+        match="method 'fedgcn' with these settings encrypts, so it needs the data "
+        "owners' CKKS key file: set key-file in the node config",
+    ):
         build_client(ctx)
 
 
-@pytest.mark.parametrize("raw,match", [
-    ({"method": "fedgcn", "fedgcn.hops": 3}, "unknown fedgcn.hops 3; valid choices: 0, 1, 2"),
-    ({"method": "fedgcn", "node.model": "sage"}, "method 'fedgcn' trains a 2-layer GCN; got node.model='sage'"),
-    ({"method": "fedgcn", "node.layers": 3}, "got node.model='gcn' node.layers=3"),
-    ({"method": "fedgcn", "fedgcn.he": True, "fedgcn.hops": 0}, "fedgcn.he=true needs fedgcn.hops=1 or 2"),
-    ({"method": "fedgcn", "node.input-dropout": 0.5}, "input-dropout must be 0"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        ({"method": "fedgcn", "fedgcn.hops": 3}, "unknown fedgcn.hops 3; valid choices: 0, 1, 2"),
+        ({"method": "fedgcn", "node.model": "sage"}, "method 'fedgcn' trains a 2-layer GCN; got node.model='sage'"),
+        ({"method": "fedgcn", "node.layers": 3}, "got node.model='gcn' node.layers=3"),
+        ({"method": "fedgcn", "fedgcn.he": True, "fedgcn.hops": 0}, "fedgcn.he=true needs fedgcn.hops=1 or 2"),
+        ({"method": "fedgcn", "node.input-dropout": 0.5}, "input-dropout must be 0"),
+    ],
+)
 def test_bad_fedgcn_settings(raw, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config(raw)
@@ -299,15 +326,17 @@ def test_he_layout_places_every_row_once_and_clients_find_exactly_their_rows():
     assert sorted(layout.row_ids.tolist()) == every.tolist()  # each row exactly once
     used = np.zeros(layout.num_ciphertexts * slots, dtype=int)
     for off in layout.offsets.tolist():
-        used[off:off + width] += 1
+        used[off : off + width] += 1
     assert used.max() == 1  # no two rows share a slot
     for contrib, req, ct0, n_ct in layout.groups:
-        rows = [r for r in every.tolist()
-                if frozenset(c for c in range(clients) if r in contributed[c]) == contrib
-                and frozenset(c for c in range(clients) if r in requested[c]) == req]
+        rows = [
+            r
+            for r in every.tolist()
+            if frozenset(c for c in range(clients) if r in contributed[c]) == contrib
+            and frozenset(c for c in range(clients) if r in requested[c]) == req
+        ]
         mine = [i for i, r in enumerate(layout.row_ids.tolist()) if r in rows]
-        assert all(ct0 * slots <= layout.offsets[i] and layout.offsets[i] + width <= (ct0 + n_ct) * slots
-                   for i in mine)
+        assert all(ct0 * slots <= layout.offsets[i] and layout.offsets[i] + width <= (ct0 + n_ct) * slots for i in mine)
     for c in range(clients):
         for role, expected in (("contributor", contributed[c]), ("requester", requested[c])):
             ids, offs = layout.rows_for(c, role)

@@ -23,9 +23,22 @@ from flowergraph.storage import load_checkpoint, read_run
 from flowergraph.strategies.aggregation import Update
 from flowergraph.strategies.fedgraph import FedGraphStrategy
 from flowergraph.strategies.policy import FederationPolicy
-from flowergraph.tasks.fedgraph import (ActionSpace, DDPGAgent, DDPGConfig, Rows, SamplingPolicy, aggregate,
-                                        boundary_nodes, build_model, build_view, exchange_degrees,
-                                        exchange_in_process, owner_rows, reward, train_round)
+from flowergraph.tasks.fedgraph import (
+    ActionSpace,
+    DDPGAgent,
+    DDPGConfig,
+    Rows,
+    SamplingPolicy,
+    aggregate,
+    boundary_nodes,
+    build_model,
+    build_view,
+    exchange_degrees,
+    exchange_in_process,
+    owner_rows,
+    reward,
+    train_round,
+)
 from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
 from flowergraph.wire import fedgraph as msg
 from records import assert_same_rounds
@@ -33,14 +46,20 @@ from records import assert_same_rounds
 K = 3
 # Cora, the paper's synthesis over 3 clients; alpha = 0 (no time penalty) makes the agent's rewards, hence the
 # whole run, a pure function of the settings
-BASE = {"method": "fedgraph", "dataset": "Cora", "num-clients": K, "rounds": 3, "seed": 5, "fedgraph.alpha": 0.0,
-        "fedgraph.episode-rounds": 2}
+BASE = {
+    "method": "fedgraph",
+    "dataset": "Cora",
+    "num-clients": K,
+    "rounds": 3,
+    "seed": 5,
+    "fedgraph.alpha": 0.0,
+    "fedgraph.episode-rounds": 2,
+}
 COSTS = ("time_s", "elapsed_s", "ended_at", "round_time", "_s", "fedgraph_local_s", "fedgraph_sample_s")
 
 
 def _config(shared_data, tmp, name, **extra):
-    return {**BASE, "data-dir": str(shared_data), "out-dir": str(tmp / name), "state-dir": str(tmp / "state"),
-            **extra}
+    return {**BASE, "data-dir": str(shared_data), "out-dir": str(tmp / name), "state-dir": str(tmp / "state"), **extra}
 
 
 def compose(config, rounds):
@@ -51,14 +70,23 @@ def compose(config, rounds):
     graphs = [client_graph_of(s, k) for k in range(K)]
     degrees = exchange_degrees(graphs)
     views = [build_view(g, degrees[g.client_id], o.cut_norm) for g in graphs]
-    model = build_model(graphs[0].num_features, graphs[0].num_classes, hidden=n.hidden, num_convs=n.layers,
-                        dropout=n.dropout, seed=s.seed)
+    model = build_model(
+        graphs[0].num_features,
+        graphs[0].num_classes,
+        hidden=n.hidden,
+        num_convs=n.layers,
+        dropout=n.dropout,
+        seed=s.seed,
+    )
     weights = module_arrays(model)
     test = node_server_evaluate(s)
     agent = None
     if o.agent == "ddpg":
-        agent = DDPGAgent(ActionSpace(K, n.layers, o.kappa_min, o.kappa_max, o.p_min, 1.0),
-                          DDPGConfig(episode_rounds=o.episode_rounds, pca_components=o.pca_components), seed=s.seed)
+        agent = DDPGAgent(
+            ActionSpace(K, n.layers, o.kappa_min, o.kappa_max, o.p_min, 1.0),
+            DDPGConfig(episode_rounds=o.episode_rounds, pca_components=o.pca_components),
+            seed=s.seed,
+        )
         policies = agent.policies(agent.start_episode(agent.observe(weights, [weights] * K)))
     else:
         policies = [SamplingPolicy(o.batch_size, (o.prob,) * n.layers)] * K
@@ -68,13 +96,20 @@ def compose(config, rounds):
         tables = exchange_in_process([model] * K, views, o.sharing)
         updates = []
         for k in range(K):
-            local = build_model(graphs[0].num_features, graphs[0].num_classes, hidden=n.hidden, num_convs=n.layers,
-                                dropout=n.dropout, seed=s.seed)
+            local = build_model(
+                graphs[0].num_features,
+                graphs[0].num_classes,
+                hidden=n.hidden,
+                num_convs=n.layers,
+                dropout=n.dropout,
+                seed=s.seed,
+            )
             load_module_arrays(local, weights)
             generator = torch.Generator().manual_seed(sample_seed(s.seed, r, k))
             torch.manual_seed(round_seed(s.seed, r, k))
-            res = train_round(local, views[k], policies[k], o.sharing, tables[k], train_config_of(s),
-                              generator=generator)
+            res = train_round(
+                local, views[k], policies[k], o.sharing, tables[k], train_config_of(s), generator=generator
+            )
             updates.append((module_arrays(local), res.num_samples))
         rec = {"round": r, "policies": [[p.kappa, list(p.probs)] for p in policies]}
         weights = aggregate(updates)
@@ -122,9 +157,19 @@ def test_flower_run_equals_the_in_process_composition(reference):
 def test_fixed_policy_baselines_equal_the_composition(shared_data, tmp_path, sharing):
     """The fixed policy (kappa 64, p 0.5): the Flower run's policies and its weights after 2 rounds equal the
     composition's."""
-    config = _config(shared_data, tmp_path, sharing, **{"fedgraph.agent": "fixed", "fedgraph.sharing": sharing,
-                                                         "fedgraph.batch-size": 64, "fedgraph.prob": 0.5,
-                                                         "rounds": 2, "checkpoint-every": 2})
+    config = _config(
+        shared_data,
+        tmp_path,
+        sharing,
+        **{
+            "fedgraph.agent": "fixed",
+            "fedgraph.sharing": sharing,
+            "fedgraph.batch-size": 64,
+            "fedgraph.prob": 0.5,
+            "rounds": 2,
+            "checkpoint-every": 2,
+        },
+    )
     run_inprocess(config)
     want, weights = compose(config, 2)
     got = [r for r in read_run(tmp_path / sharing)["rounds"] if r["round"] >= 1]
@@ -143,8 +188,11 @@ def _sent_arrays(proxy):
         if kind == "get_properties":
             props = dict(res.properties)
             out += [(f"phase {ins.config.get(wire.PHASE)}", a) for a in wire.unpack_arrays(props)]
-            out += [(f"phase {ins.config.get(wire.PHASE)} value", np.frombuffer(v, np.uint8))
-                    for k, v in props.items() if isinstance(v, bytes) and not k.startswith("fg.")]
+            out += [
+                (f"phase {ins.config.get(wire.PHASE)} value", np.frombuffer(v, np.uint8))
+                for k, v in props.items()
+                if isinstance(v, bytes) and not k.startswith("fg.")
+            ]
         elif kind in ("fit", "get_parameters"):
             out += [(kind, a) for a in parameters_to_ndarrays(res.parameters)]
             for key, value in (getattr(res, "metrics", None) or {}).items():
@@ -163,8 +211,8 @@ def _contains_rows(array, rows, tol=1e-9):
         return False
     a, b = a.astype(np.float64), rows.astype(np.float64)
     for start in range(0, len(a), 256):
-        chunk = a[start:start + 256]
-        dist = (chunk ** 2).sum(1)[:, None] + (b ** 2).sum(1)[None, :] - 2.0 * chunk @ b.T
+        chunk = a[start : start + 256]
+        dist = (chunk**2).sum(1)[:, None] + (b**2).sum(1)[None, :] - 2.0 * chunk @ b.T
         if (dist <= tol).any():
             return True
     return False
@@ -179,10 +227,12 @@ def _has_feature_row(array, x):
     return any(row.tobytes() in known for row in np.ascontiguousarray(a, dtype=np.float32))
 
 
-@pytest.mark.parametrize("sharing,staleness", [("fedgraph", "same-round"), ("fedgraph", "one-round"),
-                                               ("allshare", "same-round")])
-def test_what_clients_send_holds_no_raw_features_or_layer_1_inputs(reference, shared_data, tmp_path, sharing,
-                                                                   staleness):
+@pytest.mark.parametrize(
+    "sharing,staleness", [("fedgraph", "same-round"), ("fedgraph", "one-round"), ("allshare", "same-round")]
+)
+def test_what_clients_send_holds_no_raw_features_or_layer_1_inputs(
+    reference, shared_data, tmp_path, sharing, staleness
+):
     """Every array in every recorded client reply (phase replies, fit weights, the one-round rows in fit metrics):
     no row of the client's features, no row of x W^(0) of its boundary nodes under any model it was sent; the
     rows it sent are exactly owner_rows of the model they were computed with. allShare is the control: there
@@ -190,8 +240,9 @@ def test_what_clients_send_holds_no_raw_features_or_layer_1_inputs(reference, sh
     if (sharing, staleness) == ("fedgraph", "same-round"):
         config, _, proxies = reference
     else:
-        config = _config(shared_data, tmp_path, "run", **{"fedgraph.sharing": sharing, "fedgraph.staleness": staleness,
-                                                          "rounds": 2})
+        config = _config(
+            shared_data, tmp_path, "run", **{"fedgraph.sharing": sharing, "fedgraph.staleness": staleness, "rounds": 2}
+        )
         _, proxies = run_inprocess(config, record=True)
     s = parse_run_config(config)
     graphs = [client_graph_of(s, k) for k in range(K)]
@@ -204,10 +255,14 @@ def test_what_clients_send_holds_no_raw_features_or_layer_1_inputs(reference, sh
         x = g.x.numpy()
         boundary = boundary_nodes(g)
         keys = list(build_model(g.num_features, g.num_classes).state_dict())
-        models = [dict(zip(keys, parameters_to_ndarrays(ins.parameters))) for kind, ins, _ in proxy.messages
-                  if kind == "fit"]
-        requests = [wire.decode_phase(ins.config) for kind, ins, _ in proxy.messages
-                    if kind == "get_properties" and wire.PHASE in ins.config]
+        models = [
+            dict(zip(keys, parameters_to_ndarrays(ins.parameters))) for kind, ins, _ in proxy.messages if kind == "fit"
+        ]
+        requests = [
+            wire.decode_phase(ins.config)
+            for kind, ins, _ in proxy.messages
+            if kind == "get_properties" and wire.PHASE in ins.config
+        ]
         phase_models = [r.model for r in requests if r.model is not None]
         w0s = [m["convs.0.lin.weight"] for m in models + phase_models]
         layer1 = np.concatenate([x[boundary.numpy()] @ w.T for w in w0s])
@@ -255,8 +310,10 @@ def test_one_round_staleness_delivers_last_rounds_rows(shared_data, tmp_path):
     _, proxies = run_inprocess(config, record=True)
     rounds = [r for r in read_run(tmp_path / "stale")["rounds"] if r["round"] >= 1]
     assert "fedgraph-exchange" in rounds[0]["phases"] and "fedgraph-exchange" not in rounds[1].get("phases", {})
-    fits = {int(p.context.node_config["partition-id"]): [(i, r) for kind, i, r in p.messages if kind == "fit"]
-            for p in proxies}
+    fits = {
+        int(p.context.node_config["partition-id"]): [(i, r) for kind, i, r in p.messages if kind == "fit"]
+        for p in proxies
+    }
     for me in range(K):
         ins = fits[me][1][0]
         got = msg.unpack_parts(ins.config[msg.INBOX])
@@ -293,7 +350,6 @@ def test_resume_restores_the_agent_and_equals_uninterrupted(reference, tmp_path,
     assert final["updates"] == 4 and final["buffer"]["size"] == 4
 
 
-
 def _fit_metrics(proxies, server_round):
     """What every client's fit reply of ``server_round`` carried, as the server received it: {partition: metrics}."""
     out = {}
@@ -311,8 +367,9 @@ def test_work_round_time_is_the_largest_reported_work_and_repeats_exactly(shared
     rewards (with round-time=server, alpha profiled, it would not)."""
     runs = []
     for name in ("a", "b"):
-        config = _config(shared_data, tmp_path, name, **{"fedgraph.alpha": -1.0, "fedgraph.round-time": "work",
-                                                         "rounds": 3})
+        config = _config(
+            shared_data, tmp_path, name, **{"fedgraph.alpha": -1.0, "fedgraph.round-time": "work", "rounds": 3}
+        )
         _, proxies = run_inprocess(config, record=True)
         runs.append(([r for r in read_run(tmp_path / name)["rounds"] if r["round"] >= 1], proxies))
     rounds, proxies = runs[0]
@@ -326,19 +383,23 @@ def test_work_round_time_is_the_largest_reported_work_and_repeats_exactly(shared
         assert info["slowest_client_s"] == max(m[msg.LOCAL_SECONDS] for m in reported.values())
         alpha = alpha if alpha is not None else 1.0 / work  # profiled on round 1: penalty 1 there (beta = 0)
         assert info["alpha"] == pytest.approx(alpha, rel=1e-12)
-        assert info["reward"] == pytest.approx(reward(info["server_accuracy"], work, 0.8, 128.0, alpha, 0.0),
-                                               abs=1e-12)
+        assert info["reward"] == pytest.approx(reward(info["server_accuracy"], work, 0.8, 128.0, alpha, 0.0), abs=1e-12)
     # the policies differ between clients (the agent acts per client), so do the reported costs
     assert len({m[msg.FORWARD_MACS] for m in _fit_metrics(proxies, 1).values()}) == K
     again, _ = runs[1]
     assert [r["fedgraph"]["policies"] for r in again] == [r["fedgraph"]["policies"] for r in rounds]
     assert [r["fedgraph"]["reward"] for r in again] == [r["fedgraph"]["reward"] for r in rounds]
 
+
 def test_agent_keys_reach_the_agent(shared_data, tmp_path):
     """fedgraph.agent-update=td3 and fedgraph.noise-min arrive in the server's agent (read back from the run's
     checkpoint), whose second critic is saved with it and restores."""
-    config = _config(shared_data, tmp_path, "td3", **{"rounds": 2, "checkpoint-every": 1,
-                                                      "fedgraph.agent-update": "td3", "fedgraph.noise-min": 0.15})
+    config = _config(
+        shared_data,
+        tmp_path,
+        "td3",
+        **{"rounds": 2, "checkpoint-every": 1, "fedgraph.agent-update": "td3", "fedgraph.noise-min": 0.15},
+    )
     run_inprocess(config)
     state = load_checkpoint(tmp_path / "td3" / "checkpoints" / "round-000002.npz").strategy_state["fedgraph"]["agent"]
     cfg = state["values"]["config"]
@@ -353,30 +414,47 @@ def test_agent_keys_reach_the_agent(shared_data, tmp_path):
 def test_a_client_that_does_not_report_its_cost_is_an_error(round_time, metric):
     """The reward's time term comes from the clients' fit replies: one without the metric (a client that is not
     ours) is a clear error naming the client and the metric, not a silent 0 that drops eq. 9's time term."""
-    strategy = FedGraphStrategy(FederationPolicy(num_clients=2, num_rounds=2), round_time=round_time,
-                                test_fn=lambda r, arrays: (0.0, {"accuracy": 0.5}))
+    strategy = FedGraphStrategy(
+        FederationPolicy(num_clients=2, num_rounds=2),
+        round_time=round_time,
+        test_fn=lambda r, arrays: (0.0, {"accuracy": 0.5}),
+    )
     strategy.agent = DDPGAgent(ActionSpace(num_clients=2), DDPGConfig(), seed=0)
-    updates = [Update("0", [], 10, {msg.FORWARD_MACS: 5_000_000, msg.LOCAL_SECONDS: 0.1}),
-               Update("1", [], 10, {msg.LOCAL_SECONDS: 0.1} if metric == msg.FORWARD_MACS else
-                      {msg.FORWARD_MACS: 5_000_000})]
-    with pytest.raises(ValueError, match=re.escape(f"fedgraph.round-time={round_time!r} needs every client's "
-                                                   f"{metric!r} metric in its fit reply; client(s) 1 sent none in "
-                                                   f"round 1")):
+    updates = [
+        Update("0", [], 10, {msg.FORWARD_MACS: 5_000_000, msg.LOCAL_SECONDS: 0.1}),
+        Update("1", [], 10, {msg.LOCAL_SECONDS: 0.1} if metric == msg.FORWARD_MACS else {msg.FORWARD_MACS: 5_000_000}),
+    ]
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"fedgraph.round-time={round_time!r} needs every client's "
+            f"{metric!r} metric in its fit reply; client(s) 1 sent none in "
+            f"round 1"
+        ),
+    ):
         strategy.after_fit(1, updates)
 
 
 BAD = [
     ({"fedgraph.sharing": "all"}, "unknown fedgraph.sharing 'all'; valid choices: fedgraph, allshare, nonshare"),
-    ({"fedgraph.sampling": "sage"}, "unknown fedgraph.sampling 'sage'; valid choices: fedgraph, full, graphsage, "
-                                    "fastgcn"),
+    (
+        {"fedgraph.sampling": "sage"},
+        "unknown fedgraph.sampling 'sage'; valid choices: fedgraph, full, graphsage, fastgcn",
+    ),
     ({"fedgraph.agent": "ppo"}, "unknown fedgraph.agent 'ppo'; valid choices: ddpg, fixed"),
-    ({"fedgraph.data": "kmeans"}, "unknown fedgraph.data 'kmeans'; valid choices: synthesis, dirichlet, louvain, "
-                                  "metis, random"),
-    ({"fedgraph.staleness": "two-round"}, "unknown fedgraph.staleness 'two-round'; valid choices: same-round, "
-                                          "one-round"),
+    (
+        {"fedgraph.data": "kmeans"},
+        "unknown fedgraph.data 'kmeans'; valid choices: synthesis, dirichlet, louvain, metis, random",
+    ),
+    (
+        {"fedgraph.staleness": "two-round"},
+        "unknown fedgraph.staleness 'two-round'; valid choices: same-round, one-round",
+    ),
     ({"fedgraph.cut-norm": "none"}, "unknown fedgraph.cut-norm 'none'; valid choices: local, global"),
-    ({"fedgraph.round-time": "wall"}, "unknown fedgraph.round-time 'wall'; valid choices: server, slowest-client, "
-                                      "work"),
+    (
+        {"fedgraph.round-time": "wall"},
+        "unknown fedgraph.round-time 'wall'; valid choices: server, slowest-client, work",
+    ),
     ({"fedgraph.agent-update": "sac"}, "unknown fedgraph.agent-update 'sac'; valid choices: ddpg, td3"),
     ({"fedgraph.noise-min": -0.1}, "fedgraph.noise-min=-0.1: must be >= 0.0"),
     ({"fedgraph.var": -0.5}, "fedgraph.var=-0.5: must be >= 0.0"),
@@ -386,15 +464,24 @@ BAD = [
     ({"fedgraph.omega": 1.0}, "fedgraph.omega=1.0: must be > 1.0"),
     ({"fedgraph.alpha": -2.0}, "fedgraph.alpha=-2.0: must be >= -1.0"),
     ({"fedgraph.kappa-min": 600}, "fedgraph.kappa-min=600 exceeds fedgraph.kappa-max=512"),
-    ({"fedgraph.sampling": "full"}, "fedgraph.agent='ddpg' chooses FedGraph sampling policies, but "
-                                    "fedgraph.sampling='full'; set fedgraph.agent='fixed' for the full baseline"),
+    (
+        {"fedgraph.sampling": "full"},
+        "fedgraph.agent='ddpg' chooses FedGraph sampling policies, but "
+        "fedgraph.sampling='full'; set fedgraph.agent='fixed' for the full baseline",
+    ),
     ({"node.model": "gat"}, "method 'fedgraph' trains a GCN; got node.model='gat' (valid: node.model='gcn')"),
     ({"fraction-fit": 0.5}, "fraction-fit=0.5: FedGraph needs every client in every round"),
-    ({"aggregator": "median"}, "aggregator='median': FedGraph aggregates by eq. 8 (weighted by mini-batch size); "
-                               "valid with it: aggregator='mean'"),
-    ({"secure-agg": "secagg+"}, "secure-agg='secagg+' gives the server only the sum of whole updates of one global "
-                                "model, but method 'fedgraph' declares update_kind='weights', model_scope='global' and "
-                                "updates that cannot be summed; valid with this method: secure-agg='none'"),
+    (
+        {"aggregator": "median"},
+        "aggregator='median': FedGraph aggregates by eq. 8 (weighted by mini-batch size); "
+        "valid with it: aggregator='mean'",
+    ),
+    (
+        {"secure-agg": "secagg+"},
+        "secure-agg='secagg+' gives the server only the sum of whole updates of one global "
+        "model, but method 'fedgraph' declares update_kind='weights', model_scope='global' and "
+        "updates that cannot be summed; valid with this method: secure-agg='none'",
+    ),
     ({"dp": "local"}, "dp='local' would cover the training updates only, not the embedding rows"),
 ]
 
@@ -415,17 +502,35 @@ def test_presets_hold_the_paper_setting():
     paper = parse_run_config(load_preset(conf / "fedgraph-cora-paper.toml"))
     for s in (quick, paper):
         o, n = s.of("fedgraph"), s.of("node")
-        assert (s.method, s.dataset, o.sharing, o.sampling, o.agent, o.data) == \
-            ("fedgraph", "Cora", "fedgraph", "fedgraph", "ddpg", "synthesis")
-        assert (n.model, n.hidden, n.layers, n.dropout, o.lr, o.omega, o.pca_components) == \
-            ("gcn", 16, 2, 0.5, 0.01, 128.0, 20)
+        assert (s.method, s.dataset, o.sharing, o.sampling, o.agent, o.data) == (
+            "fedgraph",
+            "Cora",
+            "fedgraph",
+            "fedgraph",
+            "ddpg",
+            "synthesis",
+        )
+        assert (n.model, n.hidden, n.layers, n.dropout, o.lr, o.omega, o.pca_components) == (
+            "gcn",
+            16,
+            2,
+            0.5,
+            0.01,
+            128.0,
+            20,
+        )
     assert paper.num_clients == 20 and paper["fedgraph.episode-rounds"] == 30 and paper.rounds >= 300
     assert quick.num_clients < 20 and quick.rounds <= 60
 
 
-@pytest.mark.parametrize("preset, counts", [("fedgraph-cora.toml", [1208, 500, 1000]),
-                                            ("fedgraph-cora-paper.toml", [1208, 500, 1000]),
-                                            ("fedgraph-citeseer.toml", [1827, 500, 1000])])
+@pytest.mark.parametrize(
+    "preset, counts",
+    [
+        ("fedgraph-cora.toml", [1208, 500, 1000]),
+        ("fedgraph-cora-paper.toml", [1208, 500, 1000]),
+        ("fedgraph-citeseer.toml", [1827, 500, 1000]),
+    ],
+)
 def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts):
     """The presets split as FastGCN does (the paper's batch 256 is FastGCN's): 500 validation and 1000 test nodes,
     every other node for training, disjoint, for every seed."""
@@ -436,8 +541,9 @@ def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts)
 
     values = load_preset(Path(__file__).resolve().parents[1] / "conf" / preset)
     for seed in (0, 1):
-        data = load_global_graph(GraphSpec(dataset=values["dataset"], data_dir=str(shared_data),
-                                           split=values["node.split"], seed=seed))
+        data = load_global_graph(
+            GraphSpec(dataset=values["dataset"], data_dir=str(shared_data), split=values["node.split"], seed=seed)
+        )
         masks = torch.stack([data.train_mask, data.val_mask, data.test_mask])
         assert masks.sum(dim=1).tolist() == counts
         assert int(masks.sum(dim=0).max()) == 1 and sum(counts) == data.num_nodes  # disjoint, every node
@@ -445,7 +551,8 @@ def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts)
 
 @pytest.mark.inline
 def test_three_clients_three_rounds_through_flowers_simulation(reference, tmp_path):
-    """3 SuperNodes, 3 rounds in Flower's simulation engine, inline (messages serialised, phases as get_properties, client
+    """3 SuperNodes, 3 rounds in Flower's simulation engine, inline (messages serialised, phases as get_properties,
+    client
     state in context.state): the agent's policies and the server's accuracies equal the in-process run's."""
     from flowergraph.simulation import run_simulation
 
@@ -461,7 +568,8 @@ def test_three_clients_three_rounds_through_flowers_simulation(reference, tmp_pa
         # the ServerApp process sums the agent's float32 layers in its own thread setting: probabilities agree to
         # ~1e-8, not bit for bit (the in-process tests compare bit for bit)
         assert [k for k, _ in b["fedgraph"]["policies"]] == [k for k, _ in a["fedgraph"]["policies"]]
-        np.testing.assert_allclose([p for _, p in b["fedgraph"]["policies"]],
-                                   [p for _, p in a["fedgraph"]["policies"]], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(
+            [p for _, p in b["fedgraph"]["policies"]], [p for _, p in a["fedgraph"]["policies"]], rtol=0, atol=1e-6
+        )
         assert b["fedgraph"]["server_accuracy"] == pytest.approx(a["fedgraph"]["server_accuracy"], abs=1e-6)
         assert b.get("accuracy") == pytest.approx(a.get("accuracy"), abs=1e-6)

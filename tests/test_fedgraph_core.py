@@ -13,12 +13,41 @@ import torch.nn.functional as F
 from flowergraph.errors import ConfigError
 from flowergraph.storage.npzio import read_npz, write_npz
 from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, load_global_graph
-from flowergraph.tasks.fedgraph import (SHARING, UPDATE_RULES, ActionSpace, DDPGAgent, DDPGConfig, FullBatch, LayerWise,
-                                        NodeWise, ReplayBuffer, Rows, SamplingPolicy, aggregate, build_model,
-                                        build_view, client_graphs, degree_rows, exchange_convs, exchange_degrees,
-                                        exact_sample, exchange_in_process, export_plan, forward, forward_macs,
-                                        full_forward, make_scheme, owner_rows, request_plan, reward, shared_convs,
-                                        soft_update, synthesise, time_penalty_alpha, train_round)
+from flowergraph.tasks.fedgraph import (
+    SHARING,
+    UPDATE_RULES,
+    ActionSpace,
+    DDPGAgent,
+    DDPGConfig,
+    FullBatch,
+    LayerWise,
+    NodeWise,
+    ReplayBuffer,
+    Rows,
+    SamplingPolicy,
+    aggregate,
+    build_model,
+    build_view,
+    client_graphs,
+    degree_rows,
+    exchange_convs,
+    exchange_degrees,
+    exact_sample,
+    exchange_in_process,
+    export_plan,
+    forward,
+    forward_macs,
+    full_forward,
+    make_scheme,
+    owner_rows,
+    request_plan,
+    reward,
+    shared_convs,
+    soft_update,
+    synthesise,
+    time_penalty_alpha,
+    train_round,
+)
 from flowergraph.tasks.fedgraph.model import evaluate
 from flowergraph.tasks.training import TrainConfig
 
@@ -74,9 +103,11 @@ def test_exact_exchange_equals_centralised_gcn(dataset, scheme, k, num_convs, sh
     full, cut = data.edge_index, _cut_edges(data, owner)
     model = _perturbed_model(data, num_convs=num_convs)
     with torch.no_grad():
-        refs = {"allshare": _central(model, data, [full] * num_convs),  # = the plain GCN on the whole graph
-                "nonshare": _central(model, data, [cut] * num_convs),
-                "fedgraph": _central(model, data, [cut] + [full] * (num_convs - 1))}
+        refs = {
+            "allshare": _central(model, data, [full] * num_convs),  # = the plain GCN on the whole graph
+            "nonshare": _central(model, data, [cut] * num_convs),
+            "fedgraph": _central(model, data, [cut] + [full] * (num_convs - 1)),
+        }
         torch.testing.assert_close(refs["allshare"], model(data.x, data.edge_index))
         assert not torch.allclose(refs["fedgraph"], refs["allshare"], atol=1e-3)
         assert not torch.allclose(refs["fedgraph"], refs["nonshare"], atol=1e-3)
@@ -108,8 +139,9 @@ def test_literal_first_layer_normalisation():
         ref = F.log_softmax(q @ c1.lin(h) + c1.bias, dim=-1)
         tables = exchange_in_process([model] * 3, views, "fedgraph")
         for view, table in zip(views, tables):
-            torch.testing.assert_close(full_forward(model, view, "fedgraph", table), ref[view.graph.global_ids],
-                                       atol=2e-5, rtol=0)
+            torch.testing.assert_close(
+                full_forward(model, view, "fedgraph", table), ref[view.graph.global_ids], atol=2e-5, rtol=0
+            )
 
 
 def test_what_owners_send(shared_data):
@@ -127,8 +159,11 @@ def test_what_owners_send(shared_data):
         exported = set(np.concatenate(list(export_plan(g).values())).tolist())
         assert exported == boundary
         # FedGraph never sends anything computed by the first convolution's inputs alone: conv 0 is refused.
-        with pytest.raises(ConfigError, match=r"conv=0: with sharing 'fedgraph' and 2 convolutions owners send "
-                                              r"rows for convolutions \[1\] only"):
+        with pytest.raises(
+            ConfigError,
+            match=r"conv=0: with sharing 'fedgraph' and 2 convolutions owners send "
+            r"rows for convolutions \[1\] only",
+        ):
             owner_rows(model, view, "fedgraph", 0)
         rows = owner_rows(model, view, "fedgraph", 1)
         assert set(rows.ids.tolist()) == boundary
@@ -167,8 +202,9 @@ def test_missing_rows_and_bad_arguments_are_named():
         shared_convs("some", 2)
     with pytest.raises(ConfigError, match="unknown cut-norm 'x'; valid choices: local, global"):
         build_view(graphs[0], cut_norm="x")
-    with pytest.raises(ConfigError, match="unknown sampling scheme 'ladies'; valid choices: full, fedgraph, "
-                                          "graphsage, fastgcn"):
+    with pytest.raises(
+        ConfigError, match="unknown sampling scheme 'ladies'; valid choices: full, fedgraph, graphsage, fastgcn"
+    ):
         make_scheme("ladies")
     with pytest.raises(ConfigError, match=r"probs\[1\]=1.5: a sampling probability must be in \(0, 1\]"):
         SamplingPolicy(kappa=8, probs=(0.5, 1.5))
@@ -184,11 +220,21 @@ def _tiny():
     (owner 1); node 4 isolated. Remote degrees d_10 = 3, d_11 = 2."""
     und = [(0, 1), (0, 2), (0, 3), (1, 2)]
     ei = torch.tensor(und + [(b, a) for a, b in und]).t()
-    g = ClientGraph(client_id=0, num_clients=2, global_ids=torch.arange(5), x=torch.eye(5), y=torch.zeros(5).long(),
-                    train_mask=torch.tensor([True, False, False, False, False]),
-                    val_mask=torch.zeros(5, dtype=torch.bool), test_mask=torch.zeros(5, dtype=torch.bool),
-                    edge_index=ei, cross_edges=torch.tensor([[0, 3], [10, 11]]), cross_owner=torch.tensor([1, 1]),
-                    num_global_nodes=12, num_classes=2)
+    g = ClientGraph(
+        client_id=0,
+        num_clients=2,
+        global_ids=torch.arange(5),
+        x=torch.eye(5),
+        y=torch.zeros(5).long(),
+        train_mask=torch.tensor([True, False, False, False, False]),
+        val_mask=torch.zeros(5, dtype=torch.bool),
+        test_mask=torch.zeros(5, dtype=torch.bool),
+        edge_index=ei,
+        cross_edges=torch.tensor([[0, 3], [10, 11]]),
+        cross_owner=torch.tensor([1, 1]),
+        num_global_nodes=12,
+        num_classes=2,
+    )
     return build_view(g, Rows(np.array([10, 11]), np.array([[3.0], [2.0]])))
 
 
@@ -231,8 +277,11 @@ def test_eq7_rescaling_by_hand():
     assert seen == set(nbrs_full[0])  # the remote neighbour is sampled like an own one
 
 
-@pytest.mark.parametrize("scheme", [SamplingPolicy(kappa=1, probs=(0.5, 0.5)), LayerWise(batch_size=1, layer_size=6)],
-                         ids=["fedgraph", "fastgcn"])
+@pytest.mark.parametrize(
+    "scheme",
+    [SamplingPolicy(kappa=1, probs=(0.5, 0.5)), LayerWise(batch_size=1, layer_size=6)],
+    ids=["fedgraph", "fastgcn"],
+)
 def test_sampled_weights_are_unbiased(scheme):
     """E[Q~] = Q: eq. 7's |V(v)|/|N(v)| and FastGCN's c(u)/(t q(u)) are inverse inclusion weights."""
     view = _tiny()
@@ -280,8 +329,11 @@ def test_probability_one_full_batch_equals_full_forward(sharing, shared_data):
         train = torch.nonzero(view.graph.train_mask, as_tuple=True)[0]
         with torch.no_grad():
             ref = full_forward(model, view, sharing, table)
-            for scheme in (SamplingPolicy(kappa=10**6, probs=(1.0, 1.0)), FullBatch(),
-                           NodeWise(batch_size=None, fanouts=(10**6, 10**6))):
+            for scheme in (
+                SamplingPolicy(kappa=10**6, probs=(1.0, 1.0)),
+                FullBatch(),
+                NodeWise(batch_size=None, fanouts=(10**6, 10**6)),
+            ):
                 s = scheme.sample(view, train, shared, torch.Generator().manual_seed(0))
                 assert s.batch.tolist() == train.tolist()
                 torch.testing.assert_close(forward(model, view, s, table), ref[train], atol=1e-5, rtol=0)
@@ -340,8 +392,10 @@ def test_train_round(shared_data):
         assert res.iterations == 3 and math.isfinite(res.loss) and res.seconds > 0
         assert 0 <= res.sample_seconds <= res.seconds and res.nodes_per_iteration > 0
         if scheme.name == "full":  # one deterministic sample per round, three iterations
-            once = forward_macs(model, scheme.sample(views[0], torch.nonzero(views[0].graph.train_mask)[:, 0],
-                                                     shared_convs("fedgraph", 2)))
+            once = forward_macs(
+                model,
+                scheme.sample(views[0], torch.nonzero(views[0].graph.train_mask)[:, 0], shared_convs("fedgraph", 2)),
+            )
             assert res.forward_macs == 3 * once > 0
         else:
             assert res.forward_macs > 0
@@ -351,14 +405,24 @@ def test_train_round(shared_data):
     acc0 = evaluate(fresh, views[0], "fedgraph", exchange_in_process([fresh] * 3, views, "fedgraph")[0])
     tables = exchange_in_process([model] * 3, views, "fedgraph")
     for _ in range(5):
-        train_round(model, views[0], SamplingPolicy(kappa=128, probs=(0.5, 0.5)), "fedgraph", tables[0],
-                    TrainConfig(local_steps=5, optimizer="adam", lr=0.01, weight_decay=5e-4))
+        train_round(
+            model,
+            views[0],
+            SamplingPolicy(kappa=128, probs=(0.5, 0.5)),
+            "fedgraph",
+            tables[0],
+            TrainConfig(local_steps=5, optimizer="adam", lr=0.01, weight_decay=5e-4),
+        )
     acc = evaluate(model, views[0], "fedgraph", tables[0])
     assert acc["val_accuracy"] > acc0["val_accuracy"] + 0.2
     # A client without labelled nodes trains nothing and weighs 0 in eq. 8.
     g = views[1].graph
-    g_empty = ClientGraph(**{**{f: getattr(g, f) for f in g.__dataclass_fields__ if f != "uid"},
-                             "train_mask": torch.zeros_like(g.train_mask)})
+    g_empty = ClientGraph(
+        **{
+            **{f: getattr(g, f) for f in g.__dataclass_fields__ if f != "uid"},
+            "train_mask": torch.zeros_like(g.train_mask),
+        }
+    )
     res = train_round(model, build_view(g_empty, exchange_degrees(graphs)[1]), FullBatch(), "fedgraph", tables[1])
     assert res.num_samples == 0 and math.isnan(res.loss)
 
@@ -380,7 +444,7 @@ def test_eq8_aggregation():
 
 
 def test_eq9_reward():
-    assert reward(0.80, 2.0, 0.90, omega=128, alpha=0.5, beta=0.4) == pytest.approx(128 ** -0.1 - 0.5 * 1.6)
+    assert reward(0.80, 2.0, 0.90, omega=128, alpha=0.5, beta=0.4) == pytest.approx(128**-0.1 - 0.5 * 1.6)
     assert reward(0.9016, 0.0, 0.9016) == pytest.approx(1.0)
     # Exponential in accuracy: the same 1-point gain is worth more near the target.
     assert (reward(0.90, 1, 0.9) - reward(0.89, 1, 0.9)) > (reward(0.60, 1, 0.9) - reward(0.59, 1, 0.9))
@@ -518,8 +582,13 @@ def test_td3_update_by_hand():
     agent = DDPGAgent(space, cfg, seed=3)
     rng = np.random.default_rng(0)
     for i in range(12):
-        agent.buffer.add(rng.normal(size=agent.state_dim), rng.uniform(-1, 1, size=space.dim), float(rng.normal()),
-                         rng.normal(size=agent.state_dim), done=(i % 5 == 4))
+        agent.buffer.add(
+            rng.normal(size=agent.state_dim),
+            rng.uniform(-1, 1, size=space.dim),
+            float(rng.normal()),
+            rng.normal(size=agent.state_dim),
+            done=(i % 5 == 4),
+        )
     for step in (1, 2):
         before = {name: _params(getattr(agent, name)) for name in agent.nets}
         gen = copy.deepcopy(agent.rng)
@@ -532,8 +601,10 @@ def test_td3_update_by_hand():
             want = float(((agent.critic(s, a) - (r + 0.9 * (1 - d) * q)) ** 2).mean())
         critic_loss, actor_loss = agent.update()
         assert critic_loss == pytest.approx(want, rel=1e-5)
-        moved = {name: not all(torch.equal(p, q) for p, q in zip(before[name], _params(getattr(agent, name))))
-                 for name in agent.nets}
+        moved = {
+            name: not all(torch.equal(p, q) for p, q in zip(before[name], _params(getattr(agent, name))))
+            for name in agent.nets
+        }
         assert moved["critic"] and moved["critic2"]
         if step == 1:  # delayed: the actor and every target wait
             assert actor_loss is None
@@ -562,8 +633,18 @@ def test_ddpg_rule_is_the_papers_update():
 def test_ddpg_learns_a_bandit(rule):
     """Sanity: with reward -(a - 0.5)^2 summed over dimensions and a constant state, the actor moves toward 0.5."""
     space = ActionSpace(num_clients=1, num_convs=1)
-    cfg = DDPGConfig(episode_rounds=1, pca_components=2, batch_size=32, actor_lr=1e-3, critic_lr=1e-3, gamma=0.0,
-                     tau=0.05, noise_std=0.5, noise_decay=1.0, **UPDATE_RULES[rule])
+    cfg = DDPGConfig(
+        episode_rounds=1,
+        pca_components=2,
+        batch_size=32,
+        actor_lr=1e-3,
+        critic_lr=1e-3,
+        gamma=0.0,
+        tau=0.05,
+        noise_std=0.5,
+        noise_decay=1.0,
+        **UPDATE_RULES[rule],
+    )
     agent = DDPGAgent(space, cfg, seed=0)
     state = np.ones(agent.state_dim, dtype=np.float32)
     torch.manual_seed(0)
@@ -615,8 +696,9 @@ def test_synthesis(shared_data):
     with torch.no_grad():
         ref = model(gprime.x, gprime.edge_index)
         for view, table in zip(views, exchange_in_process([model] * 4, views, "allshare")):
-            torch.testing.assert_close(full_forward(model, view, "allshare", table), ref[view.graph.global_ids],
-                                       atol=2e-5, rtol=0)
+            torch.testing.assert_close(
+                full_forward(model, view, "allshare", table), ref[view.graph.global_ids], atol=2e-5, rtol=0
+            )
     with pytest.raises(ConfigError, match="var=-1: the variance of xi must be"):
         synthesise(data, 4, -1)
     with pytest.raises(ConfigError, match="unknown data scheme 'kmeans'; valid choices: synthesis, dirichlet"):
@@ -627,7 +709,9 @@ def test_core_never_imports_flower():
     import subprocess
     import sys
 
-    code = ("import sys, flowergraph.tasks.fedgraph\n"
-            "bad = sorted(m for m in sys.modules if m == 'flwr' or m.startswith('flwr.'))\n"
-            "assert not bad, bad")
+    code = (
+        "import sys, flowergraph.tasks.fedgraph\n"
+        "bad = sorted(m for m in sys.modules if m == 'flwr' or m.startswith('flwr.'))\n"
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

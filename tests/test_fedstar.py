@@ -28,8 +28,16 @@ def spec(shared_data):
 
 
 def _run(shared_data, tmp_path, name, **extra):
-    return {"method": "fedstar", "dataset": DATASETS, "num-clients": 3, "rounds": 3, "seed": 2,
-            "data-dir": str(shared_data), "out-dir": str(tmp_path / name), **extra}
+    return {
+        "method": "fedstar",
+        "dataset": DATASETS,
+        "num-clients": 3,
+        "rounds": 3,
+        "seed": 2,
+        "data-dir": str(shared_data),
+        "out-dir": str(tmp_path / name),
+        **extra,
+    }
 
 
 def test_only_the_structure_encoder_travels(spec, shared_data, tmp_path):
@@ -38,8 +46,9 @@ def test_only_the_structure_encoder_travels(spec, shared_data, tmp_path):
     _, proxies = run_inprocess(_run(shared_data, tmp_path, "wire"), record=True)
     model = build_graph_model("decoupled", 7, 2, 32)
     structure = part_keys(model, "structure")
-    assert structure == ["struct_in.weight", "struct_in.bias"] + [f"struct_convs.{i}.{p}" for i in range(3)
-                                                                   for p in ("bias", "lin.weight")]
+    assert structure == ["struct_in.weight", "struct_in.bias"] + [
+        f"struct_convs.{i}.{p}" for i in range(3) for p in ("bias", "lin.weight")
+    ]
     shapes = [tuple(v.shape) for v in module_arrays(model, structure).values()]
     fits = [(ins, res) for p in proxies for kind, ins, res in p.messages if kind == "fit"]
     assert len(fits) == 9
@@ -53,16 +62,19 @@ def test_only_the_structure_encoder_travels(spec, shared_data, tmp_path):
     assert all(per_client_up * 3 <= r["bytes_up"] < per_client_up * 3 + 5000 for r in rounds)
 
 
-@pytest.mark.parametrize("variant,cross,expected", [
-    ("fedstar", True, ["struct_in", "struct_convs"]),
-    ("fedavg", True, ["feat_convs", "fc"]),
-    ("fedavg", False, ["feat_in", "feat_convs", "fc", "out"]),
-    ("fedper", True, ["feat_convs"]),
-    ("share-all", True, ["struct_in", "feat_convs", "struct_convs", "pool_fc", "fc"]),
-    ("share-feature", True, ["feat_convs"]),
-    ("local", True, []),
-    ("local-decoupled", False, []),
-])
+@pytest.mark.parametrize(
+    "variant,cross,expected",
+    [
+        ("fedstar", True, ["struct_in", "struct_convs"]),
+        ("fedavg", True, ["feat_convs", "fc"]),
+        ("fedavg", False, ["feat_in", "feat_convs", "fc", "out"]),
+        ("fedper", True, ["feat_convs"]),
+        ("share-all", True, ["struct_in", "feat_convs", "struct_convs", "pool_fc", "fc"]),
+        ("share-feature", True, ["feat_convs"]),
+        ("local", True, []),
+        ("local-decoupled", False, []),
+    ],
+)
 def test_what_each_variant_shares(variant, cross, expected):
     kind, part, _ = VARIANTS[variant]
     model = build_graph_model(kind, 7, 2, 32)
@@ -80,8 +92,10 @@ def test_received_arrays_land_in_the_real_parameters(spec):
     arrives, the model's own parameters hold exactly those values and the private parts are untouched."""
     client = _client(spec, ClientState(RecordDict()))
     private = module_arrays(client.model, part_keys(client.model, "feature"))
-    received = [np.random.default_rng(i).normal(size=a.shape).astype(np.float32)
-                for i, a in enumerate(client.get_parameters({}))]
+    received = [
+        np.random.default_rng(i).normal(size=a.shape).astype(np.float32)
+        for i, a in enumerate(client.get_parameters({}))
+    ]
     client.evaluate(received, {})
     params = dict(client.model.named_parameters())
     for key, value in zip(client.shared, received):
@@ -133,8 +147,7 @@ def _replay(spec, rounds, seed, variant="fedstar"):
             train_epochs(model, opt, data.train, GraphTrainConfig(), seed=seed, round=r, client=k)
             ups.append(list(module_arrays(model, keys).values()))
             weights.append(data.num_train)
-        glob = [sum(w * u[i].astype(np.float64) for w, u in zip(weights, ups)) / sum(weights) for i in
-                range(len(keys))]
+        glob = [sum(w * u[i].astype(np.float64) for w, u in zip(weights, ups)) / sum(weights) for i in range(len(keys))]
         glob = [g.astype(np.float32) for g in glob]
     accs = []
     for data, model, _ in clients:
@@ -157,8 +170,13 @@ def test_the_federation_equals_an_independent_replay(spec, shared_data, tmp_path
 def test_resumed_equals_uninterrupted_private_state_included(shared_data, tmp_path):
     base = _run(shared_data, tmp_path, "full", rounds=4, **{"checkpoint-every": 2})
     run_inprocess(base)
-    run_inprocess({**base, "resume-from": str(tmp_path / "full" / "checkpoints" / "round-000002.npz"),
-                   "out-dir": str(tmp_path / "again")})
+    run_inprocess(
+        {
+            **base,
+            "resume-from": str(tmp_path / "full" / "checkpoints" / "round-000002.npz"),
+            "out-dir": str(tmp_path / "again"),
+        }
+    )
     a, b = read_run(tmp_path / "full")["rounds"], read_run(tmp_path / "again")["rounds"]
     assert [r["accuracy"] for r in a] == [r["accuracy"] for r in b]
     assert [r["clients"] for r in a] == [r["clients"] for r in b]
@@ -170,17 +188,32 @@ def test_faults_then_resume_with_private_state(shared_data, tmp_path):
     """Fault injection on FedStar's training rounds (a NaN update, a crash, a wrong shape) is rejected or dropped
     by client, never takes the run down, and a run resumed from the checkpoint before the last fault, private
     layers and Adam moments included, ends exactly where the uninterrupted faulty run ends."""
-    base = _run(shared_data, tmp_path, "faulty", rounds=4, **{"checkpoint-every": 2, "min-clients": 2,
-                                                               "inject-faults": "nan:1@1,raise:2@2,shape:0@3"})
+    base = _run(
+        shared_data,
+        tmp_path,
+        "faulty",
+        rounds=4,
+        **{"checkpoint-every": 2, "min-clients": 2, "inject-faults": "nan:1@1,raise:2@2,shape:0@3"},
+    )
     summary, _ = run_inprocess(base)
     a = read_run(tmp_path / "faulty")["rounds"]
-    assert [(r["num_fit"], len(r["rejected"]), r["num_failures"]) for r in a] == [(2, 1, 0), (2, 0, 1), (2, 1, 0),
-                                                                                 (3, 0, 0)]
+    assert [(r["num_fit"], len(r["rejected"]), r["num_failures"]) for r in a] == [
+        (2, 1, 0),
+        (2, 0, 1),
+        (2, 1, 0),
+        (3, 0, 0),
+    ]
     assert [x["client"] for x in a[0]["rejected"]] == ["1"] and [x["client"] for x in a[2]["rejected"]] == ["0"]
-    assert summary["status"] == "completed" and all(np.isfinite(x).all() for x in load_checkpoint(tmp_path /
-                                                                                                 "faulty").arrays)
-    run_inprocess({**base, "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000002.npz"),
-                   "out-dir": str(tmp_path / "resumed")})
+    assert summary["status"] == "completed" and all(
+        np.isfinite(x).all() for x in load_checkpoint(tmp_path / "faulty").arrays
+    )
+    run_inprocess(
+        {
+            **base,
+            "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000002.npz"),
+            "out-dir": str(tmp_path / "resumed"),
+        }
+    )
     b = read_run(tmp_path / "resumed")["rounds"]
     assert [r["clients"] for r in a] == [r["clients"] for r in b]
     assert [r["mean_client_accuracy"] for r in a] == [r["mean_client_accuracy"] for r in b]
@@ -201,8 +234,10 @@ def test_baselines_run_and_local_ones_send_nothing(variant, shared_data, tmp_pat
         keys = shared_keys(build_graph_model("gin", 7, 2), "convs", cross_dataset=True)
         assert len(keys) == 3 * 5 and all(len(res.parameters.tensors) == len(keys) for res in fits)
         # graph.baseline-share=all (flowergraph's choice before): the hidden fc too
-        _, proxies = run_inprocess(_run(shared_data, tmp_path, "all", rounds=1, method="fedprox",
-                                        **{"graph.baseline-share": "all"}), record=True)
+        _, proxies = run_inprocess(
+            _run(shared_data, tmp_path, "all", rounds=1, method="fedprox", **{"graph.baseline-share": "all"}),
+            record=True,
+        )
         fits = [res for p in proxies for kind, _, res in p.messages if kind == "fit"]
         assert all(len(res.parameters.tensors) == 3 * 5 + 2 for res in fits)
 
@@ -233,30 +268,42 @@ def test_fedprox_differs_from_fedavg_by_the_proximal_term_alone(shared_data, tmp
     run_inprocess(_run(shared_data, tmp_path, "prox0", **{**base, "method": "fedprox", "fedprox.mu": 0.0}))
     run_inprocess(_run(shared_data, tmp_path, "prox", **{**base, "method": "fedprox", "fedprox.mu": 0.01}))
     for r in (1, 2):
-        avg, prox0, prox = (load_checkpoint(tmp_path / name / "checkpoints" / f"round-{r:06d}.npz").arrays
-                            for name in ("avg", "prox0", "prox"))
+        avg, prox0, prox = (
+            load_checkpoint(tmp_path / name / "checkpoints" / f"round-{r:06d}.npz").arrays
+            for name in ("avg", "prox0", "prox")
+        )
         assert len(avg) == len(prox0) == len(prox)
         assert all(np.array_equal(a, b) for a, b in zip(avg, prox0))
         assert max(float(np.abs(a - b).max()) for a, b in zip(avg, prox)) > 1e-3
 
 
-@pytest.mark.parametrize("raw,match", [
-    ({"dataset": "CHEM", "num-clients": 3}, "num-clients=3 but dataset='CHEM' has 7 datasets .* set num-clients=7"),
-    ({"dataset": "Cora"}, "method 'fedstar' does graph classification but dataset 'Cora' is node classification "
-                          "data; valid datasets for it: graph classification: settings CHEM"),
-    ({"dataset": "MUTAG,MUTAG", "num-clients": 2}, "dataset 'MUTAG' appears twice"),
-    ({"dataset": "MUTAG", "num-clients": 1}, "splits its graphs across num-clients >= 2 clients"),
-    ({"dataset": "CHEMX"}, "unknown dataset 'CHEMX'; valid choices: node classification: Cora, CiteSeer, PubMed, "
-                           "synthetic; graph classification: settings CHEM, BIO-CHEM, BIO-CHEM-SN, BIO-SN-CV, .*; "
-                           "did you mean 'CHEM'\\?"),
-    ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "fedsage"}, "unknown fedstar.variant 'fedsage'"),
-    ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.structure": "pe"}, "unknown fedstar.structure 'pe'"),
-    ({"dataset": "MUTAG,BZR", "num-clients": 2, "partition-dir": "/tmp"}, "partition files hold node-level data"),
-    ({"dataset": "MUTAG,BZR", "num-clients": 2, "graph.hidden": 0},
-     "graph.hidden=0: must be >= 1"),
-    ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "local", "secure-agg": "ckks"},
-     "fedstar.variant='local' shares nothing, so secure-agg='ckks' / dp='none' have no update to protect"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        ({"dataset": "CHEM", "num-clients": 3}, "num-clients=3 but dataset='CHEM' has 7 datasets .* set num-clients=7"),
+        (
+            {"dataset": "Cora"},
+            "method 'fedstar' does graph classification but dataset 'Cora' is node classification "
+            "data; valid datasets for it: graph classification: settings CHEM",
+        ),
+        ({"dataset": "MUTAG,MUTAG", "num-clients": 2}, "dataset 'MUTAG' appears twice"),
+        ({"dataset": "MUTAG", "num-clients": 1}, "splits its graphs across num-clients >= 2 clients"),
+        (
+            {"dataset": "CHEMX"},
+            "unknown dataset 'CHEMX'; valid choices: node classification: Cora, CiteSeer, PubMed, "
+            "synthetic; graph classification: settings CHEM, BIO-CHEM, BIO-CHEM-SN, BIO-SN-CV, .*; "
+            "did you mean 'CHEM'\\?",
+        ),
+        ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "fedsage"}, "unknown fedstar.variant 'fedsage'"),
+        ({"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.structure": "pe"}, "unknown fedstar.structure 'pe'"),
+        ({"dataset": "MUTAG,BZR", "num-clients": 2, "partition-dir": "/tmp"}, "partition files hold node-level data"),
+        ({"dataset": "MUTAG,BZR", "num-clients": 2, "graph.hidden": 0}, "graph.hidden=0: must be >= 1"),
+        (
+            {"dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.variant": "local", "secure-agg": "ckks"},
+            "fedstar.variant='local' shares nothing, so secure-agg='ckks' / dp='none' have no update to protect",
+        ),
+    ],
+)
 def test_bad_fedstar_settings(raw, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config({"method": "fedstar", **raw})
@@ -267,8 +314,9 @@ def test_settings_and_lists_are_normalised_and_give_the_number_of_clients():
 
     s = parse_run_config({"method": "fedstar", "dataset": "bio-chem", "num-clients": 10})
     assert s.dataset == "BIO-CHEM" and natural_num_clients("fedstar", "bio-chem") == 10
-    assert parse_run_config({"method": "fedstar", "dataset": "mutag, ptc_mr", "num-clients": 2}).dataset == \
-        "MUTAG,PTC_MR"
+    assert (
+        parse_run_config({"method": "fedstar", "dataset": "mutag, ptc_mr", "num-clients": 2}).dataset == "MUTAG,PTC_MR"
+    )
     assert natural_num_clients("fedstar", "MUTAG") == 3 and natural_num_clients("fedavg", "Cora") == 3
 
 
@@ -276,8 +324,15 @@ def test_settings_and_lists_are_normalised_and_give_the_number_of_clients():
 def test_three_datasets_two_rounds_through_flowers_simulation(shared_data, tmp_path):
     from flowergraph.simulation import run_simulation
 
-    result = run_simulation("fedstar", dataset=DATASETS, rounds=2, out=tmp_path / "sim", timeout=400, ray_cpus=1,
-                            overrides={"data-dir": str(shared_data), "seed": 2, "checkpoint-every": 2})
+    result = run_simulation(
+        "fedstar",
+        dataset=DATASETS,
+        rounds=2,
+        out=tmp_path / "sim",
+        timeout=400,
+        ray_cpus=1,
+        overrides={"data-dir": str(shared_data), "seed": 2, "checkpoint-every": 2},
+    )
     assert result.ok, result.log_file.read_text()[-3000:]
     run = read_run(tmp_path / "sim")
     assert run["config"]["num-clients"] == 3  # one client per dataset, chosen by the launcher
@@ -293,13 +348,21 @@ def test_the_baselines_that_were_variants_are_methods_and_the_old_spelling_is_re
     spelling: it is refused naming the method (FedStar's old names of the graph task's keys: the keys with their
     last part)."""
     for variant in ("fedavg", "fedprox", "fedper", "gcfl"):
-        with pytest.raises(ConfigError, match=rf"fedstar.variant='{variant}': {variant} is a method of its own \(on "
-                                              rf"every task\); use method='{variant}' without fedstar.variant"):
-            parse_run_config({"method": "fedstar", "fedstar.variant": variant, "dataset": "MUTAG,BZR",
-                              "num-clients": 2})
+        with pytest.raises(
+            ConfigError,
+            match=rf"fedstar.variant='{variant}': {variant} is a method of its own \(on "
+            rf"every task\); use method='{variant}' without fedstar.variant",
+        ):
+            parse_run_config(
+                {"method": "fedstar", "fedstar.variant": variant, "dataset": "MUTAG,BZR", "num-clients": 2}
+            )
     with pytest.raises(ConfigError, match=r"unknown run-config key 'fedstar.lr'; did you mean 'node.lr', 'graph.lr'"):
         parse_run_config({"method": "fedper", "dataset": "MUTAG,BZR", "num-clients": 2, "fedstar.lr": 0.01})
     new = parse_run_config({"method": "fedper", "dataset": "MUTAG,BZR", "num-clients": 2, "graph.lr": 0.01})
     assert new.method == "fedper" and new["graph.lr"] == 0.01 and new.task == "graph"
-    assert parse_run_config({"method": "fedstar", "fedstar.variant": "local", "dataset": "MUTAG,BZR",
-                             "num-clients": 2})["fedstar.variant"] == "local"  # FedStar's own variants stay
+    assert (
+        parse_run_config({"method": "fedstar", "fedstar.variant": "local", "dataset": "MUTAG,BZR", "num-clients": 2})[
+            "fedstar.variant"
+        ]
+        == "local"
+    )  # FedStar's own variants stay

@@ -25,8 +25,11 @@ def _cheapest_cell() -> dict:
     from common import CellStore
 
     records = list(CellStore(STORE).records())
-    records = [r for r in records if any(rnd == 10 for rnd, _ in r["row"].get("curve", []))
-               and r["settings"]["dataset"].count(",") <= 6]
+    records = [
+        r
+        for r in records
+        if any(rnd == 10 for rnd, _ in r["row"].get("curve", [])) and r["settings"]["dataset"].count(",") <= 6
+    ]
     if not records:
         warnings.warn(f"NO STORED FEDSTAR CELL in {STORE}: the reproduction test has nothing to re-run", stacklevel=1)
         pytest.skip(f"no stored FedStar cell with a round-10 point in {STORE} (run benchmarks/fedstar.py)")
@@ -49,7 +52,7 @@ def test_cell_store_records_code_state_and_flags_other_code(tmp_path, monkeypatc
     module.write_text('"""other doc"""\ndef f():\n    """changed"""\n    return 1\n')
     assert common.CellStore("t", ("pkg/*.py",)).current(store.load("a"))
     # ... code does, and the cell is flagged with the commit that produced it
-    module.write_text('def f():\n    return 2\n')
+    module.write_text("def f():\n    return 2\n")
     later = common.CellStore("t", ("pkg/*.py",))
     assert not later.current(store.load("a"))
     assert later.flag(store.load("a")).startswith(" (older code: ")
@@ -60,8 +63,11 @@ def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
     from flowergraph.storage.results import read_run
 
     record = _cheapest_cell()
-    settings = dict(record["settings"], rounds=10, **{"data-dir": str(shared_data), "out-dir": str(tmp_path / "run"),
-                                                       "state-dir": str(tmp_path / "state")})
+    settings = dict(
+        record["settings"],
+        rounds=10,
+        **{"data-dir": str(shared_data), "out-dir": str(tmp_path / "run"), "state-dir": str(tmp_path / "state")},
+    )
     sys.path.insert(0, str(REPO / "benchmarks"))
     import common
 
@@ -71,12 +77,16 @@ def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
     here = common.environment()
     exact = record.get("env") == here
     if not exact:  # another CPU or package build: the last digits move (common.environment), the numbers do not
-        warnings.warn(f"STORED FEDSTAR CELL {record['cell']} WAS COMPUTED IN ANOTHER ENVIRONMENT "
-                      f"({record.get('env', 'not recorded')}; here {here}): reproduction checked to 0.005, not bit "
-                      f"for bit", stacklevel=1)
+        warnings.warn(
+            f"STORED FEDSTAR CELL {record['cell']} WAS COMPUTED IN ANOTHER ENVIRONMENT "
+            f"({record.get('env', 'not recorded')}; here {here}): reproduction checked to 0.005, not bit "
+            f"for bit",
+            stacklevel=1,
+        )
     assert rounds[10]["mean_client_accuracy"] == pytest.approx(stored[10], abs=1e-9 if exact else 5e-3), (
         f"cell {record['cell']} (code {record['code']}) no longer reproduces: round 10 gives "
-        f"{rounds[10]['mean_client_accuracy']}, stored {stored[10]}")
+        f"{rounds[10]['mean_client_accuracy']}, stored {stored[10]}"
+    )
 
 
 def test_the_table_generator_runs_on_cells_of_every_kind(shared_data, monkeypatch):
@@ -89,10 +99,23 @@ def test_the_table_generator_runs_on_cells_of_every_kind(shared_data, monkeypatc
     import fedstar_report as report
 
     def row(variant, seed, accuracy, structure="dse+rwse", split_seed=grid.SPLIT_SEED):
-        return {"setting": "CHEM", "variant": variant, "seed": seed, "structure": structure, "split_seed": split_seed,
-                "accuracy": accuracy, "late": accuracy - 0.5, "clients": {k: accuracy / 100 for k in range(7)},
-                "rounds": 200, "wall_s": 300.0, "cpu_s": 290.0, "round_s": 1.5, "rounds_s": 300.0,
-                "curve": [[10, 0.6], [200, accuracy / 100]], "stale": ""}
+        return {
+            "setting": "CHEM",
+            "variant": variant,
+            "seed": seed,
+            "structure": structure,
+            "split_seed": split_seed,
+            "accuracy": accuracy,
+            "late": accuracy - 0.5,
+            "clients": {k: accuracy / 100 for k in range(7)},
+            "rounds": 200,
+            "wall_s": 300.0,
+            "cpu_s": 290.0,
+            "round_s": 1.5,
+            "rounds_s": 300.0,
+            "curve": [[10, 0.6], [200, accuracy / 100]],
+            "stale": "",
+        }
 
     rows = [row(v, s, 70.0 + s + (5 if v == "fedstar" else 0)) for v in grid.TABLE1 for s in (1, 2)]
     rows += [row(v, 1, 71.0 + k, split_seed=k) for v in grid.SPREAD_VARIANTS for k in (1, 2)]

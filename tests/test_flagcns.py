@@ -20,16 +20,35 @@ from flowergraph.privacy import ckks
 from flowergraph.wire.secure import CKKS_VALUES, EncryptedUpdate
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
-from flowergraph.tasks.flagcns import (InProcessSearch, SuperNet, baseline_code, client_loss_and_gradients,
-                                       evaluate_codes, federated_train_architecture, parameter_count)
+from flowergraph.tasks.flagcns import (
+    InProcessSearch,
+    SuperNet,
+    baseline_code,
+    client_loss_and_gradients,
+    evaluate_codes,
+    federated_train_architecture,
+    parameter_count,
+)
 from flowergraph.wire import flagcns as msg
 from records import assert_same_rounds, untimed
 
 # 3 epochs of 3 steps (1 warm-up epoch, then 2 FEO generations: rounds 4-6 and 7-9), then 4 retraining rounds
-BASE = {"method": "flagcns", "dataset": "Cora", "num-clients": 3, "node.split": "per-class:20/500/1000",
-        "node.partitioner": "metis", "seed": 3, "flagcns.layers": 2, "flagcns.population": 8,
-        "flagcns.sample-size": 4, "flagcns.epochs": 3, "flagcns.warmup": 1, "flagcns.steps-per-epoch": 3,
-        "flagcns.retrain-epochs": 4, "rounds": 13}
+BASE = {
+    "method": "flagcns",
+    "dataset": "Cora",
+    "num-clients": 3,
+    "node.split": "per-class:20/500/1000",
+    "node.partitioner": "metis",
+    "seed": 3,
+    "flagcns.layers": 2,
+    "flagcns.population": 8,
+    "flagcns.sample-size": 4,
+    "flagcns.epochs": 3,
+    "flagcns.warmup": 1,
+    "flagcns.steps-per-epoch": 3,
+    "flagcns.retrain-epochs": 4,
+    "rounds": 13,
+}
 SEARCH_ROUNDS = 9
 # what depends on the machine, not on the computation: wall times, and the codes a client had to evaluate anew
 # (its process cache of scores may hold some already)
@@ -37,8 +56,7 @@ COSTS = ("feo_seconds", "time_s", "elapsed_s", "inference_s", "evaluations", "en
 
 
 def _config(shared_data, tmp, name, **extra):
-    return {**BASE, "data-dir": str(shared_data), "out-dir": str(tmp / name), "state-dir": str(tmp / "state"),
-            **extra}
+    return {**BASE, "data-dir": str(shared_data), "out-dir": str(tmp / name), "state-dir": str(tmp / "state"), **extra}
 
 
 def _graphs(config):
@@ -105,19 +123,26 @@ def test_flower_run_equals_the_in_process_reference(reference):
     trained = federated_train_architecture(space, code, graphs, epochs=4, seed=3)
     retrain = rounds[SEARCH_ROUNDS:]
     assert [r["stage"] for r in retrain] == ["retrain"] * 4
-    np.testing.assert_allclose([r["val_accuracy"] for r in retrain], [h["val_accuracy"] for h in trained.history],
-                               rtol=0, atol=1e-12)
-    np.testing.assert_allclose([r["accuracy"] for r in retrain], [h["test_accuracy"] for h in trained.history],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        [r["val_accuracy"] for r in retrain], [h["val_accuracy"] for h in trained.history], rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        [r["accuracy"] for r in retrain], [h["test_accuracy"] for h in trained.history], rtol=0, atol=1e-12
+    )
     result = rounds[-1]["flagcns"]["result"]
     assert result["epoch"] == trained.best_epoch and result["flacc"] == pytest.approx(trained.test_accuracy, abs=1e-12)
     assert result["parameters"] == trained.parameters == parameter_count(space, code, graphs[0].num_features, 7)
     assert result["inference_s"] > 0 and tuple(result["architecture"]) == code
 
 
-CODE2021 = {"flagcns.warmup": 0, "flagcns.fitness": "accuracy", "flagcns.final-pick": "accuracy",
-            "flagcns.controller-crossover": 0.5, "flagcns.adam-scope": "once-touched",
-            "flagcns.gamma0": 0.5050505050505051}
+CODE2021 = {
+    "flagcns.warmup": 0,
+    "flagcns.fitness": "accuracy",
+    "flagcns.final-pick": "accuracy",
+    "flagcns.controller-crossover": 0.5,
+    "flagcns.adam-scope": "once-touched",
+    "flagcns.gamma0": 0.5050505050505051,
+}
 
 
 def test_the_2021_codes_settings_on_flower_equal_the_in_process_reference(shared_data, tmp_path):
@@ -131,15 +156,19 @@ def test_the_2021_codes_settings_on_flower_equal_the_in_process_reference(shared
     space, schedule = space_of(s), schedule_of(s)
     assert schedule.warmup_epochs == 0 and schedule.controller_crossover == 0.5
     assert schedule.gamma(1) == pytest.approx(0.5)
-    ref = InProcessSearch(space, graphs, schedule, seed=3, fitness="accuracy", final_pick="accuracy",
-                          adam_scope="once-touched")
+    ref = InProcessSearch(
+        space, graphs, schedule, seed=3, fitness="accuracy", final_pick="accuracy", adam_scope="once-touched"
+    )
     rounds = read_run(tmp_path / "code2021")["rounds"]
     gens = _generations(rounds)
     assert [g["evolved"] for g in gens] == [True, True, True]
     for got in gens:
         want = ref.run_epoch()
-        assert (got["train_loss"], got["best_code"], got["gamma"]) == (want["train_loss"], want["best_code"],
-                                                                       want["gamma"])
+        assert (got["train_loss"], got["best_code"], got["gamma"]) == (
+            want["train_loss"],
+            want["best_code"],
+            want["gamma"],
+        )
     want = ref.supernet.arrays()  # the server's SuperNet after the search, bit for bit (the bank holds every
     weights = _named(_checkpoint(tmp_path / "code2021", SEARCH_ROUNDS))  # parameter Adam moved, sent or not)
     assert list(weights) == list(want)
@@ -190,8 +219,11 @@ def test_resumed_from_a_checkpoint_equals_uninterrupted(reference, tmp_path, at)
     population and epoch losses are state) and during retraining (round 11: Adam's state, the best epoch so far,
     the record waiting for its fused evaluation): every later record and the final model as uninterrupted."""
     config, out, _ = reference
-    resumed = {**config, "out-dir": str(tmp_path / "resumed"),
-               "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz")}
+    resumed = {
+        **config,
+        "out-dir": str(tmp_path / "resumed"),
+        "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz"),
+    }
     run_inprocess(resumed)
     want = [r for r in read_run(out)["rounds"] if r["round"] >= at]
     got = [r for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
@@ -209,8 +241,13 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
     the client's own scores, computed here), and the search chooses what the plaintext run chose."""
     config, out, _ = reference
     key_file = str(ckks.write_key_file(tmp_path / "owners.key"))
-    secure = {**config, "out-dir": str(tmp_path / "secure"), "secure-agg": "ckks", "key-file": key_file,
-              "checkpoint-every": 0}
+    secure = {
+        **config,
+        "out-dir": str(tmp_path / "secure"),
+        "secure-agg": "ckks",
+        "key-file": key_file,
+        "checkpoint-every": 0,
+    }
     _, proxies = run_inprocess(secure, record=True)
     s, graphs = _graphs(config)
     space, ctx = space_of(s), ckks.load_key_file(key_file)
@@ -233,8 +270,9 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
         flat = np.concatenate([grads[key].ravel() for key in keys]).astype(np.float64)
         enc = EncryptedUpdate.decode(parameters_to_ndarrays(res.parameters), res.metrics)
         assert enc.length == flat.size + 1
-        plain = ckks.decrypt_checked(ctx, enc.chunks, enc.length, ckks.check_key(ctx),
-                                     int(ins.config[wire.SERVER_ROUND]), [k])
+        plain = ckks.decrypt_checked(
+            ctx, enc.chunks, enc.length, ckks.check_key(ctx), int(ins.config[wire.SERVER_ROUND]), [k]
+        )
         np.testing.assert_allclose(plain[:-1], graphs[k].num_train * flat, rtol=0, atol=1e-4)
         assert plain[-1] == pytest.approx(graphs[k].num_train, abs=1e-4)
         for kind, ins, res in proxy.messages:
@@ -251,11 +289,11 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
             net = SuperNet(space, graphs[0].num_features, 7)
             net.load_arrays(request.model)
             rows = evaluate_codes(net, graphs[k], asked)
-            want = msg.score_vector([r["val_loss"] for r in rows], [r["val_accuracy"] for r in rows],
-                                    graphs[k].num_val)
+            want = msg.score_vector([r["val_loss"] for r in rows], [r["val_accuracy"] for r in rows], graphs[k].num_val)
             enc = EncryptedUpdate.decode(arrays, props)
-            got = ckks.decrypt_checked(ctx, enc.chunks, enc.length, ckks.check_key(ctx), request.round, [k],
-                                       msg.SCORES_PURPOSE)
+            got = ckks.decrypt_checked(
+                ctx, enc.chunks, enc.length, ckks.check_key(ctx), request.round, [k], msg.SCORES_PURPOSE
+            )
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
             scored += 1
     assert scored == 3 * 3  # 2 FEO generations and the final selection, on every client
@@ -273,18 +311,30 @@ def test_secure_mode_the_server_receives_only_ciphertexts(reference, tmp_path):
             assert b["best_fll"] == pytest.approx(a["best_fll"], abs=2e-2)
         assert b["train_loss"] is None  # no client's training loss reached the server
     assert enc_rounds[-1]["flagcns"]["result"]["flacc"] == pytest.approx(
-        plain_rounds[-1]["flagcns"]["result"]["flacc"], abs=0.05)
+        plain_rounds[-1]["flagcns"]["result"]["flacc"], abs=0.05
+    )
 
 
 @pytest.mark.parametrize("ablation,gamma", [("controller-eo", 0.0), ("client-eo", 1.0)])
 def test_ablations_fix_gamma_and_who_fills_the_population(shared_data, tmp_path, ablation, gamma):
-    config = {**_config(shared_data, tmp_path, "run"), "flagcns.ablation": ablation, "flagcns.epochs": 2,
-              "flagcns.warmup": 0, "flagcns.steps-per-epoch": 1, "flagcns.retrain-epochs": 1, "rounds": 3}
+    config = {
+        **_config(shared_data, tmp_path, "run"),
+        "flagcns.ablation": ablation,
+        "flagcns.epochs": 2,
+        "flagcns.warmup": 0,
+        "flagcns.steps-per-epoch": 1,
+        "flagcns.retrain-epochs": 1,
+        "rounds": 3,
+    }
     _, proxies = run_inprocess(config, record=True)
     gens = _generations(read_run(tmp_path / "run")["rounds"])
     assert [g["gamma"] for g in gens] == [gamma, gamma]
-    evolves = sum(1 for p in proxies for kind, ins, _ in p.messages
-                  if kind == "get_properties" and ins.config.get(wire.PHASE) == msg.EVOLVE)
+    evolves = sum(
+        1
+        for p in proxies
+        for kind, ins, _ in p.messages
+        if kind == "get_properties" and ins.config.get(wire.PHASE) == msg.EVOLVE
+    )
     if gamma == 0.0:  # only the controller's EA fills P: the clients are not asked to evolve
         assert [g["from_controller"] for g in gens] == [8, 8] and evolves == 0
     else:  # only the clients' EAs fill P (their pools still include the controller's P_FL)
@@ -301,8 +351,9 @@ def test_a_fixed_architecture_is_retrained_as_the_reference_does(shared_data, tm
     rounds = read_run(tmp_path / "gcn")["rounds"]
     space = space_of(s)
     trained = federated_train_architecture(space, baseline_code("gcn", space), graphs, epochs=4, seed=3)
-    np.testing.assert_allclose([r["accuracy"] for r in rounds], [h["test_accuracy"] for h in trained.history],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        [r["accuracy"] for r in rounds], [h["test_accuracy"] for h in trained.history], rtol=0, atol=1e-12
+    )
     assert rounds[-1]["flagcns"]["result"]["flacc"] == pytest.approx(trained.test_accuracy, abs=1e-12)
     assert rounds[-1]["flagcns"]["result"]["selection"] is None
 
@@ -310,8 +361,11 @@ def test_a_fixed_architecture_is_retrained_as_the_reference_does(shared_data, tm
 def test_faults_in_search_rounds_leave_the_client_out_of_that_step(shared_data, tmp_path):
     """inject-faults: a client that fails or sends NaN gradients is left out of its round (named); the step and
     the FEO go on with the others; the run completes."""
-    config = {**_config(shared_data, tmp_path, "faults"), "inject-faults": "raise:1@2,nan:0@5,shape:2@11",
-              "checkpoint-every": 13}
+    config = {
+        **_config(shared_data, tmp_path, "faults"),
+        "inject-faults": "raise:1@2,nan:0@5,shape:2@11",
+        "checkpoint-every": 13,
+    }
     summary, _ = run_inprocess(config)
     rounds = read_run(tmp_path / "faults")["rounds"]
     assert summary["status"] == "completed"
@@ -330,8 +384,10 @@ BAD = [
     ({"flagcns.adam-scope": "torch1"}, "unknown flagcns.adam-scope 'torch1'; valid choices: this-step, once-touched"),
     ({"flagcns.controller-crossover": 1.5}, "flagcns.controller-crossover=1.5: must be in [0.0, 1.0]"),
     ({"flagcns.client-crossover": -0.1}, "flagcns.client-crossover=-0.1: must be in [0.0, 1.0]"),
-    ({"flagcns.ablation": "clienteo"}, "unknown flagcns.ablation 'clienteo'; valid choices: feo, controller-eo, "
-                                       "client-eo, random-partition"),
+    (
+        {"flagcns.ablation": "clienteo"},
+        "unknown flagcns.ablation 'clienteo'; valid choices: feo, controller-eo, client-eo, random-partition",
+    ),
     ({"flagcns.fusion": "sum"}, "unknown flagcns.fusion 'sum'; valid choices: all, leaves"),
     ({"flagcns.structure-fc": "one"}, "unknown flagcns.structure-fc 'one'; valid choices: per-option, shared"),
     ({"flagcns.population": 0}, "flagcns.population=0: must be >= 1"),
@@ -339,29 +395,55 @@ BAD = [
     ({"flagcns.sample-size": 9}, "flagcns.sample-size=9 exceeds flagcns.population=8; valid: 1..8"),
     ({"flagcns.warmup": 4}, "flagcns.warmup=4 exceeds flagcns.epochs=3; valid: 0..3"),
     ({"flagcns.min-layers": 3}, "flagcns.min-layers=3 exceeds flagcns.layers=2; valid: 0..2"),
-    ({"rounds": 12}, "rounds=12, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
-                     "flagcns.retrain-epochs = 3 x 3 + 4 = 13 rounds; leave rounds unset (the run takes 13) or set rounds=13"),
-    ({"flagcns.architecture": "gin"}, "unknown flagcns.architecture 'gin'; valid choices: gcn, gat, sage, sgc, appnp, "
-                                      "a code as a JSON list of 6 integers, or empty (search); did you mean 'gcn'?"),
-    ({"flagcns.architecture": "[2, 3, 0]"}, "flagcns.architecture='[2, 3, 0]': code [2, 3, 0] has 3 integers; a "
-                                            "space with L=2 layers needs 2L+2 = 6"),
-    ({"flagcns.architecture": "gcn"}, "rounds=13, but an FL-AGCNS run has flagcns.retrain-epochs = 4 (a fixed "
-                                      "flagcns.architecture is only retrained) = 4 rounds; leave rounds unset (the run takes 4) or set rounds=4"),
+    (
+        {"rounds": 12},
+        "rounds=12, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
+        "flagcns.retrain-epochs = 3 x 3 + 4 = 13 rounds; leave rounds unset (the run takes 13) or set rounds=13",
+    ),
+    (
+        {"flagcns.architecture": "gin"},
+        "unknown flagcns.architecture 'gin'; valid choices: gcn, gat, sage, sgc, appnp, "
+        "a code as a JSON list of 6 integers, or empty (search); did you mean 'gcn'?",
+    ),
+    (
+        {"flagcns.architecture": "[2, 3, 0]"},
+        "flagcns.architecture='[2, 3, 0]': code [2, 3, 0] has 3 integers; a space with L=2 layers needs 2L+2 = 6",
+    ),
+    (
+        {"flagcns.architecture": "gcn"},
+        "rounds=13, but an FL-AGCNS run has flagcns.retrain-epochs = 4 (a fixed "
+        "flagcns.architecture is only retrained) = 4 rounds; leave rounds unset (the run takes 4) or set rounds=4",
+    ),
     ({"flagcns.finalists": 0}, "flagcns.finalists=0: must be >= 1"),
     ({"flagcns.finalists": 9}, "flagcns.finalists=9 exceeds flagcns.population=8; valid: 1..8"),
-    ({"flagcns.finalists": 2}, "rounds=13, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
-                               "flagcns.finalists x flagcns.retrain-epochs = 3 x 3 + 2 x 4 = 17 rounds; leave rounds unset (the run takes 17) or set rounds=17"),
-    ({"flagcns.finalists": 3, "flagcns.architecture": "gcn"}, "flagcns.finalists=3 chooses among searched networks, "
-                                                              "but flagcns.architecture='gcn' skips the search; valid "
-                                                              "with a fixed architecture: flagcns.finalists=1"),
-    ({"flagcns.ablation": "random-partition"}, "flagcns.ablation='random-partition' runs FL-AGCNS on randomly "
-                                               "divided subgraphs: set node.partitioner='random' (got 'metis')"),
-    ({"aggregator": "median"}, "aggregator='median': FL-AGCNS combines gradients as flagcns.combine says; valid "
-                               "with it: aggregator='mean'"),
+    (
+        {"flagcns.finalists": 2},
+        "rounds=13, but an FL-AGCNS run has flagcns.epochs x flagcns.steps-per-epoch + "
+        "flagcns.finalists x flagcns.retrain-epochs = 3 x 3 + 2 x 4 = 17 rounds; "
+        "leave rounds unset (the run takes 17) or set rounds=17",
+    ),
+    (
+        {"flagcns.finalists": 3, "flagcns.architecture": "gcn"},
+        "flagcns.finalists=3 chooses among searched networks, "
+        "but flagcns.architecture='gcn' skips the search; valid "
+        "with a fixed architecture: flagcns.finalists=1",
+    ),
+    (
+        {"flagcns.ablation": "random-partition"},
+        "flagcns.ablation='random-partition' runs FL-AGCNS on randomly "
+        "divided subgraphs: set node.partitioner='random' (got 'metis')",
+    ),
+    (
+        {"aggregator": "median"},
+        "aggregator='median': FL-AGCNS combines gradients as flagcns.combine says; valid with it: aggregator='mean'",
+    ),
     ({"secure-agg": "secagg+"}, "secure-agg='secagg+' would mask the SuperNet gradients only"),
-    ({"secure-agg": "ckks", "flagcns.combine": "sum"}, "secure-agg='ckks' with flagcns.combine='sum': each client "
-                                                       "weighs its encrypted gradient itself, so set "
-                                                       "weighting='uniform' (got 'train-size')"),
+    (
+        {"secure-agg": "ckks", "flagcns.combine": "sum"},
+        "secure-agg='ckks' with flagcns.combine='sum': each client "
+        "weighs its encrypted gradient itself, so set "
+        "weighting='uniform' (got 'train-size')",
+    ),
     ({"dp": "central-client", "weighting": "uniform"}, "dp='central-client' clips whole weight updates"),
     ({"server-eval": True}, "server-eval=true: FL-AGCNS's server holds a SuperNet"),
 ]
@@ -374,8 +456,13 @@ FINALISTS = {**BASE, "flagcns.finalists": 3, "rounds": SEARCH_ROUNDS + 3 * 4}
 def finalists_run(tmp_path_factory, shared_data):
     """A search whose result is chosen by retraining its 3 lowest-FLL networks (a checkpoint every round)."""
     tmp = tmp_path_factory.mktemp("flagcns-finalists")
-    config = {**FINALISTS, "data-dir": str(shared_data), "out-dir": str(tmp / "full"),
-              "state-dir": str(tmp / "state"), "checkpoint-every": 1}
+    config = {
+        **FINALISTS,
+        "data-dir": str(shared_data),
+        "out-dir": str(tmp / "full"),
+        "state-dir": str(tmp / "state"),
+        "checkpoint-every": 1,
+    }
     run_inprocess(config)
     return config, tmp / "full"
 
@@ -397,10 +484,18 @@ def test_finalists_are_the_lowest_fll_networks_retrained_and_the_best_by_validat
     retrain = [r for r in rounds if r["round"] > SEARCH_ROUNDS]
     assert [r["stage"] for r in retrain] == ["retrain-1"] * 4 + ["retrain-2"] * 4 + ["retrain-3"] * 4
     # every finalist's retraining, epoch by epoch, as the reference retrains it
-    np.testing.assert_allclose([r["val_accuracy"] for r in retrain],
-                               [h["val_accuracy"] for res in results for h in res.history], rtol=0, atol=1e-12)
-    np.testing.assert_allclose([r["accuracy"] for r in retrain],
-                               [h["test_accuracy"] for res in results for h in res.history], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        [r["val_accuracy"] for r in retrain],
+        [h["val_accuracy"] for res in results for h in res.history],
+        rtol=0,
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(
+        [r["accuracy"] for r in retrain],
+        [h["test_accuracy"] for res in results for h in res.history],
+        rtol=0,
+        atol=1e-12,
+    )
     assert [retrain[4 * j]["flagcns"]["architecture"] for j in range(3)] == [list(c) for c, _, _ in finalists]
     selection = retrain[0]["flagcns"]["selection"]
     assert [c["code"] for c in selection["candidates"]] == [list(c) for c, _, _ in finalists]
@@ -417,8 +512,13 @@ def test_finalists_are_the_lowest_fll_networks_retrained_and_the_best_by_validat
 @pytest.mark.parametrize("at", [13, 15], ids=["between-finalists", "inside-finalist-2"])
 def test_a_finalists_run_resumed_equals_uninterrupted(finalists_run, tmp_path, at):
     config, out = finalists_run
-    run_inprocess({**config, "out-dir": str(tmp_path / "resumed"),
-                   "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz")})
+    run_inprocess(
+        {
+            **config,
+            "out-dir": str(tmp_path / "resumed"),
+            "resume-from": str(out / "checkpoints" / f"round-{at:06d}.npz"),
+        }
+    )
     want = [untimed(r, COSTS) for r in read_run(out)["rounds"] if r["round"] >= at]
     got = [untimed(r, COSTS) for r in read_run(tmp_path / "resumed")["rounds"] if r["round"] >= at]
     assert [r["round"] for r in got] == list(range(at, SEARCH_ROUNDS + 13))
@@ -455,7 +555,8 @@ def test_the_schedule_sets_rounds_when_none_is_given(launcher_main, capsys):
 
 @pytest.mark.inline
 def test_search_through_flowers_simulation_resumed_after_generation_one(reference, tmp_path):
-    """The same search through Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state files):
+    """The same search through Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state
+    files):
     equal to the in-process run; then resumed from its checkpoint after generation 1 into a new folder: equal to
     the uninterrupted one."""
     from flowergraph.simulation import resume_config, run_simulation
@@ -465,16 +566,25 @@ def test_search_through_flowers_simulation_resumed_after_generation_one(referenc
     overrides.update({"out-dir": str(tmp_path / "sim"), "checkpoint-every": 3, "simulation-engine": "inline"})
     first = run_simulation("flagcns", num_clients=3, rounds=13, overrides=overrides, timeout=900)
     assert first.ok, first.log_file.read_text()[-3000:]
-    second = run_simulation("flagcns", num_clients=3, rounds=13, timeout=900, overrides={
-        **resume_config(tmp_path / "sim" / "checkpoints" / "round-000006.npz"), "out-dir": str(tmp_path / "resumed")})
+    second = run_simulation(
+        "flagcns",
+        num_clients=3,
+        rounds=13,
+        timeout=900,
+        overrides={
+            **resume_config(tmp_path / "sim" / "checkpoints" / "round-000006.npz"),
+            "out-dir": str(tmp_path / "resumed"),
+        },
+    )
     assert second.ok, second.log_file.read_text()[-3000:]
     want = read_run(out)["rounds"]
     for name in ("sim", "resumed"):
         got = read_run(tmp_path / name)["rounds"]
         assert [r["round"] for r in got] == list(range(1, 14))  # resumed: the checkpoint's records, then its own
         for a, b in zip(want, got, strict=True):
-            assert (a.get("flagcns") or {}).get("generation", {}).get("best_code") == \
-                (b.get("flagcns") or {}).get("generation", {}).get("best_code")
+            assert (a.get("flagcns") or {}).get("generation", {}).get("best_code") == (b.get("flagcns") or {}).get(
+                "generation", {}
+            ).get("best_code")
             assert b.get("accuracy") == pytest.approx(a.get("accuracy"), abs=1e-6)
             assert b.get("train_loss") == pytest.approx(a.get("train_loss"), abs=1e-6)
         assert got[-1]["flagcns"]["result"]["architecture"] == want[-1]["flagcns"]["result"]["architecture"]
@@ -519,8 +629,13 @@ def test_presets_hold_the_paper_setting_and_budget():
         presets = {kind: load_preset(conf / f"{name}{kind}.toml") for kind in ("", "-paper", "-code2021", "-warmup50")}
         runs = {kind: parse_run_config(values) for kind, values in presets.items()}
         for s in runs.values():  # the paper's data: METIS into 3 clients, the public split (the 2021 code)
-            assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == \
-                ("flagcns", dataset, 3, "metis", "public")
+            assert (s.method, s.dataset, s.num_clients, s["node.partitioner"], s["node.split"]) == (
+                "flagcns",
+                dataset,
+                3,
+                "metis",
+                "public",
+            )
             assert space_of(s) == SearchSpace(num_layers=6, min_layers=1)
             assert s["flagcns.adam-scope"] == "this-step" and s["flagcns.finalists"] == 1
         paper, code2021, warmup50, quick = runs["-paper"], runs["-code2021"], runs["-warmup50"], runs[""]
@@ -530,15 +645,23 @@ def test_presets_hold_the_paper_setting_and_budget():
         assert (paper["flagcns.fitness"], paper["flagcns.final-pick"]) == ("loss", "fll")
         assert schedule_of(code2021) == CODE2021_SCHEDULE and code2021.rounds == 250 * 5 + 50
         assert (code2021["flagcns.fitness"], code2021["flagcns.final-pick"]) == ("accuracy", "accuracy")
-        assert (CODE2021_SCHEDULE.sample_size, CODE2021_SCHEDULE.warmup_epochs, CODE2021_SCHEDULE.controller_crossover,
-                CODE2021_SCHEDULE.client_crossover) == (20, 0, 0.5, 0.5)
+        assert (
+            CODE2021_SCHEDULE.sample_size,
+            CODE2021_SCHEDULE.warmup_epochs,
+            CODE2021_SCHEDULE.controller_crossover,
+            CODE2021_SCHEDULE.client_crossover,
+        ) == (20, 0, 0.5, 0.5)
         # federal.py: 0.5 * 0.99 ** epoch for the 0-based epoch; flowergraph's t is 1-based
-        assert [CODE2021_SCHEDULE.gamma(t) for t in (1, 2, 250)] == pytest.approx([0.5, 0.5 * 0.99, 0.5 * 0.99 ** 249])
+        assert [CODE2021_SCHEDULE.gamma(t) for t in (1, 2, 250)] == pytest.approx([0.5, 0.5 * 0.99, 0.5 * 0.99**249])
         assert schedule_of(warmup50) == WARMUP50_SCHEDULE and warmup50.rounds == 250 * 5 + 50
         assert (WARMUP50_SCHEDULE.sample_size, WARMUP50_SCHEDULE.warmup_epochs) == (20, 50)
         assert schedule_of(quick).population_size < 60 and quick.rounds == 40 * 5 + 50
-        for kind, budget in (("-paper", "paper-exact"), ("-code2021", "code2021"), ("-warmup50", "paper"),
-                             ("", "default")):
+        for kind, budget in (
+            ("-paper", "paper-exact"),
+            ("-code2021", "code2021"),
+            ("-warmup50", "paper"),
+            ("", "default"),
+        ):
             assert bench.BUDGETS[budget] == {k: v for k, v in presets[kind].items() if k.startswith("flagcns.")}, kind
 
 

@@ -44,22 +44,48 @@ def test_spearman_against_hand_ranks():
 
 def test_acceptance_counts_seeds_collapses_and_correlations():
     arch = {"identity": [0, 1, 0, 4], "relu": [0, 1, 0, 2]}  # L = 1: input, (op, pred), output
-    rows = [{"kind": "search", "dataset": "Cora", "variant": "feo", "seed": s, "flacc": f, "retrains": r,
-             "architecture": arch[o]}
-            for s, f, r, o in ((0, 80.0, [79.0, 81.0], "identity"), (1, 70.0, [60.0, 80.0], "relu"),
-                               (2, 82.0, [82.0, 82.0], "identity"))]
+    rows = [
+        {
+            "kind": "search",
+            "dataset": "Cora",
+            "variant": "feo",
+            "seed": s,
+            "flacc": f,
+            "retrains": r,
+            "architecture": arch[o],
+        }
+        for s, f, r, o in (
+            (0, 80.0, [79.0, 81.0], "identity"),
+            (1, 70.0, [60.0, 80.0], "relu"),
+            (2, 82.0, [82.0, 82.0], "identity"),
+        )
+    ]
     rows += [{"kind": "random", "dataset": "Cora", "seed": s, "flacc": f} for s, f in ((0, 79.0), (1, 75.0), (2, 82.0))]
-    rows += [{"kind": "population", "dataset": "Cora", "seed": s, "spearman_fll": r, "spearman_val_accuracy": -r}
-             for s, r in ((0, -0.5), (2, -0.7))]
+    rows += [
+        {"kind": "population", "dataset": "Cora", "seed": s, "spearman_fll": r, "spearman_val_accuracy": -r}
+        for s, r in ((0, -0.5), (2, -0.7))
+    ]
 
     def of(kind, dataset, **match):
-        return [r for r in rows if r["kind"] == kind and r["dataset"] == dataset
-                and all(r.get(k) == v for k, v in match.items())]
+        return [
+            r
+            for r in rows
+            if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
+        ]
 
     text = bench.acceptance(of, ["Cora"])
     # mean 77.3 (std 6.4) under 79.3; ahead or level on seeds 0 (80 > 79) and 2 (82 = 82), behind on seed 1;
     # one retraining of six under 75 (seed 1's 60); Spearman over seeds 0 and 2: -0.60 ± 0.14
-    assert row_of(text, "Cora") == ["Cora", "3 (0, 1, 2)", "77.3 ± 6.4", ">= 79.3: not met", "82.9", "2 of 3",
-                                    "1 of 6 (seeds 1)", "s0: identity, s1: relu, s2: identity",
-                                    "-0.60 ± 0.14 (2 seeds)", "0.60 ± 0.14 (2 seeds)"]
+    assert row_of(text, "Cora") == [
+        "Cora",
+        "3 (0, 1, 2)",
+        "77.3 ± 6.4",
+        ">= 79.3: not met",
+        "82.9",
+        "2 of 3",
+        "1 of 6 (seeds 1)",
+        "s0: identity, s1: relu, s2: identity",
+        "-0.60 ± 0.14 (2 seeds)",
+        "0.60 ± 0.14 (2 seeds)",
+    ]
     assert bench.acceptance(lambda kind, dataset, **m: [], ["Cora"]) is None

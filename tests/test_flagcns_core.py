@@ -14,21 +14,52 @@ import torch
 from flowergraph.errors import ConfigError
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.flagcns.supernet import io_dims
-from flowergraph.tasks.flagcns import (ABLATIONS, ACTIVATIONS, BASELINES, NONE, OPERATIONS, ArchitectureNet,
-                                       EAConfig, EvolutionaryOptimizer, InProcessSearch, SearchSchedule,
-                                       SearchSpace, SuperNet, SuperNetOptimizer, assemble_population,
-                                       baseline_code, best_architecture, build_network, cell_name,
-                                       client_loss_and_gradients, code_from_layers, combine_gradients,
-                                       evaluate_codes, federated_mean, federated_train_architecture, gamma_at,
-                                       final_candidates, best_architectures,
-                                       new_rng, parameter_count, population_quotas, REFERENCE_BASELINES,
-                                       reference_baseline, rng_from_json, rng_state_json, train_architecture,
-                                       federated_train_network)
+from flowergraph.tasks.flagcns import (
+    ABLATIONS,
+    ACTIVATIONS,
+    BASELINES,
+    NONE,
+    OPERATIONS,
+    ArchitectureNet,
+    EAConfig,
+    EvolutionaryOptimizer,
+    InProcessSearch,
+    SearchSchedule,
+    SearchSpace,
+    SuperNet,
+    SuperNetOptimizer,
+    assemble_population,
+    baseline_code,
+    best_architecture,
+    build_network,
+    cell_name,
+    client_loss_and_gradients,
+    code_from_layers,
+    combine_gradients,
+    evaluate_codes,
+    federated_mean,
+    federated_train_architecture,
+    gamma_at,
+    final_candidates,
+    best_architectures,
+    new_rng,
+    parameter_count,
+    population_quotas,
+    REFERENCE_BASELINES,
+    reference_baseline,
+    rng_from_json,
+    rng_state_json,
+    train_architecture,
+    federated_train_network,
+)
 from flowergraph.tasks.synthetic import CSBMParams
 
-SMALL = GraphSpec(dataset="synthetic", split="per-class:6/24/24", seed=3,
-                  synthetic=CSBMParams(num_nodes=80, num_classes=3, num_features=8, p_in=0.12, p_out=0.01,
-                                       signal=1.0))
+SMALL = GraphSpec(
+    dataset="synthetic",
+    split="per-class:6/24/24",
+    seed=3,
+    synthetic=CSBMParams(num_nodes=80, num_classes=3, num_features=8, p_in=0.12, p_out=0.01, signal=1.0),
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +104,9 @@ def test_every_operation_in_every_position_decodes_runs_and_trains(whole):
         outs = net.forward_codes(whole.x, whole.edge_index, codes)
         for code, out in zip(codes, outs):
             assert out.shape == (whole.num_nodes, 3) and torch.isfinite(out).all(), space.short(code)
-        loss = torch.stack([torch.nn.functional.cross_entropy(o[whole.train_mask], whole.y[whole.train_mask])
-                            for o in outs]).mean()
+        loss = torch.stack(
+            [torch.nn.functional.cross_entropy(o[whole.train_mask], whole.y[whole.train_mask]) for o in outs]
+        ).mean()
         net.zero_grad(set_to_none=True)
         loss.backward()
         params = dict(net.named_parameters())
@@ -87,10 +119,14 @@ def test_every_operation_in_every_position_decodes_runs_and_trains(whole):
         if fusion == "all":
             for code in codes[::7]:
                 standalone = ArchitectureNet.from_supernet(net, code)
-                torch.testing.assert_close(standalone(whole.x, whole.edge_index),
-                                           net(whole.x, whole.edge_index, code), rtol=0, atol=0)
-                assert sum(p.numel() for p in standalone.parameters()) == net.parameter_count(code) == \
-                    parameter_count(space, code, whole.num_features, 3)
+                torch.testing.assert_close(
+                    standalone(whole.x, whole.edge_index), net(whole.x, whole.edge_index, code), rtol=0, atol=0
+                )
+                assert (
+                    sum(p.numel() for p in standalone.parameters())
+                    == net.parameter_count(code)
+                    == parameter_count(space, code, whole.num_features, 3)
+                )
                 fresh = build_network(space, code, whole.num_features, 3, seed=1)
                 assert list(fresh.state_dict()) == net.code_keys(code)
 
@@ -104,8 +140,11 @@ def test_code_validity_and_error_messages():
         ((4, 0, 0, 3, 1, 11, 0), "has 7 integers", "2L+2 = 8"),
         ((5, 0, 0, 3, 1, 11, 0, 2), "code[0] (input structure) = 5", "4 (identity)"),
         ((4, 12, 0, 3, 1, 11, 0, 2), "code[1] (type of layer 1) = 12", "11 (GatedGraphConv)"),
-        ((4, 0, 1, 3, 1, 11, 0, 2), "code[2] (predecessor of layer 1) = 1",
-         "-1 (None: stage 2 ends before layer 1), 0 (the input structure)"),
+        (
+            (4, 0, 1, 3, 1, 11, 0, 2),
+            "code[2] (predecessor of layer 1) = 1",
+            "-1 (None: stage 2 ends before layer 1), 0 (the input structure)",
+        ),
         ((4, 0, 0, 3, 2, 11, 0, 2), "code[4] (predecessor of layer 2) = 2", "1 (layer 1)"),
         ((4, 0, 0, 3, 1, 11, -2, 2), "code[6] (predecessor of layer 3) = -2", "2 (layer 2)"),
         ((4, 0, 0, 3, 1, 11, 0, -1), "code[7] (output structure) = -1", "0 (sigmoid)"),
@@ -131,7 +170,7 @@ def test_space_counts_match_enumeration(layers):
     space = SearchSpace(num_layers=layers)
     ranges = [space.gene_values(i) for i in range(space.code_length)]
     codes = list(itertools.product(*ranges))
-    assert len(codes) == space.num_codes() == 25 * 12 ** layers * math.factorial(layers + 1)
+    assert len(codes) == space.num_codes() == 25 * 12**layers * math.factorial(layers + 1)
     assert len({space.canonical(c) for c in codes}) == space.num_networks()
     assert all(space.is_valid(c) for c in codes[:: max(1, len(codes) // 500)])
 
@@ -149,8 +188,15 @@ def test_decoding_semantics_and_rendering():
     cut = (1, 3, 0, 4, NONE, 5, 1, 7, 2, 3)  # layer 2's predecessor is None: layers 2-4 unused, genes set or not
     assert space.layers(cut) == [(1, 0, 3)] and space.canonical(cut) == (1, 3, 0, 0, NONE, 0, NONE, 0, NONE, 3)
     text = space.describe(code)
-    for part in ("IS : FC(64) + tanh", "L1 : GCNConv(IS)", "L2 : GATConv(L1)", "L3 : APPNP(L1)",
-                 "L4 : unused (its predecessor is None)", "S2 : mean(L1, L2, L3)", "OS : FC(classes) + softmax"):
+    for part in (
+        "IS : FC(64) + tanh",
+        "L1 : GCNConv(IS)",
+        "L2 : GATConv(L1)",
+        "L3 : APPNP(L1)",
+        "L4 : unused (its predecessor is None)",
+        "S2 : mean(L1, L2, L3)",
+        "OS : FC(classes) + softmax",
+    ):
         assert part in text, text
     assert space.short(code) == "tanh | L1 GCNConv(IS), L2 GATConv(L1), L3 APPNP(L1) | mean(L1,L2,L3) | softmax"
     empty = (0,) + (0, NONE) * 4 + (4,)
@@ -233,8 +279,9 @@ def test_structure_fc_layers_per_option_and_shared(whole):
         if own:
             assert out_relu == ["output.relu.weight", "output.relu.bias"]
             assert out_ident == ["output.identity.weight", "output.identity.bias"]
-            assert [k for k in net.state_dict() if k.startswith("input.") and k.endswith("weight")] == \
-                [f"input.{act}.weight" for act in ACTIVATIONS]
+            assert [k for k in net.state_dict() if k.startswith("input.") and k.endswith("weight")] == [
+                f"input.{act}.weight" for act in ACTIVATIONS
+            ]
         else:
             assert out_relu == out_ident == ["output.weight", "output.bias"]
         assert io_dims(net.arrays()) == (whole.num_features, 3)
@@ -307,8 +354,12 @@ def test_client_gradients_are_the_mean_over_codes(graphs):
     codes[0] = chain_code(space, 2, 0, OPERATIONS.index("ARMAConv"))
     loss, grads = client_loss_and_gradients(net, graphs[0], codes)
     assert list(grads) == net.gradient_keys(codes)
-    arma = {f"cells.{cell_name(i, p, t)}.weight" for c in codes for i, p, t in space.layers(c)
-            if OPERATIONS[t] == "ARMAConv"}
+    arma = {
+        f"cells.{cell_name(i, p, t)}.weight"
+        for c in codes
+        for i, p, t in space.layers(c)
+        if OPERATIONS[t] == "ARMAConv"
+    }
     assert "cells.l2_p0_ARMAConv.weight" in arma and set(net.code_keys(codes)) - set(grads) == arma
     assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())  # weights untouched
     assert all(p.grad is None for p in net.parameters())
@@ -328,8 +379,9 @@ def test_client_gradients_are_the_mean_over_codes(graphs):
     with torch.no_grad():
         out = net(g.x, g.edge_index, codes[1])
     assert rows[1]["num_val"] == int(g.val_mask.sum())
-    assert rows[1]["val_loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(out[g.val_mask],
-                                                                                         g.y[g.val_mask])))
+    assert rows[1]["val_loss"] == pytest.approx(
+        float(torch.nn.functional.cross_entropy(out[g.val_mask], g.y[g.val_mask]))
+    )
     assert rows[1]["test_accuracy"] == pytest.approx(float((out.argmax(1) == g.y)[g.test_mask].double().mean()))
 
 
@@ -369,8 +421,9 @@ def test_server_adam_step_equals_torch_adam_and_resumes(graphs):
         results = [client_loss_and_gradients(net, g, codes) for g in graphs]
         hand = {}
         for key in results[0][1]:
-            hand[key] = (sizes[0] / sum(sizes)) * results[0][1][key].astype(np.float64) + \
-                        (sizes[1] / sum(sizes)) * results[1][1][key].astype(np.float64)
+            hand[key] = (sizes[0] / sum(sizes)) * results[0][1][key].astype(np.float64) + (
+                sizes[1] / sum(sizes)
+            ) * results[1][1][key].astype(np.float64)
         combined = combine_gradients([r[1] for r in results], sizes)
         for key in hand:
             np.testing.assert_array_equal(combined[key], hand[key].astype(np.float32))
@@ -405,7 +458,7 @@ class _Tiny(torch.nn.Module):
         self.c = torch.nn.Parameter(torch.tensor([2.0]))
 
     def loss(self, step: int) -> torch.Tensor:
-        loss = (self.a ** 2).sum()
+        loss = (self.a**2).sum()
         return loss + (3.0 * self.b).sum() if step == 0 else loss
 
 
@@ -425,7 +478,7 @@ def test_adam_scope_once_touched_keeps_a_parameter_touched_once_moving():
             net.loss(step).backward()
             grads = {k: p.grad.numpy().copy() for k, p in net.named_parameters() if p.grad is not None}
             stepped = opt.step(grads)
-            assert stepped[:len(grads)] == list(grads)
+            assert stepped[: len(grads)] == list(grads)
             trace.append({k: p.detach().clone() for k, p in net.named_parameters()})
             if step == resume_after:  # a fresh optimiser from the saved state carries on
                 arrays, values = opt.state()
@@ -473,8 +526,14 @@ def test_final_pick_follows_the_paper_or_the_2021_rule():
     codes = space.random_population(6, new_rng(5))
     val_nodes = [170, 160, 170]
     losses = [[1.2, 0.9, 1.0], [0.7, 0.8, 0.75], [1.1, 1.0, 1.3], [0.9, 0.95, 1.0], [2.0, 2.1, 1.9], [0.8, 0.9, 0.7]]
-    accs = [[0.70, 0.72, 0.71], [0.60, 0.62, 0.61], [0.80, 0.78, 0.79], [0.80, 0.78, 0.79], [math.nan] * 3,
-            [0.75, 0.70, 0.74]]
+    accs = [
+        [0.70, 0.72, 0.71],
+        [0.60, 0.62, 0.61],
+        [0.80, 0.78, 0.79],
+        [0.80, 0.78, 0.79],
+        [math.nan] * 3,
+        [0.75, 0.70, 0.74],
+    ]
     scores = [(federated_mean(loss, val_nodes), federated_mean(a, val_nodes)) for loss, a in zip(losses, accs)]
 
     def get_best_supermask():  # the 2021 loop, literally
@@ -488,14 +547,15 @@ def test_final_pick_follows_the_paper_or_the_2021_rule():
         return best
 
     assert get_best_supermask() == 2  # members 2 and 3 tie: the first wins
-    (code, fll, acc, i), = final_candidates(space, codes, scores, 1, "accuracy")
+    ((code, fll, acc, i),) = final_candidates(space, codes, scores, 1, "accuracy")
     assert (i, code, fll, acc) == (2, codes[2], scores[2][0], scores[2][1])
-    (code, fll, acc, i), = final_candidates(space, codes, scores, 1, "fll")
+    ((code, fll, acc, i),) = final_candidates(space, codes, scores, 1, "fll")
     assert i == 1 and (code, fll) == best_architecture(codes, [s[0] for s in scores])  # the lowest FLL
     assert len({space.canonical(c) for c in codes}) == 6  # distinct networks: the k best are the k best members
     assert [t[3] for t in final_candidates(space, codes, scores, 3, "accuracy")] == [2, 3, 5]
-    assert [t[:2] for t in final_candidates(space, codes, scores, 4, "fll")] == \
-        [t[:2] for t in best_architectures(space, codes, [s[0] for s in scores], 4)]
+    assert [t[:2] for t in final_candidates(space, codes, scores, 4, "fll")] == [
+        t[:2] for t in best_architectures(space, codes, [s[0] for s in scores], 4)
+    ]
     with pytest.raises(ConfigError, match="unknown final pick 'val'; valid choices: fll, accuracy"):
         final_candidates(space, codes, scores, 1, "val")
     with pytest.raises(ConfigError, match="no finite federated validation accuracy value"):
@@ -505,8 +565,10 @@ def test_final_pick_follows_the_paper_or_the_2021_rule():
 def test_in_process_search_picks_by_the_final_pick(graphs):
     """InProcessSearch(final_pick="accuracy").final() is the member of the final P with the highest federated
     validation accuracy, which need not be the lowest-FLL one; the search itself does not depend on the pick."""
-    by_fll, by_acc = _tiny_search(graphs, fitness="accuracy"), _tiny_search(graphs, fitness="accuracy",
-                                                                            final_pick="accuracy")
+    by_fll, by_acc = (
+        _tiny_search(graphs, fitness="accuracy"),
+        _tiny_search(graphs, fitness="accuracy", final_pick="accuracy"),
+    )
     by_fll.run()
     by_acc.run()
     assert by_acc.population == by_fll.population
@@ -521,12 +583,17 @@ def test_in_process_search_picks_by_the_final_pick(graphs):
 
 # ------------------------------------------------------------------------------------- evolution and FEO
 def test_gamma_schedule_and_ablations():
-    assert gamma_at(1) == pytest.approx(0.495) and gamma_at(51) == pytest.approx(0.5 * 0.99 ** 51)
+    assert gamma_at(1) == pytest.approx(0.495) and gamma_at(51) == pytest.approx(0.5 * 0.99**51)
     schedule = SearchSchedule()
-    assert (schedule.population_size, schedule.sample_size, schedule.epochs, schedule.warmup_epochs,
-            schedule.steps_per_epoch) == (60, 20, 250, 50, 5)
+    assert (
+        schedule.population_size,
+        schedule.sample_size,
+        schedule.epochs,
+        schedule.warmup_epochs,
+        schedule.steps_per_epoch,
+    ) == (60, 20, 250, 50, 5)
     assert not schedule.evolves(50) and schedule.evolves(51)
-    assert schedule.gamma(100) == pytest.approx(0.5 * 0.99 ** 100)
+    assert schedule.gamma(100) == pytest.approx(0.5 * 0.99**100)
     assert ABLATIONS == {"feo": None, "controller-eo": 0.0, "client-eo": 1.0}
     assert SearchSchedule(fixed_gamma=ABLATIONS["controller-eo"]).gamma(60) == 0.0
     with pytest.raises(ConfigError, match="warmup_epochs must be in"):
@@ -543,7 +610,7 @@ def test_population_rule_counts_against_hand_computation():
     sizes = [42, 55, 43]
     assert population_quotas(60, 0.0, sizes) == (60, [0, 0, 0])
     assert population_quotas(60, 1.0, sizes) == (0, [18, 24, 18])
-    gamma = 0.5 * 0.99 ** 51
+    gamma = 0.5 * 0.99**51
     assert 60 * (1 - gamma) == pytest.approx(42.031, abs=1e-3)
     assert [60 * gamma * s / 140 for s in sizes] == pytest.approx([5.391, 7.059, 5.519], abs=1e-3)
     assert population_quotas(60, gamma, sizes) == (42, [5, 7, 6])
@@ -554,13 +621,15 @@ def test_population_rule_counts_against_hand_computation():
 
     space = SearchSpace(num_layers=3)
     everyone = space.random_population(60 * 4, new_rng(9))
-    controller, clients = everyone[:60], [everyone[60 * (i + 1): 60 * (i + 2)] for i in range(3)]
+    controller, clients = everyone[:60], [everyone[60 * (i + 1) : 60 * (i + 2)] for i in range(3)]
     for g, expected in ((0.0, (60, [0, 0, 0])), (1.0, (0, [18, 24, 18])), (gamma, (42, [5, 7, 6]))):
         assembled = assemble_population(space, controller, clients, g, sizes, 60)
         assert assembled.counts() == expected and assembled.quotas == expected
         n_fl, n_cl = expected
-        assert assembled.population == controller[:n_fl] + clients[0][:n_cl[0]] + clients[1][:n_cl[1]] + \
-            clients[2][:n_cl[2]]
+        assert (
+            assembled.population
+            == controller[:n_fl] + clients[0][: n_cl[0]] + clients[1][: n_cl[1]] + clients[2][: n_cl[2]]
+        )
     # overlapping sources: a network already in P is skipped and the client takes its next one
     clients_dup = [controller[:3] + clients[0], clients[1], clients[2]]
     assembled = assemble_population(space, controller, clients_dup, gamma, sizes, 60)
@@ -714,10 +783,16 @@ def test_reference_baselines_parameters_and_training(whole):
     Table 3 column (GAT 0.092 M, SAGE 0.184 M, SGC 0.010 M, APPNP 0.092 M; GCN 0.092 M, the table says 0.102 M);
     federated_train_network on one client is a plain full-batch Adam loop (lr 0.02, weight decay 5e-6) written
     here; a bad name is refused with the valid choices."""
-    counts = {name: sum(p.numel() for p in reference_baseline(name, 1433, 7).parameters())
-              for name in REFERENCE_BASELINES}
-    assert {k: round(v / 1e6, 3) for k, v in counts.items()} == {"gcn": 0.092, "gat": 0.092, "sage": 0.184,
-                                                                    "sgc": 0.010, "appnp": 0.092}
+    counts = {
+        name: sum(p.numel() for p in reference_baseline(name, 1433, 7).parameters()) for name in REFERENCE_BASELINES
+    }
+    assert {k: round(v / 1e6, 3) for k, v in counts.items()} == {
+        "gcn": 0.092,
+        "gat": 0.092,
+        "sage": 0.184,
+        "sgc": 0.010,
+        "appnp": 0.092,
+    }
     for name in REFERENCE_BASELINES:
         net = reference_baseline(name, whole.num_features, 3, seed=1)
         again = reference_baseline(name, whole.num_features, 3, seed=1)
@@ -743,8 +818,9 @@ def test_reference_baselines_parameters_and_training(whole):
         assert [h["train_loss"] for h in result.history] == pytest.approx(losses, rel=1e-6), name
         assert len(set(losses)) == 6  # it trains
         assert result.parameters == sum(p.numel() for p in hand.parameters())
-    with pytest.raises(ConfigError, match="unknown reference baseline 'gin'; valid choices: gcn, gat, sage, sgc, "
-                                          "appnp"):
+    with pytest.raises(
+        ConfigError, match="unknown reference baseline 'gin'; valid choices: gcn, gat, sage, sgc, appnp"
+    ):
         reference_baseline("gin", 8, 3)
 
 
@@ -761,5 +837,17 @@ def test_cora_metis_federated_gcn_code(shared_data):
 
 def test_activations_and_operations_tables():
     assert ACTIVATIONS == ("sigmoid", "tanh", "relu", "softmax", "identity")
-    assert OPERATIONS == ("GATConv", "GINConv", "SAGEConv", "GCNConv", "SGConv", "APPNP", "AGNNConv", "ARMAConv",
-                          "FeaStConv", "GENConv", "GMMConv", "GatedGraphConv")
+    assert OPERATIONS == (
+        "GATConv",
+        "GINConv",
+        "SAGEConv",
+        "GCNConv",
+        "SGConv",
+        "APPNP",
+        "AGNNConv",
+        "ARMAConv",
+        "FeaStConv",
+        "GENConv",
+        "GMMConv",
+        "GatedGraphConv",
+    )

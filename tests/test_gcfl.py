@@ -1,4 +1,5 @@
-"""GCFL (method=gcfl on graph classification: FedStar's GCFL baseline; flowergraph.strategies.gcfl): the cut and the similarity against brute force and
+"""GCFL (method=gcfl on graph classification: FedStar's GCFL baseline; flowergraph.strategies.gcfl): the cut and the
+similarity against brute force and
 per-pair formulas, the clustered federation against an independent replay (clusters, what each client is sent,
 final accuracies), a split postponed when a member sends nothing, resume with the clusters restored, and bad
 settings."""
@@ -59,9 +60,17 @@ def test_update_similarity_is_cosine_plus_one():
 
 
 def _run(shared_data, tmp_path, name, **extra):
-    return {"method": "gcfl", "dataset": DATASETS, "num-clients": 4, "rounds": 5, "seed": 3,
-            "data-dir": str(shared_data), "out-dir": str(tmp_path / name), **FORCE,
-            **extra}
+    return {
+        "method": "gcfl",
+        "dataset": DATASETS,
+        "num-clients": 4,
+        "rounds": 5,
+        "seed": 3,
+        "data-dir": str(shared_data),
+        "out-dir": str(tmp_path / name),
+        **FORCE,
+        **extra,
+    }
 
 
 def _brute_min_cut(sim):
@@ -80,8 +89,11 @@ def _wire(proxies):
         fits = [(ins, res) for kind, ins, res in proxy.messages if kind == "fit"]
         pid = int(fits[0][1].metrics["partition_id"])
         (final,) = [ins for kind, ins, _ in proxy.messages if kind == "evaluate"]
-        out[pid] = ([parameters_to_ndarrays(i.parameters) for i, _ in fits],
-                    [parameters_to_ndarrays(r.parameters) for _, r in fits], parameters_to_ndarrays(final.parameters))
+        out[pid] = (
+            [parameters_to_ndarrays(i.parameters) for i, _ in fits],
+            [parameters_to_ndarrays(r.parameters) for _, r in fits],
+            parameters_to_ndarrays(final.parameters),
+        )
     return out
 
 
@@ -131,8 +143,14 @@ def _teacher_forced_replay(shared_data, wire, seed, eps1, eps2, warmup):
         new = []
         for members in clusters:
             base = sent[members[0]]
-            dws = np.stack([np.concatenate([(t.astype(np.float64) - s.astype(np.float64)).ravel()
-                                            for t, s in zip(trained[k], base)]) for k in members])
+            dws = np.stack(
+                [
+                    np.concatenate(
+                        [(t.astype(np.float64) - s.astype(np.float64)).ravel() for t, s in zip(trained[k], base)]
+                    )
+                    for k in members
+                ]
+            )
             mean_norm, max_norm = np.linalg.norm(dws.mean(axis=0)), np.linalg.norm(dws, axis=1).max()
             if mean_norm < eps1 and max_norm > eps2 and len(members) > 2 and r > warmup:
                 norms = np.linalg.norm(dws, axis=1)
@@ -167,12 +185,14 @@ def _teacher_forced_replay(shared_data, wire, seed, eps1, eps2, warmup):
 def test_clustered_federation_equals_an_independent_replay(shared_data, tmp_path):
     _, proxies = run_inprocess(_run(shared_data, tmp_path, "gcfl"), record=True)
     rounds = read_run(tmp_path / "gcfl")["rounds"]
-    history, accs, wrong_detected = _teacher_forced_replay(shared_data, _wire(proxies), seed=3, eps1=100.0,
-                                                           eps2=1e-6, warmup=2)
+    history, accs, wrong_detected = _teacher_forced_replay(
+        shared_data, _wire(proxies), seed=3, eps1=100.0, eps2=1e-6, warmup=2
+    )
     assert [r["gcfl"]["clusters"] for r in rounds] == history
     assert history[1] == [[0, 1, 2, 3]] and len(history[2]) == 2 and len(history[-1]) >= 3  # splits in 3 and 4
-    assert [s["round"] for r in rounds for s in r["gcfl"].get("split", [])] == \
-        [3] + [4] * (len(history[3]) - len(history[2]))
+    assert [s["round"] for r in rounds for s in r["gcfl"].get("split", [])] == [3] + [4] * (
+        len(history[3]) - len(history[2])
+    )
     # the one-rounding tolerance is strict enough to tell a wrong cluster model (unweighted mean) from the right one
     assert wrong_detected and all(wrong_detected)
     last = rounds[-1]
@@ -193,8 +213,13 @@ def test_split_waits_for_every_member_and_resume_keeps_the_clusters(shared_data,
     """Client 1 fails in round 3: the due split of the whole federation is postponed (recorded) and happens in
     round 4; a run resumed from the round-4 checkpoint continues with the split clusters and their models and
     ends exactly where the uninterrupted run ends."""
-    base = _run(shared_data, tmp_path, "faulty", rounds=6, **{"inject-faults": "raise:1@3", "checkpoint-every": 4,
-                                                               "min-clients": 2})
+    base = _run(
+        shared_data,
+        tmp_path,
+        "faulty",
+        rounds=6,
+        **{"inject-faults": "raise:1@3", "checkpoint-every": 4, "min-clients": 2},
+    )
     run_inprocess(base)
     a = read_run(tmp_path / "faulty")["rounds"]
     assert a[2]["gcfl"]["postponed"] == [{"cluster": [0, 1, 2, 3], "missing": [1]}]
@@ -202,8 +227,13 @@ def test_split_waits_for_every_member_and_resume_keeps_the_clusters(shared_data,
     bank = load_checkpoint(tmp_path / "faulty" / "checkpoints" / "round-000004.npz").strategy_state["bank"]
     assert list(bank["groups"].values()) == a[3]["gcfl"]["clusters"]
     assert sorted(bank["models"]) == sorted(f"group:{name}" for name in bank["groups"])  # each cluster's model
-    run_inprocess({**base, "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000004.npz"),
-                   "out-dir": str(tmp_path / "resumed")})
+    run_inprocess(
+        {
+            **base,
+            "resume-from": str(tmp_path / "faulty" / "checkpoints" / "round-000004.npz"),
+            "out-dir": str(tmp_path / "resumed"),
+        }
+    )
     b = read_run(tmp_path / "resumed")["rounds"]
     assert [r["gcfl"]["clusters"] for r in a] == [r["gcfl"]["clusters"] for r in b]
     assert [r["clients"] for r in a] == [r["clients"] for r in b]
@@ -211,15 +241,24 @@ def test_split_waits_for_every_member_and_resume_keeps_the_clusters(shared_data,
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("raw,match", [
-    ({"secure-agg": "ckks"}, "secure-agg='ckks' gives the server only the sum of whole updates of one global model, "
-                             "but method 'gcfl' declares update_kind='weights', model_scope='per-group' and updates "
-                             "that cannot be summed; valid with this method: secure-agg='none'"),
-    ({"dp": "central-server", "weighting": "uniform"}, "dp='central-server' clips whole weight updates against one "
-                                                       "global model .* valid with this method: dp='none' or 'local'"),
-    ({"gcfl.eps1": 0.0}, "gcfl.eps1=0.0: must be > 0"),
-    ({"gcfl.warmup": -1}, "gcfl.warmup=-1: must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        (
+            {"secure-agg": "ckks"},
+            "secure-agg='ckks' gives the server only the sum of whole updates of one global model, "
+            "but method 'gcfl' declares update_kind='weights', model_scope='per-group' and updates "
+            "that cannot be summed; valid with this method: secure-agg='none'",
+        ),
+        (
+            {"dp": "central-server", "weighting": "uniform"},
+            "dp='central-server' clips whole weight updates against one "
+            "global model .* valid with this method: dp='none' or 'local'",
+        ),
+        ({"gcfl.eps1": 0.0}, "gcfl.eps1=0.0: must be > 0"),
+        ({"gcfl.warmup": -1}, "gcfl.warmup=-1: must be >= 0"),
+    ],
+)
 def test_bad_gcfl_settings(raw, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config({"method": "gcfl", "dataset": "MUTAG,BZR,COX2", "num-clients": 3, **raw})
@@ -227,24 +266,33 @@ def test_bad_gcfl_settings(raw, match):
 
 @pytest.mark.inline
 def test_clusters_through_flowers_simulation(shared_data, tmp_path):
-    """Through Flower's simulation engine, inline (node ids unknown in advance, every message serialised): the split of round 2 and each
+    """Through Flower's simulation engine, inline (node ids unknown in advance, every message serialised): the split of
+    round 2 and each
     client's cluster model in round 3's training and in the final separate evaluation match the in-process run."""
     from flowergraph.simulation import run_simulation
 
     extra = {**FORCE, "gcfl.warmup": 1, "seed": 3, "data-dir": str(shared_data)}
-    result = run_simulation("gcfl", dataset="MUTAG,PTC_MR,BZR", rounds=3, out=tmp_path / "sim", timeout=400,
-                            overrides={**extra, "simulation-engine": "inline"})
+    result = run_simulation(
+        "gcfl",
+        dataset="MUTAG,PTC_MR,BZR",
+        rounds=3,
+        out=tmp_path / "sim",
+        timeout=400,
+        overrides={**extra, "simulation-engine": "inline"},
+    )
     assert result.ok, result.log_file.read_text()[-3000:]
     got = read_run(tmp_path / "sim")["rounds"]
-    run_inprocess({**_run(shared_data, tmp_path, "ref", rounds=3), **extra, "dataset": "MUTAG,PTC_MR,BZR",
-                   "num-clients": 3})
+    run_inprocess(
+        {**_run(shared_data, tmp_path, "ref", rounds=3), **extra, "dataset": "MUTAG,PTC_MR,BZR", "num-clients": 3}
+    )
     want = read_run(tmp_path / "ref")["rounds"]
     assert [r["gcfl"]["clusters"] for r in got] == [r["gcfl"]["clusters"] for r in want]
     assert len(got[-1]["gcfl"]["clusters"]) == 2
     accuracies = [[r["clients"][k]["accuracy"] for k in ("0", "1", "2")] for r in (got[-1], want[-1])]
     assert accuracies[0] == pytest.approx(accuracies[1], abs=1e-6)
-    assert [r["mean_client_accuracy"] for r in got] == pytest.approx([r["mean_client_accuracy"] for r in want],
-                                                                     abs=1e-6)
+    assert [r["mean_client_accuracy"] for r in got] == pytest.approx(
+        [r["mean_client_accuracy"] for r in want], abs=1e-6
+    )
 
 
 def test_cluster_models_are_weighted_means_of_their_members():
@@ -260,33 +308,50 @@ def test_cluster_models_are_weighted_means_of_their_members():
     start = [np.zeros(3, np.float32)]
     strategy.global_arrays = start
     direction = {0: 1.0, 1: 1.0, 2: -1.0, 3: -1.0}
-    updates = [Update(str(p), [np.array([d, d * 0.5 + 0.1 * p, 0.2], np.float32)], 10 * (p + 1),
-                      {"partition_id": p}, keys=["0"]) for p, d in direction.items()]
+    updates = [
+        Update(
+            str(p), [np.array([d, d * 0.5 + 0.1 * p, 0.2], np.float32)], 10 * (p + 1), {"partition_id": p}, keys=["0"]
+        )
+        for p, d in direction.items()
+    ]
     stray = Update("node 9", [np.full(3, 100.0, np.float32)], 5, {}, keys=["0"])
     weights = [float(u.num_examples) for u in updates] + [5.0]
     out = strategy.aggregate_updates(1, updates + [stray], weights)  # round 1: warm-up, no split
     assert strategy.clusters == [[0, 1, 2, 3]]
     (only,) = strategy.bank.groups
-    np.testing.assert_allclose(strategy.bank.get(group_slot(only))["0"], sum(w * u.arrays[0] for w, u in
-                               zip(weights, updates)) / sum(weights[:4]), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(out["0"], sum(w * u.arrays[0] for w, u in zip(weights, updates + [stray])) /
-                               sum(weights), rtol=1e-6, atol=1e-7)  # the stray update counts for the FL model only
+    np.testing.assert_allclose(
+        strategy.bank.get(group_slot(only))["0"],
+        sum(w * u.arrays[0] for w, u in zip(weights, updates)) / sum(weights[:4]),
+        rtol=1e-6,
+        atol=1e-7,
+    )
+    np.testing.assert_allclose(
+        out["0"], sum(w * u.arrays[0] for w, u in zip(weights, updates + [stray])) / sum(weights), rtol=1e-6, atol=1e-7
+    )  # the stray update counts for the FL model only
     strategy.bank.set(group_slot(only), {"0": start[0]})
     strategy.aggregate_updates(2, updates, weights[:4])
     assert strategy.clusters == [[0, 1], [2, 3]]
     for name, members in strategy.bank.groups.items():
         ws = [weights[p] for p in members]
-        np.testing.assert_allclose(strategy.bank.get(group_slot(name))["0"],
-                                   sum(w * updates[p].arrays[0] for w, p in zip(ws, members)) / sum(ws),
-                                   rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            strategy.bank.get(group_slot(name))["0"],
+            sum(w * updates[p].arrays[0] for w, p in zip(ws, members)) / sum(ws),
+            rtol=1e-6,
+            atol=1e-7,
+        )
     strategy.directory.partition_of.update({"a": 0, "b": 3, "c": 7})
     proxy = type("P", (), {})
     (first, second) = strategy.bank.groups
     for cid, name in (("a", first), ("b", second)):
-        p = proxy(); p.cid = cid  # noqa: E702
-        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0],
-                                      strategy.bank.get(group_slot(name))["0"])
+        p = proxy()
+        p.cid = cid  # noqa: E702
+        np.testing.assert_array_equal(
+            parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0],
+            strategy.bank.get(group_slot(name))["0"],
+        )
     for cid in ("unknown", "c"):  # not identified / a partition outside the federation: the global model
-        p = proxy(); p.cid = cid  # noqa: E702
-        np.testing.assert_array_equal(parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0],
-                                      strategy.global_arrays[0])
+        p = proxy()
+        p.cid = cid  # noqa: E702
+        np.testing.assert_array_equal(
+            parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0], strategy.global_arrays[0]
+        )

@@ -11,15 +11,21 @@ from torch_geometric.data import Batch
 from flowergraph.errors import ConfigError, DatasetUnavailableError, PartitionError
 from flowergraph.tasks.graphcls import data as gdata
 from flowergraph.tasks.graphcls import structure as st
-from flowergraph.tasks.graphcls.data import (SETTINGS, GraphTaskSpec, client_graph_data, dataset_graphs,
-                                             parse_graph_datasets, stratified_split)
+from flowergraph.tasks.graphcls.data import (
+    SETTINGS,
+    GraphTaskSpec,
+    client_graph_data,
+    dataset_graphs,
+    parse_graph_datasets,
+    stratified_split,
+)
 from flowergraph.tasks.graphcls.models import build_graph_model, get_arrays, part_keys, set_arrays
 from flowergraph.tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
 from flowergraph.tasks.torch_state import load_optimizer_state, optimizer_state
 
 
-
 # ---------------------------------------------------------------- structure embeddings
+
 
 def _dense_rwse(edges, n, k):
     """Independent reference: numpy matrix powers of T = A D^-1 (isolated node: zero column)."""
@@ -102,15 +108,21 @@ def test_structure_ablations_shapes_and_order():
     dse = st.degree_se(edge_index, n, 16)
     rwse = st.random_walk_se(edge_index, num_nodes, 16)
     assert full.shape == (n, 32) and np.array_equal(full, np.concatenate([dse, rwse], axis=1))
-    assert np.array_equal(st.structure_embeddings(edge_index, num_nodes, "rwse,dse"),
-                          np.concatenate([rwse, dse], axis=1))
+    assert np.array_equal(
+        st.structure_embeddings(edge_index, num_nodes, "rwse,dse"), np.concatenate([rwse, dse], axis=1)
+    )
     assert st.structure_embeddings(edge_index, num_nodes, ("dse",), 8, 4).shape == (n, 8)
     assert st.structure_embeddings(edge_index, num_nodes, "rwse", 8, 4).shape == (n, 4)
     ones = st.structure_embeddings(edge_index, num_nodes, ())
     assert ones.shape == (n, st.ONES_DIM) and np.all(ones == 1)
     assert [st.structure_dim(k, 8, 4) for k in [("dse", "rwse"), ("dse",), ("rwse",), ()]] == [12, 8, 4, 16]
-    with pytest.raises(ConfigError, match=re.escape("unknown structure embedding 'lap' in 'dse,lap'; valid "
-                                                    "choices: a comma-separated subset of dse, rwse, or 'ones'")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            "unknown structure embedding 'lap' in 'dse,lap'; valid "
+            "choices: a comma-separated subset of dse, rwse, or 'ones'"
+        ),
+    ):
         st.parse_structure("dse,lap")
     with pytest.raises(ConfigError, match=re.escape("structure embedding 'dse' listed twice in ('dse', 'DSE')")):
         st.parse_structure(("dse", "DSE"))
@@ -125,6 +137,7 @@ def test_spec_structure_reaches_the_graphs(shared_data):
 
 
 # ---------------------------------------------------------------- features
+
 
 def test_featureless_datasets_get_one_hot_degree(shared_data):
     from flowergraph.tasks.datasets import load_pyg_dataset
@@ -148,9 +161,11 @@ def test_one_hot_degree_cap_error(shared_data, monkeypatch):
     monkeypatch.setitem(gdata.ONE_HOT_DEGREE, "IMDB-MULTI", 50)
     with pytest.raises(ConfigError) as err:
         dataset_graphs.__wrapped__("IMDB-MULTI", str(shared_data), (), 16, 16, False)
-    assert str(err.value) == (f"dataset 'IMDB-MULTI': graph {first} has a node of degree {max(degs)}, above the "
-                              f"one-hot degree cap 50 FedStar uses for it (OneHotDegree(50)); the raw files differ "
-                              f"from the TU originals")
+    assert str(err.value) == (
+        f"dataset 'IMDB-MULTI': graph {first} has a node of degree {max(degs)}, above the "
+        f"one-hot degree cap 50 FedStar uses for it (OneHotDegree(50)); the raw files differ "
+        f"from the TU originals"
+    )
     assert max(degs) == 88
 
 
@@ -174,6 +189,7 @@ def test_node_label_datasets_use_one_hot_labels(shared_data):
 
 # ---------------------------------------------------------------- settings and specs
 
+
 def test_parse_settings_names_case_and_lists(shared_data):
     assert parse_graph_datasets("CHEM") == ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1")
     assert parse_graph_datasets("bio-chem") == SETTINGS["CHEM"] + ("ENZYMES", "DD", "PROTEINS")
@@ -186,15 +202,21 @@ def test_parse_settings_names_case_and_lists(shared_data):
     assert parse_graph_datasets("COLLAB,MUTAG", offline_only=True, data_dir=str(shared_data))[0] == "COLLAB"
 
 
-@pytest.mark.parametrize("text,message", [
-    ("MUTAG,Cora", "unknown graph dataset or setting 'Cora'; valid choices: settings CHEM, BIO-CHEM, BIO-CHEM-SN, "
-                   "BIO-SN-CV; TU datasets MUTAG, PTC_MR, NCI1, NCI109, PROTEINS, ENZYMES, DD, IMDB-BINARY, "
-                   "IMDB-MULTI, COLLAB, BZR, COX2, DHFR, AIDS, Letter-low, Letter-med, Letter-high"),
-    ("MUTAG,,PTC_MR", "empty dataset name in 'MUTAG,,PTC_MR'; valid choices: settings CHEM"),
-    ("MUTAG,mutag", "dataset 'MUTAG' appears twice in 'MUTAG,mutag'; each client owns one dataset"),
-    ("CHEM,BIO-CHEM", "dataset 'MUTAG' appears twice in 'CHEM,BIO-CHEM'"),
-    ("", "no graph dataset given (''); valid choices: settings CHEM"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            "MUTAG,Cora",
+            "unknown graph dataset or setting 'Cora'; valid choices: settings CHEM, BIO-CHEM, BIO-CHEM-SN, "
+            "BIO-SN-CV; TU datasets MUTAG, PTC_MR, NCI1, NCI109, PROTEINS, ENZYMES, DD, IMDB-BINARY, "
+            "IMDB-MULTI, COLLAB, BZR, COX2, DHFR, AIDS, Letter-low, Letter-med, Letter-high",
+        ),
+        ("MUTAG,,PTC_MR", "empty dataset name in 'MUTAG,,PTC_MR'; valid choices: settings CHEM"),
+        ("MUTAG,mutag", "dataset 'MUTAG' appears twice in 'MUTAG,mutag'; each client owns one dataset"),
+        ("CHEM,BIO-CHEM", "dataset 'MUTAG' appears twice in 'CHEM,BIO-CHEM'"),
+        ("", "no graph dataset given (''); valid choices: settings CHEM"),
+    ],
+)
 def test_parse_settings_errors(text, message):
     with pytest.raises(ConfigError) as err:
         parse_graph_datasets(text)
@@ -204,11 +226,16 @@ def test_parse_settings_errors(text, message):
 def test_spec_client_count_errors():
     with pytest.raises(ConfigError) as err:
         GraphTaskSpec("MUTAG,PTC_MR,BZR", num_clients=2)
-    assert str(err.value) == ("num_clients=2 but 3 datasets were given (MUTAG, PTC_MR, BZR): with several datasets "
-                              "each client owns one, so num_clients must be 3")
+    assert str(err.value) == (
+        "num_clients=2 but 3 datasets were given (MUTAG, PTC_MR, BZR): with several datasets "
+        "each client owns one, so num_clients must be 3"
+    )
     spec = GraphTaskSpec(("mutag", "ptc_mr"))
-    assert spec.datasets == ("MUTAG", "PTC_MR") and spec.client_count == 2 and hash(spec) == hash(
-        GraphTaskSpec("MUTAG,PTC_MR"))
+    assert (
+        spec.datasets == ("MUTAG", "PTC_MR")
+        and spec.client_count == 2
+        and hash(spec) == hash(GraphTaskSpec("MUTAG,PTC_MR"))
+    )
     with pytest.raises(ConfigError, match=re.escape("client_id 2 out of range; valid choices: 0..1")):
         client_graph_data(spec, 2)
     with pytest.raises(ConfigError, match=re.escape("split (0.7, 0.2, 0.2): expected three fractions")):
@@ -228,14 +255,17 @@ def test_collab_missing_says_where_to_put_it(tmp_path, monkeypatch):
     assert str(err.value) == (
         f"dataset 'COLLAB': raw files not found and the download failed (OSError: offline). Put the raw files at "
         f"{where} and pass that folder as data-dir (or set FLOWERGRAPH_DATA). (COLLAB is not in the offline "
-        f"dataset collection; parse_graph_datasets(..., offline_only=True) drops it from a setting)")
+        f"dataset collection; parse_graph_datasets(..., offline_only=True) drops it from a setting)"
+    )
 
 
 # ---------------------------------------------------------------- splits and clients
 
+
 def _positions(client, spec):
-    graphs = dataset_graphs(client.dataset, spec.data_dir, spec.structure, spec.dse_dim, spec.rwse_dim,
-                            spec.rwse_disk_cache).graphs  # the memoised objects the client's splits hold
+    graphs = dataset_graphs(
+        client.dataset, spec.data_dir, spec.structure, spec.dse_dim, spec.rwse_dim, spec.rwse_disk_cache
+    ).graphs  # the memoised objects the client's splits hold
     index = {id(g): i for i, g in enumerate(graphs)}
     return [[index[id(g)] for g in client.split(s)] for s in ("train", "val", "test")]
 
@@ -275,8 +305,13 @@ def test_split_depends_on_split_seed_only(shared_data):
 def _skew(assignment, labels):
     """Mean total-variation distance between each client's label distribution and the global one."""
     glob = np.bincount(labels) / len(labels)
-    return np.mean([0.5 * np.abs(np.bincount(labels[assignment == k], minlength=len(glob)) /
-                                 (assignment == k).sum() - glob).sum() for k in np.unique(assignment)])
+    return np.mean(
+        [
+            0.5
+            * np.abs(np.bincount(labels[assignment == k], minlength=len(glob)) / (assignment == k).sum() - glob).sum()
+            for k in np.unique(assignment)
+        ]
+    )
 
 
 def test_one_dataset_dirichlet_clients(shared_data):
@@ -297,12 +332,17 @@ def test_one_dataset_dirichlet_clients(shared_data):
     with pytest.raises(ConfigError) as err:
         client_graph_data(GraphTaskSpec("MUTAG", data_dir=str(shared_data), num_clients=20), 0)
     assert str(err.value) == "num_clients=20 x min_graphs=10 = 200 exceeds the 188 graphs of MUTAG"
-    with pytest.raises(PartitionError, match=re.escape("dataset 'MUTAG': no Dirichlet(beta=0.01) split of its "
-                                                       "188 graphs gave every one of the 18 clients >= ")):
+    with pytest.raises(
+        PartitionError,
+        match=re.escape(
+            "dataset 'MUTAG': no Dirichlet(beta=0.01) split of its 188 graphs gave every one of the 18 clients >= "
+        ),
+    ):
         gdata.dirichlet_clients(GraphTaskSpec("MUTAG", data_dir=str(shared_data), num_clients=18, beta=0.01))
 
 
 # ---------------------------------------------------------------- models and their parts
+
 
 @pytest.fixture(scope="module")
 def mutag(shared_data):
@@ -317,8 +357,9 @@ def _batch(graphs):
 
 def test_structure_part_is_exactly_the_structure_branch():
     model = build_graph_model("decoupled", 7, 2, 32, seed=0)
-    branch = [f"struct_in.{k}" for k in model.struct_in.state_dict()] + \
-             [f"struct_convs.{k}" for k in model.struct_convs.state_dict()]
+    branch = [f"struct_in.{k}" for k in model.struct_in.state_dict()] + [
+        f"struct_convs.{k}" for k in model.struct_convs.state_dict()
+    ]
     assert part_keys(model, "structure") == branch
     assert len(branch) == 2 + 2 * 3 and all("feat" not in k for k in branch)
     parts = [set(part_keys(model, p)) for p in ("structure", "feature", "classifier")]
@@ -327,16 +368,20 @@ def test_structure_part_is_exactly_the_structure_branch():
     assert set(part_keys(model, "convs")) == {k for k in model.state_dict() if "_convs." in k}
     # Dataset-independent layers start identical on every client with the same seed (and differ across seeds).
     other = build_graph_model("decoupled", 18, 3, 32, seed=0)
-    for a, b in zip(get_arrays(model, "structure") + get_arrays(model, "convs"),
-                    get_arrays(other, "structure") + get_arrays(other, "convs")):
+    for a, b in zip(
+        get_arrays(model, "structure") + get_arrays(model, "convs"),
+        get_arrays(other, "structure") + get_arrays(other, "convs"),
+    ):
         assert np.array_equal(a, b)
-    assert not np.array_equal(get_arrays(model, "structure")[0],
-                              get_arrays(build_graph_model("decoupled", 7, 2, 32, seed=1), "structure")[0])
+    assert not np.array_equal(
+        get_arrays(model, "structure")[0], get_arrays(build_graph_model("decoupled", 7, 2, 32, seed=1), "structure")[0]
+    )
     gin = build_graph_model("gin", 7, 2, seed=0)
     with pytest.raises(ConfigError) as err:
         part_keys(gin, "structure")
-    assert str(err.value) == ("unknown part 'structure' for GIN; valid choices: feature, classifier, convs, "
-                              "all-but-classifier, all")
+    assert str(err.value) == (
+        "unknown part 'structure' for GIN; valid choices: feature, classifier, convs, all-but-classifier, all"
+    )
     assert part_keys(gin, "classifier") == ["fc.weight", "fc.bias", "out.weight", "out.bias"]
 
 
@@ -356,8 +401,10 @@ def test_set_arrays_really_changes_the_model(mutag, kind, part):
     keys = part_keys(a, part)
     bad = get_arrays(b, part)
     bad[1] = np.zeros((3, 3), dtype=np.float32)
-    with pytest.raises(ConfigError, match=re.escape(f"array for {keys[1]!r} has shape (3, 3), expected "
-                                                    f"{tuple(get_arrays(b, part)[1].shape)}")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(f"array for {keys[1]!r} has shape (3, 3), expected {tuple(get_arrays(b, part)[1].shape)}"),
+    ):
         set_arrays(a, part, bad)
     with pytest.raises(ConfigError, match=re.escape(f"part {part!r} of {type(a).__name__} has {len(keys)} arrays")):
         set_arrays(a, part, bad[:-1])
@@ -423,6 +470,7 @@ def test_forward_equals_dense_equations_and_the_edge_list_path(mutag, kind):
 
 # ---------------------------------------------------------------- training
 
+
 def test_optimizer_state_round_trip_is_exact(mutag):
     cfg = GraphTrainConfig()
     model = build_graph_model("decoupled", mutag.num_features, 2, mutag.structure_dim, seed=3)
@@ -445,8 +493,7 @@ def test_optimizer_state_round_trip_is_exact(mutag):
         return m
 
     assert all(torch.equal(x, y) for x, y in zip(fresh(True).state_dict().values(), model.state_dict().values()))
-    assert not all(torch.equal(x, y) for x, y in zip(fresh(False).state_dict().values(),
-                                                      model.state_dict().values()))
+    assert not all(torch.equal(x, y) for x, y in zip(fresh(False).state_dict().values(), model.state_dict().values()))
     with pytest.raises(ValueError, match=f"saved optimizer state covers {n} parameters, the optimizer {n - 1}"):
         load_optimizer_state(torch.optim.Adam(list(model.parameters())[:-1]), arrays, values)
 
@@ -481,18 +528,29 @@ def test_fedprox_term_pulls_shared_part_to_the_anchor(mutag):
 
     assert drift(10.0) < 0.5 * drift(0.0)
     with pytest.raises(ConfigError, match=re.escape("mu > 0 (FedProx) needs prox_part")):
-        train_epochs(build_graph_model("gin", 7, 2), make_optimizer(build_graph_model("gin", 7, 2)), mutag.train,
-                     GraphTrainConfig(mu=0.01))
+        train_epochs(
+            build_graph_model("gin", 7, 2),
+            make_optimizer(build_graph_model("gin", 7, 2)),
+            mutag.train,
+            GraphTrainConfig(mu=0.01),
+        )
 
 
 def test_no_flower_import():
     import subprocess
     import sys
 
-    code = ("import sys, flowergraph.tasks.graphcls as g; import flowergraph.tasks.graphcls.training; "
-            "print(any(m == 'flwr' or m.startswith('flwr.') for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import sys, flowergraph.tasks.graphcls as g; import flowergraph.tasks.graphcls.training; "
+        "print(any(m == 'flwr' or m.startswith('flwr.') for m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -509,8 +567,9 @@ def test_the_default_split_is_the_authors_sklearn_split():
     labels = labels[rng.permutation(len(labels))]
     items = list(range(len(labels)))  # the authors split the list of graphs itself
     tv, held = train_test_split(items, test_size=0.2, stratify=labels, shuffle=True, random_state=123)
-    val, test = train_test_split(held, train_size=0.5, test_size=0.5, stratify=labels[held], shuffle=True,
-                                 random_state=123)
+    val, test = train_test_split(
+        held, train_size=0.5, test_size=0.5, stratify=labels[held], shuffle=True, random_state=123
+    )
     got = paper_split(labels, 123)
     assert [list(g) for g in got] == [tv, val, test]
     assert sorted(np.concatenate(got).tolist()) == items  # every graph once
@@ -522,8 +581,11 @@ def test_both_splits_are_available_and_differ(shared_data):
 
     a = client_graph_data(GraphTaskSpec(datasets="MUTAG", data_dir=str(shared_data)), 0)
     b = client_graph_data(GraphTaskSpec(datasets="MUTAG", data_dir=str(shared_data), split_method="per-class"), 0)
-    assert (a.num_train, a.num_val, a.num_test) == (150, 19, 19) and (b.num_train, b.num_val, b.num_test) == \
-        (150, 19, 19)
+    assert (a.num_train, a.num_val, a.num_test) == (150, 19, 19) and (b.num_train, b.num_val, b.num_test) == (
+        150,
+        19,
+        19,
+    )
     assert {id(g) for g in a.test} != {id(g) for g in b.test}
     with pytest.raises(ConfigError, match="unknown split method 'sklearn'; valid choices: paper, per-class"):
         GraphTaskSpec(datasets="MUTAG", split_method="sklearn")

@@ -14,7 +14,7 @@ from flowergraph.app.inline import InlineBackend, run_inline
 from flowergraph.errors import ConfigError
 from flowergraph.settings import parse_run_config
 
-PYPROJECT = '''[project]
+PYPROJECT = """[project]
 name = "x"
 version = "0.1.0"
 license = "Apache-2.0"
@@ -30,7 +30,7 @@ clientapp = "x:client"
 [tool.flwr.app.config]
 rounds = 3
 greeting = "hello"
-'''
+"""
 
 
 @pytest.fixture
@@ -56,8 +56,12 @@ def _apps(seen: dict):
         record["n"] = int(record["n"]) + 1
         seen.setdefault("client_run_config", dict(context.run_config))
         seen.setdefault("partitions", set()).add(int(context.node_config["partition-id"]))
-        return Message(RecordDict({"arrays": msg.content["arrays"],
-                                   "m": ConfigRecord({"n": record["n"], "node": context.node_id})}), reply_to=msg)
+        return Message(
+            RecordDict(
+                {"arrays": msg.content["arrays"], "m": ConfigRecord({"n": record["n"], "node": context.node_id})}
+            ),
+            reply_to=msg,
+        )
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
@@ -142,15 +146,15 @@ def test_a_client_that_stores_an_unserialisable_value_fails_its_message(app_dir)
     def train(msg: Message, context: Context) -> Message:
         context.state.__dict__.setdefault("_extra", []).append(object())  # not a record: never travels
         context.state["bad"] = ConfigRecord({"ok": 1})
-        return Message(RecordDict({"m": ConfigRecord({"state_keys": ",".join(context.state.keys())})}),
-                       reply_to=msg)
+        return Message(RecordDict({"m": ConfigRecord({"state_keys": ",".join(context.state.keys())})}), reply_to=msg)
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         node = sorted(grid.get_node_ids())[0]
         for _ in range(2):
-            (reply,) = grid.send_and_receive([Message(RecordDict(), dst_node_id=node, message_type="train")],
-                                             timeout=60)
+            (reply,) = grid.send_and_receive(
+                [Message(RecordDict(), dst_node_id=node, message_type="train")], timeout=60
+            )
             errors.append(reply.error if reply.has_error() else reply.content["m"]["state_keys"])
 
     run_inline(server, client, num_supernodes=1, app_dir=app_dir)
@@ -158,8 +162,11 @@ def test_a_client_that_stores_an_unserialisable_value_fails_its_message(app_dir)
 
 
 def test_an_unknown_engine_is_refused_naming_the_valid_choices(tmp_path, capsys, launcher_main):
-    with pytest.raises(ConfigError, match=r"unknown simulation-engine 'inlined'; valid choices: ray, inline; "
-                                          r"did you mean 'inline'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown simulation-engine 'inlined'; valid choices: ray, inline; "
+        r"did you mean 'inline'\?",
+    ):
         parse_run_config({"simulation-engine": "inlined"})
     assert launcher_main(["--out", str(tmp_path / "x"), "--set", "simulation-engine=threads"]) == 2
     assert "error: unknown simulation-engine 'threads'; valid choices: ray, inline" in capsys.readouterr().err
@@ -169,8 +176,12 @@ def test_an_unknown_engine_is_refused_naming_the_valid_choices(tmp_path, capsys,
 @pytest.mark.parametrize("faults", ["exit:1@1", "raise:0@1,hang:2@2"])
 def test_faults_that_kill_or_stall_a_process_are_refused_inline(tmp_path, capsys, launcher_main, faults):
     bad = faults.split(",")[-1]
-    assert launcher_main(["--out", str(tmp_path / "x"), "--set", "simulation-engine=inline",
-                          "--set", f"inject-faults={faults}"]) == 2
+    assert (
+        launcher_main(
+            ["--out", str(tmp_path / "x"), "--set", "simulation-engine=inline", "--set", f"inject-faults={faults}"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"inject-faults={faults!r}: {bad} would kill or stall the one process" in err
     assert "use simulation-engine='ray'" in err

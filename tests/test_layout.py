@@ -58,8 +58,9 @@ print(json.dumps(out))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or
-            (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def lazy_export_table(path: Path, package: str) -> dict[str, str] | None:
@@ -68,28 +69,38 @@ def lazy_export_table(path: Path, package: str) -> dict[str, str] | None:
     the package); None when it calls none. A table that is not a literal dict (or a module-level name bound to
     one) fails: the checker would not see what the package imports."""
     tree = ast.parse(path.read_text())
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
-             (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == "lazy_exports"]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == "lazy_exports"
+    ]
     if not calls:
         return None
-    bound = {t.id: n.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
-             for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    bound = {
+        t.id: n.value
+        for n in tree.body
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    }
     table: dict[str, str] = {}
     for call in calls:
-        arg = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "exports"),
-                                                           None)
+        arg = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "exports"), None)
         arg = bound.get(arg.id, arg) if isinstance(arg, ast.Name) else arg
         try:
             exports = ast.literal_eval(arg)
         except (ValueError, TypeError, SyntaxError):
-            raise AssertionError(f"{path}: lazy_exports's table is not a literal dict; the layout test cannot see "
-                                 f"which modules {package}'s names import") from None
+            raise AssertionError(
+                f"{path}: lazy_exports's table is not a literal dict; the layout test cannot see "
+                f"which modules {package}'s names import"
+            ) from None
         table.update({name: module if "." in module else f"{package}.{module}" for name, module in exports.items()})
     return table
 
 
-def _imports(path: Path, module: str, is_pkg: bool, lazy: dict[str, dict[str, str]],
-             type_checking: bool = False) -> set[str]:
+def _imports(
+    path: Path, module: str, is_pkg: bool, lazy: dict[str, dict[str, str]], type_checking: bool = False
+) -> set[str]:
     """Every module name ``path`` imports, at any depth (function bodies too), outside ``if TYPE_CHECKING:``
     blocks unless ``type_checking``; a name taken from a package that exports it lazily (``lazy``: package ->
     its table) is an import of the module that defines it, since that is what the import runs."""
@@ -131,8 +142,11 @@ def import_graph(root: Path, *, type_checking: bool = False) -> dict[str, set[st
         parts = list(path.relative_to(root.parent).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         modules[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
-    lazy = {name: table for name, (path, is_pkg) in modules.items()
-            if is_pkg and (table := lazy_export_table(path, name)) is not None}
+    lazy = {
+        name: table
+        for name, (path, is_pkg) in modules.items()
+        if is_pkg and (table := lazy_export_table(path, name)) is not None
+    }
     top = root.name
     edges = {}
     for name, (path, is_pkg) in modules.items():
@@ -140,8 +154,12 @@ def import_graph(root: Path, *, type_checking: bool = False) -> dict[str, set[st
         for target in _imports(path, name, is_pkg, lazy, type_checking):
             while target and target not in modules:
                 target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + ".") and \
-                    (target == top or target.startswith(top + ".")):
+            if (
+                target
+                and target != name
+                and not name.startswith(target + ".")
+                and (target == top or target.startswith(top + "."))
+            ):
                 targets.add(target)
         edges[name] = targets
     return edges
@@ -158,7 +176,7 @@ def import_cycle(root: Path, *, type_checking: bool = False) -> list[str] | None
         stack.append(node)
         for nxt in sorted(edges[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := walk(nxt)):
                 return cycle
         stack.pop()
@@ -193,12 +211,14 @@ def test_the_settings_schema_is_a_leaf_and_the_registry_imports_only_the_schema(
     for module in schema:
         assert edges[module] <= schema | {"flowergraph.errors"}, (module, edges[module])
     builders = {"flowergraph.strategies.policy", "flowergraph.strategies.aggregation"}
-    assert edges["flowergraph.methods.registry"] <= schema | builders | {"flowergraph.errors"}, \
-        edges["flowergraph.methods.registry"]
+    assert edges["flowergraph.methods.registry"] <= schema | builders | {"flowergraph.errors"}, edges[
+        "flowergraph.methods.registry"
+    ]
     for module in ("parse", "checks", "datasets", "reference"):
         assert "flowergraph.methods.registry" in edges[f"flowergraph.settings.{module}"], module
-    assert {m for m in edges["flowergraph.data"] if m.startswith(("flowergraph.app", "flowergraph.methods"))} == \
-        {"flowergraph.methods.registry"}, edges["flowergraph.data"]
+    assert {m for m in edges["flowergraph.data"] if m.startswith(("flowergraph.app", "flowergraph.methods"))} == {
+        "flowergraph.methods.registry"
+    }, edges["flowergraph.data"]
 
 
 LAZY_PACKAGE = {  # a package whose __init__ exports Thing lazily, from a submodule that imports the package back
@@ -244,8 +264,9 @@ def test_the_cycle_check_catches_a_cycle_through_a_lazy_export(tmp_path):
     assert import_graph(pkg)["pkg.user"] == {"pkg.thing"}  # the lazy export resolved to its module
     assert import_cycle(pkg) == ["pkg.thing", "pkg.user", "pkg.thing"]
 
-    (pkg / "user.py").write_text("def helper():\n    from . import Thing  # function level, relative: still an edge\n"
-                                 "    return Thing\n")
+    (pkg / "user.py").write_text(
+        "def helper():\n    from . import Thing  # function level, relative: still an edge\n    return Thing\n"
+    )
     assert import_cycle(pkg) == ["pkg.thing", "pkg.user", "pkg.thing"]
     (pkg / "user.py").write_text("def helper():\n    return None\n")
     assert import_cycle(pkg) is None
@@ -256,12 +277,16 @@ def test_the_cycle_check_catches_a_cycle_through_a_lazy_export(tmp_path):
 
 
 def test_a_lazy_export_table_the_check_cannot_read_fails(tmp_path):
-    pkg = _write_package(tmp_path, {
-        "__init__.py": """
+    pkg = _write_package(
+        tmp_path,
+        {
+            "__init__.py": """
             from ._exports import lazy_exports
 
             __getattr__, __dir__ = lazy_exports(__name__, dict(Thing="thing"), globals())
             """,
-        "thing.py": "class Thing:\n    pass\n"})
+            "thing.py": "class Thing:\n    pass\n",
+        },
+    )
     with pytest.raises(AssertionError, match="lazy_exports's table is not a literal dict"):
         import_cycle(pkg)

@@ -62,8 +62,14 @@ def _faces(app_dir, tmp_path, config, num_nodes):
         np.random.seed(12345)  # Flower's DP noise draws from numpy's global generator, unseeded: the same draws
         backend = Recording()
         folder = tmp_path / face
-        run_inline(server_app.app, client_app.app, num_supernodes=num_nodes, app_dir=app_dir, backend=backend,
-                   overrides={**config, "out-dir": str(folder), "flower-api": face})
+        run_inline(
+            server_app.app,
+            client_app.app,
+            num_supernodes=num_nodes,
+            app_dir=app_dir,
+            backend=backend,
+            overrides={**config, "out-dir": str(folder), "flower-api": face},
+        )
         out[face] = (read_run(folder)["rounds"], backend)
     return out
 
@@ -78,25 +84,79 @@ def _methods(data):
         "centralized": {"method": "centralized", "rounds": 2},
         # the privacy and robustness keys that apply on this face: a robust rule, central DP, CKKS
         "fedavg-median": {"method": "fedavg", "num-clients": 3, "rounds": 2, "aggregator": "median"},
-        "fedavg-dp": {"method": "fedavg", "num-clients": 3, "rounds": 2, "dp": "central-server",
-                      "weighting": "uniform", "dp-noise-multiplier": 0.3, "dp-clipping-norm": 5.0},
+        "fedavg-dp": {
+            "method": "fedavg",
+            "num-clients": 3,
+            "rounds": 2,
+            "dp": "central-server",
+            "weighting": "uniform",
+            "dp-noise-multiplier": 0.3,
+            "dp-clipping-norm": 5.0,
+        },
         "fedavg-ckks": {"method": "fedavg", "num-clients": 3, "rounds": 2, "secure-agg": "ckks"},
         "fedgcn": {"method": "fedgcn", "num-clients": 3, "rounds": 2},
-        "fedstar": {"method": "fedstar", "dataset": "MUTAG,PTC_MR,BZR", "num-clients": 3, "rounds": 2, "seed": 2,
-                    "data-dir": d},
-        "fedgraph": {"method": "fedgraph", "dataset": "Cora", "num-clients": 3, "rounds": 2, "seed": 5,
-                     "fedgraph.alpha": 0.0, "fedgraph.episode-rounds": 2, "data-dir": d},
-        "asfgnn": {"method": "asfgnn", "dataset": "Cora", "num-clients": 2, "seed": 3, "asfgnn.search": "smac",
-                   "asfgnn.trials": 2, "asfgnn.trial-rounds": 2, "rounds": 6, "data-dir": d},
+        "fedstar": {
+            "method": "fedstar",
+            "dataset": "MUTAG,PTC_MR,BZR",
+            "num-clients": 3,
+            "rounds": 2,
+            "seed": 2,
+            "data-dir": d,
+        },
+        "fedgraph": {
+            "method": "fedgraph",
+            "dataset": "Cora",
+            "num-clients": 3,
+            "rounds": 2,
+            "seed": 5,
+            "fedgraph.alpha": 0.0,
+            "fedgraph.episode-rounds": 2,
+            "data-dir": d,
+        },
+        "asfgnn": {
+            "method": "asfgnn",
+            "dataset": "Cora",
+            "num-clients": 2,
+            "seed": 3,
+            "asfgnn.search": "smac",
+            "asfgnn.trials": 2,
+            "asfgnn.trial-rounds": 2,
+            "rounds": 6,
+            "data-dir": d,
+        },
         # one FL-AGCNS generation (a SuperNet step, then the FEO phases) and two retraining rounds
-        "flagcns": {"method": "flagcns", "dataset": "Cora", "num-clients": 3, "seed": 3, "flagcns.layers": 2,
-                    "flagcns.population": 4, "flagcns.sample-size": 2, "flagcns.epochs": 1, "flagcns.warmup": 0,
-                    "flagcns.steps-per-epoch": 1, "flagcns.retrain-epochs": 2, "data-dir": d},
+        "flagcns": {
+            "method": "flagcns",
+            "dataset": "Cora",
+            "num-clients": 3,
+            "seed": 3,
+            "flagcns.layers": 2,
+            "flagcns.population": 4,
+            "flagcns.sample-size": 2,
+            "flagcns.epochs": 1,
+            "flagcns.warmup": 0,
+            "flagcns.steps-per-epoch": 1,
+            "flagcns.retrain-epochs": 2,
+            "data-dir": d,
+        },
     }
 
 
-METHODS = ("fedavg", "fedprox", "fedper", "gcfl", "centralized", "fedavg-median", "fedavg-dp", "fedavg-ckks",
-           "fedgcn", "fedstar", "fedgraph", "asfgnn", "flagcns")
+METHODS = (
+    "fedavg",
+    "fedprox",
+    "fedper",
+    "gcfl",
+    "centralized",
+    "fedavg-median",
+    "fedavg-dp",
+    "fedavg-ckks",
+    "fedgcn",
+    "fedstar",
+    "fedgraph",
+    "asfgnn",
+    "flagcns",
+)
 
 
 @pytest.mark.inline
@@ -131,8 +191,9 @@ def test_both_faces_give_the_same_rounds(method, app_dir, tmp_path, request):
     assert got_message <= {"train", "evaluate", *message_records.ACTIONS} and "train" in got_message
     assert "query.fg_identity" in got_message
     if method == "fedavg-dp":
-        assert all(r["dp"]["mode"] == "central-server" and r["dp"]["noise_stddev"] > 0 for r in message
-                   if r["round"] >= 1)
+        assert all(
+            r["dp"]["mode"] == "central-server" and r["dp"]["noise_stddev"] > 0 for r in message if r["round"] >= 1
+        )
     assert "get_properties" in got_legacy and "train" in got_legacy
     trains = [names for kind, names in faces["message"][1].received if kind == "train"]
     assert all(names == ("arrays", "config") for names in trains)
@@ -158,20 +219,32 @@ def _close(a, b, where):
 
 
 def _cora(shared_data, **extra):
-    return {"method": "fedavg", "dataset": "Cora", "num-clients": 3, "rounds": 3, "seed": 1,
-            "data-dir": str(shared_data), "fused-eval": False, **extra}
+    return {
+        "method": "fedavg",
+        "dataset": "Cora",
+        "num-clients": 3,
+        "rounds": 3,
+        "seed": 1,
+        "data-dir": str(shared_data),
+        "fused-eval": False,
+        **extra,
+    }
 
 
-def test_flowers_stock_fedavg_drives_flowergraphs_handlers_as_flowergraphs_fedavg_does(app_dir, shared_data,
-                                                                                     tmp_path):
+def test_flowers_stock_fedavg_drives_flowergraphs_handlers_as_flowergraphs_fedavg_does(app_dir, shared_data, tmp_path):
     """Flower's own ``flwr.serverapp.strategy.FedAvg`` (weighting by ``num-examples``, every node every round)
     against flowergraph's baseline handlers on Cora gives, round by round, the test accuracies flowergraph's
     ``fedavg`` (train-size weighting) records; the initial model is the one flowergraph's clients build."""
     from flwr.serverapp.strategy import FedAvg
 
     config = _cora(shared_data)
-    run_inline(server_app.app, client_app.app, num_supernodes=3, app_dir=app_dir,
-               overrides={**config, "out-dir": str(tmp_path / "ours"), "flower-api": "message"})
+    run_inline(
+        server_app.app,
+        client_app.app,
+        num_supernodes=3,
+        app_dir=app_dir,
+        overrides={**config, "out-dir": str(tmp_path / "ours"), "flower-api": "message"},
+    )
     ours = {r["round"]: r["accuracy"] for r in read_run(tmp_path / "ours")["rounds"] if r["round"] >= 1}
     results = {}
     stock = ServerApp()
@@ -182,8 +255,13 @@ def test_flowers_stock_fedavg_drives_flowergraphs_handlers_as_flowergraphs_fedav
         strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_available_nodes=3)
         results["r"] = strategy.start(grid=grid, initial_arrays=initial, num_rounds=3)
 
-    run_inline(stock, message_client.client_app(), num_supernodes=3, app_dir=app_dir,
-               overrides={**config, "out-dir": str(tmp_path / "stock")})
+    run_inline(
+        stock,
+        message_client.client_app(),
+        num_supernodes=3,
+        app_dir=app_dir,
+        overrides={**config, "out-dir": str(tmp_path / "stock")},
+    )
     theirs = {r: m["accuracy"] for r, m in results["r"].evaluate_metrics_clientapp.items()}
     assert sorted(theirs) == sorted(ours) == [1, 2, 3]
     for r in ours:
@@ -207,26 +285,38 @@ def test_flowergraphs_fedavg_drives_a_stock_flower_client(app_dir, tmp_path):
         w = w + (0.5 + 0.25 * k) * (target - w)  # a client's "training": part of the way to the target
         n = 10 * (k + 1)
         sent.setdefault(int(msg.content["config"]["server_round"]), []).append((w.copy(), n))
-        return Message(RecordDict({"arrays": ArrayRecord({"w": message_records.Array(w)}),
-                                   "metrics": MetricRecord({"num-examples": n, "train_loss": float(
-                                       np.square(target - w).sum())})}), reply_to=msg)
+        return Message(
+            RecordDict(
+                {
+                    "arrays": ArrayRecord({"w": message_records.Array(w)}),
+                    "metrics": MetricRecord({"num-examples": n, "train_loss": float(np.square(target - w).sum())}),
+                }
+            ),
+            reply_to=msg,
+        )
 
     @stock.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
         w = msg.content["arrays"]["w"].numpy()
         err = float(np.square(target - w).sum())
-        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 5, "loss": err,
-                                                            "accuracy": 1.0 / (1.0 + err)})}), reply_to=msg)
+        return Message(
+            RecordDict({"metrics": MetricRecord({"num-examples": 5, "loss": err, "accuracy": 1.0 / (1.0 + err)})}),
+            reply_to=msg,
+        )
 
-    strategy = FlowergraphStrategy.from_run_config({"method": "fedavg", "num-clients": 3, "rounds": 3,
-                                                     "fused-eval": False, "connect-timeout": 30})
+    strategy = FlowergraphStrategy.from_run_config(
+        {"method": "fedavg", "num-clients": 3, "rounds": 3, "fused-eval": False, "connect-timeout": 30}
+    )
     result = {}
     server = ServerApp()
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
-        result["r"] = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": message_records.Array(
-            np.zeros(3, dtype=np.float32))}), num_rounds=3)
+        result["r"] = strategy.start(
+            grid=grid,
+            initial_arrays=ArrayRecord({"w": message_records.Array(np.zeros(3, dtype=np.float32))}),
+            num_rounds=3,
+        )
 
     run_inline(server, stock, num_supernodes=3, app_dir=app_dir, overrides={"out-dir": str(tmp_path / "o")})
     w = np.zeros(3, dtype=np.float32)
@@ -250,10 +340,16 @@ def test_a_bad_value_is_refused_with_the_launchers_message(app_dir, tmp_path):
     assert "valid choices" in str(launcher.value)
     with pytest.raises(ConfigError, match="secure-agg='secagg\\+' with flower-api='message'"):
         parse_run_config({"method": "fedavg", "secure-agg": "secagg+", "flower-api": "message"})
-    context = Context(run_id=1, node_id=7, node_config={"partition-id": 0, "num-partitions": 3},
-                      state=RecordDict(), run_config={"method": "fedavg", "num-clients": 3, "weighting": "by-size"})
-    msg = Message(RecordDict({"arrays": ArrayRecord(), "config": ConfigRecord({})}), dst_node_id=7,
-                  message_type="train")
+    context = Context(
+        run_id=1,
+        node_id=7,
+        node_config={"partition-id": 0, "num-partitions": 3},
+        state=RecordDict(),
+        run_config={"method": "fedavg", "num-clients": 3, "weighting": "by-size"},
+    )
+    msg = Message(
+        RecordDict({"arrays": ArrayRecord(), "config": ConfigRecord({})}), dst_node_id=7, message_type="train"
+    )
     with pytest.raises(ConfigError) as handler:
         message_client.train(msg, context)
     assert str(launcher.value) in str(handler.value) and "flowergraph refused the run" in str(handler.value)
@@ -263,22 +359,46 @@ def test_checkpoint_kill_and_resume_on_the_message_api_equals_the_uninterrupted_
     """FedGraph (server state: the DDPG agent; client state: each client's episode in ``context.state``) through
     the Message-API face: the launcher is killed (SIGKILL, its whole process group) once round 2's checkpoint is
     written, ``--resume`` finishes the run, and rounds 3-6 and the final model equal an uninterrupted run's."""
-    base = [sys.executable, "-m", "flowergraph.simulation", "--method", "fedgraph", "--num-clients", "3",
-            "--rounds", "6", "--dataset", "Cora"]
-    sets = {"seed": 5, "fedgraph.alpha": 0.0, "fedgraph.episode-rounds": 2, "data-dir": str(shared_data),
-            "simulation-engine": "inline", "flower-api": "message", "checkpoint-every": 1}
+    base = [
+        sys.executable,
+        "-m",
+        "flowergraph.simulation",
+        "--method",
+        "fedgraph",
+        "--num-clients",
+        "3",
+        "--rounds",
+        "6",
+        "--dataset",
+        "Cora",
+    ]
+    sets = {
+        "seed": 5,
+        "fedgraph.alpha": 0.0,
+        "fedgraph.episode-rounds": 2,
+        "data-dir": str(shared_data),
+        "simulation-engine": "inline",
+        "flower-api": "message",
+        "checkpoint-every": 1,
+    }
 
     def command(out, state):
         extra = [a for k, v in {**sets, "state-dir": str(state)}.items() for a in ("--set", f"{k}={v}")]
         return base + ["--out", str(out)] + extra
 
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    full = subprocess.run(command(tmp_path / "full", tmp_path / "s1"), env=env, capture_output=True, text=True,
-                          timeout=600)
+    full = subprocess.run(
+        command(tmp_path / "full", tmp_path / "s1"), env=env, capture_output=True, text=True, timeout=600
+    )
     assert full.returncode == 0, full.stdout[-3000:] + full.stderr[-3000:]
     out = tmp_path / "killed"
-    proc = subprocess.Popen(command(out, tmp_path / "s2"), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        command(out, tmp_path / "s2"),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not (out / "checkpoints" / "round-000002.npz").exists():  # renamed into place when complete
@@ -290,8 +410,7 @@ def test_checkpoint_kill_and_resume_on_the_message_api_equals_the_uninterrupted_
     done = [r["round"] for r in read_run(out)["rounds"]] if (out / "rounds.jsonl").exists() else []
     # rounds take ~0.2 s each: rounds 3-6 leave ~1 s to notice round 2's checkpoint; resumed from the last one
     assert 6 not in done, "the run ended before it was killed"
-    resumed = subprocess.run(base[:3] + ["--resume", str(out)], env=env, capture_output=True, text=True,
-                             timeout=600)
+    resumed = subprocess.run(base[:3] + ["--resume", str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     want = [r for r in read_run(tmp_path / "full")["rounds"] if r["round"] > 2]
     got = [r for r in read_run(out)["rounds"] if r["round"] > 2]
@@ -310,14 +429,25 @@ def test_the_example_app_runs_with_flwr_run_in_flowers_simulation(tmp_path):
     from flowergraph.simulation import run_flower_app
 
     result = tmp_path / "result.json"
-    run = run_flower_app(REPO / "examples" / "message_api_app", num_supernodes=3,
-                         run_config={"results-file": str(result)}, log_dir=tmp_path, timeout=300, ray_cpus=1)
+    run = run_flower_app(
+        REPO / "examples" / "message_api_app",
+        num_supernodes=3,
+        run_config={"results-file": str(result)},
+        log_dir=tmp_path,
+        timeout=300,
+        ray_cpus=1,
+    )
     assert run.status == "completed", run.log_file.read_text()[-3000:]
     got = json.loads(result.read_text())
     assert got["method"] == "fedgcn" and sorted(got["evaluate"]) == ["1", "2", "3"]
     app_dir = write_app(tmp_path / "app")
-    run_inline(server_app.app, client_app.app, num_supernodes=3, app_dir=app_dir,
-               overrides={"method": "fedgcn", "rounds": 3, "out-dir": str(tmp_path / "ours"), "flower-api": "message"})
+    run_inline(
+        server_app.app,
+        client_app.app,
+        num_supernodes=3,
+        app_dir=app_dir,
+        overrides={"method": "fedgcn", "rounds": 3, "out-dir": str(tmp_path / "ours"), "flower-api": "message"},
+    )
     want = {str(r["round"]): r["accuracy"] for r in read_run(tmp_path / "ours")["rounds"] if r["round"] >= 1}
     assert {r: m["accuracy"] for r, m in got["evaluate"].items()} == pytest.approx(want, abs=1e-9)
     assert want["3"] > 0.5
@@ -339,11 +469,17 @@ def test_flowers_other_stock_strategies_train_flowergraphs_handlers(name, app_di
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         strategy = getattr(stock, name)(fraction_train=1.0, fraction_evaluate=1.0, min_available_nodes=3, **kwargs)
-        results["r"] = strategy.start(grid=grid, initial_arrays=message_client.initial_arrays(context.run_config),
-                                      num_rounds=3)
+        results["r"] = strategy.start(
+            grid=grid, initial_arrays=message_client.initial_arrays(context.run_config), num_rounds=3
+        )
 
-    run_inline(server, message_client.client_app(), num_supernodes=3, app_dir=app_dir,
-               overrides={**config, "out-dir": str(tmp_path / "o")})
+    run_inline(
+        server,
+        message_client.client_app(),
+        num_supernodes=3,
+        app_dir=app_dir,
+        overrides={**config, "out-dir": str(tmp_path / "o")},
+    )
     accuracy = {r: m["accuracy"] for r, m in results["r"].evaluate_metrics_clientapp.items()}
     assert sorted(accuracy) == [1, 2, 3] and accuracy[3] > 0.2, accuracy
     if name != "Krum":  # Krum keeps one client's model per round: its accuracy need not rise every round
@@ -357,8 +493,9 @@ def test_flowers_message_api_mods_act_on_flowergraphs_train_replies(app_dir, tmp
     from flwr.clientapp.mod import LocalDpMod
 
     def one_round(train_mods):
-        strategy = FlowergraphStrategy.from_run_config({"method": "fedavg", "num-clients": 3, "rounds": 1,
-                                                         "fused-eval": False})
+        strategy = FlowergraphStrategy.from_run_config(
+            {"method": "fedavg", "num-clients": 3, "rounds": 1, "fused-eval": False}
+        )
         out = {}
         server = ServerApp()
 

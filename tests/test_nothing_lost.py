@@ -32,8 +32,11 @@ PACKAGE_DIR = Path(generator.__file__).resolve().parents[1]
 
 def _tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` (no ``__pycache__``): relative path -> SHA-256."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def _pyg_copy(under: Path) -> Path:
@@ -92,8 +95,13 @@ def test_generated_layer_files_go_and_an_installed_pyg_under_the_temp_dir_stays(
     try:
         site = _pyg_copy(under)
         before = _tree(site)
-        proc = subprocess.run([sys.executable, "-c", _LAYERS_THEN_TIDY, str(site)], env=_env(tmp, site),
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", _LAYERS_THEN_TIDY, str(site)],
+            env=_env(tmp, site),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         out = json.loads(proc.stdout.strip().splitlines()[-1])
         # GCNConv and SAGEConv: a propagate each; GATConv: propagate and edge_updater
@@ -108,8 +116,13 @@ def test_generated_layer_files_go_and_an_installed_pyg_under_the_temp_dir_stays(
 def _system_tmp() -> str:
     """The temp directory of a process without TMPDIR, TEMP and TMP (``/tmp`` here)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
-    return subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"], env=env,
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 _PLAIN_SIMULATION = """
@@ -132,8 +145,14 @@ def test_pyg_under_the_system_temp_dir_survives_a_plain_flower_simulation(tmp_pa
     try:
         site = _pyg_copy(under)
         before = _tree(site)
-        proc = subprocess.run([sys.executable, "-c", _PLAIN_SIMULATION, str(site)], env=_env(None, site),
-                              cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PLAIN_SIMULATION, str(site)],
+            env=_env(None, site),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         summaries = list((tmp_path / "results").glob("*/summary.json"))  # the run did happen, and completed
         assert len(summaries) == 1 and json.loads(summaries[0].read_text())["status"] == "completed"
@@ -211,14 +230,26 @@ def test_write_with_package_in_a_checkouts_root_keeps_the_checkout(tmp_path):
     before = _tree(checkout)
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     for extra in ([], ["--force"]):
-        proc = subprocess.run([sys.executable, "-m", "flowergraph.app", "write", ".", "--with-package", *extra],
-                              cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "flowergraph.app", "write", ".", "--with-package", *extra],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert f"is the flowergraph package that --with-package copies ({checkout / 'flowergraph'})" in proc.stderr
         assert _tree(checkout) == before
     # and a plain `write .` there refuses to replace the checkout's pyproject.toml
-    proc = subprocess.run([sys.executable, "-m", "flowergraph.app", "write", "."], cwd=checkout, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "flowergraph.app", "write", "."],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and "pyproject.toml: in the way" in proc.stderr and "--force" in proc.stderr
     assert _tree(checkout) == before
 

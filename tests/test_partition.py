@@ -24,8 +24,16 @@ SYN = GraphSpec(dataset="synthetic", seed=3)
 
 
 def _part(data, name, k, seed=0, beta=10000.0):
-    return partition_nodes(name, num_clients=k, labels=data.y.numpy(), edge_index=data.edge_index.numpy(),
-                           num_nodes=int(data.num_nodes), beta=beta, min_size=10, seed=seed)
+    return partition_nodes(
+        name,
+        num_clients=k,
+        labels=data.y.numpy(),
+        edge_index=data.edge_index.numpy(),
+        num_nodes=int(data.num_nodes),
+        beta=beta,
+        min_size=10,
+        seed=seed,
+    )
 
 
 @pytest.mark.parametrize("name", ["dirichlet", "louvain", "metis", "random"])
@@ -79,8 +87,10 @@ def test_internal_and_cross_edges_account_for_every_edge(name):
 def test_dirichlet_small_beta_gives_more_label_skew():
     data = load_global_graph(SYN)
     labels = data.y.numpy()
-    skew = {beta: np.mean([label_skew(labels, dirichlet_partition(labels, 10, beta, 10, seed=s)) for s in range(3)])
-            for beta in (10000.0, 100.0, 1.0)}
+    skew = {
+        beta: np.mean([label_skew(labels, dirichlet_partition(labels, 10, beta, 10, seed=s)) for s in range(3)])
+        for beta in (10000.0, 100.0, 1.0)
+    }
     assert skew[10000.0] < 0.05  # ~ IID
     assert skew[1.0] > skew[100.0] > skew[10000.0]
     assert skew[1.0] > 0.3
@@ -120,12 +130,15 @@ def test_cora_partitions(cora):
         assert len(np.unique(a)) == 10
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(partitioner="kmeans"), "unknown partitioner 'kmeans'; valid choices: " + ", ".join(PARTITIONERS)),
-    (dict(partitioner="random", num_clients=5000), "num-clients=5000 is more than the graph's 2000 nodes"),
-    (dict(partitioner="none", num_clients=2), "num-clients must be 1"),
-    (dict(partitioner="dirichlet", num_clients=3, beta=0.0), "beta must be > 0"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(partitioner="kmeans"), "unknown partitioner 'kmeans'; valid choices: " + ", ".join(PARTITIONERS)),
+        (dict(partitioner="random", num_clients=5000), "num-clients=5000 is more than the graph's 2000 nodes"),
+        (dict(partitioner="none", num_clients=2), "num-clients must be 1"),
+        (dict(partitioner="dirichlet", num_clients=3, beta=0.0), "beta must be > 0"),
+    ],
+)
 def test_bad_partition_requests(bad, match):
     with pytest.raises(ConfigError, match=match.replace("(", r"\(").replace(")", r"\)")):
         client_graph(SYN, PartitionSpec(**bad), 0)
@@ -146,8 +159,9 @@ def test_metis_gives_the_same_partition_inside_a_ray_worker():
     from flowergraph.tasks.synthetic import CSBMParams
 
     n = 30000
-    data = load_global_graph(GraphSpec(dataset="synthetic", seed=0,
-                                       synthetic=CSBMParams(num_nodes=n, p_in=40 / n, p_out=4 / n)))
+    data = load_global_graph(
+        GraphSpec(dataset="synthetic", seed=0, synthetic=CSBMParams(num_nodes=n, p_in=40 / n, p_out=4 / n))
+    )
     ei = data.edge_index.numpy()
     expected = metis_partition(ei, n, 10, seed=0)
     import shutil
@@ -156,6 +170,7 @@ def test_metis_gives_the_same_partition_inside_a_ray_worker():
     ray_tmp = tempfile.mkdtemp(prefix="fg-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     ray.init(num_cpus=1, address="local", include_dashboard=False, _temp_dir=ray_tmp, log_to_driver=False)
     try:
+
         @ray.remote
         def partition_repeatedly(edges):
             return [metis_partition(edges, n, 10, seed=0) for _ in range(8)]

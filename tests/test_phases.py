@@ -14,8 +14,15 @@ from flwr.server.client_proxy import ClientProxy
 from flowergraph import wire as protocol
 from flowergraph.wire import PhaseRequest
 from flowergraph.clients import FlowergraphClient
-from flowergraph.strategies import (ClientDirectory, FederationPolicy, PhaseError, PhaseMessage, PhaseRunner,
-                                    WeightedAveraging, check_update)
+from flowergraph.strategies import (
+    ClientDirectory,
+    FederationPolicy,
+    PhaseError,
+    PhaseMessage,
+    PhaseRunner,
+    WeightedAveraging,
+    check_update,
+)
 from flowergraph.strategies.common import config_bytes
 
 
@@ -91,16 +98,19 @@ def test_per_client_messages_replies_and_byte_accounting():
     runner, proxies = _runner(clients)
     seen = []
     phase = runner.begin("test-phase", server_round=7, timeout=5)
-    replies = phase.send("test.echo", proxies,
-                         lambda p: PhaseMessage([np.full(3, int(p.cid[1:]))], {"x": p.cid}),
-                         on_reply=lambda r: seen.append(r.client))
+    replies = phase.send(
+        "test.echo",
+        proxies,
+        lambda p: PhaseMessage([np.full(3, int(p.cid[1:]))], {"x": p.cid}),
+        on_reply=lambda r: seen.append(r.client),
+    )
     record = phase.end(extra=1)
     assert [r.client for r in replies] == ["0", "1", "2", "3"] and sorted(seen) == ["0", "1", "2", "3"]
     for k, r in enumerate(replies):
         np.testing.assert_array_equal(r.arrays[0], np.full(3, 2 * k))
         assert r.values == {"partition_id": k, "seen": f"n{k}", "pid": k, "round": 7}
     for p in proxies:  # the round travels as the message's group and in the config
-        (config, group), = p.sent
+        ((config, group),) = p.sent
         assert group == 7 and config[protocol.PHASE_ROUND] == 7
     down = sum(config_bytes(c) for p in proxies for c, _ in p.sent)
     up = sum(config_bytes(p.client.get_properties(c)) for p in proxies for c, _ in p.sent)
@@ -115,7 +125,8 @@ def test_a_phase_message_carries_a_model_to_the_handler():
     runner, proxies = _runner([EchoClient(0), EchoClient(1)])
     models = {"n0": {"w": np.ones((2, 2), np.float32), "b": np.arange(3.0)}, "n1": {"w": np.full(4, 0.5)}}
     replies = runner.begin("m", server_round=2).send(
-        "test.echo", proxies, lambda p: PhaseMessage(values={"x": 1}, model=models[p.cid]))
+        "test.echo", proxies, lambda p: PhaseMessage(values={"x": 1}, model=models[p.cid])
+    )
     assert [r.values["model"] for r in replies] == ["w,b=7.0", "w=2.0"]
     config = protocol.phase_message("k", [], 1, model={"a.b": np.zeros(2), "c": np.ones(1)})
     request = protocol.decode_phase(config)
@@ -126,17 +137,24 @@ def test_a_phase_message_carries_a_model_to_the_handler():
 def test_old_style_handlers_are_refused_naming_the_phase_request():
     """0.3 removed the phase-handler signature ``(arrays, values)``: such a handler is refused with a TypeError
     naming the one it must have (one PhaseRequest), instead of being called with the wrong arguments."""
+
     class Old(FlowergraphClient):
         partition_id = 3
 
         def phase_handlers(self):
-            return {"old.k": lambda arrays, values: ([a + 1 for a in arrays], {"got": values["v"]}),
-                    "new.k": lambda request: ([a + 1 for a in request.arrays], {"got": request.values["v"]})}
+            return {
+                "old.k": lambda arrays, values: ([a + 1 for a in arrays], {"got": values["v"]}),
+                "new.k": lambda request: ([a + 1 for a in request.arrays], {"got": request.values["v"]}),
+            }
 
-    with pytest.raises(TypeError, match=re.escape(
+    with pytest.raises(
+        TypeError,
+        match=re.escape(
             "phase handler for 'old.k' takes (arrays, values); a phase handler takes one flowergraph.wire.PhaseRequest "
             "(its .arrays, .values, .round, .model): def handler(request) -> (arrays, values) (0.3 removed the old "
-            "signature)")):
+            "signature)"
+        ),
+    ):
         Old().get_properties(protocol.phase_message("old.k", [np.zeros(2)], 4, v=9))
     props = Old().get_properties(protocol.phase_message("new.k", [np.zeros(2)], 4, v=9))
     assert props["got"] == 9 and props[protocol.PARTITION_ID] == 3
@@ -189,8 +207,9 @@ def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
     for p in proxies:
         manager.register(p)
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WithPhase(FederationPolicy(num_clients=2, num_rounds=1),
-                  initial_parameters=[np.zeros(2, np.float32)], recorder=recorder)
+    s = WithPhase(
+        FederationPolicy(num_clients=2, num_rounds=1), initial_parameters=[np.zeros(2, np.float32)], recorder=recorder
+    )
     from flwr.common import ndarrays_to_parameters
 
     ins = s.configure_fit(1, ndarrays_to_parameters([np.zeros(2, np.float32)]), manager)

@@ -20,18 +20,19 @@ def _flwr_run(tmp_path, supernodes, run_config):
     app = tmp_path / "app"
     write_app(app)
     started = time.monotonic()
-    run = run_inline_app(app, num_supernodes=supernodes, run_config=run_config, log_dir=tmp_path / "logs",
-                         timeout=400)
+    run = run_inline_app(app, num_supernodes=supernodes, run_config=run_config, log_dir=tmp_path / "logs", timeout=400)
     return run, run.log_file.read_text(), time.monotonic() - started
 
 
 def test_fewer_nodes_than_clients_fail_within_the_connect_timeout(tmp_path):
-    run, log, seconds = _flwr_run(tmp_path, 2, {"num-clients": 3, "rounds": 1, "connect-timeout": 5.0,
-                                                "out-dir": str(tmp_path / "out")})
+    run, log, seconds = _flwr_run(
+        tmp_path, 2, {"num-clients": 3, "rounds": 1, "connect-timeout": 5.0, "out-dir": str(tmp_path / "out")}
+    )
     assert run.status == "failed", log[-3000:]
     assert "flowergraph: 2 of 3 clients connected; waiting up to" in log  # reported while it waits
-    assert ("only 2 of num-clients=3 clients connected within 5 s (connect-timeout); start one SuperNode per client"
-            in log)
+    assert (
+        "only 2 of num-clients=3 clients connected within 5 s (connect-timeout); start one SuperNode per client" in log
+    )
     assert "[ROUND 1]" not in log
     assert seconds < 240  # the wait, not Flower's 10 minutes
 

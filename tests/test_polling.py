@@ -41,14 +41,24 @@ class FakeGrid:
 
     def pull_messages(self, ids):
         self.pulls += 1
-        return [_Reply(i, getattr(self, "fail", {}).get(i)) for i in sorted(ids)
-                if self.ready[min(int(i[2:]), len(self.ready) - 1)] <= self.pulls]
+        return [
+            _Reply(i, getattr(self, "fail", {}).get(i))
+            for i in sorted(ids)
+            if self.ready[min(int(i[2:]), len(self.ready) - 1)] <= self.pulls
+        ]
 
     # the rest of the Grid API (delegated as is)
-    def set_run(self, run): self.run_ = run
-    def create_message(self, *a, **k): return ("msg", a, k)
-    def get_node_ids(self): return [1, 2]
-    def get_nodes(self): return []
+    def set_run(self, run):
+        self.run_ = run
+
+    def create_message(self, *a, **k):
+        return ("msg", a, k)
+
+    def get_node_ids(self):
+        return [1, 2]
+
+    def get_nodes(self):
+        return []
 
 
 @pytest.fixture

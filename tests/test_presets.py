@@ -22,8 +22,19 @@ def test_every_preset_is_a_valid_run_config(path):
 def test_fedgcn_presets_are_the_issue_setting():
     s = parse_run_config(load_preset(CONF / "fedgcn-cora.toml"))
     n = s.of("node")
-    assert (s.method, s.dataset, n.split, s.num_clients, s.rounds, n.local_steps, n.lr, n.optimizer, n.hidden,
-            n.beta, s.weighting) == ("fedgcn", "Cora", "public", 10, 100, 3, 0.5, "sgd", 16, 10000.0, "uniform")
+    assert (
+        s.method,
+        s.dataset,
+        n.split,
+        s.num_clients,
+        s.rounds,
+        n.local_steps,
+        n.lr,
+        n.optimizer,
+        n.hidden,
+        n.beta,
+        s.weighting,
+    ) == ("fedgcn", "Cora", "public", 10, 100, 3, 0.5, "sgd", 16, 10000.0, "uniform")
     he = {**load_preset(CONF / "fedgcn-cora.toml"), **load_preset(CONF / "fedgcn-cora-he.toml")}
     assert parse_run_config(he)["fedgcn.he"] is True
 
@@ -53,7 +64,11 @@ def test_launcher_reads_presets_and_flags_override_them(tmp_path, capsys, monkey
     monkeypatch.setattr(sim, "run_simulation", fake_run)
     assert main(["--config", str(CONF / "fedgcn-cora.toml"), "--rounds", "5", "--set", "fedgcn.hops=1"]) == 2
     assert seen["method"] == "fedgcn" and seen["rounds"] == 5 and seen["num_clients"] == 10
-    assert seen["dataset"] == "Cora" and seen["overrides"]["fedgcn.hops"] == 1 and seen["overrides"]["node.beta"] == 10000.0
+    assert (
+        seen["dataset"] == "Cora"
+        and seen["overrides"]["fedgcn.hops"] == 1
+        and seen["overrides"]["node.beta"] == 10000.0
+    )
     assert not {"method", "num-clients", "rounds", "dataset"} & set(seen["overrides"])  # arguments, not overrides
     assert "error: stop here" in capsys.readouterr().err
 
@@ -63,9 +78,13 @@ def test_old_names_of_renamed_keys_are_refused_naming_the_new_ones(tmp_path, cap
     unknown keys (the launcher exits 2 before anything starts), each naming the known key with its last part."""
     old = tmp_path / "old.toml"
     old.write_text('method = "fedgcn"\nhops = 1\nhe = false\n')
-    with pytest.raises(ConfigError, match=re.escape(
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
             f"preset {str(old)!r}: unknown run-config key(s) 'hops' (did you mean 'fedgcn.hops'?), 'he' (did you "
-            f"mean 'fedgcn.he'?); valid keys: method, dataset")):
+            f"mean 'fedgcn.he'?); valid keys: method, dataset"
+        ),
+    ):
         load_preset(old)
     with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'he'; did you mean 'fedgcn.he'?")):
         parse_run_config({"method": "fedgcn", "he": False})
@@ -85,7 +104,11 @@ def test_old_names_of_renamed_keys_are_refused_naming_the_new_ones(tmp_path, cap
 def test_fedstar_presets_carry_gcfls_thresholds_for_their_datasets():
     from flowergraph.strategies.gcfl import GCFL_EPS
 
-    for name, setting in (("fedstar-chem", "CHEM"), ("fedstar-bio-chem", "BIO-CHEM"),
-                          ("fedstar-bio-chem-sn-offline", "BIO-CHEM-SN"), ("fedstar-bio-sn-cv-offline", "BIO-SN-CV")):
+    for name, setting in (
+        ("fedstar-chem", "CHEM"),
+        ("fedstar-bio-chem", "BIO-CHEM"),
+        ("fedstar-bio-chem-sn-offline", "BIO-CHEM-SN"),
+        ("fedstar-bio-sn-cv-offline", "BIO-SN-CV"),
+    ):
         s = parse_run_config(load_preset(CONF / f"{name}.toml"))
         assert (s["gcfl.eps1"], s["gcfl.eps2"]) == GCFL_EPS[setting]

@@ -20,8 +20,14 @@ from flowergraph import wire
 from flowergraph.privacy import ckks
 from flowergraph.wire.secure import CKKS_DECRYPT, CKKS_VALUES, DecryptReply, DecryptRequest, EncryptedUpdate
 from flowergraph.storage.results import read_run
-from flowergraph.strategies.aggregation import (CoordinateMedian, Krum, RoundNotAggregated, TrimmedMean, Update,
-                                                make_aggregator)
+from flowergraph.strategies.aggregation import (
+    CoordinateMedian,
+    Krum,
+    RoundNotAggregated,
+    TrimmedMean,
+    Update,
+    make_aggregator,
+)
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
 from flowergraph.tasks.training import TrainConfig
 from flowergraph.strategies import FederationPolicy
@@ -33,8 +39,11 @@ def _fits(proxies):
     """Per partition: [(fit instruction arrays, reply arrays, num_examples)] in round order."""
     out = {}
     for k, proxy in enumerate(proxies):
-        out[k] = [(parameters_to_ndarrays(ins.parameters), parameters_to_ndarrays(res.parameters), res.num_examples)
-                  for kind, ins, res in proxy.messages if kind == "fit"]
+        out[k] = [
+            (parameters_to_ndarrays(ins.parameters), parameters_to_ndarrays(res.parameters), res.num_examples)
+            for kind, ins, res in proxy.messages
+            if kind == "fit"
+        ]
     return out
 
 
@@ -51,8 +60,9 @@ def key_file(tmp_path_factory):
 def test_ckks_aggregate_equals_plain_averaging_and_the_server_never_holds_an_update(tmp_path, key_file):
     run = {**BASE, "num-clients": 2, "rounds": 3}  # two clients: SecAgg+ could not run this
     plain, plain_proxies = run_inprocess({**run, "out-dir": str(tmp_path / "plain")}, record=True)
-    enc, enc_proxies = run_inprocess({**run, "out-dir": str(tmp_path / "ckks"), "secure-agg": "ckks",
-                                      "key-file": key_file}, record=True)
+    enc, enc_proxies = run_inprocess(
+        {**run, "out-dir": str(tmp_path / "ckks"), "secure-agg": "ckks", "key-file": key_file}, record=True
+    )
     plain_fits, enc_fits = _fits(plain_proxies), _fits(enc_proxies)
     ctx = ckks.load_key_file(key_file)
     for k in range(2):
@@ -72,10 +82,15 @@ def test_ckks_aggregate_equals_plain_averaging_and_the_server_never_holds_an_upd
             np.testing.assert_allclose(values[:-1] / n, _flat(update), rtol=0, atol=1e-5)
     # what the decrypting client (partition 0) received in each round's decrypt phase: the sum of both uploads
     # of that round, both participants with their clear num_examples and their check ciphertexts; nothing else
-    asks = [(ins, res) for kind, ins, res in enc_proxies[0].messages
-            if kind == "get_properties" and ins.config.get(wire.PHASE) == CKKS_DECRYPT]
-    assert len(asks) == 3 and not any(kind == "get_properties" and ins.config.get(wire.PHASE) == CKKS_DECRYPT
-                                      for kind, ins, _ in enc_proxies[1].messages)
+    asks = [
+        (ins, res)
+        for kind, ins, res in enc_proxies[0].messages
+        if kind == "get_properties" and ins.config.get(wire.PHASE) == CKKS_DECRYPT
+    ]
+    assert len(asks) == 3 and not any(
+        kind == "get_properties" and ins.config.get(wire.PHASE) == CKKS_DECRYPT
+        for kind, ins, _ in enc_proxies[1].messages
+    )
     for r, (ins, res) in enumerate(asks):
         request = wire.decode_phase(ins.config)
         ask = DecryptRequest.decode(request.arrays, request.values)
@@ -90,7 +105,7 @@ def test_ckks_aggregate_equals_plain_averaging_and_the_server_never_holds_an_upd
         # what it returned: that sum, flooded and rounded to multiples of 2^-20 (no raw CKKS decryption)
         total = DecryptReply.decode(wire.unpack_arrays(res.properties), wire.scalars(res.properties)).total
         np.testing.assert_allclose(total, want, rtol=0, atol=1e-4)
-        assert np.array_equal(total * 2 ** 20, np.round(total * 2 ** 20))
+        assert np.array_equal(total * 2**20, np.round(total * 2**20))
     rounds = read_run(tmp_path / "ckks")["rounds"]
     assert rounds[0]["phase"] == "secure-ckks-setup"
     training = [r for r in rounds if r.get("round", 0) >= 1]
@@ -101,11 +116,22 @@ def test_ckks_aggregate_equals_plain_averaging_and_the_server_never_holds_an_upd
 
 def test_ckks_clients_with_different_keys_fail_the_run(tmp_path, key_file):
     other = str(ckks.write_key_file(tmp_path / "other.bin"))
-    nodes = [{"partition-id": 0, "num-partitions": 2, "key-file": key_file},
-             {"partition-id": 1, "num-partitions": 2, "key-file": other}]
+    nodes = [
+        {"partition-id": 0, "num-partitions": 2, "key-file": key_file},
+        {"partition-id": 1, "num-partitions": 2, "key-file": other},
+    ]
     with pytest.raises(RuntimeError, match="clients hold different CKKS keys"):
-        run_inprocess({**BASE, "num-clients": 2, "rounds": 1, "out-dir": str(tmp_path / "run"),
-                       "secure-agg": "ckks", "key-file": key_file}, node_configs=nodes)
+        run_inprocess(
+            {
+                **BASE,
+                "num-clients": 2,
+                "rounds": 1,
+                "out-dir": str(tmp_path / "run"),
+                "secure-agg": "ckks",
+                "key-file": key_file,
+            },
+            node_configs=nodes,
+        )
 
 
 def test_ckks_without_a_key_file_is_refused_before_training(tmp_path):
@@ -113,19 +139,28 @@ def test_ckks_without_a_key_file_is_refused_before_training(tmp_path):
 
     from flowergraph.app import node_client as client_app
 
-    ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2}, state=RecordDict(),
-                  run_config={**BASE, "num-clients": 2, "secure-agg": "ckks"})
+    ctx = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": 0, "num-partitions": 2},
+        state=RecordDict(),
+        run_config={**BASE, "num-clients": 2, "secure-agg": "ckks"},
+    )
     with pytest.raises(ConfigError, match="needs the data owners' CKKS key file: set key-file"):
         client_app.build_client(ctx)
 
 
 def test_ckks_resumes_from_a_checkpoint(tmp_path, key_file):
-    run = {**BASE, "num-clients": 2, "rounds": 3, "secure-agg": "ckks", "key-file": key_file,
-           "checkpoint-every": 1}
+    run = {**BASE, "num-clients": 2, "rounds": 3, "secure-agg": "ckks", "key-file": key_file, "checkpoint-every": 1}
     full, _ = run_inprocess({**run, "out-dir": str(tmp_path / "full")})
     run_inprocess({**run, "rounds": 2, "out-dir": str(tmp_path / "part")})
-    resumed, _ = run_inprocess({**run, "out-dir": str(tmp_path / "part"),
-                                "resume-from": str(tmp_path / "part" / "checkpoints" / "round-000002.npz")})
+    resumed, _ = run_inprocess(
+        {
+            **run,
+            "out-dir": str(tmp_path / "part"),
+            "resume-from": str(tmp_path / "part" / "checkpoints" / "round-000002.npz"),
+        }
+    )
     for a, b in zip(load_checkpoint(tmp_path / "full").arrays, load_checkpoint(tmp_path / "part").arrays):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
     assert resumed["rounds_completed"] == 3
@@ -138,8 +173,16 @@ def _final(path):
 
 def test_central_dp_noise_has_the_documented_scale(tmp_path):
     z, clip, n = 1.0, 0.5, 3
-    run = {**BASE, "num-clients": n, "rounds": 1, "weighting": "uniform", "dp": "central-server",
-           "dp-clipping-norm": clip, "checkpoint-every": 1, "node.hidden": 64}  # ~2400 parameters: a tight estimate
+    run = {
+        **BASE,
+        "num-clients": n,
+        "rounds": 1,
+        "weighting": "uniform",
+        "dp": "central-server",
+        "dp-clipping-norm": clip,
+        "checkpoint-every": 1,
+        "node.hidden": 64,
+    }  # ~2400 parameters: a tight estimate
     run_inprocess({**run, "dp-noise-multiplier": 0.0, "out-dir": str(tmp_path / "clean")})
     run_inprocess({**run, "dp-noise-multiplier": z, "out-dir": str(tmp_path / "noisy")})
     diff = _flat(_final(tmp_path / "noisy")) - _flat(_final(tmp_path / "clean"))
@@ -164,8 +207,15 @@ def test_central_dp_server_side_clips_every_update(tmp_path):
     fits = _fits(proxies)
     updates = [_flat(fits[k][0][1]) - _flat(fits[k][0][0]) for k in range(3)]
     assert min(np.linalg.norm(u) for u in updates) > clip  # so every update is clipped
-    run_inprocess({**run, "dp": "central-server", "dp-clipping-norm": clip, "dp-noise-multiplier": 0.0,
-                   "out-dir": str(tmp_path / "dp")})
+    run_inprocess(
+        {
+            **run,
+            "dp": "central-server",
+            "dp-clipping-norm": clip,
+            "dp-noise-multiplier": 0.0,
+            "out-dir": str(tmp_path / "dp"),
+        }
+    )
     global0 = _flat(fits[0][0][0])
     expected = global0 + np.mean([u * clip / np.linalg.norm(u) for u in updates], axis=0)
     np.testing.assert_allclose(_flat(_final(tmp_path / "dp")), expected, rtol=0, atol=1e-6)
@@ -173,8 +223,16 @@ def test_central_dp_server_side_clips_every_update(tmp_path):
 
 def test_central_dp_client_side_clips_before_sending(tmp_path):
     clip = 0.05
-    run = {**BASE, "num-clients": 3, "rounds": 2, "weighting": "uniform", "dp": "central-client",
-           "dp-clipping-norm": clip, "dp-noise-multiplier": 0.5, "out-dir": str(tmp_path)}
+    run = {
+        **BASE,
+        "num-clients": 3,
+        "rounds": 2,
+        "weighting": "uniform",
+        "dp": "central-client",
+        "dp-clipping-norm": clip,
+        "dp-noise-multiplier": 0.5,
+        "out-dir": str(tmp_path),
+    }
     _, proxies = run_inprocess(run, record=True)
     for k, rounds in _fits(proxies).items():
         for sent, reply, _ in rounds:
@@ -187,8 +245,18 @@ def test_local_dp_noise_has_the_documented_scale(tmp_path):
     clip, eps, delta = 10.0, 0.5, 1e-5  # epsilon < 1: where the classic Gaussian mechanism's formula holds
     run = {**BASE, "num-clients": 3, "rounds": 1}
     _, plain = run_inprocess({**run, "out-dir": str(tmp_path / "plain")}, record=True)
-    _, noisy = run_inprocess({**run, "out-dir": str(tmp_path / "dp"), "dp": "local", "dp-clipping-norm": clip,
-                              "dp-sensitivity": clip, "dp-epsilon": eps, "dp-delta": delta}, record=True)
+    _, noisy = run_inprocess(
+        {
+            **run,
+            "out-dir": str(tmp_path / "dp"),
+            "dp": "local",
+            "dp-clipping-norm": clip,
+            "dp-sensitivity": clip,
+            "dp-epsilon": eps,
+            "dp-delta": delta,
+        },
+        record=True,
+    )
     sigma = clip * math.sqrt(2 * math.log(1.25 / delta)) / eps  # Flower's LocalDpMod arithmetic
     for k in range(3):
         sent, update, _ = _fits(plain)[k][0]
@@ -200,38 +268,70 @@ def test_local_dp_noise_has_the_documented_scale(tmp_path):
 
 
 def test_dp_budget_survives_a_resume(tmp_path):
-    run = {**BASE, "num-clients": 3, "rounds": 4, "weighting": "uniform", "dp": "central-client",
-           "dp-noise-multiplier": 1.2, "checkpoint-every": 2}
+    run = {
+        **BASE,
+        "num-clients": 3,
+        "rounds": 4,
+        "weighting": "uniform",
+        "dp": "central-client",
+        "dp-noise-multiplier": 1.2,
+        "checkpoint-every": 2,
+    }
     run_inprocess({**run, "out-dir": str(tmp_path / "full")})
     run_inprocess({**run, "rounds": 2, "out-dir": str(tmp_path / "part")})
-    summary, _ = run_inprocess({**run, "out-dir": str(tmp_path / "part"),
-                                "resume-from": str(tmp_path / "part" / "checkpoints" / "round-000002.npz")})
+    summary, _ = run_inprocess(
+        {
+            **run,
+            "out-dir": str(tmp_path / "part"),
+            "resume-from": str(tmp_path / "part" / "checkpoints" / "round-000002.npz"),
+        }
+    )
     full = read_run(tmp_path / "full")["summary"]["dp"]
     assert summary["dp"]["releases"] == full["releases"] == 4
     assert summary["dp"]["epsilon"] == pytest.approx(full["epsilon"], rel=1e-12)
 
 
 def test_a_failed_client_skips_the_noisy_release_but_the_round_is_recorded(tmp_path):
-    run_inprocess({**BASE, "num-clients": 3, "rounds": 2, "weighting": "uniform", "dp": "central-server",
-                   "inject-faults": "raise:1@2", "checkpoint-every": 1, "out-dir": str(tmp_path)})
+    run_inprocess(
+        {
+            **BASE,
+            "num-clients": 3,
+            "rounds": 2,
+            "weighting": "uniform",
+            "dp": "central-server",
+            "inject-faults": "raise:1@2",
+            "checkpoint-every": 1,
+            "out-dir": str(tmp_path),
+        }
+    )
     recs = [r for r in read_run(tmp_path)["rounds"] if r.get("round", 0) >= 1]
     assert recs[1]["aggregated"] is False and "1 client(s) failed" in recs[1]["dp"]["skipped"]
     assert recs[1]["failures"] == [{"client": "1", "reason": "injected fault 'raise' at partition 1 in round 2"}]
     assert [r["dp"]["releases"] for r in recs] == [1, 1]
-    for a, b in zip(load_checkpoint(tmp_path / "checkpoints" / "round-000001.npz").arrays,
-                    load_checkpoint(tmp_path).arrays):
+    for a, b in zip(
+        load_checkpoint(tmp_path / "checkpoints" / "round-000001.npz").arrays, load_checkpoint(tmp_path).arrays
+    ):
         np.testing.assert_array_equal(a, b)
 
 
 # ------------------------------------------------------------------------------------------------ robust rules
 def _updates(vectors, sizes=None):
     sizes = sizes or [1] * len(vectors)
-    return [Update(str(i), [np.asarray(v[:2], dtype=np.float32).reshape(2), np.asarray(v[2:], dtype=np.float32)],
-                   n) for i, (v, n) in enumerate(zip(vectors, sizes))]
+    return [
+        Update(str(i), [np.asarray(v[:2], dtype=np.float32).reshape(2), np.asarray(v[2:], dtype=np.float32)], n)
+        for i, (v, n) in enumerate(zip(vectors, sizes))
+    ]
 
 
-VECTORS = np.array([[1.0, 2.0, 3.0, 4.0], [1.1, 1.9, 3.2, 4.1], [0.9, 2.2, 2.9, 3.8], [1.2, 2.1, 3.1, 4.2],
-                    [100.0, -50.0, 80.0, -90.0]])
+VECTORS = np.array(
+    [
+        [1.0, 2.0, 3.0, 4.0],
+        [1.1, 1.9, 3.2, 4.1],
+        [0.9, 2.2, 2.9, 3.8],
+        [1.2, 2.1, 3.1, 4.2],
+        [100.0, -50.0, 80.0, -90.0],
+    ]
+)
 
 
 def test_median_and_trimmed_mean_against_hand_computation():
@@ -246,7 +346,7 @@ def test_median_and_trimmed_mean_against_hand_computation():
 def _krum_scores(vectors, f):
     n = len(vectors)
     d = np.array([[np.sum((a - b) ** 2) for b in vectors] for a in vectors])
-    return [sum(sorted(d[i][j] for j in range(n) if j != i)[:max(1, n - f - 2)]) for i in range(n)]
+    return [sum(sorted(d[i][j] for j in range(n) if j != i)[: max(1, n - f - 2)]) for i in range(n)]
 
 
 def test_krum_and_multi_krum_against_hand_computation():
@@ -264,8 +364,9 @@ def test_krum_and_multi_krum_against_hand_computation():
 
 
 def test_make_aggregator_names_the_valid_choices():
-    with pytest.raises(ValueError, match="unknown aggregator 'mode'; valid choices: mean, median, trimmed-mean, "
-                                         "krum, multi-krum"):
+    with pytest.raises(
+        ValueError, match="unknown aggregator 'mode'; valid choices: mean, median, trimmed-mean, krum, multi-krum"
+    ):
         make_aggregator("mode")
 
 
@@ -283,8 +384,11 @@ def test_poison_faults_scale_and_flip_the_update():
         for g, h, p in zip(got, honest, params):
             np.testing.assert_allclose(g, p + factor * (h - p), rtol=1e-5, atol=1e-5)
             assert np.isfinite(g).all()
-    assert parse_faults("scale:0@*", num_clients=3, rounds=3) == (Fault(1, 0, "scale"), Fault(2, 0, "scale"),
-                                                                   Fault(3, 0, "scale"))
+    assert parse_faults("scale:0@*", num_clients=3, rounds=3) == (
+        Fault(1, 0, "scale"),
+        Fault(2, 0, "scale"),
+        Fault(3, 0, "scale"),
+    )
 
 
 def test_robust_aggregation_resists_a_poisoned_client(tmp_path):
@@ -302,48 +406,79 @@ def test_robust_aggregation_resists_a_poisoned_client(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ refusals
-@pytest.mark.parametrize("extra,message", [
-    ({"secure-agg": "secagg+", "num-clients": 2},
-     "secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), this run has 2; use "
-     "secure-agg='ckks', which works with 2"),
-    ({"secure-agg": "secagg+", "num-clients": 10, "fraction-fit": 0.2},
-     "secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), this run has 2"),
-    ({"secure-agg": "secagg+", "aggregator": "median"},
-     "aggregator='median' needs every client's update, but secure-agg='secagg+' gives the server only their sum; "
-     "valid with secure aggregation: aggregator='mean'"),
-    ({"secure-agg": "ckks", "aggregator": "krum", "num-clients": 5},
-     "aggregator='krum' needs every client's update, but secure-agg='ckks' gives the server only their sum"),
-    ({"secure-agg": "ckks", "dp": "central-server", "weighting": "uniform"},
-     "dp='central-server' clips each client's update on the server, which secure-agg='ckks' hides; use "
-     "dp='central-client'"),
-    ({"secure-agg": "secagg+", "weighting": "batch-size"},
-     "weighting='batch-size' with secure aggregation: each client weighs its own update"),
-    ({"dp": "central-client"},
-     "dp='central-client' calibrates its noise to the unweighted mean of the sampled clients' clipped updates; set "
-     "weighting='uniform' (got 'train-size')"),
-    ({"dp": "central-server", "weighting": "uniform", "aggregator": "median"},
-     "dp='central-server' adds noise calibrated to a mean; aggregator='median' is not one"),
-    ({"aggregator": "krum", "num-clients": 4},
-     "aggregator='krum' with aggregator-malicious=1 needs at least 2f + 3 = 5 clients per round; this run samples 4"),
-    ({"dp": "local", "dp-clipping-norm": 2.0, "dp-sensitivity": 1.0},
-     "dp='local': dp-sensitivity=1.0 is below dp-clipping-norm=2.0"),
-    ({"secagg-num-shares": 2}, "secagg-num-shares=2: a count must be at least 3"),
-    ({"secagg-num-shares": 2.5}, "secagg-num-shares=2.5: give a fraction in (0, 1] or a whole count"),
-    ({"secagg-num-shares": 5, "secagg-reconstruction-threshold": 5},
-     "secagg-reconstruction-threshold=5 must be below secagg-num-shares=5"),
-    ({"aggregator-trim": 0.5}, "aggregator-trim=0.5"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (
+            {"secure-agg": "secagg+", "num-clients": 2},
+            "secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), this run has 2; use "
+            "secure-agg='ckks', which works with 2",
+        ),
+        (
+            {"secure-agg": "secagg+", "num-clients": 10, "fraction-fit": 0.2},
+            "secure-agg='secagg+' needs at least 3 clients per round (Flower's SecAgg+ protocol), this run has 2",
+        ),
+        (
+            {"secure-agg": "secagg+", "aggregator": "median"},
+            "aggregator='median' needs every client's update, but secure-agg='secagg+' gives the server only their "
+            "sum; "
+            "valid with secure aggregation: aggregator='mean'",
+        ),
+        (
+            {"secure-agg": "ckks", "aggregator": "krum", "num-clients": 5},
+            "aggregator='krum' needs every client's update, but secure-agg='ckks' gives the server only their sum",
+        ),
+        (
+            {"secure-agg": "ckks", "dp": "central-server", "weighting": "uniform"},
+            "dp='central-server' clips each client's update on the server, which secure-agg='ckks' hides; use "
+            "dp='central-client'",
+        ),
+        (
+            {"secure-agg": "secagg+", "weighting": "batch-size"},
+            "weighting='batch-size' with secure aggregation: each client weighs its own update",
+        ),
+        (
+            {"dp": "central-client"},
+            "dp='central-client' calibrates its noise to the unweighted mean of the sampled clients' clipped "
+            "updates; set "
+            "weighting='uniform' (got 'train-size')",
+        ),
+        (
+            {"dp": "central-server", "weighting": "uniform", "aggregator": "median"},
+            "dp='central-server' adds noise calibrated to a mean; aggregator='median' is not one",
+        ),
+        (
+            {"aggregator": "krum", "num-clients": 4},
+            "aggregator='krum' with aggregator-malicious=1 needs at least 2f + 3 = 5 clients per round; "
+            "this run samples 4",
+        ),
+        (
+            {"dp": "local", "dp-clipping-norm": 2.0, "dp-sensitivity": 1.0},
+            "dp='local': dp-sensitivity=1.0 is below dp-clipping-norm=2.0",
+        ),
+        ({"secagg-num-shares": 2}, "secagg-num-shares=2: a count must be at least 3"),
+        ({"secagg-num-shares": 2.5}, "secagg-num-shares=2.5: give a fraction in (0, 1] or a whole count"),
+        (
+            {"secagg-num-shares": 5, "secagg-reconstruction-threshold": 5},
+            "secagg-reconstruction-threshold=5 must be below secagg-num-shares=5",
+        ),
+        ({"aggregator-trim": 0.5}, "aggregator-trim=0.5"),
+    ],
+)
 def test_combinations_that_cannot_work_are_refused(extra, message):
     with pytest.raises(ConfigError) as info:
         parse_run_config({"num-clients": 3, **extra})
     assert message in str(info.value)
 
 
-@pytest.mark.parametrize("key,value,choices", [
-    ("aggregator", "mode", "mean, median, trimmed-mean, krum, multi-krum"),
-    ("secure-agg", "paillier", "none, secagg+, ckks"),
-    ("dp", "yes", "none, central-server, central-client, local"),
-])
+@pytest.mark.parametrize(
+    "key,value,choices",
+    [
+        ("aggregator", "mode", "mean, median, trimmed-mean, krum, multi-krum"),
+        ("secure-agg", "paillier", "none, secagg+, ckks"),
+        ("dp", "yes", "none, central-server, central-client, local"),
+    ],
+)
 def test_bad_privacy_choices_name_the_valid_ones(key, value, choices):
     with pytest.raises(ConfigError) as info:
         parse_run_config({key: value})
@@ -378,9 +513,11 @@ def test_secaggplus_weight_above_the_bound_is_refused_and_fails_the_run():
     assert SecureUpdates(Inner(3288), "secagg+", 1, weighting="uniform", max_weight=1.0).fit([], {})[1] == 1
     with pytest.raises(ConfigError) as err:
         SecureUpdates(Inner(3288), "secagg+", 6, max_weight=1000.0).fit([], {})
-    text = ("secure-agg='secagg+': partition 6 weighs its update 3288 (training-set size), above "
-            "secagg-max-weight=1000, which SecAgg+ would clip; set secagg-max-weight >= the largest training-set "
-            "size (or use uniform weighting)")
+    text = (
+        "secure-agg='secagg+': partition 6 weighs its update 3288 (training-set size), above "
+        "secagg-max-weight=1000, which SecAgg+ would clip; set secagg-max-weight >= the largest training-set "
+        "size (or use uniform weighting)"
+    )
     assert str(err.value) == f"{CONFIG_ERROR_MARKER} {text}"
     assert parse_run_config({"secure-agg": "secagg+", "weighting": "uniform"}).secagg_weight_bound == 1.0
     assert parse_run_config({"secure-agg": "secagg+"}).secagg_weight_bound == 1000.0

@@ -23,8 +23,14 @@ def _flat(arrays):
 
 def _fits(proxies):
     """Per partition: [(fit instruction arrays, reply arrays, reply metrics)] in round order."""
-    return {k: [(parameters_to_ndarrays(ins.parameters), parameters_to_ndarrays(res.parameters), res.metrics)
-                for kind, ins, res in proxy.messages if kind == "fit"] for k, proxy in enumerate(proxies)}
+    return {
+        k: [
+            (parameters_to_ndarrays(ins.parameters), parameters_to_ndarrays(res.parameters), res.metrics)
+            for kind, ins, res in proxy.messages
+            if kind == "fit"
+        ]
+        for k, proxy in enumerate(proxies)
+    }
 
 
 def _training(path):
@@ -45,8 +51,7 @@ def test_local_dp_noise_cannot_be_regenerated_by_the_server(tmp_path):
     clip, eps, delta = 10.0, 0.5, 1e-5
     run = {**BASE, "num-clients": 3, "rounds": 1}
     _, plain = run_inprocess({**run, "out-dir": str(tmp_path / "plain")}, record=True)
-    dp = {**run, "dp": "local", "dp-clipping-norm": clip, "dp-sensitivity": clip, "dp-epsilon": eps,
-          "dp-delta": delta}
+    dp = {**run, "dp": "local", "dp-clipping-norm": clip, "dp-sensitivity": clip, "dp-epsilon": eps, "dp-delta": delta}
     _, noisy = run_inprocess({**dp, "out-dir": str(tmp_path / "dp")}, record=True)
     _, again = run_inprocess({**dp, "out-dir": str(tmp_path / "dp2")}, record=True)
     sigma = clip * math.sqrt(2 * math.log(1.25 / delta)) / eps
@@ -60,8 +65,9 @@ def test_local_dp_noise_cannot_be_regenerated_by_the_server(tmp_path):
         rng = np.random.default_rng([int(config["seed"]), server_round, pid])
         recovered = [a.astype(np.float64) - rng.normal(0.0, sigma, a.shape) for a in received]
         error = _flat(recovered) - _flat(local)
-        assert error.std() > 0.5 * sigma, f"partition {pid}: the server recovered the local model (error " \
-                                          f"{error.std():.2e}, noise sigma {sigma:.1f})"
+        assert error.std() > 0.5 * sigma, (
+            f"partition {pid}: the server recovered the local model (error {error.std():.2e}, noise sigma {sigma:.1f})"
+        )
         # the noise is what the documentation says, and it is not a function of anything in the config
         ratio = (_flat(received) - _flat(local)).std() / sigma
         assert abs(ratio - 1) < 0.15, f"partition {k}: noise std {ratio:.3f} sigma"
@@ -75,31 +81,53 @@ def test_local_dp_noise_cannot_be_regenerated_by_the_server(tmp_path):
 
 
 # ------------------------------------------------------------------------------ hole 2: one update decrypted
-@pytest.mark.parametrize("extra", [{"num-clients": 1}, {"num-clients": 5, "fraction-fit": 0.2},
-                                   {"method": "centralized"}, {"num-clients": 3, "min-secure-clients": 4}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"num-clients": 1},
+        {"num-clients": 5, "fraction-fit": 0.2},
+        {"method": "centralized"},
+        {"num-clients": 3, "min-secure-clients": 4},
+    ],
+)
 def test_ckks_with_fewer_than_min_secure_clients_per_round_is_refused(extra):
     from flowergraph.errors import ConfigError
     from flowergraph.settings import parse_run_config
 
-    with pytest.raises(ConfigError, match=r"secure-agg='ckks' decrypts only sums of at least min-secure-clients=\d "
-                                          r"updates \(a sum of one update is that update\), but this run samples"):
+    with pytest.raises(
+        ConfigError,
+        match=r"secure-agg='ckks' decrypts only sums of at least min-secure-clients=\d "
+        r"updates \(a sum of one update is that update\), but this run samples",
+    ):
         parse_run_config({"num-clients": 3, **extra, "secure-agg": "ckks"})
 
 
 def test_ckks_never_decrypts_one_update_when_the_other_clients_fail(tmp_path, key_file):
     """Two clients, one fails in round 2: the old server decrypted the survivor's lone ciphertext and the new
     global model was its local model (to 1.5e-8). Now nothing is decrypted and the model is kept."""
-    run = {**BASE, "num-clients": 2, "rounds": 2, "secure-agg": "ckks", "key-file": key_file,
-           "inject-faults": "raise:1@2", "checkpoint-every": 1, "out-dir": str(tmp_path)}
+    run = {
+        **BASE,
+        "num-clients": 2,
+        "rounds": 2,
+        "secure-agg": "ckks",
+        "key-file": key_file,
+        "inject-faults": "raise:1@2",
+        "checkpoint-every": 1,
+        "out-dir": str(tmp_path),
+    }
     _, proxies = run_inprocess(run, record=True)
     rec = _training(tmp_path)[1]
     assert rec["aggregated"] is False and rec["num_fit"] == 0
     assert "fewer than 2: a sum of so few is never decrypted" in rec["secure_agg"]["error"]
-    decrypts = [ins.config.get(wire.PHASE_ROUND) for kind, ins, _ in proxies[0].messages
-                if kind == "get_properties" and ins.config.get(wire.PHASE) == "secure.ckks-decrypt"]
+    decrypts = [
+        ins.config.get(wire.PHASE_ROUND)
+        for kind, ins, _ in proxies[0].messages
+        if kind == "get_properties" and ins.config.get(wire.PHASE) == "secure.ckks-decrypt"
+    ]
     assert decrypts == [1]  # round 1 only: no decrypt request in round 2
-    for kept, before in zip(load_checkpoint(tmp_path).arrays,
-                            load_checkpoint(tmp_path / "checkpoints" / "round-000001.npz").arrays):
+    for kept, before in zip(
+        load_checkpoint(tmp_path).arrays, load_checkpoint(tmp_path / "checkpoints" / "round-000001.npz").arrays
+    ):
         np.testing.assert_array_equal(kept, before)  # round 2 changed nothing
 
 
@@ -128,8 +156,12 @@ def test_ckks_upload_with_a_truncated_ciphertext_adds_nothing(tmp_path, key_file
     run_inprocess({**run, "inject-faults": "raise:2@1", "out-dir": str(tmp_path / "plain")})
     _tamper(monkeypatch, 2, lambda blobs: blobs[:-1] + [blobs[-1][: len(blobs[-1]) // 2]])
     run_inprocess({**run, "secure-agg": "ckks", "key-file": key_file, "out-dir": str(tmp_path / "ckks")})
-    np.testing.assert_allclose(_flat(load_checkpoint(tmp_path / "ckks").arrays),
-                               _flat(load_checkpoint(tmp_path / "plain").arrays), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        _flat(load_checkpoint(tmp_path / "ckks").arrays),
+        _flat(load_checkpoint(tmp_path / "plain").arrays),
+        rtol=0,
+        atol=1e-5,
+    )
     rec = _training(tmp_path / "ckks")[0]
     assert rec["aggregated"] is True and rec["num_fit"] == 2
     assert [r["client"] for r in rec["rejected"]] == ["2"] and "does not parse" in rec["rejected"][0]["reason"]
@@ -150,8 +182,9 @@ def test_ciphertext_sum_parses_a_whole_upload_before_adding_any(key_file):
 
 # ---------------------------------------------------------------------------- hole 4: foreign key, non-sums
 @pytest.mark.parametrize("foreign", [2, 0])
-def test_ckks_ciphertext_under_another_key_is_detected_and_its_client_rejected(tmp_path, key_file, monkeypatch,
-                                                                                foreign):
+def test_ckks_ciphertext_under_another_key_is_detected_and_its_client_rejected(
+    tmp_path, key_file, monkeypatch, foreign
+):
     """A client that passed the key check but encrypts under another key (its key file changed, or it lies): the
     old server summed it and the model became noise with no error. Now its check ciphertext fails, it is named
     and rejected, and the others' sum is decrypted. ``foreign=0``: the first decrypting client is that client (its
@@ -173,14 +206,27 @@ def test_ckks_ciphertext_under_another_key_is_detected_and_its_client_rejected(t
     fit, props = SecureUpdates.fit, SecureUpdates.get_properties
     monkeypatch.setattr(SecureUpdates, "swapped", False, raising=False)
     monkeypatch.setattr(SecureUpdates, "_context", swapped)
-    monkeypatch.setattr(SecureUpdates, "fit", lambda self, parameters, config: (
-        setattr(self, "swapped", True), fit(self, parameters, config))[1])
+    monkeypatch.setattr(
+        SecureUpdates,
+        "fit",
+        lambda self, parameters, config: (setattr(self, "swapped", True), fit(self, parameters, config))[1],
+    )
     if foreign == 0:  # the node's key changed after the setup phase: it decrypts with the other key too
-        monkeypatch.setattr(SecureUpdates, "get_properties", lambda self, config: (
-            setattr(self, "swapped", config.get(wire.PHASE) != "secure.ckks-setup"), props(self, config))[1])
+        monkeypatch.setattr(
+            SecureUpdates,
+            "get_properties",
+            lambda self, config: (
+                setattr(self, "swapped", config.get(wire.PHASE) != "secure.ckks-setup"),
+                props(self, config),
+            )[1],
+        )
     run_inprocess({**run, "secure-agg": "ckks", "key-file": key_file, "out-dir": str(tmp_path / "ckks")})
-    np.testing.assert_allclose(_flat(load_checkpoint(tmp_path / "ckks").arrays),
-                               _flat(load_checkpoint(tmp_path / "plain").arrays), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        _flat(load_checkpoint(tmp_path / "ckks").arrays),
+        _flat(load_checkpoint(tmp_path / "plain").arrays),
+        rtol=0,
+        atol=1e-5,
+    )
     rec = _training(tmp_path / "ckks")[0]
     assert rec["aggregated"] is True and rec["num_fit"] == 2 and rec["secure_agg"]["summed"] == 2
     assert [r["client"] for r in rec["rejected"]] == [str(foreign)]
@@ -216,13 +262,15 @@ def test_the_decrypting_client_decrypts_only_a_sum_of_the_rounds_uploads(key_fil
     ctx = ckks.load_key_file(key_file)
     server = ckks.load_server_context(ckks.server_context_bytes(ctx))
     rng = np.random.default_rng(0)
-    updates = {k: [rng.normal(size=(50, 60)).astype(np.float32), rng.normal(size=40).astype(np.float32)]
-               for k in range(3)}  # 3,040 values + the weight: 2 ciphertexts each
+    updates = {
+        k: [rng.normal(size=(50, 60)).astype(np.float32), rng.normal(size=40).astype(np.float32)] for k in range(3)
+    }  # 3,040 values + the weight: 2 ciphertexts each
     sizes = {0: 10, 1: 20, 2: 30}
     uploads = {}
     for k in range(3):
         arrays, n, metrics = SecureUpdates(_Fixed(updates[k], sizes[k]), "ckks", k, key_file=key_file).fit(
-            [], {"secure_agg": "ckks", "server_round": 4})
+            [], {"secure_agg": "ckks", "server_round": 4}
+        )
         uploads[k] = EncryptedUpdate.decode(arrays, metrics)
     length = uploads[0].length
 
@@ -237,8 +285,9 @@ def test_the_decrypting_client_decrypts_only_a_sum_of_the_rounds_uploads(key_fil
 
     def ask(blobs, parts, nums=None):
         nums = nums if nums is not None else [sizes[k] for k in parts]
-        return _decrypter(key_file).decrypt(DecryptRequest(blobs, length, tuple(parts), tuple(nums),
-                                                           [uploads[k].check for k in parts]), 4)
+        return _decrypter(key_file).decrypt(
+            DecryptRequest(blobs, length, tuple(parts), tuple(nums), [uploads[k].check for k in parts]), 4
+        )
 
     single = uploads[0].chunks
     attacks = {
@@ -247,11 +296,19 @@ def test_the_decrypting_client_decrypts_only_a_sum_of_the_rounds_uploads(key_fil
         "one update added to itself": (ask(summed([[0, 0], [0, 0]]), [0, 1]), "not the sum of the round's uploads"),
         "chunks of different subsets": (ask(summed([[0], [0, 1]]), [0, 1]), "not the sum of the round's uploads"),
         "a participant twice": (ask(summed([[0, 1], [0, 1]]), [0, 0]), "repeat a partition"),
-        "weights the server made up": (ask(summed([[0, 1], [0, 1]]), [0, 1], [10, 99]),
-                                       "is not the sum 109 of the participants' weights"),
-        "another round's uploads": (_decrypter(key_file).decrypt(DecryptRequest(
-            summed([[0, 1], [0, 1]]), length, (0, 1), (10, 20), [uploads[0].check, uploads[1].check]), 5),
-            "does not decrypt to its round-5 check value"),
+        "weights the server made up": (
+            ask(summed([[0, 1], [0, 1]]), [0, 1], [10, 99]),
+            "is not the sum 109 of the participants' weights",
+        ),
+        "another round's uploads": (
+            _decrypter(key_file).decrypt(
+                DecryptRequest(
+                    summed([[0, 1], [0, 1]]), length, (0, 1), (10, 20), [uploads[0].check, uploads[1].check]
+                ),
+                5,
+            ),
+            "does not decrypt to its round-5 check value",
+        ),
     }
     for name, (reply, reason) in attacks.items():
         assert reply.total is None and reason in reply.refused, (name, reply.refused)
@@ -262,15 +319,16 @@ def test_the_decrypting_client_decrypts_only_a_sum_of_the_rounds_uploads(key_fil
     for reply in (good, again):
         assert not reply.refused
         np.testing.assert_allclose(reply.total, want, rtol=0, atol=1e-5)
-        assert np.array_equal(reply.total * 2 ** 20, np.round(reply.total * 2 ** 20))
+        assert np.array_equal(reply.total * 2**20, np.round(reply.total * 2**20))
     noise = good.total - again.total  # fresh noise per decryption, ~2^-20, not CKKS's ~1e-9
-    assert 0.5 * 2 ** -20 < noise.std() < 3 * 2 ** -20
+    assert 0.5 * 2**-20 < noise.std() < 3 * 2**-20
     # the message it answers with when asked through the phase carries the same refusal
     from flowergraph.wire.secure import DecryptReply
 
     request = DecryptRequest(single, length, (0,), (10,), [uploads[0].check])
-    props = _decrypter(key_file).get_properties(wire.phase_message("secure.ckks-decrypt", request.arrays(), 4,
-                                                                   **request.values()))
+    props = _decrypter(key_file).get_properties(
+        wire.phase_message("secure.ckks-decrypt", request.arrays(), 4, **request.values())
+    )
     reply = DecryptReply.decode(wire.unpack_arrays(props), wire.scalars(props))
     assert reply.total is None and "min-secure-clients=2" in reply.refused and not wire.unpack_arrays(props)
 
@@ -287,15 +345,19 @@ def test_an_upload_made_for_one_sum_never_passes_in_another(key_file):
     key = ckks.check_key(ctx)
     rng = np.random.default_rng(1)
     vectors = {k: np.concatenate([rng.normal(size=30), [float(10 * (k + 1))]]) for k in range(2)}
-    made = {(k, purpose): EncryptedUpdate(ckks.encrypt_checked(ctx, vectors[k], key, 7, k, purpose), 31)
-            for k in range(2) for purpose in ("update", "flagcns.scores")}
+    made = {
+        (k, purpose): EncryptedUpdate(ckks.encrypt_checked(ctx, vectors[k], key, 7, k, purpose), 31)
+        for k in range(2)
+        for purpose in ("update", "flagcns.scores")
+    }
 
     def ask(picks, purpose):
         acc = ckks.CiphertextSum(server)
         for k, made_for in picks:
             acc.add(np.array([0]), [made[(k, made_for)].chunks[0]])
-        request = DecryptRequest(acc.serialized(np.array([0])), 31, (0, 1), (10, 20),
-                                 [made[pick].check for pick in picks], purpose=purpose)
+        request = DecryptRequest(
+            acc.serialized(np.array([0])), 31, (0, 1), (10, 20), [made[pick].check for pick in picks], purpose=purpose
+        )
         return _decrypter(key_file, weighting="uniform").decrypt(request, 7)
 
     mixed = ask([(0, "flagcns.scores"), (1, "update")], "update")
@@ -325,8 +387,12 @@ def test_secaggplus_clients_refuse_non_finite_and_clipped_updates():
     fine = [np.full(3, 7.9, np.float32), np.ones((2, 2), np.float32)]
     assert client(fine).fit([], {})[1] == 10
     assert client([np.full(3, 30.0, np.float32)], n=10).fit([], {})[1] == 10  # 30 x 10 / 40 = 7.5: not clipped
-    cases = {"NaN": [np.array([1.0, np.nan, 2.0], np.float32)], "inf": [np.array([np.inf], np.float32)],
-             "x1e30": [np.full(3, 1e30, np.float32)], "outside the range": [np.full(3, 40.0, np.float32)]}
+    cases = {
+        "NaN": [np.array([1.0, np.nan, 2.0], np.float32)],
+        "inf": [np.array([np.inf], np.float32)],
+        "x1e30": [np.full(3, 1e30, np.float32)],
+        "outside the range": [np.full(3, 40.0, np.float32)],
+    }
     for name, arrays in cases.items():
         with pytest.raises(UpdateRefused) as err:
             client(arrays).fit([], {})
@@ -341,29 +407,45 @@ def _secagg_strategy(arrays_seen):
     from flowergraph.strategies import FederationPolicy
     from flowergraph.strategies.weighted import WeightedAveraging
 
-    s = WeightedAveraging(FederationPolicy(num_clients=3, secure_agg="secagg+", secagg_clipping_range=8.0),
-                          initial_parameters=[np.zeros(3, np.float32)])
+    s = WeightedAveraging(
+        FederationPolicy(num_clients=3, secure_agg="secagg+", secagg_clipping_range=8.0),
+        initial_parameters=[np.zeros(3, np.float32)],
+    )
     s.global_arrays = [np.zeros(3, np.float32)]
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
     from flwr.server.client_proxy import ClientProxy
 
     class Proxy(ClientProxy):
-        def get_properties(self, *a, **k): raise NotImplementedError
-        def get_parameters(self, *a, **k): raise NotImplementedError
-        def fit(self, *a, **k): raise NotImplementedError
-        def evaluate(self, *a, **k): raise NotImplementedError
-        def reconnect(self, *a, **k): raise NotImplementedError
+        def get_properties(self, *a, **k):
+            raise NotImplementedError
+
+        def get_parameters(self, *a, **k):
+            raise NotImplementedError
+
+        def fit(self, *a, **k):
+            raise NotImplementedError
+
+        def evaluate(self, *a, **k):
+            raise NotImplementedError
+
+        def reconnect(self, *a, **k):
+            raise NotImplementedError
 
     params = ndarrays_to_parameters(arrays_seen)  # SecAgg+ copies the one aggregate into every result
     results = [(Proxy(str(k)), FitRes(Status(Code.OK, ""), params, 10, {"partition_id": k})) for k in range(3)]
     return s, results
 
 
-@pytest.mark.parametrize("aggregate,problem", [
-    ([np.array([0.5, np.nan, 1.0], np.float32)], "1 NaN or infinite value(s)"),
-    ([np.array([0.5, 3e5, 1.0], np.float32)], "a value of magnitude 3e+05, outside the clipping range 8 that bounds "
-                                               "an average of clipped updates"),
-])
+@pytest.mark.parametrize(
+    "aggregate,problem",
+    [
+        ([np.array([0.5, np.nan, 1.0], np.float32)], "1 NaN or infinite value(s)"),
+        (
+            [np.array([0.5, 3e5, 1.0], np.float32)],
+            "a value of magnitude 3e+05, outside the clipping range 8 that bounds an average of clipped updates",
+        ),
+    ],
+)
 def test_secaggplus_server_does_not_aggregate_an_unusable_unmasked_sum(aggregate, problem):
     s, results = _secagg_strategy(aggregate)
     params, _ = s.aggregate_fit(1, results, [])
@@ -384,11 +466,13 @@ def test_a_secaggplus_dropout_is_one_failure_named_by_its_client():
     from flwr.app.error import Error
 
     refused = "secure-agg='secagg+': partition 2 refuses to send its update: 1 NaN or infinite value(s)"
-    ray = ("<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'\x1b[36mray::ClientAppActor.run()\x1b[39m "
-           "(pid=1, ip=192.0.2.2)\n  File \"flowergraph/clients/secure.py\", line 87, in _check_finite\n    raise "
-           f"self._refuse(...)\nflowergraph.clients.secure.UpdateRefused: {refused}\n\nThe above exception was "
-           "the direct cause of the following exception:\n\nray::ClientAppActor.run()\n  File \"ray_actor.py\", "
-           "line 65, in run\nflwr.clientapp.client_app.ClientAppException: ...'>")
+    ray = (
+        "<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'\x1b[36mray::ClientAppActor.run()\x1b[39m "
+        '(pid=1, ip=192.0.2.2)\n  File "flowergraph/clients/secure.py", line 87, in _check_finite\n    raise '
+        f"self._refuse(...)\nflowergraph.clients.secure.UpdateRefused: {refused}\n\nThe above exception was "
+        'the direct cause of the following exception:\n\nray::ClientAppActor.run()\n  File "ray_actor.py", '
+        "line 65, in run\nflwr.clientapp.client_app.ClientAppException: ...'>"
+    )
     error = Error(code=2, reason=ray)  # what the workflow gets from a ClientApp that raised, in simulation
     _, _ = s.aggregate_fit(1, results[:2], [Exception(error), Exception(error)])
     rec = s.book.start(1)
@@ -404,12 +488,18 @@ def test_max_update_norm_keeps_one_x1e30_client_from_freezing_a_mean_run(tmp_pat
     run = {**BASE, "num-clients": 4, "rounds": 3, "checkpoint-every": 3}
     run_inprocess({**run, "inject-faults": "raise:0@*", "out-dir": str(tmp_path / "without")})
     run_inprocess({**run, "inject-faults": "scale:0@*", "max-update-norm": 10.0, "out-dir": str(tmp_path / "guard")})
-    np.testing.assert_allclose(_flat(load_checkpoint(tmp_path / "guard").arrays),
-                               _flat(load_checkpoint(tmp_path / "without").arrays), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        _flat(load_checkpoint(tmp_path / "guard").arrays),
+        _flat(load_checkpoint(tmp_path / "without").arrays),
+        rtol=0,
+        atol=1e-6,
+    )
     recs = _training(tmp_path / "guard")
     assert all(r["aggregated"] and r["num_fit"] == 3 for r in recs)
-    assert all([x["client"] for x in r["rejected"]] == ["0"] and "above max-update-norm=10" in r["rejected"][0]
-               ["reason"] for r in recs)
+    assert all(
+        [x["client"] for x in r["rejected"]] == ["0"] and "above max-update-norm=10" in r["rejected"][0]["reason"]
+        for r in recs
+    )
     run_inprocess({**run, "inject-faults": "scale:0@*", "out-dir": str(tmp_path / "frozen")})
     frozen = _training(tmp_path / "frozen")  # what it prevents: after round 1 nothing is aggregated any more
     assert [r["aggregated"] for r in frozen] == [True, False, False]
@@ -423,8 +513,17 @@ def test_central_dp_noise_and_budget_count_the_updates_actually_averaged(tmp_pat
     import dp_accounting
 
     z, clip = 1.0, 0.5
-    run = {**BASE, "num-clients": 3, "rounds": 1, "weighting": "uniform", "dp": "central-server",
-           "dp-clipping-norm": clip, "checkpoint-every": 1, "node.hidden": 64, "inject-faults": "nan:1@1"}
+    run = {
+        **BASE,
+        "num-clients": 3,
+        "rounds": 1,
+        "weighting": "uniform",
+        "dp": "central-server",
+        "dp-clipping-norm": clip,
+        "checkpoint-every": 1,
+        "node.hidden": 64,
+        "inject-faults": "nan:1@1",
+    }
     run_inprocess({**run, "dp-noise-multiplier": 0.0, "out-dir": str(tmp_path / "clean")})
     run_inprocess({**run, "dp-noise-multiplier": z, "out-dir": str(tmp_path / "noisy")})
     rec = _training(tmp_path / "noisy")[0]
@@ -448,9 +547,12 @@ def test_trimmed_mean_that_trims_nothing_is_refused_and_never_silently_a_mean():
     from flowergraph.settings import parse_run_config
     from flowergraph.strategies.aggregation import RoundNotAggregated, TrimmedMean, Update
 
-    with pytest.raises(ConfigError, match=r"aggregator='trimmed-mean' with aggregator-trim=0.1 drops int\(0.1 x 5\) "
-                                          r"= 0 values at each end of the 5 updates of a round .*: it would be a plain "
-                                          r"mean; set aggregator-trim >= 0.2 \(and < 0.5\), or use aggregator='median'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"aggregator='trimmed-mean' with aggregator-trim=0.1 drops int\(0.1 x 5\) "
+        r"= 0 values at each end of the 5 updates of a round .*: it would be a plain "
+        r"mean; set aggregator-trim >= 0.2 \(and < 0.5\), or use aggregator='median'",
+    ):
         parse_run_config({"aggregator": "trimmed-mean", "num-clients": 5})
     assert parse_run_config({"aggregator": "trimmed-mean", "num-clients": 10}).aggregator_trim == 0.1
     assert parse_run_config({"aggregator": "trimmed-mean", "num-clients": 5, "aggregator-trim": 0.2})
@@ -458,8 +560,9 @@ def test_trimmed_mean_that_trims_nothing_is_refused_and_never_silently_a_mean():
     ups = [Update(str(k), [np.full(2, float(k), np.float32)], 1) for k in range(4)]
     with pytest.raises(RoundNotAggregated, match="drops nothing"):
         TrimmedMean(0.2).aggregate(ups, [1.0] * 4)
-    np.testing.assert_allclose(TrimmedMean(0.2).aggregate(ups + [Update("9", [np.full(2, 1e9, np.float32)], 1)],
-                                                          [1.0] * 5)[0], 2.0)
+    np.testing.assert_allclose(
+        TrimmedMean(0.2).aggregate(ups + [Update("9", [np.full(2, 1e9, np.float32)], 1)], [1.0] * 5)[0], 2.0
+    )
 
 
 def test_local_dp_epsilon_outside_the_formulas_range_is_refused():
@@ -467,8 +570,11 @@ def test_local_dp_epsilon_outside_the_formulas_range_is_refused():
     from flowergraph.settings import parse_run_config
 
     for eps in (1.0, 50.0):
-        with pytest.raises(ConfigError, match=rf"dp='local': dp-epsilon={eps:g} is outside \(0, 1\), where the noise "
-                                              r"S sqrt\(2 ln\(1.25 / delta\)\) / epsilon"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"dp='local': dp-epsilon={eps:g} is outside \(0, 1\), where the noise "
+            r"S sqrt\(2 ln\(1.25 / delta\)\) / epsilon",
+        ):
             parse_run_config({"dp": "local", "dp-epsilon": eps})
     assert parse_run_config({"dp": "local"}).dp_epsilon == 0.5  # the default is in range
     assert parse_run_config({"dp": "central-client", "weighting": "uniform", "dp-epsilon": 50.0})  # unused there
@@ -480,8 +586,18 @@ def test_local_dp_records_the_replace_one_budget(tmp_path):
     import dp_accounting
 
     clip, eps, delta = 1.0, 0.5, 1e-5
-    run_inprocess({**BASE, "num-clients": 3, "rounds": 1, "dp": "local", "dp-clipping-norm": clip,
-                   "dp-sensitivity": clip, "dp-epsilon": eps, "out-dir": str(tmp_path)})
+    run_inprocess(
+        {
+            **BASE,
+            "num-clients": 3,
+            "rounds": 1,
+            "dp": "local",
+            "dp-clipping-norm": clip,
+            "dp-sensitivity": clip,
+            "dp-epsilon": eps,
+            "out-dir": str(tmp_path),
+        }
+    )
     rec = _training(tmp_path)[0]["dp"]
     sigma = clip * math.sqrt(2 * math.log(1.25 / delta)) / eps
 
@@ -501,8 +617,13 @@ def test_the_client_app_gives_the_secure_wrapper_the_runs_bounds(key_file):
     from flowergraph.app import node_client as client_app
 
     def build(**run):
-        ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
-                      run_config={**BASE, "num-clients": 3, **run})
+        ctx = Context(
+            run_id=1,
+            node_id=1,
+            node_config={"partition-id": 0, "num-partitions": 3},
+            state=RecordDict(),
+            run_config={**BASE, "num-clients": 3, **run},
+        )
         return client_app.build_client(ctx)
 
     secagg = build(**{"secure-agg": "secagg+", "secagg-clipping-range": 4.0, "secagg-max-weight": 50.0})
@@ -515,19 +636,27 @@ def test_the_client_app_gives_the_secure_wrapper_the_runs_bounds(key_file):
 
 # ---------------------------------------------------------------------- every refusal: exit 2 before training
 REFUSED = {
-    "trimmed mean that trims nothing": (["--num-clients", "5", "--set", "aggregator=trimmed-mean"],
-                                        "error: aggregator='trimmed-mean' with aggregator-trim=0.1 drops int(0.1 x 5) "
-                                        "= 0 values at each end"),
-    "local DP epsilon out of range": (["--set", "dp=local", "--set", "dp-epsilon=2"],
-                                      "error: dp='local': dp-epsilon=2 is outside (0, 1)"),
-    "CKKS with one client per round": (["--num-clients", "5", "--set", "fraction-fit=0.2", "--set",
-                                        "secure-agg=ckks"],
-                                       "error: secure-agg='ckks' decrypts only sums of at least min-secure-clients=2 "
-                                       "updates (a sum of one update is that update), but this run samples 1"),
-    "SecAgg+ with two clients per round": (["--num-clients", "2", "--set", "secure-agg=secagg+"],
-                                           "error: secure-agg='secagg+' needs at least 3 clients per round"),
-    "max-update-norm with two clients": (["--num-clients", "2", "--set", "max-update-norm=10"],
-                                         "error: max-update-norm=10 needs at least 3 clients per round"),
+    "trimmed mean that trims nothing": (
+        ["--num-clients", "5", "--set", "aggregator=trimmed-mean"],
+        "error: aggregator='trimmed-mean' with aggregator-trim=0.1 drops int(0.1 x 5) = 0 values at each end",
+    ),
+    "local DP epsilon out of range": (
+        ["--set", "dp=local", "--set", "dp-epsilon=2"],
+        "error: dp='local': dp-epsilon=2 is outside (0, 1)",
+    ),
+    "CKKS with one client per round": (
+        ["--num-clients", "5", "--set", "fraction-fit=0.2", "--set", "secure-agg=ckks"],
+        "error: secure-agg='ckks' decrypts only sums of at least min-secure-clients=2 "
+        "updates (a sum of one update is that update), but this run samples 1",
+    ),
+    "SecAgg+ with two clients per round": (
+        ["--num-clients", "2", "--set", "secure-agg=secagg+"],
+        "error: secure-agg='secagg+' needs at least 3 clients per round",
+    ),
+    "max-update-norm with two clients": (
+        ["--num-clients", "2", "--set", "max-update-norm=10"],
+        "error: max-update-norm=10 needs at least 3 clients per round",
+    ),
 }
 
 

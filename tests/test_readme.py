@@ -110,6 +110,5 @@ def test_the_deployment_command_names_valid_options(layout):
         assert option in help_text, option
     from flowergraph.settings import parse_run_config
 
-    s = parse_run_config({"method": args[args.index("--method") + 1],
-                          "rounds": int(args[args.index("--rounds") + 1])})
+    s = parse_run_config({"method": args[args.index("--method") + 1], "rounds": int(args[args.index("--rounds") + 1])})
     assert s.method == "fedavg" and s.rounds == 2

@@ -41,49 +41,93 @@ def _noop(_):
 def test_builtin_methods_tasks_and_unknown_names():
     # the core registrations (baselines, node, graph), then every other module of flowergraph.methods, found
     # (not listed) and taken in alphabetical order
-    assert list(methods()) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "noop", "asfgnn", "asfgnn-cm",
-                               "fedgcn", "fedgraph", "fedstar", "fedstar-noop", "flagcns", "flagcns-noop"]
-    assert list(methods(include_benchmark=False)) == ["fedavg", "fedprox", "fedper", "gcfl", "centralized", "asfgnn",
-                                                      "asfgnn-cm", "fedgcn", "fedgraph", "fedstar", "flagcns"]
+    assert list(methods()) == [
+        "fedavg",
+        "fedprox",
+        "fedper",
+        "gcfl",
+        "centralized",
+        "noop",
+        "asfgnn",
+        "asfgnn-cm",
+        "fedgcn",
+        "fedgraph",
+        "fedstar",
+        "fedstar-noop",
+        "flagcns",
+        "flagcns-noop",
+    ]
+    assert list(methods(include_benchmark=False)) == [
+        "fedavg",
+        "fedprox",
+        "fedper",
+        "gcfl",
+        "centralized",
+        "asfgnn",
+        "asfgnn-cm",
+        "fedgcn",
+        "fedgraph",
+        "fedstar",
+        "flagcns",
+    ]
     assert list(tasks()) == ["node", "graph"]
     assert all(get_method(m).tasks == ("node", "graph") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
     assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node",)
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
     assert get_method("centralized").whole_graph and get_method("noop").benchmark_only
     assert get_method("gcfl").model_scope == "per-group" and not get_method("gcfl").summable_updates
-    with pytest.raises(ConfigError, match=r"unknown method 'fedsage'; valid choices: fedavg, fedprox, fedper, gcfl, "
-                                          r"centralized, noop, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, "
-                                          r"fedstar-noop, flagcns, flagcns-noop; did you mean 'fedavg'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown method 'fedsage'; valid choices: fedavg, fedprox, fedper, gcfl, "
+        r"centralized, noop, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, "
+        r"fedstar-noop, flagcns, flagcns-noop; did you mean 'fedavg'",
+    ):
         get_method("fedsage")
     with pytest.raises(ConfigError, match="unknown task 'edge'; valid choices: node, graph"):
         get_task("edge")
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(name="My Method"), "method name 'My Method' must be lowercase letters, digits and '-'"),
-    (dict(task="Edge"), "unknown task 'Edge'; valid choices: node, graph"),
-    (dict(update_kind="deltas"), "unknown update_kind 'deltas'; valid choices: weights, gradients, partial"),
-    (dict(model_scope="per-node"), "unknown model_scope 'per-node'; valid choices: global, per-group, per-client"),
-    (dict(options=(Option("lr2", 0.1, "x"),)), "option 'lr2' must be named 'toy.<key>'"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(name="My Method"), "method name 'My Method' must be lowercase letters, digits and '-'"),
+        (dict(task="Edge"), "unknown task 'Edge'; valid choices: node, graph"),
+        (dict(update_kind="deltas"), "unknown update_kind 'deltas'; valid choices: weights, gradients, partial"),
+        (dict(model_scope="per-node"), "unknown model_scope 'per-node'; valid choices: global, per-group, per-client"),
+        (dict(options=(Option("lr2", 0.1, "x"),)), "option 'lr2' must be named 'toy.<key>'"),
+    ],
+)
 def test_bad_registrations_are_named(kw, match):
     with pytest.raises(ValueError, match=match):
-        Method(**{"name": "toy", "summary": "s", "task": "node", "build_strategy": _noop, "build_client": _noop,
-                  **kw})
+        Method(**{"name": "toy", "summary": "s", "task": "node", "build_strategy": _noop, "build_client": _noop, **kw})
 
 
 def test_registrations_cannot_collide():
     with pytest.raises(ValueError, match="a method named 'fedgcn' is already registered"):
         register(Method(name="fedgcn", summary="s", task="node", build_strategy=_noop, build_client=_noop))
-    other = Method(name="toy", summary="s", task="node", build_strategy=_noop, build_client=_noop,
-                   options=(Option("toy.x", 1, "x"),))
+    other = Method(
+        name="toy",
+        summary="s",
+        task="node",
+        build_strategy=_noop,
+        build_client=_noop,
+        options=(Option("toy.x", 1, "x"),),
+    )
     register(other)
     try:
         assert "toy.x" in option_by_key() and parse_run_config({"method": "toy", "toy.x": 3})["toy.x"] == 3
         with pytest.raises(ConfigError, match=r"toy.x=0: must be >= 1"):
-            register(Method(name="toy", summary="s", task="node", build_strategy=_noop, build_client=_noop,
-                            options=(Option("toy.x", 1, "x", check=lambda v: None if v >= 1 else "must be >= 1"),)),
-                     replace=True)
+            register(
+                Method(
+                    name="toy",
+                    summary="s",
+                    task="node",
+                    build_strategy=_noop,
+                    build_client=_noop,
+                    options=(Option("toy.x", 1, "x", check=lambda v: None if v >= 1 else "must be >= 1"),),
+                ),
+                replace=True,
+            )
             parse_run_config({"method": "toy", "toy.x": 0})
     finally:
         unregister("toy")
@@ -112,16 +156,29 @@ def test_a_plugin_method_gets_its_keys_checked_and_documented(toy):
 
 
 def _toy_run(tmp_path, name, rounds, **extra):
-    return {"method": "toy-personal", "num-clients": 3, "rounds": rounds, "seed": 4, "node.local-steps": 2,
-            "node.partitioner": "louvain", "checkpoint-every": 2, "out-dir": str(tmp_path / name),
-            "state-dir": str(tmp_path / f"{name}-state"), **extra}
+    return {
+        "method": "toy-personal",
+        "num-clients": 3,
+        "rounds": rounds,
+        "seed": 4,
+        "node.local-steps": 2,
+        "node.partitioner": "louvain",
+        "checkpoint-every": 2,
+        "out-dir": str(tmp_path / name),
+        "state-dir": str(tmp_path / f"{name}-state"),
+        **extra,
+    }
 
 
 def _private_states(proxies):
     from flowergraph.clients import ClientState
 
-    return {p.context.node_config["partition-id"]: {
-        name: ClientState(p.context.state).get_arrays(name) for name in ("toy-private", "toy-adam")} for p in proxies}
+    return {
+        p.context.node_config["partition-id"]: {
+            name: ClientState(p.context.state).get_arrays(name) for name in ("toy-private", "toy-adam")
+        }
+        for p in proxies
+    }
 
 
 def test_personalised_method_resumed_equals_uninterrupted_in_one_process(toy, tmp_path):
@@ -133,8 +190,9 @@ def test_personalised_method_resumed_equals_uninterrupted_in_one_process(toy, tm
     ref, got = read_run(tmp_path / "reference"), read_run(tmp_path / "run")
     assert [r["round"] for r in got["rounds"]] == [1, 2, 3, 4]
     assert [r["accuracy"] for r in got["rounds"]] == [r["accuracy"] for r in ref["rounds"]]
-    for a, b in zip(load_checkpoint(tmp_path / "run").arrays, load_checkpoint(tmp_path / "reference").arrays,
-                    strict=True):
+    for a, b in zip(
+        load_checkpoint(tmp_path / "run").arrays, load_checkpoint(tmp_path / "reference").arrays, strict=True
+    ):
         np.testing.assert_array_equal(a, b)
     want, have = _private_states(ref_proxies), _private_states(proxies)
     for pid in want:
@@ -157,14 +215,18 @@ def test_resume_without_a_client_state_file_fails_naming_it(toy, tmp_path):
     ckpt = load_checkpoint(tmp_path / "run")
     lost = Path(ckpt.strategy_state["client_checkpoint"]["files"]["1"])
     lost.unlink()
-    with pytest.raises(RuntimeError, match=rf"client-restore \(flowergraph.state-load\): client 1 \(node 1002\) "
-                                           rf"failed: client state file '{re.escape(str(lost))}' does not exist"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"client-restore \(flowergraph.state-load\): client 1 \(node 1002\) "
+        rf"failed: client state file '{re.escape(str(lost))}' does not exist",
+    ):
         run_inprocess({**_toy_run(tmp_path, "run", 4), "resume-from": str(tmp_path / "run")})
     from flowergraph.app.server_app import resume_state
 
     with pytest.raises(CheckpointError, match="method='toy-personal' in the checkpoint but 'fedavg' now"):
-        resume_state(parse_run_config({**_toy_run(tmp_path, "x", 4), "method": "fedavg",
-                                       "resume-from": str(tmp_path / "run")}))
+        resume_state(
+            parse_run_config({**_toy_run(tmp_path, "x", 4), "method": "fedavg", "resume-from": str(tmp_path / "run")})
+        )
 
 
 @pytest.mark.inline
@@ -185,15 +247,17 @@ def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = env_path + (f":{old}" if old else "")
     try:
-        overrides = {k: v for k, v in _toy_run(tmp_path, "sim", 2).items()
-                     if k not in ("method", "num-clients", "rounds", "state-dir")}
+        overrides = {
+            k: v
+            for k, v in _toy_run(tmp_path, "sim", 2).items()
+            if k not in ("method", "num-clients", "rounds", "state-dir")
+        }
         overrides["simulation-engine"] = "inline"
         first = run_simulation("toy-personal", num_clients=3, rounds=2, overrides=overrides, timeout=400)
         assert first.ok, first.log_file.read_text()[-3000:]
         resume = resume_config(tmp_path / "sim")
         assert resume["simulation-engine"] == "inline"  # resumed on the engine it ran on
-        second = run_simulation("toy-personal", num_clients=3, rounds=4, timeout=400,
-                                overrides={**resume, "rounds": 4})
+        second = run_simulation("toy-personal", num_clients=3, rounds=4, timeout=400, overrides={**resume, "rounds": 4})
         assert second.ok, second.log_file.read_text()[-3000:]
     finally:
         if old is None:
@@ -205,12 +269,15 @@ def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy
     run_inprocess(_toy_run(tmp_path, "reference", 4))
     got, ref = read_run(tmp_path / "sim"), read_run(tmp_path / "reference")
     assert [r["round"] for r in got["rounds"]] == [1, 2, 3, 4]
-    np.testing.assert_allclose([r["accuracy"] for r in got["rounds"]], [r["accuracy"] for r in ref["rounds"]],
-                               atol=1e-6)
-    assert [r["phases"]["toy-personal.census"]["trained"] for r in got["rounds"]] == \
-        [{str(k): r - 1 for k in range(3)} for r in range(1, 5)]
-    for a, b in zip(load_checkpoint(tmp_path / "sim").arrays, load_checkpoint(tmp_path / "reference").arrays,
-                    strict=True):
+    np.testing.assert_allclose(
+        [r["accuracy"] for r in got["rounds"]], [r["accuracy"] for r in ref["rounds"]], atol=1e-6
+    )
+    assert [r["phases"]["toy-personal.census"]["trained"] for r in got["rounds"]] == [
+        {str(k): r - 1 for k in range(3)} for r in range(1, 5)
+    ]
+    for a, b in zip(
+        load_checkpoint(tmp_path / "sim").arrays, load_checkpoint(tmp_path / "reference").arrays, strict=True
+    ):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
@@ -221,22 +288,32 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-personal\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[flowergraph.methods]\ntoy-personal = toy_personal:METHOD\n")
-    code = ("from flowergraph.methods import methods; from flowergraph.settings import parse_run_config\n"
-            "print(list(methods())); print(parse_run_config({'method': 'toy-personal'})['toy-personal.lr'])\n")
+    code = (
+        "from flowergraph.methods import methods; from flowergraph.settings import parse_run_config\n"
+        "print(list(methods())); print(parse_run_config({'method': 'toy-personal'})['toy-personal.lr'])\n"
+    )
     env = {"PYTHONPATH": f"{PLUGINS}:{site}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'noop', 'asfgnn', 'asfgnn-cm', 'fedgcn', "
-        "'fedgraph', 'fedstar', 'fedstar-noop', 'flagcns', 'flagcns-noop', 'toy-personal']", "0.01"]
+        "'fedgraph', 'fedstar', 'fedstar-noop', 'flagcns', 'flagcns-noop', 'toy-personal']",
+        "0.01",
+    ]
     env["FLOWERGRAPH_PLUGINS"] = "no_such_plugin"  # a broken plugin is reported when its method is asked for
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-c",
-                           "from flowergraph.methods import get_method; get_method('mine')"],
-                          capture_output=True, text=True, env=env, timeout=120)
-    assert "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, noop, asfgnn, " \
-           "asfgnn-cm, fedgcn, fedgraph, fedstar, fedstar-noop, flagcns, flagcns-noop, toy-personal; " \
-           "plugins that " \
-           "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", "from flowergraph.methods import get_method; get_method('mine')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, noop, asfgnn, "
+        "asfgnn-cm, fedgcn, fedgraph, fedstar, fedstar-noop, flagcns, flagcns-noop, toy-personal; "
+        "plugins that "
+        "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr
+    )
 
 
 def test_the_method_order_does_not_depend_on_which_module_was_imported_first():
@@ -245,12 +322,23 @@ def test_the_method_order_does_not_depend_on_which_module_was_imported_first():
     import subprocess
     import sys
 
-    script = ("import sys\n{first}\nfrom flowergraph.methods.registry import methods, tasks\n"
-              "print(','.join(methods()), ';'.join(tasks()))")
-    plain = subprocess.run([sys.executable, "-c", script.format(first="")], capture_output=True, text=True,
-                           check=True, timeout=300).stdout.strip()
-    early = subprocess.run([sys.executable, "-c", script.format(first="import flowergraph.methods.flagcns\n"
-                                                                      "import flowergraph.methods.asfgnn")],
-                           capture_output=True, text=True, check=True, timeout=300).stdout.strip()
+    script = (
+        "import sys\n{first}\nfrom flowergraph.methods.registry import methods, tasks\n"
+        "print(','.join(methods()), ';'.join(tasks()))"
+    )
+    plain = subprocess.run(
+        [sys.executable, "-c", script.format(first="")], capture_output=True, text=True, check=True, timeout=300
+    ).stdout.strip()
+    early = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script.format(first="import flowergraph.methods.flagcns\nimport flowergraph.methods.asfgnn"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout.strip()
     assert plain == early
     assert plain.startswith("fedavg,fedprox,fedper,gcfl,")

@@ -47,9 +47,14 @@ def test_faults_then_resume_fedavg(tmp_path):
     uninterrupted run with the first three faults."""
     plan = "shape:2@1,raise:1@2,nan:0@3,hang:2@4,exit:1@5"
     timeout = 6.0  # a healthy round takes < 1 s
-    result = run_simulation("fedavg", num_clients=3, rounds=6, out=tmp_path / "run", timeout=400,
-                            overrides={"inject-faults": plan, "min-clients": 2, "round-timeout": timeout,
-                                       "checkpoint-every": 3})
+    result = run_simulation(
+        "fedavg",
+        num_clients=3,
+        rounds=6,
+        out=tmp_path / "run",
+        timeout=400,
+        overrides={"inject-faults": plan, "min-clients": 2, "round-timeout": timeout, "checkpoint-every": 3},
+    )
     log = result.log_file.read_text()
     assert result.status == "failed", log[-4000:]
     _assert_all_stopped(result.pids)
@@ -70,8 +75,12 @@ def test_faults_then_resume_fedavg(tmp_path):
     assert rounds[0]["rejected"] == [{"client": "2", "reason": "array 0 has shape (15,), expected (16,)"}]
     assert rounds[1]["failures"] == [{"client": "1", "reason": "injected fault 'raise' at partition 1 in round 2"}]
     assert rounds[2]["rejected"] == [{"client": "0", "reason": "array 0 holds NaN or infinite values"}]
-    assert rounds[3]["failures"] == [{"client": "2", "reason": "no reply in time (the message expired after "
-                                                                "round-timeout, or its node left the federation)"}]
+    assert rounds[3]["failures"] == [
+        {
+            "client": "2",
+            "reason": "no reply in time (the message expired after round-timeout, or its node left the federation)",
+        }
+    ]
     assert "rejected the update of client 2: array 0 has shape (15,), expected (16,)" in log
     assert "failed to train: injected fault 'raise' at partition 1 in round 2" in log
     assert "rejected the update of client 0: array 0 holds NaN or infinite values" in log
@@ -117,14 +126,32 @@ def test_faults_then_resume_fedavg(tmp_path):
     # fit) without the faults of rounds 4 and 5; the uninterrupted reference runs in one process. The resume runs
     # on the inline engine: what it reads (the checkpoint) is the engine's business no more than the faults' rounds
     # are, and the guard test (test_simulation.py) holds Ray and inline runs equal round by round.
-    resumed = run_simulation("fedavg", num_clients=3, rounds=5, out=tmp_path / "resumed", timeout=300,
-                             overrides={**resume_config(tmp_path / "run" / "checkpoints" / "round-000003.npz"),
-                                        "out-dir": str(tmp_path / "resumed"), "inject-faults": "",
-                                        "simulation-engine": "inline"})
+    resumed = run_simulation(
+        "fedavg",
+        num_clients=3,
+        rounds=5,
+        out=tmp_path / "resumed",
+        timeout=300,
+        overrides={
+            **resume_config(tmp_path / "run" / "checkpoints" / "round-000003.npz"),
+            "out-dir": str(tmp_path / "resumed"),
+            "inject-faults": "",
+            "simulation-engine": "inline",
+        },
+    )
     assert resumed.ok, resumed.log_file.read_text()[-3000:]
     _assert_all_stopped(resumed.pids)
-    run_inprocess({"method": "fedavg", "num-clients": 3, "rounds": 5, "min-clients": 2, "checkpoint-every": 5,
-                   "inject-faults": "shape:2@1,raise:1@2,nan:0@3", "out-dir": str(tmp_path / "reference")})
+    run_inprocess(
+        {
+            "method": "fedavg",
+            "num-clients": 3,
+            "rounds": 5,
+            "min-clients": 2,
+            "checkpoint-every": 5,
+            "inject-faults": "shape:2@1,raise:1@2,nan:0@3",
+            "out-dir": str(tmp_path / "reference"),
+        }
+    )
     _assert_equal_runs(tmp_path / "resumed", tmp_path / "reference")
     assert [r["round"] for r in read_run(tmp_path / "resumed")["rounds"]] == [1, 2, 3, 4, 5]
 
@@ -147,16 +174,33 @@ def test_stateful_fedgcn_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     """FedGCN keeps the exchanged aggregations in each node's context.state, which a new run does not have: the
     resumed run re-runs the communication phase. fraction-fit < 1: the partitions sampled in each round must not
     depend on Flower's random node ids."""
-    base = {"method": "fedgcn", "num-clients": 3, "rounds": 4, "seed": 11, "checkpoint-every": 2,
-            "node.partitioner": "louvain", "fraction-fit": 0.67, "fraction-evaluate": 0.67}
+    base = {
+        "method": "fedgcn",
+        "num-clients": 3,
+        "rounds": 4,
+        "seed": 11,
+        "checkpoint-every": 2,
+        "node.partitioner": "louvain",
+        "fraction-fit": 0.67,
+        "fraction-evaluate": 0.67,
+    }
     run_inprocess({**base, "out-dir": str(tmp_path / "reference")})  # uninterrupted
     # no fault here kills a process: Flower's engine inline (messages and context.state serialised) shows it
-    first = run_simulation("fedgcn", num_clients=3, rounds=2, out=tmp_path / "run", timeout=300,
-                           overrides={**{k: v for k, v in base.items() if k not in ("method", "num-clients", "rounds")},
-                                      "simulation-engine": "inline"})
+    first = run_simulation(
+        "fedgcn",
+        num_clients=3,
+        rounds=2,
+        out=tmp_path / "run",
+        timeout=300,
+        overrides={
+            **{k: v for k, v in base.items() if k not in ("method", "num-clients", "rounds")},
+            "simulation-engine": "inline",
+        },
+    )
     assert first.ok, first.log_file.read_text()[-3000:]
-    second = run_simulation("fedgcn", num_clients=3, rounds=4, timeout=300,
-                            overrides={**resume_config(tmp_path / "run"), "rounds": 4})
+    second = run_simulation(
+        "fedgcn", num_clients=3, rounds=4, timeout=300, overrides={**resume_config(tmp_path / "run"), "rounds": 4}
+    )
     assert second.ok, second.log_file.read_text()[-3000:]
     _assert_all_stopped(first.pids + second.pids)
     assert second.out_dir == tmp_path / "run"  # the same results folder, continued

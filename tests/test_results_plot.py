@@ -7,11 +7,16 @@ from flowergraph.storage.results import RunRecorder, read_run
 
 
 def _fake_run(path, method, accs):
-    rec = RunRecorder(path, {"method": method, "dataset": "Cora", "num-clients": 3, "node.partitioner": "dirichlet",
-                             "node.beta": 1.0}, total_rounds=len(accs), log=None)
+    rec = RunRecorder(
+        path,
+        {"method": method, "dataset": "Cora", "num-clients": 3, "node.partitioner": "dirichlet", "node.beta": 1.0},
+        total_rounds=len(accs),
+        log=None,
+    )
     for i, acc in enumerate(accs, start=1):
-        rec.write_round({"round": i, "accuracy": acc, "elapsed_s": 0.5 * i, "time_s": 0.5,
-                         "bytes_down": 100, "bytes_up": 50})
+        rec.write_round(
+            {"round": i, "accuracy": acc, "elapsed_s": 0.5 * i, "time_s": 0.5, "bytes_down": 100, "bytes_up": 50}
+        )
     return rec.finish()
 
 
@@ -64,8 +69,9 @@ def test_time_plot_starts_at_the_launch_and_names_its_clock(tmp_path):
     rec = RunRecorder(tmp_path / "a", {"method": "fedavg"}, total_rounds=2, log=None)
     t0 = rec.started
     for r in (1, 2):
-        rec.write_round({"round": r, "accuracy": 0.5 + r / 10, "time_s": 1.0, "elapsed_s": 1.0 * r,
-                         "ended_at": t0 + 20.0 + r})
+        rec.write_round(
+            {"round": r, "accuracy": 0.5 + r / 10, "time_s": 1.0, "elapsed_s": 1.0 * r, "ended_at": t0 + 20.0 + r}
+        )
     rec.finish()
     assert time_points(read_run(tmp_path / "a"), "accuracy") == ("serverapp", [(21.0, 0.6), (22.0, 0.7)])
     add_launcher_times(tmp_path / "a", t0 - 30.0, 60.0)  # the launcher started 30 s before the ServerApp

@@ -82,7 +82,8 @@ def test_fedgcn_two_hop_under_secaggplus_equals_plain_fedgcn(tmp_path):
     app = tmp_path / "app"
     app.mkdir()
     (app / "secagg_app.py").write_text(APP)
-    (app / "pyproject.toml").write_text(textwrap.dedent('''\
+    (app / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [build-system]
         requires = ["setuptools>=68"]
         build-backend = "setuptools.build_meta"
@@ -104,10 +105,12 @@ def test_fedgcn_two_hop_under_secaggplus_equals_plain_fedgcn(tmp_path):
         rounds = 3
         seed = 5
         out-dir = ""
-        '''))
+        """)
+    )
     out = tmp_path / "out"
-    run = run_inline_app(app, num_supernodes=3, run_config={"out-dir": str(out)}, log_dir=tmp_path / "logs",
-                         timeout=600)  # the user's app folder on the inline engine: Flower's grid, mods, serde
+    run = run_inline_app(
+        app, num_supernodes=3, run_config={"out-dir": str(out)}, log_dir=tmp_path / "logs", timeout=600
+    )  # the user's app folder on the inline engine: Flower's grid, mods, serde
     log = run.log_file.read_text()
     assert run.status == "completed", log[-4000:]
     assert "secaggplus_configs" not in log
@@ -117,8 +120,16 @@ def test_fedgcn_two_hop_under_secaggplus_equals_plain_fedgcn(tmp_path):
     assert [r["round"] for r in training] == [1, 2, 3]
     assert all(r["distinct_updates_seen"] == 1 for r in training)  # only the secure sum reached the strategy
     assert all(r["num_fit"] == 3 for r in training)
-    reference, _ = run_inprocess({"method": "fedgcn", "num-clients": 3, "rounds": 3, "seed": 5,
-                                  "weighting": "train-size", "out-dir": str(tmp_path / "plain")})
+    reference, _ = run_inprocess(
+        {
+            "method": "fedgcn",
+            "num-clients": 3,
+            "rounds": 3,
+            "seed": 5,
+            "weighting": "train-size",
+            "out-dir": str(tmp_path / "plain"),
+        }
+    )
     want = [r["accuracy"] for r in read_run(tmp_path / "plain")["rounds"] if r["round"] >= 1]
     assert [r["accuracy"] for r in training] == pytest.approx(want, abs=0.003)  # SecAgg+ quantises to ~4e-6
     assert want[-1] > want[0] + 0.1 and reference["final_accuracy"] == want[-1]  # it learns

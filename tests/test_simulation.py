@@ -34,8 +34,10 @@ def _assert_all_stopped(pids):
 
 def _replay(num_clients, rounds, graph_spec, part_spec, train, seed):
     """The same federation computed in this process, without Flower: the reference for the simulation."""
-    clients = [NodeClassificationClient(client_graph(graph_spec, part_spec, k), train, {"kind": "gcn"}, seed=seed)
-               for k in range(num_clients)]
+    clients = [
+        NodeClassificationClient(client_graph(graph_spec, part_spec, k), train, {"kind": "gcn"}, seed=seed)
+        for k in range(num_clients)
+    ]
     params = clients[0].get_parameters({})
     accs = []
     for r in range(1, rounds + 1):
@@ -66,10 +68,27 @@ def test_the_launcher_through_ray_and_the_inline_engine_give_the_same_rounds(tmp
     try:
         env = dict(os.environ, TMPDIR=own, FLOWERGRAPH_MESSAGE_TIMES=str(times))
         proc = subprocess.run(
-            [sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--num-clients", "3", "--rounds",
-             "2", "--out", str(ray_out), "--ray-cpus", "1",
-             *[x for k, v in args.items() for x in ("--set", f"{k}={str(v).lower()}")]],
-            env=env, capture_output=True, text=True, timeout=400)
+            [
+                sys.executable,
+                "-m",
+                "flowergraph.simulation",
+                "--method",
+                "fedavg",
+                "--num-clients",
+                "3",
+                "--rounds",
+                "2",
+                "--out",
+                str(ray_out),
+                "--ray-cpus",
+                "1",
+                *[x for k, v in args.items() for x in ("--set", f"{k}={str(v).lower()}")],
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         assert os.listdir(own) == []
     finally:
@@ -84,8 +103,9 @@ def test_the_launcher_through_ray_and_the_inline_engine_give_the_same_rounds(tmp
     handled = [json.loads(line) for line in times.read_text().splitlines()]
     assert sorted({r["partition"] for r in handled}) == ["0", "1", "2"] and len({r["pid"] for r in handled}) == 1
 
-    result = run_simulation("fedavg", num_clients=3, rounds=2, out=tmp_path / "inline", overrides={**args, **INLINE},
-                            timeout=300)
+    result = run_simulation(
+        "fedavg", num_clients=3, rounds=2, out=tmp_path / "inline", overrides={**args, **INLINE}, timeout=300
+    )
     assert result.ok, result.log_file.read_text()[-3000:]
     _assert_all_stopped(result.pids)
     inline = read_run(result.out_dir)
@@ -96,39 +116,69 @@ def test_the_launcher_through_ray_and_the_inline_engine_give_the_same_rounds(tmp
         assert row["server_accuracy"] is not None
     assert_same_rounds(ray["rounds"], inline["rounds"], COSTS)
     machine = ("_time_s", "_started", "out_dir")  # wall clock and where the results are
-    assert {k: v for k, v in ray["summary"].items() if not k.endswith(machine)} == \
-        {k: v for k, v in inline["summary"].items() if not k.endswith(machine)}
+    assert {k: v for k, v in ray["summary"].items() if not k.endswith(machine)} == {
+        k: v for k, v in inline["summary"].items() if not k.endswith(machine)
+    }
     # ... and both equal the same computation done by hand in this process (same seeds, same data)
-    expected = _replay(3, 2, GraphSpec(dataset="synthetic", seed=5),
-                       PartitionSpec(partitioner="metis", num_clients=3, seed=5), TrainConfig(), seed=5)
+    expected = _replay(
+        3,
+        2,
+        GraphSpec(dataset="synthetic", seed=5),
+        PartitionSpec(partitioner="metis", num_clients=3, seed=5),
+        TrainConfig(),
+        seed=5,
+    )
     np.testing.assert_allclose([r["accuracy"] for r in inline["rounds"]], expected, atol=1e-6)
 
 
 @pytest.mark.inline
 def test_centralized_equals_training_on_the_whole_graph(tmp_path, shared_data):
-    result = run_simulation("centralized", num_clients=4, rounds=2, dataset="Cora", out=tmp_path / "c",
-                            overrides={"data-dir": str(shared_data), "node.local-steps": 5, **INLINE}, timeout=300)
+    result = run_simulation(
+        "centralized",
+        num_clients=4,
+        rounds=2,
+        dataset="Cora",
+        out=tmp_path / "c",
+        overrides={"data-dir": str(shared_data), "node.local-steps": 5, **INLINE},
+        timeout=300,
+    )
     assert result.ok
     run = read_run(result.out_dir)
     assert set(run["rounds"][0]["clients"]) == {"0"}
-    expected = _replay(1, 2, GraphSpec(dataset="Cora", data_dir=str(shared_data)),
-                       PartitionSpec(partitioner="none", num_clients=1), TrainConfig(local_steps=5), seed=0)
+    expected = _replay(
+        1,
+        2,
+        GraphSpec(dataset="Cora", data_dir=str(shared_data)),
+        PartitionSpec(partitioner="none", num_clients=1),
+        TrainConfig(local_steps=5),
+        seed=0,
+    )
     np.testing.assert_allclose([r["accuracy"] for r in run["rounds"]], expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--dataset", "Corra"], "error: unknown dataset 'Corra'; valid choices: node classification: Cora"),
-    (["--method", "fedprx"], "error: unknown method 'fedprx'; valid choices: fedavg, fedprox"),
-    (["--set", "node.partitioner=kmeans"], "error: unknown node.partitioner 'kmeans'; valid choices: dirichlet, "
-                                           "louvain"),
-    (["--num-clients", "50", "--set", "node.synthetic-nodes=20", "--set", "node.partitioner=random"],
-     "error: num-clients=50 is more than the graph's 20 nodes"),
-    (["--rounds", "0"], "error: rounds=0: must be >= 1"),
-    (["--data-dir", "/no/such/dir"], "error: data-dir '/no/such/dir' does not exist"),
-    (["--set", "rounds_=3"], "error: unknown run-config key 'rounds_'"),
-    (["--ray-cpus", "1", "--cpus-per-client", "2"], "error: ray-cpus=1 is less than cpus-per-client=2: no client "
-                                                    "would fit; give ray-cpus >= 2, or leave it out"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--dataset", "Corra"], "error: unknown dataset 'Corra'; valid choices: node classification: Cora"),
+        (["--method", "fedprx"], "error: unknown method 'fedprx'; valid choices: fedavg, fedprox"),
+        (
+            ["--set", "node.partitioner=kmeans"],
+            "error: unknown node.partitioner 'kmeans'; valid choices: dirichlet, louvain",
+        ),
+        (
+            ["--num-clients", "50", "--set", "node.synthetic-nodes=20", "--set", "node.partitioner=random"],
+            "error: num-clients=50 is more than the graph's 20 nodes",
+        ),
+        (["--rounds", "0"], "error: rounds=0: must be >= 1"),
+        (["--data-dir", "/no/such/dir"], "error: data-dir '/no/such/dir' does not exist"),
+        (["--set", "rounds_=3"], "error: unknown run-config key 'rounds_'"),
+        (
+            ["--ray-cpus", "1", "--cpus-per-client", "2"],
+            "error: ray-cpus=1 is less than cpus-per-client=2: no client "
+            "would fit; give ray-cpus >= 2, or leave it out",
+        ),
+    ],
+)
 def test_bad_input_fails_before_training(tmp_path, args, message, capsys, launcher_main):
     """The launcher's main in this process (the exit status of a real process is checked by the next test)."""
     assert launcher_main(["--out", str(tmp_path / "x"), *args]) == 2
@@ -154,8 +204,12 @@ def test_existing_results_are_never_overwritten(tmp_path):
     """In a fresh interpreter: bad input makes the launcher's process exit 2."""
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "rounds.jsonl").write_text('{"round": 1}\n')
-    proc = subprocess.run([sys.executable, "-m", "flowergraph.simulation", "--out", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "flowergraph.simulation", "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "already holds the results of a run" in proc.stderr
     assert (tmp_path / "r" / "rounds.jsonl").read_text() == '{"round": 1}\n'
 
@@ -163,9 +217,14 @@ def test_existing_results_are_never_overwritten(tmp_path):
 @pytest.mark.simulation
 def test_plugin_example_app(tmp_path):
     """A user's own Flower app (examples/plugin_app) with flowergraph's strategy and client."""
-    run = run_flower_app(REPO / "examples" / "plugin_app", num_supernodes=3,
-                         run_config={"results-dir": str(tmp_path / "res"), "num-server-rounds": 2},
-                         log_dir=tmp_path, timeout=300, ray_cpus=1)
+    run = run_flower_app(
+        REPO / "examples" / "plugin_app",
+        num_supernodes=3,
+        run_config={"results-dir": str(tmp_path / "res"), "num-server-rounds": 2},
+        log_dir=tmp_path,
+        timeout=300,
+        ray_cpus=1,
+    )
     assert run.status == "completed", run.log_file.read_text()[-3000:]
     _assert_all_stopped(run.pids)
     (run_dir,) = list((tmp_path / "res").iterdir())

@@ -35,8 +35,18 @@ def plugins():
 
 
 def _run(tmp_path, method, name, rounds, **extra):
-    return {"method": method, "num-clients": 3, "rounds": rounds, "seed": 2, "node.local-steps": 2, "node.lr": 0.2,
-            "node.partitioner": "louvain", "checkpoint-every": 2, "out-dir": str(tmp_path / name), **extra}
+    return {
+        "method": method,
+        "num-clients": 3,
+        "rounds": rounds,
+        "seed": 2,
+        "node.local-steps": 2,
+        "node.lr": 0.2,
+        "node.partitioner": "louvain",
+        "checkpoint-every": 2,
+        "out-dir": str(tmp_path / name),
+        **extra,
+    }
 
 
 def _within_one_rounding(got, exact):
@@ -53,8 +63,14 @@ def _fits(proxies):
             if kind == "fit":
                 arrays = parameters_to_ndarrays(res.parameters)
                 names = wire.decode_keys(res.metrics, len(arrays))
-                rounds.append((parameters_to_ndarrays(ins.parameters), dict(ins.config),
-                               dict(zip(names, arrays)), res.num_examples))
+                rounds.append(
+                    (
+                        parameters_to_ndarrays(ins.parameters),
+                        dict(ins.config),
+                        dict(zip(names, arrays)),
+                        res.num_examples,
+                    )
+                )
         out[int(proxy.context.node_config["partition-id"])] = rounds
     return out
 
@@ -96,8 +112,9 @@ def test_per_client_models_resume_exactly(plugins, tmp_path):
     bank = load_checkpoint(tmp_path / "run").strategy_state["bank"]
     assert sorted(bank["models"]) == ["client:0", "client:1", "client:2"]  # every client's model is kept
     assert bank["global_keys"] == _state_dict_order()
-    _, got = run_inprocess({**_run(tmp_path, "toy-partial", "run", 4), "resume-from": str(tmp_path / "run")},
-                           record=True)
+    _, got = run_inprocess(
+        {**_run(tmp_path, "toy-partial", "run", 4), "resume-from": str(tmp_path / "run")}, record=True
+    )
     a, b = load_checkpoint(tmp_path / "reference"), load_checkpoint(tmp_path / "run")
     for x, y in zip(a.arrays, b.arrays, strict=True):
         np.testing.assert_array_equal(x, y)
@@ -127,19 +144,26 @@ def test_a_two_stage_run_changes_the_model_and_resumes_at_the_boundary(plugins, 
     run_inprocess({**_run(tmp_path, "toy-stages", "run", 4), "resume-from": str(tmp_path / "run")})
     got = read_run(tmp_path / "run")["rounds"]
     assert [r["clients"] for r in got] == [r["clients"] for r in rounds]
-    for x, y in zip(load_checkpoint(tmp_path / "reference").arrays, load_checkpoint(tmp_path / "run").arrays,
-                    strict=True):
+    for x, y in zip(
+        load_checkpoint(tmp_path / "reference").arrays, load_checkpoint(tmp_path / "run").arrays, strict=True
+    ):
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("raw,match", [
-    ({"secure-agg": "ckks"}, "secure-agg='ckks' gives the server only the sum of whole updates of one global model, "
-                             "but method 'toy-partial' declares update_kind='partial', model_scope='per-client'"),
-    ({"dp": "central-server", "weighting": "uniform"}, "dp='central-server' clips whole weight updates"),
-    ({"dp": "local"}, "dp='local' clips and noises a whole weight update"),
-    ({"aggregator": "median"}, "aggregator='median' compares whole updates"),
-    ({"server-eval": True}, "server-eval=true evaluates one global model"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        (
+            {"secure-agg": "ckks"},
+            "secure-agg='ckks' gives the server only the sum of whole updates of one global model, "
+            "but method 'toy-partial' declares update_kind='partial', model_scope='per-client'",
+        ),
+        ({"dp": "central-server", "weighting": "uniform"}, "dp='central-server' clips whole weight updates"),
+        ({"dp": "local"}, "dp='local' clips and noises a whole weight update"),
+        ({"aggregator": "median"}, "aggregator='median' compares whole updates"),
+        ({"server-eval": True}, "server-eval=true evaluates one global model"),
+    ],
+)
 def test_what_cannot_apply_to_partial_updates_is_refused(plugins, raw, match):
     with pytest.raises(ConfigError, match=match.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
         parse_run_config({"method": "toy-partial", "num-clients": 3, **raw})
@@ -158,22 +182,32 @@ def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugi
     os.environ["FLOWERGRAPH_PLUGINS"] = "toy_partial,toy_stages"
     try:
         for method, resumed in (("toy-partial", True), ("toy-stages", False)):
-            overrides = {k: v for k, v in _run(tmp_path, method, f"sim-{method}", 2).items()
-                         if k not in ("method", "num-clients", "rounds")}
+            overrides = {
+                k: v
+                for k, v in _run(tmp_path, method, f"sim-{method}", 2).items()
+                if k not in ("method", "num-clients", "rounds")
+            }
             overrides["simulation-engine"] = "inline"
-            first = run_simulation(method, num_clients=3, rounds=2 if resumed else 4, overrides=overrides,
-                                   timeout=400)
+            first = run_simulation(method, num_clients=3, rounds=2 if resumed else 4, overrides=overrides, timeout=400)
             assert first.ok, first.log_file.read_text()[-3000:]
             if resumed:
-                second = run_simulation(method, num_clients=3, rounds=4, timeout=400,
-                                        overrides={**resume_config(tmp_path / f"sim-{method}"), "rounds": 4})
+                second = run_simulation(
+                    method,
+                    num_clients=3,
+                    rounds=4,
+                    timeout=400,
+                    overrides={**resume_config(tmp_path / f"sim-{method}"), "rounds": 4},
+                )
                 assert second.ok, second.log_file.read_text()[-3000:]
             run_inprocess(_run(tmp_path, method, f"ref-{method}", 4))
             got, ref = (read_run(tmp_path / f"{kind}-{method}")["rounds"] for kind in ("sim", "ref"))
             assert [r["round"] for r in got] == [1, 2, 3, 4]
             np.testing.assert_allclose([r["accuracy"] for r in got], [r["accuracy"] for r in ref], atol=1e-6)
-            for x, y in zip(load_checkpoint(tmp_path / f"sim-{method}").arrays,
-                            load_checkpoint(tmp_path / f"ref-{method}").arrays, strict=True):
+            for x, y in zip(
+                load_checkpoint(tmp_path / f"sim-{method}").arrays,
+                load_checkpoint(tmp_path / f"ref-{method}").arrays,
+                strict=True,
+            ):
                 np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
     finally:
         for k, v in old.items():

@@ -34,8 +34,16 @@ def _marked(value: str) -> list[psutil.Process]:
 
 def _start(cmd: list[str], marker: str, tmp_path) -> tuple[subprocess.Popen, list[str]]:
     env = {**os.environ, MARKER: marker, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=str(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+    )
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     return proc, lines
@@ -71,18 +79,37 @@ def _assert_all_gone(marker: str, seen: list[int], timeout: float = 20.0) -> Non
     assert not alive or not any(psutil.Process(pid).environ().get(MARKER) == marker for pid in alive)
 
 
-@pytest.mark.parametrize("signum,engine", [
-    pytest.param(signal.SIGTERM, "ray", marks=pytest.mark.simulation, id="SIGTERM-ray"),
-    pytest.param(signal.SIGHUP, "inline", marks=pytest.mark.inline, id="SIGHUP-inline"),
-])
+@pytest.mark.parametrize(
+    "signum,engine",
+    [
+        pytest.param(signal.SIGTERM, "ray", marks=pytest.mark.simulation, id="SIGTERM-ray"),
+        pytest.param(signal.SIGHUP, "inline", marks=pytest.mark.inline, id="SIGHUP-inline"),
+    ],
+)
 def test_simulation_launcher_stops_everything_on_a_stop_signal(tmp_path, signum, engine):
     """One handler serves SIGTERM and SIGHUP (``runtime.stop_on_signals``), and the engine only changes which
     processes there are to stop, so each signal is sent once: SIGTERM to a Ray run (SuperLink, SuperExec,
     flwr-simulation, Ray's daemons and actor), SIGHUP to an inline run (its one child process)."""
     marker = uuid.uuid4().hex
-    proc, lines = _start([sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--rounds", "500",
-                          "--out", str(tmp_path / "run"), "--ray-cpus", "1", "--set", f"simulation-engine={engine}"],
-                         marker, tmp_path)  # one Ray actor
+    proc, lines = _start(
+        [
+            sys.executable,
+            "-m",
+            "flowergraph.simulation",
+            "--method",
+            "fedavg",
+            "--rounds",
+            "500",
+            "--out",
+            str(tmp_path / "run"),
+            "--ray-cpus",
+            "1",
+            "--set",
+            f"simulation-engine={engine}",
+        ],
+        marker,
+        tmp_path,
+    )  # one Ray actor
     _wait_for(lines, "[round 2/500]", proc, timeout=240)
     seen = [p.pid for p in _marked(marker)]
     # Ray: the launcher, SuperLink, SuperExec, flwr-simulation, Ray, actors...; inline: the launcher, its child
@@ -100,8 +127,10 @@ def test_a_killed_caller_of_run_simulation_leaves_nothing_running(tmp_path):
     """SIGKILL cannot be handled: the process group's watchdog stops the federation instead (what protects the
     test suite's own Flower processes when pytest is killed by a timeout)."""
     marker = uuid.uuid4().hex
-    script = ("from flowergraph.simulation import run_simulation\n"
-              f"run_simulation('fedavg', rounds=500, out={str(tmp_path / 'run')!r}, ray_cpus=1)\n")
+    script = (
+        "from flowergraph.simulation import run_simulation\n"
+        f"run_simulation('fedavg', rounds=500, out={str(tmp_path / 'run')!r}, ray_cpus=1)\n"
+    )
     proc, lines = _start([sys.executable, "-c", script], marker, tmp_path)
     _wait_for(lines, "[round 2/500]", proc, timeout=240)
     seen = [p.pid for p in _marked(marker)]
@@ -113,8 +142,22 @@ def test_a_killed_caller_of_run_simulation_leaves_nothing_running(tmp_path):
 @pytest.mark.deployment
 def test_deployment_launcher_stops_everything_on_sigterm(tmp_path):
     marker = uuid.uuid4().hex
-    proc, lines = _start([sys.executable, "-m", "flowergraph.deployment", "loopback", "--num-nodes", "2",
-                          "--rounds", "100", "--out", str(tmp_path / "run")], marker, tmp_path)
+    proc, lines = _start(
+        [
+            sys.executable,
+            "-m",
+            "flowergraph.deployment",
+            "loopback",
+            "--num-nodes",
+            "2",
+            "--rounds",
+            "100",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        marker,
+        tmp_path,
+    )
     _wait_for(lines, "[round 1/100]", proc, timeout=300)
     seen = [p.pid for p in _marked(marker)]
     assert len(seen) >= 4  # the launcher, SuperLink, two SuperNodes, ...
@@ -133,13 +176,18 @@ def test_stop_finds_and_stops_what_flwr_run_local_left_for_one_flwr_home(tmp_pat
 
     from flowergraph.app.runtime import local_superlink_processes
 
-    script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; "
-              "time.sleep(120)', 'flower-superexec']); time.sleep(120)")
+    script = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; "
+        "time.sleep(120)', 'flower-superexec']); time.sleep(120)"
+    )
     started = []
     for home in ("mine", "other"):
         log = tmp_path / home / "local-superlink" / "superlink.log"
-        started.append(subprocess.Popen([sys.executable, "-c", script, "flower-superlink", "--log-file", str(log)],
-                                        start_new_session=True))
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "-c", script, "flower-superlink", "--log-file", str(log)], start_new_session=True
+            )
+        )
     mine, other = started
     try:
         deadline = time.monotonic() + 30
@@ -147,14 +195,22 @@ def test_stop_finds_and_stops_what_flwr_run_local_left_for_one_flwr_home(tmp_pat
             time.sleep(0.2)  # the stand-in SuperExec starts
         found = sorted(p.pid for p in local_superlink_processes(tmp_path / "mine"))
         assert mine.pid in found and len(found) == 2 and other.pid not in found
-        proc = subprocess.run([sys.executable, "-m", "flowergraph.app.runtime", "stop", "--flwr-home",
-                               str(tmp_path / "mine")], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "flowergraph.app.runtime", "stop", "--flwr-home", str(tmp_path / "mine")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0 and "stopped 2 process(es)" in proc.stdout, proc.stdout + proc.stderr
         mine.wait(timeout=30)
         assert not [p for p in found if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         assert other.poll() is None  # another FLWR_HOME's SuperLink is left alone
-        again = subprocess.run([sys.executable, "-m", "flowergraph.app.runtime", "stop", "--flwr-home",
-                                str(tmp_path / "mine")], capture_output=True, text=True, timeout=60)
+        again = subprocess.run(
+            [sys.executable, "-m", "flowergraph.app.runtime", "stop", "--flwr-home", str(tmp_path / "mine")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert "nothing running for FLWR_HOME=" in again.stdout
     finally:
         from flowergraph.app.runtime import kill_tree

@@ -46,8 +46,9 @@ class FakeProxy(ClientProxy):
 
 
 def fit_res(arrays, n, pid, **metrics):
-    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n,
-                  metrics={"partition_id": pid, **metrics})
+    return FitRes(
+        status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics={"partition_id": pid, **metrics}
+    )
 
 
 GLOBAL = [np.zeros((2, 2), dtype=np.float32), np.zeros(3, dtype=np.float32)]
@@ -63,8 +64,9 @@ def _strategy(weighting="train-size", **policy):
 
 def test_weighted_average_matches_hand_computation():
     s = _strategy()
-    params, metrics = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=30)),
-                                          (FakeProxy("b"), fit_res(B, 3, 1, batch_size=10))], [])
+    params, metrics = s.aggregate_fit(
+        1, [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=30)), (FakeProxy("b"), fit_res(B, 3, 1, batch_size=10))], []
+    )
     out = parameters_to_ndarrays(params)
     # (1 * A + 3 * B) / 4
     np.testing.assert_allclose(out[0], np.full((2, 2), (1 * 1 + 3 * 5) / 4))
@@ -86,9 +88,15 @@ def test_malformed_updates_rejected_and_logged(caplog):
     s = _strategy()
     s.partition_of["d"] = 3
     with caplog.at_level("WARNING", logger="flwr"):
-        params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0)), (FakeProxy("b"), fit_res(nan, 5, 1)),
-                                        (FakeProxy("c"), fit_res(wrong_shape, 5, 2))],
-                                    [ClientFailure(FakeProxy("d"), RuntimeError("boom"))])
+        params, _ = s.aggregate_fit(
+            1,
+            [
+                (FakeProxy("a"), fit_res(A, 1, 0)),
+                (FakeProxy("b"), fit_res(nan, 5, 1)),
+                (FakeProxy("c"), fit_res(wrong_shape, 5, 2)),
+            ],
+            [ClientFailure(FakeProxy("d"), RuntimeError("boom"))],
+        )
     out = parameters_to_ndarrays(params)
     np.testing.assert_array_equal(out[1], A[1])  # only the valid update counts
     assert all(np.isfinite(o).all() for o in out)
@@ -126,16 +134,45 @@ def test_evaluation_weighted_by_test_nodes_and_recorded(tmp_path):
     ins = s.configure_fit(1, params, manager)
     assert [p.cid for p, _ in ins] == ["a", "b"] and ins[0][1].config == {"server_round": 1}
     down_fit = 2 * (parameters_bytes(params) + config_bytes({"server_round": 1}))
-    s.aggregate_fit(1, [(FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5)),
-                        (FakeProxy("b"), fit_res(B, 3, 1, train_loss=1.5))], [])
+    s.aggregate_fit(
+        1, [(FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5)), (FakeProxy("b"), fit_res(B, 3, 1, train_loss=1.5))], []
+    )
     ev = s.configure_evaluate(1, params, manager)
     assert len(ev) == 2
-    res = [(FakeProxy("a"), EvaluateRes(status=OK, loss=1.0, num_examples=100,
-                                        metrics={"partition_id": 0, "accuracy": 0.9, "loss": 1.0, "num_test": 100,
-                                                 "val_accuracy": 0.5, "num_val": 10})),
-           (FakeProxy("b"), EvaluateRes(status=OK, loss=2.0, num_examples=300,
-                                        metrics={"partition_id": 1, "accuracy": 0.5, "loss": 2.0, "num_test": 300,
-                                                 "val_accuracy": math.nan, "num_val": 0}))]
+    res = [
+        (
+            FakeProxy("a"),
+            EvaluateRes(
+                status=OK,
+                loss=1.0,
+                num_examples=100,
+                metrics={
+                    "partition_id": 0,
+                    "accuracy": 0.9,
+                    "loss": 1.0,
+                    "num_test": 100,
+                    "val_accuracy": 0.5,
+                    "num_val": 10,
+                },
+            ),
+        ),
+        (
+            FakeProxy("b"),
+            EvaluateRes(
+                status=OK,
+                loss=2.0,
+                num_examples=300,
+                metrics={
+                    "partition_id": 1,
+                    "accuracy": 0.5,
+                    "loss": 2.0,
+                    "num_test": 300,
+                    "val_accuracy": math.nan,
+                    "num_val": 0,
+                },
+            ),
+        ),
+    ]
     loss, metrics = s.aggregate_evaluate(1, res, [])
     assert metrics["accuracy"] == pytest.approx((0.9 * 100 + 0.5 * 300) / 400)
     assert loss == pytest.approx((1.0 * 100 + 2.0 * 300) / 400)
@@ -153,8 +190,9 @@ def test_evaluation_weighted_by_test_nodes_and_recorded(tmp_path):
 
 def test_eval_every_skips_rounds_but_still_records(tmp_path):
     recorder = RunRecorder(tmp_path / "run", {}, log=None)
-    s = WeightedAveraging(FederationPolicy(num_clients=1, eval_every=2, num_rounds=3),
-                          initial_parameters=GLOBAL, recorder=recorder)
+    s = WeightedAveraging(
+        FederationPolicy(num_clients=1, eval_every=2, num_rounds=3), initial_parameters=GLOBAL, recorder=recorder
+    )
     manager = SimpleClientManager()
     manager.register(FakeProxy("a"))
     params = ndarrays_to_parameters(GLOBAL)
@@ -198,22 +236,30 @@ def test_the_wait_for_clients_is_reported_while_it_lasts(monkeypatch):
     assert lines[-1].startswith("flowergraph: 2 of 2 clients connected after ")
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(weighting="median"), "unknown weighting 'median'; valid choices: train-size, batch-size, uniform"),
-    (dict(policy=FederationPolicy(num_clients=2), update_kind="deltas"),
-     "unknown update_kind 'deltas'; valid choices: weights, gradients, partial"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(weighting="median"), "unknown weighting 'median'; valid choices: train-size, batch-size, uniform"),
+        (
+            dict(policy=FederationPolicy(num_clients=2), update_kind="deltas"),
+            "unknown update_kind 'deltas'; valid choices: weights, gradients, partial",
+        ),
+    ],
+)
 def test_bad_constructor_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         WeightedAveraging(**{"policy": FederationPolicy(num_clients=2), **kw})
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(fraction_fit=1.5), r"fraction_fit must be in \[0, 1\]"),
-    (dict(min_clients=5), r"min_clients must be in \[0, num_clients=2\]"),
-    (dict(secure_agg="rot13"), "unknown secure_agg 'rot13'; valid choices: none, secagg\\+, ckks"),
-    (dict(eval_every=0), "eval_every must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(fraction_fit=1.5), r"fraction_fit must be in \[0, 1\]"),
+        (dict(min_clients=5), r"min_clients must be in \[0, num_clients=2\]"),
+        (dict(secure_agg="rot13"), "unknown secure_agg 'rot13'; valid choices: none, secagg\\+, ckks"),
+        (dict(eval_every=0), "eval_every must be >= 1, got 0"),
+    ],
+)
 def test_bad_policies(kw, match):
     with pytest.raises(ValueError, match=match):
         FederationPolicy(num_clients=2, **kw)
@@ -224,10 +270,14 @@ def test_policy_fields_as_keyword_arguments_are_refused_naming_the_policy():
     one way, and the TypeError says so (in every strategy, the subclasses' own keyword arguments too)."""
     from flowergraph.strategies import FedGCNStrategy, FedStarStrategy
 
-    with pytest.raises(TypeError, match=re.escape(
+    with pytest.raises(
+        TypeError,
+        match=re.escape(
             "WeightedAveraging(fused_eval=, num_clients=, num_rounds=...): the policy's fields are not keyword "
             "arguments of a strategy (removed in 0.3); pass policy=FederationPolicy(fused_eval=..., "
-            "num_clients=..., num_rounds=...)")):
+            "num_clients=..., num_rounds=...)"
+        ),
+    ):
         WeightedAveraging(num_clients=2, num_rounds=3, fused_eval=True)
     with pytest.raises(TypeError, match=re.escape("WeightedAveraging(num_rounds=...): the policy's fields are not")):
         WeightedAveraging(FederationPolicy(num_clients=2), num_rounds=3)
@@ -236,7 +286,9 @@ def test_policy_fields_as_keyword_arguments_are_refused_naming_the_policy():
             cls(num_clients=2)
     with pytest.raises(TypeError, match="unexpected keyword argument\\(s\\) num_client; the policy's fields are"):
         WeightedAveraging(FederationPolicy(num_clients=2), num_client=2)
-    with pytest.raises(TypeError, match=re.escape("WeightedAveraging() needs policy=FederationPolicy(num_clients=...)")):
+    with pytest.raises(
+        TypeError, match=re.escape("WeightedAveraging() needs policy=FederationPolicy(num_clients=...)")
+    ):
         WeightedAveraging()
     s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True))
     assert s.policy == FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True) and s.fused_eval
@@ -248,9 +300,13 @@ def test_with_dp_takes_a_dp_config_only():
     from flowergraph.strategies import DPConfig, with_dp
 
     inner = WeightedAveraging(FederationPolicy(num_clients=3))
-    with pytest.raises(TypeError, match=re.escape(
+    with pytest.raises(
+        TypeError,
+        match=re.escape(
             "with_dp(strategy, config) takes a flowergraph.strategies.DPConfig, not RunSettings (0.3 removed "
-            "with_dp(strategy, settings)); pass DPConfig(mode=s.dp")):
+            "with_dp(strategy, settings)); pass DPConfig(mode=s.dp"
+        ),
+    ):
         with_dp(inner, parse_run_config({"dp": "central-server", "weighting": "uniform", "num-clients": 3}))
     assert with_dp(inner, DPConfig(mode="none")) is inner
     assert with_dp(inner, DPConfig(mode="central-server", num_sampled_clients=3)) is not inner
@@ -263,8 +319,13 @@ def test_recorder_refuses_to_overwrite(tmp_path):
 
 
 def _eval_metrics(acc, n_test, pid, prefix=""):
-    return {f"{prefix}accuracy": acc, f"{prefix}loss": 1.0 - acc, f"{prefix}num_test": n_test,
-            f"{prefix}val_accuracy": acc, f"{prefix}num_val": n_test}
+    return {
+        f"{prefix}accuracy": acc,
+        f"{prefix}loss": 1.0 - acc,
+        f"{prefix}num_test": n_test,
+        f"{prefix}val_accuracy": acc,
+        f"{prefix}num_val": n_test,
+    }
 
 
 def test_fused_evaluation_travels_in_the_next_fit_and_matches_separate(tmp_path):
@@ -278,27 +339,49 @@ def test_fused_evaluation_travels_in_the_next_fit_and_matches_separate(tmp_path)
     runs = {}
     for fused in (False, True):
         recorder = RunRecorder(tmp_path / str(fused), {}, log=None)
-        s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=3, fused_eval=fused),
-                              initial_parameters=GLOBAL, recorder=recorder)
+        s = WeightedAveraging(
+            FederationPolicy(num_clients=2, num_rounds=3, fused_eval=fused),
+            initial_parameters=GLOBAL,
+            recorder=recorder,
+        )
         s.global_arrays = GLOBAL
         assert s.fused_eval is fused
         for r in (1, 2, 3):
             ins = s.configure_fit(r, params, manager)
             wants_eval = [bool(fi.config.get("evaluate_global")) for _, fi in ins]
             assert wants_eval == [fused and r > 1] * 2
-            extra = [_eval_metrics(accs[r - 1][k], 100 * (k + 1), k, "eval_") if fused and r > 1 else {}
-                     for k in range(2)]
-            s.aggregate_fit(r, [(FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5, **extra[0])),
-                                (FakeProxy("b"), fit_res(B, 3, 1, train_loss=1.5, **extra[1]))], [])
+            extra = [
+                _eval_metrics(accs[r - 1][k], 100 * (k + 1), k, "eval_") if fused and r > 1 else {} for k in range(2)
+            ]
+            s.aggregate_fit(
+                r,
+                [
+                    (FakeProxy("a"), fit_res(A, 1, 0, train_loss=0.5, **extra[0])),
+                    (FakeProxy("b"), fit_res(B, 3, 1, train_loss=1.5, **extra[1])),
+                ],
+                [],
+            )
             ev = s.configure_evaluate(r, params, manager)
             if fused and r < 3:
                 assert ev == []
                 continue
             assert len(ev) == 2
-            s.aggregate_evaluate(r, [(FakeProxy(c), EvaluateRes(status=OK, loss=0.0, num_examples=100 * (k + 1),
-                                                                 metrics={"partition_id": k, **_eval_metrics(
-                                                                     accs[r][k], 100 * (k + 1), k)}))
-                                     for k, c in enumerate("ab")], [])
+            s.aggregate_evaluate(
+                r,
+                [
+                    (
+                        FakeProxy(c),
+                        EvaluateRes(
+                            status=OK,
+                            loss=0.0,
+                            num_examples=100 * (k + 1),
+                            metrics={"partition_id": k, **_eval_metrics(accs[r][k], 100 * (k + 1), k)},
+                        ),
+                    )
+                    for k, c in enumerate("ab")
+                ],
+                [],
+            )
         s.finish()
         runs[fused] = read_run(tmp_path / str(fused))["rounds"]
     for sep, fus in zip(runs[False], runs[True], strict=True):
@@ -310,8 +393,9 @@ def test_fused_evaluation_travels_in_the_next_fit_and_matches_separate(tmp_path)
     assert sum(r["bytes_down"] for r in runs[True]) < sum(r["bytes_down"] for r in runs[False])
 
 
-@pytest.mark.parametrize("kw", [dict(fraction_fit=0.5), dict(fraction_evaluate=0.5), dict(clients_per_round=1),
-                                dict(num_rounds=None)])
+@pytest.mark.parametrize(
+    "kw", [dict(fraction_fit=0.5), dict(fraction_evaluate=0.5), dict(clients_per_round=1), dict(num_rounds=None)]
+)
 def test_fused_evaluation_needs_full_participation_and_a_known_length(kw):
     args = {"num_clients": 2, "num_rounds": 3, "fused_eval": True, **kw}
     assert WeightedAveraging(FederationPolicy(**args)).fused_eval is False
@@ -319,8 +403,9 @@ def test_fused_evaluation_needs_full_participation_and_a_known_length(kw):
 
 def test_a_held_round_is_written_when_the_run_ends_early(tmp_path):
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WeightedAveraging(FederationPolicy(num_clients=1, num_rounds=5, fused_eval=True),
-                          initial_parameters=GLOBAL, recorder=recorder)
+    s = WeightedAveraging(
+        FederationPolicy(num_clients=1, num_rounds=5, fused_eval=True), initial_parameters=GLOBAL, recorder=recorder
+    )
     manager = SimpleClientManager()
     manager.register(FakeProxy("a"))
     s.global_arrays = GLOBAL
@@ -339,17 +424,21 @@ def test_an_integer_update_of_a_float_model_is_rejected(caplog):
     as_int = [np.full((2, 2), 3, np.int64), np.array([1, 2, 3], np.int64)]
     s = _strategy()
     with caplog.at_level("WARNING", logger="flwr"):
-        params, _ = s.aggregate_fit(1, [(FakeProxy("a"), fit_res(as_int, 5, 0)), (FakeProxy("b"), fit_res(A, 1, 1))],
-                                    [])
+        params, _ = s.aggregate_fit(
+            1, [(FakeProxy("a"), fit_res(as_int, 5, 0)), (FakeProxy("b"), fit_res(A, 1, 1))], []
+        )
     out = parameters_to_ndarrays(params)
-    assert "rejected the update of client 0: array 0 has dtype int64, expected float32 (or another precision of " \
-           "its kind)" in caplog.text
+    assert (
+        "rejected the update of client 0: array 0 has dtype int64, expected float32 (or another precision of "
+        "its kind)" in caplog.text
+    )
     assert [a.dtype for a in out] == [np.float32, np.float32]
     np.testing.assert_array_equal(out[1], A[1])  # only the float update counts
     from flowergraph.strategies.common import weighted_average
 
-    mixed = weighted_average([[np.array([1], np.int64)], [np.array([0.5], np.float32)]], [1.0, 1.0],
-                             like=[np.zeros(1, np.float32)])
+    mixed = weighted_average(
+        [[np.array([1], np.int64)], [np.array([0.5], np.float32)]], [1.0, 1.0], like=[np.zeros(1, np.float32)]
+    )
     assert mixed[0].dtype == np.float32 and mixed[0][0] == pytest.approx(0.75)  # the global dtype, not int64
     wide = [a.astype(np.float64) for a in B]  # another float precision (what SecAgg+ hands over) is accepted
     params, _ = _strategy().aggregate_fit(1, [(FakeProxy("a"), fit_res(wide, 1, 0))], [])
@@ -359,11 +448,17 @@ def test_an_integer_update_of_a_float_model_is_rejected(caplog):
 def test_batch_size_weighting_without_the_metric_fails_the_run_with_the_reason():
     """It used to be logged every round as an 'undecodable update' and the client dropped."""
     s = _strategy(weighting="batch-size")
-    with pytest.raises(RuntimeError, match=r"round 3: weighting 'batch-size' needs a 'batch_size' metric from every "
-                                           r"client, and client 1 reports none \(its metrics: partition_id, "
-                                           r"train_loss\); use weighting 'train-size' or 'uniform'"):
-        s.aggregate_fit(3, [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=4)),
-                            (FakeProxy("b"), fit_res(B, 3, 1, train_loss=0.2))], [])
+    with pytest.raises(
+        RuntimeError,
+        match=r"round 3: weighting 'batch-size' needs a 'batch_size' metric from every "
+        r"client, and client 1 reports none \(its metrics: partition_id, "
+        r"train_loss\); use weighting 'train-size' or 'uniform'",
+    ):
+        s.aggregate_fit(
+            3,
+            [(FakeProxy("a"), fit_res(A, 1, 0, batch_size=4)), (FakeProxy("b"), fit_res(B, 3, 1, train_loss=0.2))],
+            [],
+        )
 
 
 class EvalProxy(FakeProxy):
@@ -375,8 +470,12 @@ class EvalProxy(FakeProxy):
 
     def evaluate(self, ins, timeout, group_id):
         self.evaluated.append(parameters_to_ndarrays(ins.parameters))
-        return EvaluateRes(status=OK, loss=1.0 - self.acc, num_examples=100,
-                           metrics={"partition_id": self.pid, **_eval_metrics(self.acc, 100, self.pid)})
+        return EvaluateRes(
+            status=OK,
+            loss=1.0 - self.acc,
+            num_examples=100,
+            metrics={"partition_id": self.pid, **_eval_metrics(self.acc, 100, self.pid)},
+        )
 
 
 def test_a_client_that_ignores_fused_evaluation_is_evaluated_separately(tmp_path, caplog):
@@ -387,8 +486,9 @@ def test_a_client_that_ignores_fused_evaluation_is_evaluated_separately(tmp_path
     for p in (a, b):
         manager.register(p)
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WeightedAveraging(FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True),
-                          initial_parameters=GLOBAL, recorder=recorder)
+    s = WeightedAveraging(
+        FederationPolicy(num_clients=2, num_rounds=3, fused_eval=True), initial_parameters=GLOBAL, recorder=recorder
+    )
     s.global_arrays = GLOBAL
     sent = ndarrays_to_parameters(GLOBAL)
     s.configure_fit(1, sent, manager)
@@ -422,10 +522,13 @@ def test_the_fused_evaluation_part_works_without_a_strategy():
     assert fused.hold(1) and book.held["round"] == 1 and book.pending == {}
     assert fused.flag({"server_round": 2}) == {"server_round": 2, "evaluate_global": True}
     a, b = EvalProxy("a", 0, 0.0), EvalProxy("b", 1, 0.8)
-    rec = fused.complete(2, [(a, fit_res(A, 1, 0, **_eval_metrics(0.4, 100, 0, "eval_"))), (b, fit_res(B, 1, 1))],
-                         {"a": ndarrays_to_parameters(B), "b": ndarrays_to_parameters(A)},
-                         lambda r: {"server_round": r}, lambda r, rows: seen.append((r, [e.client for e in rows],
-                                                                                   len(written))))
+    rec = fused.complete(
+        2,
+        [(a, fit_res(A, 1, 0, **_eval_metrics(0.4, 100, 0, "eval_"))), (b, fit_res(B, 1, 1))],
+        {"a": ndarrays_to_parameters(B), "b": ndarrays_to_parameters(A)},
+        lambda r: {"server_round": r},
+        lambda r, rows: seen.append((r, [e.client for e in rows], len(written))),
+    )
     assert seen == [(1, ["0", "1"], 0)] and written == [rec] and book.held is None
     assert rec["accuracy"] == pytest.approx(0.6) and rec["fused_eval_fallback"] == ["1"] and rec["train_loss"] == 0.5
     np.testing.assert_array_equal(b.evaluated[0][0], A[0])  # evaluated on what its fit carried

@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 def test_public_seams_pass_mypy_strict():
     if shutil.which("mypy", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("MYPY NOT INSTALLED: the test command's set-up installs it (pip install -e '.[test]')")
-    result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=REPO, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success: no issues found" in result.stdout
 
@@ -53,16 +54,27 @@ def test_no_seam_imports_a_package_mypy_is_told_to_skip():
     import tomllib
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
-    skipped = {pattern.removesuffix(".*") for override in config["overrides"] if override["follow_imports"] == "skip"
-               for pattern in override["module"]}
+    skipped = {
+        pattern.removesuffix(".*")
+        for override in config["overrides"]
+        if override["follow_imports"] == "skip"
+        for pattern in override["module"]
+    }
     assert {"torch", "smac", "sqlalchemy"} <= skipped
-    seams = [p for entry in config["files"] for p in ((REPO / entry).rglob("*.py") if (REPO / entry).is_dir()
-                                                       else [REPO / entry])]
+    seams = [
+        p
+        for entry in config["files"]
+        for p in ((REPO / entry).rglob("*.py") if (REPO / entry).is_dir() else [REPO / entry])
+    ]
     assert len(seams) >= 4
     for path in seams:
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                     else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else []
+            )
             for name in names:
                 assert name.split(".")[0] not in skipped, f"{path.relative_to(REPO)} imports {name}, which mypy skips"

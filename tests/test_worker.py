@@ -28,8 +28,13 @@ def _identity_message(node_id: int, message_id: str, run_id: int = 11) -> Messag
 
 
 def _context(node_id: int, partition_id, run_id: int = 11) -> Context:
-    return Context(run_id=run_id, node_id=node_id, node_config={"partition-id": partition_id, "num-partitions": 3},
-                   state=RecordDict(), run_config=dict(RUN_CONFIG))
+    return Context(
+        run_id=run_id,
+        node_id=node_id,
+        node_config={"partition-id": partition_id, "num-partitions": 3},
+        state=RecordDict(),
+        run_config=dict(RUN_CONFIG),
+    )
 
 
 def test_messages_run_in_one_warm_worker_that_ends_when_idle(monkeypatch):

@@ -41,6 +41,7 @@ from flwr.clientapp import ClientApp  # noqa: E402
 from .message_client import face_mod  # noqa: E402  (one ClientApp serves both faces)
 from .node_client import client_fn  # noqa: E402
 
+
 def privacy_mod(msg, context: Context, call_next):
     """Flower's ``secaggplus_mod`` for runs with ``secure-agg=secagg+`` (it fails any training message that does
     not come through ``SecAggPlusWorkflow``, so it cannot be on for other runs); a pass-through otherwise."""
@@ -71,16 +72,27 @@ def node_mod(msg, context: Context, call_next):
         if reply is None:
             reply = call_next(msg, context)
     if times is not None:
-        record = dict(times.values, created=timing.process_created(), module=_MODULE_T0, pid=os.getpid(),
-                      run_id=int(context.run_id), node_id=int(context.node_id),
-                      partition=str(context.node_config.get("partition-id", "")),
-                      type=str(msg.metadata.message_type), group=str(msg.metadata.group_id), app="flowergraph",
-                      entry=timing.entry())
+        record = dict(
+            times.values,
+            created=timing.process_created(),
+            module=_MODULE_T0,
+            pid=os.getpid(),
+            run_id=int(context.run_id),
+            node_id=int(context.node_id),
+            partition=str(context.node_config.get("partition-id", "")),
+            type=str(msg.metadata.message_type),
+            group=str(msg.metadata.group_id),
+            app="flowergraph",
+            entry=timing.entry(),
+        )
         if worker_times:
-            record.update(worker=True, build_s=worker_times["build_s"],
-                          build_imports_s=worker_times["build_imports_s"],
-                          imports_s=record["imports_s"] + worker_times["imports_s"],
-                          worker_s=worker_times["end"] - worker_times["start"])
+            record.update(
+                worker=True,
+                build_s=worker_times["build_s"],
+                build_imports_s=worker_times["build_imports_s"],
+                imports_s=record["imports_s"] + worker_times["imports_s"],
+                worker_s=worker_times["end"] - worker_times["start"],
+            )
         timing.write(record)
     return reply
 

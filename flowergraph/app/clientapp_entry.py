@@ -43,8 +43,9 @@ def bare_supernode_cli() -> bool:
     folder = Path(flwr.supernode.__file__).resolve().parent / "cli"
     if not (folder / "flwr_clientapp.py").is_file() or not (folder / "__init__.py").is_file():
         return False
-    spec = importlib.util.spec_from_file_location(PACKAGE, folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
     if spec is None or spec.loader is None:
         return False
     package = importlib.util.module_from_spec(spec)  # not executed
@@ -134,8 +135,13 @@ def install(folder: str | Path, root: str | Path | None = None) -> Path:
     text = SCRIPT.format(python=sys.executable)
     try:
         st = os.lstat(path)
-        if (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
-                and st.st_mode & 0o100 and path.read_text() == text):
+        if (
+            stat.S_ISREG(st.st_mode)
+            and st.st_uid == os.getuid()
+            and not st.st_mode & 0o022
+            and st.st_mode & 0o100
+            and path.read_text() == text
+        ):
             return path
     except OSError:
         pass

@@ -43,12 +43,14 @@ def app_pyproject(name: str = "flowergraph-app", include: str = "flowergraph_app
     files Flower packs into the app, a glob)."""
     from ..settings.reference import toml_table
 
-    return ('[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
-            f'[project]\nname = "{name}"\nversion = "0.1.0"\ndescription = "flowergraph run"\n'
-            'license = "Apache-2.0"\ndependencies = []\n\n'
-            f'[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["{include}"]\n\n'
-            f'[tool.flwr.app.components]\nserverapp = "{SERVER_APP}"\nclientapp = "{CLIENT_APP}"\n\n'
-            f"[tool.flwr.app.config]\n{toml_table()}\n")
+    return (
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{name}"\nversion = "0.1.0"\ndescription = "flowergraph run"\n'
+        'license = "Apache-2.0"\ndependencies = []\n\n'
+        f'[tool.flwr.app]\npublisher = "flowergraph"\nfab-include = ["{include}"]\n\n'
+        f'[tool.flwr.app.components]\nserverapp = "{SERVER_APP}"\nclientapp = "{CLIENT_APP}"\n\n'
+        f"[tool.flwr.app.config]\n{toml_table()}\n"
+    )
 
 
 MANIFEST = ".flowergraph-app.json"  # what `write` wrote in a folder: {"files": {relative path: sha256}}
@@ -72,8 +74,11 @@ def _written(app_dir: Path) -> dict[str, str]:
     if not isinstance(files, dict):
         return {}
     # only plain relative paths inside the folder: an edited manifest never makes `write` reach outside it
-    return {str(k): str(v) for k, v in files.items()
-            if isinstance(k, str) and k and not Path(k).is_absolute() and ".." not in Path(k).parts}
+    return {
+        str(k): str(v)
+        for k, v in files.items()
+        if isinstance(k, str) and k and not Path(k).is_absolute() and ".." not in Path(k).parts
+    }
 
 
 def _package_files() -> dict[str, bytes]:
@@ -90,8 +95,9 @@ def _package_files() -> dict[str, bytes]:
     return out
 
 
-def write_app(app_dir: str | Path, *, with_package: bool = False, name: str = "flowergraph-app",
-              force: bool = False) -> Path:
+def write_app(
+    app_dir: str | Path, *, with_package: bool = False, name: str = "flowergraph-app", force: bool = False
+) -> Path:
     """Write a Flower app folder (see the module docstring); returns it. ``with_package`` copies flowergraph's
     Python files into it.
 
@@ -100,24 +106,31 @@ def write_app(app_dir: str | Path, *, with_package: bool = False, name: str = "f
     package being copied is never replaced or removed (:class:`AppFolderError` even with ``force``)."""
     app_dir = Path(app_dir)
     package_target = (app_dir / "flowergraph").resolve()
-    if with_package and (package_target == PACKAGE_DIR or PACKAGE_DIR.is_relative_to(package_target)
-                         or package_target.is_relative_to(PACKAGE_DIR)):
-        raise AppFolderError(f"{app_dir / 'flowergraph'} is the flowergraph package that --with-package copies "
-                             f"({PACKAGE_DIR}): write the app into another folder (e.g. {app_dir / 'app'}); "
-                             f"nothing was written")
+    if with_package and (
+        package_target == PACKAGE_DIR
+        or PACKAGE_DIR.is_relative_to(package_target)
+        or package_target.is_relative_to(PACKAGE_DIR)
+    ):
+        raise AppFolderError(
+            f"{app_dir / 'flowergraph'} is the flowergraph package that --with-package copies "
+            f"({PACKAGE_DIR}): write the app into another folder (e.g. {app_dir / 'app'}); "
+            f"nothing was written"
+        )
     files: dict[str, bytes] = {}
     if with_package:
         files.update(_package_files())
     else:  # Flower packs the folder's Python files: give it one, so an app of only pyproject.toml still builds
-        files[STUB] = ('"""Written by `python -m flowergraph.app write`: the apps are flowergraph\'s '
-                       '(see pyproject.toml)."""\n').encode()
+        files[STUB] = (
+            '"""Written by `python -m flowergraph.app write`: the apps are flowergraph\'s (see pyproject.toml)."""\n'
+        ).encode()
     files["pyproject.toml"] = app_pyproject(name, "flowergraph/**/*.py" if with_package else STUB).encode()
     ours = _written(app_dir)
 
     def foreign(rel: str) -> bool:  # an existing file this command did not write, or one changed since
         path = app_dir / rel
         return (path.exists() or path.is_symlink()) and not (
-            path.is_file() and not path.is_symlink() and ours.get(rel) == _sha256(path))
+            path.is_file() and not path.is_symlink() and ours.get(rel) == _sha256(path)
+        )
 
     # what this write would replace, and what it would remove: a package folder is replaced whole (a file an
     # earlier --with-package wrote but this package no longer has goes), a stub only when the package replaces it
@@ -132,15 +145,18 @@ def write_app(app_dir: str | Path, *, with_package: bool = False, name: str = "f
     if in_the_way and not force:
         shown = ", ".join(str(app_dir / rel) for rel in sorted(set(in_the_way))[:5])
         more = f" and {len(set(in_the_way)) - 5} more" if len(set(in_the_way)) > 5 else ""
-        raise AppFolderError(f"{shown}{more}: in the way of the app's files and not written by `python -m "
-                             f"flowergraph.app write` (or changed since); nothing was written. Choose another "
-                             f"folder, or pass --force (write_app(..., force=True)) to write the app over them "
-                             f"(files of yours that the app does not need stay)")
+        raise AppFolderError(
+            f"{shown}{more}: in the way of the app's files and not written by `python -m "
+            f"flowergraph.app write` (or changed since); nothing was written. Choose another "
+            f"folder, or pass --force (write_app(..., force=True)) to write the app over them "
+            f"(files of yours that the app does not need stay)"
+        )
     app_dir.mkdir(parents=True, exist_ok=True)
     for rel in removed:
         (app_dir / rel).unlink(missing_ok=True)
-    for folder in sorted({p for rel in removed for p in (app_dir / rel).parents if app_dir in p.parents},
-                         key=lambda p: -len(p.parts)):  # folders that held only removed files
+    for folder in sorted(
+        {p for rel in removed for p in (app_dir / rel).parents if app_dir in p.parents}, key=lambda p: -len(p.parts)
+    ):  # folders that held only removed files
         try:
             folder.rmdir()
         except OSError:
@@ -151,8 +167,10 @@ def write_app(app_dir: str | Path, *, with_package: bool = False, name: str = "f
         if path.is_symlink():  # --force: replace the link itself, never write through it
             path.unlink()
         path.write_bytes(content)
-    manifest = {"written_by": "python -m flowergraph.app write",
-                "files": {rel: hashlib.sha256(content).hexdigest() for rel, content in sorted(files.items())}}
+    manifest = {
+        "written_by": "python -m flowergraph.app write",
+        "files": {rel: hashlib.sha256(content).hexdigest() for rel, content in sorted(files.items())},
+    }
     (app_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return app_dir
 
@@ -180,21 +198,29 @@ def check_run_config(values: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flowergraph.app",
-                                     description="Write a Flower app folder that runs flowergraph with every "
-                                                 "installed method's run-config keys (for a plain `flwr run`).")
+    parser = argparse.ArgumentParser(
+        prog="python -m flowergraph.app",
+        description="Write a Flower app folder that runs flowergraph with every "
+        "installed method's run-config keys (for a plain `flwr run`).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     write = sub.add_parser("write", help="write DIR/pyproject.toml (and DIR/flowergraph with --with-package)")
     write.add_argument("dir", help="the app folder to write (created if missing)")
     write.add_argument("--with-package", action="store_true", help="also copy flowergraph's Python files into it")
     write.add_argument("--name", default="flowergraph-app", help="the app's project name (default: %(default)s)")
-    write.add_argument("--force", action="store_true",
-                       help="replace files in DIR that an earlier `write` did not write (e.g. your own "
-                            "pyproject.toml); without it such files are refused with exit status 2")
-    check = sub.add_parser("check", help="check a `flwr run --run-config` value as the ServerApp will",
-                           description="Check `flwr run --run-config` values as the ServerApp will, naming an unknown "
-                                       "key with a 'did you mean' (Flower itself only says 'Invalid run "
-                                       "configuration.'). Exit status 0 when valid, 2 otherwise.")
+    write.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files in DIR that an earlier `write` did not write (e.g. your own "
+        "pyproject.toml); without it such files are refused with exit status 2",
+    )
+    check = sub.add_parser(
+        "check",
+        help="check a `flwr run --run-config` value as the ServerApp will",
+        description="Check `flwr run --run-config` values as the ServerApp will, naming an unknown "
+        "key with a 'did you mean' (Flower itself only says 'Invalid run "
+        "configuration.'). Exit status 0 when valid, 2 otherwise.",
+    )
     check.add_argument("run_config", nargs="+", help="a string of key=value pairs (TOML values), or a TOML file")
     args = parser.parse_args(argv)
     if args.command == "check":

@@ -143,8 +143,15 @@ def fused_run_config(app_dir: str | Path, overrides: dict[str, Any]) -> dict[str
     return dict(get_fused_config_from_dir(Path(app_dir), dict(overrides)))
 
 
-def run_inline(server_app: ServerApp, client_app: ClientApp, *, num_supernodes: int, app_dir: str | Path,
-               overrides: dict[str, Any] | None = None, backend: InlineBackend | None = None) -> Context:
+def run_inline(
+    server_app: ServerApp,
+    client_app: ClientApp,
+    *,
+    num_supernodes: int,
+    app_dir: str | Path,
+    overrides: dict[str, Any] | None = None,
+    backend: InlineBackend | None = None,
+) -> Context:
     """Run ``server_app`` against ``num_supernodes`` simulated nodes running ``client_app``, on Flower's
     InMemoryGrid, link state and Simulation Engine (``run_api``) with :class:`InlineBackend`; returns the
     ServerApp's context. Raises what the ServerApp raised (the run failed), or RuntimeError when the engine
@@ -152,8 +159,7 @@ def run_inline(server_app: ServerApp, client_app: ClientApp, *, num_supernodes: 
     from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
     from flwr.proto.task_pb2 import Task  # pylint: disable=no-name-in-module
     from flwr.server.superlink.fleet.vce.metrics import VceMetrics
-    from flwr.server.superlink.fleet.vce.vce_api import (_register_node_info_stores, _register_nodes,
-                                                         run_api)
+    from flwr.server.superlink.fleet.vce.vce_api import _register_node_info_stores, _register_nodes, run_api
     from flwr.server.superlink.linkstate import LinkStateFactory
     from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
     from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
@@ -195,16 +201,30 @@ def run_inline(server_app: ServerApp, client_app: ClientApp, *, num_supernodes: 
     server_context = Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
     errors: Queue[BaseException] = Queue()
     contexts: Queue[Context] = Queue()
-    server_thread = run_serverapp_th(server_app_attr=None, server_app=server_app,
-                                     server_app_context=server_context, grid=grid, app_dir=str(app_dir),
-                                     f_stop=f_stop, exception_queue=errors, enable_tf_gpu_growth=False,
-                                     ctx_queue=contexts)
+    server_thread = run_serverapp_th(
+        server_app_attr=None,
+        server_app=server_app,
+        server_app_context=server_context,
+        grid=grid,
+        app_dir=str(app_dir),
+        f_stop=f_stop,
+        exception_queue=errors,
+        enable_tf_gpu_growth=False,
+        ctx_queue=contexts,
+    )
     engine_errors: list[BaseException] = []
 
     def engine() -> None:
         try:
-            run_api(lambda: client_app, lambda: backend, nodes_mapping, state_factory, node_info_stores, f_stop,
-                    VceMetrics())
+            run_api(
+                lambda: client_app,
+                lambda: backend,
+                nodes_mapping,
+                state_factory,
+                node_info_stores,
+                f_stop,
+                VceMetrics(),
+            )
         except BaseException as exc:  # noqa: BLE001 (the engine crashed; the ServerApp's error, if any, comes first)
             engine_errors.append(exc)
             f_stop.set()
@@ -265,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = parse_config_args([args.run_config]) if args.run_config else {}
         server_app, client_app = load_components(args.app_dir)
-        run_inline(server_app, client_app, num_supernodes=args.num_supernodes, app_dir=args.app_dir,
-                   overrides=overrides)
+        run_inline(
+            server_app, client_app, num_supernodes=args.num_supernodes, app_dir=args.app_dir, overrides=overrides
+        )
     except Exception as exc:  # noqa: BLE001 (the ServerApp logged its own reason)
         log(ERROR, "flowergraph: the inline run failed: %s: %s", type(exc).__name__, exc)
         return 1

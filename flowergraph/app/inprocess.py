@@ -39,8 +39,9 @@ class InProcessProxy(ClientProxy):
 
     def __init__(self, cid: str, node_config: dict, run_config: dict, record: bool = False):
         super().__init__(cid)
-        self.context = Context(run_id=1, node_id=int(cid), node_config=dict(node_config), state=RecordDict(),
-                               run_config=dict(run_config))
+        self.context = Context(
+            run_id=1, node_id=int(cid), node_config=dict(node_config), state=RecordDict(), run_config=dict(run_config)
+        )
         self.calls: list[str] = []
         self.record = record
         self.messages: list[tuple] = []
@@ -81,9 +82,11 @@ def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None, record:
     if s.secure_agg == "secagg+":
         from flowergraph.errors import ConfigError
 
-        raise ConfigError("secure-agg='secagg+' runs Flower's SecAggPlusWorkflow, which needs Flower's message "
-                          "transport: use flowergraph.simulation (or a deployment); in-process runs support "
-                          "secure-agg='none' and 'ckks'")
+        raise ConfigError(
+            "secure-agg='secagg+' runs Flower's SecAggPlusWorkflow, which needs Flower's message "
+            "transport: use flowergraph.simulation (or a deployment); in-process runs support "
+            "secure-agg='none' and 'ckks'"
+        )
     n = s.effective_num_clients
     node_ids = list(node_ids or range(1001, 1001 + n))
     node_configs = node_configs or [{"partition-id": k, "num-partitions": n} for k in range(n)]

@@ -72,8 +72,14 @@ class ClientFailure(Exception):
         self.cause = cause
 
 
-def run_clients(instructions, call: str, timeout: float | None, group_id: int, max_workers: int | None,
-                rank: Callable[[ClientProxy], Any] | None = None):
+def run_clients(
+    instructions,
+    call: str,
+    timeout: float | None,
+    group_id: int,
+    max_workers: int | None,
+    rank: Callable[[ClientProxy], Any] | None = None,
+):
     """Send each ``(proxy, ins)`` (``call`` = "fit" or "evaluate") concurrently; (results, failures) as Flower's
     ``fit_clients`` returns them, except that exceptions are :class:`ClientFailure`. ``rank(proxy)``: the
     messages are sent in this order (Flower's simulation serves them in the order they arrive); results and
@@ -107,8 +113,14 @@ def run_clients(instructions, call: str, timeout: float | None, group_id: int, m
 class FlowergraphServer(Server):
     """Flower's ``Server`` starting at ``start_round``, with a per-round hook and failures that name clients."""
 
-    def __init__(self, *, strategy: Strategy, client_manager: ClientManager | None = None, start_round: int = 1,
-                 on_round_end: Callable[[int, Parameters], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        strategy: Strategy,
+        client_manager: ClientManager | None = None,
+        start_round: int = 1,
+        on_round_end: Callable[[int, Parameters], None] | None = None,
+    ) -> None:
         super().__init__(client_manager=client_manager or SimpleClientManager(), strategy=strategy)
         if start_round < 1:
             raise ValueError(f"start_round must be >= 1, got {start_round}")
@@ -129,9 +141,12 @@ class FlowergraphServer(Server):
 
         self.fit_workflow, self.grid = workflow, grid
         base = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
-        self._legacy_context = LegacyContext(base, config=ServerConfig(num_rounds=num_rounds,
-                                                                       round_timeout=round_timeout),
-                                             strategy=self.strategy, client_manager=self._client_manager)
+        self._legacy_context = LegacyContext(
+            base,
+            config=ServerConfig(num_rounds=num_rounds, round_timeout=round_timeout),
+            strategy=self.strategy,
+            client_manager=self._client_manager,
+        )
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         history = History()
@@ -200,15 +215,20 @@ class FlowergraphServer(Server):
     @staticmethod
     def _died(server_round: int, clients: list[str], trained: list[str]) -> ClientProcessDied:
         who = f"client {clients[0]}" if len(clients) == 1 else "clients " + ", ".join(clients)
-        with_ = ("with client " if len(trained) == 1 else "with clients ") + ", ".join(trained) if trained else \
-            "with no client's update"
+        with_ = (
+            ("with client " if len(trained) == 1 else "with clients ") + ", ".join(trained)
+            if trained
+            else "with no client's update"
+        )
         return ClientProcessDied(
             f"round {server_round}: {who} got no reply: the Ray actor process that ran the message died "
             f"(Ray: ActorDiedError; with several clients, one process died and the others' messages went to it). "
             f"Flower's Ray simulation does not replace a dead actor and hands it later messages too, healthy "
             f"clients' included, so the run stops after round {server_round} instead of finishing with fewer "
             f"clients. Round {server_round} trained {with_} (rounds.jsonl: its 'failures')",
-            server_round, tuple(clients))
+            server_round,
+            tuple(clients),
+        )
 
     def _dispatch_rank(self) -> Callable[[ClientProxy], Any] | None:
         """The strategy's order for sending a round's messages (its client directory's, when it has one)."""
@@ -218,13 +238,15 @@ class FlowergraphServer(Server):
     def fit_round(self, server_round: int, timeout: float | None):
         if self.fit_workflow is not None:
             return self._fit_round_workflow(server_round)
-        instructions = self.strategy.configure_fit(server_round=server_round, parameters=self.parameters,
-                                                   client_manager=self._client_manager)
+        instructions = self.strategy.configure_fit(
+            server_round=server_round, parameters=self.parameters, client_manager=self._client_manager
+        )
         if not instructions:
             log(INFO, "configure_fit: no clients selected, cancel")
             return None
-        results, failures = run_clients(instructions, "fit", timeout, server_round, self.max_workers,
-                                        self._dispatch_rank())
+        results, failures = run_clients(
+            instructions, "fit", timeout, server_round, self.max_workers, self._dispatch_rank()
+        )
         log(INFO, "aggregate_fit: received %s results and %s failures", len(results), len(failures))
         parameters, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         return parameters, metrics, (results, failures)
@@ -235,10 +257,10 @@ class FlowergraphServer(Server):
         from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
 
         ctx = self._legacy_context
-        ctx.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(self.parameters,
-                                                                                       keep_input=True)
-        ctx.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: server_round,
-                                                                      Key.START_TIME: self._start_time})
+        ctx.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(self.parameters, keep_input=True)
+        ctx.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord(
+            {Key.CURRENT_ROUND: server_round, Key.START_TIME: self._start_time}
+        )
         managed = self.managed
         pushed, pulled = getattr(self.grid, "bytes_pushed", None), getattr(self.grid, "bytes_pulled", None)
         recording = getattr(self.grid, "recording", None)  # PollingGrid: each stage's messages, time, errors
@@ -250,23 +272,30 @@ class FlowergraphServer(Server):
             if refused:  # the workflow dropped a client that refused the run: fail it with the reason instead
                 raise RuntimeError(f"round {server_round}: {refused[0]}")
         if pushed is not None and managed is not None:  # a counting grid (PollingGrid)
-            managed.measured_fit_bytes(server_round, self.grid.bytes_pushed - pushed, self.grid.bytes_pulled - pulled,
-                                       stages=rec.exchanges if rec is not None else ())
+            managed.measured_fit_bytes(
+                server_round,
+                self.grid.bytes_pushed - pushed,
+                self.grid.bytes_pulled - pulled,
+                stages=rec.exchanges if rec is not None else (),
+            )
         if managed is not None and managed.last_fit_round != server_round:
             # the workflow stopped before handing the strategy any result (SecAgg+: too few clients answered)
-            managed.fit_round_failed(server_round, "the fit workflow stopped before aggregation (see the log: too "
-                                                   "few clients completed a stage)")
-        parameters = compat.arrayrecord_to_parameters(ctx.state.array_records[MAIN_PARAMS_RECORD],
-                                                      keep_input=True)
+            managed.fit_round_failed(
+                server_round,
+                "the fit workflow stopped before aggregation (see the log: too few clients completed a stage)",
+            )
+        parameters = compat.arrayrecord_to_parameters(ctx.state.array_records[MAIN_PARAMS_RECORD], keep_input=True)
         return parameters, {}, ([], [])
 
     def evaluate_round(self, server_round: int, timeout: float | None):
-        instructions = self.strategy.configure_evaluate(server_round=server_round, parameters=self.parameters,
-                                                        client_manager=self._client_manager)
+        instructions = self.strategy.configure_evaluate(
+            server_round=server_round, parameters=self.parameters, client_manager=self._client_manager
+        )
         if not instructions:
             return None
-        results, failures = run_clients(instructions, "evaluate", timeout, server_round, self.max_workers,
-                                        self._dispatch_rank())
+        results, failures = run_clients(
+            instructions, "evaluate", timeout, server_round, self.max_workers, self._dispatch_rank()
+        )
         log(INFO, "aggregate_evaluate: received %s results and %s failures", len(results), len(failures))
         loss, metrics = self.strategy.aggregate_evaluate(server_round, results, failures)
         return loss, metrics, (results, failures)

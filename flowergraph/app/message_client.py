@@ -87,8 +87,13 @@ def initial_arrays(run_config: dict[str, Any], partition_id: int = 0) -> ArrayRe
     to give one of Flower's own strategies that drives flowergraph's handlers."""
     settings = dict(run_config)
     nodes = int(settings.get("num-clients", 1) or 1)
-    context = Context(run_id=0, node_id=0, node_config={"partition-id": int(partition_id), "num-partitions": nodes},
-                      state=RecordDict(), run_config=settings)
+    context = Context(
+        run_id=0,
+        node_id=0,
+        node_config={"partition-id": int(partition_id), "num-partitions": nodes},
+        state=RecordDict(),
+        run_config=settings,
+    )
     return _model_record(_client(context), {})
 
 

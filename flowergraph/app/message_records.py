@@ -55,8 +55,11 @@ def positional(keys: Sequence[str]) -> bool:
 def array_record(arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> ArrayRecord:
     """``arrays`` as an ArrayRecord keyed by ``names`` (positions where None or of another length)."""
     arrays = [np.asarray(a) for a in arrays]
-    keys = [str(k) for k in names] if names is not None and len(names) == len(arrays) \
-        and len(set(names)) == len(arrays) else [str(i) for i in range(len(arrays))]
+    keys = (
+        [str(k) for k in names]
+        if names is not None and len(names) == len(arrays) and len(set(names)) == len(arrays)
+        else [str(i) for i in range(len(arrays))]
+    )
     return ArrayRecord({k: Array(a) for k, a in zip(keys, arrays)})
 
 
@@ -85,8 +88,13 @@ def split_metrics(values: Mapping[str, Any]) -> tuple[dict[str, int | float], di
     return numbers, other
 
 
-def reply_content(arrays: Sequence[np.ndarray] | None, names: Sequence[str] | None, num_examples: int,
-                  metrics: Mapping[str, Any], loss: float | None = None) -> RecordDict:
+def reply_content(
+    arrays: Sequence[np.ndarray] | None,
+    names: Sequence[str] | None,
+    num_examples: int,
+    metrics: Mapping[str, Any],
+    loss: float | None = None,
+) -> RecordDict:
     """A train (``arrays`` given) or evaluate reply: arrays, ``metrics`` with ``num-examples`` (and ``loss``),
     ``fg.info`` with what is not a number."""
     numbers, other = split_metrics(metrics)
@@ -130,5 +138,7 @@ def request_arrays(content: RecordDict) -> tuple[list[np.ndarray], list[str]]:
     if len(content.array_records) == 1:
         return record_arrays(next(iter(content.array_records.values())))
     found = ", ".join(content.array_records) or "none"
-    raise ValueError(f"a flowergraph client wants one ArrayRecord (named {ARRAYS!r}) in a train or evaluate "
-                     f"message; this one has: {found}")
+    raise ValueError(
+        f"a flowergraph client wants one ArrayRecord (named {ARRAYS!r}) in a train or evaluate "
+        f"message; this one has: {found}"
+    )

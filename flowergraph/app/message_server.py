@@ -38,8 +38,20 @@ from logging import INFO
 from typing import Any, Callable, Iterable
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.common import (Code, EvaluateIns, EvaluateRes, FitIns, FitRes, GetParametersIns, GetParametersRes,
-                         GetPropertiesIns, GetPropertiesRes, Parameters, Status, ndarrays_to_parameters)
+from flwr.common import (
+    Code,
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    GetParametersIns,
+    GetParametersRes,
+    GetPropertiesIns,
+    GetPropertiesRes,
+    Parameters,
+    Status,
+    ndarrays_to_parameters,
+)
 from flwr.common.logger import log
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
@@ -55,8 +67,10 @@ class NoReply(RuntimeError):
 
 
 def _reason(reply: Message) -> str:
-    return f"Message contains an Error (reason: {reply.error.reason}). It originated during client-side execution " \
-           f"of a message."
+    return (
+        f"Message contains an Error (reason: {reply.error.reason}). It originated during client-side execution "
+        f"of a message."
+    )
 
 
 class NodeProxy(ClientProxy):
@@ -67,15 +81,21 @@ class NodeProxy(ClientProxy):
         self.node_id = int(node_id)
         self.grid = grid
 
-    def message(self, content: RecordDict, message_type: str, group_id: int | None,
-                timeout: float | None) -> Message:
-        return Message(content=content, message_type=message_type, dst_node_id=self.node_id,
-                       group_id=str(group_id) if group_id else "", ttl=timeout)
+    def message(self, content: RecordDict, message_type: str, group_id: int | None, timeout: float | None) -> Message:
+        return Message(
+            content=content,
+            message_type=message_type,
+            dst_node_id=self.node_id,
+            group_id=str(group_id) if group_id else "",
+            ttl=timeout,
+        )
 
-    def exchange(self, content: RecordDict, message_type: str, timeout: float | None,
-                 group_id: int | None) -> RecordDict:
-        replies = list(self.grid.send_and_receive([self.message(content, message_type, group_id, timeout)],
-                                                  timeout=timeout))
+    def exchange(
+        self, content: RecordDict, message_type: str, timeout: float | None, group_id: int | None
+    ) -> RecordDict:
+        replies = list(
+            self.grid.send_and_receive([self.message(content, message_type, group_id, timeout)], timeout=timeout)
+        )
         if len(replies) != 1:
             raise NoReply(f"node {self.node_id} sent no reply to a {message_type} message within {timeout} s")
         if replies[0].has_error():
@@ -83,17 +103,14 @@ class NodeProxy(ClientProxy):
         return replies[0].content
 
     # ---------------------------------------------------------------------------------- ClientProxy API
-    def get_properties(self, ins: GetPropertiesIns, timeout: float | None, group_id: int | None
-                       ) -> GetPropertiesRes:
+    def get_properties(self, ins: GetPropertiesIns, timeout: float | None, group_id: int | None) -> GetPropertiesRes:
         kind = rec.PHASE if wire.PHASE in ins.config else rec.IDENTITY
         content = self.exchange(RecordDict({rec.CONFIG: rec.config_record(ins.config)}), kind, timeout, group_id)
         props = dict(content.config_records[rec.CONFIG]) if rec.CONFIG in content.config_records else {}
         return GetPropertiesRes(status=Status(Code.OK, ""), properties=props)
 
-    def get_parameters(self, ins: GetParametersIns, timeout: float | None, group_id: int | None
-                       ) -> GetParametersRes:
-        content = self.exchange(RecordDict({rec.CONFIG: rec.config_record(ins.config)}), rec.MODEL, timeout,
-                                group_id)
+    def get_parameters(self, ins: GetParametersIns, timeout: float | None, group_id: int | None) -> GetParametersRes:
+        content = self.exchange(RecordDict({rec.CONFIG: rec.config_record(ins.config)}), rec.MODEL, timeout, group_id)
         arrays, _ = rec.request_arrays(content)
         return GetParametersRes(status=Status(Code.OK, ""), parameters=ndarrays_to_parameters(arrays))
 
@@ -120,8 +137,9 @@ def train_content(ins: FitIns | EvaluateIns, names: list[str] | None) -> RecordD
 def fit_result(content: RecordDict) -> FitRes:
     arrays, keys = rec.request_arrays(content)
     num, metrics = rec.reply_metrics(content)
-    return FitRes(status=Status(Code.OK, ""), parameters=ndarrays_to_parameters(arrays), num_examples=num,
-                  metrics=metrics)
+    return FitRes(
+        status=Status(Code.OK, ""), parameters=ndarrays_to_parameters(arrays), num_examples=num, metrics=metrics
+    )
 
 
 def evaluate_result(content: RecordDict) -> EvaluateRes:
@@ -172,8 +190,10 @@ class FlowergraphStrategy(Strategy):
         if getattr(core, "secure_agg", "none") == "secagg+":
             from ..errors import ConfigError
 
-            raise ConfigError("secure-agg='secagg+' runs only on the legacy face (flower-api='legacy'): Flower offers "
-                              "SecAggPlusWorkflow only on its legacy stack; valid choices here: none, ckks")
+            raise ConfigError(
+                "secure-agg='secagg+' runs only on the legacy face (flower-api='legacy'): Flower offers "
+                "SecAggPlusWorkflow only on its legacy stack; valid choices here: none, ckks"
+            )
         self.core = core
         self.nodes: GridNodes | None = None
         self._instructions: dict[str, tuple[ClientProxy, Any]] = {}
@@ -223,8 +243,9 @@ class FlowergraphStrategy(Strategy):
         """Each exchange's timeout: the core's ``round-timeout``, else ``start()``'s ``timeout``."""
         return getattr(self.core, "round_timeout", None) or self._timeout
 
-    def _messages(self, instructions, message_type: str, config: ConfigRecord, group_id: int,
-                  timeout: float | None) -> list[Message]:
+    def _messages(
+        self, instructions, message_type: str, config: ConfigRecord, group_id: int, timeout: float | None
+    ) -> list[Message]:
         self._instructions = {}
         rank = getattr(getattr(self.core, "directory", None), "dispatch_rank", None)
         ordered = sorted(instructions, key=lambda pi: rank(pi[0])) if rank is not None else list(instructions)
@@ -260,14 +281,16 @@ class FlowergraphStrategy(Strategy):
         return results, failures
 
     # ---------------------------------------------------------------------------------- Strategy API
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         parameters = self._adopt(arrays)
         instructions = self.core.configure_fit(server_round, parameters, self._grid_nodes(grid))
         return self._messages(instructions, rec.TRAIN, config, server_round, self.timeout)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         results, failures = self._sort(replies, fit_result)
         log(INFO, "aggregate_train: received %s results and %s failures", len(results), len(failures))
         parameters, metrics = self.core.aggregate_fit(server_round, results, failures)
@@ -276,8 +299,9 @@ class FlowergraphStrategy(Strategy):
             return None, MetricRecord(numbers) if numbers else None
         return self._returned(parameters), MetricRecord(rec.split_metrics(metrics)[0])
 
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                           grid: Grid) -> Iterable[Message]:
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         parameters = self._adopt(arrays)
         instructions = self.core.configure_evaluate(server_round, parameters, self._grid_nodes(grid))
         return self._messages(instructions, rec.EVALUATE, config, server_round, self.timeout)
@@ -295,11 +319,19 @@ class FlowergraphStrategy(Strategy):
         log(INFO, "\t├── flowergraph strategy: %r", self.core)
 
     # ------------------------------------------------------------------------------------------ the run
-    def start(self, grid: Grid, initial_arrays: ArrayRecord | None = None, num_rounds: int = 3,
-              timeout: float = 3600, train_config: ConfigRecord | None = None,
-              evaluate_config: ConfigRecord | None = None,
-              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None, *,
-              start_round: int = 1, on_round_end: Callable[[int, Parameters], None] | None = None) -> Result:
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | None = None,
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+        *,
+        start_round: int = 1,
+        on_round_end: Callable[[int, Parameters], None] | None = None,
+    ) -> Result:
         """Run the method: Flower's ``Strategy.start`` contract, with the core's setup first.
 
         ``initial_arrays``: the initial global model (None or empty: the core's own, else one client's, as on the
@@ -325,8 +357,11 @@ class FlowergraphStrategy(Strategy):
         names = tuple(getattr(getattr(inner, "metrics", None), "names", ()) or ())
 
         def evaluated(record: dict[str, Any]) -> None:  # each round's client evaluation, fused or not
-            values = {k: record[k] for k in names if isinstance(record.get(k), (int, float))
-                      and not isinstance(record.get(k), bool)}
+            values = {
+                k: record[k]
+                for k in names
+                if isinstance(record.get(k), (int, float)) and not isinstance(record.get(k), bool)
+            }
             if int(record.get("round", 0)) >= 1 and values:
                 result.evaluate_metrics_clientapp[int(record["round"])] = MetricRecord(values)
 
@@ -341,8 +376,9 @@ class FlowergraphStrategy(Strategy):
         for current_round in range(start_round, num_rounds + 1):
             log(INFO, "")
             log(INFO, "[ROUND %s/%s]", current_round, num_rounds)
-            replies = grid.send_and_receive(self.configure_train(current_round, arrays, train_config, grid),
-                                            timeout=self.timeout)
+            replies = grid.send_and_receive(
+                self.configure_train(current_round, arrays, train_config, grid), timeout=self.timeout
+            )
             new, train_metrics = self.aggregate_train(current_round, replies)
             if new is not None:
                 arrays = result.arrays = new
@@ -369,7 +405,10 @@ def _inner(core: Any) -> Any:
     ``strategy``)."""
     from ..strategies.base import FederatedStrategy
 
-    while not isinstance(core, FederatedStrategy) and isinstance(getattr(core, "strategy", None), object) \
-            and "strategy" in vars(core):
+    while (
+        not isinstance(core, FederatedStrategy)
+        and isinstance(getattr(core, "strategy", None), object)
+        and "strategy" in vars(core)
+    ):
         core = vars(core)["strategy"]
     return core

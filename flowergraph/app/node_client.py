@@ -61,22 +61,28 @@ def check_node_config(node_config) -> None:
     if unknown:
         from ..errors import did_you_mean
 
-        raise ConfigError(f"unknown node-config key {unknown[0]!r}{did_you_mean(unknown[0], NODE_CONFIG_KEYS)}; "
-                          f"valid keys: {', '.join(NODE_CONFIG_KEYS)}")
+        raise ConfigError(
+            f"unknown node-config key {unknown[0]!r}{did_you_mean(unknown[0], NODE_CONFIG_KEYS)}; "
+            f"valid keys: {', '.join(NODE_CONFIG_KEYS)}"
+        )
 
 
 def node_identity(node_config, settings: "RunSettings") -> tuple[int, int]:
     """(partition id, number of partitions) from the node config, checked against ``num-clients``."""
     missing = [k for k in ("partition-id", "num-partitions") if k not in node_config]
     if missing:
-        raise ConfigError(f"node config lacks {', '.join(missing)}; start the SuperNode with "
-                          f"--node-config \"partition-id=<k> num-partitions=<K>\"")
+        raise ConfigError(
+            f"node config lacks {', '.join(missing)}; start the SuperNode with "
+            f'--node-config "partition-id=<k> num-partitions=<K>"'
+        )
     pid, nparts = _node_int(node_config, "partition-id"), _node_int(node_config, "num-partitions")
     if nparts < 1:
         raise ConfigError(f"node config num-partitions={nparts}: must be >= 1")
     if not settings.method_info.whole_graph and nparts != settings.num_clients:
-        raise ConfigError(f"num-partitions={nparts} in the node config but num-clients={settings.num_clients} in "
-                          f"the run config; they must be equal (simulation: num-supernodes = num-clients)")
+        raise ConfigError(
+            f"num-partitions={nparts} in the node config but num-clients={settings.num_clients} in "
+            f"the run config; they must be equal (simulation: num-supernodes = num-clients)"
+        )
     if not 0 <= pid < nparts:
         raise ConfigError(f"partition-id={pid} out of range [0, {nparts - 1}]")
     return pid, nparts
@@ -113,9 +119,11 @@ def order_clients(settings: "RunSettings", sizes) -> tuple[int, ...]:
         return tuple(range(n))
     sizes = list(sizes or [])
     if len(sizes) != n:
-        raise ConfigError(f"client-order={settings.client_order!r}: method {settings.method!r} on "
-                          f"{settings.dataset!r} does not report the size of each of its {n} clients (got "
-                          f"{len(sizes)}); use client-order='partition'")
+        raise ConfigError(
+            f"client-order={settings.client_order!r}: method {settings.method!r} on "
+            f"{settings.dataset!r} does not report the size of each of its {n} clients (got "
+            f"{len(sizes)}); use client-order='partition'"
+        )
     return tuple(sorted(range(n), key=lambda k: (-float(sizes[k]), k)))
 
 
@@ -147,9 +155,11 @@ def build_client(context: Context):
             node_rank, pid = pid, client_schedule(s)[pid]
     if s.needs_key_file:
         if not s.key_file:
-            raise ConfigError(f"method {s.method!r} with these settings encrypts, so it needs the data owners' CKKS "
-                              f"key file: set key-file in the node config (deployment) or the run config (create "
-                              f"one with `python -m flowergraph.privacy.ckks keygen PATH`)")
+            raise ConfigError(
+                f"method {s.method!r} with these settings encrypts, so it needs the data owners' CKKS "
+                f"key file: set key-file in the node config (deployment) or the run config (create "
+                f"one with `python -m flowergraph.privacy.ckks keygen PATH`)"
+            )
         _check_key_file(s.key_file)
     partition_file = str(context.node_config.get("partition-file", "") or "")
     if partition_file and not os.path.isfile(os.path.expanduser(partition_file)):
@@ -157,8 +167,15 @@ def build_client(context: Context):
     from ..clients.cache import ProcessCache
 
     state = ClientState(context.state)
-    args = ClientArgs(settings=s, partition_id=pid, num_partitions=nparts, context=context, state=state,
-                      partition_file=partition_file, cache=ProcessCache((context.run_id, pid)))
+    args = ClientArgs(
+        settings=s,
+        partition_id=pid,
+        num_partitions=nparts,
+        context=context,
+        state=state,
+        partition_file=partition_file,
+        cache=ProcessCache((context.run_id, pid)),
+    )
     from . import timing
 
     with timing.build():  # the node's data and model (timed apart when FLOWERGRAPH_MESSAGE_TIMES is set)
@@ -171,15 +188,29 @@ def build_client(context: Context):
     if s.dp in ("central-client", "local"):
         from ..clients.privacy import DPUpdates
 
-        client = DPUpdates(client, s.dp, pid, clipping_norm=s.dp_clipping_norm, sensitivity=s.dp_sensitivity,
-                           epsilon=s.dp_epsilon, delta=s.dp_delta)
+        client = DPUpdates(
+            client,
+            s.dp,
+            pid,
+            clipping_norm=s.dp_clipping_norm,
+            sensitivity=s.dp_sensitivity,
+            epsilon=s.dp_epsilon,
+            delta=s.dp_delta,
+        )
     client = _with_faults(client, s, pid)
     if s.secure_agg != "none":
         from ..clients.secure import SecureUpdates
 
-        client = SecureUpdates(client, s.secure_agg, pid, weighting=s.weighting, key_file=s.key_file or None,
-                               max_weight=s.secagg_weight_bound, clipping_range=s.secagg_clipping_range,
-                               min_secure_clients=s.min_secure_clients)
+        client = SecureUpdates(
+            client,
+            s.secure_agg,
+            pid,
+            weighting=s.weighting,
+            key_file=s.key_file or None,
+            max_weight=s.secagg_weight_bound,
+            clipping_range=s.secagg_clipping_range,
+            min_secure_clients=s.min_secure_clients,
+        )
     if node_rank is not None:  # the server then sends each round's messages in the simulation's queue order
         from ..clients.base import NodeRank
 

@@ -33,8 +33,9 @@ from flwr.serverapp import Grid
 class PollingGrid(Grid):
     """Wraps ``grid``; ``send_and_receive`` polls after ``min_interval`` s, backing off to ``max_interval`` s."""
 
-    def __init__(self, grid: Grid, *, min_interval: float = 0.002, max_interval: float = 0.05,
-                 backoff: float = 1.5) -> None:
+    def __init__(
+        self, grid: Grid, *, min_interval: float = 0.002, max_interval: float = 0.05, backoff: float = 1.5
+    ) -> None:
         if not 0 < min_interval <= max_interval:
             raise ValueError(f"need 0 < min_interval <= max_interval, got {min_interval} and {max_interval}")
         if backoff < 1:

@@ -25,8 +25,9 @@ def build_strategy(s: RunSettings, recorder: "RunRecorder | None" = None, initia
         if server_evaluate is None:
             raise ConfigError(f"server-eval=true: method {s.method!r} has no server-side evaluation")
         evaluate_fn = server_evaluate(s)
-    strategy = method.build_strategy(StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays,
-                                                  evaluate_fn=evaluate_fn))
+    strategy = method.build_strategy(
+        StrategyArgs(settings=s, recorder=recorder, initial_arrays=initial_arrays, evaluate_fn=evaluate_fn)
+    )
     if s.dp != "none":
         from ..strategies.dp import with_dp
 
@@ -38,6 +39,12 @@ def dp_config(s: RunSettings):
     """The :class:`~flowergraph.strategies.DPConfig` the run configuration sets."""
     from ..strategies.dp import DPConfig
 
-    return DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, clipping_norm=s.dp_clipping_norm,
-                    delta=s.dp_delta, num_sampled_clients=s.clients_per_round, epsilon=s.dp_epsilon,
-                    sensitivity=s.dp_sensitivity)
+    return DPConfig(
+        mode=s.dp,
+        noise_multiplier=s.dp_noise_multiplier,
+        clipping_norm=s.dp_clipping_norm,
+        delta=s.dp_delta,
+        num_sampled_clients=s.clients_per_round,
+        epsilon=s.dp_epsilon,
+        sensitivity=s.dp_sensitivity,
+    )

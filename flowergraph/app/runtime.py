@@ -179,8 +179,12 @@ class ProcessGroup:
             env = {k: v for k, v in os.environ.items() if k != GROUP_ENV}
             self.watchdog = subprocess.Popen(
                 [sys.executable, "-m", "flowergraph.app.runtime", "watchdog", str(os.getpid()), self.tag],
-                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True)
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     def members(self) -> list:
@@ -284,8 +288,10 @@ def clientapp_dir(env: dict[str, str] | None = None) -> Path | None:
     env = os.environ if env is None else env
     value = env.get("FLOWERGRAPH_FAST_CLIENTAPP", "on").strip().lower()
     if value not in FAST_CLIENTAPP_CHOICES:
-        raise ConfigError(f"FLOWERGRAPH_FAST_CLIENTAPP={env['FLOWERGRAPH_FAST_CLIENTAPP']!r} is not a valid "
-                          f"choice; valid choices: {', '.join(FAST_CLIENTAPP_CHOICES)}")
+        raise ConfigError(
+            f"FLOWERGRAPH_FAST_CLIENTAPP={env['FLOWERGRAPH_FAST_CLIENTAPP']!r} is not a valid "
+            f"choice; valid choices: {', '.join(FAST_CLIENTAPP_CHOICES)}"
+        )
     if value == "off" or any(c.isspace() for c in sys.executable) or len(sys.executable) > 120:
         return None
     root = Path(env.get("FLOWERGRAPH_CACHE") or os.path.join(Path.home(), ".cache", "flowergraph"))
@@ -305,8 +311,14 @@ def flower_env(flwr_home: str | os.PathLike | None = None, **extra: str) -> dict
     ``flower-superexec`` by name), no telemetry, no update check, no runtime ``uv sync``; before the venv on PATH,
     flowergraph's ``flwr-clientapp`` (:mod:`flowergraph.app.clientapp_entry`: Flower's command, started ~1.2 s
     sooner per message) unless ``FLOWERGRAPH_FAST_CLIENTAPP=off``."""
-    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
-               FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", PYTHONUNBUFFERED="1", **extra)
+    env = dict(
+        os.environ,
+        FLWR_TELEMETRY_ENABLED="0",
+        FLWR_DISABLE_UPDATE_CHECK="1",
+        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
     first = [str(BIN_DIR)]
     if (fast := clientapp_dir(env)) is not None:
         first.insert(0, str(fast))
@@ -330,8 +342,11 @@ def write_run_config(path: Path, run_config: dict[str, Any]) -> Path:
 
     lines = []
     for key, value in run_config.items():
-        name = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else ".".join(
-            part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"' for part in key.split("."))
+        name = (
+            key
+            if re.fullmatch(r"[A-Za-z0-9_-]+", key)
+            else ".".join(part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"' for part in key.split("."))
+        )
         lines.append(f"{name} = {toml_value(value)}\n")
     path.write_text("".join(lines))
     return path
@@ -369,8 +384,17 @@ def tee_output(proc, log_out, stream, *, verbose: bool = False, on_line=None) ->
 
 
 # ------------------------------------------------------------------------------ what `flwr run . local` leaves
-_FLOWER_PROCESSES = ("flower-superlink", "flower-superexec", "flwr-simulation", "flwr-serverapp", "flwr-clientapp",
-                     "raylet", "gcs_server", "ray/", "flowergraph.app.worker")
+_FLOWER_PROCESSES = (
+    "flower-superlink",
+    "flower-superexec",
+    "flwr-simulation",
+    "flwr-serverapp",
+    "flwr-clientapp",
+    "raylet",
+    "gcs_server",
+    "ray/",
+    "flowergraph.app.worker",
+)
 
 
 def default_flwr_home() -> Path:
@@ -396,9 +420,11 @@ def local_superlink_processes(flwr_home: str | os.PathLike | None = None) -> lis
             if "flower-superlink" in cmdline and marker in cmdline:
                 found[proc.pid] = proc
                 found.update((c.pid, c) for c in proc.children(recursive=True) if c.pid not in me)
-            elif any(name in cmdline for name in _FLOWER_PROCESSES) and \
-                    proc.environ().get("FLWR_HOME") and \
-                    Path(proc.environ()["FLWR_HOME"]).expanduser().resolve() == home:
+            elif (
+                any(name in cmdline for name in _FLOWER_PROCESSES)
+                and proc.environ().get("FLWR_HOME")
+                and Path(proc.environ()["FLWR_HOME"]).expanduser().resolve() == home
+            ):
                 found[proc.pid] = proc
         except (psutil.Error, OSError):
             continue
@@ -416,15 +442,23 @@ def stop_local_superlink(flwr_home: str | os.PathLike | None = None) -> list[int
 def _main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m flowergraph.app.runtime",
-                                     description="Processes on this machine that Flower leaves behind.")
+    parser = argparse.ArgumentParser(
+        prog="python -m flowergraph.app.runtime", description="Processes on this machine that Flower leaves behind."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    stop = sub.add_parser("stop", help="stop the SuperLink that `flwr run . local` started in the background",
-                          description="Stop the SuperLink that `flwr run . local` started for a FLWR_HOME (it "
-                                      "keeps running after the command), with every process under it (SuperExec, "
-                                      "the simulation, Ray), by PID.")
-    stop.add_argument("--flwr-home", default=None, metavar="DIR",
-                      help="the FLWR_HOME the SuperLink was started with (default: $FLWR_HOME, else ~/.flwr)")
+    stop = sub.add_parser(
+        "stop",
+        help="stop the SuperLink that `flwr run . local` started in the background",
+        description="Stop the SuperLink that `flwr run . local` started for a FLWR_HOME (it "
+        "keeps running after the command), with every process under it (SuperExec, "
+        "the simulation, Ray), by PID.",
+    )
+    stop.add_argument(
+        "--flwr-home",
+        default=None,
+        metavar="DIR",
+        help="the FLWR_HOME the SuperLink was started with (default: $FLWR_HOME, else ~/.flwr)",
+    )
     stop.add_argument("--dry-run", action="store_true", help="list the processes, stop nothing")
     watchdog = sub.add_parser("watchdog", help="(internal) stop a process group when its owner dies")
     watchdog.add_argument("parent", type=int, help="the owner's PID")

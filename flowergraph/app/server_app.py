@@ -47,11 +47,14 @@ def secagg_workflow(s: RunSettings):
 
     shares = s.secagg_num_shares
     threshold = s.secagg_reconstruction_threshold
-    return SecAggPlusWorkflow(num_shares=int(shares) if shares > 1 else float(shares),
-                              reconstruction_threshold=int(threshold) if threshold > 1 else float(threshold),
-                              clipping_range=float(s.secagg_clipping_range),
-                              quantization_range=int(s.secagg_quantization_range),
-                              max_weight=s.secagg_weight_bound, timeout=s.round_timeout)
+    return SecAggPlusWorkflow(
+        num_shares=int(shares) if shares > 1 else float(shares),
+        reconstruction_threshold=int(threshold) if threshold > 1 else float(threshold),
+        clipping_range=float(s.secagg_clipping_range),
+        quantization_range=int(s.secagg_quantization_range),
+        max_weight=s.secagg_weight_bound,
+        timeout=s.round_timeout,
+    )
 
 
 def resume_state(s: RunSettings) -> Checkpoint | None:
@@ -65,8 +68,9 @@ class Checkpointer:
     deletes its checkpoints older than the newest ``keep`` (the clients prune their own files:
     :class:`flowergraph.clients.retention.KeepNewestStates`)."""
 
-    def __init__(self, out_dir: Path, every: int, num_rounds: int, strategy, recorder: RunRecorder,
-                 config: dict, keep: int = 0) -> None:
+    def __init__(
+        self, out_dir: Path, every: int, num_rounds: int, strategy, recorder: RunRecorder, config: dict, keep: int = 0
+    ) -> None:
         self.out_dir, self.every, self.num_rounds, self.keep = out_dir, every, num_rounds, keep
         self.strategy, self.recorder, self.config = strategy, recorder, config
         self.client_manager = None  # set by serve(): the server's, for the client checkpoint phase
@@ -78,10 +82,13 @@ class Checkpointer:
         if self.client_manager is not None:
             self.strategy.checkpoint_clients(server_round, self.client_manager)
         arrays = self.strategy.global_arrays  # the strategy's model (a new stage's, even before it aggregates)
-        ckpt = Checkpoint(server_round=server_round,
-                          arrays=list(arrays) if arrays is not None else to_ndarrays(parameters),
-                          strategy_state=self.strategy.state_dict(), records=[dict(r) for r in self.recorder.rounds],
-                          config=self.config)
+        ckpt = Checkpoint(
+            server_round=server_round,
+            arrays=list(arrays) if arrays is not None else to_ndarrays(parameters),
+            strategy_state=self.strategy.state_dict(),
+            records=[dict(r) for r in self.recorder.rounds],
+            config=self.config,
+        )
         path = save_checkpoint(ckpt, checkpoint_file(self.out_dir, server_round))
         self.written.append(path)
         log(INFO, "flowergraph: checkpoint after round %d: %s", server_round, path)
@@ -96,12 +103,24 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
     tests: an in-process client manager)."""
     plan = RunPlan.of(s, run_id)  # the results folder and the checkpoint to resume, as the launchers decide them
     ckpt, out_dir = plan.checkpoint, plan.out_dir
-    recorder = RunRecorder(out_dir, s.as_dict(), total_rounds=s.rounds, log=lambda line: log(INFO, "%s", line),
-                           resume=ckpt is not None, records=ckpt.records if ckpt else None,
-                           extra_meta={"resumed_from": str(ckpt.path), "resumed_at_round": ckpt.server_round}
-                           if ckpt else None)
-    log(INFO, "flowergraph: method=%s dataset=%s clients=%d rounds=%d -> results in %s", s.method, s.dataset,
-        s.effective_num_clients, s.rounds, out_dir)
+    recorder = RunRecorder(
+        out_dir,
+        s.as_dict(),
+        total_rounds=s.rounds,
+        log=lambda line: log(INFO, "%s", line),
+        resume=ckpt is not None,
+        records=ckpt.records if ckpt else None,
+        extra_meta={"resumed_from": str(ckpt.path), "resumed_at_round": ckpt.server_round} if ckpt else None,
+    )
+    log(
+        INFO,
+        "flowergraph: method=%s dataset=%s clients=%d rounds=%d -> results in %s",
+        s.method,
+        s.dataset,
+        s.effective_num_clients,
+        s.rounds,
+        out_dir,
+    )
     if ckpt is not None:
         log(INFO, "flowergraph: resuming from %s (round %d)", ckpt.path, ckpt.server_round)
     strategy = checkpointer = None
@@ -109,18 +128,21 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         strategy = build_strategy(s, recorder, initial_arrays=ckpt.arrays if ckpt else None)
         if ckpt is not None:
             strategy.load_state_dict(ckpt.strategy_state)
-        checkpointer = Checkpointer(out_dir, s.checkpoint_every, s.rounds, strategy, recorder, s.as_dict(),
-                                    keep=s.checkpoint_keep)
-        server = FlowergraphServer(strategy=strategy, start_round=ckpt.server_round + 1 if ckpt else 1,
-                                   on_round_end=checkpointer)
+        checkpointer = Checkpointer(
+            out_dir, s.checkpoint_every, s.rounds, strategy, recorder, s.as_dict(), keep=s.checkpoint_keep
+        )
+        server = FlowergraphServer(
+            strategy=strategy, start_round=ckpt.server_round + 1 if ckpt else 1, on_round_end=checkpointer
+        )
         checkpointer.client_manager = server.client_manager()
         launch(server, ServerConfig(num_rounds=s.rounds, round_timeout=s.round_timeout))
         strategy.finish()
     except BaseException as caught:
         exc = caught
         if isinstance(exc, ClientProcessDied):  # say how to go on from here
-            hint = resume_hint(checkpointer.written if checkpointer else [], out_dir,
-                               getattr(strategy, "client_checkpoint", None))
+            hint = resume_hint(
+                checkpointer.written if checkpointer else [], out_dir, getattr(strategy, "client_checkpoint", None)
+            )
             exc = ClientProcessDied(f"{exc}. {hint}", exc.server_round, exc.clients)
         if strategy is not None:
             strategy.finish()  # rounds held back for fused evaluation are written, not lost
@@ -142,17 +164,26 @@ def resume_hint(written: list[Path], out_dir: Path, client_checkpoint: dict | No
     written = list(written)
     incomplete = ""
     if written and client_checkpoint and client_checkpoint.get("missing"):  # some clients could not save
-        incomplete = (f"The checkpoint {written[-1]} lacks the state of client(s) "
-                      f"{', '.join(map(str, client_checkpoint['missing']))}. ")
+        incomplete = (
+            f"The checkpoint {written[-1]} lacks the state of client(s) "
+            f"{', '.join(map(str, client_checkpoint['missing']))}. "
+        )
         written = written[:-1]
     if not written:
-        return incomplete + ("No usable checkpoint was written: run it again from the start, with "
-                             "checkpoint-every=N to make it resumable")
+        return incomplete + (
+            "No usable checkpoint was written: run it again from the start, with "
+            "checkpoint-every=N to make it resumable"
+        )
     last = written[-1]
-    how = (f"`python -m flowergraph.simulation --resume {out_dir}`" if not incomplete else
-           f"`python -m flowergraph.simulation --resume {last}`")
-    return (f"{incomplete}Resume from the last checkpoint ({last}): {how}, or run config resume-from=\"{last}\" "
-            f"with the run's other settings")
+    how = (
+        f"`python -m flowergraph.simulation --resume {out_dir}`"
+        if not incomplete
+        else f"`python -m flowergraph.simulation --resume {last}`"
+    )
+    return (
+        f'{incomplete}Resume from the last checkpoint ({last}): {how}, or run config resume-from="{last}" '
+        f"with the run's other settings"
+    )
 
 
 app = ServerApp()
@@ -175,8 +206,14 @@ def main(grid: Grid, context: Context) -> None:
             face = FlowergraphStrategy(server.strategy)
             if isinstance(server.on_round_end, Checkpointer):  # the client-checkpoint phase goes to the grid's nodes
                 server.on_round_end.client_manager = face.nodes_for(grid)
-            face.start(grid, None, num_rounds=config.num_rounds, timeout=config.round_timeout or 3600.0,
-                       start_round=server.start_round, on_round_end=server.on_round_end)
+            face.start(
+                grid,
+                None,
+                num_rounds=config.num_rounds,
+                timeout=config.round_timeout or 3600.0,
+                start_round=server.start_round,
+                on_round_end=server.on_round_end,
+            )
             return
         if s.secure_agg == "secagg+":
             server.use_fit_workflow(secagg_workflow(s), grid, config.num_rounds, config.round_timeout)

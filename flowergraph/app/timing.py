@@ -83,8 +83,13 @@ class MessageTimes:
     """The record of one message (see the module docstring); :func:`message` creates it."""
 
     def __init__(self) -> None:
-        self.values: dict[str, Any] = {"start": time.time(), "imports_s": 0.0, "build_s": 0.0,
-                                       "build_imports_s": 0.0, "worker": False}
+        self.values: dict[str, Any] = {
+            "start": time.time(),
+            "imports_s": 0.0,
+            "build_s": 0.0,
+            "build_imports_s": 0.0,
+            "worker": False,
+        }
         self._imports0 = _TOTALS["imports_s"]
 
     def imports(self) -> float:

@@ -138,8 +138,7 @@ def _same_user(sock: socket.socket) -> bool:
     """Whether the process at the other end of ``sock`` runs as this user (Linux: SO_PEERCRED)."""
     if not hasattr(socket, "SO_PEERCRED"):
         return True  # a socket file in a folder only this user can open
-    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                          struct.calcsize("3i")))
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     return uid == os.getuid()
 
 
@@ -168,10 +167,16 @@ def _start(key: str) -> None:
     root = str(code_root())
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with open(out, "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "flowergraph.app.worker", "serve",
-                          "--parent", str(os.getppid()), "--key", key], env=env, cwd=os.getcwd(),
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                         close_fds=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "flowergraph.app.worker", "serve", "--parent", str(os.getppid()), "--key", key],
+            env=env,
+            cwd=os.getcwd(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
 
 
 def connect(node_id: int) -> socket.socket:
@@ -195,8 +200,9 @@ def connect(node_id: int) -> socket.socket:
                 time.sleep(0.02)
                 sock = _connect(where)
     if sock is None:
-        raise NoWorker(f"the node's worker did not start within {START_TIMEOUT_S:.0f} s (log: "
-                          f"{workers_dir() / (key + '.log')})")
+        raise NoWorker(
+            f"the node's worker did not start within {START_TIMEOUT_S:.0f} s (log: {workers_dir() / (key + '.log')})"
+        )
     return sock
 
 
@@ -229,8 +235,10 @@ def handle(message, context, app: str = "flowergraph.app.client_app:local_app"):
             try:
                 answer = _recv(sock)
             except (OSError, EOFError, pickle.UnpicklingError) as exc:
-                raise WorkerError(f"the node's worker ended while handling a {message.metadata.message_type} "
-                                  f"message ({exc}); the next message starts a new one") from exc
+                raise WorkerError(
+                    f"the node's worker ended while handling a {message.metadata.message_type} "
+                    f"message ({exc}); the next message starts a new one"
+                ) from exc
         break
     output = answer.get("output") or b""
     if output:
@@ -390,15 +398,20 @@ def serve(where: str, parent: int, key: str, idle: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m flowergraph.app.worker",
-                                     description="A SuperNode's warm worker (started by flowergraph's ClientApp; "
-                                                 "see the module docstring).")
+    parser = argparse.ArgumentParser(
+        prog="python -m flowergraph.app.worker",
+        description="A SuperNode's warm worker (started by flowergraph's ClientApp; see the module docstring).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("serve", help="serve messages on a Unix socket (started by the ClientApp)")
     run.add_argument("--parent", type=int, required=True, help="stop when this process (Flower's SuperExec) is gone")
     run.add_argument("--key", required=True, help="the worker's key (names its socket and files)")
-    run.add_argument("--idle", type=float, default=None,
-                     help=f"stop after this many idle seconds (default ${IDLE_ENV} or {DEFAULT_IDLE_S:.0f})")
+    run.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        help=f"stop after this many idle seconds (default ${IDLE_ENV} or {DEFAULT_IDLE_S:.0f})",
+    )
     args = parser.parse_args(argv)
     os.environ[WORKER_ENV] = "1"  # in_deployment() for the code this worker runs
     idle = args.idle if args.idle is not None else float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))

@@ -34,8 +34,17 @@ from .. import wire
 from ..tasks.asfgnn.data import ClientData
 from ..tasks.asfgnn.divergence import js_divergence, label_distribution, mix_arrays
 from ..tasks.asfgnn.models import SFGNN, all_arrays, fgnn_arrays, load_all_arrays, load_fgnn_arrays
-from ..tasks.asfgnn.training import (DEFAULT_LOCAL_EPOCHS, HyperParams, derive_seed, evaluate, local_round,
-                                     make_model, make_optimizer, predict, round_generator)
+from ..tasks.asfgnn.training import (
+    DEFAULT_LOCAL_EPOCHS,
+    HyperParams,
+    derive_seed,
+    evaluate,
+    local_round,
+    make_model,
+    make_optimizer,
+    predict,
+    round_generator,
+)
 from ..wire import PhaseRequest
 from ..wire import asfgnn as aw
 from .base import FederatedClient
@@ -58,10 +67,21 @@ class ASFGNNClient(FederatedClient):
     and CM use 0); ``generator_client``: the index of the dropout generator (default the partition id; CM -1).
     """
 
-    def __init__(self, data: ClientData, *, partition_id: int, share: str = "fgnn", use_js: bool = True,
-                 fgnn_init: str = "shared", seed: int = 0, state: ClientState | None = None,
-                 local_epochs: int = DEFAULT_LOCAL_EPOCHS, weighting: str = "uniform",
-                 model_index: int | None = None, generator_client: int | None = None) -> None:
+    def __init__(
+        self,
+        data: ClientData,
+        *,
+        partition_id: int,
+        share: str = "fgnn",
+        use_js: bool = True,
+        fgnn_init: str = "shared",
+        seed: int = 0,
+        state: ClientState | None = None,
+        local_epochs: int = DEFAULT_LOCAL_EPOCHS,
+        weighting: str = "uniform",
+        model_index: int | None = None,
+        generator_client: int | None = None,
+    ) -> None:
         if share not in SHARES:
             raise ValueError(f"unknown ASFGNN share {share!r}; valid choices: {', '.join(SHARES)}")
         if fgnn_init not in FGNN_INITS:
@@ -114,8 +134,10 @@ class ASFGNNClient(FederatedClient):
         if keys is None:
             raise ValueError("an ASFGNN fit message names its arrays (fg.keys); this one does not")
         if aw.TRIAL not in config:
-            raise ValueError("ASFGNN evaluates inside its fit messages (the server sends no evaluate message); "
-                             "this message carries no trial instruction")
+            raise ValueError(
+                "ASFGNN evaluates inside its fit messages (the server sends no evaluate message); "
+                "this message carries no trial instruction"
+            )
         inst = aw.TrialInstruction.decode(config)
         hp = HyperParams(**dict(inst.hyperparams))
         received = dict(zip(keys, arrays))
@@ -148,10 +170,20 @@ class ASFGNNClient(FederatedClient):
         inst, data = self.instruction, self.data
         owner = self._owner_means() if data.owner is not None else {}
         if inst.train:
-            r = local_round(self.model, self.optimizer, data, self.hp, epochs=self.local_epochs,
-                            generator=round_generator(self.seed, self.generator_client, inst.trial_round))
-            result: dict[str, Any] = {"val_accuracy": r.val_acc, "accuracy": r.test_acc,
-                                      "train_accuracy": r.train_acc, "train_loss": r.train_loss}
+            r = local_round(
+                self.model,
+                self.optimizer,
+                data,
+                self.hp,
+                epochs=self.local_epochs,
+                generator=round_generator(self.seed, self.generator_client, inst.trial_round),
+            )
+            result: dict[str, Any] = {
+                "val_accuracy": r.val_acc,
+                "accuracy": r.test_acc,
+                "train_accuracy": r.train_acc,
+                "train_loss": r.train_loss,
+            }
             self.state.save_module(MODEL_KEY, self.model)
             self.state.save_optimizer(OPTIMIZER_KEY, self.optimizer)
             self.state.set_values(TRIAL_KEY, {"trial": inst.trial, "hp": self.hp.to_dict()})
@@ -174,8 +206,11 @@ class ASFGNNClient(FederatedClient):
         owner = data.owner.numpy()
         out = {}
         for key, mask in (("owner_mean_val", data.val_mask.numpy()), ("owner_mean_test", data.test_mask.numpy())):
-            accs = [float(correct[mask & (owner == i)].mean()) for i in range(data.num_clients)
-                    if (mask & (owner == i)).any()]
+            accs = [
+                float(correct[mask & (owner == i)].mean())
+                for i in range(data.num_clients)
+                if (mask & (owner == i)).any()
+            ]
             out[key] = float(np.mean(accs)) if accs else float("nan")
         return out
 
@@ -190,12 +225,18 @@ class ASFGNNClient(FederatedClient):
             elif key in part:
                 out[key] = part[key]
             else:
-                raise ValueError(f"the server sent array {key!r}, which this client does not share (share="
-                                 f"{self.share!r}: {', '.join(part) or 'none'})")
+                raise ValueError(
+                    f"the server sent array {key!r}, which this client does not share (share="
+                    f"{self.share!r}: {', '.join(part) or 'none'})"
+                )
         return out
 
     def evaluation(self) -> dict:
         assert self.model is not None
         m = evaluate(self.model, self.data)
-        return {wire.ACCURACY: m.test_acc, wire.NUM_TEST: self.data.num_test, wire.VAL_ACCURACY: m.val_acc,
-                wire.NUM_VAL: self.data.num_val}
+        return {
+            wire.ACCURACY: m.test_acc,
+            wire.NUM_TEST: self.data.num_test,
+            wire.VAL_ACCURACY: m.val_acc,
+            wire.NUM_VAL: self.data.num_val,
+        }

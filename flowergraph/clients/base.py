@@ -53,9 +53,11 @@ def answer_phase(handlers: dict[str, Callable], partition_id: int, config: dict[
         valid = ", ".join(sorted(handlers)) or "none"
         raise ValueError(f"this client does not answer phase {request.kind!r}; valid phases: {valid}")
     if _old_handler(handler):  # the signature before PhaseRequest existed
-        raise TypeError(f"phase handler for {request.kind!r} takes (arrays, values); a phase handler takes one "
-                        f"flowergraph.wire.PhaseRequest (its .arrays, .values, .round, .model): "
-                        f"def handler(request) -> (arrays, values) (0.3 removed the old signature)")
+        raise TypeError(
+            f"phase handler for {request.kind!r} takes (arrays, values); a phase handler takes one "
+            f"flowergraph.wire.PhaseRequest (its .arrays, .values, .round, .model): "
+            f"def handler(request) -> (arrays, values) (0.3 removed the old signature)"
+        )
     arrays, values = handler(request)
     return wire.phase_reply(partition_id, list(arrays), values)
 
@@ -130,8 +132,9 @@ class FederatedClient(FlowergraphClient):
         self._receive(parameters, config)
         metrics: dict[str, Any] = {}
         if config.get(wire.EVALUATE_GLOBAL):  # fused evaluation: the model as received, before training
-            metrics.update({f"{wire.EVAL_PREFIX}{k}": v for k, v in self.evaluation().items()
-                            if k != wire.PARTITION_ID})
+            metrics.update(
+                {f"{wire.EVAL_PREFIX}{k}": v for k, v in self.evaluation().items() if k != wire.PARTITION_ID}
+            )
         num_examples, trained = self.train(config)
         metrics.update(trained)
         metrics[wire.PARTITION_ID] = int(self.partition_id)
@@ -170,8 +173,9 @@ class StateCheckpoints(ClientWrapper):
     ``state`` is the node's :class:`ClientState`; files go to ``state_dir`` (node-local; empty: the default,
     see :func:`flowergraph.clients.state.state_file`)."""
 
-    def __init__(self, inner: NumPyClient, state: ClientState, partition_id: int,
-                 state_dir: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self, inner: NumPyClient, state: ClientState, partition_id: int, state_dir: str | os.PathLike | None = None
+    ) -> None:
         super().__init__(inner)
         self.state = state
         self.partition_id = int(partition_id)

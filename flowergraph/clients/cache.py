@@ -37,8 +37,7 @@ class ProcessCache:
         entry = self.store.get(self._key(key))
         return None if entry is None else entry[1]
 
-    def get(self, key: Hashable, default: Any = None, *, round: int | None = None,
-            max_age: int | None = None) -> Any:
+    def get(self, key: Hashable, default: Any = None, *, round: int | None = None, max_age: int | None = None) -> Any:
         """The value under ``key``; ``default`` when absent, or, given ``round`` and ``max_age``, when it was stored
         more than ``max_age`` rounds before ``round`` (or without a round)."""
         entry = self.store.get(self._key(key))
@@ -54,8 +53,15 @@ class ProcessCache:
         self.store.put(self._key(key), (value, round), size)
         return value
 
-    def get_or_build(self, key: Hashable, build: Callable[[], Any], *, round: int | None = None,
-                     max_age: int | None = None, size: int | None = None) -> Any:
+    def get_or_build(
+        self,
+        key: Hashable,
+        build: Callable[[], Any],
+        *,
+        round: int | None = None,
+        max_age: int | None = None,
+        size: int | None = None,
+    ) -> Any:
         """The cached value (fresh enough: see :meth:`get`), else ``build()``, kept and returned."""
         missing = object()
         value = self.get(key, missing, round=round, max_age=max_age)

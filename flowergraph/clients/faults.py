@@ -37,12 +37,20 @@ class FaultInjectingClient(ClientWrapper):
     server's round timeout); ``exit_code`` is the status an ``exit`` fault's ``os._exit`` uses.
     """
 
-    def __init__(self, inner: NumPyClient, faults: dict[int, str], partition_id: int, *,
-                 hang_seconds: float = 60.0, exit_code: int = 17) -> None:
+    def __init__(
+        self,
+        inner: NumPyClient,
+        faults: dict[int, str],
+        partition_id: int,
+        *,
+        hang_seconds: float = 60.0,
+        exit_code: int = 17,
+    ) -> None:
         for server_round, kind in faults.items():
             if kind not in FAULT_KINDS:
-                raise ValueError(f"unknown fault kind {kind!r} for round {server_round}; valid choices: "
-                                 f"{', '.join(FAULT_KINDS)}")
+                raise ValueError(
+                    f"unknown fault kind {kind!r} for round {server_round}; valid choices: {', '.join(FAULT_KINDS)}"
+                )
         super().__init__(inner)
         self.faults = dict(faults)
         self.partition_id = partition_id
@@ -51,8 +59,13 @@ class FaultInjectingClient(ClientWrapper):
 
     # Everything but fit passes straight through (ClientWrapper).
     def _announce(self, kind: str, server_round: int) -> None:
-        log(WARNING, "flowergraph: injecting fault %r at partition %d in round %d (inject-faults)", kind,
-            self.partition_id, server_round)
+        log(
+            WARNING,
+            "flowergraph: injecting fault %r at partition %d in round %d (inject-faults)",
+            kind,
+            self.partition_id,
+            server_round,
+        )
 
     def fit(self, parameters, config):
         server_round = config.get("server_round")
@@ -74,8 +87,10 @@ class FaultInjectingClient(ClientWrapper):
         arrays = [np.asarray(a) for a in arrays]
         if kind in POISON_SCALE:  # global + c x (local - global): finite, well-formed, poisoned
             factor = POISON_SCALE[kind]
-            arrays = [(np.asarray(g) + factor * (a - np.asarray(g))).astype(a.dtype) if a.dtype.kind == "f" else a
-                      for a, g in zip(arrays, parameters)]
+            arrays = [
+                (np.asarray(g) + factor * (a - np.asarray(g))).astype(a.dtype) if a.dtype.kind == "f" else a
+                for a, g in zip(arrays, parameters)
+            ]
         elif kind == "nan":
             arrays = [np.full(a.shape, np.nan, dtype=a.dtype) if a.dtype.kind == "f" else a for a in arrays]
         elif kind == "shape":

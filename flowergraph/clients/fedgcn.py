@@ -66,9 +66,17 @@ class FedGCNClient(NodeClassificationClient):
     across messages of a run); ``key_file`` the CKKS key file, read only in the encrypted communication phase.
     """
 
-    def __init__(self, graph: ClientGraph, train_config: TrainConfig, model_kwargs: dict | None = None,
-                 seed: int = 0, *, hops: int = 2, state: ClientState | RecordDict | None = None,
-                 key_file: str | None = None) -> None:
+    def __init__(
+        self,
+        graph: ClientGraph,
+        train_config: TrainConfig,
+        model_kwargs: dict | None = None,
+        seed: int = 0,
+        *,
+        hops: int = 2,
+        state: ClientState | RecordDict | None = None,
+        key_file: str | None = None,
+    ) -> None:
         super().__init__(graph, train_config, model_kwargs, seed)
         self.hops = check_hops(hops)
         if hops > 0:
@@ -83,11 +91,14 @@ class FedGCNClient(NodeClassificationClient):
             return self._ext
         meta = self.state.get_values(META_KEY)
         if meta is None:
-            raise RuntimeError(f"FedGCN client {self.graph.client_id}: no neighbour aggregations in context.state; "
-                               f"the {self.hops}-hop communication phase must run first (use FedGCNStrategy)")
+            raise RuntimeError(
+                f"FedGCN client {self.graph.client_id}: no neighbour aggregations in context.state; "
+                f"the {self.hops}-hop communication phase must run first (use FedGCNStrategy)"
+            )
         key = (self.graph.uid, self.hops, str(meta["digest"]))
-        self._ext = _EXT_CACHE.get_or_build(key, lambda: extended_graph(self.graph, self.hops,
-                                                                        *received_rows(self.state)))
+        self._ext = _EXT_CACHE.get_or_build(
+            key, lambda: extended_graph(self.graph, self.hops, *received_rows(self.state))
+        )
         return self._ext
 
     def forward(self):
@@ -107,16 +118,17 @@ class FedGCNClient(NodeClassificationClient):
         self.state.set_arrays(STATE_KEY, {"rows": rows, **{f"sums_{i}": a for i, a in enumerate(parts)}})
         digest = hashlib.sha1(memoryview(rows))
         digest.update(memoryview(sums))
-        self.state.set_values(META_KEY, {"encoding": encoding, "parts": len(parts), "width": int(sums.shape[1]),
-                                         "digest": digest.hexdigest()})
+        self.state.set_values(
+            META_KEY,
+            {"encoding": encoding, "parts": len(parts), "width": int(sums.shape[1]), "digest": digest.hexdigest()},
+        )
         self._ext = None
         check_reply(self.graph, self.hops, rows, sums)  # a reply that lacks rows fails now, not in round 1
         return int(len(rows))
 
     def _check_hops(self, hops: int) -> None:
         if hops != self.hops:
-            raise ValueError(f"the server runs {hops}-hop FedGCN but this client was configured with "
-                             f"hops={self.hops}")
+            raise ValueError(f"the server runs {hops}-hop FedGCN but this client was configured with hops={self.hops}")
 
     def _upload(self, request: PhaseRequest):
         if msg.is_ckks(request.values):  # CKKS: encrypt the rows at the offsets the server assigned
@@ -140,15 +152,17 @@ class FedGCNClient(NodeClassificationClient):
         self._check_hops(msg.UploadRequest.decode(request.arrays, request.values).hops)
         ctx = ckks.load_key_file(self.key_file or "")
         c = _contributions(self.graph, self.hops)
-        return msg.Index(c.ids, c.request, int(c.values.shape[1]), ckks.fingerprint(ctx),
-                         ckks.server_context_bytes(ctx)).encode()
+        return msg.Index(
+            c.ids, c.request, int(c.values.shape[1]), ckks.fingerprint(ctx), ckks.server_context_bytes(ctx)
+        ).encode()
 
     def _download(self, request: PhaseRequest):
         if msg.is_ckks(request.values):
             down = msg.CKKSDownload.decode(request.arrays, request.values)
             ctx = ckks.load_key_file(self.key_file or "")
-            sums = ckks.decrypt_rows(ctx, down.ct_index, unpack_blobs(down.lengths, down.blob), down.offsets,
-                                     down.width, down.slots)
+            sums = ckks.decrypt_rows(
+                ctx, down.ct_index, unpack_blobs(down.lengths, down.blob), down.offsets, down.width, down.slots
+            )
             return msg.Stored(self._store(down.rows, sums)).encode()
         plain = msg.PlainDownload.decode(request.arrays, request.values)
         sums = decode_rows(plain.sums, plain.encoding, len(plain.rows), plain.width)

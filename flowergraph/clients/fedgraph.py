@@ -68,8 +68,18 @@ def scheme_of(plan: "msg.RoundPlan", num_convs: int) -> Any:
 class FedGraphClient(FederatedClient):
     """One data owner (``graph``: its :class:`~flowergraph.tasks.federated_graph.ClientGraph`)."""
 
-    def __init__(self, graph: Any, *, partition_id: int, train_config: Any, model_kwargs: Mapping[str, Any],
-                 seed: int = 0, cut_norm: str = "local", state: ClientState | None = None, cache: Any = None) -> None:
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        partition_id: int,
+        train_config: Any,
+        model_kwargs: Mapping[str, Any],
+        seed: int = 0,
+        cut_norm: str = "local",
+        state: ClientState | None = None,
+        cache: Any = None,
+    ) -> None:
         train_config.validate()
         self.graph = graph
         self.partition_id = int(partition_id)
@@ -97,8 +107,13 @@ class FedGraphClient(FederatedClient):
         from ..tasks.fedgraph import build_view
 
         degrees = self.degrees()
-        digest = "none" if degrees is None else hashlib.sha1(
-            np.ascontiguousarray(degrees.ids).tobytes() + np.ascontiguousarray(degrees.values).tobytes()).hexdigest()
+        digest = (
+            "none"
+            if degrees is None
+            else hashlib.sha1(
+                np.ascontiguousarray(degrees.ids).tobytes() + np.ascontiguousarray(degrees.values).tobytes()
+            ).hexdigest()
+        )
         key = ("fedgraph-view", self.graph.uid, self.cut_norm, digest)
         if self.cache is None:
             return build_view(self.graph, degrees, self.cut_norm)
@@ -125,21 +140,28 @@ class FedGraphClient(FederatedClient):
         stamp = self.state.round_of(TABLES_KEY)
         missing = [k for k in convs if f"conv{k}" not in stored]
         if stamp != server_round or missing:
-            raise RuntimeError(f"FedGraph client {self.partition_id}: no received rows for round {server_round} "
-                               f"(stored: round {stamp}, convolutions {sorted(stored)}); the server must run the "
-                               f"exchange phase first (use FedGraphStrategy)")
+            raise RuntimeError(
+                f"FedGraph client {self.partition_id}: no received rows for round {server_round} "
+                f"(stored: round {stamp}, convolutions {sorted(stored)}); the server must run the "
+                f"exchange phase first (use FedGraphStrategy)"
+            )
         return {k: torch.from_numpy(np.asarray(stored[f"conv{k}"], dtype=np.float32)) for k in convs}
 
     # ------------------------------------------------------------------------------------------- phases
     def phase_handlers(self):
-        return {msg.DEGREES: self._degrees, msg.STORE_DEGREES: self._store_degrees, msg.ROWS: self._rows,
-                msg.STORE_ROWS: self._store_rows}
+        return {
+            msg.DEGREES: self._degrees,
+            msg.STORE_DEGREES: self._store_degrees,
+            msg.ROWS: self._rows,
+            msg.STORE_ROWS: self._store_rows,
+        }
 
     def _split(self, rows: Any) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         from ..tasks.fedgraph import export_plan, split_rows
 
-        return {j: (np.asarray(r.ids), np.asarray(r.values))
-                for j, r in split_rows(rows, export_plan(self.graph)).items()}
+        return {
+            j: (np.asarray(r.ids), np.asarray(r.values)) for j, r in split_rows(rows, export_plan(self.graph)).items()
+        }
 
     def _degrees(self, request: PhaseRequest):
         from ..tasks.fedgraph import degree_rows
@@ -168,8 +190,11 @@ class FedGraphClient(FederatedClient):
         lower = {}
         stored = self.state.get_arrays(TABLES_KEY) or {}
         if self.state.round_of(TABLES_KEY) == request.round:
-            lower = {int(k[4:]): torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in stored.items()
-                     if int(k[4:]) < ask.conv}
+            lower = {
+                int(k[4:]): torch.from_numpy(np.asarray(v, dtype=np.float32))
+                for k, v in stored.items()
+                if int(k[4:]) < ask.conv
+            }
         rows = self.owner_rows(ask.sharing, ask.conv, lower)
         return msg.RowsUpload(self._split(rows), rows.width).encode()
 
@@ -178,8 +203,9 @@ class FedGraphClient(FederatedClient):
 
         got = msg.RowsDelivery.decode(request.arrays, request.values)
         width = int(self.model.convs[got.conv].lin.out_channels)
-        table = self.view().remote_table(Rows(ids=got.ids, values=np.asarray(got.values).reshape(-1, width)),
-                                         width=width)
+        table = self.view().remote_table(
+            Rows(ids=got.ids, values=np.asarray(got.values).reshape(-1, width)), width=width
+        )
         tables = self.state.get_arrays(TABLES_KEY) if self.state.round_of(TABLES_KEY) == request.round else None
         tables = dict(tables or {})
         tables[f"conv{got.conv}"] = table.numpy()
@@ -203,8 +229,10 @@ class FedGraphClient(FederatedClient):
     def _plan(self, config: Mapping[str, Any]) -> "msg.RoundPlan":
         plan = msg.RoundPlan.from_config(config)
         if plan is None:
-            raise ValueError("a FedGraph fit/evaluate config carries the round's plan (sharing, scheme, policy); "
-                             "none came: use FedGraphStrategy")
+            raise ValueError(
+                "a FedGraph fit/evaluate config carries the round's plan (sharing, scheme, policy); "
+                "none came: use FedGraphStrategy"
+            )
         return plan
 
     def train(self, config) -> tuple[int, dict]:
@@ -216,14 +244,19 @@ class FedGraphClient(FederatedClient):
         scheme = scheme_of(plan, self.num_convs)
         generator = torch.Generator().manual_seed(sample_seed(self.seed, server_round, self.partition_id))
         torch.manual_seed(round_seed(self.seed, server_round, self.partition_id))
-        result = train_round(self.model, self.view(), scheme, plan.sharing, tables, self.train_config,
-                             generator=generator)
+        result = train_round(
+            self.model, self.view(), scheme, plan.sharing, tables, self.train_config, generator=generator
+        )
         metrics: dict[str, Any] = {
-            wire.TRAIN_LOSS: float(result.loss), wire.NUM_TRAIN: int(self.graph.num_train),
-            wire.BATCH_SIZE: int(result.num_samples), msg.LOCAL_SECONDS: float(result.seconds),
+            wire.TRAIN_LOSS: float(result.loss),
+            wire.NUM_TRAIN: int(self.graph.num_train),
+            wire.BATCH_SIZE: int(result.num_samples),
+            msg.LOCAL_SECONDS: float(result.seconds),
             msg.SAMPLE_SECONDS: float(result.sample_seconds),
             msg.NODES_PER_ITERATION: float(result.nodes_per_iteration),
-            msg.EDGES_PER_ITERATION: float(result.edges_per_iteration), msg.FORWARD_MACS: int(result.forward_macs)}
+            msg.EDGES_PER_ITERATION: float(result.edges_per_iteration),
+            msg.FORWARD_MACS: int(result.forward_macs),
+        }
         if plan.staleness == "one-round":  # the rows the others use next round, from the trained model
             self.model.eval()
             parts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -247,6 +280,12 @@ class FedGraphClient(FederatedClient):
         server_round = int(self.config.get(wire.SERVER_ROUND, 0))
         tables = self._tables(self.config, server_round, plan.sharing)
         r = evaluate(self.model, self.view(), plan.sharing, tables)
-        return {wire.ACCURACY: r["test_accuracy"], wire.LOSS: r["test_loss"], wire.NUM_TEST: r["num_test"],
-                wire.VAL_ACCURACY: r["val_accuracy"], wire.VAL_LOSS: r["val_loss"], wire.NUM_VAL: r["num_val"],
-                "train_accuracy": r["train_accuracy"]}
+        return {
+            wire.ACCURACY: r["test_accuracy"],
+            wire.LOSS: r["test_loss"],
+            wire.NUM_TEST: r["num_test"],
+            wire.VAL_ACCURACY: r["val_accuracy"],
+            wire.VAL_LOSS: r["val_loss"],
+            wire.NUM_VAL: r["num_val"],
+            "train_accuracy": r["train_accuracy"],
+        }

@@ -64,23 +64,35 @@ class FedStarClient(FederatedClient):
     FedAvg/FedProx share ``convs`` by default).
     """
 
-    def __init__(self, data: ClientGraphData, *, partition_id: int, variant: str = "fedstar",
-                 train: GraphTrainConfig = GraphTrainConfig(), model_kwargs: dict | None = None, seed: int = 0,
-                 state: ClientState | None = None, cross_dataset: bool = True, part: str | None = None) -> None:
+    def __init__(
+        self,
+        data: ClientGraphData,
+        *,
+        partition_id: int,
+        variant: str = "fedstar",
+        train: GraphTrainConfig = GraphTrainConfig(),
+        model_kwargs: dict | None = None,
+        seed: int = 0,
+        state: ClientState | None = None,
+        cross_dataset: bool = True,
+        part: str | None = None,
+    ) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"unknown FedStar variant {variant!r}; valid choices: {', '.join(VARIANTS)}")
         kind, self.part, prox = VARIANTS[variant]
         self.part = part or self.part
-        self.train_config = train if prox else GraphTrainConfig(train.local_epochs, train.batch_size, train.lr,
-                                                                 train.weight_decay, 0.0)
+        self.train_config = (
+            train if prox else GraphTrainConfig(train.local_epochs, train.batch_size, train.lr, train.weight_decay, 0.0)
+        )
         self.train_config.validate()
         self.data = data
         self.partition_id = int(partition_id)
         self.variant = variant
         self.seed = seed
         self.state = state if state is not None else ClientState()
-        self.model = build_graph_model(kind, data.num_features, data.num_classes, data.structure_dim, seed=seed,
-                                       **(model_kwargs or {}))
+        self.model = build_graph_model(
+            kind, data.num_features, data.num_classes, data.structure_dim, seed=seed, **(model_kwargs or {})
+        )
         self.shared = shared_keys(self.model, self.part, cross_dataset)
         self.state.load_module(MODEL_KEY, self.model)  # nothing stored before this client's first fit
 
@@ -98,8 +110,10 @@ class FedStarClient(FederatedClient):
     def receive(self, arrays) -> None:
         arrays = list(arrays)
         if len(arrays) != len(self.shared):
-            raise ValueError(f"the server sent {len(arrays)} arrays; variant {self.variant!r} shares "
-                             f"{len(self.shared)} ({', '.join(self.shared) or 'none'})")
+            raise ValueError(
+                f"the server sent {len(arrays)} arrays; variant {self.variant!r} shares "
+                f"{len(self.shared)} ({', '.join(self.shared) or 'none'})"
+            )
         load_module_arrays(self.model, dict(zip(self.shared, arrays)))
 
     # ------------------------------------------------------------------------------------------- methods
@@ -107,16 +121,32 @@ class FedStarClient(FederatedClient):
         optimizer = make_optimizer(self.model, self.train_config)
         self.state.load_optimizer(OPTIMIZER_KEY, optimizer)
         server_round = int(config.get(wire.SERVER_ROUND, 0))
-        loss = train_epochs(self.model, optimizer, self.data.train, self.train_config, seed=self.seed,
-                            round=server_round, client=self.partition_id,
-                            prox_part=self.shared if self.train_config.mu > 0 else None)
+        loss = train_epochs(
+            self.model,
+            optimizer,
+            self.data.train,
+            self.train_config,
+            seed=self.seed,
+            round=server_round,
+            client=self.partition_id,
+            prox_part=self.shared if self.train_config.mu > 0 else None,
+        )
         self.state.save_module(MODEL_KEY, self.model)
         self.state.save_optimizer(OPTIMIZER_KEY, optimizer)
         n = self.data.num_train
-        return n, {wire.TRAIN_LOSS: float(loss), wire.NUM_TRAIN: n,
-                   wire.BATCH_SIZE: min(self.train_config.batch_size, n)}
+        return n, {
+            wire.TRAIN_LOSS: float(loss),
+            wire.NUM_TRAIN: n,
+            wire.BATCH_SIZE: min(self.train_config.batch_size, n),
+        }
 
     def evaluation(self) -> dict:
         r = evaluate(self.model, self.data, splits=("val", "test"))
-        return {wire.ACCURACY: r["test_accuracy"], wire.LOSS: r["test_loss"], wire.NUM_TEST: r["num_test"],
-                wire.VAL_ACCURACY: r["val_accuracy"], wire.VAL_LOSS: r["val_loss"], wire.NUM_VAL: r["num_val"]}
+        return {
+            wire.ACCURACY: r["test_accuracy"],
+            wire.LOSS: r["test_loss"],
+            wire.NUM_TEST: r["num_test"],
+            wire.VAL_ACCURACY: r["val_accuracy"],
+            wire.VAL_LOSS: r["val_loss"],
+            wire.NUM_VAL: r["num_val"],
+        }

@@ -62,10 +62,21 @@ class FLAGCNSClient(FederatedClient):
     CKKS key in secure mode (the scores then leave the client encrypted only); ``cache``: the node's process cache.
     """
 
-    def __init__(self, graph: Any, *, partition_id: int, space: Any, schedule: Any, seed: int = 0,
-                 fitness: str = "loss", state: ClientState | None = None, cache: Any = None,
-                 key_file: str | None = None, architecture: Sequence[int] | None = None,
-                 init_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        partition_id: int,
+        space: Any,
+        schedule: Any,
+        seed: int = 0,
+        fitness: str = "loss",
+        state: ClientState | None = None,
+        cache: Any = None,
+        key_file: str | None = None,
+        architecture: Sequence[int] | None = None,
+        init_seed: int | None = None,
+    ) -> None:
         if fitness not in FITNESS:
             raise ValueError(f"unknown fitness {fitness!r}; valid choices: {', '.join(FITNESS)}")
         self.graph = graph
@@ -97,15 +108,19 @@ class FLAGCNSClient(FederatedClient):
         what it needs)."""
         from ..tasks.flagcns import SuperNet
 
-        return self._cached(("flagcns-supernet", self.space, self.in_dim, self.num_classes),
-                            lambda: SuperNet(self.space, self.in_dim, self.num_classes, seed=self.seed))
+        return self._cached(
+            ("flagcns-supernet", self.space, self.in_dim, self.num_classes),
+            lambda: SuperNet(self.space, self.in_dim, self.num_classes, seed=self.seed),
+        )
 
     def network(self, code: tuple) -> Any:
         """This process's standalone network of ``code`` (weights loaded by every message)."""
         from ..tasks.flagcns import ArchitectureNet
 
-        return self._cached(("flagcns-network", self.space, tuple(code), self.in_dim, self.num_classes),
-                            lambda: ArchitectureNet(self.space, code, self.in_dim, self.num_classes, seed=self.seed))
+        return self._cached(
+            ("flagcns-network", self.space, tuple(code), self.in_dim, self.num_classes),
+            lambda: ArchitectureNet(self.space, code, self.in_dim, self.num_classes, seed=self.seed),
+        )
 
     def initial_model(self) -> dict[str, np.ndarray]:
         """The run's initial model, fresh (never the cache's, whose weights a previous message changed): the
@@ -115,8 +130,9 @@ class FLAGCNSClient(FederatedClient):
 
         if self.architecture is None:
             return SuperNet(self.space, self.in_dim, self.num_classes, seed=self.seed).arrays()
-        return module_arrays(ArchitectureNet(self.space, self.architecture, self.in_dim, self.num_classes,
-                                             seed=self.init_seed))
+        return module_arrays(
+            ArchitectureNet(self.space, self.architecture, self.in_dim, self.num_classes, seed=self.init_seed)
+        )
 
     # ------------------------------------------------------------------------------------------------ wire
     def get_parameters(self, config):
@@ -129,8 +145,9 @@ class FLAGCNSClient(FederatedClient):
 
     def load(self, arrays: list[np.ndarray], keys: list[str] | None, config: Mapping[str, Any]) -> None:
         if keys is None:
-            raise ValueError(f"FL-AGCNS training messages name their arrays ({wire.KEYS}); got {len(arrays)} "
-                             f"unnamed arrays")
+            raise ValueError(
+                f"FL-AGCNS training messages name their arrays ({wire.KEYS}); got {len(arrays)} unnamed arrays"
+            )
         step, retrain = msg.SearchStep.from_config(config), msg.Retrain.from_config(config)
         if step is not None:
             self.mode, self.codes, self.net = "search", tuple(self.space.check(c) for c in step.codes), self.supernet()
@@ -138,8 +155,10 @@ class FLAGCNSClient(FederatedClient):
             self.mode, self.code = "retrain", self.space.check(retrain.architecture)
             self.net = self.network(self.code)
         else:
-            raise ValueError(f"an FL-AGCNS training message carries {msg.CODES} (search) or {msg.ARCHITECTURE} "
-                             f"(retraining); this one has neither")
+            raise ValueError(
+                f"an FL-AGCNS training message carries {msg.CODES} (search) or {msg.ARCHITECTURE} "
+                f"(retraining); this one has neither"
+            )
         self.keys = list(keys)
         self._load(dict(zip(keys, arrays)))
 
@@ -157,8 +176,10 @@ class FLAGCNSClient(FederatedClient):
             loss, grads = architecture_gradients(self.net, self.graph)
         missing = [k for k in self.keys if k not in grads]
         if missing or len(grads) != len(self.keys):
-            raise ValueError(f"the server sent {len(self.keys)} arrays but these codes train {len(grads)} "
-                             f"(first not trained: {missing[:3]}); client and server disagree on the search space")
+            raise ValueError(
+                f"the server sent {len(self.keys)} arrays but these codes train {len(grads)} "
+                f"(first not trained: {missing[:3]}); client and server disagree on the search space"
+            )
         self.out = {k: grads[k] for k in self.keys}
         metrics: dict[str, Any] = {wire.NUM_TRAIN: self.num_train}
         if config.get(SECURE_AGG) != "ckks":  # in secure mode no individual loss leaves the client
@@ -170,16 +191,23 @@ class FLAGCNSClient(FederatedClient):
 
     def evaluation(self) -> dict[str, Any]:
         if self.mode != "retrain":
-            raise ValueError("FL-AGCNS evaluates the retrained architecture only (search rounds are scored by the "
-                             "FEO phases)")
+            raise ValueError(
+                "FL-AGCNS evaluates the retrained architecture only (search rounds are scored by the FEO phases)"
+            )
         from ..tasks.flagcns import evaluate_network
 
         start = time.perf_counter()
         r = evaluate_network(self.net, self.graph)
         seconds = time.perf_counter() - start
-        return {wire.ACCURACY: r["test_accuracy"], wire.LOSS: r["test_loss"], wire.NUM_TEST: int(r["num_test"]),
-                wire.VAL_ACCURACY: r["val_accuracy"], wire.VAL_LOSS: r["val_loss"], wire.NUM_VAL: int(r["num_val"]),
-                msg.INFERENCE_S: seconds}
+        return {
+            wire.ACCURACY: r["test_accuracy"],
+            wire.LOSS: r["test_loss"],
+            wire.NUM_TEST: int(r["num_test"]),
+            wire.VAL_ACCURACY: r["val_accuracy"],
+            wire.VAL_LOSS: r["val_loss"],
+            wire.NUM_VAL: int(r["num_val"]),
+            msg.INFERENCE_S: seconds,
+        }
 
     # ---------------------------------------------------------------------------------------------- phases
     def phase_handlers(self):
@@ -188,8 +216,10 @@ class FLAGCNSClient(FederatedClient):
     def _phase_supernet(self, request: PhaseRequest) -> dict[str, bytes]:
         """Load the SuperNet weights a phase message carries; returns a digest per array (for the score cache)."""
         if not request.model:
-            raise ValueError(f"an FL-AGCNS {request.kind} message carries the SuperNet weights it is computed "
-                             f"with; this one carries none")
+            raise ValueError(
+                f"an FL-AGCNS {request.kind} message carries the SuperNet weights it is computed "
+                f"with; this one carries none"
+            )
         self.net = self.supernet()
         self._load(request.model)
         return {k: _digest(v) for k, v in request.model.items()}
@@ -223,8 +253,9 @@ class FLAGCNSClient(FederatedClient):
 
     def _encrypted(self, request_encrypted: bool) -> bool:
         if request_encrypted and self.key_file is None:
-            raise ValueError("the server asked for encrypted scores but this client has no CKKS key file "
-                             "(secure-agg=ckks sets one)")
+            raise ValueError(
+                "the server asked for encrypted scores but this client has no CKKS key file (secure-agg=ckks sets one)"
+            )
         return self.key_file is not None
 
     def answer_evaluate(self, request: PhaseRequest) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -240,8 +271,9 @@ class FLAGCNSClient(FederatedClient):
 
             vector = msg.score_vector(losses, accs, self.num_val)
             ctx = ckks.load_key_file(self.key_file or "")
-            blobs = ckks.encrypt_checked(ctx, vector, ckks.check_key(ctx), request.round, self.partition_id,
-                                         msg.SCORES_PURPOSE)
+            blobs = ckks.encrypt_checked(
+                ctx, vector, ckks.check_key(ctx), request.round, self.partition_id, msg.SCORES_PURPOSE
+            )
             return msg.EncryptedScores(EncryptedUpdate(blobs, len(vector)), self.num_val).encode()
         return msg.Scores(losses, accs, self.num_val).encode()
 
@@ -253,8 +285,9 @@ class FLAGCNSClient(FederatedClient):
         saved = self.state.get_values(EA_KEY)
         if saved is not None:
             return EvolutionaryOptimizer.from_state(self.space, saved["ea"])
-        return EvolutionaryOptimizer(self.space, self.schedule.client_config(), self.seed, salt=self.partition_id + 1,
-                                     population=population)
+        return EvolutionaryOptimizer(
+            self.space, self.schedule.client_config(), self.seed, salt=self.partition_id + 1, population=population
+        )
 
     def answer_evolve(self, request: PhaseRequest) -> tuple[list[np.ndarray], dict[str, Any]]:
         ask = msg.EvolveRequest.decode(request.arrays, request.values)
@@ -279,8 +312,14 @@ class FLAGCNSNoOpClient(FLAGCNSClient):
         return self.num_train, {wire.NUM_TRAIN: self.num_train}
 
     def evaluation(self) -> dict[str, Any]:
-        return {wire.ACCURACY: 0.0, wire.LOSS: 0.0, wire.NUM_TEST: 1, wire.VAL_ACCURACY: 0.0, wire.NUM_VAL: 1,
-                msg.INFERENCE_S: 0.0}
+        return {
+            wire.ACCURACY: 0.0,
+            wire.LOSS: 0.0,
+            wire.NUM_TEST: 1,
+            wire.VAL_ACCURACY: 0.0,
+            wire.NUM_VAL: 1,
+            msg.INFERENCE_S: 0.0,
+        }
 
     def answer_evaluate(self, request: PhaseRequest) -> tuple[list[np.ndarray], dict[str, Any]]:
         ask = msg.EvaluateRequest.decode(request.arrays, request.values)

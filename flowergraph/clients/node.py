@@ -26,8 +26,9 @@ def bound_model(graph: ClientGraph, kwargs: dict, seed: int) -> torch.nn.Module:
     if model is None:
         if len(_MODELS) >= 32:
             _MODELS.clear()
-        model = _MODELS[key] = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes,
-                                                seed=seed, cached=True, **kwargs)
+        model = _MODELS[key] = build_node_model(
+            in_dim=graph.num_features, num_classes=graph.num_classes, seed=seed, cached=True, **kwargs
+        )
     return model
 
 
@@ -58,8 +59,17 @@ class NodeClassificationClient(FederatedClient):
     ``prox_mu`` > 0: FedProx's proximal term towards the received model in local training.
     """
 
-    def __init__(self, graph: ClientGraph, train_config: TrainConfig, model_kwargs: dict | None = None,
-                 seed: int = 0, *, personal_output: bool = False, prox_mu: float = 0.0, state=None) -> None:
+    def __init__(
+        self,
+        graph: ClientGraph,
+        train_config: TrainConfig,
+        model_kwargs: dict | None = None,
+        seed: int = 0,
+        *,
+        personal_output: bool = False,
+        prox_mu: float = 0.0,
+        state=None,
+    ) -> None:
         from .state import ClientState
 
         train_config.validate()
@@ -107,8 +117,15 @@ class NodeClassificationClient(FederatedClient):
         torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
         params = dict(self.model.named_parameters())
         anchor = {k: params[k] for k in self.shared if k in params} if self.prox_mu > 0 else None
-        loss = train_steps(self.model, self.forward, self.data.y, self.data.train_mask, self.train_config,
-                           prox_mu=self.prox_mu, prox_anchor=anchor)
+        loss = train_steps(
+            self.model,
+            self.forward,
+            self.data.y,
+            self.data.train_mask,
+            self.train_config,
+            prox_mu=self.prox_mu,
+            prox_anchor=anchor,
+        )
         if self.personal:
             from ..tasks.torch_state import module_arrays
 
@@ -129,11 +146,18 @@ class NodeClassificationClient(FederatedClient):
     def evaluation(self) -> dict:
         """Test/validation/training metrics of the model as loaded (the EVALUATE reply's metrics)."""
         g = self.data
-        r = evaluate_masks(self.model, self.forward, g.y,
-                           {"test": g.test_mask, "val": g.val_mask, "train": g.train_mask})
-        return {wire.ACCURACY: r["test_accuracy"], wire.LOSS: r["test_loss"], wire.NUM_TEST: r["num_test"],
-                wire.VAL_ACCURACY: r["val_accuracy"], wire.VAL_LOSS: r["val_loss"], wire.NUM_VAL: r["num_val"],
-                "train_accuracy": r["train_accuracy"]}
+        r = evaluate_masks(
+            self.model, self.forward, g.y, {"test": g.test_mask, "val": g.val_mask, "train": g.train_mask}
+        )
+        return {
+            wire.ACCURACY: r["test_accuracy"],
+            wire.LOSS: r["test_loss"],
+            wire.NUM_TEST: r["num_test"],
+            wire.VAL_ACCURACY: r["val_accuracy"],
+            wire.VAL_LOSS: r["val_loss"],
+            wire.NUM_VAL: r["num_val"],
+            "train_accuracy": r["train_accuracy"],
+        }
 
 
 class NoOpClient(FlowergraphClient):

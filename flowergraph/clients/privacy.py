@@ -31,9 +31,18 @@ MODES = ("central-client", "local")
 class DPUpdates(ClientWrapper):
     """See the module docstring."""
 
-    def __init__(self, inner: NumPyClient, mode: str, partition_id: int, *, clipping_norm: float,
-                 sensitivity: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5,
-                 rng: np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        inner: NumPyClient,
+        mode: str,
+        partition_id: int,
+        *,
+        clipping_norm: float,
+        sensitivity: float = 1.0,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown client-side dp {mode!r}; valid choices: {', '.join(MODES)}")
         if clipping_norm <= 0:
@@ -51,8 +60,9 @@ class DPUpdates(ClientWrapper):
         arrays = [np.array(a, copy=True) for a in arrays]
         received = [np.asarray(a) for a in parameters]
         if len(arrays) != len(received) or any(a.shape != b.shape for a, b in zip(arrays, received)):
-            raise ValueError("dp: the update does not have the shapes of the model it was trained from; it cannot "
-                             "be clipped")
+            raise ValueError(
+                "dp: the update does not have the shapes of the model it was trained from; it cannot be clipped"
+            )
         if self.mode == "central-client":
             clip(arrays, received, float(config.get(KEY_CLIPPING_NORM, self.clipping_norm)))
             return arrays, num_examples, metrics

@@ -32,8 +32,16 @@ from flwr.client import NumPyClient
 from .. import wire
 from ..errors import ConfigError
 from ..wire import CONFIG_ERROR_MARKER
-from ..wire.secure import (CKKS_DECRYPT, CKKS_SETUP, PURPOSES, SECURE_AGG, DecryptReply, DecryptRequest,
-                           EncryptedUpdate, SetupReply)
+from ..wire.secure import (
+    CKKS_DECRYPT,
+    CKKS_SETUP,
+    PURPOSES,
+    SECURE_AGG,
+    DecryptReply,
+    DecryptRequest,
+    EncryptedUpdate,
+    SetupReply,
+)
 from ..privacy import ckks
 from .base import ClientWrapper
 
@@ -51,16 +59,26 @@ class SecureUpdates(ClientWrapper):
     ``max_weight`` and ``clipping_range``: SecAgg+'s bounds (``secagg-max-weight``, ``secagg-clipping-range``);
     ``min_secure_clients``: CKKS, the fewest distinct updates a sum must hold for this client to decrypt it."""
 
-    def __init__(self, inner: NumPyClient, mode: str, partition_id: int, *, weighting: str = "train-size",
-                 key_file: str | None = None, max_weight: float | None = None,
-                 clipping_range: float | None = None, min_secure_clients: int = 2) -> None:
+    def __init__(
+        self,
+        inner: NumPyClient,
+        mode: str,
+        partition_id: int,
+        *,
+        weighting: str = "train-size",
+        key_file: str | None = None,
+        max_weight: float | None = None,
+        clipping_range: float | None = None,
+        min_secure_clients: int = 2,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown secure aggregation {mode!r}; valid choices: {', '.join(MODES)}")
         if weighting not in ("train-size", "uniform"):
             raise ValueError(f"weighting {weighting!r} cannot be applied by the client; valid: train-size, uniform")
         if min_secure_clients < 2:
-            raise ValueError(f"min_secure_clients must be >= 2 (a sum of one update is that update), got "
-                             f"{min_secure_clients}")
+            raise ValueError(
+                f"min_secure_clients must be >= 2 (a sum of one update is that update), got {min_secure_clients}"
+            )
         super().__init__(inner)
         self.mode = mode
         self.partition_id = int(partition_id)
@@ -77,12 +95,14 @@ class SecureUpdates(ClientWrapper):
         return 1 if self.weighting == "uniform" else int(num_examples)
 
     def _refuse(self, why: str):
-        return UpdateRefused(f"secure-agg={self.mode!r}: partition {self.partition_id} refuses to send its update: "
-                             f"{why}")
+        return UpdateRefused(
+            f"secure-agg={self.mode!r}: partition {self.partition_id} refuses to send its update: {why}"
+        )
 
     def _check_finite(self, arrays) -> None:
-        bad = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays
-                  if np.asarray(a).dtype.kind in "fc")
+        bad = sum(
+            int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays if np.asarray(a).dtype.kind in "fc"
+        )
         if bad:
             raise self._refuse(f"{bad} NaN or infinite value(s)")
 
@@ -94,7 +114,8 @@ class SecureUpdates(ClientWrapper):
                 raise ConfigError(
                     f"{CONFIG_ERROR_MARKER} secure-agg='secagg+': partition {self.partition_id} weighs its update "
                     f"{weight} (training-set size), above secagg-max-weight={self.max_weight:g}, which SecAgg+ would "
-                    f"clip; set secagg-max-weight >= the largest training-set size (or use uniform weighting)")
+                    f"clip; set secagg-max-weight >= the largest training-set size (or use uniform weighting)"
+                )
             self._check_finite(arrays)
             if self.clipping_range is not None and arrays:
                 ratio = min(1.0, weight / self.max_weight) if self.max_weight else 1.0
@@ -103,18 +124,21 @@ class SecureUpdates(ClientWrapper):
                     raise self._refuse(
                         f"a value of magnitude {largest:.4g} (x weight / secagg-max-weight = {ratio:.4g}) is outside "
                         f"secagg-clipping-range={self.clipping_range:g}, where SecAgg+ would clip it silently; raise "
-                        f"secagg-clipping-range if such values are expected")
+                        f"secagg-clipping-range if such values are expected"
+                    )
             return arrays, weight, metrics  # secaggplus_mod masks weight / max_weight x arrays
         if config.get(SECURE_AGG) != "ckks":
             return arrays, num_examples, metrics
         vector = ckks.flatten_arrays([np.asarray(a) for a in arrays])
         if not np.all(np.isfinite(vector)):
-            raise self._refuse(f"{int(np.size(vector) - np.count_nonzero(np.isfinite(vector)))} NaN or infinite "
-                               f"value(s)")
+            raise self._refuse(
+                f"{int(np.size(vector) - np.count_nonzero(np.isfinite(vector)))} NaN or infinite value(s)"
+            )
         payload = np.concatenate([vector * weight, [float(weight)]])
         ctx = self._context()
-        blobs = ckks.encrypt_checked(ctx, payload, ckks.check_key(ctx), int(config.get(wire.SERVER_ROUND, 0)),
-                                     self.partition_id)
+        blobs = ckks.encrypt_checked(
+            ctx, payload, ckks.check_key(ctx), int(config.get(wire.SERVER_ROUND, 0)), self.partition_id
+        )
         upload = EncryptedUpdate(blobs, len(payload))
         return upload.arrays(), num_examples, {**metrics, **upload.metrics()}
 
@@ -140,16 +164,24 @@ class SecureUpdates(ClientWrapper):
         if len(set(parts)) != len(parts):
             return DecryptReply(refused=f"the participants {parts} repeat a partition")
         if len(parts) < self.min_secure_clients:
-            return DecryptReply(refused=f"asked to decrypt a sum of {len(parts)} update(s); partition "
-                                        f"{self.partition_id} decrypts only sums of at least min-secure-clients="
-                                        f"{self.min_secure_clients} distinct clients' updates")
+            return DecryptReply(
+                refused=f"asked to decrypt a sum of {len(parts)} update(s); partition "
+                f"{self.partition_id} decrypts only sums of at least min-secure-clients="
+                f"{self.min_secure_clients} distinct clients' updates"
+            )
         ctx = self._context()
         key = ckks.check_key(ctx)
-        bad = tuple(p for p, blob in zip(parts, ask.checks)
-                    if not ckks.check_ciphertext_ok(ctx, blob, key, server_round, p, ask.purpose))
+        bad = tuple(
+            p
+            for p, blob in zip(parts, ask.checks)
+            if not ckks.check_ciphertext_ok(ctx, blob, key, server_round, p, ask.purpose)
+        )
         if bad:
-            return DecryptReply(refused=f"the check ciphertext of partition(s) {list(bad)} does not decrypt to its "
-                                        f"round-{server_round} check value under the data owners' key", bad=bad)
+            return DecryptReply(
+                refused=f"the check ciphertext of partition(s) {list(bad)} does not decrypt to its "
+                f"round-{server_round} check value under the data owners' key",
+                bad=bad,
+            )
         try:
             total = ckks.decrypt_checked(ctx, ask.blobs, ask.length, key, server_round, parts, ask.purpose)
         except ckks.NotASum as exc:
@@ -159,6 +191,8 @@ class SecureUpdates(ClientWrapper):
         else:
             weight, how = float(sum(self._weight(n) for n in ask.num_examples)), f"weighting={self.weighting}"
         if abs(total[-1] - weight) > WEIGHT_TOLERANCE:
-            return DecryptReply(refused=f"the decrypted total weight {total[-1]:.6g} is not the sum {weight:g} of "
-                                        f"the participants' weights ({how}, num_examples {list(ask.num_examples)})")
+            return DecryptReply(
+                refused=f"the decrypted total weight {total[-1]:.6g} is not the sum {weight:g} of "
+                f"the participants' weights ({how}, num_examples {list(ask.num_examples)})"
+            )
         return DecryptReply(total=total)

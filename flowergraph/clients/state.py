@@ -79,7 +79,8 @@ class ClientState:
     def set_arrays(self, name: str, arrays: Mapping[str, np.ndarray], *, round: int | None = None) -> None:
         """Store named arrays under ``name`` (``round``: stamp the entry with the round it belongs to)."""
         self.records.array_records[name] = ArrayRecord(
-            {str(k): Array(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()})
+            {str(k): Array(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()}
+        )
         self._stamp(name, round)
 
     # ------------------------------------------------------------------------------------------- rounds
@@ -219,32 +220,38 @@ class ClientState:
         missing, corrupt or mismatched file."""
         path = Path(path)
         if not path.is_file():
-            raise CheckpointError(f"client state file {str(path)!r} does not exist (was it written by this node's "
-                                  f"checkpoint, and is state-dir the same as in the interrupted run?)")
+            raise CheckpointError(
+                f"client state file {str(path)!r} does not exist (was it written by this node's "
+                f"checkpoint, and is state-dir the same as in the interrupted run?)"
+            )
         try:
             arrays, header = read_npz(path)
             if header.get("format") != STATE_FORMAT or header.get("version") != STATE_VERSION:
-                raise CheckpointError(f"client state file {str(path)!r} is not a flowergraph client state (format "
-                                      f"{header.get('format')!r}, version {header.get('version')!r})")
+                raise CheckpointError(
+                    f"client state file {str(path)!r} is not a flowergraph client state (format "
+                    f"{header.get('format')!r}, version {header.get('version')!r})"
+                )
             layout = header["layout"]
             restored = RecordDict()
             for name, members in layout["arrays"].items():
                 restored.array_records[name] = ArrayRecord(
-                    {key: Array(np.ascontiguousarray(arrays[m])) for key, m in members.items()})
+                    {key: Array(np.ascontiguousarray(arrays[m])) for key, m in members.items()}
+                )
             for name, values in layout["values"].items():
                 restored.config_records[name] = ConfigRecord(
-                    {k: (arrays[v["__bytes__"]].tobytes() if isinstance(v, dict) else v) for k, v in values.items()})
+                    {k: (arrays[v["__bytes__"]].tobytes() if isinstance(v, dict) else v) for k, v in values.items()}
+                )
             for name, values in layout.get("metrics", {}).items():
                 restored.metric_records[name] = MetricRecord(values)
         except CheckpointError:
             raise
         except READ_ERRORS as exc:
-            raise CheckpointError(f"client state file {str(path)!r} is corrupt ({type(exc).__name__}: {exc})") \
-                from None
+            raise CheckpointError(f"client state file {str(path)!r} is corrupt ({type(exc).__name__}: {exc})") from None
         for key, value in expect.items():
             if header.get(key) != value:
-                raise CheckpointError(f"client state file {str(path)!r} belongs to {key}={header.get(key)!r}, not "
-                                      f"{value!r}")
+                raise CheckpointError(
+                    f"client state file {str(path)!r} belongs to {key}={header.get(key)!r}, not {value!r}"
+                )
         for kind in ("array_records", "config_records", "metric_records"):  # replace in place: Flower keeps it
             live, saved = getattr(self.records, kind), getattr(restored, kind)
             for name in list(live):

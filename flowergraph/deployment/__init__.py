@@ -36,16 +36,52 @@ even when registration failed (its JSON says ``"success": false``).
 
 from .commands import node_config_string, superlink_command, supernode_command, write_connection
 from .control import RunOutcome, list_nodes, register_node, run_status, submit_run, wait_for_superlink
-from .credentials import (CA_CERT, CA_KEY, DEFAULT_CERT_HOSTS, SERVER_CERT, SERVER_KEY, check_certificate,
-                          check_private_key, check_public_key, make_certificates, make_node_key)
+from .credentials import (
+    CA_CERT,
+    CA_KEY,
+    DEFAULT_CERT_HOSTS,
+    SERVER_CERT,
+    SERVER_KEY,
+    check_certificate,
+    check_private_key,
+    check_public_key,
+    make_certificates,
+    make_node_key,
+)
 from .loopback import REFUSED_EXIT_CODE, DeploymentResult, LoopbackDeployment, Node, run_deployment
 from ..app.runtime import BIN_DIR, flower_env, stop_trees
 
-__all__ = ["BIN_DIR", "CA_CERT", "CA_KEY", "DEFAULT_CERT_HOSTS", "DeploymentResult", "LoopbackDeployment", "Node",
-           "REFUSED_EXIT_CODE", "RunOutcome", "SERVER_CERT", "SERVER_KEY", "check_certificate", "check_private_key",
-           "check_public_key", "flower_env", "list_nodes", "make_certificates", "make_node_key", "main",
-           "node_config_string", "register_node", "run_deployment", "run_status", "stop_trees", "submit_run",
-           "superlink_command", "supernode_command", "wait_for_superlink", "write_connection"]
+__all__ = [
+    "BIN_DIR",
+    "CA_CERT",
+    "CA_KEY",
+    "DEFAULT_CERT_HOSTS",
+    "DeploymentResult",
+    "LoopbackDeployment",
+    "Node",
+    "REFUSED_EXIT_CODE",
+    "RunOutcome",
+    "SERVER_CERT",
+    "SERVER_KEY",
+    "check_certificate",
+    "check_private_key",
+    "check_public_key",
+    "flower_env",
+    "list_nodes",
+    "make_certificates",
+    "make_node_key",
+    "main",
+    "node_config_string",
+    "register_node",
+    "run_deployment",
+    "run_status",
+    "stop_trees",
+    "submit_run",
+    "superlink_command",
+    "supernode_command",
+    "wait_for_superlink",
+    "write_connection",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,9 +66,19 @@ def _cmd_superlink(a) -> int:
 
 
 def _cmd_supernode(a) -> int:
-    cmd = supernode_command(a.superlink, a.ca, a.key, partition_id=a.partition_id, num_partitions=a.num_partitions,
-                            data_dir=a.data_dir, dataset=a.dataset, key_file=a.key_file,
-                            partition_file=a.partition_file, state_dir=a.state_dir, port=a.port)
+    cmd = supernode_command(
+        a.superlink,
+        a.ca,
+        a.key,
+        partition_id=a.partition_id,
+        num_partitions=a.num_partitions,
+        data_dir=a.data_dir,
+        dataset=a.dataset,
+        key_file=a.key_file,
+        partition_file=a.partition_file,
+        state_dir=a.state_dir,
+        port=a.port,
+    )
     return _exec(cmd, flower_env(), a.dry_run)
 
 
@@ -122,12 +132,21 @@ def _cmd_run(a) -> int:
     work = Path(tempfile.mkdtemp(prefix="flowergraph-app-"))
     try:
         write_app(work)
-        outcome = submit_run(work, a.connection, config, env=flower_env(), log_file=log_dir / "flower.log",
-                             timeout=a.timeout, verbose=a.verbose)
+        outcome = submit_run(
+            work,
+            a.connection,
+            config,
+            env=flower_env(),
+            log_file=log_dir / "flower.log",
+            timeout=a.timeout,
+            verbose=a.verbose,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"flowergraph: run {outcome.run_id}: {outcome.flwr_status}; results (on the SuperLink's machine): "
-          f"{config['out-dir']}")
+    print(
+        f"flowergraph: run {outcome.run_id}: {outcome.flwr_status}; results (on the SuperLink's machine): "
+        f"{config['out-dir']}"
+    )
     return 0 if outcome.status == "completed" else 1
 
 
@@ -156,26 +175,43 @@ def _cmd_loopback(a) -> int:
     from ..settings import parse_set
 
     overrides = parse_set(a.set)
-    result = run_deployment(a.method, a.num_nodes, a.rounds, overrides, a.out, a.data_dir or None,
-                            dataset=a.dataset, key_file=a.key_file, partition_dir=a.partition_dir,
-                            timeout=a.timeout, verbose=a.verbose)
+    result = run_deployment(
+        a.method,
+        a.num_nodes,
+        a.rounds,
+        overrides,
+        a.out,
+        a.data_dir or None,
+        dataset=a.dataset,
+        key_file=a.key_file,
+        partition_dir=a.partition_dir,
+        timeout=a.timeout,
+        verbose=a.verbose,
+    )
     s = result.summary
-    print(f"flowergraph: deployment run {result.status} ({result.flwr_status}) in {result.wall_time_s:.1f} s; "
-          f"rounds {s.get('rounds_completed')}/{s.get('total_rounds')}; {accuracy_text(s)}")
+    print(
+        f"flowergraph: deployment run {result.status} ({result.flwr_status}) in {result.wall_time_s:.1f} s; "
+        f"rounds {s.get('rounds_completed')}/{s.get('total_rounds')}; {accuracy_text(s)}"
+    )
     print(f"results and logs: {result.out_dir}")
     return 0 if result.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flowergraph.deployment",
-                                description="Deploy flowergraph on a real Flower SuperLink and SuperNodes "
-                                            "(TLS + SuperNode authentication). See docs/deployment.md.")
+    p = argparse.ArgumentParser(
+        prog="python -m flowergraph.deployment",
+        description="Deploy flowergraph on a real Flower SuperLink and SuperNodes "
+        "(TLS + SuperNode authentication). See docs/deployment.md.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("certs", help="operator: create a CA and the SuperLink's server certificate")
     s.add_argument("--out", required=True, help="folder for ca.crt, ca.key, server.pem, server.key")
-    s.add_argument("--host", action="append", help="IP or DNS name the SuperLink is reached at (repeatable; "
-                   "default: 127.0.0.1 and localhost)")
+    s.add_argument(
+        "--host",
+        action="append",
+        help="IP or DNS name the SuperLink is reached at (repeatable; default: 127.0.0.1 and localhost)",
+    )
     s.add_argument("--days", type=int, default=365, help="validity of the certificates (default: %(default)s)")
     s.add_argument("--force", action="store_true", help="overwrite existing files")
     s.set_defaults(fn=_cmd_certs)
@@ -190,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("superlink", help="operator: run flower-superlink with TLS + SuperNode auth (foreground)")
     s.add_argument("--certs", required=True, help="folder with ca.crt, server.pem, server.key")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    s.add_argument("--port", type=int, default=9092, help="the one HTTPS port SuperNodes and flwr dial "
-                   "(default: %(default)s)")
+    s.add_argument(
+        "--port", type=int, default=9092, help="the one HTTPS port SuperNodes and flwr dial (default: %(default)s)"
+    )
     s.add_argument("--database", default="superlink.db", help="SuperLink state (registered nodes, runs)")
     s.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     s.set_defaults(fn=_cmd_superlink)
@@ -210,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("wait", help="wait until the SuperLink answers (and N SuperNodes are online)")
     s.add_argument("--address", required=True, help="SuperLink HOST:PORT")
-    s.add_argument("--ca", required=True, help="the CA certificate (ca.crt) the SuperLink's certificate is checked "
-                   "against")
+    s.add_argument(
+        "--ca", required=True, help="the CA certificate (ca.crt) the SuperLink's certificate is checked against"
+    )
     s.add_argument("--connection", default=None, help="needed with --nodes")
     s.add_argument("--nodes", type=int, default=0, help="also wait for this many online SuperNodes")
     s.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: %(default)s)")
@@ -221,17 +259,26 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--superlink", required=True, help="SuperLink HOST:PORT")
     s.add_argument("--ca", required=True, help="the operator's ca.crt")
     s.add_argument("--key", required=True, help="this node's private key (its .pub must be registered)")
-    s.add_argument("--partition-id", type=int, required=True, help="which client this node is: 0 .. N-1, a "
-                   "different one per owner")
-    s.add_argument("--num-partitions", type=int, required=True, help="N, the number of SuperNodes (= the run's "
-                   "num-clients)")
-    s.add_argument("--partition-file", default=None, help="this owner's own partition file (python -m "
-                   "flowergraph.partition export); the node then never reads the global dataset")
+    s.add_argument(
+        "--partition-id", type=int, required=True, help="which client this node is: 0 .. N-1, a different one per owner"
+    )
+    s.add_argument(
+        "--num-partitions", type=int, required=True, help="N, the number of SuperNodes (= the run's num-clients)"
+    )
+    s.add_argument(
+        "--partition-file",
+        default=None,
+        help="this owner's own partition file (python -m "
+        "flowergraph.partition export); the node then never reads the global dataset",
+    )
     s.add_argument("--state-dir", default=None, help="where this node saves its state at checkpoints")
     s.add_argument("--data-dir", default=None, help="this owner's raw data (PyG layout)")
     s.add_argument("--dataset", default=None, help="override the run's dataset on this node")
-    s.add_argument("--key-file", default=None, help="the data owners' CKKS key file (FedGCN he=true), provisioned "
-                   "out of band; never given to the SuperLink")
+    s.add_argument(
+        "--key-file",
+        default=None,
+        help="the data owners' CKKS key file (FedGCN he=true), provisioned out of band; never given to the SuperLink",
+    )
     s.add_argument("--port", type=int, default=9094, help="local Runtime API port (unique per host)")
     s.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     s.set_defaults(fn=_cmd_supernode)
@@ -244,8 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--dataset", default=None, help="dataset (default: the built-in synthetic graph)")
     s.add_argument("--out", default=None, help="results folder, on the SuperLink's machine")
     s.add_argument("--log-dir", default=None, help="where flower.log goes here (default: --out)")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any run-config key (repeatable)")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any run-config key (repeatable)")
     s.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     s.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     s.set_defaults(fn=_cmd_run)
@@ -264,18 +310,32 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--num-nodes", type=int, default=3, help="SuperNodes, one per client (default: %(default)s)")
     s.add_argument("--rounds", type=int, default=2, help="training rounds (default: %(default)s)")
     s.add_argument("--dataset", default=None, help="dataset (default: the built-in synthetic graph)")
-    s.add_argument("--data-dir", action="append", default=None,
-                   help="data folder passed to SuperNodes by node config (once: all nodes; N times: one each)")
-    s.add_argument("--key-file", default=None, help="CKKS key file copied to every SuperNode's node config "
-                   "(FedGCN he=true; default: a fresh one)")
-    s.add_argument("--partition-dir", default=None, help="an export of python -m flowergraph.partition export: "
-                   "node k gets only its own file")
-    s.add_argument("--out", default=None, help="results and logs folder (default: results/deploy-<method>-"
-                   "<dataset>-<time>)")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any run-config key (repeatable)")
-    s.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole call, start-up included "
-                   "(default: %(default)s)")
+    s.add_argument(
+        "--data-dir",
+        action="append",
+        default=None,
+        help="data folder passed to SuperNodes by node config (once: all nodes; N times: one each)",
+    )
+    s.add_argument(
+        "--key-file",
+        default=None,
+        help="CKKS key file copied to every SuperNode's node config (FedGCN he=true; default: a fresh one)",
+    )
+    s.add_argument(
+        "--partition-dir",
+        default=None,
+        help="an export of python -m flowergraph.partition export: node k gets only its own file",
+    )
+    s.add_argument(
+        "--out", default=None, help="results and logs folder (default: results/deploy-<method>-<dataset>-<time>)"
+    )
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any run-config key (repeatable)")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds for the whole call, start-up included (default: %(default)s)",
+    )
     s.add_argument("--verbose", action="store_true", help="print Flower's whole log, not only progress")
     s.set_defaults(fn=_cmd_loopback)
 
@@ -293,6 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM and SIGHUP (a job scheduler, `timeout`, kill PID) unwind like Ctrl-C: every process started stops
     return run_command(command, "every process started here")
 
+
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -20,8 +20,9 @@ def _check_port(port: Any, what: str) -> int:
     return port
 
 
-def superlink_command(certs_dir: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 9092,
-                      database: str | os.PathLike = "state.db") -> list[str]:
+def superlink_command(
+    certs_dir: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 9092, database: str | os.PathLike = "state.db"
+) -> list[str]:
     """``flower-superlink`` with TLS, SuperNode authentication and no runtime ``uv sync`` of app dependencies.
 
     One HTTPS port serves SuperNodes (Fleet API), ``flwr`` (Control API) and the ServerApp (Runtime API).
@@ -31,27 +32,51 @@ def superlink_command(certs_dir: str | os.PathLike, *, host: str = "127.0.0.1", 
     certs = Path(certs_dir).expanduser().resolve()
     for name in (CA_CERT, SERVER_CERT, SERVER_KEY):
         if not (certs / name).is_file():
-            raise KeyFileError(f"{str(certs / name)!r} does not exist; create the certificates with "
-                               f"`python -m flowergraph.deployment certs --out {certs}`")
+            raise KeyFileError(
+                f"{str(certs / name)!r} does not exist; create the certificates with "
+                f"`python -m flowergraph.deployment certs --out {certs}`"
+            )
     _check_port(port, "SuperLink")
-    return [sys.executable, "-m", "flowergraph.deployment.superlink",
-            "--ssl-ca-certfile", str(certs / CA_CERT), "--ssl-certfile", str(certs / SERVER_CERT),
-            "--ssl-keyfile", str(certs / SERVER_KEY), "--enable-supernode-auth",
-            "--disable-runtime-dependency-installation",
-            "--host", host, "--port", str(port), "--database", str(Path(database).expanduser().resolve())]
+    return [
+        sys.executable,
+        "-m",
+        "flowergraph.deployment.superlink",
+        "--ssl-ca-certfile",
+        str(certs / CA_CERT),
+        "--ssl-certfile",
+        str(certs / SERVER_CERT),
+        "--ssl-keyfile",
+        str(certs / SERVER_KEY),
+        "--enable-supernode-auth",
+        "--disable-runtime-dependency-installation",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--database",
+        str(Path(database).expanduser().resolve()),
+    ]
 
 
 def _quotable_path(path: Path, what: str) -> str:
     if '"' in str(path) or "\\" in str(path):
-        raise ConfigError(f"{what} {str(path)!r} contains a quote or backslash, which Flower's --node-config parser "
-                          f"cannot carry; use a path without them")
+        raise ConfigError(
+            f"{what} {str(path)!r} contains a quote or backslash, which Flower's --node-config parser "
+            f"cannot carry; use a path without them"
+        )
     return str(path)
 
 
-def node_config_string(partition_id: int, num_partitions: int, data_dir: str | os.PathLike | None = None,
-                       dataset: str | None = None, key_file: str | os.PathLike | None = None, *,
-                       partition_file: str | os.PathLike | None = None,
-                       state_dir: str | os.PathLike | None = None) -> str:
+def node_config_string(
+    partition_id: int,
+    num_partitions: int,
+    data_dir: str | os.PathLike | None = None,
+    dataset: str | None = None,
+    key_file: str | os.PathLike | None = None,
+    *,
+    partition_file: str | os.PathLike | None = None,
+    state_dir: str | os.PathLike | None = None,
+) -> str:
     """The ``--node-config`` value that tells a SuperNode which partition (and which local data) it owns.
 
     ``key_file``: the data owners' shared CKKS key file (FedGCN with ``fedgcn.he=true``), provisioned to data
@@ -61,8 +86,7 @@ def node_config_string(partition_id: int, num_partitions: int, data_dir: str | o
     saves its state at checkpoints (node-local)."""
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
         raise ConfigError(f"num-partitions must be an integer >= 1, got {num_partitions!r}")
-    if isinstance(partition_id, bool) or not isinstance(partition_id, int) \
-            or not 0 <= partition_id < num_partitions:
+    if isinstance(partition_id, bool) or not isinstance(partition_id, int) or not 0 <= partition_id < num_partitions:
         raise ConfigError(f"partition-id must be an integer in [0, {num_partitions - 1}], got {partition_id!r}")
     parts = [f"partition-id={partition_id}", f"num-partitions={num_partitions}"]
     if data_dir is not None:
@@ -94,11 +118,20 @@ def node_config_string(partition_id: int, num_partitions: int, data_dir: str | o
     return " ".join(parts)
 
 
-def supernode_command(superlink: str, ca_cert: str | os.PathLike, private_key: str | os.PathLike, *,
-                      partition_id: int, num_partitions: int, data_dir: str | os.PathLike | None = None,
-                      dataset: str | None = None, key_file: str | os.PathLike | None = None,
-                      partition_file: str | os.PathLike | None = None, state_dir: str | os.PathLike | None = None,
-                      port: int = 9094) -> list[str]:
+def supernode_command(
+    superlink: str,
+    ca_cert: str | os.PathLike,
+    private_key: str | os.PathLike,
+    *,
+    partition_id: int,
+    num_partitions: int,
+    data_dir: str | os.PathLike | None = None,
+    dataset: str | None = None,
+    key_file: str | os.PathLike | None = None,
+    partition_file: str | os.PathLike | None = None,
+    state_dir: str | os.PathLike | None = None,
+    port: int = 9094,
+) -> list[str]:
     """``flower-supernode`` over TLS, authenticated with its private key, told its partition by node config.
 
     It runs through :mod:`flowergraph.deployment.supernode` (Flower's entry point, with the next message of a round
@@ -110,10 +143,24 @@ def supernode_command(superlink: str, ca_cert: str | os.PathLike, private_key: s
     _check_port(port, "SuperNode")
     ca = check_certificate(ca_cert)
     key = check_private_key(private_key)
-    node_config = node_config_string(partition_id, num_partitions, data_dir, dataset, key_file,
-                                     partition_file=partition_file, state_dir=state_dir)
-    return [sys.executable, "-m", "flowergraph.deployment.supernode", "--superlink", superlink, "--root-certificates", str(ca.resolve()),
-            "--auth-supernode-private-key", str(key.resolve()), "--port", str(port), "--node-config", node_config]
+    node_config = node_config_string(
+        partition_id, num_partitions, data_dir, dataset, key_file, partition_file=partition_file, state_dir=state_dir
+    )
+    return [
+        sys.executable,
+        "-m",
+        "flowergraph.deployment.supernode",
+        "--superlink",
+        superlink,
+        "--root-certificates",
+        str(ca.resolve()),
+        "--auth-supernode-private-key",
+        str(key.resolve()),
+        "--port",
+        str(port),
+        "--node-config",
+        node_config,
+    ]
 
 
 def write_connection(flwr_home: str | os.PathLike, name: str, address: str, ca_cert: str | os.PathLike) -> Path:
@@ -137,5 +184,3 @@ def write_connection(flwr_home: str | os.PathLike, name: str, address: str, ca_c
     config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(tomli_w.dumps(config))
     return config_file
-
-

@@ -25,8 +25,9 @@ _RUN_ID = re.compile(r"Successfully started run (\d+)")
 
 def _flwr_json(args: list[str], env: dict[str, str], timeout: float = 60) -> dict[str, Any]:
     """Run ``flwr ARGS --format json``; the parsed JSON (``success`` false when it could not be parsed)."""
-    proc = subprocess.run([str(BIN_DIR / "flwr"), *args, "--format", "json"], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(BIN_DIR / "flwr"), *args, "--format", "json"], env=env, capture_output=True, text=True, timeout=timeout
+    )
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -34,8 +35,14 @@ def _flwr_json(args: list[str], env: dict[str, str], timeout: float = 60) -> dic
     return data if isinstance(data, dict) else {"success": False, "error-message": str(data)}
 
 
-def wait_for_superlink(address: str, ca_cert: str | os.PathLike, *, timeout: float = 60.0,
-                       proc: subprocess.Popen | None = None, log_file: Path | None = None) -> None:
+def wait_for_superlink(
+    address: str,
+    ca_cert: str | os.PathLike,
+    *,
+    timeout: float = 60.0,
+    proc: subprocess.Popen | None = None,
+    log_file: Path | None = None,
+) -> None:
     """Poll ``https://ADDRESS/health`` (verified against ``ca_cert``) until the SuperLink answers 200."""
     context = ssl.create_default_context(cafile=str(check_certificate(ca_cert)))
     deadline = time.monotonic() + timeout
@@ -51,8 +58,10 @@ def wait_for_superlink(address: str, ca_cert: str | os.PathLike, *, timeout: flo
         except OSError as exc:  # URLError, ssl.SSLError, ConnectionRefusedError
             last = str(exc)
         time.sleep(0.3)
-    raise RuntimeError(f"the SuperLink at {address} did not answer https://{address}/health within "
-                       f"{timeout:.0f} s (last error: {last}){see}")
+    raise RuntimeError(
+        f"the SuperLink at {address} did not answer https://{address}/health within "
+        f"{timeout:.0f} s (last error: {last}){see}"
+    )
 
 
 def register_node(public_key: str | os.PathLike, connection: str, env: dict[str, str]) -> int:
@@ -60,8 +69,9 @@ def register_node(public_key: str | os.PathLike, connection: str, env: dict[str,
     key = check_public_key(public_key)
     out = _flwr_json(["supernode", "register", str(key), connection], env)
     if not out.get("success"):
-        raise RuntimeError(f"registering {str(key)!r} with connection {connection!r} failed: "
-                           f"{out.get('error-message', out)}")
+        raise RuntimeError(
+            f"registering {str(key)!r} with connection {connection!r} failed: {out.get('error-message', out)}"
+        )
     return int(out["node-id"])
 
 
@@ -90,10 +100,19 @@ class RunOutcome:
     log_file: Path
 
 
-def submit_run(app_dir: str | os.PathLike, connection: str, run_config: dict[str, Any], *, env: dict[str, str],
-               log_file: str | os.PathLike, stream: TextIO | None = None, verbose: bool = False,
-               timeout: float | None = None, on_started: Callable[[int], None] | None = None,
-               abort_check: Callable[[], str | None] | None = None) -> RunOutcome:
+def submit_run(
+    app_dir: str | os.PathLike,
+    connection: str,
+    run_config: dict[str, Any],
+    *,
+    env: dict[str, str],
+    log_file: str | os.PathLike,
+    stream: TextIO | None = None,
+    verbose: bool = False,
+    timeout: float | None = None,
+    on_started: Callable[[int], None] | None = None,
+    abort_check: Callable[[], str | None] | None = None,
+) -> RunOutcome:
     """``flwr run APP CONNECTION --stream --run-config FILE``; stream progress; read the status with ``flwr ls``.
 
     ``abort_check`` is polled every second while the run streams; when it returns a reason (e.g. "SuperNode 2
@@ -106,15 +125,29 @@ def submit_run(app_dir: str | os.PathLike, connection: str, run_config: dict[str
     with tempfile.NamedTemporaryFile("w", suffix=".toml", prefix="flowergraph-run-config-", delete=False) as f:
         config_file = Path(f.name)
     write_run_config(config_file, run_config)
-    cmd = [str(BIN_DIR / "flwr"), "run", str(Path(app_dir).resolve()), connection, "--stream",
-           "--run-config", str(config_file)]
+    cmd = [
+        str(BIN_DIR / "flwr"),
+        "run",
+        str(Path(app_dir).resolve()),
+        connection,
+        "--stream",
+        "--run-config",
+        str(config_file),
+    ]
     stop_reason: list[str] = []
     run_ids: list[int] = []
     done = threading.Event()
     try:
         with open(log_file, "a") as log_out:
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    bufsize=1, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
+            )
 
             def watch() -> None:
                 started = time.monotonic()
@@ -127,13 +160,18 @@ def submit_run(app_dir: str | os.PathLike, connection: str, run_config: dict[str
                     if reason:
                         stop_reason.append(reason)
                         if run_ids:  # ask the SuperLink to stop the run, then end the log stream
-                            subprocess.run([str(BIN_DIR / "flwr"), "stop", str(run_ids[0]), connection],
-                                           env=env, capture_output=True, timeout=60)
+                            subprocess.run(
+                                [str(BIN_DIR / "flwr"), "stop", str(run_ids[0]), connection],
+                                env=env,
+                                capture_output=True,
+                                timeout=60,
+                            )
                         kill_tree(proc.pid)
                         return
 
             watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
+
             def note_run_id(line: str) -> None:
                 if not run_ids and (m := _RUN_ID.search(line)):
                     run_ids.append(int(m.group(1)))
@@ -160,5 +198,3 @@ def submit_run(app_dir: str | os.PathLike, connection: str, run_config: dict[str
         time.sleep(1)
         status = run_status(connection, env, run_id)
     return RunOutcome("completed" if status == "finished:completed" else "failed", status, run_id, log_file)
-
-

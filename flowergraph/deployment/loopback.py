@@ -78,8 +78,15 @@ class LoopbackDeployment:
             outcome = dep.run({"method": "fedavg", "num-clients": 3, "rounds": 2, "out-dir": "results/x"})
     """
 
-    def __init__(self, log_dir: str | os.PathLike, *, host: str = "127.0.0.1",
-                 work_dir: str | os.PathLike | None = None, stream: TextIO | None = None, verbose: bool = False):
+    def __init__(
+        self,
+        log_dir: str | os.PathLike,
+        *,
+        host: str = "127.0.0.1",
+        work_dir: str | os.PathLike | None = None,
+        stream: TextIO | None = None,
+        verbose: bool = False,
+    ):
         self.log_dir = Path(log_dir).resolve()
         self.host = host
         self.stream = stream or sys.stdout
@@ -114,9 +121,14 @@ class LoopbackDeployment:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self.group.start()
         with open(log_file, "ab") as out:
-            proc = subprocess.Popen(cmd, cwd=str(self.work), env=self.group.env(env), stdout=out,
-                                    stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                cwd=str(self.work),
+                env=self.group.env(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self._procs.append((name, proc))
         self.pids.append(proc.pid)
         return proc
@@ -145,30 +157,41 @@ class LoopbackDeployment:
             shutil.rmtree(self.work, ignore_errors=True)
 
     # -- the parties --------------------------------------------------------------------------------------
-    def start_superlink(self, *, port: int | None = None, cert_hosts: Sequence[str] | None = None,
-                        timeout: float = 90.0) -> str:
+    def start_superlink(
+        self, *, port: int | None = None, cert_hosts: Sequence[str] | None = None, timeout: float = 90.0
+    ) -> str:
         """Create the CA and server certificate, start the SuperLink, write the operator's connection."""
         hosts = list(cert_hosts) if cert_hosts else list(dict.fromkeys([self.host, *DEFAULT_CERT_HOSTS]))
         self.certs = make_certificates(self.work / "certs", hosts)
         port = port or free_port()
         self.superlink_address = f"{self.host}:{port}"
-        cmd = superlink_command(self.work / "certs", host=self.host, port=port,
-                                database=self.work / "superlink.db")
+        cmd = superlink_command(self.work / "certs", host=self.host, port=port, database=self.work / "superlink.db")
         log_file = self.log_dir / "superlink.log"
         self.superlink = self._start("superlink", cmd, log_file, self._flower_env(self.work / "superlink-home"))
-        wait_for_superlink(self.superlink_address, self.certs["ca_cert"], timeout=timeout, proc=self.superlink,
-                           log_file=log_file)
+        wait_for_superlink(
+            self.superlink_address, self.certs["ca_cert"], timeout=timeout, proc=self.superlink, log_file=log_file
+        )
         deadline = time.monotonic() + 30.0  # the SuperLink starts its SuperExec just after it answers
         while not self.superexec_pids() and time.monotonic() < deadline:
             time.sleep(0.2)
         write_connection(self.flwr_home, self.connection, self.superlink_address, self.certs["ca_cert"])
-        self.say(f"SuperLink up at {self.superlink_address} (TLS, SuperNode authentication; pid "
-                 f"{self.superlink.pid}; log {log_file})")
+        self.say(
+            f"SuperLink up at {self.superlink_address} (TLS, SuperNode authentication; pid "
+            f"{self.superlink.pid}; log {log_file})"
+        )
         return self.superlink_address
 
-    def add_node(self, partition_id: int, num_partitions: int, *, data_dir: str | os.PathLike | None = None,
-                 dataset: str | None = None, key_file: str | os.PathLike | None = None,
-                 partition_file: str | os.PathLike | None = None, register: bool = True) -> Node:
+    def add_node(
+        self,
+        partition_id: int,
+        num_partitions: int,
+        *,
+        data_dir: str | os.PathLike | None = None,
+        dataset: str | None = None,
+        key_file: str | os.PathLike | None = None,
+        partition_file: str | os.PathLike | None = None,
+        register: bool = True,
+    ) -> Node:
         """Create a key pair for a data owner, register its public key (unless ``register=False``), and start
         its SuperNode with ``--node-config "partition-id=K num-partitions=N [data-dir=...] [key-file=...]
         [partition-file=...] state-dir=..."``.
@@ -194,10 +217,19 @@ class LoopbackDeployment:
             own = home / Path(partition_file).name
             shutil.copyfile(partition_file, own)
             partition_file = own
-        cmd = supernode_command(self.superlink_address, self.certs["ca_cert"], private, partition_id=partition_id,
-                                num_partitions=num_partitions, data_dir=data_dir, dataset=dataset,
-                                key_file=key_file, partition_file=partition_file, state_dir=home / "state",
-                                port=port)
+        cmd = supernode_command(
+            self.superlink_address,
+            self.certs["ca_cert"],
+            private,
+            partition_id=partition_id,
+            num_partitions=num_partitions,
+            data_dir=data_dir,
+            dataset=dataset,
+            key_file=key_file,
+            partition_file=partition_file,
+            state_dir=home / "state",
+            port=port,
+        )
         log_file = self.log_dir / (f"supernode-{partition_id}.log" if register else f"{name}.log")
         proc = self._start(name, cmd, log_file, self._flower_env(self.work / f"{name}-home"))
         node = Node(partition_id, private, port, log_file, proc, node_id)
@@ -206,8 +238,10 @@ class LoopbackDeployment:
         data = f", data-dir {data_dir}" if data_dir else ""
         data += f", own partition file {partition_file.name}" if partition_file else ""
         data += ", CKKS key file" if key_file else ""
-        self.say(f"SuperNode {name}: partition {partition_id}/{num_partitions}{data}, {what} (pid {proc.pid}, "
-                 f"log {log_file})")
+        self.say(
+            f"SuperNode {name}: partition {partition_id}/{num_partitions}{data}, {what} (pid {proc.pid}, "
+            f"log {log_file})"
+        )
         return node
 
     def kill_node(self, node: Node) -> list[int]:
@@ -232,8 +266,10 @@ class LoopbackDeployment:
         while time.monotonic() < deadline:
             for node in self.nodes:
                 if node.node_id is not None and not node.killed and node.exit_code is not None:
-                    raise RuntimeError(f"SuperNode for partition {node.partition_id} exited with code "
-                                       f"{node.exit_code}; log {node.log_file}:\n{_tail(node.log_file)}")
+                    raise RuntimeError(
+                        f"SuperNode for partition {node.partition_id} exited with code "
+                        f"{node.exit_code}; log {node.log_file}:\n{_tail(node.log_file)}"
+                    )
             if (dead := self._dead_superexec()) is not None:
                 raise RuntimeError(dead)
             online = sum(n.get("status") == "online" for n in list_nodes(self.connection, self.env))
@@ -241,14 +277,17 @@ class LoopbackDeployment:
                 self.say(f"{online}/{count} SuperNodes online")
                 return
             time.sleep(1.0)
-        raise RuntimeError(f"only {online} of {count} SuperNodes came online within {timeout:.0f} s; logs in "
-                           f"{self.log_dir}")
+        raise RuntimeError(
+            f"only {online} of {count} SuperNodes came online within {timeout:.0f} s; logs in {self.log_dir}"
+        )
 
     def _dead_node(self) -> str | None:
         for node in self.nodes:
             if node.node_id is not None and not node.killed and node.exit_code is not None:
-                return (f"SuperNode for partition {node.partition_id} exited with code {node.exit_code} during "
-                        f"the run (log {node.log_file})")
+                return (
+                    f"SuperNode for partition {node.partition_id} exited with code {node.exit_code} during "
+                    f"the run (log {node.log_file})"
+                )
         if self.superlink is not None and self.superlink.poll() is not None:
             return f"the SuperLink exited with code {self.superlink.returncode}"
         return self._dead_superexec()
@@ -265,12 +304,20 @@ class LoopbackDeployment:
         and is gone, no run can start or go on."""
         if self.superexec_pids() or not self._superexec_seen:
             return None
-        return (f"the SuperLink's SuperExec (it launches every ServerApp; Flower does not restart it) exited; no "
-                f"run can start. {_errors(self.log_dir / 'superlink.log')}")
+        return (
+            f"the SuperLink's SuperExec (it launches every ServerApp; Flower does not restart it) exited; no "
+            f"run can start. {_errors(self.log_dir / 'superlink.log')}"
+        )
 
-    def run(self, run_config: dict[str, Any], *, timeout: float | None = None,
-            on_started: Callable[[int], None] | None = None) -> RunOutcome:
+    def run(
+        self,
+        run_config: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        on_started: Callable[[int], None] | None = None,
+    ) -> RunOutcome:
         """Submit one run of this package's app to the SuperLink and wait for it (see :func:`submit_run`)."""
+
         def started(run_id: int) -> None:
             self.say(f"run {run_id} submitted")
             if on_started is not None:
@@ -280,10 +327,18 @@ class LoopbackDeployment:
             self.app_dir = self.work / "app"
             self.app_dir.mkdir()
             write_app(self.app_dir)
-        outcome = submit_run(self.app_dir, self.connection, run_config, env=self.env,
-                             log_file=self.log_dir / "flower.log", stream=self.stream, verbose=self.verbose,
-                             timeout=timeout, abort_check=self._dead_node,
-                             on_started=started)
+        outcome = submit_run(
+            self.app_dir,
+            self.connection,
+            run_config,
+            env=self.env,
+            log_file=self.log_dir / "flower.log",
+            stream=self.stream,
+            verbose=self.verbose,
+            timeout=timeout,
+            abort_check=self._dead_node,
+            on_started=started,
+        )
         self.say(f"run {outcome.run_id}: {outcome.flwr_status}")
         return outcome
 
@@ -313,8 +368,10 @@ def _check_data_dirs(data_dir, num_nodes: int) -> list[Path | None]:
         return [None] * num_nodes
     dirs = [data_dir] * num_nodes if isinstance(data_dir, (str, os.PathLike)) else list(data_dir)
     if len(dirs) != num_nodes:
-        raise ConfigError(f"data_dir lists {len(dirs)} folders for {num_nodes} nodes; give one folder for all "
-                          f"nodes or exactly one per node")
+        raise ConfigError(
+            f"data_dir lists {len(dirs)} folders for {num_nodes} nodes; give one folder for all "
+            f"nodes or exactly one per node"
+        )
     out = []
     for d in dirs:
         path = Path(d).expanduser().resolve()
@@ -324,13 +381,23 @@ def _check_data_dirs(data_dir, num_nodes: int) -> list[Path | None]:
     return out
 
 
-def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
-                   run_config_overrides: dict[str, Any] | None = None, out_dir: str | os.PathLike | None = None,
-                   data_dir: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
-                   dataset: str | None = None, key_file: str | os.PathLike | None = None,
-                   partition_dir: str | os.PathLike | None = None, timeout: float = 900.0,
-                   host: str = "127.0.0.1", check_data: bool = True, stream: TextIO | None = None,
-                   verbose: bool = False) -> DeploymentResult:
+def run_deployment(
+    method: str = "fedavg",
+    num_nodes: int = 3,
+    rounds: int = 2,
+    run_config_overrides: dict[str, Any] | None = None,
+    out_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    *,
+    dataset: str | None = None,
+    key_file: str | os.PathLike | None = None,
+    partition_dir: str | os.PathLike | None = None,
+    timeout: float = 900.0,
+    host: str = "127.0.0.1",
+    check_data: bool = True,
+    stream: TextIO | None = None,
+    verbose: bool = False,
+) -> DeploymentResult:
     """Run one experiment on a real (loopback) Flower deployment and wait for it.
 
     Starts a SuperLink with TLS and SuperNode authentication, registers one fresh key per node, starts
@@ -352,13 +419,41 @@ def run_deployment(method: str = "fedavg", num_nodes: int = 3, rounds: int = 2,
     from ..app.runtime import private_tmp
 
     with private_tmp():
-        return _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, data_dir, dataset=dataset,
-                               key_file=key_file, partition_dir=partition_dir, timeout=timeout, host=host,
-                               check_data=check_data, stream=stream, verbose=verbose)
+        return _run_deployment(
+            method,
+            num_nodes,
+            rounds,
+            run_config_overrides,
+            out_dir,
+            data_dir,
+            dataset=dataset,
+            key_file=key_file,
+            partition_dir=partition_dir,
+            timeout=timeout,
+            host=host,
+            check_data=check_data,
+            stream=stream,
+            verbose=verbose,
+        )
 
 
-def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, data_dir, *, dataset, key_file,
-                    partition_dir, timeout, host, check_data, stream, verbose) -> DeploymentResult:
+def _run_deployment(
+    method,
+    num_nodes,
+    rounds,
+    run_config_overrides,
+    out_dir,
+    data_dir,
+    *,
+    dataset,
+    key_file,
+    partition_dir,
+    timeout,
+    host,
+    check_data,
+    stream,
+    verbose,
+) -> DeploymentResult:
     stream = stream or sys.stdout
     started, started_at = time.monotonic(), time.time()
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
@@ -367,13 +462,17 @@ def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, da
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
     overrides = dict(run_config_overrides or {})
     if "num-clients" in overrides and overrides["num-clients"] != num_nodes:
-        raise ConfigError(f"run config num-clients={overrides['num-clients']!r} but num_nodes={num_nodes}; in a "
-                          f"deployment there is one client per SuperNode, so leave num-clients out")
+        raise ConfigError(
+            f"run config num-clients={overrides['num-clients']!r} but num_nodes={num_nodes}; in a "
+            f"deployment there is one client per SuperNode, so leave num-clients out"
+        )
     data_dirs = _check_data_dirs(data_dir, num_nodes)
     if overrides.get("key-file"):
-        raise ConfigError(f"run config key-file={overrides['key-file']!r}: in a deployment the CKKS key file goes to "
-                          f"each SuperNode's node config (key_file=...), never to the run config, which the server "
-                          f"receives too")
+        raise ConfigError(
+            f"run config key-file={overrides['key-file']!r}: in a deployment the CKKS key file goes to "
+            f"each SuperNode's node config (key_file=...), never to the run config, which the server "
+            f"receives too"
+        )
     from ..settings import parse_run_config
     from ..simulation import build_run_config, preflight
 
@@ -385,8 +484,9 @@ def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, da
         from ..data import partition_file_name, read_manifest
 
         read_manifest(partition_dir, dataset=settings.dataset, num_clients=num_nodes)  # names a mismatch
-        partition_files = [Path(partition_dir).expanduser().resolve() / partition_file_name(k)
-                           for k in range(num_nodes)]
+        partition_files = [
+            Path(partition_dir).expanduser().resolve() / partition_file_name(k) for k in range(num_nodes)
+        ]
     if key_file is not None:
         from ..privacy import ckks
 
@@ -396,16 +496,22 @@ def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, da
         config["out-dir"] = str(Path("results").resolve() / f"deploy-{settings.method}-{settings.dataset}-{stamp}")
     out = Path(config["out-dir"])
     if (out / "rounds.jsonl").exists():
-        raise ConfigError(f"out-dir {str(out)!r} already holds the results of a run (rounds.jsonl); choose another "
-                          f"so nothing is overwritten")
+        raise ConfigError(
+            f"out-dir {str(out)!r} already holds the results of a run (rounds.jsonl); choose another "
+            f"so nothing is overwritten"
+        )
     if check_data:
         local = dict(config, **({"data-dir": str(data_dirs[0])} if data_dirs[0] else {}))
         if partition_dir is not None:
             local["partition-dir"] = str(Path(partition_dir).expanduser().resolve())
         info = preflight(parse_run_config(local))
         sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
-        print(f"flowergraph: {settings.method} on {info['summary']}, {num_nodes} SuperNode(s), {settings.rounds} "
-              f"round(s){sizes}", file=stream, flush=True)
+        print(
+            f"flowergraph: {settings.method} on {info['summary']}, {num_nodes} SuperNode(s), {settings.rounds} "
+            f"round(s){sizes}",
+            file=stream,
+            flush=True,
+        )
     out.mkdir(parents=True, exist_ok=True)
 
     result = DeploymentResult(status="failed", flwr_status="not started", out_dir=out, log_dir=out)
@@ -419,8 +525,13 @@ def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, da
                 key_file = ckks.write_key_file(dep.work / "owners-ckks-key.bin")
                 dep.say(f"created a CKKS key file for the data owners: {key_file}")
             for k in range(num_nodes):
-                node = dep.add_node(k, num_nodes, data_dir=data_dirs[k], key_file=key_file if needs_key else None,
-                                    partition_file=partition_files[k])
+                node = dep.add_node(
+                    k,
+                    num_nodes,
+                    data_dir=data_dirs[k],
+                    key_file=key_file if needs_key else None,
+                    partition_file=partition_files[k],
+                )
                 result.node_ports.append(node.port)
                 result.node_ids.append(node.node_id)
             left = timeout - (time.monotonic() - started)
@@ -449,5 +560,3 @@ def _run_deployment(method, num_nodes, rounds, run_config_overrides, out_dir, da
     elif result.status == "completed":
         result.status, result.error = "failed", "the ServerApp wrote no summary.json"
     return result
-
-

@@ -28,8 +28,12 @@ def patch_busy_timeout(ms: int = BUSY_TIMEOUT_MS) -> bool:
 
     pragmas = getattr(sql_mixin, "SQLITE_PRAGMAS", None)
     if not pragmas or "busy_timeout" not in dict(pragmas):
-        warnings.warn("flwr.supercore.sql_mixin.SQLITE_PRAGMAS has no busy_timeout in this Flower version: the "
-                      "SuperLink keeps Flower's own SQLite busy timeout", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "flwr.supercore.sql_mixin.SQLITE_PRAGMAS has no busy_timeout in this Flower version: the "
+            "SuperLink keeps Flower's own SQLite busy timeout",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return False
     sql_mixin.SQLITE_PRAGMAS = tuple((name, str(ms) if name == "busy_timeout" else value) for name, value in pragmas)
     return True

@@ -49,8 +49,15 @@ class Pacing:
     starts at ``first`` after each message (:meth:`message_arrived`) and grows by ``backoff`` up to ``idle``; its
     0.5 s reply waits become ``reply``. Every other use of ``time`` is the real module's."""
 
-    def __init__(self, real: Any = time, *, first: float = FIRST_POLL_S, backoff: float = BACKOFF,
-                 idle: float = FLOWER_IDLE_S, reply: float = REPLY_POLL_S) -> None:
+    def __init__(
+        self,
+        real: Any = time,
+        *,
+        first: float = FIRST_POLL_S,
+        backoff: float = BACKOFF,
+        idle: float = FLOWER_IDLE_S,
+        reply: float = REPLY_POLL_S,
+    ) -> None:
         self._real = real
         self.first, self.backoff, self.idle, self.reply = first, backoff, idle, reply
         self.next_wait = idle  # until the first message: Flower's pace
@@ -76,8 +83,12 @@ def patch_polling(module: Any = None) -> Pacing | None:
         from flwr.supernode import start_client_internal as module
     pull: Callable[..., Any] | None = getattr(module, "_pull_and_store_message", None)
     if pull is None or getattr(module, "time", None) is not time:
-        warnings.warn(f"{module.__name__} is not as in Flower 1.41/1.42 (no _pull_and_store_message or time): the "
-                      "SuperNode polls at Flower's own pace", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"{module.__name__} is not as in Flower 1.41/1.42 (no _pull_and_store_message or time): the "
+            "SuperNode polls at Flower's own pace",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     pacing = Pacing()
 
@@ -101,10 +112,16 @@ def patch_heartbeat(interval: float = HEARTBEAT_S, modules: tuple[Any, ...] | No
         from flwr.supernode import fleet_http_connection
 
         modules = (fleet_http_connection, heartbeat)
-    lacking = [m.__name__ for m in modules if not isinstance(getattr(m, "HEARTBEAT_DEFAULT_INTERVAL", None), (int, float))]
+    lacking = [
+        m.__name__ for m in modules if not isinstance(getattr(m, "HEARTBEAT_DEFAULT_INTERVAL", None), (int, float))
+    ]
     if lacking:
-        warnings.warn(f"{', '.join(lacking)} has no HEARTBEAT_DEFAULT_INTERVAL in this Flower version: the SuperNode "
-                      "keeps Flower's own heartbeat", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"{', '.join(lacking)} has no HEARTBEAT_DEFAULT_INTERVAL in this Flower version: the SuperNode "
+            "keeps Flower's own heartbeat",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return False
     for module in modules:
         module.HEARTBEAT_DEFAULT_INTERVAL = interval
@@ -114,8 +131,7 @@ def patch_heartbeat(interval: float = HEARTBEAT_S, modules: tuple[Any, ...] | No
 def main(argv: list[str] | None = None) -> int:
     mode = os.environ.get(ENV, "fast").strip().lower()
     if mode not in CHOICES:
-        print(f"{ENV}={os.environ[ENV]!r} is not a valid choice; valid choices: {', '.join(CHOICES)}",
-              file=sys.stderr)
+        print(f"{ENV}={os.environ[ENV]!r} is not a valid choice; valid choices: {', '.join(CHOICES)}", file=sys.stderr)
         return 2
     if mode == "fast":
         os.environ.setdefault(SUPEREXEC_ENV, SUPEREXEC_POLL_S)  # the SuperExec inherits the environment

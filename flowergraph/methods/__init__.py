@@ -4,7 +4,8 @@ built-in registrations, and what a method author needs to write one.
     from flowergraph.methods import Method, Task, register, get_method, methods, Option
 
 * registering: :class:`Method`, :class:`Task`, :func:`register`, :func:`register_task`, :class:`Option`,
-  :func:`namespace` (``opt = namespace("mymethod")``: keys ``mymethod.<key>``) and the checks (:func:`at_least`, :func:`within`, :func:`left_open`, :func:`right_open`);
+  :func:`namespace` (``opt = namespace("mymethod")``: keys ``mymethod.<key>``) and the checks (:func:`at_least`,
+  :func:`within`, :func:`left_open`, :func:`right_open`);
 * what builders receive: :class:`StrategyArgs` (``.common()``: the strategy's policy, aggregator, recorder, ...),
   :class:`ClientArgs` (``.data()``: the node's data for the run's task), :class:`Sharing`;
 * looking up: :func:`get_method`, :func:`methods`, :func:`get_task`, :func:`tasks`, :func:`task_of_dataset`;
@@ -16,10 +17,46 @@ See :mod:`flowergraph.methods.registry` for what a registration holds and how pa
 """
 
 from ..settings.options import Option, at_least, left_open, namespace, right_open, within
-from .registry import (ENTRY_POINT_GROUP, PLUGINS_ENV, TASKS, ClientArgs, Method, Sharing, StrategyArgs, Task,
-                       get_method, get_task, methods, register, register_task, task_of_dataset, tasks, unregister)
+from .registry import (
+    ENTRY_POINT_GROUP,
+    PLUGINS_ENV,
+    TASKS,
+    ClientArgs,
+    Method,
+    Sharing,
+    StrategyArgs,
+    Task,
+    get_method,
+    get_task,
+    methods,
+    register,
+    register_task,
+    task_of_dataset,
+    tasks,
+    unregister,
+)
 
-__all__ = ["ENTRY_POINT_GROUP", "PLUGINS_ENV", "TASKS", "ClientArgs", "Method", "Option", "Sharing", "StrategyArgs",
-           "Task", "at_least", "get_method", "get_task", "left_open", "methods", "namespace", "register",
-           "register_task",
-           "right_open", "task_of_dataset", "tasks", "unregister", "within"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PLUGINS_ENV",
+    "TASKS",
+    "ClientArgs",
+    "Method",
+    "Option",
+    "Sharing",
+    "StrategyArgs",
+    "Task",
+    "at_least",
+    "get_method",
+    "get_task",
+    "left_open",
+    "methods",
+    "namespace",
+    "register",
+    "register_task",
+    "right_open",
+    "task_of_dataset",
+    "tasks",
+    "unregister",
+    "within",
+]

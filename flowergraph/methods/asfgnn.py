@@ -51,6 +51,7 @@ def _list_check(kind: type, valid: Callable[[Any], bool], what: str) -> Callable
             return f"expected one {kind.__name__} or a comma-separated list (one per client), {what}"
         bad = [v for v in values if not valid(v)]
         return f"{bad[0]!r} is invalid: {what}" if bad else None
+
     return check
 
 
@@ -58,44 +59,113 @@ _opt = namespace("asfgnn")  # its keys: "asfgnn.<key>", listed under "asfgnn" in
 
 
 OPTIONS = (
-    _opt("variant", "sfgnn", "What the clients share: `sfgnn` (the discriminator, mixed with the JS weight: the "
-         "paper's method), `fl` (FedAvg of the whole GraphSAGE + discriminator) or `sp` (nothing: each client "
-         "alone). The centralized baseline CM is `method=asfgnn-cm`.", VARIANTS),
-    _opt("js", True, "SFGNN: mix the server's discriminator into the client's with weight js = JS(Q_i || Q_s) "
-         "(false: replace it, the paper's 'without JS' ablation)."),
-    _opt("fgnn-init", "shared", "SFGNN: every trial starts all clients from one random discriminator sent by the "
-         "server (`shared`), or each client from its own (`client`, Algorithm 2 line 2 read literally).",
-         ("shared", "client")),
-    _opt("setting", "label", "The paper's split: `label` (2 clients, classes split into two parts, mixed by "
-         "alpha), `graph` (2 clients, part-1 nodes of degree <= degree-threshold vs part-2 nodes above it) or "
-         "`disjoint` (>= 2 clients with disjoint label sets).", SETTINGS),
-    _opt("alpha", 1.0, "Label split: the fraction of its home classes' nodes each client holds (1: disjoint "
-         "classes; 0.5: the same mix).", check=within(0.0, 1.0)),
+    _opt(
+        "variant",
+        "sfgnn",
+        "What the clients share: `sfgnn` (the discriminator, mixed with the JS weight: the "
+        "paper's method), `fl` (FedAvg of the whole GraphSAGE + discriminator) or `sp` (nothing: each client "
+        "alone). The centralized baseline CM is `method=asfgnn-cm`.",
+        VARIANTS,
+    ),
+    _opt(
+        "js",
+        True,
+        "SFGNN: mix the server's discriminator into the client's with weight js = JS(Q_i || Q_s) "
+        "(false: replace it, the paper's 'without JS' ablation).",
+    ),
+    _opt(
+        "fgnn-init",
+        "shared",
+        "SFGNN: every trial starts all clients from one random discriminator sent by the "
+        "server (`shared`), or each client from its own (`client`, Algorithm 2 line 2 read literally).",
+        ("shared", "client"),
+    ),
+    _opt(
+        "setting",
+        "label",
+        "The paper's split: `label` (2 clients, classes split into two parts, mixed by "
+        "alpha), `graph` (2 clients, part-1 nodes of degree <= degree-threshold vs part-2 nodes above it) or "
+        "`disjoint` (>= 2 clients with disjoint label sets).",
+        SETTINGS,
+    ),
+    _opt(
+        "alpha",
+        1.0,
+        "Label split: the fraction of its home classes' nodes each client holds (1: disjoint "
+        "classes; 0.5: the same mix).",
+        check=within(0.0, 1.0),
+    ),
     _opt("split-seed", 0, "Seed of the alpha split's node draw (the training seed is `seed`).", check=at_least(0)),
     _opt("degree-threshold", 3, "Graph split: the degree separating the two clients' nodes.", check=at_least(0)),
-    _opt("search", "none", "Hyper-parameter search, each trial a federated run of trial-rounds rounds: `none` "
-         "(one trial with the values below), `smac` (SMAC3 Bayesian optimisation), `grid` (the paper's grid), "
-         "`random`.", SEARCHES),
-    _opt("trials", 1, "Trials of the search (its budget); `rounds` may be at most trials x (trial-rounds + 1).",
-         check=at_least(1)),
-    _opt("trial-rounds", 200, "Training rounds T of each trial (each trial ends with one more round that only "
-         "evaluates its final model).", check=at_least(1)),
-    _opt("smac-facade", "hpo", "SMAC's facade: `hpo` (random forest + log EI) or `blackbox` (Gaussian process + "
-         "EI, the paper's surrogate).", SMAC_FACADES),
-    _opt("smac-initial-configs", 0, "SMAC's initial design size (0: SMAC's default, at most 25% of the trials).",
-         check=at_least(0)),
-    _opt("grid-order", "shuffled", "Grid search: the grid in a seeded random order (`shuffled`) or in "
-         "mixed-radix order (`ordered`: hidden size slowest).", GRID_ORDERS),
-    _opt("hidden", 128, "Hidden size l (embeddings and discriminator; shared by all clients) of a run without "
-         "search.", HIDDEN_SIZES),
-    _opt("depth", "2", "SGNN depth K of a run without search: one value, or one per client ('4,2': Table 4, "
-         "Cora).", check=_list_check(int, lambda v: v in DEPTHS, "valid: 1..5")),
-    _opt("dropout", "0.5", "Dropout rate d (one, or one per client).",
-         check=_list_check(float, lambda v: 0.0 <= v < 1.0, "valid: [0, 1)")),
-    _opt("l2", "0.005", "L2 weight of Eq. 4 (one, or one per client).",
-         check=_list_check(float, lambda v: v >= 0.0 and math.isfinite(v), "valid: >= 0")),
-    _opt("lr", "0.01", "Adam learning rate (one, or one per client).",
-         check=_list_check(float, lambda v: v > 0.0 and math.isfinite(v), "valid: > 0")),
+    _opt(
+        "search",
+        "none",
+        "Hyper-parameter search, each trial a federated run of trial-rounds rounds: `none` "
+        "(one trial with the values below), `smac` (SMAC3 Bayesian optimisation), `grid` (the paper's grid), "
+        "`random`.",
+        SEARCHES,
+    ),
+    _opt(
+        "trials",
+        1,
+        "Trials of the search (its budget); `rounds` may be at most trials x (trial-rounds + 1).",
+        check=at_least(1),
+    ),
+    _opt(
+        "trial-rounds",
+        200,
+        "Training rounds T of each trial (each trial ends with one more round that only evaluates its final model).",
+        check=at_least(1),
+    ),
+    _opt(
+        "smac-facade",
+        "hpo",
+        "SMAC's facade: `hpo` (random forest + log EI) or `blackbox` (Gaussian process + EI, the paper's surrogate).",
+        SMAC_FACADES,
+    ),
+    _opt(
+        "smac-initial-configs",
+        0,
+        "SMAC's initial design size (0: SMAC's default, at most 25% of the trials).",
+        check=at_least(0),
+    ),
+    _opt(
+        "grid-order",
+        "shuffled",
+        "Grid search: the grid in a seeded random order (`shuffled`) or in "
+        "mixed-radix order (`ordered`: hidden size slowest).",
+        GRID_ORDERS,
+    ),
+    _opt(
+        "hidden",
+        128,
+        "Hidden size l (embeddings and discriminator; shared by all clients) of a run without search.",
+        HIDDEN_SIZES,
+    ),
+    _opt(
+        "depth",
+        "2",
+        "SGNN depth K of a run without search: one value, or one per client ('4,2': Table 4, Cora).",
+        check=_list_check(int, lambda v: v in DEPTHS, "valid: 1..5"),
+    ),
+    _opt(
+        "dropout",
+        "0.5",
+        "Dropout rate d (one, or one per client).",
+        check=_list_check(float, lambda v: 0.0 <= v < 1.0, "valid: [0, 1)"),
+    ),
+    _opt(
+        "l2",
+        "0.005",
+        "L2 weight of Eq. 4 (one, or one per client).",
+        check=_list_check(float, lambda v: v >= 0.0 and math.isfinite(v), "valid: >= 0"),
+    ),
+    _opt(
+        "lr",
+        "0.01",
+        "Adam learning rate (one, or one per client).",
+        check=_list_check(float, lambda v: v > 0.0 and math.isfinite(v), "valid: > 0"),
+    ),
     _opt("local-epochs", 1, "Full-batch training steps per round (the paper: 1).", check=at_least(1)),
 )
 
@@ -114,8 +184,15 @@ def split_spec(s: "RunSettings") -> "SplitSpec":
     from ..tasks.asfgnn.files import SplitSpec
 
     o = s.of("asfgnn")
-    return SplitSpec(dataset=s.dataset, setting=o.setting, alpha=float(o.alpha), split_seed=int(o.split_seed),
-                     num_clients=num_owners(s), data_dir=s.data_dir or "", degree_threshold=int(o.degree_threshold))
+    return SplitSpec(
+        dataset=s.dataset,
+        setting=o.setting,
+        alpha=float(o.alpha),
+        split_seed=int(o.split_seed),
+        num_clients=num_owners(s),
+        data_dir=s.data_dir or "",
+        degree_threshold=int(o.degree_threshold),
+    )
 
 
 def client_values(s: "RunSettings", key: str) -> list[Any]:
@@ -126,17 +203,23 @@ def client_values(s: "RunSettings", key: str) -> list[Any]:
     if len(values) == 1:
         return values * clients
     if len(values) != clients:
-        raise ConfigError(f"asfgnn.{key}={s[f'asfgnn.{key}']!r} gives {len(values)} values; give one, or one per "
-                          f"client ({clients}{': asfgnn-cm trains one model' if is_cm(s) else ''})")
+        raise ConfigError(
+            f"asfgnn.{key}={s[f'asfgnn.{key}']!r} gives {len(values)} values; give one, or one per "
+            f"client ({clients}{': asfgnn-cm trains one model' if is_cm(s) else ''})"
+        )
     return values
 
 
 def default_config(s: "RunSettings") -> dict[str, Any]:
     """The configuration of a run without search (``asfgnn.hidden``, ``depth``, ``dropout``, ``l2``, ``lr``)."""
     cols = {key: client_values(s, key) for key in ("depth", "dropout", "l2", "lr")}
-    return {"hidden": int(s["asfgnn.hidden"]),
-            "clients": [{"dropout": cols["dropout"][i], "l2": cols["l2"][i], "depth": cols["depth"][i],
-                         "lr": cols["lr"][i]} for i in range(len(cols["depth"]))]}
+    return {
+        "hidden": int(s["asfgnn.hidden"]),
+        "clients": [
+            {"dropout": cols["dropout"][i], "l2": cols["l2"][i], "depth": cols["depth"][i], "lr": cols["lr"][i]}
+            for i in range(len(cols["depth"]))
+        ],
+    }
 
 
 def search_space(s: "RunSettings") -> Any:
@@ -151,51 +234,75 @@ def search_space(s: "RunSettings") -> Any:
 def _check(s: "RunSettings") -> None:
     o = s.of("asfgnn")
     if s.dataset not in DATASETS:
-        raise ConfigError(f"ASFGNN runs on the paper's splits of {' and '.join(DATASETS)}; dataset {s.dataset!r} "
-                          f"has none; valid choices: {', '.join(DATASETS)}")
+        raise ConfigError(
+            f"ASFGNN runs on the paper's splits of {' and '.join(DATASETS)}; dataset {s.dataset!r} "
+            f"has none; valid choices: {', '.join(DATASETS)}"
+        )
     if o.setting in ("label", "graph") and num_owners(s) != 2:
-        raise ConfigError(f"asfgnn.setting={o.setting!r} has exactly 2 clients, got num-clients={num_owners(s)}; "
-                          f"use asfgnn.setting='disjoint' for more")
+        raise ConfigError(
+            f"asfgnn.setting={o.setting!r} has exactly 2 clients, got num-clients={num_owners(s)}; "
+            f"use asfgnn.setting='disjoint' for more"
+        )
     if o.setting != "label" and o.alpha != 1.0:
-        raise ConfigError(f"asfgnn.alpha={o.alpha!r} applies to asfgnn.setting='label' only; setting "
-                          f"{o.setting!r} needs asfgnn.alpha=1.0")
+        raise ConfigError(
+            f"asfgnn.alpha={o.alpha!r} applies to asfgnn.setting='label' only; setting "
+            f"{o.setting!r} needs asfgnn.alpha=1.0"
+        )
     if num_owners(s) < 2:
         raise ConfigError(f"ASFGNN's splits have at least 2 data owners, got num-clients={num_owners(s)}")
     capacity = o.trials * (o.trial_rounds + 1)
     if s.rounds > capacity:
-        raise ConfigError(f"rounds={s.rounds} exceeds asfgnn.trials x (asfgnn.trial-rounds + 1) = {o.trials} x "
-                          f"({o.trial_rounds} + 1) = {capacity} (each trial ends with one evaluation round); set "
-                          f"rounds={capacity}")
+        raise ConfigError(
+            f"rounds={s.rounds} exceeds asfgnn.trials x (asfgnn.trial-rounds + 1) = {o.trials} x "
+            f"({o.trial_rounds} + 1) = {capacity} (each trial ends with one evaluation round); set "
+            f"rounds={capacity}"
+        )
     if o.search == "none" and o.trials != 1:
-        raise ConfigError(f"asfgnn.search='none' runs one trial with the given hyper-parameters; asfgnn.trials="
-                          f"{o.trials} needs asfgnn.search='smac', 'grid' or 'random'")
+        raise ConfigError(
+            f"asfgnn.search='none' runs one trial with the given hyper-parameters; asfgnn.trials="
+            f"{o.trials} needs asfgnn.search='smac', 'grid' or 'random'"
+        )
     if o.search == "grid":
         size = search_space(s).grid_size()
         if o.trials > size:
             raise ConfigError(f"asfgnn.trials={o.trials} exceeds the grid's {size} points; valid: 1..{size}")
     if not is_cm(s):
         if o.variant != "sfgnn" and not o.js:
-            raise ConfigError(f"asfgnn.js=false switches SFGNN's mixing off; asfgnn.variant={o.variant!r} mixes "
-                              f"nothing (valid: asfgnn.variant='sfgnn')")
+            raise ConfigError(
+                f"asfgnn.js=false switches SFGNN's mixing off; asfgnn.variant={o.variant!r} mixes "
+                f"nothing (valid: asfgnn.variant='sfgnn')"
+            )
         if o.variant != "sfgnn" and o.fgnn_init != "shared":
-            raise ConfigError(f"asfgnn.fgnn-init={o.fgnn_init!r} applies to asfgnn.variant='sfgnn' only (valid with "
-                              f"asfgnn.variant={o.variant!r}: 'shared')")
+            raise ConfigError(
+                f"asfgnn.fgnn-init={o.fgnn_init!r} applies to asfgnn.variant='sfgnn' only (valid with "
+                f"asfgnn.variant={o.variant!r}: 'shared')"
+            )
     config = default_config(s)  # ConfigError for a list of the wrong length
     if not is_cm(s) and o.variant == "fl" and len({c["depth"] for c in config["clients"]}) != 1:
-        raise ConfigError(f"asfgnn.variant='fl' averages the whole model, so every client needs the same depth; "
-                          f"asfgnn.depth={o.depth!r}")
+        raise ConfigError(
+            f"asfgnn.variant='fl' averages the whole model, so every client needs the same depth; "
+            f"asfgnn.depth={o.depth!r}"
+        )
     if s.aggregator != "mean":
-        raise ConfigError(f"aggregator={s.aggregator!r}: ASFGNN averages the discriminators (and the label counts "
-                          f"and metrics travelling with them); valid: aggregator='mean'")
+        raise ConfigError(
+            f"aggregator={s.aggregator!r}: ASFGNN averages the discriminators (and the label counts "
+            f"and metrics travelling with them); valid: aggregator='mean'"
+        )
     if s.dp != "none":
-        raise ConfigError(f"dp={s.dp!r}: ASFGNN's updates carry the clients' label counts and metrics, which "
-                          f"clipping and noise would corrupt; valid: dp='none'")
+        raise ConfigError(
+            f"dp={s.dp!r}: ASFGNN's updates carry the clients' label counts and metrics, which "
+            f"clipping and noise would corrupt; valid: dp='none'"
+        )
     if s.weighting not in ("train-size", "uniform"):
-        raise ConfigError(f"weighting={s.weighting!r}: ASFGNN weighs updates equally (FL: by training-set size with "
-                          f"'train-size'); valid: 'train-size', 'uniform'")
+        raise ConfigError(
+            f"weighting={s.weighting!r}: ASFGNN weighs updates equally (FL: by training-set size with "
+            f"'train-size'); valid: 'train-size', 'uniform'"
+        )
     if s.partition_dir and not os.path.isfile(Path(s.partition_dir).expanduser() / "manifest.json"):
-        raise ConfigError(f"partition-dir {s.partition_dir!r} holds no manifest.json; write one with `python -m "
-                          f"flowergraph.partition export --set method=asfgnn ...`")
+        raise ConfigError(
+            f"partition-dir {s.partition_dir!r} holds no manifest.json; write one with `python -m "
+            f"flowergraph.partition export --set method=asfgnn ...`"
+        )
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -205,9 +312,16 @@ def _cached(spec: "SplitSpec", client: int, union: bool, path: str, stamp: tuple
     from ..tasks.asfgnn.files import load_asfgnn_partition
 
     if union:
-        return centralized_data(spec.dataset, spec.setting, spec.alpha, spec.split_seed,
-                                num_clients=spec.num_clients, data_dir=spec.data_dir or None, split=spec.split,
-                                degree_threshold=spec.degree_threshold)
+        return centralized_data(
+            spec.dataset,
+            spec.setting,
+            spec.alpha,
+            spec.split_seed,
+            num_clients=spec.num_clients,
+            data_dir=spec.data_dir or None,
+            split=spec.split,
+            degree_threshold=spec.degree_threshold,
+        )
     if path:
         return load_asfgnn_partition(path, spec, client)
     return spec.client(client)
@@ -243,19 +357,26 @@ def _preflight(s: "RunSettings") -> dict[str, Any]:
     o = s.of("asfgnn")
     if is_cm(s):
         data = asfgnn_data(s, 0)
-        return {"summary": f"{s.dataset}, union of the {o.setting} split's {num_owners(s)} clients "
-                           f"({data.num_nodes} nodes)", "client_sizes": [1]}
+        return {
+            "summary": f"{s.dataset}, union of the {o.setting} split's {num_owners(s)} clients "
+            f"({data.num_nodes} nodes)",
+            "client_sizes": [1],
+        }
     if s.partition_dir:
         from ..tasks.partition_files import read_manifest
 
         manifest = read_manifest(s.partition_dir, dataset=s.dataset, num_clients=s.num_clients)
-        return {"summary": f"{s.dataset} ({o.setting} split, from partition files in {s.partition_dir})",
-                "client_sizes": _weights_of(s, [f["nodes"] for f in manifest["files"]])}
+        return {
+            "summary": f"{s.dataset} ({o.setting} split, from partition files in {s.partition_dir})",
+            "client_sizes": _weights_of(s, [f["nodes"] for f in manifest["files"]]),
+        }
     clients = [asfgnn_data(s, k) for k in range(int(s.num_clients))]
     alpha = f", alpha {o.alpha}" if o.setting == "label" else ""
-    return {"summary": f"{s.dataset}, {o.setting} split{alpha}: client nodes "
-                       f"{', '.join(str(c.num_nodes) for c in clients)}",
-            "client_sizes": _weights_of(s, [c.num_train for c in clients])}
+    return {
+        "summary": f"{s.dataset}, {o.setting} split{alpha}: client nodes "
+        f"{', '.join(str(c.num_nodes) for c in clients)}",
+        "client_sizes": _weights_of(s, [c.num_train for c in clients]),
+    }
 
 
 def export(s: "RunSettings", out_dir: str, force: bool = False) -> Path:
@@ -279,10 +400,17 @@ def _strategy(args: StrategyArgs) -> "Strategy":
         settings.update(facade=o.smac_facade, initial_design_configs=o.smac_initial_configs or None)
     if o.search == "grid":
         settings["shuffle_seed"] = int(s.seed) if o.grid_order == "shuffled" else None
-    return ASFGNNStrategy(share=share, trial_rounds=o.trial_rounds, trials=o.trials, search=o.search,
-                          config=default_config(s) if o.search == "none" else None,
-                          space=search_space(s) if o.search != "none" else None, driver_settings=settings,
-                          weighting=s.weighting, **args.common())
+    return ASFGNNStrategy(
+        share=share,
+        trial_rounds=o.trial_rounds,
+        trials=o.trials,
+        search=o.search,
+        config=default_config(s) if o.search == "none" else None,
+        space=search_space(s) if o.search != "none" else None,
+        driver_settings=settings,
+        weighting=s.weighting,
+        **args.common(),
+    )
 
 
 def _client(args: ClientArgs) -> "NumPyClient":
@@ -292,22 +420,62 @@ def _client(args: ClientArgs) -> "NumPyClient":
     o = s.of("asfgnn")
     data = asfgnn_data(s, args.partition_id, args.partition_file or None)
     if is_cm(s):
-        return ASFGNNClient(data, partition_id=args.partition_id, share="none", seed=s.seed, state=args.state,
-                            local_epochs=o.local_epochs, weighting=s.weighting, model_index=0, generator_client=-1)
+        return ASFGNNClient(
+            data,
+            partition_id=args.partition_id,
+            share="none",
+            seed=s.seed,
+            state=args.state,
+            local_epochs=o.local_epochs,
+            weighting=s.weighting,
+            model_index=0,
+            generator_client=-1,
+        )
     share = SHARE[o.variant]
-    return ASFGNNClient(data, partition_id=args.partition_id, share=share, use_js=o.js, fgnn_init=o.fgnn_init,
-                        seed=s.seed, state=args.state, local_epochs=o.local_epochs, weighting=s.weighting,
-                        model_index=0 if share == "all" else None)
+    return ASFGNNClient(
+        data,
+        partition_id=args.partition_id,
+        share=share,
+        use_js=o.js,
+        fgnn_init=o.fgnn_init,
+        seed=s.seed,
+        state=args.state,
+        local_epochs=o.local_epochs,
+        weighting=s.weighting,
+        model_index=0 if share == "all" else None,
+    )
 
 
 PAPER = "Zheng et al., ASFGNN, Peer-to-Peer Netw. Appl. 2021, doi:10.1007/s12083-021-01074-w, arXiv:2011.03248"
-ASFGNN = register(Method(
-    name="asfgnn", summary="ASFGNN (Zheng et al.): private GraphSAGE per client, a shared discriminator averaged "
-    "with its label counts and metrics (secure aggregation) and mixed back with the JS weight, per-client "
-    "hyper-parameters tuned by SMAC; FL and SP baselines via `asfgnn.variant`", tasks=("node",),
-    build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=True,
-    preflight=_preflight, paper=PAPER, extra={"export_partitions": export}))
-ASFGNN_CM = register(Method(
-    name=CM, summary="ASFGNN's centralized baseline CM: one GraphSAGE + discriminator on the union of the data "
-    "owners' graphs (reads the asfgnn.* keys)", tasks=("node",), build_strategy=_strategy, build_client=_client,
-    check=_check, stateful_clients=True, preflight=_preflight, whole_graph=True, paper=PAPER))
+ASFGNN = register(
+    Method(
+        name="asfgnn",
+        summary="ASFGNN (Zheng et al.): private GraphSAGE per client, a shared discriminator averaged "
+        "with its label counts and metrics (secure aggregation) and mixed back with the JS weight, per-client "
+        "hyper-parameters tuned by SMAC; FL and SP baselines via `asfgnn.variant`",
+        tasks=("node",),
+        build_strategy=_strategy,
+        build_client=_client,
+        options=OPTIONS,
+        check=_check,
+        stateful_clients=True,
+        preflight=_preflight,
+        paper=PAPER,
+        extra={"export_partitions": export},
+    )
+)
+ASFGNN_CM = register(
+    Method(
+        name=CM,
+        summary="ASFGNN's centralized baseline CM: one GraphSAGE + discriminator on the union of the data "
+        "owners' graphs (reads the asfgnn.* keys)",
+        tasks=("node",),
+        build_strategy=_strategy,
+        build_client=_client,
+        check=_check,
+        stateful_clients=True,
+        preflight=_preflight,
+        whole_graph=True,
+        paper=PAPER,
+    )
+)

@@ -34,8 +34,9 @@ def _client_for(baseline: str) -> Callable[[ClientArgs], "NumPyClient"]:
         if task.baseline_client is None:
             from ..errors import ConfigError
 
-            raise ConfigError(f"method {baseline!r} needs the task's generic client, which task {task.name!r} "
-                              f"does not provide")
+            raise ConfigError(
+                f"method {baseline!r} needs the task's generic client, which task {task.name!r} does not provide"
+            )
         mu = args.settings["fedprox.mu"] if baseline == "fedprox" else 0.0
         return task.baseline_client(args, Sharing(baseline, mu))
 
@@ -63,35 +64,84 @@ def _gcfl(args: StrategyArgs) -> "Strategy":
 def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
     from ..errors import ConfigError
 
-    raise ConfigError("server-eval=true: fedper's server holds no output layer (it stays on each client), so there is "
-                      "no global model to evaluate; set server-eval=false")
+    raise ConfigError(
+        "server-eval=true: fedper's server holds no output layer (it stays on each client), so there is "
+        "no global model to evaluate; set server-eval=false"
+    )
 
 
-FEDAVG = register(Method(
-    name="fedavg", summary="sample-weighted federated averaging of the whole model (node classification: the "
-    "node task's GCN/GraphSAGE/GAT, FedGCN's 0-hop, cross-client edges dropped; graph classification: a GIN)",
-    tasks=TASKS, build_strategy=_averaging, build_client=_client_for("fedavg"), stateful_clients=_stateful,
-    paper="McMahan et al., FedAvg, AISTATS 2017, arXiv:1602.05629"))
-FEDPROX = register(Method(
-    name="fedprox", summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in local training", tasks=TASKS,
-    build_strategy=_averaging, build_client=_client_for("fedprox"), stateful_clients=_stateful,
-    options=(Option("fedprox.mu", 0.01, "Proximal weight mu.", check=at_least(0.0), group="fedprox"),),
-    paper="Li et al., FedProx, MLSys 2020, arXiv:1812.06127"))
-FEDPER = register(Method(
-    name="fedper", summary="FedAvg of all but the output layer, which stays on each client", tasks=TASKS,
-    build_strategy=_averaging, build_client=_client_for("fedper"), stateful_clients=True,
-    server_evaluate=_no_server_model, paper="Arivazhagan et al., FedPer, arXiv:1912.00818"))
-GCFL = register(Method(
-    name="gcfl", summary="GCFL (Xie et al., NeurIPS 2021): clients clustered by the similarity of their updates, "
-    "one model per cluster", tasks=TASKS, build_strategy=_gcfl, build_client=_client_for("gcfl"),
-    stateful_clients=_stateful, paper="Xie et al., GCFL, NeurIPS 2021, arXiv:2106.13423",
-    summable_updates=False, model_scope="per-group",
-    options=(
-        Option("gcfl.eps1", 0.07, "A cluster may split when the norm of its clients' mean update is below this (the "
-               "authors' values: CHEM 0.07, BIO-CHEM 0.07, BIO-CHEM-SN 0.08; the presets set them).",
-               check=at_least(0.0, False), group="gcfl"),
-        Option("gcfl.eps2", 0.28, "... and its largest client update norm is above this (the authors' values: CHEM "
-               "0.28, BIO-CHEM 0.35, BIO-CHEM-SN 0.4).", check=at_least(0.0, False), group="gcfl"),
-        Option("gcfl.warmup", 20, "No cluster splits in rounds 1..warmup (the authors' 20).", check=at_least(0),
-               group="gcfl"),
-    )))
+FEDAVG = register(
+    Method(
+        name="fedavg",
+        summary="sample-weighted federated averaging of the whole model (node classification: the "
+        "node task's GCN/GraphSAGE/GAT, FedGCN's 0-hop, cross-client edges dropped; graph classification: a GIN)",
+        tasks=TASKS,
+        build_strategy=_averaging,
+        build_client=_client_for("fedavg"),
+        stateful_clients=_stateful,
+        paper="McMahan et al., FedAvg, AISTATS 2017, arXiv:1602.05629",
+    )
+)
+FEDPROX = register(
+    Method(
+        name="fedprox",
+        summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in local training",
+        tasks=TASKS,
+        build_strategy=_averaging,
+        build_client=_client_for("fedprox"),
+        stateful_clients=_stateful,
+        options=(Option("fedprox.mu", 0.01, "Proximal weight mu.", check=at_least(0.0), group="fedprox"),),
+        paper="Li et al., FedProx, MLSys 2020, arXiv:1812.06127",
+    )
+)
+FEDPER = register(
+    Method(
+        name="fedper",
+        summary="FedAvg of all but the output layer, which stays on each client",
+        tasks=TASKS,
+        build_strategy=_averaging,
+        build_client=_client_for("fedper"),
+        stateful_clients=True,
+        server_evaluate=_no_server_model,
+        paper="Arivazhagan et al., FedPer, arXiv:1912.00818",
+    )
+)
+GCFL = register(
+    Method(
+        name="gcfl",
+        summary="GCFL (Xie et al., NeurIPS 2021): clients clustered by the similarity of their updates, "
+        "one model per cluster",
+        tasks=TASKS,
+        build_strategy=_gcfl,
+        build_client=_client_for("gcfl"),
+        stateful_clients=_stateful,
+        paper="Xie et al., GCFL, NeurIPS 2021, arXiv:2106.13423",
+        summable_updates=False,
+        model_scope="per-group",
+        options=(
+            Option(
+                "gcfl.eps1",
+                0.07,
+                "A cluster may split when the norm of its clients' mean update is below this (the "
+                "authors' values: CHEM 0.07, BIO-CHEM 0.07, BIO-CHEM-SN 0.08; the presets set them).",
+                check=at_least(0.0, False),
+                group="gcfl",
+            ),
+            Option(
+                "gcfl.eps2",
+                0.28,
+                "... and its largest client update norm is above this (the authors' values: CHEM "
+                "0.28, BIO-CHEM 0.35, BIO-CHEM-SN 0.4).",
+                check=at_least(0.0, False),
+                group="gcfl",
+            ),
+            Option(
+                "gcfl.warmup",
+                20,
+                "No cluster splits in rounds 1..warmup (the authors' 20).",
+                check=at_least(0),
+                group="gcfl",
+            ),
+        ),
+    )
+)

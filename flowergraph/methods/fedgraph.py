@@ -42,51 +42,110 @@ _opt = namespace("fedgraph")  # its keys: "fedgraph.<key>", listed under "fedgra
 
 
 OPTIONS = (
-    _opt("sharing", "fedgraph", "Cross-client convolution: `fedgraph` (remote neighbours' h W from the second "
-         "convolution on, the paper), `allshare` (from the first on: owners send x W^(0)), `nonshare` (cross-client "
-         "edges ignored).", SHARING),
-    _opt("sampling", "fedgraph", "Local sampling: `fedgraph` (each client's policy: mini-batch kappa and one "
-         "neighbour probability per convolution, eq. 7), `full` (full batch), `graphsage` (fan-outs 25, 10), "
-         "`fastgcn` (layer size 256).", SAMPLING),
-    _opt("agent", "ddpg", "Who sets the policies: `ddpg` (the server's agent, per client and round) or `fixed` "
-         "(kappa = fedgraph.batch-size, p = fedgraph.prob for every client).", AGENTS),
-    _opt("staleness", "same-round", "Remote rows: `same-round` (owners compute them with the model of the round, "
-         "an exchange phase before training) or `one-round` (computed after the owner's local training of the "
-         "previous round, riding on its fit reply; no exchange phase).", STALENESS),
+    _opt(
+        "sharing",
+        "fedgraph",
+        "Cross-client convolution: `fedgraph` (remote neighbours' h W from the second "
+        "convolution on, the paper), `allshare` (from the first on: owners send x W^(0)), `nonshare` (cross-client "
+        "edges ignored).",
+        SHARING,
+    ),
+    _opt(
+        "sampling",
+        "fedgraph",
+        "Local sampling: `fedgraph` (each client's policy: mini-batch kappa and one "
+        "neighbour probability per convolution, eq. 7), `full` (full batch), `graphsage` (fan-outs 25, 10), "
+        "`fastgcn` (layer size 256).",
+        SAMPLING,
+    ),
+    _opt(
+        "agent",
+        "ddpg",
+        "Who sets the policies: `ddpg` (the server's agent, per client and round) or `fixed` "
+        "(kappa = fedgraph.batch-size, p = fedgraph.prob for every client).",
+        AGENTS,
+    ),
+    _opt(
+        "staleness",
+        "same-round",
+        "Remote rows: `same-round` (owners compute them with the model of the round, "
+        "an exchange phase before training) or `one-round` (computed after the owner's local training of the "
+        "previous round, riding on its fit reply; no exchange phase).",
+        STALENESS,
+    ),
     _opt("data", "synthesis", "Clients' data: the paper's overlapping synthesis, or a partitioner.", DATA),
     _opt("var", 0.1, "Synthesis: variance of xi_i ~ Normal(0.8, var) (the paper: 0.1, 0.5, 1).", check=at_least(0.0)),
-    _opt("cut-norm", "local", "Normalisation of non-sharing convolutions: `local` (the client's own subgraph's "
-         "GCN) or `global` (eq. 2 literally: the whole graph's weights, remote terms dropped).", CUT_NORMS),
-    _opt("batch-size", 256, "Mini-batch size of the fixed policy and of the graphsage/fastgcn baselines "
-         "(the paper: 256).", check=at_least(1)),
-    _opt("prob", 1.0, "Neighbour sampling probability of the fixed policy (every convolution).",
-         check=left_open(0.0, 1.0)),
+    _opt(
+        "cut-norm",
+        "local",
+        "Normalisation of non-sharing convolutions: `local` (the client's own subgraph's "
+        "GCN) or `global` (eq. 2 literally: the whole graph's weights, remote terms dropped).",
+        CUT_NORMS,
+    ),
+    _opt(
+        "batch-size",
+        256,
+        "Mini-batch size of the fixed policy and of the graphsage/fastgcn baselines (the paper: 256).",
+        check=at_least(1),
+    ),
+    _opt(
+        "prob",
+        1.0,
+        "Neighbour sampling probability of the fixed policy (every convolution).",
+        check=left_open(0.0, 1.0),
+    ),
     _opt("local-steps", 3, "Local iterations per round (each a fresh sample).", check=at_least(1)),
     _opt("lr", 0.01, "Local Adam learning rate (the paper: 0.01).", check=at_least(0.0, False)),
     _opt("weight-decay", 5e-4, "Local Adam weight decay.", check=at_least(0.0)),
     _opt("episode-rounds", 30, "DDPG: rounds T per episode.", check=at_least(1)),
-    _opt("episode-reset", True, "DDPG: a new episode restarts federated training from the initial model "
-         "(Algorithm 4); false: training goes on and only the episode restarts."),
-    _opt("agent-update", "ddpg", "DDPG: the agent's update rule: `ddpg` (the paper's) or `td3` (twin critics, "
-         "delayed actor updates, target policy smoothing; not in the paper: a test of DDPG's late relapses).",
-         AGENT_UPDATES),
-    _opt("noise-min", 0.02, "DDPG: floor of the exploration noise's sigma (0.2 at first, x 0.98 per episode).",
-         check=at_least(0.0)),
+    _opt(
+        "episode-reset",
+        True,
+        "DDPG: a new episode restarts federated training from the initial model "
+        "(Algorithm 4); false: training goes on and only the episode restarts.",
+    ),
+    _opt(
+        "agent-update",
+        "ddpg",
+        "DDPG: the agent's update rule: `ddpg` (the paper's) or `td3` (twin critics, "
+        "delayed actor updates, target policy smoothing; not in the paper: a test of DDPG's late relapses).",
+        AGENT_UPDATES,
+    ),
+    _opt(
+        "noise-min",
+        0.02,
+        "DDPG: floor of the exploration noise's sigma (0.2 at first, x 0.98 per episode).",
+        check=at_least(0.0),
+    ),
     _opt("pca-components", 20, "DDPG: PCA dimensions per model in the state (the paper: 20).", check=at_least(1)),
     _opt("kappa-min", 32, "DDPG: smallest mini-batch size an action maps to.", check=at_least(1)),
     _opt("kappa-max", 512, "DDPG: largest mini-batch size an action maps to.", check=at_least(1)),
-    _opt("p-min", 0.1, "DDPG: smallest neighbour sampling probability an action maps to (largest: 1).",
-         check=left_open(0.0, 1.0)),
+    _opt(
+        "p-min",
+        0.1,
+        "DDPG: smallest neighbour sampling probability an action maps to (largest: 1).",
+        check=left_open(0.0, 1.0),
+    ),
     _opt("target-accuracy", 0.8, "Eq. 9: target accuracy Lambda (a fraction).", check=within(0.0, 1.0)),
     _opt("omega", 128.0, "Eq. 9: base Omega of the accuracy term (the paper: 128).", check=at_least(1.0, False)),
-    _opt("alpha", -1.0, "Eq. 9: time penalty alpha; -1: profiled, 1 / (round 1's time - beta), so the penalty "
-         "is about 1 (the paper); 0: no time penalty (runs repeat exactly).", check=at_least(-1.0)),
+    _opt(
+        "alpha",
+        -1.0,
+        "Eq. 9: time penalty alpha; -1: profiled, 1 / (round 1's time - beta), so the penalty "
+        "is about 1 (the paper); 0: no time penalty (runs repeat exactly).",
+        check=at_least(-1.0),
+    ),
     _opt("beta", 0.0, "Eq. 9: time offset beta (in fedgraph.round-time's unit).", check=at_least(0.0)),
-    _opt("round-time", "server", "Eq. 9: how the round's time delta is measured: `server` (the paper's: the "
-         "server's clock, exchange to aggregation; in a one-process simulation the clients' training adds up), "
-         "`slowest-client` (the largest local training time a client reports: a deployment with parallel "
-         "clients) or `work` (the largest number of a client's forward multiply-adds this round, in billions: "
-         "deterministic, no machine noise in the reward).", ROUND_TIMES),
+    _opt(
+        "round-time",
+        "server",
+        "Eq. 9: how the round's time delta is measured: `server` (the paper's: the "
+        "server's clock, exchange to aggregation; in a one-process simulation the clients' training adds up), "
+        "`slowest-client` (the largest local training time a client reports: a deployment with parallel "
+        "clients) or `work` (the largest number of a client's forward multiply-adds this round, in billions: "
+        "deterministic, no machine noise in the reward).",
+        ROUND_TIMES,
+    ),
 )
 
 
@@ -95,24 +154,33 @@ def _check(s: "RunSettings") -> None:
     if n.model != "gcn":
         raise ConfigError(f"method 'fedgraph' trains a GCN; got node.model={n.model!r} (valid: node.model='gcn')")
     if o.agent == "ddpg" and o.sampling != "fedgraph":
-        raise ConfigError(f"fedgraph.agent='ddpg' chooses FedGraph sampling policies, but fedgraph.sampling="
-                          f"{o.sampling!r}; set fedgraph.agent='fixed' for the {o.sampling} baseline")
+        raise ConfigError(
+            f"fedgraph.agent='ddpg' chooses FedGraph sampling policies, but fedgraph.sampling="
+            f"{o.sampling!r}; set fedgraph.agent='fixed' for the {o.sampling} baseline"
+        )
     if o.kappa_min > o.kappa_max:
         raise ConfigError(f"fedgraph.kappa-min={o.kappa_min} exceeds fedgraph.kappa-max={o.kappa_max}")
     if s.fraction_fit < 1.0:
-        raise ConfigError(f"fraction-fit={s.fraction_fit}: FedGraph needs every client in every round (owners send "
-                          f"their rows, the agent's state has a slot per client); set fraction-fit=1.0")
+        raise ConfigError(
+            f"fraction-fit={s.fraction_fit}: FedGraph needs every client in every round (owners send "
+            f"their rows, the agent's state has a slot per client); set fraction-fit=1.0"
+        )
     if s.aggregator != "mean":
-        raise ConfigError(f"aggregator={s.aggregator!r}: FedGraph aggregates by eq. 8 (weighted by mini-batch "
-                          f"size); valid with it: aggregator='mean'")
+        raise ConfigError(
+            f"aggregator={s.aggregator!r}: FedGraph aggregates by eq. 8 (weighted by mini-batch "
+            f"size); valid with it: aggregator='mean'"
+        )
     if s.dp != "none":
-        raise ConfigError(f"dp={s.dp!r} would cover the training updates only, not the embedding rows FedGraph "
-                          f"exchanges every round; valid: dp='none'")
+        raise ConfigError(
+            f"dp={s.dp!r} would cover the training updates only, not the embedding rows FedGraph "
+            f"exchanges every round; valid: dp='none'"
+        )
 
 
 @functools.lru_cache(maxsize=32)
-def _graph(gspec: Any, data: str, num_clients: int, var: float, seed: int, beta: float, min_size: int,
-           partition_id: int) -> Any:
+def _graph(
+    gspec: Any, data: str, num_clients: int, var: float, seed: int, beta: float, min_size: int, partition_id: int
+) -> Any:
     from ..tasks.federated_graph import PartitionSpec, client_graph
     from ..tasks.fedgraph import synthesised_graph
 
@@ -125,8 +193,16 @@ def _graph(gspec: Any, data: str, num_clients: int, var: float, seed: int, beta:
 def client_graph_of(s: "RunSettings", partition_id: int) -> Any:
     """Client ``partition_id``'s graph for the run (memoised per process)."""
     o, n = s.of("fedgraph"), s.of("node")
-    return _graph(graph_spec(s), o.data, s.num_clients, float(o.var), s.seed, float(n.beta),
-                  int(n.min_partition_size), int(partition_id))
+    return _graph(
+        graph_spec(s),
+        o.data,
+        s.num_clients,
+        float(o.var),
+        s.seed,
+        float(n.beta),
+        int(n.min_partition_size),
+        int(partition_id),
+    )
 
 
 def _data(args: ClientArgs) -> Any:
@@ -134,9 +210,11 @@ def _data(args: ClientArgs) -> Any:
     must then name a partitioner, the one the files were exported with), else cut from the global dataset."""
     if args.partition_file:
         if args.settings["fedgraph.data"] == "synthesis":
-            raise ConfigError("this node holds a partition file, but fedgraph.data='synthesis' builds overlapping "
-                              "clients from the whole dataset; set fedgraph.data to the partitioner the files were "
-                              f"exported with (valid: {', '.join(DATA[1:])})")
+            raise ConfigError(
+                "this node holds a partition file, but fedgraph.data='synthesis' builds overlapping "
+                "clients from the whole dataset; set fedgraph.data to the partitioner the files were "
+                f"exported with (valid: {', '.join(DATA[1:])})"
+            )
         from .node import node_data
 
         return node_data(args)
@@ -145,8 +223,10 @@ def _data(args: ClientArgs) -> Any:
 
 def _preflight(s: "RunSettings") -> dict[str, Any]:
     sizes = [int(client_graph_of(s, k).num_train) for k in range(s.num_clients)]
-    return {"summary": f"{s.dataset}, FedGraph data {s['fedgraph.data']!r} over {s.num_clients} clients",
-            "client_sizes": sizes}
+    return {
+        "summary": f"{s.dataset}, FedGraph data {s['fedgraph.data']!r} over {s.num_clients} clients",
+        "client_sizes": sizes,
+    }
 
 
 def train_config_of(s: "RunSettings") -> Any:
@@ -161,8 +241,12 @@ def ddpg_config_of(s: "RunSettings") -> Any:
     from ..tasks.fedgraph import UPDATE_RULES, DDPGConfig
 
     o = s.of("fedgraph")
-    return DDPGConfig(episode_rounds=o.episode_rounds, pca_components=o.pca_components, noise_min=o.noise_min,
-                      **UPDATE_RULES[o.agent_update])
+    return DDPGConfig(
+        episode_rounds=o.episode_rounds,
+        pca_components=o.pca_components,
+        noise_min=o.noise_min,
+        **UPDATE_RULES[o.agent_update],
+    )
 
 
 def _strategy(args: StrategyArgs) -> "Strategy":
@@ -172,12 +256,26 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     s = args.settings
     o, n = s.of("fedgraph"), s.of("node")
     ddpg = ddpg_config_of(s)
-    return FedGraphStrategy(sharing=o.sharing, sampling=o.sampling, agent=o.agent, staleness=o.staleness,
-                            num_convs=n.layers, batch_size=o.batch_size, prob=o.prob, ddpg=ddpg,
-                            kappa_range=(o.kappa_min, o.kappa_max), p_min=o.p_min, episode_reset=o.episode_reset,
-                            target_accuracy=o.target_accuracy, omega=o.omega, alpha=o.alpha, beta=o.beta,
-                            round_time=o.round_time,
-                            test_fn=node_server_evaluate(s) if o.agent == "ddpg" else None, **args.common())
+    return FedGraphStrategy(
+        sharing=o.sharing,
+        sampling=o.sampling,
+        agent=o.agent,
+        staleness=o.staleness,
+        num_convs=n.layers,
+        batch_size=o.batch_size,
+        prob=o.prob,
+        ddpg=ddpg,
+        kappa_range=(o.kappa_min, o.kappa_max),
+        p_min=o.p_min,
+        episode_reset=o.episode_reset,
+        target_accuracy=o.target_accuracy,
+        omega=o.omega,
+        alpha=o.alpha,
+        beta=o.beta,
+        round_time=o.round_time,
+        test_fn=node_server_evaluate(s) if o.agent == "ddpg" else None,
+        **args.common(),
+    )
 
 
 def _client(args: ClientArgs) -> "NumPyClient":
@@ -186,15 +284,31 @@ def _client(args: ClientArgs) -> "NumPyClient":
 
     s = args.settings
     o = s.of("fedgraph")
-    return FedGraphClient(_data(args), partition_id=args.partition_id, train_config=train_config_of(s),
-                          model_kwargs=model_kwargs(s), seed=s.seed, cut_norm=o.cut_norm, state=args.state,
-                          cache=args.cache)
+    return FedGraphClient(
+        _data(args),
+        partition_id=args.partition_id,
+        train_config=train_config_of(s),
+        model_kwargs=model_kwargs(s),
+        seed=s.seed,
+        cut_norm=o.cut_norm,
+        state=args.state,
+        cache=args.cache,
+    )
 
 
-FEDGRAPH = register(Method(
-    name="fedgraph", summary="FedGraph (Chen et al., IEEE TPDS): cross-client graph convolution on hidden "
-    "embeddings relayed by the server, per-client sampling policies chosen by a DDPG agent", tasks=("node",),
-    build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=True,
-    summable_updates=False,  # the agent observes every client's weights (its state is their PCA): no secure sums
-    preflight=_preflight,
-    paper="Chen et al., FedGraph, IEEE TPDS 2022, doi:10.1109/TPDS.2021.3125565, arXiv:2111.01370"))
+FEDGRAPH = register(
+    Method(
+        name="fedgraph",
+        summary="FedGraph (Chen et al., IEEE TPDS): cross-client graph convolution on hidden "
+        "embeddings relayed by the server, per-client sampling policies chosen by a DDPG agent",
+        tasks=("node",),
+        build_strategy=_strategy,
+        build_client=_client,
+        options=OPTIONS,
+        check=_check,
+        stateful_clients=True,
+        summable_updates=False,  # the agent observes every client's weights (its state is their PCA): no secure sums
+        preflight=_preflight,
+        paper="Chen et al., FedGraph, IEEE TPDS 2022, doi:10.1109/TPDS.2021.3125565, arXiv:2111.01370",
+    )
+)

@@ -33,24 +33,41 @@ def _variant(value: str) -> str:
     """``fedstar.variant``: a baseline that became a method of its own is refused naming the method (0.3 removed
     the old spelling ``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl``)."""
     if value in BASELINE_VARIANTS:
-        raise ConfigError(f"fedstar.variant={value!r}: {value} is a method of its own (on every task); use "
-                          f"method={value!r} without fedstar.variant (0.3 removed the old spelling)")
+        raise ConfigError(
+            f"fedstar.variant={value!r}: {value} is a method of its own (on every task); use "
+            f"method={value!r} without fedstar.variant (0.3 removed the old spelling)"
+        )
     return value
 
 
 OPTIONS = (
-    _opt("variant", "fedstar", "Algorithm: `fedstar` (share the structure encoder), the baselines `local` (GIN, "
-         "no sharing) and `local-decoupled` (FedStar's model, no sharing), or the ablations `share-all` / "
-         "`share-feature` (FedStar's model sharing both encoders / the feature encoder). FedAvg, FedProx, FedPer and "
-         "GCFL are methods of their own (`method=fedavg` on a graph dataset is FedStar's FedAvg row).",
-         VARIANT_CHOICES, normalize=_variant),
-    _opt("structure", "dse+rwse", "Structure embedding: degree one-hot (DSE) + random-walk return probabilities "
-         "(RWSE), one of them, or `ones` (an all-ones vector: the paper's 'without' ablation).", STRUCTURE_CHOICES),
+    _opt(
+        "variant",
+        "fedstar",
+        "Algorithm: `fedstar` (share the structure encoder), the baselines `local` (GIN, "
+        "no sharing) and `local-decoupled` (FedStar's model, no sharing), or the ablations `share-all` / "
+        "`share-feature` (FedStar's model sharing both encoders / the feature encoder). FedAvg, FedProx, FedPer and "
+        "GCFL are methods of their own (`method=fedavg` on a graph dataset is FedStar's FedAvg row).",
+        VARIANT_CHOICES,
+        normalize=_variant,
+    ),
+    _opt(
+        "structure",
+        "dse+rwse",
+        "Structure embedding: degree one-hot (DSE) + random-walk return probabilities "
+        "(RWSE), one of them, or `ones` (an all-ones vector: the paper's 'without' ablation).",
+        STRUCTURE_CHOICES,
+    ),
     _opt("dse-dim", 16, "DSE width (degrees clipped to [1, dse-dim]).", check=at_least(1)),
     _opt("rwse-dim", 16, "RWSE width (random-walk steps 1..rwse-dim).", check=at_least(1)),
-    _opt("pool-order", "per-node", "Where the decoupled model applies its first classifier layer FC(2h, h): to "
-         "every node before the sum pooling (`per-node`, the authors' code) or after it (`pooled`, the paper's "
-         "Table 9); they differ in the bias only (added once per node or once per graph).", ("per-node", "pooled")),
+    _opt(
+        "pool-order",
+        "per-node",
+        "Where the decoupled model applies its first classifier layer FC(2h, h): to "
+        "every node before the sum pooling (`per-node`, the authors' code) or after it (`pooled`, the paper's "
+        "Table 9); they differ in the bias only (added once per node or once per graph).",
+        ("per-node", "pooled"),
+    ),
 )
 
 
@@ -64,8 +81,10 @@ def task_spec(s: "RunSettings") -> "GraphTaskSpec":
 def _check(s: "RunSettings") -> None:
     variant = s["fedstar.variant"]
     if variant in ("local", "local-decoupled") and (s.secure_agg != "none" or s.dp != "none"):
-        raise ConfigError(f"fedstar.variant={variant!r} shares nothing, so secure-agg={s.secure_agg!r} / "
-                          f"dp={s.dp!r} have no update to protect; set them to 'none' for this variant")
+        raise ConfigError(
+            f"fedstar.variant={variant!r} shares nothing, so secure-agg={s.secure_agg!r} / "
+            f"dp={s.dp!r} have no update to protect; set them to 'none' for this variant"
+        )
 
 
 def _preflight(s: "RunSettings") -> dict[str, Any]:
@@ -85,17 +104,33 @@ def _client(args: ClientArgs) -> "NumPyClient":
 
     s = args.settings
     spec = task_spec(s)
-    return FedStarClient(client_graph_data(spec, args.partition_id), partition_id=args.partition_id,
-                         variant=s["fedstar.variant"], train=train_config(s), seed=s.seed, state=args.state,
-                         model_kwargs={**model_kwargs(s), "pool_order": s["fedstar.pool-order"]},
-                         cross_dataset=len(spec.datasets) > 1)
+    return FedStarClient(
+        client_graph_data(spec, args.partition_id),
+        partition_id=args.partition_id,
+        variant=s["fedstar.variant"],
+        train=train_config(s),
+        seed=s.seed,
+        state=args.state,
+        model_kwargs={**model_kwargs(s), "pool_order": s["fedstar.pool-order"]},
+        cross_dataset=len(spec.datasets) > 1,
+    )
 
 
-FEDSTAR = register(Method(
-    name="fedstar", summary="FedStar (Tan et al., AAAI 2023): graph classification across datasets and domains, "
-    "sharing only the structure encoder; its Local baselines and ablations via `fedstar.variant`", tasks=("graph",),
-    build_strategy=_strategy, build_client=_client, options=OPTIONS, check=_check, stateful_clients=True,
-    preflight=_preflight, paper="Tan et al., FedStar, AAAI 2023, doi:10.1609/aaai.v37i8.26187, arXiv:2211.13009"))
+FEDSTAR = register(
+    Method(
+        name="fedstar",
+        summary="FedStar (Tan et al., AAAI 2023): graph classification across datasets and domains, "
+        "sharing only the structure encoder; its Local baselines and ablations via `fedstar.variant`",
+        tasks=("graph",),
+        build_strategy=_strategy,
+        build_client=_client,
+        options=OPTIONS,
+        check=_check,
+        stateful_clients=True,
+        preflight=_preflight,
+        paper="Tan et al., FedStar, AAAI 2023, doi:10.1609/aaai.v37i8.26187, arXiv:2211.13009",
+    )
+)
 
 
 def _noop_client(args: ClientArgs) -> "NumPyClient":
@@ -117,7 +152,15 @@ def _noop_client(args: ClientArgs) -> "NumPyClient":
     return NoOpClient(list(module_arrays(model, keys).values()), args.partition_id)
 
 
-FEDSTAR_NOOP = register(Method(
-    name="fedstar-noop", summary="FedStar's messages with clients that do no work: the floor for FedStar's "
-    "per-round time (benchmarks)", tasks=("graph",), build_strategy=_strategy, build_client=_noop_client,
-    check=_check, preflight=_preflight, benchmark_only=True))
+FEDSTAR_NOOP = register(
+    Method(
+        name="fedstar-noop",
+        summary="FedStar's messages with clients that do no work: the floor for FedStar's per-round time (benchmarks)",
+        tasks=("graph",),
+        build_strategy=_strategy,
+        build_client=_noop_client,
+        check=_check,
+        preflight=_preflight,
+        benchmark_only=True,
+    )
+)

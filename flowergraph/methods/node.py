@@ -32,38 +32,82 @@ _TRAIN = TrainConfig()
 NODE_DATASETS = ("Cora", "CiteSeer", "PubMed", "synthetic")
 
 OPTIONS: tuple[Option, ...] = (
-    Option("node.split", "auto", "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, "
-           "`first-per-class[:20/500/1000]` (the first nodes of each class train, as the FL-AGCNS authors' code), "
-           "`auto` (public for Planetoid, random 60/20/20 otherwise).", group="node"),
+    Option(
+        "node.split",
+        "auto",
+        "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, "
+        "`first-per-class[:20/500/1000]` (the first nodes of each class train, as the FL-AGCNS authors' code), "
+        "`auto` (public for Planetoid, random 60/20/20 otherwise).",
+        group="node",
+    ),
     Option("node.partitioner", "dirichlet", "Node partitioner.", PARTITIONERS, group="node"),
-    Option("node.beta", 10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",
-           check=at_least(0, False), group="node"),
+    Option(
+        "node.beta",
+        10000.0,
+        "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",
+        check=at_least(0, False),
+        group="node",
+    ),
     Option("node.min-partition-size", 10, "Dirichlet: minimum nodes per client.", check=at_least(1), group="node"),
     Option("node.model", "gcn", "Node classifier.", MODELS, group="node"),
     Option("node.hidden", 16, "Hidden units per layer.", check=at_least(1), group="node"),
     Option("node.layers", 2, "Graph convolution layers.", check=at_least(1), group="node"),
     Option("node.dropout", 0.5, "Dropout after hidden layers.", check=right_open(0.0, 1.0), group="node"),
-    Option("node.input-dropout", 0.0, "Dropout on input features (Kipf & Welling use 0.5).", check=right_open(0.0, 1.0),
-           group="node"),
+    Option(
+        "node.input-dropout",
+        0.0,
+        "Dropout on input features (Kipf & Welling use 0.5).",
+        check=right_open(0.0, 1.0),
+        group="node",
+    ),
     Option("node.heads", 8, "GAT attention heads in hidden layers.", check=at_least(1), group="node"),
-    Option("node.local-steps", _TRAIN.local_steps, "Full-batch local steps (= local epochs) per round.",
-           check=at_least(1), group="node"),
+    Option(
+        "node.local-steps",
+        _TRAIN.local_steps,
+        "Full-batch local steps (= local epochs) per round.",
+        check=at_least(1),
+        group="node",
+    ),
     Option("node.optimizer", _TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS, group="node"),
     Option("node.lr", _TRAIN.lr, "Learning rate.", check=at_least(0.0, False), group="node"),
     Option("node.weight-decay", _TRAIN.weight_decay, "L2 weight decay.", check=at_least(0.0), group="node"),
-    Option("node.momentum", _TRAIN.momentum, "SGD momentum (restarts each round).", check=right_open(0.0, 1.0),
-           group="node"),
+    Option(
+        "node.momentum",
+        _TRAIN.momentum,
+        "SGD momentum (restarts each round).",
+        check=right_open(0.0, 1.0),
+        group="node",
+    ),
     Option("node.synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2), group="node"),
     Option("node.synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2), group="node"),
-    Option("node.synthetic-p-in", _CSBM.p_in, "Synthetic CSBM: edge probability within a class.",
-           check=within(0.0, 1.0),
-           group="node"),
-    Option("node.synthetic-p-out", _CSBM.p_out, "Synthetic CSBM: edge probability across classes.",
-           check=within(0.0, 1.0), group="node"),
-    Option("node.synthetic-features", _CSBM.num_features, "Synthetic CSBM: feature dimension.", check=at_least(1),
-           group="node"),
-    Option("node.synthetic-signal", _CSBM.signal, "Synthetic CSBM: class-mean norm / noise norm.", check=at_least(0.0),
-           group="node"),
+    Option(
+        "node.synthetic-p-in",
+        _CSBM.p_in,
+        "Synthetic CSBM: edge probability within a class.",
+        check=within(0.0, 1.0),
+        group="node",
+    ),
+    Option(
+        "node.synthetic-p-out",
+        _CSBM.p_out,
+        "Synthetic CSBM: edge probability across classes.",
+        check=within(0.0, 1.0),
+        group="node",
+    ),
+    Option(
+        "node.synthetic-features",
+        _CSBM.num_features,
+        "Synthetic CSBM: feature dimension.",
+        check=at_least(1),
+        group="node",
+    ),
+    Option(
+        "node.synthetic-signal",
+        _CSBM.signal,
+        "Synthetic CSBM: class-mean norm / noise norm.",
+        check=at_least(0.0),
+        group="node",
+    ),
 )
 
 
@@ -92,14 +136,21 @@ def o(s: "RunSettings") -> "SimpleNamespace":
 def model_kwargs(s: "RunSettings") -> dict[str, Any]:
     """:func:`flowergraph.tasks.models.build_node_model` keyword arguments from the run settings."""
     k = o(s)
-    return {"kind": k.model, "hidden": k.hidden, "layers": k.layers, "dropout": k.dropout, "heads": k.heads,
-            "input_dropout": k.input_dropout}
+    return {
+        "kind": k.model,
+        "hidden": k.hidden,
+        "layers": k.layers,
+        "dropout": k.dropout,
+        "heads": k.heads,
+        "input_dropout": k.input_dropout,
+    }
 
 
 def train_config(s: "RunSettings") -> TrainConfig:
     k = o(s)
-    return TrainConfig(local_steps=k.local_steps, optimizer=k.optimizer, lr=k.lr, weight_decay=k.weight_decay,
-                       momentum=k.momentum)
+    return TrainConfig(
+        local_steps=k.local_steps, optimizer=k.optimizer, lr=k.lr, weight_decay=k.weight_decay, momentum=k.momentum
+    )
 
 
 def _check(s: "RunSettings") -> None:
@@ -124,8 +175,10 @@ def node_preflight(s: "RunSettings") -> dict[str, Any]:
 
         manifest = read_manifest(s.partition_dir, dataset=s.dataset, num_clients=s.num_clients)
         sizes = [f["nodes"] for f in manifest["files"]]
-        return {"summary": f"{s.dataset} ({manifest['num_global_nodes']} nodes, from partition files in "
-                           f"{s.partition_dir})", "client_sizes": sizes}
+        return {
+            "summary": f"{s.dataset} ({manifest['num_global_nodes']} nodes, from partition files in {s.partition_dir})",
+            "client_sizes": sizes,
+        }
     import numpy as np
 
     from ..tasks.federated_graph import load_global_graph, node_assignment
@@ -133,8 +186,12 @@ def node_preflight(s: "RunSettings") -> dict[str, Any]:
     data = load_global_graph(graph_spec(s))
     assignment = node_assignment(graph_spec(s), partition_spec(s))
     sizes = np.bincount(assignment, minlength=partition_spec(s).num_clients).tolist()
-    return {"summary": f"{s.dataset} ({int(data.num_nodes)} nodes)", "client_sizes": sizes,
-            "num_nodes": int(data.num_nodes), "num_edges": int(data.num_edges)}
+    return {
+        "summary": f"{s.dataset} ({int(data.num_nodes)} nodes)",
+        "client_sizes": sizes,
+        "num_nodes": int(data.num_nodes),
+        "num_edges": int(data.num_edges),
+    }
 
 
 def node_server_evaluate(s: "RunSettings") -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
@@ -160,18 +217,35 @@ def node_baseline_client(args: ClientArgs, sharing: Sharing) -> "NumPyClient":
     from ..clients.node import NodeClassificationClient
 
     s = args.settings
-    return NodeClassificationClient(args.data(), train_config(s), model_kwargs(s), seed=s.seed,
-                                    personal_output=sharing.baseline == "fedper", prox_mu=sharing.mu,
-                                    state=args.state)
+    return NodeClassificationClient(
+        args.data(),
+        train_config(s),
+        model_kwargs(s),
+        seed=s.seed,
+        personal_output=sharing.baseline == "fedper",
+        prox_mu=sharing.mu,
+        state=args.state,
+    )
 
 
-NODE = register_task(Task(
-    name="node", summary="node classification on one graph whose nodes are split across clients "
-    "(cross-client edges are known to their endpoints' owners)", description="node classification",
-    accepts=_accepts, datasets=lambda: ", ".join(NODE_DATASETS), normalize=_normalize, options=OPTIONS,
-    check=_check, build_data=node_data, preflight=node_preflight, server_evaluate=node_server_evaluate,
-    baseline_client=node_baseline_client,
-    baseline_stateful=False))
+NODE = register_task(
+    Task(
+        name="node",
+        summary="node classification on one graph whose nodes are split across clients "
+        "(cross-client edges are known to their endpoints' owners)",
+        description="node classification",
+        accepts=_accepts,
+        datasets=lambda: ", ".join(NODE_DATASETS),
+        normalize=_normalize,
+        options=OPTIONS,
+        check=_check,
+        build_data=node_data,
+        preflight=node_preflight,
+        server_evaluate=node_server_evaluate,
+        baseline_client=node_baseline_client,
+        baseline_stateful=False,
+    )
+)
 
 
 def _averaging_strategy(args: StrategyArgs) -> "Strategy":
@@ -193,15 +267,27 @@ def _noop_client(args: ClientArgs) -> "NumPyClient":
 
     s = args.settings
     graph = args.data()
-    model = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=s.seed,
-                             **model_kwargs(s))
+    model = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=s.seed, **model_kwargs(s))
     return NoOpClient(get_weights(model), args.partition_id)
 
 
-CENTRALIZED = register(Method(
-    name="centralized", summary="the same model and steps on the whole graph (one client holds everything): the "
-    "reference upper bound", tasks=("node",), build_strategy=_averaging_strategy, build_client=_node_client,
-    whole_graph=True))
-NOOP = register(Method(
-    name="noop", summary="clients that return what they receive: Flower's own per-round cost, for benchmarks",
-    tasks=("node",), build_strategy=_averaging_strategy, build_client=_noop_client, benchmark_only=True))
+CENTRALIZED = register(
+    Method(
+        name="centralized",
+        summary="the same model and steps on the whole graph (one client holds everything): the reference upper bound",
+        tasks=("node",),
+        build_strategy=_averaging_strategy,
+        build_client=_node_client,
+        whole_graph=True,
+    )
+)
+NOOP = register(
+    Method(
+        name="noop",
+        summary="clients that return what they receive: Flower's own per-round cost, for benchmarks",
+        tasks=("node",),
+        build_strategy=_averaging_strategy,
+        build_client=_noop_client,
+        benchmark_only=True,
+    )
+)

@@ -89,8 +89,11 @@ def _builtin_modules() -> tuple[str, ...]:
     import pkgutil
 
     folder = [str(Path(__file__).resolve().parent)]
-    found = sorted(m.name for m in pkgutil.iter_modules(folder) if not m.name.startswith("_")
-                   and m.name not in _CORE_MODULES + _NOT_REGISTRATIONS and not m.ispkg)
+    found = sorted(
+        m.name
+        for m in pkgutil.iter_modules(folder)
+        if not m.name.startswith("_") and m.name not in _CORE_MODULES + _NOT_REGISTRATIONS and not m.ispkg
+    )
     return tuple(f"{__package__}.{name}" for name in (*_CORE_MODULES, *found))
 
 
@@ -113,14 +116,24 @@ class StrategyArgs:
         s = self.settings
         whole = s.method_info.whole_graph
         return FederationPolicy(
-            num_clients=s.effective_num_clients, num_rounds=s.rounds, fused_eval=s.fused_eval,
-            connect_timeout=s.connect_timeout, init_timeout=s.init_timeout, round_timeout=s.round_timeout,
-            eval_every=s.eval_every, seed=s.seed, fraction_fit=1.0 if whole else s.fraction_fit,
+            num_clients=s.effective_num_clients,
+            num_rounds=s.rounds,
+            fused_eval=s.fused_eval,
+            connect_timeout=s.connect_timeout,
+            init_timeout=s.init_timeout,
+            round_timeout=s.round_timeout,
+            eval_every=s.eval_every,
+            seed=s.seed,
+            fraction_fit=1.0 if whole else s.fraction_fit,
             fraction_evaluate=1.0 if whole else s.fraction_evaluate,
-            min_clients=None if whole else (s.min_clients or None), clients_per_round=1 if whole else None,
-            stateful_clients=s.method_info.is_stateful(s), secure_agg=s.secure_agg,
-            min_secure_clients=s.min_secure_clients, max_update_norm=s.max_update_norm,
-            secagg_clipping_range=s.secagg_clipping_range if s.secure_agg == "secagg+" else None)
+            min_clients=None if whole else (s.min_clients or None),
+            clients_per_round=1 if whole else None,
+            stateful_clients=s.method_info.is_stateful(s),
+            secure_agg=s.secure_agg,
+            min_secure_clients=s.min_secure_clients,
+            max_update_norm=s.max_update_norm,
+            secagg_clipping_range=s.secagg_clipping_range if s.secure_agg == "secagg+" else None,
+        )
 
     def common(self) -> dict[str, Any]:
         """Keyword arguments of :class:`flowergraph.strategies.FederatedStrategy` that every method takes from
@@ -131,10 +144,20 @@ class StrategyArgs:
         if s.aggregator != "mean":
             from ..strategies.aggregation import make_aggregator
 
-            aggregator = make_aggregator(s.aggregator, weighting=s.weighting, trim=s.aggregator_trim,
-                                         malicious=s.aggregator_malicious, keep=s.aggregator_keep)
-        return dict(policy=self.policy(), evaluate_fn=self.evaluate_fn, recorder=self.recorder,
-                    initial_parameters=self.initial_arrays, aggregator=aggregator)
+            aggregator = make_aggregator(
+                s.aggregator,
+                weighting=s.weighting,
+                trim=s.aggregator_trim,
+                malicious=s.aggregator_malicious,
+                keep=s.aggregator_keep,
+            )
+        return dict(
+            policy=self.policy(),
+            evaluate_fn=self.evaluate_fn,
+            recorder=self.recorder,
+            initial_parameters=self.initial_arrays,
+            aggregator=aggregator,
+        )
 
 
 @dataclass
@@ -169,8 +192,10 @@ def _check_names(kind: str, name: str, options: tuple[Option, ...]) -> None:
         raise ValueError(f"{kind} name {name!r} must be lowercase letters, digits and '-', starting with a letter")
     for option in options:
         if not option.key.startswith(f"{name}."):
-            raise ValueError(f"{kind} {name!r}: option {option.key!r} must be named '{name}.<key>' (a {kind}'s keys "
-                             f"live in its own namespace)")
+            raise ValueError(
+                f"{kind} {name!r}: option {option.key!r} must be named '{name}.<key>' (a {kind}'s keys "
+                f"live in its own namespace)"
+            )
 
 
 @dataclass(frozen=True)
@@ -254,18 +279,23 @@ class Method:
             raise ValueError(f"method {self.name!r}: task={self.task!r} is not among tasks={tasks}")
         for task in tasks:
             if not _NAME.match(task):
-                raise ValueError(f"method {self.name!r}: unknown task {task!r}; valid choices: "
-                                 f"{', '.join(_task_names())}")
+                raise ValueError(
+                    f"method {self.name!r}: unknown task {task!r}; valid choices: {', '.join(_task_names())}"
+                )
         object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "task", self.task or tasks[0])
         if self.build_strategy is None or self.build_client is None:
             raise ValueError(f"method {self.name!r}: build_strategy and build_client are required")
         if self.update_kind not in UPDATE_KINDS:
-            raise ValueError(f"method {self.name!r}: unknown update_kind {self.update_kind!r}; valid choices: "
-                             f"{', '.join(UPDATE_KINDS)}")
+            raise ValueError(
+                f"method {self.name!r}: unknown update_kind {self.update_kind!r}; valid choices: "
+                f"{', '.join(UPDATE_KINDS)}"
+            )
         if self.model_scope not in MODEL_SCOPES:
-            raise ValueError(f"method {self.name!r}: unknown model_scope {self.model_scope!r}; valid choices: "
-                             f"{', '.join(MODEL_SCOPES)}")
+            raise ValueError(
+                f"method {self.name!r}: unknown model_scope {self.model_scope!r}; valid choices: "
+                f"{', '.join(MODEL_SCOPES)}"
+            )
 
     def key_file_needed(self, settings: "RunSettings") -> bool:
         return bool(self.needs_key_file and self.needs_key_file(settings))
@@ -305,8 +335,9 @@ class RunSettings:
     def of(self, method: str | None = None) -> SimpleNamespace:
         """The keys of a method or task (default: the run's method) without their prefix, ``-`` as ``_``."""
         prefix = f"{method or self.method}."
-        return SimpleNamespace(**{k[len(prefix):].replace("-", "_"): v for k, v in self._values.items()
-                                  if k.startswith(prefix)})
+        return SimpleNamespace(
+            **{k[len(prefix) :].replace("-", "_"): v for k, v in self._values.items() if k.startswith(prefix)}
+        )
 
     @property
     def method_info(self) -> Method:
@@ -435,8 +466,9 @@ def _load_plugins() -> None:
                 _register_found(load())
             except Exception as exc:  # noqa: BLE001 (reported when that method is asked for)
                 _plugin_errors[label] = f"{type(exc).__name__}: {exc}"
-                warnings.warn(f"flowergraph: could not load method plugin ({label}): {exc}", RuntimeWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"flowergraph: could not load method plugin ({label}): {exc}", RuntimeWarning, stacklevel=2
+                )
 
 
 def _importer(module: str) -> Callable[[], Any]:
@@ -463,8 +495,9 @@ def preflight(settings: "RunSettings") -> dict[str, Any]:
     """The run's data check before Flower starts (the method's, else its task's): fails fast on impossible
     settings and warms the dataset cache; ``summary`` and ``client_sizes`` describe the data. Used by the
     launchers and by ``client-order`` (:func:`flowergraph.app.node_client.client_schedule`)."""
-    check: Callable[["RunSettings"], dict[str, Any]] | None = (settings.method_info.preflight
-                                                               or settings.task_info.preflight)
+    check: Callable[["RunSettings"], dict[str, Any]] | None = (
+        settings.method_info.preflight or settings.task_info.preflight
+    )
     if check is None:
         return {"summary": settings.dataset}
     return check(settings)
@@ -473,8 +506,7 @@ def preflight(settings: "RunSettings") -> dict[str, Any]:
 def methods(*, include_benchmark: bool = True) -> dict[str, Method]:
     """Every registered method by name (built-in first, then plugins, in registration order)."""
     _load_plugins()
-    return {name: m for name, m in _in_order(_REGISTRY, "method").items()
-            if include_benchmark or not m.benchmark_only}
+    return {name: m for name, m in _in_order(_REGISTRY, "method").items() if include_benchmark or not m.benchmark_only}
 
 
 def tasks() -> dict[str, Task]:
@@ -498,8 +530,9 @@ def get_method(name: str) -> Method:
     registry = methods()
     if name in registry:
         return registry[name]
-    raise ConfigError(f"unknown method {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}"
-                      f"{_plugin_hint()}")
+    raise ConfigError(
+        f"unknown method {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}{_plugin_hint()}"
+    )
 
 
 def get_task(name: str) -> Task:
@@ -507,8 +540,9 @@ def get_task(name: str) -> Task:
     registry = tasks()
     if name in registry:
         return registry[name]
-    raise ConfigError(f"unknown task {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}"
-                      f"{_plugin_hint()}")
+    raise ConfigError(
+        f"unknown task {name!r}; valid choices: {', '.join(registry)}{suggest(name, registry)}{_plugin_hint()}"
+    )
 
 
 def task_of_dataset(dataset: str) -> Task:

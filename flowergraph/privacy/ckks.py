@@ -42,12 +42,16 @@ def _ts():
     return ts
 
 
-def create_secret_context(poly_modulus_degree: int = POLY_MODULUS_DEGREE,
-                          coeff_mod_bit_sizes: tuple[int, ...] = COEFF_MOD_BIT_SIZES, scale_bits: int = SCALE_BITS):
+def create_secret_context(
+    poly_modulus_degree: int = POLY_MODULUS_DEGREE,
+    coeff_mod_bit_sizes: tuple[int, ...] = COEFF_MOD_BIT_SIZES,
+    scale_bits: int = SCALE_BITS,
+):
     ts = _ts()
-    ctx = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=poly_modulus_degree,
-                     coeff_mod_bit_sizes=list(coeff_mod_bit_sizes))
-    ctx.global_scale = 2.0 ** scale_bits
+    ctx = ts.context(
+        ts.SCHEME_TYPE.CKKS, poly_modulus_degree=poly_modulus_degree, coeff_mod_bit_sizes=list(coeff_mod_bit_sizes)
+    )
+    ctx.global_scale = 2.0**scale_bits
     return ctx
 
 
@@ -68,15 +72,18 @@ def load_key_file(path: str | os.PathLike):
     ts = _ts()
     path = Path(path)
     if not str(path) or not path.is_file():
-        raise KeyFileError(f"key-file {str(path)!r} does not exist; create one with "
-                           f"`python -m flowergraph.privacy.ckks keygen <path>` and give every client a copy")
+        raise KeyFileError(
+            f"key-file {str(path)!r} does not exist; create one with "
+            f"`python -m flowergraph.privacy.ckks keygen <path>` and give every client a copy"
+        )
     try:
         ctx = ts.context_from(path.read_bytes())
     except Exception as exc:
         raise KeyFileError(f"key-file {str(path)!r} is not a TenSEAL CKKS context ({exc})") from None
     if not ctx.is_private():
-        raise KeyFileError(f"key-file {str(path)!r} holds no secret key (a public context); clients need the "
-                           f"secret context")
+        raise KeyFileError(
+            f"key-file {str(path)!r} holds no secret key (a public context); clients need the secret context"
+        )
     try:
         ts.ckks_vector(ctx, [1.0])
     except Exception as exc:
@@ -86,8 +93,7 @@ def load_key_file(path: str | os.PathLike):
 
 def server_context_bytes(ctx) -> bytes:
     """The context the server gets: encryption parameters only, no key of any kind."""
-    return ctx.serialize(save_public_key=False, save_secret_key=False, save_galois_keys=False,
-                         save_relin_keys=False)
+    return ctx.serialize(save_public_key=False, save_secret_key=False, save_galois_keys=False, save_relin_keys=False)
 
 
 def fingerprint(ctx) -> str:
@@ -143,8 +149,7 @@ class HELayout:
         return np.concatenate(ids), np.concatenate(offs)
 
 
-def he_layout(contributed: dict[int, np.ndarray], requested: dict[int, np.ndarray], width: int,
-              slots: int) -> HELayout:
+def he_layout(contributed: dict[int, np.ndarray], requested: dict[int, np.ndarray], width: int, slots: int) -> HELayout:
     """Group rows by (contributor set, requester set) and give each group its own run of ciphertexts."""
     members: dict[int, list[set, set]] = {}
     for client, ids in contributed.items():
@@ -169,8 +174,14 @@ def he_layout(contributed: dict[int, np.ndarray], requested: dict[int, np.ndarra
         offsets.extend(base + i * width for i in range(len(rows)))
         groups.append((key[0], key[1], ct, n_ct))
         ct += n_ct
-    return HELayout(width=width, slots=slots, row_ids=np.asarray(row_ids, np.int64),
-                    offsets=np.asarray(offsets, np.int64), groups=groups, num_ciphertexts=ct)
+    return HELayout(
+        width=width,
+        slots=slots,
+        row_ids=np.asarray(row_ids, np.int64),
+        offsets=np.asarray(offsets, np.int64),
+        groups=groups,
+        num_ciphertexts=ct,
+    )
 
 
 def _scatter(rows_values: np.ndarray, offsets: np.ndarray, slots: int) -> dict[int, np.ndarray]:
@@ -185,7 +196,7 @@ def _scatter(rows_values: np.ndarray, offsets: np.ndarray, slots: int) -> dict[i
             vec = out.get(ct)
             if vec is None:
                 vec = out[ct] = np.zeros(slots, dtype=np.float64)
-            vec[start:start + take] = values[pos:pos + take]
+            vec[start : start + take] = values[pos : pos + take]
             pos += take
     return out
 
@@ -218,8 +229,9 @@ class CiphertextSum:
             try:
                 vec = ts.ckks_vector_from(self.ctx, bytes(blob))
             except Exception as exc:  # noqa: BLE001 (TenSEAL raises several types for a malformed ciphertext)
-                raise ValueError(f"ciphertext {k} of {len(blobs)} does not parse ({type(exc).__name__}: "
-                                 f"{str(exc)[:120]})") from None
+                raise ValueError(
+                    f"ciphertext {k} of {len(blobs)} does not parse ({type(exc).__name__}: {str(exc)[:120]})"
+                ) from None
             if size is not None and vec.size() != size:
                 raise ValueError(f"ciphertext {k} of {len(blobs)} holds {vec.size()} values, expected {size}")
             out.append(vec)
@@ -261,12 +273,13 @@ def ciphertexts_for(offsets: np.ndarray, width: int, slots: int) -> np.ndarray:
     return np.unique(np.repeat(first, counts) + (np.arange(int(counts.sum()), dtype=np.int64) - starts))
 
 
-def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray, width: int,
-                 slots: int) -> np.ndarray:
+def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray, width: int, slots: int) -> np.ndarray:
     """Decrypt the ciphertexts and read the rows at ``offsets``: [len(offsets), width] float32."""
     ts = _ts()
-    plain = {int(i): np.asarray(ts.ckks_vector_from(ctx, b).decrypt(), dtype=np.float64)
-             for i, b in zip(np.asarray(index).tolist(), blobs)}
+    plain = {
+        int(i): np.asarray(ts.ckks_vector_from(ctx, b).decrypt(), dtype=np.float64)
+        for i, b in zip(np.asarray(index).tolist(), blobs)
+    }
     out = np.zeros((len(offsets), width), dtype=np.float64)
     for r, off in enumerate(np.asarray(offsets).tolist()):
         pos = 0
@@ -275,7 +288,7 @@ def decrypt_rows(ctx, index: np.ndarray, blobs: list[bytes], offsets: np.ndarray
             take = min(width - pos, slots - start)
             if ct not in plain:
                 raise ValueError(f"ciphertext {ct} (row at offset {off}) is missing from the reply")
-            out[r, pos:pos + take] = plain[ct][start:start + take]
+            out[r, pos : pos + take] = plain[ct][start : start + take]
             pos += take
     return out.astype(np.float32)
 
@@ -317,8 +330,7 @@ def _label(kind: str, server_round: int, partition: int, purpose: str) -> str:
     return f"{kind}/{where}" if purpose == UPDATE else f"{kind}/{purpose}/{where}"
 
 
-def sum_check_values(key: bytes, server_round: int, partition: int, chunks: int,
-                     purpose: str = UPDATE) -> np.ndarray:
+def sum_check_values(key: bytes, server_round: int, partition: int, chunks: int, purpose: str = UPDATE) -> np.ndarray:
     """The check value in the last slot of each of a client's ciphertexts for ``purpose`` in a round."""
     return _uniform(key, _label("sum", server_round, partition, purpose), chunks)
 
@@ -333,8 +345,9 @@ def checked_chunks(length: int, slots: int) -> int:
     return max(1, math.ceil(length / (slots - 1)))
 
 
-def encrypt_checked(ctx, vector: np.ndarray, key: bytes, server_round: int, partition: int,
-                    purpose: str = UPDATE) -> list[bytes]:
+def encrypt_checked(
+    ctx, vector: np.ndarray, key: bytes, server_round: int, partition: int, purpose: str = UPDATE
+) -> list[bytes]:
     """A client's upload: ``vector`` in :func:`checked_chunks` ciphertexts of ``slots - 1`` values and the
     round's check value each, then its check ciphertext (serialised); ``purpose`` names the sum it is for
     (:data:`UPDATE`, or a method's own)."""
@@ -344,7 +357,7 @@ def encrypt_checked(ctx, vector: np.ndarray, key: bytes, server_round: int, part
     chunks = checked_chunks(len(vector), slots)
     plain = np.zeros((chunks, slots), dtype=np.float64)
     flat = plain[:, :-1].reshape(-1)
-    flat[:len(vector)] = vector
+    flat[: len(vector)] = vector
     plain[:, :-1] = flat.reshape(chunks, slots - 1)
     plain[:, -1] = sum_check_values(key, server_round, partition, chunks, purpose)
     blobs = [ts.ckks_vector(ctx, row).serialize() for row in plain]
@@ -356,8 +369,7 @@ class NotASum(ValueError):
     """What the decrypting client was asked to decrypt is not the sum of the round's uploads it was told of."""
 
 
-def check_ciphertext_ok(ctx, blob: bytes, key: bytes, server_round: int, partition: int,
-                        purpose: str = UPDATE) -> bool:
+def check_ciphertext_ok(ctx, blob: bytes, key: bytes, server_round: int, partition: int, purpose: str = UPDATE) -> bool:
     """Whether ``blob`` decrypts (under this key) to the check vector of (purpose, round, partition)."""
     ts = _ts()
     try:
@@ -368,8 +380,9 @@ def check_ciphertext_ok(ctx, blob: bytes, key: bytes, server_round: int, partiti
     return got.shape == want.shape and bool(np.all(np.abs(got - want) <= CHECK_TOLERANCE))
 
 
-def decrypt_checked(ctx, blobs: list[bytes], length: int, key: bytes, server_round: int,
-                    partitions: list[int], purpose: str = UPDATE) -> np.ndarray:
+def decrypt_checked(
+    ctx, blobs: list[bytes], length: int, key: bytes, server_round: int, partitions: list[int], purpose: str = UPDATE
+) -> np.ndarray:
     """The ``length`` values of a sum of uploads of ``partitions`` in ``server_round``; :class:`NotASum` unless
     every ciphertext's check slot equals the sum of those partitions' check values (one upload of each, added
     once, chunks in place). The plaintext is returned flooded and rounded (:func:`flood`)."""
@@ -386,8 +399,10 @@ def decrypt_checked(ctx, blobs: list[bytes], length: int, key: bytes, server_rou
         except Exception as exc:  # noqa: BLE001
             raise NotASum(f"ciphertext {j} does not parse ({type(exc).__name__})") from None
         if row.shape != (slots,) or abs(row[-1] - want[j]) > CHECK_TOLERANCE * max(1, len(partitions)):
-            raise NotASum(f"ciphertext {j} is not the sum of one upload of each of partitions "
-                          f"{sorted(partitions)} in round {server_round}")
+            raise NotASum(
+                f"ciphertext {j} is not the sum of one upload of each of partitions "
+                f"{sorted(partitions)} in round {server_round}"
+            )
         rows.append(row[:-1])
     return flood(np.concatenate(rows)[:length])
 
@@ -398,7 +413,7 @@ def flood(values: np.ndarray, bits: int = FLOOD_BITS, rng: np.random.Generator |
     many decryptions (Li & Micciancio, EUROCRYPT 2021); noise ~2^10 times larger than CKKS's (~1e-9 here) drowns
     it. The noise comes from the operating system's entropy."""
     rng = rng if rng is not None else np.random.default_rng()
-    step = 2.0 ** -bits
+    step = 2.0**-bits
     values = np.asarray(values, dtype=np.float64)
     return np.round((values + rng.normal(0.0, step, values.shape)) / step) * step
 
@@ -408,7 +423,7 @@ def encrypt_vector(ctx, vector: np.ndarray) -> list[bytes]:
     ts = _ts()
     vector = np.asarray(vector, dtype=np.float64).ravel()
     slots = num_slots(ctx)
-    return [ts.ckks_vector(ctx, vector[i:i + slots]).serialize() for i in range(0, max(len(vector), 1), slots)]
+    return [ts.ckks_vector(ctx, vector[i : i + slots]).serialize() for i in range(0, max(len(vector), 1), slots)]
 
 
 def decrypt_vector(ctx, blobs: list[bytes], length: int) -> np.ndarray:
@@ -435,7 +450,7 @@ def unflatten_arrays(vector: np.ndarray, like: list[np.ndarray]) -> list[np.ndar
         raise ValueError(f"a vector of {len(vector)} values does not fit arrays of {sum(sizes)} values")
     out, pos = [], 0
     for a, n in zip(like, sizes):
-        out.append(np.asarray(vector[pos:pos + n]).reshape(a.shape).astype(a.dtype))
+        out.append(np.asarray(vector[pos : pos + n]).reshape(a.shape).astype(a.dtype))
         pos += n
     return out
 
@@ -448,8 +463,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     keygen = sub.add_parser("keygen", help="write a new CKKS secret context (share it with clients only)")
     keygen.add_argument("path", help="the key file to write (it holds the secret key: keep it with the clients)")
-    keygen.add_argument("--poly-modulus-degree", type=int, default=POLY_MODULUS_DEGREE, choices=(4096, 8192),
-                        help="CKKS ring degree N (default: %(default)s)")
+    keygen.add_argument(
+        "--poly-modulus-degree",
+        type=int,
+        default=POLY_MODULUS_DEGREE,
+        choices=(4096, 8192),
+        help="CKKS ring degree N (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     bits = COEFF_MOD_BIT_SIZES if args.poly_modulus_degree == 4096 else (60, 60)
     path = write_key_file(args.path, create_secret_context(args.poly_modulus_degree, bits))

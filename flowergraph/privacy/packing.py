@@ -69,6 +69,6 @@ def unpack_blobs(lengths: np.ndarray, blob: np.ndarray) -> list[bytes]:
     raw = blob.tobytes()
     out, pos = [], 0
     for n in lengths.tolist():
-        out.append(raw[pos:pos + n])
+        out.append(raw[pos : pos + n])
         pos += n
     return out

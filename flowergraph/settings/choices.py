@@ -7,8 +7,14 @@ WEIGHTINGS = ("train-size", "batch-size", "uniform")
 AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
 SECURE_AGG = ("none", "secagg+", "ckks")
 CLIENT_ORDERS = ("partition", "largest-first")  # which client a simulated node serves (flowergraph.app.client_app)
-FLOWER_APIS = ("legacy", "message")  # which face of flowergraph the repository app runs (flowergraph.app.message_server)
-SIMULATION_ENGINES = ("ray", "inline")  # what runs a simulation's clients (flowergraph.simulation, flowergraph.app.inline)
+FLOWER_APIS = (
+    "legacy",
+    "message",
+)  # which face of flowergraph the repository app runs (flowergraph.app.message_server)
+SIMULATION_ENGINES = (
+    "ray",
+    "inline",
+)  # what runs a simulation's clients (flowergraph.simulation, flowergraph.app.inline)
 # fault kinds that kill or stall the process they run in: the inline engine (one process) refuses them
 PROCESS_FAULTS = ("exit", "hang")
 DP_MODES = ("none", "central-server", "central-client", "local")

@@ -49,8 +49,10 @@ class Option:
             value = self.normalize(value)
         choices = self.valid_choices
         if choices is not None and value not in choices:
-            raise ConfigError(f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}"
-                              f"{did_you_mean(value, choices)}")
+            raise ConfigError(
+                f"unknown {self.key} {value!r}; valid choices: {', '.join(map(str, choices))}"
+                f"{did_you_mean(value, choices)}"
+            )
         if self.check is not None:
             problem = self.check(value)
             if problem:
@@ -63,9 +65,14 @@ def namespace(prefix: str, group: str | None = None) -> Callable[..., Option]:
     ``opt("hops", 2, "text", choices, check)`` is ``Option("fedgcn.hops", 2, "text", choices, check,
     group="fedgcn")`` (``group``: the docs section, default the prefix)."""
 
-    def opt(key: str, default: Any, text: str, choices: tuple | Callable[[], tuple] | None = None,
-            check: Callable[[Any], str | None] | None = None,
-            normalize: Callable[[Any], Any] | None = None) -> Option:
+    def opt(
+        key: str,
+        default: Any,
+        text: str,
+        choices: tuple | Callable[[], tuple] | None = None,
+        check: Callable[[Any], str | None] | None = None,
+        normalize: Callable[[Any], Any] | None = None,
+    ) -> Option:
         return Option(f"{prefix}.{key}", default, text, choices, check, group=group or prefix, normalize=normalize)
 
     opt.__name__ = f"{prefix}_option"
@@ -114,6 +121,7 @@ def at_least(lo, inclusive: bool = True) -> Callable[[Any], str | None]:
     def check(v):
         ok = v >= lo if inclusive else v > lo
         return None if ok else f"must be {'>=' if inclusive else '>'} {lo}"
+
     return check
 
 

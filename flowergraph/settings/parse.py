@@ -65,8 +65,7 @@ def unknown_key(key: str, known: Iterable[str]) -> ConfigError:
     """The refusal of an unknown run-config key: the keys it may mean (:func:`~flowergraph.errors.did_you_mean_key`)
     and the valid keys."""
     known = list(known)
-    return ConfigError(f"unknown run-config key {key!r}{did_you_mean_key(key, known)}; valid keys: "
-                       f"{', '.join(known)}")
+    return ConfigError(f"unknown run-config key {key!r}{did_you_mean_key(key, known)}; valid keys: {', '.join(known)}")
 
 
 def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> RunSettings:

@@ -60,18 +60,25 @@ class RunPlan:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             suffix = f"-{run_id}" if run_id else ""
             out_dir = Path(RESULTS_ROOT).resolve() / f"{s.method}-{s.dataset}-{stamp}{suffix}"
-        own = checkpoint is not None and checkpoint.run_dir is not None and \
-            checkpoint.run_dir.resolve() == out_dir.resolve()
+        own = (
+            checkpoint is not None
+            and checkpoint.run_dir is not None
+            and checkpoint.run_dir.resolve() == out_dir.resolve()
+        )
         if (out_dir / "rounds.jsonl").exists() and not own:
-            raise ConfigError(f"out-dir {str(out_dir)!r} already holds the results of a run (rounds.jsonl); "
-                              f"choose another so nothing is overwritten, or resume that run into its own "
-                              f"folder")
+            raise ConfigError(
+                f"out-dir {str(out_dir)!r} already holds the results of a run (rounds.jsonl); "
+                f"choose another so nothing is overwritten, or resume that run into its own "
+                f"folder"
+            )
         # the ServerApp's files, and the launchers' logs (a launcher checks before it writes them)
         names = RUN_FILES + (LAUNCHER_FILES if launcher else ())
         taken = [n for n in names if (out_dir / n).exists() or (out_dir / n).is_symlink()] if not own else []
         if taken:
-            raise ConfigError(f"out-dir {str(out_dir)!r} already holds {', '.join(taken)}, which this run would "
-                              f"overwrite; choose an empty or new folder so nothing is overwritten")
+            raise ConfigError(
+                f"out-dir {str(out_dir)!r} already holds {', '.join(taken)}, which this run would "
+                f"overwrite; choose an empty or new folder so nothing is overwritten"
+            )
         state_dir = s.state_dir
         if not state_dir and launcher and s.method_info.is_stateful(s) and (s.checkpoint_every > 0 or checkpoint):
             state_dir = str(out_dir / "client-state")

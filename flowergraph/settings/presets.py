@@ -22,9 +22,12 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         found = available_presets()
-        listed = (f"; the presets in {found[0].parent}: {', '.join(p.name for p in found)}"
-                  f"{did_you_mean(path.name, [p.name for p in found])}" if found else
-                  "; presets are TOML files of run-config keys, e.g. conf/fedgcn-cora.toml")
+        listed = (
+            f"; the presets in {found[0].parent}: {', '.join(p.name for p in found)}"
+            f"{did_you_mean(path.name, [p.name for p in found])}"
+            if found
+            else "; presets are TOML files of run-config keys, e.g. conf/fedgcn-cora.toml"
+        )
         raise ConfigError(f"preset {str(path)!r} does not exist{listed}")
     try:
         values = flatten_tables(tomllib.loads(path.read_text()))
@@ -33,8 +36,9 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
     known = option_by_key()
     unknown = [k for k in values if k not in known]
     if unknown:
-        named = ", ".join(f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "")
-                          for k in unknown)
+        named = ", ".join(
+            f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "") for k in unknown
+        )
         raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {named}; valid keys: {', '.join(known)}")
     return values
 

@@ -56,7 +56,7 @@ def toml_table() -> str:
     for owner in list(tasks().values()) + list(methods().values()):
         if owner.options:
             lines.append(f"\n[tool.flwr.app.config.{owner.name}]")
-            lines += [f"{o.key[len(owner.name) + 1:]} = {toml_value(o.default)}" for o in owner.options]
+            lines += [f"{o.key[len(owner.name) + 1 :]} = {toml_value(o.default)}" for o in owner.options]
     return "\n".join(lines)
 
 
@@ -64,11 +64,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Print the run-configuration reference.")
     parser.add_argument("--markdown", action="store_true", help="the configuration tables (markdown)")
     parser.add_argument("--toml", action="store_true", help="the [tool.flwr.app.config] body")
-    parser.add_argument("--update-docs", "--update-readme", dest="update_readme", metavar="MARKDOWN",
-                        help="rewrite the tables between the file's <!-- config-table --> markers "
-                        "(docs/configuration.md)")
-    parser.add_argument("--update-pyproject", metavar="PYPROJECT", help="rewrite its [tool.flwr.app.config] "
-                        "tables (up to the next non-config table)")
+    parser.add_argument(
+        "--update-docs",
+        "--update-readme",
+        dest="update_readme",
+        metavar="MARKDOWN",
+        help="rewrite the tables between the file's <!-- config-table --> markers (docs/configuration.md)",
+    )
+    parser.add_argument(
+        "--update-pyproject",
+        metavar="PYPROJECT",
+        help="rewrite its [tool.flwr.app.config] tables (up to the next non-config table)",
+    )
     args = parser.parse_args()
     if args.update_pyproject:
         import re
@@ -76,8 +83,12 @@ def main() -> None:
 
         path = Path(args.update_pyproject)
         text = path.read_text()
-        new, n = re.subn(r"\[tool\.flwr\.app\.config\]\n.*?(?=\n\[(?!tool\.flwr\.app\.config))",
-                         lambda m: "[tool.flwr.app.config]\n" + toml_table() + "\n", text, flags=re.S)
+        new, n = re.subn(
+            r"\[tool\.flwr\.app\.config\]\n.*?(?=\n\[(?!tool\.flwr\.app\.config))",
+            lambda m: "[tool.flwr.app.config]\n" + toml_table() + "\n",
+            text,
+            flags=re.S,
+        )
         if n != 1:
             raise SystemExit(f"{path}: expected one [tool.flwr.app.config] table followed by another table")
         path.write_text(new)
@@ -88,9 +99,12 @@ def main() -> None:
 
         path = Path(args.update_readme)
         text = path.read_text()
-        new, n = re.subn(r"(<!-- config-table -->)\n?.*?\n?(<!-- /config-table -->)",
-                         lambda m: m.group(1) + "\n" + markdown_table().strip("\n") + "\n" + m.group(2), text,
-                         flags=re.S)
+        new, n = re.subn(
+            r"(<!-- config-table -->)\n?.*?\n?(<!-- /config-table -->)",
+            lambda m: m.group(1) + "\n" + markdown_table().strip("\n") + "\n" + m.group(2),
+            text,
+            flags=re.S,
+        )
         if n != 1:
             raise SystemExit(f"{path}: expected one <!-- config-table --> ... <!-- /config-table --> block")
         path.write_text(new)

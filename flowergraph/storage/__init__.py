@@ -21,10 +21,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from .results import RunRecorder, accuracy_text, human_bytes, read_run
 
 _EXPORTS = {
-    "Checkpoint": "checkpoint", "check_resumable": "checkpoint", "checkpoint_file": "checkpoint",
-    "load_checkpoint": "checkpoint", "save_checkpoint": "checkpoint", "read_npz": "npzio", "write_npz": "npzio",
-    "RunRecorder": "results", "accuracy_text": "results", "human_bytes": "results", "read_run": "results",
+    "Checkpoint": "checkpoint",
+    "check_resumable": "checkpoint",
+    "checkpoint_file": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "read_npz": "npzio",
+    "write_npz": "npzio",
+    "RunRecorder": "results",
+    "accuracy_text": "results",
+    "human_bytes": "results",
+    "read_run": "results",
 }
-__all__ = ["Checkpoint", "RunRecorder", "accuracy_text", "check_resumable", "checkpoint_file", "human_bytes",
-           "load_checkpoint", "read_npz", "read_run", "save_checkpoint", "write_npz"]
+__all__ = [
+    "Checkpoint",
+    "RunRecorder",
+    "accuracy_text",
+    "check_resumable",
+    "checkpoint_file",
+    "human_bytes",
+    "load_checkpoint",
+    "read_npz",
+    "read_run",
+    "save_checkpoint",
+    "write_npz",
+]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

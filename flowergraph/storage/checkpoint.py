@@ -38,9 +38,25 @@ _PATTERN = "round-*.npz"
 
 # Run-config keys a resumed run may set differently from the checkpointed run (they change where and how the
 # run is executed, not what it computes). Every other key must be equal, or the resume is refused.
-RESUME_MAY_CHANGE = ("rounds", "out-dir", "resume-from", "checkpoint-every", "checkpoint-keep", "round-timeout",
-                     "init-timeout", "connect-timeout", "poll-interval", "data-dir", "key-file", "state-dir",
-                     "partition-dir", "inject-faults", "fused-eval", "client-order", "simulation-engine")
+RESUME_MAY_CHANGE = (
+    "rounds",
+    "out-dir",
+    "resume-from",
+    "checkpoint-every",
+    "checkpoint-keep",
+    "round-timeout",
+    "init-timeout",
+    "connect-timeout",
+    "poll-interval",
+    "data-dir",
+    "key-file",
+    "state-dir",
+    "partition-dir",
+    "inject-faults",
+    "fused-eval",
+    "client-order",
+    "simulation-engine",
+)
 
 
 @dataclass
@@ -69,9 +85,16 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
     """Write ``ckpt`` to ``path`` atomically (temporary file, fsync, rename, fsync of the folder)."""
     state_arrays: dict[str, np.ndarray] = {}
     state = pack_tree(ckpt.strategy_state, state_arrays, "strategy", what="checkpoint state")
-    meta = {"format": FORMAT, "version": VERSION, "round": int(ckpt.server_round), "num_arrays": len(ckpt.arrays),
-            "strategy_state": state, "records": ckpt.records, "config": ckpt.config,
-            "created": ckpt.created or time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "round": int(ckpt.server_round),
+        "num_arrays": len(ckpt.arrays),
+        "strategy_state": state,
+        "records": ckpt.records,
+        "config": ckpt.config,
+        "created": ckpt.created or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     entries = {f"g{i}": np.asarray(a) for i, a in enumerate(ckpt.arrays)}
     entries.update(state_arrays)
     return write_npz(path, entries, meta)
@@ -83,22 +106,32 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     try:
         archive, meta = read_npz(path)
         if meta.get("format") != FORMAT:
-            raise CheckpointError(f"checkpoint {str(path)!r} is not a flowergraph checkpoint (format "
-                                  f"{meta.get('format')!r})")
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} is not a flowergraph checkpoint (format {meta.get('format')!r})"
+            )
         if meta.get("version") != VERSION:
-            raise CheckpointError(f"checkpoint {str(path)!r} has format version {meta.get('version')!r}; this "
-                                  f"flowergraph reads version {VERSION}")
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} has format version {meta.get('version')!r}; this "
+                f"flowergraph reads version {VERSION}"
+            )
         arrays = [archive[f"g{i}"] for i in range(int(meta["num_arrays"]))]
         state = unpack_tree(meta["strategy_state"], archive)
         config = dict(meta["config"])
-        ckpt = Checkpoint(server_round=int(meta["round"]), arrays=arrays, strategy_state=state,
-                          records=list(meta["records"]), config=config,
-                          created=str(meta.get("created", "")), path=path.resolve())
+        ckpt = Checkpoint(
+            server_round=int(meta["round"]),
+            arrays=arrays,
+            strategy_state=state,
+            records=list(meta["records"]),
+            config=config,
+            created=str(meta.get("created", "")),
+            path=path.resolve(),
+        )
     except CheckpointError:
         raise
     except READ_ERRORS as exc:
-        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a flowergraph checkpoint "
-                              f"({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is corrupt or not a flowergraph checkpoint ({type(exc).__name__}: {exc})"
+        ) from None
     if ckpt.server_round < 1:
         raise CheckpointError(f"checkpoint {str(path)!r} is at round {ckpt.server_round}; expected >= 1")
     return ckpt
@@ -110,13 +143,17 @@ def find_checkpoint(path: str | os.PathLike) -> Path:
     if p.is_file():
         return p
     if not p.exists():
-        raise CheckpointError(f"resume-from {str(path)!r} does not exist; give a checkpoint file "
-                              f"(<out-dir>/{CHECKPOINT_DIR}/round-K.npz) or a run's out-dir")
+        raise CheckpointError(
+            f"resume-from {str(path)!r} does not exist; give a checkpoint file "
+            f"(<out-dir>/{CHECKPOINT_DIR}/round-K.npz) or a run's out-dir"
+        )
     folder = p if p.name == CHECKPOINT_DIR else p / CHECKPOINT_DIR
     found = sorted(folder.glob(_PATTERN)) if folder.is_dir() else []
     if not found:
-        raise CheckpointError(f"resume-from {str(path)!r} holds no checkpoint ({folder}/{_PATTERN}); was the run "
-                              f"started with checkpoint-every > 0?")
+        raise CheckpointError(
+            f"resume-from {str(path)!r} holds no checkpoint ({folder}/{_PATTERN}); was the run "
+            f"started with checkpoint-every > 0?"
+        )
     return found[-1]
 
 
@@ -125,7 +162,7 @@ def round_of_file(path: str | os.PathLike) -> int | None:
     name = Path(path).name
     if not (name.startswith("round-") and name.endswith(".npz")):
         return None
-    digits = name[len("round-"):-len(".npz")]
+    digits = name[len("round-") : -len(".npz")]
     return int(digits) if digits.isdigit() else None
 
 
@@ -150,14 +187,19 @@ def check_resumable(ckpt: Checkpoint, config: dict[str, Any]) -> None:
     saved = _current_names(ckpt.config, config, where)
     rounds = config.get("rounds")
     if rounds is not None and int(rounds) <= ckpt.server_round:
-        raise CheckpointError(f"resume-from {where!r} is at round {ckpt.server_round}; rounds={rounds} must be "
-                              f"larger to continue the run")
-    diffs = [f"{k}={saved.get(k)!r} in the checkpoint but {config.get(k)!r} now"
-             for k in sorted(set(saved) | set(config))
-             if k not in RESUME_MAY_CHANGE and saved.get(k) != config.get(k)]
+        raise CheckpointError(
+            f"resume-from {where!r} is at round {ckpt.server_round}; rounds={rounds} must be larger to continue the run"
+        )
+    diffs = [
+        f"{k}={saved.get(k)!r} in the checkpoint but {config.get(k)!r} now"
+        for k in sorted(set(saved) | set(config))
+        if k not in RESUME_MAY_CHANGE and saved.get(k) != config.get(k)
+    ]
     if diffs:
-        raise CheckpointError(f"resume-from {where!r} was made with other settings: {'; '.join(diffs)}. Resume "
-                              f"with the same settings; only {', '.join(RESUME_MAY_CHANGE)} may change")
+        raise CheckpointError(
+            f"resume-from {where!r} was made with other settings: {'; '.join(diffs)}. Resume "
+            f"with the same settings; only {', '.join(RESUME_MAY_CHANGE)} may change"
+        )
 
 
 def _current_names(saved: dict[str, Any], config: dict[str, Any], where: str) -> dict[str, Any]:
@@ -170,11 +212,14 @@ def _current_names(saved: dict[str, Any], config: dict[str, Any], where: str) ->
     known = defaults()
     unknown = [k for k in saved if k not in known]
     if unknown:
-        named = ", ".join(f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "")
-                          for k in unknown)
-        raise CheckpointError(f"resume-from {where!r} was written with run-config keys this version does not know: "
-                              f"{named}; this version cannot resume it (resume it with the flowergraph version "
-                              f"that wrote it, or start a new run)")
+        named = ", ".join(
+            f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "") for k in unknown
+        )
+        raise CheckpointError(
+            f"resume-from {where!r} was written with run-config keys this version does not know: "
+            f"{named}; this version cannot resume it (resume it with the flowergraph version "
+            f"that wrote it, or start a new run)"
+        )
     out = dict(saved)
     for key in config:
         if key not in out and key in known:

@@ -12,7 +12,8 @@ started), ``accuracy`` / ``loss`` (client-side test accuracy / loss, weighted by
 ``val_accuracy``, ``train_loss`` (weighted like the aggregation), ``bytes_down`` / ``bytes_up`` (payload
 bytes sent to / received from clients this round: serialised arrays plus config/metric values),
 ``num_fit`` / ``num_failures`` / ``rejected`` (updates aggregated / failed / rejected as malformed),
-``ended_at`` (wall clock, seconds since the epoch), ``clients`` (per-client metrics, keyed by partition id) and, when enabled, ``server_accuracy`` /
+``ended_at`` (wall clock, seconds since the epoch), ``clients`` (per-client metrics, keyed by partition id) and, when
+enabled, ``server_accuracy`` /
 ``server_loss`` (the global model on the global test nodes). Methods add their own keys (e.g. FedGCN's
 pre-training bytes as round 0).
 
@@ -79,9 +80,17 @@ class RunRecorder:
     was resumed from).
     """
 
-    def __init__(self, out_dir: str | os.PathLike, config: dict[str, Any], *, total_rounds: int | None = None,
-                 log: Callable[[str], None] | None = print, resume: bool = False,
-                 records: list[dict[str, Any]] | None = None, extra_meta: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        config: dict[str, Any],
+        *,
+        total_rounds: int | None = None,
+        log: Callable[[str], None] | None = print,
+        resume: bool = False,
+        records: list[dict[str, Any]] | None = None,
+        extra_meta: dict[str, Any] | None = None,
+    ):
         self.out_dir = Path(out_dir).expanduser().resolve()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.total_rounds = total_rounds
@@ -91,15 +100,22 @@ class RunRecorder:
         self.started = time.time()
         rounds_path = self.out_dir / "rounds.jsonl"
         if rounds_path.exists() and not resume:
-            raise FileExistsError(f"out-dir {str(self.out_dir)!r} already holds the results of a run "
-                                  f"(rounds.jsonl); choose another out-dir so nothing is overwritten")
+            raise FileExistsError(
+                f"out-dir {str(self.out_dir)!r} already holds the results of a run "
+                f"(rounds.jsonl); choose another out-dir so nothing is overwritten"
+            )
         if resume and records is not None:
             self.rounds = [_jsonable(dict(r)) for r in records]
             _write_atomic(rounds_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.rounds))
         elif resume and rounds_path.exists():
             self.rounds = [json.loads(line) for line in rounds_path.read_text().splitlines() if line.strip()]
-        meta = {"config": _jsonable(config), "python": platform.python_version(), "host": platform.node(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **_jsonable(extra_meta or {})}
+        meta = {
+            "config": _jsonable(config),
+            "python": platform.python_version(),
+            "host": platform.node(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **_jsonable(extra_meta or {}),
+        }
         _write_atomic(self.out_dir / "config.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
         self._write_summary("running")
 
@@ -121,8 +137,12 @@ class RunRecorder:
     def progress_line(self, r: dict[str, Any]) -> str:
         total = f"/{self.total_rounds}" if self.total_rounds else ""
         parts = []
-        for key, label in (("accuracy", "acc"), ("val_accuracy", "val"), ("loss", "loss"),
-                           ("server_accuracy", "server acc")):
+        for key, label in (
+            ("accuracy", "acc"),
+            ("val_accuracy", "val"),
+            ("loss", "loss"),
+            ("server_accuracy", "server acc"),
+        ):
             if r.get(key) is not None:
                 parts.append(f"{label} {r[key]:.4f}")
         if r.get("time_s") is not None:
@@ -165,8 +185,9 @@ class RunRecorder:
         }
         dp = [r["dp"] for r in training if isinstance(r.get("dp"), dict)]
         if dp:  # the privacy budget spent by the model updates (strategies/dp.py)
-            out["dp"] = {k: dp[-1].get(k) for k in ("mode", "epsilon", "delta", "releases", "noise_stddev",
-                                                     "clipping_norm")}
+            out["dp"] = {
+                k: dp[-1].get(k) for k in ("mode", "epsilon", "delta", "releases", "noise_stddev", "clipping_norm")
+            }
         out.update(self.extra)
         if error:
             out["error"] = error

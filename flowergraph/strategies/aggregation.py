@@ -85,22 +85,27 @@ class Aggregator:
     def weight(self, update: Update) -> float:
         return float(update.num_examples)
 
-    def aggregate(self, updates: list[Update], weights: list[float],
-                  like: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    def aggregate(
+        self, updates: list[Update], weights: list[float], like: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def aggregate_named(self, updates: list[Update], weights: list[float],
-                        like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def aggregate_named(
+        self, updates: list[Update], weights: list[float], like: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
         """The new model by name from updates of the model ``like`` (see the module docstring)."""
         keys = list(like)
         if all(u.keys is None or list(u.keys) == keys for u in updates):  # whole updates: the rule itself
             return dict(zip(keys, self.aggregate(updates, weights, like=list(like.values()))))
         return self.aggregate_partial(updates, weights, like)
 
-    def aggregate_partial(self, updates: list[Update], weights: list[float],
-                          like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        raise AggregationConfigError(f"aggregator {self.name!r} combines whole updates only; a client sent part "
-                                     f"of the model (a partial update): use aggregator 'mean'")
+    def aggregate_partial(
+        self, updates: list[Update], weights: list[float], like: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        raise AggregationConfigError(
+            f"aggregator {self.name!r} combines whole updates only; a client sent part "
+            f"of the model (a partial update): use aggregator 'mean'"
+        )
 
 
 class WeightedMean(Aggregator):
@@ -124,16 +129,19 @@ class WeightedMean(Aggregator):
                 raise AggregationConfigError(
                     f"weighting 'batch-size' needs a 'batch_size' metric from every client, and client "
                     f"{update.client} reports none (its metrics: {', '.join(sorted(update.metrics)) or 'none'}); "
-                    f"use weighting 'train-size' or 'uniform', or a client that reports its mini-batch size")
+                    f"use weighting 'train-size' or 'uniform', or a client that reports its mini-batch size"
+                )
             return float(update.metrics["batch_size"])
         return float(update.num_examples)
 
-    def aggregate(self, updates: list[Update], weights: list[float],
-                  like: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    def aggregate(
+        self, updates: list[Update], weights: list[float], like: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
         return weighted_average([u.arrays for u in updates], weights, like=like)
 
-    def aggregate_partial(self, updates: list[Update], weights: list[float],
-                          like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def aggregate_partial(
+        self, updates: list[Update], weights: list[float], like: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
         """Each array: the weighted mean over the updates that sent it; an array nobody sent keeps its value."""
         keys = list(like)
         by_update = [u.named(keys) for u in updates]
@@ -163,8 +171,9 @@ class _FlowerRule(Aggregator):
     def _combine(self, results: list[tuple[list[np.ndarray], int]]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def aggregate(self, updates: list[Update], weights: list[float],
-                  like: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    def aggregate(
+        self, updates: list[Update], weights: list[float], like: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
         # Flower's functions take (arrays, num_examples) pairs: the weights, as integers (uniform = 1 each)
         out = self._combine([(u.arrays, max(1, int(round(w)))) for u, w in zip(updates, weights)])
         dtypes = [a.dtype for a in (like if like is not None else updates[0].arrays)]
@@ -199,8 +208,10 @@ class TrimmedMean(_FlowerRule):
         from flwr.server.strategy.aggregate import aggregate_trimmed_avg
 
         if int(self.trim * len(results)) == 0:  # Flower's trim_mean drops int(trim x n) at each end
-            raise RoundNotAggregated(f"trimmed mean with trim={self.trim} over {len(results)} valid updates drops "
-                                     f"nothing (int({self.trim} x {len(results)}) = 0): it would be a plain mean")
+            raise RoundNotAggregated(
+                f"trimmed mean with trim={self.trim} over {len(results)} valid updates drops "
+                f"nothing (int({self.trim} x {len(results)}) = 0): it would be a plain mean"
+            )
 
         return aggregate_trimmed_avg(results, self.trim)
 
@@ -223,14 +234,17 @@ class Krum(_FlowerRule):
 
         n = len(results)
         if n < 2 * self.malicious + 3:
-            raise RoundNotAggregated(f"Krum with malicious={self.malicious} needs at least 2 x {self.malicious} + 3 "
-                                     f"= {2 * self.malicious + 3} valid updates, got {n}")
+            raise RoundNotAggregated(
+                f"Krum with malicious={self.malicious} needs at least 2 x {self.malicious} + 3 "
+                f"= {2 * self.malicious + 3} valid updates, got {n}"
+            )
         keep = 0 if self.keep is None else (self.keep or n - self.malicious)
         return aggregate_krum(results, self.malicious, min(keep, n))
 
 
-def make_aggregator(name: str, *, weighting: str = "train-size", trim: float = 0.1, malicious: int = 1,
-                    keep: int = 0) -> Aggregator:
+def make_aggregator(
+    name: str, *, weighting: str = "train-size", trim: float = 0.1, malicious: int = 1, keep: int = 0
+) -> Aggregator:
     """The rule called ``name`` (:data:`AGGREGATORS`)."""
     if name == "mean":
         return WeightedMean(weighting)
@@ -246,11 +260,18 @@ def make_aggregator(name: str, *, weighting: str = "train-size", trim: float = 0
 
 
 # ------------------------------------------------------------------------------------ accepting a round's updates
-def accept_updates(server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any], *,
-                   aggregator: Aggregator, label: Callable[[ClientProxy, Any], str],
-                   reference: Callable[[ClientProxy], Mapping[str, np.ndarray] | None],
-                   add_bytes: Callable[..., None], update_kind: str = "weights", max_update_norm: float = 0.0
-                   ) -> tuple[list[Update], list[float]]:
+def accept_updates(
+    server_round: int,
+    results: list[tuple[ClientProxy, FitRes]],
+    rec: dict[str, Any],
+    *,
+    aggregator: Aggregator,
+    label: Callable[[ClientProxy, Any], str],
+    reference: Callable[[ClientProxy], Mapping[str, np.ndarray] | None],
+    add_bytes: Callable[..., None],
+    update_kind: str = "weights",
+    max_update_norm: float = 0.0,
+) -> tuple[list[Update], list[float]]:
     """The round's accepted updates and their weights. Each fit reply is decoded and checked by name against
     ``reference(proxy)``, the arrays its client was sent (any of them, named, when ``update_kind`` is
     ``"partial"``), and weighed by ``aggregator``; a malformed one, or one whose weight is negative or not finite,
@@ -282,8 +303,12 @@ def accept_updates(server_round: int, results: list[tuple[ClientProxy, FitRes]],
             norms.append(update_norm(update, sent, gradients=update_kind == "gradients"))
         fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
         rec.setdefault("clients", {}).setdefault(name, {}).update(
-            {"num_train": int(res.num_examples), "fit_weight": weight,
-             **{f"fit_{k}": v for k, v in fit_metrics.items() if k != wire.NUM_TRAIN}})
+            {
+                "num_train": int(res.num_examples),
+                "fit_weight": weight,
+                **{f"fit_{k}": v for k, v in fit_metrics.items() if k != wire.NUM_TRAIN},
+            }
+        )
     if norms and len(updates) >= 3:
         updates, weights = refuse_outliers(server_round, updates, weights, norms, max_update_norm, rejected, rec)
     rec["rejected"] = rejected
@@ -297,15 +322,17 @@ def _decode(res: FitRes, label: str, sent: Mapping[str, np.ndarray], partial: bo
     try:
         arrays = wire.to_ndarrays(res.parameters)
     except Exception as exc:  # noqa: BLE001 (undecodable payload)
-        return Update(label, [], int(res.num_examples), dict(res.metrics)), \
-            f"undecodable update ({type(exc).__name__}: {exc})"
+        return Update(
+            label, [], int(res.num_examples), dict(res.metrics)
+        ), f"undecodable update ({type(exc).__name__}: {exc})"
     try:
         keys = wire.decode_keys(res.metrics, len(arrays))
     except ValueError as exc:
         return Update(label, arrays, int(res.num_examples), dict(res.metrics)), str(exc)
     problem = check_named_update(arrays, keys, sent, partial=partial)
-    return Update(label, arrays, int(res.num_examples), dict(res.metrics),
-                  keys=list(keys) if keys is not None else list(sent)), problem
+    return Update(
+        label, arrays, int(res.num_examples), dict(res.metrics), keys=list(keys) if keys is not None else list(sent)
+    ), problem
 
 
 def update_norm(update: Update, sent: Mapping[str, np.ndarray], *, gradients: bool = False) -> float:
@@ -321,17 +348,25 @@ def update_norm(update: Update, sent: Mapping[str, np.ndarray], *, gradients: bo
     return math.sqrt(total)
 
 
-def refuse_outliers(server_round: int, updates: list[Update], weights: list[float], norms: list[float],
-                    limit: float, rejected: list[dict[str, str]], rec: dict[str, Any]
-                    ) -> tuple[list[Update], list[float]]:
+def refuse_outliers(
+    server_round: int,
+    updates: list[Update],
+    weights: list[float],
+    norms: list[float],
+    limit: float,
+    rejected: list[dict[str, str]],
+    rec: dict[str, Any],
+) -> tuple[list[Update], list[float]]:
     """``max_update_norm``: the updates whose norm exceeds ``limit`` times the round's median norm are refused
     (logged, listed in ``rejected``, their rows dropped from ``rec["clients"]``); the others are returned."""
     median = float(np.median(norms))
     keep_u, keep_w = [], []
     for update, weight, norm in zip(updates, weights, norms):
         if median > 0 and norm > limit * median:
-            reason = (f"update norm {norm:.4g} is {norm / median:.3g} x the round's median {median:.4g}, above "
-                      f"max-update-norm={limit:g}")
+            reason = (
+                f"update norm {norm:.4g} is {norm / median:.3g} x the round's median {median:.4g}, above "
+                f"max-update-norm={limit:g}"
+            )
             log(WARNING, "round %s: refused the update of client %s: %s", server_round, update.client, reason)
             rejected.append({"client": update.client, "reason": reason})
             rec.get("clients", {}).pop(update.client, None)

@@ -55,7 +55,8 @@ Aggregation: every array is the weighted mean of the clients' arrays with the up
 weights ``1/I``, Algorithm 2 line 17; FL: FedAvg's training-node counts, or equal with ``weighting=uniform``); the
 statistics arrays are divided by the weight on the client, so the server recovers plain sums over the clients
 (see :mod:`flowergraph.wire.asfgnn`). Under CKKS the aggregate comes from the decrypted sum
-(one update labelled ``CKKS_SUM`` in :meth:`aggregate_updates`); under SecAgg+ every reply the strategy sees is the same masked mean.
+(one update labelled ``CKKS_SUM`` in :meth:`aggregate_updates`); under SecAgg+ every reply the strategy sees is the same
+masked mean.
 """
 
 from __future__ import annotations
@@ -109,10 +110,21 @@ class ASFGNNStrategy(FederatedStrategy):
     :class:`~flowergraph.strategies.FederatedStrategy`'s.
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, share: str = "fgnn", trial_rounds: int = 200,
-                 trials: int = 1, search: str = "none", config: Mapping[str, Any] | None = None,
-                 space: SearchSpace | None = None, driver_settings: Mapping[str, Any] | None = None,
-                 weighting: str = "uniform", initial_parameters: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        share: str = "fgnn",
+        trial_rounds: int = 200,
+        trials: int = 1,
+        search: str = "none",
+        config: Mapping[str, Any] | None = None,
+        space: SearchSpace | None = None,
+        driver_settings: Mapping[str, Any] | None = None,
+        weighting: str = "uniform",
+        initial_parameters: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if share not in SHARES:
             raise ValueError(f"unknown share {share!r}; valid choices: {', '.join(SHARES)}")
         if search not in SEARCHES:
@@ -124,11 +136,16 @@ class ASFGNNStrategy(FederatedStrategy):
         if search != "none" and space is None:
             raise ValueError(f"search={search!r} needs a search space")
         kwargs.pop("aggregator", None)  # ASFGNN averages itself (plain means; secure aggregates)
-        policy = resolve_policy(policy, {k: kwargs.pop(k) for k in list(kwargs)
-                                         if k in FederationPolicy.field_names()}, type(self).__name__)
+        policy = resolve_policy(
+            policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()}, type(self).__name__
+        )
         policy = policy.replace(stateful_clients=True, fused_eval=False)
-        super().__init__(policy, aggregator=WeightedMean(weighting),
-                         initial_parameters=[] if initial_parameters is None else initial_parameters, **kwargs)
+        super().__init__(
+            policy,
+            aggregator=WeightedMean(weighting),
+            initial_parameters=[] if initial_parameters is None else initial_parameters,
+            **kwargs,
+        )
         self.share = share
         self.trial_rounds = int(trial_rounds)
         self.trials = int(trials)
@@ -136,22 +153,34 @@ class ASFGNNStrategy(FederatedStrategy):
         self.config = dict(config) if config is not None else None
         self.space = space
         self.driver_settings = dict(driver_settings or {})
-        self.driver: SearchDriver | None = None if search == "none" else make_driver(
-            search, space, self.trials, **self.driver_settings)  # type: ignore[arg-type]
+        self.driver: SearchDriver | None = (
+            None if search == "none" else make_driver(search, space, self.trials, **self.driver_settings)
+        )  # type: ignore[arg-type]
         self.trial: dict[str, Any] | None = None  # the trial in progress (or the last one, once finished)
         self.results: list[dict[str, Any]] = []  # finished trials
         capacity = self.trials * (self.trial_rounds + 1)
         if policy.num_rounds is not None and policy.num_rounds > capacity:
-            raise ValueError(f"num_rounds={policy.num_rounds} exceeds trials x (trial rounds + 1) = {self.trials} x "
-                             f"({self.trial_rounds} + 1) = {capacity}")
+            raise ValueError(
+                f"num_rounds={policy.num_rounds} exceeds trials x (trial rounds + 1) = {self.trials} x "
+                f"({self.trial_rounds} + 1) = {capacity}"
+            )
         if policy.num_rounds is not None and policy.num_rounds < capacity:
-            log(WARNING, "asfgnn: the run has %d rounds, %d trial(s) of %d + 1 rounds need %d: it covers %d complete "
-                "trial(s) (resume with more rounds to go on)", policy.num_rounds, self.trials, self.trial_rounds,
-                capacity, policy.num_rounds // (self.trial_rounds + 1))
+            log(
+                WARNING,
+                "asfgnn: the run has %d rounds, %d trial(s) of %d + 1 rounds need %d: it covers %d complete "
+                "trial(s) (resume with more rounds to go on)",
+                policy.num_rounds,
+                self.trials,
+                self.trial_rounds,
+                capacity,
+                policy.num_rounds // (self.trial_rounds + 1),
+            )
 
     def __repr__(self) -> str:
-        return (f"ASFGNNStrategy(num_clients={self.num_clients}, share={self.share!r}, search={self.search!r}, "
-                f"trials={self.trials}, trial_rounds={self.trial_rounds})")
+        return (
+            f"ASFGNNStrategy(num_clients={self.num_clients}, share={self.share!r}, search={self.search!r}, "
+            f"trials={self.trials}, trial_rounds={self.trial_rounds})"
+        )
 
     # ---------------------------------------------------------------------------------------------- trials
     def position(self, server_round: int) -> tuple[int, int]:
@@ -198,16 +227,27 @@ class ASFGNNStrategy(FederatedStrategy):
                 reply = aw.InitReply.decode(raw.arrays, raw.values)
                 break
             except PhaseError as exc:
-                log(WARNING, "asfgnn: client %s could not send trial %d's initial model (%s); asking the next",
-                    pid, k, exc)
+                log(
+                    WARNING,
+                    "asfgnn: client %s could not send trial %d's initial model (%s); asking the next",
+                    pid,
+                    k,
+                    exc,
+                )
         if reply is None:
             raise RuntimeError(f"asfgnn: no client sent trial {k}'s initial model")
         record = phase.end(trial=k)
         self.book.start(server_round)
         self.book.add_phase(record)
         self.bank.reset(global_model={**reply.arrays, **aw.empty_statistics(reply.num_classes)})
-        self.trial = {"index": k, "config": config, "first_round": int(server_round), "history": [],
-                      "finished": False, "started_s": float(self.book.elapsed())}
+        self.trial = {
+            "index": k,
+            "config": config,
+            "first_round": int(server_round),
+            "history": [],
+            "finished": False,
+            "started_s": float(self.book.elapsed()),
+        }
         self.book.start(server_round)["trial_started"] = {"trial": k, "config": config}
         log(INFO, "asfgnn: trial %d starts with round %d: %s", k, server_round, config)
 
@@ -215,15 +255,24 @@ class ASFGNNStrategy(FederatedStrategy):
         """Per client: ``{"hidden", "depth", "dropout", "l2", "lr"}`` of a configuration (validated)."""
         if self.space is not None:
             config = self.space.validate(config)
-        return [{"hidden": int(config["hidden"]), "depth": int(c["depth"]), "dropout": float(c["dropout"]),
-                 "l2": float(c["l2"]), "lr": float(c["lr"])} for c in config["clients"]]
+        return [
+            {
+                "hidden": int(config["hidden"]),
+                "depth": int(c["depth"]),
+                "dropout": float(c["dropout"]),
+                "l2": float(c["l2"]),
+                "lr": float(c["lr"]),
+            }
+            for c in config["clients"]
+        ]
 
     # -------------------------------------------------------------------------------------------- messages
     def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
         return GLOBAL, list(self.bank.global_model or {})  # the names always travel (model + statistics)
 
-    def client_config(self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar],
-                      kind: str) -> dict[str, Scalar]:
+    def client_config(
+        self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar], kind: str
+    ) -> dict[str, Scalar]:
         """A fit tells each client the trial, the trial's round and its own hyper-parameters."""
         if kind != "fit":
             return config
@@ -231,12 +280,15 @@ class ASFGNNStrategy(FederatedStrategy):
         pid = self.partition(proxy)
         entry = self.client_table.get(int(pid)) if pid is not None else None
         if entry is None or "hyperparams" not in entry:
-            raise RuntimeError(f"asfgnn: no hyper-parameters for client {pid} (node {proxy.cid}); the "
-                               f"configuration has {len(self.client_table)} clients")
+            raise RuntimeError(
+                f"asfgnn: no hyper-parameters for client {pid} (node {proxy.cid}); the "
+                f"configuration has {len(self.client_table)} clients"
+            )
         return {**config, **aw.TrialInstruction(k, p, p <= self.trial_rounds, entry["hyperparams"]).encode()}
 
-    def configure_evaluate(self, server_round: int, parameters: Parameters,
-                           client_manager: ClientManager) -> list[tuple[ClientProxy, EvaluateIns]]:
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
         """No evaluate message: every evaluation travels, aggregated, inside the next fit (see the module
         docstring). Closes the round's record."""
         self.book.start(server_round)
@@ -244,8 +296,7 @@ class ASFGNNStrategy(FederatedStrategy):
         return []
 
     # ----------------------------------------------------------------------------------------- aggregation
-    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
-                          ) -> NamedArrays | None:
+    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]) -> NamedArrays | None:
         like = self.bank.global_model or {}
         named = [u.named(list(like)) for u in updates]
         aggregate = average_arrays(named, weights)
@@ -254,8 +305,12 @@ class ASFGNNStrategy(FederatedStrategy):
             for update, arrays in zip(updates, named):
                 row = aw.RoundAggregate.from_aggregate(arrays, 1)
                 rec.setdefault("clients", {}).setdefault(update.client, {}).update(
-                    {"val_accuracy": row.mean("val_accuracy", "has_val"), "accuracy": row.mean("accuracy", "has_test"),
-                     "train_loss": row.mean("train_loss", "has_loss")})
+                    {
+                        "val_accuracy": row.mean("val_accuracy", "has_val"),
+                        "accuracy": row.mean("accuracy", "has_test"),
+                        "train_loss": row.mean("train_loss", "has_loss"),
+                    }
+                )
         if len(updates) == 1 and updates[0].client == CKKS_SUM:  # secure-agg=ckks: the decrypted mean of n clients
             return self._absorb(server_round, aggregate, int(updates[0].metrics[CKKS_SUMMED]))
         return self._absorb(server_round, aggregate, len(updates))
@@ -267,29 +322,44 @@ class ASFGNNStrategy(FederatedStrategy):
         new = {k: np.asarray(aggregate[k]).astype(like[k].dtype, copy=False) for k in like if k not in aw.STAT_NAMES}
         new.update(stats.downstream(like))
         k, p = self.position(server_round)
-        entry = {"round": int(server_round), "trial_round": p, "clients": clients,
-                 "mean_val": stats.mean("val_accuracy", "has_val"), "mean_test": stats.mean("accuracy", "has_test"),
-                 "mean_train": stats.mean("train_accuracy", "has_train"),
-                 "pooled_val": stats.pooled("val_correct", "num_val"),
-                 "pooled_test": stats.pooled("test_correct", "num_test"),
-                 "owner_mean_val": stats.mean("owner_mean_val", "has_val"),
-                 "owner_mean_test": stats.mean("owner_mean_test", "has_test"),
-                 "train_loss": stats.mean("train_loss", "has_loss")}
+        entry = {
+            "round": int(server_round),
+            "trial_round": p,
+            "clients": clients,
+            "mean_val": stats.mean("val_accuracy", "has_val"),
+            "mean_test": stats.mean("accuracy", "has_test"),
+            "mean_train": stats.mean("train_accuracy", "has_train"),
+            "pooled_val": stats.pooled("val_correct", "num_val"),
+            "pooled_test": stats.pooled("test_correct", "num_test"),
+            "owner_mean_val": stats.mean("owner_mean_val", "has_val"),
+            "owner_mean_test": stats.mean("owner_mean_test", "has_test"),
+            "train_loss": stats.mean("train_loss", "has_loss"),
+        }
         if self.trial is not None and self.trial["index"] == k:
             self.trial["history"].append(entry)
         rec = self.book.start(server_round)
-        rec["asfgnn"] = {**{key: v for key, v in entry.items() if key != "round"},
-                         "label_counts": [int(c) for c in stats.counts]}
+        rec["asfgnn"] = {
+            **{key: v for key, v in entry.items() if key != "round"},
+            "label_counts": [int(c) for c in stats.counts],
+        }
         # the evaluation in this round's statistics is of the model that entered the round (round r - 1's)
-        rec.update(accuracy=entry["mean_test"], mean_client_accuracy=entry["mean_test"],
-                   val_accuracy=entry["mean_val"], pooled_accuracy=entry["pooled_test"],
-                   train_loss=entry["train_loss"] if p <= self.trial_rounds else None)
+        rec.update(
+            accuracy=entry["mean_test"],
+            mean_client_accuracy=entry["mean_test"],
+            val_accuracy=entry["mean_val"],
+            pooled_accuracy=entry["pooled_test"],
+            train_loss=entry["train_loss"] if p <= self.trial_rounds else None,
+        )
         return new
 
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
         k, p = self.position(server_round)
-        if p == self.trial_rounds + 1 and self.trial is not None and self.trial["index"] == k \
-                and not self.trial["finished"]:
+        if (
+            p == self.trial_rounds + 1
+            and self.trial is not None
+            and self.trial["index"] == k
+            and not self.trial["finished"]
+        ):
             self._finish_trial(server_round)
 
     def _finish_trial(self, server_round: int) -> None:
@@ -298,23 +368,35 @@ class ASFGNNStrategy(FederatedStrategy):
         best = best_evaluation(trial["history"])
         best_val = float(best["mean_val"]) if best is not None else float("nan")
         cost = 1.0 - best_val if best is not None else 1.0
-        result = {"trial": trial["index"], "config": trial["config"], "cost": cost, "best_val": best_val,
-                  "test_at_best": None if best is None else best["mean_test"],
-                  "owner_test_at_best": None if best is None else best["owner_mean_test"],
-                  "pooled_test_at_best": None if best is None else best["pooled_test"],
-                  "best_trial_round": None if best is None else best["trial_round"],
-                  "final_val": trial["history"][-1]["mean_val"] if trial["history"] else None,
-                  "final_test": trial["history"][-1]["mean_test"] if trial["history"] else None,
-                  "evaluations": len(trial["history"]), "first_round": trial["first_round"],
-                  "last_round": int(server_round),
-                  "time_s": float(self.book.elapsed()) - float(trial.get("started_s", 0.0))}
+        result = {
+            "trial": trial["index"],
+            "config": trial["config"],
+            "cost": cost,
+            "best_val": best_val,
+            "test_at_best": None if best is None else best["mean_test"],
+            "owner_test_at_best": None if best is None else best["owner_mean_test"],
+            "pooled_test_at_best": None if best is None else best["pooled_test"],
+            "best_trial_round": None if best is None else best["trial_round"],
+            "final_val": trial["history"][-1]["mean_val"] if trial["history"] else None,
+            "final_test": trial["history"][-1]["mean_test"] if trial["history"] else None,
+            "evaluations": len(trial["history"]),
+            "first_round": trial["first_round"],
+            "last_round": int(server_round),
+            "time_s": float(self.book.elapsed()) - float(trial.get("started_s", 0.0)),
+        }
         if self.driver is not None:
             self.driver.tell(int(trial["index"]), float(cost))
         trial["finished"] = True
         self.results.append(result)
         self.book.start(server_round)["trial_result"] = result
-        log(INFO, "asfgnn: trial %d finished: best mean validation accuracy %.4f (trial round %s), test %.4s",
-            trial["index"], best_val, result["best_trial_round"], result["test_at_best"])
+        log(
+            INFO,
+            "asfgnn: trial %d finished: best mean validation accuracy %.4f (trial round %s), test %.4s",
+            trial["index"],
+            best_val,
+            result["best_trial_round"],
+            result["test_at_best"],
+        )
         self._annotate()
 
     def best_trial(self) -> dict[str, Any] | None:
@@ -326,22 +408,41 @@ class ASFGNNStrategy(FederatedStrategy):
         if recorder is None or not hasattr(recorder, "set_summary"):
             return
         best = self.best_trial()
-        recorder.set_summary("search", {
-            "driver": self.search, "trials_planned": self.trials, "trial_rounds": self.trial_rounds,
-            "trials_finished": len(self.results),
-            "best_trial": None if best is None else best["trial"],
-            "best_config": None if best is None else best["config"],
-            "best_val_accuracy": None if best is None else best["best_val"],
-            "best_test_accuracy": None if best is None else best["test_at_best"],
-            "best_trial_round": None if best is None else best["best_trial_round"],
-            "trials": [{"trial": r["trial"], "cost": r["cost"], "best_val": r["best_val"],
-                        "test_at_best": r["test_at_best"], "time_s": r["time_s"]} for r in self.results]})
+        recorder.set_summary(
+            "search",
+            {
+                "driver": self.search,
+                "trials_planned": self.trials,
+                "trial_rounds": self.trial_rounds,
+                "trials_finished": len(self.results),
+                "best_trial": None if best is None else best["trial"],
+                "best_config": None if best is None else best["config"],
+                "best_val_accuracy": None if best is None else best["best_val"],
+                "best_test_accuracy": None if best is None else best["test_at_best"],
+                "best_trial_round": None if best is None else best["best_trial_round"],
+                "trials": [
+                    {
+                        "trial": r["trial"],
+                        "cost": r["cost"],
+                        "best_val": r["best_val"],
+                        "test_at_best": r["test_at_best"],
+                        "time_s": r["time_s"],
+                    }
+                    for r in self.results
+                ],
+            },
+        )
 
     # --------------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "asfgnn": {
-            "driver": None if self.driver is None else self.driver.export_state(),
-            "trial": self.trial, "results": self.results}}
+        return {
+            **super().state_dict(),
+            "asfgnn": {
+                "driver": None if self.driver is None else self.driver.export_state(),
+                "trial": self.trial,
+                "results": self.results,
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -351,11 +452,18 @@ class ASFGNNStrategy(FederatedStrategy):
         if self.driver is not None and own.get("driver") is not None:
             started = time.perf_counter()
             self.driver = load_driver(own["driver"])
-            log(INFO, "asfgnn: %s search restored with %d finished trial(s) in %.1f s", self.search,
-                len(self.driver.finished), time.perf_counter() - started)
+            log(
+                INFO,
+                "asfgnn: %s search restored with %d finished trial(s) in %.1f s",
+                self.search,
+                len(self.driver.finished),
+                time.perf_counter() - started,
+            )
             if self.trial is not None and not self.trial.get("finished"):  # resumed inside a trial
                 again = self.driver.ask()  # the driver offers the pending trial again: take it back
                 if again is None or again.index != self.trial["index"] or again.config != self.trial["config"]:
-                    raise RuntimeError(f"asfgnn: the restored {self.search} search does not hold trial "
-                                       f"{self.trial['index']} in progress as the checkpoint does")
+                    raise RuntimeError(
+                        f"asfgnn: the restored {self.search} search does not hold trial "
+                        f"{self.trial['index']} in progress as the checkpoint does"
+                    )
         self._annotate()

@@ -206,10 +206,15 @@ class ModelBank:
         """Every slot but the global model's arrays (kept by the checkpoint as the run's model), the global model's
         keys, and the groups."""
         global_model = self.global_model
-        return {"global_keys": None if global_model is None else list(global_model),
-                "models": {slot: {"keys": list(m), "arrays": list(m.values())}
-                           for slot, m in self._models.items() if slot != GLOBAL},
-                "groups": self.groups}
+        return {
+            "global_keys": None if global_model is None else list(global_model),
+            "models": {
+                slot: {"keys": list(m), "arrays": list(m.values())}
+                for slot, m in self._models.items()
+                if slot != GLOBAL
+            },
+            "groups": self.groups,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any], global_arrays: Sequence[np.ndarray] | None = None) -> None:
         self.reset()

@@ -60,8 +60,15 @@ from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated,
 from .bank import GLOBAL, ModelBank, NamedArrays, initial_arrays, named
 from .client_checkpoints import ClientCheckpoints
 from .directory import ClientDirectory, distinct_failures
-from .evaluation import (DEFAULT_METRICS, ClientEvaluation, EvaluationSchedule, FusedEvaluation, MetricAggregation,
-                         record_replies, server_evaluation)
+from .evaluation import (
+    DEFAULT_METRICS,
+    ClientEvaluation,
+    EvaluationSchedule,
+    FusedEvaluation,
+    MetricAggregation,
+    record_replies,
+    server_evaluation,
+)
 from .phases import PhaseRunner
 from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan, resolve_policy
 from .records import RoundBook
@@ -92,10 +99,19 @@ class FederatedStrategy(Strategy):
     TypeError names ``policy=FederationPolicy(...)``.
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, aggregator: Aggregator | None = None,
-                 initial_parameters: Any = None, evaluate_fn: EvaluateFn | None = None, recorder: Any = None,
-                 metrics: MetricAggregation | None = None, update_kind: str = "weights",
-                 stages: Sequence[Stage] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        aggregator: Aggregator | None = None,
+        initial_parameters: Any = None,
+        evaluate_fn: EvaluateFn | None = None,
+        recorder: Any = None,
+        metrics: MetricAggregation | None = None,
+        update_kind: str = "weights",
+        stages: Sequence[Stage] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         policy = resolve_policy(policy, kwargs, type(self).__name__)  # kwargs: only to refuse them by name
         if update_kind not in UPDATE_KINDS:
@@ -110,11 +126,15 @@ class FederatedStrategy(Strategy):
         self.stage_index = 0
         self.bank = ModelBank()
         self.client_table: dict[int, dict[str, Any]] = {}  # per-client server-side values (checkpointed)
-        self.directory = ClientDirectory(policy.num_clients, seed=policy.seed,
-                                         clients_per_round=policy.clients_per_round)
-        self.schedule = EvaluationSchedule(eval_every=policy.eval_every, num_rounds=policy.num_rounds,
-                                           fused=policy.fused_eval and policy.full_participation,
-                                           separate=self.stage_plan.last_rounds())
+        self.directory = ClientDirectory(
+            policy.num_clients, seed=policy.seed, clients_per_round=policy.clients_per_round
+        )
+        self.schedule = EvaluationSchedule(
+            eval_every=policy.eval_every,
+            num_rounds=policy.num_rounds,
+            fused=policy.fused_eval and policy.full_participation,
+            separate=self.stage_plan.last_rounds(),
+        )
         self.book = RoundBook(recorder, listeners=[self.round_closed])
         self.fused = FusedEvaluation(self.schedule, self.book, self.metrics, self.directory.label)
         self.phases = PhaseRunner(self.directory, max_parallel=policy.max_parallel)
@@ -185,8 +205,9 @@ class FederatedStrategy(Strategy):
     def setup(self, client_manager: ClientManager) -> None:
         """One-off method phases after the initial model, before round 1 (default: none)."""
 
-    def begin_stage(self, stage: Stage, server_round: int, client_manager: ClientManager
-                    ) -> Mapping[str, np.ndarray] | Sequence[np.ndarray] | None:
+    def begin_stage(
+        self, stage: Stage, server_round: int, client_manager: ClientManager
+    ) -> Mapping[str, np.ndarray] | Sequence[np.ndarray] | None:
         """A later stage starts with round ``server_round``: return its model (the bank is reset to it: groups and
         per-client models of the previous stage are dropped), or None to keep the current one (default)."""
         return None
@@ -216,15 +237,17 @@ class FederatedStrategy(Strategy):
         the sub-network's keys."""
         return self.bank.slot_for(self.partition(proxy)), None
 
-    def client_config(self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar],
-                      kind: str) -> dict[str, Scalar]:
+    def client_config(
+        self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar], kind: str
+    ) -> dict[str, Scalar]:
         """What one client is told besides its model: ``config`` (the round's :meth:`fit_config` or
         :meth:`evaluate_config`, a copy) with the client's own keys (default: unchanged). ``kind``: ``"fit"`` or
         ``"evaluate"``. Override for per-client hyper-parameters, a client's inbox, ..."""
         return config
 
-    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
-                          ) -> Mapping[str, np.ndarray] | NDArrays | None:
+    def aggregate_updates(
+        self, server_round: int, updates: list[Update], weights: list[float]
+    ) -> Mapping[str, np.ndarray] | NDArrays | None:
         """The new global model from the round's accepted updates (default: the :class:`Aggregator`, by name:
         partial updates count for the arrays they carry). A method that keeps several models
         (:meth:`client_model`) updates them in ``self.bank`` here and returns the global model (checkpointed as
@@ -246,8 +269,9 @@ class FederatedStrategy(Strategy):
         the next round's fit returns."""
 
     # ------------------------------------------------------------------------------- what a client gets
-    def instruction(self, server_round: int, proxy: ClientProxy, config: Mapping[str, Scalar],
-                    kind: str = "fit") -> FitIns | EvaluateIns:
+    def instruction(
+        self, server_round: int, proxy: ClientProxy, config: Mapping[str, Scalar], kind: str = "fit"
+    ) -> FitIns | EvaluateIns:
         """The one place a client's ``FitIns`` / ``EvaluateIns`` is built: the model :meth:`client_model` names and
         :meth:`client_config`'s config (plus the arrays' names when the client gets a part). A fit instruction is
         remembered as what the client was sent (:meth:`sent_to`)."""
@@ -274,8 +298,13 @@ class FederatedStrategy(Strategy):
             if new is not None:
                 self.bank.reset(global_model=new if isinstance(new, Mapping) else named(new))
             self.book.start(server_round)["stage_started"] = self.stage.name
-            log(INFO, "stage %r starts with round %d%s", self.stage.name, server_round,
-                "" if new is None else f" ({len(self.bank.global_model or {})} arrays)")
+            log(
+                INFO,
+                "stage %r starts with round %d%s",
+                self.stage.name,
+                server_round,
+                "" if new is None else f" ({len(self.bank.global_model or {})} arrays)",
+            )
 
     # ---------------------------------------------------------------------------------------- Strategy API
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
@@ -283,8 +312,11 @@ class FederatedStrategy(Strategy):
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             identities = pool.submit(self.directory.identify, client_manager, self.init_timeout)
             initial, self.initial_parameters = self.initial_parameters, None  # free memory
-            arrays, keys = initial_arrays(initial) if initial is not None else \
-                self.directory.initial_model(client_manager, identities, self.init_timeout)
+            arrays, keys = (
+                initial_arrays(initial)
+                if initial is not None
+                else self.directory.initial_model(client_manager, identities, self.init_timeout)
+            )
             identities.result()
         if self._resume_bank is not None:  # a resumed run: the checkpoint's model with its names, groups, clients
             self.bank.load_state_dict(self._resume_bank, global_arrays=arrays)
@@ -298,8 +330,9 @@ class FederatedStrategy(Strategy):
         self.setup(client_manager)
         return self.bank.parameters(GLOBAL)
 
-    def configure_fit(self, server_round: int, parameters: Parameters,
-                      client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
         self.book.start(server_round)
         self.bank.adopt(parameters)
         self._enter_stage(server_round, client_manager)
@@ -311,9 +344,12 @@ class FederatedStrategy(Strategy):
         config = self.fused.flag(self.fit_config(server_round))
         return self.book.count_sent([(c, self.instruction(server_round, c, config, "fit")) for c in clients])
 
-    def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
-                      failures: list[tuple[ClientProxy, FitRes] | BaseException]
-                      ) -> tuple[Parameters | None, dict[str, Scalar]]:
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
         self.last_fit_round = server_round
         failures = distinct_failures(failures)
@@ -321,31 +357,63 @@ class FederatedStrategy(Strategy):
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
         if self.book.held is not None:  # fused: these fits evaluated the previous round's model first
-            self.fused.complete(server_round, results, {c: s[0] for c, s in self._sent.items()}, self.evaluate_config,
-                                self.after_evaluate, self.round_timeout)
+            self.fused.complete(
+                server_round,
+                results,
+                {c: s[0] for c, s in self._sent.items()},
+                self.evaluate_config,
+                self.after_evaluate,
+                self.round_timeout,
+            )
         if self.ckks is not None:  # the encrypted sum of the updates (shaped like what every client was sent)
             sent = (self.sent_to(results[0][0]) if results else self.bank.global_model) or {}
-            update = self.ckks.round_update(server_round, results, rec, sent=sent, label=self.client_label,
-                                            partition=self.partition, add_bytes=self.book.add_bytes,
-                                            min_clients=self.min_clients, timeout=self.round_timeout)
-            return self._aggregated(server_round, rec, [update], [1.0]) if update is not None else \
-                self._not_aggregated(server_round, rec, [])
-        if self.secure_agg == "secagg+" and not check_secagg_sum(server_round, results, rec,
-                                                                 self.policy.secagg_clipping_range):
+            update = self.ckks.round_update(
+                server_round,
+                results,
+                rec,
+                sent=sent,
+                label=self.client_label,
+                partition=self.partition,
+                add_bytes=self.book.add_bytes,
+                min_clients=self.min_clients,
+                timeout=self.round_timeout,
+            )
+            return (
+                self._aggregated(server_round, rec, [update], [1.0])
+                if update is not None
+                else self._not_aggregated(server_round, rec, [])
+            )
+        if self.secure_agg == "secagg+" and not check_secagg_sum(
+            server_round, results, rec, self.policy.secagg_clipping_range
+        ):
             return self._not_aggregated(server_round, rec, [])
-        updates, weights = accept_updates(server_round, results, rec, aggregator=self.aggregator,
-                                          label=self.client_label, reference=self.sent_to,
-                                          add_bytes=self.book.add_bytes, update_kind=self.update_kind,
-                                          max_update_norm=self.policy.max_update_norm)
+        updates, weights = accept_updates(
+            server_round,
+            results,
+            rec,
+            aggregator=self.aggregator,
+            label=self.client_label,
+            reference=self.sent_to,
+            add_bytes=self.book.add_bytes,
+            update_kind=self.update_kind,
+            max_update_norm=self.policy.max_update_norm,
+        )
         needed = max(self.min_clients or 1, 1)
         if len(updates) < needed or sum(weights) <= 0:
-            log(WARNING, "round %s: %d valid updates (%d needed, total weight %.3g); the model is kept unchanged",
-                server_round, len(updates), needed, sum(weights))
+            log(
+                WARNING,
+                "round %s: %d valid updates (%d needed, total weight %.3g); the model is kept unchanged",
+                server_round,
+                len(updates),
+                needed,
+                sum(weights),
+            )
             return self._not_aggregated(server_round, rec, updates)
         return self._aggregated(server_round, rec, updates, weights)
 
-    def _aggregated(self, server_round: int, rec: dict[str, Any], updates: list[Update], weights: list[float]
-                    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+    def _aggregated(
+        self, server_round: int, rec: dict[str, Any], updates: list[Update], weights: list[float]
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
         """:meth:`aggregate_updates` on the round's accepted updates; the new global model (None: kept)."""
         try:
             new = self.aggregate_updates(server_round, updates, weights)
@@ -361,14 +429,16 @@ class FederatedStrategy(Strategy):
         self.after_fit(server_round, updates)
         return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
 
-    def _not_aggregated(self, server_round: int, rec: dict[str, Any], updates: list[Update]
-                        ) -> tuple[Parameters | None, dict[str, Scalar]]:
+    def _not_aggregated(
+        self, server_round: int, rec: dict[str, Any], updates: list[Update]
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec["aggregated"] = False
         self.after_fit(server_round, updates)
         return None, {"num_fit": rec["num_fit"]}
 
-    def measured_fit_bytes(self, server_round: int, down: int, up: int,
-                           stages: Sequence[tuple[int, int, float]] = ()) -> None:
+    def measured_fit_bytes(
+        self, server_round: int, down: int, up: int, stages: Sequence[tuple[int, int, float]] = ()
+    ) -> None:
         """The bytes of the round's training as the server loop measured them on the grid, when a fit workflow
         (SecAgg+) sends messages this strategy never sees (:meth:`~.records.RoundBook.measured`)."""
         self.book.measured(server_round, down, up, stages)
@@ -385,28 +455,36 @@ class FederatedStrategy(Strategy):
         arrays = self.global_arrays if self.global_arrays is not None else wire.to_ndarrays(parameters)
         return server_evaluation(self.evaluate_fn, server_round, arrays, self.book)
 
-    def configure_evaluate(self, server_round: int, parameters: Parameters,
-                           client_manager: ClientManager) -> list[tuple[ClientProxy, EvaluateIns]]:
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
         self.book.start(server_round)
         self.bank.adopt(parameters)
         if self.fused.hold(server_round):  # evaluated inside the next round's fit
             return []
-        clients = self._sampled = self.directory.sample(client_manager, self.fraction_evaluate, server_round,
-                                                        "evaluate") if self.schedule.due(server_round) else []
+        clients = self._sampled = (
+            self.directory.sample(client_manager, self.fraction_evaluate, server_round, "evaluate")
+            if self.schedule.due(server_round)
+            else []
+        )
         if not clients:
             self.book.flush()  # aggregate_evaluate will not be called this round
             return []
         config = self.evaluate_config(server_round)
         return self.book.count_sent([(c, self.instruction(server_round, c, config, "evaluate")) for c in clients])
 
-    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
-                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException]
-                           ) -> tuple[float | None, dict[str, Scalar]]:
+    def aggregate_evaluate(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, EvaluateRes]],
+        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+    ) -> tuple[float | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
         rec["num_eval_failures"] = len(failures)
         if failures:
-            rec["eval_failures"] = self.directory.name_failures(server_round, results, failures, "evaluate",
-                                                                self._sampled)
+            rec["eval_failures"] = self.directory.name_failures(
+                server_round, results, failures, "evaluate", self._sampled
+            )
         rows = record_replies(rec, results, self.client_label, self.metrics, add_bytes=self.book.add_bytes)
         metrics = {k: rec[k] for k in self.metrics.names if rec.get(k) is not None}
         self.after_evaluate(server_round, rows)
@@ -432,9 +510,14 @@ class FederatedStrategy(Strategy):
         training time, the run's tag and last client checkpoint, the model bank (groups, per-client models, the
         global model's names), the stage and the per-client table. Subclasses with state of their own extend it
         (``{**super().state_dict(), "agent": {...}}``) and :meth:`load_state_dict`."""
-        return {**self.book.state_dict(), "fused_eval": self.schedule.fused, **self.client_state.state_dict(),
-                "bank": self.bank.state_dict(), "stage_index": self.stage_index,
-                "client_table": {str(p): entry for p, entry in sorted(self.client_table.items())}}
+        return {
+            **self.book.state_dict(),
+            "fused_eval": self.schedule.fused,
+            **self.client_state.state_dict(),
+            "bank": self.bank.state_dict(),
+            "stage_index": self.stage_index,
+            "client_table": {str(p): entry for p, entry in sorted(self.client_table.items())},
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s output (call before the first round of the resumed run)."""

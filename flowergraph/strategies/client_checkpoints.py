@@ -41,14 +41,24 @@ class ClientCheckpoints:
         saved. A client that cannot save is logged and listed under ``missing``: resuming from this checkpoint then
         fails for it, naming its file."""
         phase = self.phases.begin("client-checkpoint", server_round, timeout=timeout)
-        replies = phase.send(STATE_SAVE, clients, PhaseMessage(values=StateRequest(self.run_tag).values()),
-                             require_all=False)
+        replies = phase.send(
+            STATE_SAVE, clients, PhaseMessage(values=StateRequest(self.run_tag).values()), require_all=False
+        )
         record = phase.end()
-        self.last = {"round": server_round, "run_tag": self.run_tag,
-                     "files": {r.client: StateReply.decode(r.values).path for r in replies},
-                     "missing": [f["client"] for f in record["failures"]]}
-        log(INFO, "flowergraph: %d client state file(s) for round %d (%.2f s)%s", len(replies), server_round,
-            record["time_s"], f"; MISSING for {record['failures']}" if record["failures"] else "")
+        self.last = {
+            "round": server_round,
+            "run_tag": self.run_tag,
+            "files": {r.client: StateReply.decode(r.values).path for r in replies},
+            "missing": [f["client"] for f in record["failures"]],
+        }
+        log(
+            INFO,
+            "flowergraph: %d client state file(s) for round %d (%.2f s)%s",
+            len(replies),
+            server_round,
+            record["time_s"],
+            f"; MISSING for {record['failures']}" if record["failures"] else "",
+        )
         return self.last
 
     def restore(self, clients: list[ClientProxy], timeout: float | None) -> None:
@@ -56,12 +66,12 @@ class ClientCheckpoints:
         ckpt = self.last
         assert ckpt is not None
         phase = self.phases.begin("client-restore", int(ckpt["round"]), timeout=timeout)
-        phase.send(STATE_LOAD, clients, PhaseMessage(values=StateRequest(str(ckpt["run_tag"])).values()),
-                   require_all=True)
+        phase.send(
+            STATE_LOAD, clients, PhaseMessage(values=StateRequest(str(ckpt["run_tag"])).values()), require_all=True
+        )
         record = phase.end()
         self.restored = True
-        log(INFO, "flowergraph: every client restored its state of round %s (%.2f s)", ckpt["round"],
-            record["time_s"])
+        log(INFO, "flowergraph: every client restored its state of round %s (%.2f s)", ckpt["round"], record["time_s"])
 
     def state_dict(self) -> dict[str, Any]:
         """``run_tag`` and ``client_checkpoint`` (:attr:`last`), as the strategy's checkpointed state holds them."""

@@ -57,8 +57,9 @@ def check_update(arrays: list[np.ndarray], reference: list[np.ndarray] | None) -
     return None
 
 
-def check_named_update(arrays: list[np.ndarray], keys: list[str] | None, sent: Mapping[str, np.ndarray],
-                       partial: bool = False) -> str | None:
+def check_named_update(
+    arrays: list[np.ndarray], keys: list[str] | None, sent: Mapping[str, np.ndarray], partial: bool = False
+) -> str | None:
     """Why a client's update of the model ``sent`` (named arrays) is malformed, or None.
 
     ``keys`` are the names the client gave its arrays (None: the whole model, in the order it was sent). A whole
@@ -71,8 +72,10 @@ def check_named_update(arrays: list[np.ndarray], keys: list[str] | None, sent: M
         return f"{len(arrays)} arrays but {len(keys)} names"
     unknown = [k for k in keys if k not in sent]
     if unknown:
-        return f"array {unknown[0]!r} was not sent to this client (sent: {', '.join(names[:6])}" \
-               f"{', ...' if len(names) > 6 else ''})"
+        return (
+            f"array {unknown[0]!r} was not sent to this client (sent: {', '.join(names[:6])}"
+            f"{', ...' if len(names) > 6 else ''})"
+        )
     if not partial and sorted(keys) != sorted(names):
         missing = [k for k in names if k not in keys]
         return f"a whole update lacks array(s) {', '.join(missing[:6])}"
@@ -81,13 +84,15 @@ def check_named_update(arrays: list[np.ndarray], keys: list[str] | None, sent: M
     problem = check_update(arrays, [sent[k] for k in keys])
     if problem is not None:
         for i, key in enumerate(keys):  # name the array instead of its position
-            problem = problem.replace(f"array {i} ", f"array {key!r} ", 1) if problem.startswith(f"array {i} ") \
-                else problem
+            problem = (
+                problem.replace(f"array {i} ", f"array {key!r} ", 1) if problem.startswith(f"array {i} ") else problem
+            )
     return problem
 
 
-def weighted_average(updates: list[list[np.ndarray]], weights: list[float],
-                     like: list[np.ndarray] | None = None) -> list[np.ndarray]:
+def weighted_average(
+    updates: list[list[np.ndarray]], weights: list[float], like: list[np.ndarray] | None = None
+) -> list[np.ndarray]:
     """sum_i w_i * u_i / sum_i w_i, accumulated in float64 and cast to the dtypes of ``like`` (the global
     arrays), else to the first update's dtypes."""
     total = float(sum(weights))

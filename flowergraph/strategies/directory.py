@@ -67,7 +67,7 @@ def distinct_failures(failures: list) -> list:
 
 def refusal(reason: str) -> str | None:
     """The part of a failure reason after :data:`CONFIG_ERROR_MARKER` (a client refused the run), else None."""
-    return reason[reason.index(CONFIG_ERROR_MARKER):] if CONFIG_ERROR_MARKER in reason else None
+    return reason[reason.index(CONFIG_ERROR_MARKER) :] if CONFIG_ERROR_MARKER in reason else None
 
 
 class ClientDirectory:
@@ -100,18 +100,30 @@ class ClientDirectory:
             count = client_manager.num_available()
             if count >= need:
                 if last_count >= 0:
-                    log(INFO, "flowergraph: %d of %d clients connected after %.0f s", count, need,
-                        time.monotonic() - started)
+                    log(
+                        INFO,
+                        "flowergraph: %d of %d clients connected after %.0f s",
+                        count,
+                        need,
+                        time.monotonic() - started,
+                    )
                 return
             now = time.monotonic()
             if now >= deadline:
                 raise ClientsMissingError(
                     f"only {count} of num-clients={need} clients connected within {timeout:.0f} s (connect-timeout);"
                     f" start one SuperNode per client (simulation: num-supernodes must equal num-clients), or raise "
-                    f"connect-timeout")
+                    f"connect-timeout"
+                )
             if count != last_count or now - last_report >= report_every:
-                log(INFO, "flowergraph: %d of %d clients connected; waiting up to %.0f s more (connect-timeout=%g)",
-                    count, need, deadline - now, timeout)
+                log(
+                    INFO,
+                    "flowergraph: %d of %d clients connected; waiting up to %.0f s more (connect-timeout=%g)",
+                    count,
+                    need,
+                    deadline - now,
+                    timeout,
+                )
                 last_count, last_report = count, now
             client_manager.wait_for(need, timeout=max(1, int(math.ceil(min(report_every / 2, deadline - now)))))
 
@@ -123,8 +135,7 @@ class ClientDirectory:
         proxies = sorted(client_manager.all().values(), key=lambda c: c.cid)
 
         def ask(proxy):
-            return proxy.get_properties(GetPropertiesIns(config=dict(IDENTITY_REQUEST)), timeout=timeout,
-                                        group_id=0)
+            return proxy.get_properties(GetPropertiesIns(config=dict(IDENTITY_REQUEST)), timeout=timeout, group_id=0)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(proxies)))) as pool:
             futures = {pool.submit(ask, p): p for p in proxies}
@@ -140,8 +151,12 @@ class ClientDirectory:
                 reason = failure_reason(reason) if reason else "no partition_id in its properties"
                 if refusal(reason):
                     raise RuntimeError(f"client node {proxy.cid} {refusal(reason)}")
-                log(WARNING, "node %s did not say which partition it holds (%s); it is labelled by its node id",
-                    proxy.cid, reason)
+                log(
+                    WARNING,
+                    "node %s did not say which partition it holds (%s); it is labelled by its node id",
+                    proxy.cid,
+                    reason,
+                )
                 continue
             self.partition_of[proxy.cid] = int(pid)
             claims.setdefault(int(pid), []).append(proxy.cid)
@@ -156,15 +171,24 @@ class ClientDirectory:
         duplicates = {pid: nodes for pid, nodes in claims.items() if len(nodes) > 1}
         if duplicates and self.num_clients > 1:
             pid, nodes = sorted(duplicates.items())[0]
-            raise RuntimeError(f"nodes {', '.join(nodes)} all hold partition-id={pid}; give each SuperNode its own "
-                               f"partition-id in 0..{self.num_clients - 1} (--node-config \"partition-id=K ...\")")
+            raise RuntimeError(
+                f"nodes {', '.join(nodes)} all hold partition-id={pid}; give each SuperNode its own "
+                f'partition-id in 0..{self.num_clients - 1} (--node-config "partition-id=K ...")'
+            )
         if self.partition_of:
-            log(INFO, "clients: %s", ", ".join(f"partition {pid} = node {cid}" for cid, pid in
-                                              sorted(self.partition_of.items(), key=lambda t: t[1])))
+            log(
+                INFO,
+                "clients: %s",
+                ", ".join(
+                    f"partition {pid} = node {cid}"
+                    for cid, pid in sorted(self.partition_of.items(), key=lambda t: t[1])
+                ),
+            )
         return dict(self.partition_of)
 
-    def initial_model(self, client_manager: ClientManager, identities: concurrent.futures.Future[Any],
-                      timeout: float | None) -> tuple[list[np.ndarray], list[str] | None]:
+    def initial_model(
+        self, client_manager: ClientManager, identities: concurrent.futures.Future[Any], timeout: float | None
+    ) -> tuple[list[np.ndarray], list[str] | None]:
         """One client's initial model (the first node by node id, ``get_parameters``) and the names it gave its
         arrays in the identity reply (None if it gave none). ``identities``: the :meth:`identify` running
         meanwhile; when the model does not come, its error (a client's refusal of the run) is the better one."""
@@ -173,12 +197,14 @@ class ClientDirectory:
             res = proxy.get_parameters(GetParametersIns(config={}), timeout=timeout, group_id=0)
         except Exception as exc:
             identities.result()
-            raise RuntimeError(f"client node {proxy.cid} could not send the initial model: "
-                               f"{failure_reason(exc)}") from exc
+            raise RuntimeError(
+                f"client node {proxy.cid} could not send the initial model: {failure_reason(exc)}"
+            ) from exc
         if not res.parameters.tensors:
             identities.result()
-            raise RuntimeError(f"client node {proxy.cid} returned no initial parameters: "
-                               f"{failure_reason(res.status.message)}")
+            raise RuntimeError(
+                f"client node {proxy.cid} returned no initial parameters: {failure_reason(res.status.message)}"
+            )
         arrays = to_ndarrays(res.parameters)
         identities.result()
         keys = self.model_keys.get(proxy.cid)
@@ -202,11 +228,13 @@ class ClientDirectory:
 
     def ordered(self, clients: Iterable[ClientProxy]) -> list[ClientProxy]:
         """Clients ordered by partition id (nodes that did not identify themselves last, by node id)."""
-        return sorted(clients, key=lambda c: (0, self.partition_of[c.cid], "") if c.cid in self.partition_of
-                      else (1, 0, c.cid))
+        return sorted(
+            clients, key=lambda c: (0, self.partition_of[c.cid], "") if c.cid in self.partition_of else (1, 0, c.cid)
+        )
 
-    def sample(self, client_manager: ClientManager, fraction: float, server_round: int = 0,
-               phase: str = "fit") -> list[ClientProxy]:
+    def sample(
+        self, client_manager: ClientManager, fraction: float, server_round: int = 0, phase: str = "fit"
+    ) -> list[ClientProxy]:
         """``round(fraction x available)`` clients (at least 1), drawn with a generator seeded by (seed, round,
         phase) over the clients ordered by partition id: the same partitions in every run."""
         available = self.ordered(client_manager.all().values())
@@ -221,15 +249,17 @@ class ClientDirectory:
         return [available[i] for i in sorted(rng.choice(len(available), size=n, replace=False))]
 
     # ------------------------------------------------------------------------------------------- failures
-    def name_failures(self, server_round: int, results, failures, what: str,
-                      sampled: list[ClientProxy]) -> list[dict[str, str]]:
+    def name_failures(
+        self, server_round: int, results, failures, what: str, sampled: list[ClientProxy]
+    ) -> list[dict[str, str]]:
         """Name and log every failure; returns ``[{"client", "reason"}]``. Raises RuntimeError for a client that
         refused the run because of bad input. Exceptions carry their client when the server tags them
         (:class:`flowergraph.app.loop.FlowergraphServer`); otherwise the clients sampled for this phase that
         neither replied nor failed with a reply are paired with the untagged exceptions."""
         answered = {p.cid for p, _ in results} | {f[0].cid for f in failures if isinstance(f, tuple)}
-        unknown = [p for p in sampled if p.cid not in answered
-                   and not any(getattr(f, "proxy", None) is p for f in failures)]
+        unknown = [
+            p for p in sampled if p.cid not in answered and not any(getattr(f, "proxy", None) is p for f in failures)
+        ]
         out = []
         for failure in failures:
             if isinstance(failure, tuple):
@@ -237,8 +267,11 @@ class ClientDirectory:
                 reason = failure_reason(res.status.message)
             else:
                 proxy = getattr(failure, "proxy", None)
-                if proxy is None and len(unknown) == 1 and sum(
-                        not isinstance(f, tuple) and getattr(f, "proxy", None) is None for f in failures) == 1:
+                if (
+                    proxy is None
+                    and len(unknown) == 1
+                    and sum(not isinstance(f, tuple) and getattr(f, "proxy", None) is None for f in failures) == 1
+                ):
                     proxy = unknown[0]
                 reason = failure_reason(getattr(failure, "cause", failure))
             label = self.label(proxy)

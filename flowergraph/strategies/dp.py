@@ -57,10 +57,12 @@ from typing import Any
 
 from flwr.common import ndarrays_to_parameters
 from flwr.common.logger import log
-from flwr.server.strategy import (DifferentialPrivacyClientSideFixedClipping,
-                                  DifferentialPrivacyServerSideFixedClipping, Strategy)
-from flwr.supercore.differential_privacy import (add_gaussian_noise_to_params, compute_clip_model_update,
-                                                 compute_stdv)
+from flwr.server.strategy import (
+    DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideFixedClipping,
+    Strategy,
+)
+from flwr.supercore.differential_privacy import add_gaussian_noise_to_params, compute_clip_model_update, compute_stdv
 
 from ..privacy.dp import local_noise_stddev
 from ..wire import to_ndarrays
@@ -103,9 +105,14 @@ class PrivacyBudget:
     def _new_accountant(self):
         from flwr.serverapp import NeighboringRelation, PrivacyConfig, RdpAccountant, SamplingMethod
 
-        return RdpAccountant(PrivacyConfig(target_delta=self.delta, population_size=self.population,
-                                           neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                           sampling_method=SamplingMethod.NO_AMPLIFICATION))
+        return RdpAccountant(
+            PrivacyConfig(
+                target_delta=self.delta,
+                population_size=self.population,
+                neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+                sampling_method=SamplingMethod.NO_AMPLIFICATION,
+            )
+        )
 
     def release(self, sample_size: int) -> None:
         self.releases += 1
@@ -116,8 +123,11 @@ class PrivacyBudget:
         if self._accountant is None:
             self._accountant = self._new_accountant()
         size = min(max(1, int(sample_size)), self.population)
-        self._accountant.compose(GaussianPrivacyEvent(noise_multiplier=self.noise_multiplier, sample_size=size,
-                                                      population_size=self.population))
+        self._accountant.compose(
+            GaussianPrivacyEvent(
+                noise_multiplier=self.noise_multiplier, sample_size=size, population_size=self.population
+            )
+        )
 
     @property
     def epsilon(self) -> float:
@@ -159,9 +169,15 @@ class _DPWrapper:
 
     def _record(self, server_round: int, **extra: Any) -> dict[str, Any]:
         rec = self.strategy.book.start(server_round)
-        rec["dp"] = {"mode": self.mode, "clipping_norm": self.clipping_norm, "noise_stddev": self.noise_stddev(),
-                     "releases": self.budget.releases, "epsilon": _jsonable(self.budget.epsilon),
-                     "delta": self.budget.delta, **extra}
+        rec["dp"] = {
+            "mode": self.mode,
+            "clipping_norm": self.clipping_norm,
+            "noise_stddev": self.noise_stddev(),
+            "releases": self.budget.releases,
+            "epsilon": _jsonable(self.budget.epsilon),
+            "delta": self.budget.delta,
+            **extra,
+        }
         return rec
 
     def privacy_spent(self) -> dict[str, Any]:
@@ -194,8 +210,13 @@ class _CentralDP(_DPWrapper):
             inner.global_arrays = before
             rec = self._record(server_round, skipped=f"{len(failures)} client(s) failed; no noisy release")
             rec["aggregated"] = False
-            log(WARNING, "round %s: dp=%s skips the aggregation of a round with %d failure(s); the global model is "
-                "kept", server_round, self.mode, len(failures))
+            log(
+                WARNING,
+                "round %s: dp=%s skips the aggregation of a round with %d failure(s); the global model is kept",
+                server_round,
+                self.mode,
+                len(failures),
+            )
             return None, {}
         # Flower's wrappers add noise z C / n for n = the clients sampled; the mean may be over fewer when the
         # wrapped strategy rejects an update (NaN, wrong shape), and the noise must then be z C / m for the
@@ -210,13 +231,14 @@ class _CentralDP(_DPWrapper):
         extra: dict[str, Any] = {"clients": len(results), "averaged": averaged}
         if parameters is not None and averaged > 0:
             self._averaged = averaged
-            parameters = add_gaussian_noise_to_params(parameters, self.noise_multiplier, self.clipping_norm,
-                                                      averaged)
+            parameters = add_gaussian_noise_to_params(parameters, self.noise_multiplier, self.clipping_norm, averaged)
             inner.global_arrays = to_ndarrays(parameters)  # the released (noisy) model
             self.budget.release(averaged)
         if averaged != len(results):
-            extra["note"] = (f"the mean was over {averaged} of {len(results)} updates (the others were rejected): "
-                             f"noise z C / {averaged}")
+            extra["note"] = (
+                f"the mean was over {averaged} of {len(results)} updates (the others were rejected): "
+                f"noise z C / {averaged}"
+            )
         self._record(server_round, **extra)
         return parameters, metrics
 
@@ -227,10 +249,18 @@ class CentralDPServerSide(_CentralDP, DifferentialPrivacyServerSideFixedClipping
     mode = "central-server"
     clips_on_server = True
 
-    def __init__(self, strategy: Strategy, *, noise_multiplier: float, clipping_norm: float,
-                 num_sampled_clients: int, delta: float = 1e-5) -> None:
-        DifferentialPrivacyServerSideFixedClipping.__init__(self, strategy, noise_multiplier, clipping_norm,
-                                                            num_sampled_clients)
+    def __init__(
+        self,
+        strategy: Strategy,
+        *,
+        noise_multiplier: float,
+        clipping_norm: float,
+        num_sampled_clients: int,
+        delta: float = 1e-5,
+    ) -> None:
+        DifferentialPrivacyServerSideFixedClipping.__init__(
+            self, strategy, noise_multiplier, clipping_norm, num_sampled_clients
+        )
         self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
 
     def __repr__(self) -> str:
@@ -244,10 +274,18 @@ class CentralDPClientSide(_CentralDP, DifferentialPrivacyClientSideFixedClipping
 
     mode = "central-client"
 
-    def __init__(self, strategy: Strategy, *, noise_multiplier: float, clipping_norm: float,
-                 num_sampled_clients: int, delta: float = 1e-5) -> None:
-        DifferentialPrivacyClientSideFixedClipping.__init__(self, strategy, noise_multiplier, clipping_norm,
-                                                            num_sampled_clients)
+    def __init__(
+        self,
+        strategy: Strategy,
+        *,
+        noise_multiplier: float,
+        clipping_norm: float,
+        num_sampled_clients: int,
+        delta: float = 1e-5,
+    ) -> None:
+        DifferentialPrivacyClientSideFixedClipping.__init__(
+            self, strategy, noise_multiplier, clipping_norm, num_sampled_clients
+        )
         self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
 
     def __repr__(self) -> str:
@@ -259,8 +297,9 @@ class LocalDPAccounting(_DPWrapper, Strategy):
 
     mode = "local"
 
-    def __init__(self, strategy: Strategy, *, clipping_norm: float, sensitivity: float, epsilon: float,
-                 delta: float) -> None:
+    def __init__(
+        self, strategy: Strategy, *, clipping_norm: float, sensitivity: float, epsilon: float, delta: float
+    ) -> None:
         Strategy.__init__(self)
         self.strategy = strategy
         self.clipping_norm, self.sensitivity, self.epsilon_per_round = clipping_norm, sensitivity, epsilon
@@ -285,8 +324,12 @@ class LocalDPAccounting(_DPWrapper, Strategy):
         if results:
             self.budget.release(1)
             self.budget_replace_one.release(1)
-        self._record(server_round, epsilon_per_round=self.epsilon_per_round, clients=len(results),
-                     epsilon_replace_one=_jsonable(self.budget_replace_one.epsilon))
+        self._record(
+            server_round,
+            epsilon_per_round=self.epsilon_per_round,
+            clients=len(results),
+            epsilon_replace_one=_jsonable(self.budget_replace_one.epsilon),
+        )
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -311,15 +354,27 @@ def with_dp(strategy: Strategy, config: DPConfig) -> Strategy:
     """``strategy`` wrapped for ``config`` (unchanged for mode ``none``). TypeError for anything but a
     :class:`DPConfig` (0.3 removed ``with_dp(strategy, settings)``)."""
     if not isinstance(config, DPConfig):
-        raise TypeError(f"with_dp(strategy, config) takes a flowergraph.strategies.DPConfig, not "
-                        f"{type(config).__name__} (0.3 removed with_dp(strategy, settings)); pass "
-                        f"DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, ...), e.g. "
-                        f"flowergraph.app.run_strategy.dp_config(s) for run settings s")
+        raise TypeError(
+            f"with_dp(strategy, config) takes a flowergraph.strategies.DPConfig, not "
+            f"{type(config).__name__} (0.3 removed with_dp(strategy, settings)); pass "
+            f"DPConfig(mode=s.dp, noise_multiplier=s.dp_noise_multiplier, ...), e.g. "
+            f"flowergraph.app.run_strategy.dp_config(s) for run settings s"
+        )
     if config.mode == "none":
         return strategy
     if config.mode == "local":
-        return LocalDPAccounting(strategy, clipping_norm=config.clipping_norm, sensitivity=config.sensitivity,
-                                 epsilon=config.epsilon, delta=config.delta)
+        return LocalDPAccounting(
+            strategy,
+            clipping_norm=config.clipping_norm,
+            sensitivity=config.sensitivity,
+            epsilon=config.epsilon,
+            delta=config.delta,
+        )
     cls = CentralDPServerSide if config.mode == "central-server" else CentralDPClientSide
-    return cls(strategy, noise_multiplier=config.noise_multiplier, clipping_norm=config.clipping_norm,
-               num_sampled_clients=config.num_sampled_clients, delta=config.delta)
+    return cls(
+        strategy,
+        noise_multiplier=config.noise_multiplier,
+        clipping_norm=config.clipping_norm,
+        num_sampled_clients=config.num_sampled_clients,
+        delta=config.delta,
+    )

@@ -44,8 +44,9 @@ class EvaluationSchedule:
     """``eval_every``, ``num_rounds`` (None: unknown), whether evaluation is fused into the next fit, and the
     rounds whose evaluation is never fused (``separate``: the last round of each stage)."""
 
-    def __init__(self, *, eval_every: int = 1, num_rounds: int | None = None, fused: bool = False,
-                 separate: Iterable[int] = ()) -> None:
+    def __init__(
+        self, *, eval_every: int = 1, num_rounds: int | None = None, fused: bool = False, separate: Iterable[int] = ()
+    ) -> None:
         if eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {eval_every}")
         self.eval_every = eval_every
@@ -54,13 +55,16 @@ class EvaluationSchedule:
         self.separate = set(separate)
 
     def due(self, server_round: int) -> bool:
-        return server_round % self.eval_every == 0 or (self.num_rounds is not None and
-                                                      server_round == self.num_rounds)
+        return server_round % self.eval_every == 0 or (self.num_rounds is not None and server_round == self.num_rounds)
 
     def fuse(self, server_round: int) -> bool:
         """Whether round ``server_round``'s evaluation travels inside the next round's fit."""
-        return (self.due(server_round) and self.fused and server_round != self.num_rounds
-                and server_round not in self.separate)
+        return (
+            self.due(server_round)
+            and self.fused
+            and server_round != self.num_rounds
+            and server_round not in self.separate
+        )
 
 
 @dataclass
@@ -82,9 +86,16 @@ class MetricAggregation:
     ``weighted``: (metric, the count it is weighted by) pairs; ``unweighted``: (name of the aggregate, metric)
     pairs averaged over clients with a non-empty test set."""
 
-    def __init__(self, weighted: Iterable[tuple[str, str]] = (("accuracy", "num_test"), ("loss", "num_test"),
-                                                                ("val_accuracy", "num_val"), ("val_loss", "num_val")),
-                 unweighted: Iterable[tuple[str, str]] = (("mean_client_accuracy", "accuracy"),)) -> None:
+    def __init__(
+        self,
+        weighted: Iterable[tuple[str, str]] = (
+            ("accuracy", "num_test"),
+            ("loss", "num_test"),
+            ("val_accuracy", "num_val"),
+            ("val_loss", "num_val"),
+        ),
+        unweighted: Iterable[tuple[str, str]] = (("mean_client_accuracy", "accuracy"),),
+    ) -> None:
         self.weighted = tuple(weighted)
         self.unweighted = tuple(unweighted)
 
@@ -108,11 +119,12 @@ DEFAULT_METRICS = MetricAggregation()
 
 def fused_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     """The evaluation metrics inside a fit reply (``eval_accuracy`` -> ``accuracy``, ...)."""
-    return {k[len(EVAL_PREFIX):]: v for k, v in metrics.items() if k.startswith(EVAL_PREFIX)}
+    return {k[len(EVAL_PREFIX) :]: v for k, v in metrics.items() if k.startswith(EVAL_PREFIX)}
 
 
-def record_evaluation(rec: dict[str, Any], per_client: list[tuple[str, dict[str, Any]]],
-                      aggregation: MetricAggregation = DEFAULT_METRICS) -> list[ClientEvaluation]:
+def record_evaluation(
+    rec: dict[str, Any], per_client: list[tuple[str, dict[str, Any]]], aggregation: MetricAggregation = DEFAULT_METRICS
+) -> list[ClientEvaluation]:
     """Per-client evaluation metrics into ``rec["clients"]``, and the aggregates over every client evaluated in
     this record so far (a record may receive its clients' metrics in several calls). Returns the rows added."""
     rec.setdefault("clients", {})
@@ -129,13 +141,16 @@ def record_evaluation(rec: dict[str, Any], per_client: list[tuple[str, dict[str,
 def eval_row(res: EvaluateRes) -> dict[str, Any]:
     """One client's ``evaluate`` reply as its row: its metrics, ``num_test`` and ``loss`` from the reply's fields
     when the metrics lack them."""
-    return {**res.metrics, NUM_TEST: res.metrics.get(NUM_TEST, res.num_examples),
-            LOSS: res.metrics.get(LOSS, res.loss)}
+    return {**res.metrics, NUM_TEST: res.metrics.get(NUM_TEST, res.num_examples), LOSS: res.metrics.get(LOSS, res.loss)}
 
 
-def record_replies(rec: dict[str, Any], results: list[tuple[ClientProxy, EvaluateRes]], label: Labeller,
-                   aggregation: MetricAggregation = DEFAULT_METRICS, add_bytes: Callable[..., None] | None = None
-                   ) -> list[ClientEvaluation]:
+def record_replies(
+    rec: dict[str, Any],
+    results: list[tuple[ClientProxy, EvaluateRes]],
+    label: Labeller,
+    aggregation: MetricAggregation = DEFAULT_METRICS,
+    add_bytes: Callable[..., None] | None = None,
+) -> list[ClientEvaluation]:
     """``evaluate`` replies into ``rec`` (:func:`record_evaluation`), their bytes (metrics and the loss) to
     ``add_bytes`` when given; returns the rows added. Rows go in partition order (then node id), whatever order
     the replies arrived in, so every mean over them is summed in one order (as the fit results are)."""
@@ -143,14 +158,20 @@ def record_replies(rec: dict[str, Any], results: list[tuple[ClientProxy, Evaluat
     if add_bytes is not None:
         for _, res in results:
             add_bytes(up=config_bytes(res.metrics) + 8)
-    return record_evaluation(rec, [(label(proxy, res.metrics), eval_row(res)) for proxy, res in results],
-                             aggregation)
+    return record_evaluation(rec, [(label(proxy, res.metrics), eval_row(res)) for proxy, res in results], aggregation)
 
 
-def evaluate_now(rec: dict[str, Any], clients: list[ClientProxy], sent: Mapping[str, Parameters],
-                 config: Mapping[str, Any], server_round: int, *, label: Labeller,
-                 aggregation: MetricAggregation = DEFAULT_METRICS, timeout: float | None = None
-                 ) -> list[ClientEvaluation]:
+def evaluate_now(
+    rec: dict[str, Any],
+    clients: list[ClientProxy],
+    sent: Mapping[str, Parameters],
+    config: Mapping[str, Any],
+    server_round: int,
+    *,
+    label: Labeller,
+    aggregation: MetricAggregation = DEFAULT_METRICS,
+    timeout: float | None = None,
+) -> list[ClientEvaluation]:
     """Evaluate ``clients`` now, each on ``sent[its node id]`` with ``config`` (in parallel): their rows go to
     ``rec`` with the bytes each way; a client that fails is listed under ``rec["eval_failures"]``."""
 
@@ -167,11 +188,11 @@ def evaluate_now(rec: dict[str, Any], clients: list[ClientProxy], sent: Mapping[
                 failures.append(exc)
     for proxy, res in results:
         rec["bytes_up"] = rec.get("bytes_up", 0) + config_bytes(res.metrics) + 8
-    rec["bytes_down"] = rec.get("bytes_down", 0) + sum(parameters_bytes(sent[p.cid]) + config_bytes(config)
-                                                       for p in clients)
+    rec["bytes_down"] = rec.get("bytes_down", 0) + sum(
+        parameters_bytes(sent[p.cid]) + config_bytes(config) for p in clients
+    )
     if failures:
-        rec.setdefault("eval_failures", []).extend(
-            {"client": "unknown", "reason": failure_reason(f)} for f in failures)
+        rec.setdefault("eval_failures", []).extend({"client": "unknown", "reason": failure_reason(f)} for f in failures)
     return record_replies(rec, results, label, aggregation)
 
 
@@ -179,8 +200,13 @@ class FusedEvaluation:
     """The strategy's side of fused evaluation (see the module docstring), over its ``schedule`` (``fused`` is
     turned off here when a client ignores the flag) and its ``book`` (which holds the record back)."""
 
-    def __init__(self, schedule: EvaluationSchedule, book: RoundBook, aggregation: MetricAggregation = DEFAULT_METRICS,
-                 label: Labeller = lambda proxy, metrics: proxy.cid) -> None:
+    def __init__(
+        self,
+        schedule: EvaluationSchedule,
+        book: RoundBook,
+        aggregation: MetricAggregation = DEFAULT_METRICS,
+        label: Labeller = lambda proxy, metrics: proxy.cid,
+    ) -> None:
         self.schedule = schedule
         self.book = book
         self.aggregation = aggregation
@@ -200,10 +226,15 @@ class FusedEvaluation:
             config[EVALUATE_GLOBAL] = True
         return config
 
-    def complete(self, server_round: int, results: list[tuple[ClientProxy, FitRes]], sent: Mapping[str, Parameters],
-                 config: Callable[[int], Mapping[str, Any]],
-                 after_evaluate: Callable[[int, list[ClientEvaluation]], None] = lambda r, rows: None,
-                 timeout: float | None = None) -> dict[str, Any]:
+    def complete(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        sent: Mapping[str, Parameters],
+        config: Callable[[int], Mapping[str, Any]],
+        after_evaluate: Callable[[int, list[ClientEvaluation]], None] = lambda r, rows: None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """The held record of round ``server_round - 1``, completed from the ``eval_*`` metrics of round
         ``server_round``'s fit ``results``: its rows go to ``after_evaluate(held round, rows)`` (the strategy's
         hook), then the record is written and returned. A client that ignored the flag is evaluated now on
@@ -221,21 +252,36 @@ class FusedEvaluation:
         rows = record_evaluation(held, per_client, self.aggregation)
         if ignored:
             labels = ", ".join(label for _, label in ignored)
-            log(WARNING, "round %s: client(s) %s ignored the fused-evaluation flag '%s'; evaluating round %s's model "
-                "on them with a separate message, and using separate evaluation from now on", server_round,
-                labels, EVALUATE_GLOBAL, server_round - 1)
+            log(
+                WARNING,
+                "round %s: client(s) %s ignored the fused-evaluation flag '%s'; evaluating round %s's model "
+                "on them with a separate message, and using separate evaluation from now on",
+                server_round,
+                labels,
+                EVALUATE_GLOBAL,
+                server_round - 1,
+            )
             self.schedule.fused = False
             held["fused_eval_fallback"] = [label for _, label in ignored]
             clients = [p for p, _ in ignored]
-            rows += evaluate_now(held, clients, {p.cid: sent[p.cid] for p in clients}, config(held["round"]),
-                                 held["round"], label=self.label, aggregation=self.aggregation, timeout=timeout)
+            rows += evaluate_now(
+                held,
+                clients,
+                {p.cid: sent[p.cid] for p in clients},
+                config(held["round"]),
+                held["round"],
+                label=self.label,
+                aggregation=self.aggregation,
+                timeout=timeout,
+            )
         after_evaluate(int(held["round"]), rows)
         self.book.write(held)
         return held
 
 
-def server_evaluation(evaluate_fn: Callable[[int, Any], Any], server_round: int, arrays: Any,
-                      book: RoundBook) -> tuple[float, dict[str, Any]] | None:
+def server_evaluation(
+    evaluate_fn: Callable[[int, Any], Any], server_round: int, arrays: Any, book: RoundBook
+) -> tuple[float, dict[str, Any]] | None:
     """``evaluate_fn(server_round, arrays)`` (the server's own evaluation: ``(loss, {"accuracy": ...})`` or None);
     its loss and accuracy go to round ``server_round``'s record (round 0, the initial model: to the log)."""
     result = evaluate_fn(server_round, arrays)

@@ -85,10 +85,19 @@ class FedGCNStrategy(WeightedAveraging):
     aggregations in ``context.state`` (``stateful_clients=True``).
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, hops: int = 2, he: bool = False,
-                 max_parallel: int | None = None, weighting: str = "uniform", **kwargs) -> None:
-        policy = resolve_policy(policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()},
-                                type(self).__name__)
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        hops: int = 2,
+        he: bool = False,
+        max_parallel: int | None = None,
+        weighting: str = "uniform",
+        **kwargs,
+    ) -> None:
+        policy = resolve_policy(
+            policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()}, type(self).__name__
+        )
         policy = policy.replace(max_parallel=max_parallel or (4 if he else 16), stateful_clients=True)
         super().__init__(policy, weighting=weighting, **kwargs)
         self.hops = check_hops(hops)
@@ -112,10 +121,16 @@ class FedGCNStrategy(WeightedAveraging):
     def communication_phase(self, client_manager: ClientManager) -> dict:
         clients = self.all_clients(client_manager)
         if len(clients) != self.num_clients:
-            raise RuntimeError(f"FedGCN needs all {self.num_clients} clients in its communication phase, "
-                               f"{len(clients)} are connected")
-        log(INFO, "FedGCN: %d-hop communication phase with %d clients%s", self.hops, len(clients),
-            " under CKKS" if self.he else "")
+            raise RuntimeError(
+                f"FedGCN needs all {self.num_clients} clients in its communication phase, {len(clients)} are connected"
+            )
+        log(
+            INFO,
+            "FedGCN: %d-hop communication phase with %d clients%s",
+            self.hops,
+            len(clients),
+            " under CKKS" if self.he else "",
+        )
         phase = self.phases.begin(PHASE, 0, timeout=self.init_timeout)
         extra = self._phase_ckks(phase, clients) if self.he else self._phase_plain(phase, clients)
         stats = phase.end(hops=self.hops, he=self.he, elapsed_s=0.0, **extra)
@@ -147,16 +162,27 @@ class FedGCNStrategy(WeightedAveraging):
             try:
                 rows = acc[0].sums(request)
             except ValueError as exc:
-                raise RuntimeError(f"FedGCN: client {self.client_label(proxy)} requested rows nobody contributed "
-                                   f"to ({exc})") from None
+                raise RuntimeError(
+                    f"FedGCN: client {self.client_label(proxy)} requested rows nobody contributed to ({exc})"
+                ) from None
             arrays, encoding = encode_rows(rows)
             return _message(msg.PlainDownload(request, arrays, encoding, acc[0].width).encode())
 
-        relay(phase, clients, collect=UPLOAD, request=_message(msg.UploadRequest(self.hops).encode()),
-              on_collect=got_upload, deliver=DOWNLOAD, route=download)
+        relay(
+            phase,
+            clients,
+            collect=UPLOAD,
+            request=_message(msg.UploadRequest(self.hops).encode()),
+            on_collect=got_upload,
+            deliver=DOWNLOAD,
+            route=download,
+        )
         sums = acc[0]
-        return {"row_contributions": sums.contributions, "rows": sums.count,
-                "rows_downloaded": int(sum(len(r) for r in requests.values()))}
+        return {
+            "row_contributions": sums.contributions,
+            "rows": sums.count,
+            "rows_downloaded": int(sum(len(r) for r in requests.values())),
+        }
 
     def _phase_ckks(self, phase: Phase, clients: list[ClientProxy]) -> dict:
         index: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -169,8 +195,10 @@ class FedGCNStrategy(WeightedAveraging):
         phase.send(INDEX, clients, _message(msg.UploadRequest(self.hops).encode()), on_reply=got_index)
         fingerprints = {self.client_label(p): info[p.cid].key_fingerprint for p in clients}
         if len(set(fingerprints.values())) != 1:
-            raise RuntimeError(f"FedGCN: clients hold different CKKS keys (fingerprints by client: {fingerprints}); "
-                               f"give every client the same key file")
+            raise RuntimeError(
+                f"FedGCN: clients hold different CKKS keys (fingerprints by client: {fingerprints}); "
+                f"give every client the same key file"
+            )
         widths = {m.width for m in info.values()}
         if len(widths) != 1:
             raise RuntimeError(f"FedGCN: clients report different feature widths {sorted(widths)}")
@@ -178,8 +206,9 @@ class FedGCNStrategy(WeightedAveraging):
         server_ctx = ckks.load_server_context(next(iter(info.values())).server_context)
         slots = ckks.num_slots(server_ctx)
         order = {p.cid: i for i, p in enumerate(clients)}
-        layout = ckks.he_layout({order[c]: v[0] for c, v in index.items()},
-                                {order[c]: v[1] for c, v in index.items()}, width, slots)
+        layout = ckks.he_layout(
+            {order[c]: v[0] for c, v in index.items()}, {order[c]: v[1] for c, v in index.items()}, width, slots
+        )
         accumulator = ckks.CiphertextSum(server_ctx)
         counts = {"ciphertexts_up": 0, "ciphertexts_down": 0}
         lock = threading.Lock()  # download messages are built in parallel threads
@@ -204,6 +233,11 @@ class FedGCNStrategy(WeightedAveraging):
             return _message(msg.CKKSDownload(rows, offsets, ct_index, lengths, blob, slots, width).encode())
 
         phase.send(DOWNLOAD, clients, download)
-        return {"row_contributions": int(sum(len(v[0]) for v in index.values())), "rows": int(len(layout.row_ids)),
-                "rows_downloaded": int(sum(len(v[1]) for v in index.values())),
-                "ciphertexts": layout.num_ciphertexts, "groups": len(layout.groups), **counts}
+        return {
+            "row_contributions": int(sum(len(v[0]) for v in index.values())),
+            "rows": int(len(layout.row_ids)),
+            "rows_downloaded": int(sum(len(v[1]) for v in index.values())),
+            "ciphertexts": layout.num_ciphertexts,
+            "groups": len(layout.groups),
+            **counts,
+        }

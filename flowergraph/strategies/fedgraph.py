@@ -88,12 +88,29 @@ class FedGraphStrategy(FederatedStrategy):
     """FedGraph's server (module docstring). ``test_fn(round, arrays) -> (loss, {"accuracy": a})``: the server's
     test set (required with ``agent="ddpg"``). ``ddpg``: a :class:`~flowergraph.tasks.fedgraph.DDPGConfig`."""
 
-    def __init__(self, policy: FederationPolicy | None = None, *, sharing: str = "fedgraph",
-                 sampling: str = "fedgraph", agent: str = "ddpg", staleness: str = "same-round", num_convs: int = 2,
-                 batch_size: int = 256, prob: float = 1.0, ddpg: Any = None, kappa_range: tuple[int, int] = (32, 512),
-                 p_min: float = 0.1, episode_reset: bool = True, target_accuracy: float = 0.8, omega: float = 128.0,
-                 alpha: float = -1.0, beta: float = 0.0, round_time: str = "server",
-                 test_fn: Callable[[int, list[np.ndarray]], Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        sharing: str = "fedgraph",
+        sampling: str = "fedgraph",
+        agent: str = "ddpg",
+        staleness: str = "same-round",
+        num_convs: int = 2,
+        batch_size: int = 256,
+        prob: float = 1.0,
+        ddpg: Any = None,
+        kappa_range: tuple[int, int] = (32, 512),
+        p_min: float = 0.1,
+        episode_reset: bool = True,
+        target_accuracy: float = 0.8,
+        omega: float = 128.0,
+        alpha: float = -1.0,
+        beta: float = 0.0,
+        round_time: str = "server",
+        test_fn: Callable[[int, list[np.ndarray]], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         from ..tasks.fedgraph import DDPGConfig, exchange_convs
 
         super().__init__(policy, **kwargs)
@@ -103,8 +120,10 @@ class FedGraphStrategy(FederatedStrategy):
         self.staleness = _choice("staleness", staleness, STALENESS)
         self.round_time = _choice("round_time", round_time, ROUND_TIMES)
         if self.agent_kind == "ddpg" and (self.sampling != "fedgraph" or test_fn is None):
-            raise ValueError("agent='ddpg' chooses FedGraph sampling policies (sampling='fedgraph') from the accuracy "
-                             "on the server's test set (test_fn)")
+            raise ValueError(
+                "agent='ddpg' chooses FedGraph sampling policies (sampling='fedgraph') from the accuracy "
+                "on the server's test set (test_fn)"
+            )
         self.num_convs = int(num_convs)
         self.convs = exchange_convs(self.sharing, self.num_convs)
         self.batch_size, self.prob = int(batch_size), float(prob)
@@ -115,8 +134,9 @@ class FedGraphStrategy(FederatedStrategy):
         self.alpha, self.beta = float(alpha), float(beta)
         self.test_fn = test_fn
         self.agent: Any = None  # DDPGAgent
-        self.policies: list[tuple[int, tuple[float, ...]]] = \
-            [(self.batch_size, (self.prob,) * self.num_convs)] * self.num_clients
+        self.policies: list[tuple[int, tuple[float, ...]]] = [
+            (self.batch_size, (self.prob,) * self.num_convs)
+        ] * self.num_clients
         self.initial: dict[str, np.ndarray] | None = None  # the initial model (an episode's restart)
         self.alpha_value: float | None = None if self.alpha < 0 else self.alpha
         self.episode_return = 0.0
@@ -131,12 +151,15 @@ class FedGraphStrategy(FederatedStrategy):
             self.schedule.separate |= {r for r in range(T, self.num_rounds + 1, T)}
 
     def __repr__(self) -> str:
-        return (f"FedGraphStrategy(num_clients={self.num_clients}, sharing={self.sharing!r}, "
-                f"sampling={self.sampling!r}, agent={self.agent_kind!r}, staleness={self.staleness!r})")
+        return (
+            f"FedGraphStrategy(num_clients={self.num_clients}, sharing={self.sharing!r}, "
+            f"sampling={self.sampling!r}, agent={self.agent_kind!r}, staleness={self.staleness!r})"
+        )
 
     # ----------------------------------------------------------------------------------------- relay
-    def _relay(self, phase: Phase, clients: list[ClientProxy], collect: str, request: PhaseMessage, deliver: str,
-               conv: int) -> dict[str, int]:
+    def _relay(
+        self, phase: Phase, clients: list[ClientProxy], collect: str, request: PhaseMessage, deliver: str, conv: int
+    ) -> dict[str, int]:
         """Owners answer ``collect`` with a :class:`~flowergraph.wire.fedgraph.RowsUpload`; the server merges,
         per requester, what every owner sent it (routing only) and delivers it as ``deliver``."""
         from ..tasks.fedgraph import Rows, merge_rows
@@ -153,15 +176,19 @@ class FedGraphStrategy(FederatedStrategy):
         def route(proxy: ClientProxy, _reply: PhaseReply) -> PhaseMessage:
             me = self.partition(proxy)
             width = max(widths) if widths else 1
-            parts = [Rows(ids=up.parts[me][0], values=np.asarray(up.parts[me][1]).reshape(-1, width))
-                     for up in uploads.values() if me in up.parts]
+            parts = [
+                Rows(ids=up.parts[me][0], values=np.asarray(up.parts[me][1]).reshape(-1, width))
+                for up in uploads.values()
+                if me in up.parts
+            ]
             merged = merge_rows(parts) if parts else Rows(np.zeros(0, np.int64), np.zeros((0, width), np.float32))
             values = np.asarray(merged.values).reshape(-1, width)
             arrays, vals = msg.RowsDelivery(np.asarray(merged.ids), values, conv).encode()
             return PhaseMessage(arrays=arrays, values=vals)
 
-        replies = relay(phase, clients, collect=collect, request=request, deliver=deliver, route=route,
-                        on_collect=collected)
+        replies = relay(
+            phase, clients, collect=collect, request=request, deliver=deliver, route=route, on_collect=collected
+        )
         return {r.client: msg.Stored.decode(r.arrays, r.values).rows for r in replies}
 
     def degree_phase(self, clients: list[ClientProxy]) -> dict[str, Any]:
@@ -173,8 +200,9 @@ class FedGraphStrategy(FederatedStrategy):
             self.book.write(dict(stats))
         return stats
 
-    def exchange(self, name: str, server_round: int, clients: list[ClientProxy],
-                 model: Mapping[str, np.ndarray]) -> None:
+    def exchange(
+        self, name: str, server_round: int, clients: list[ClientProxy], model: Mapping[str, np.ndarray]
+    ) -> None:
         """A same-round exchange: every sharing convolution's rows, computed with ``model``."""
         if not self.convs:
             return
@@ -182,15 +210,19 @@ class FedGraphStrategy(FederatedStrategy):
         stored: dict[str, int] = {}
         for k in self.convs:
             arrays, values = msg.RowsRequest(k, self.sharing).encode()
-            stored = self._relay(phase, clients, msg.ROWS, PhaseMessage(arrays=arrays, values=values, model=model),
-                                 msg.STORE_ROWS, k)
+            stored = self._relay(
+                phase, clients, msg.ROWS, PhaseMessage(arrays=arrays, values=values, model=model), msg.STORE_ROWS, k
+            )
         self.book.add_phase(phase.end(convs=list(self.convs), remote_rows=stored))
 
     # ----------------------------------------------------------------------------------------- agent
     def _start_episode(self) -> None:
         model = self.bank.global_model or {}
-        state = self.last_state if (self.last_state is not None and not self.episode_reset) else \
-            self.agent.observe(model, [model] * self.num_clients)
+        state = (
+            self.last_state
+            if (self.last_state is not None and not self.episode_reset)
+            else self.agent.observe(model, [model] * self.num_clients)
+        )
         self._set_action(self.agent.start_episode(state))
         self.episode_return = 0.0
         self.new_episode = False
@@ -203,8 +235,10 @@ class FedGraphStrategy(FederatedStrategy):
 
         clients = self.all_clients(client_manager)
         if len(clients) != self.num_clients:
-            raise RuntimeError(f"FedGraph needs all {self.num_clients} clients (every owner sends rows, the agent "
-                               f"has a slot per client); {len(clients)} are connected")
+            raise RuntimeError(
+                f"FedGraph needs all {self.num_clients} clients (every owner sends rows, the agent "
+                f"has a slot per client); {len(clients)} are connected"
+            )
         if self.sharing != "nonshare":
             if self.client_state.restored:
                 log(INFO, "FedGraph: the clients restored their remote degrees from the checkpoint")
@@ -213,8 +247,9 @@ class FedGraphStrategy(FederatedStrategy):
         if self.initial is None:
             self.initial = {k: np.array(v, copy=True) for k, v in (self.bank.global_model or {}).items()}
         if self.agent_kind == "ddpg" and self.agent is None:
-            space = ActionSpace(self.num_clients, self.num_convs, self.kappa_range[0], self.kappa_range[1],
-                                self.p_min, 1.0)
+            space = ActionSpace(
+                self.num_clients, self.num_convs, self.kappa_range[0], self.kappa_range[1], self.p_min, 1.0
+            )
             self.agent = DDPGAgent(space, self.ddpg, seed=self.seed)
             self._start_episode()
 
@@ -229,14 +264,17 @@ class FedGraphStrategy(FederatedStrategy):
                 restart = True
             self._start_episode()
         rec = self.book.start(server_round)
-        rec["fedgraph"] = {"policies": [[k, list(p)] for k, p in self.policies],
-                           **({"episode": self.agent.episode} if self.agent is not None else {})}
+        rec["fedgraph"] = {
+            "policies": [[k, list(p)] for k, p in self.policies],
+            **({"episode": self.agent.episode} if self.agent is not None else {}),
+        }
         if restart:
             rec["fedgraph"]["restarted"] = True
         self.exchanged = self.staleness == "same-round" or server_round == 1 or restart or not self.pending
         if self.exchanged:
-            self.exchange(msg.EXCHANGE_PHASE, server_round, self.all_clients(client_manager),
-                          self.bank.global_model or {})
+            self.exchange(
+                msg.EXCHANGE_PHASE, server_round, self.all_clients(client_manager), self.bank.global_model or {}
+            )
 
     def plan(self, partition: int | None) -> msg.RoundPlan:
         kappa, probs = self.policies[int(partition or 0)]
@@ -249,15 +287,19 @@ class FedGraphStrategy(FederatedStrategy):
         me = int(partition or 0)
         parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for k in self.convs:
-            mine = [Rows(ids=ids, values=values) for key, (ids, values) in sorted(self.pending.items())
-                    if key.split("_")[:2] == [str(k), str(me)]]
+            mine = [
+                Rows(ids=ids, values=values)
+                for key, (ids, values) in sorted(self.pending.items())
+                if key.split("_")[:2] == [str(k), str(me)]
+            ]
             if mine:
                 merged = merge_rows(mine)
                 parts[k] = (np.asarray(merged.ids), np.asarray(merged.values))
         return {msg.INBOX: msg.pack_parts(parts)}
 
-    def client_config(self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar],
-                      kind: str) -> dict[str, Scalar]:
+    def client_config(
+        self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar], kind: str
+    ) -> dict[str, Scalar]:
         """A fit: the client's round plan (its sampling policy, recorded in its table entry) and, before the
         exchange has run this round, its inbox of rows; a separate evaluation with stale rows: its inbox."""
         p = self.partition(proxy)
@@ -271,8 +313,11 @@ class FedGraphStrategy(FederatedStrategy):
 
     def evaluate_config(self, server_round: int) -> dict[str, Scalar]:
         config = super().evaluate_config(server_round)
-        config.update(msg.RoundPlan(self.sharing, self.sampling, self.batch_size, (self.prob,) * self.num_convs,
-                                    self.staleness).config())
+        config.update(
+            msg.RoundPlan(
+                self.sharing, self.sampling, self.batch_size, (self.prob,) * self.num_convs, self.staleness
+            ).config()
+        )
         return config
 
     def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
@@ -280,13 +325,15 @@ class FedGraphStrategy(FederatedStrategy):
         to an evaluation of some clients), or the pending ones (in each client's config: :meth:`client_config`)."""
         out = super().configure_evaluate(server_round, parameters, client_manager)
         if out and self.staleness == "same-round":
-            self.exchange(msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients(client_manager),
-                          self.bank.global_model or {})
+            self.exchange(
+                msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients(client_manager), self.bank.global_model or {}
+            )
         return out
 
     # ------------------------------------------------------------------------------------ aggregation
-    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
-                          ) -> Mapping[str, np.ndarray]:
+    def aggregate_updates(
+        self, server_round: int, updates: list[Update], weights: list[float]
+    ) -> Mapping[str, np.ndarray]:
         """Eq. 8: weighted by the mini-batch sizes the clients report (``num_examples``)."""
         from ..tasks.fedgraph import aggregate
 
@@ -311,8 +358,9 @@ class FedGraphStrategy(FederatedStrategy):
         info["round_time"] = time.perf_counter() - self._fit_start
         info["slowest_client_s"] = max((float(u.metrics.get(msg.LOCAL_SECONDS, 0.0)) for u in updates), default=0.0)
         info["max_gmacs"] = max((int(u.metrics.get(msg.FORWARD_MACS, 0)) for u in updates), default=0) / 1e9
-        delta = info[{"server": "round_time", "slowest-client": "slowest_client_s", "work": "max_gmacs"}[
-            self.round_time]]
+        delta = info[
+            {"server": "round_time", "slowest-client": "slowest_client_s", "work": "max_gmacs"}[self.round_time]
+        ]
         if self.test_fn is not None:
             _, metrics = self.test_fn(server_round, list(model.values()))
             info["server_accuracy"] = float(metrics["accuracy"])
@@ -321,10 +369,12 @@ class FedGraphStrategy(FederatedStrategy):
         needed = {"work": msg.FORWARD_MACS, "slowest-client": msg.LOCAL_SECONDS}.get(self.round_time)
         silent = sorted(u.client for u in updates if needed is not None and needed not in u.metrics)
         if silent:  # a missing report would read as 0 and drop eq. 9's time term without a word
-            raise ValueError(f"fedgraph.round-time={self.round_time!r} needs every client's {needed!r} metric in its "
-                             f"fit reply; client(s) {', '.join(silent)} sent none in round {server_round} (a client "
-                             f"that is not flowergraph's FedGraphClient must report it; valid without it: "
-                             f"fedgraph.round-time='server')")
+            raise ValueError(
+                f"fedgraph.round-time={self.round_time!r} needs every client's {needed!r} metric in its "
+                f"fit reply; client(s) {', '.join(silent)} sent none in round {server_round} (a client "
+                f"that is not flowergraph's FedGraphClient must report it; valid without it: "
+                f"fedgraph.round-time='server')"
+            )
         if self.alpha_value is None:
             try:
                 self.alpha_value = time_penalty_alpha([delta], self.beta)
@@ -339,8 +389,13 @@ class FedGraphStrategy(FederatedStrategy):
         state = self.agent.observe(model, [by_partition.get(p, model) for p in range(self.num_clients)])
         step = self.agent.record(r, state)
         self.episode_return += r
-        info.update(reward=r, alpha=self.alpha_value, episode_round=self.agent.round if not step.done else
-                    self.ddpg.episode_rounds, critic_loss=step.critic_loss, actor_loss=step.actor_loss)
+        info.update(
+            reward=r,
+            alpha=self.alpha_value,
+            episode_round=self.agent.round if not step.done else self.ddpg.episode_rounds,
+            critic_loss=step.critic_loss,
+            actor_loss=step.actor_loss,
+        )
         if step.done:
             info["episode_return"] = self.episode_return
             self.returns.append(self.episode_return)
@@ -356,11 +411,20 @@ class FedGraphStrategy(FederatedStrategy):
         if self.agent is not None:
             arrays, values = self.agent.export_state()
             agent = {"arrays": arrays, "values": values}
-        return {**super().state_dict(), "fedgraph": {
-            "agent": agent, "policies": [[k, list(p)] for k, p in self.policies], "initial": self.initial,
-            "alpha": self.alpha_value, "episode_return": self.episode_return, "returns": list(self.returns),
-            "new_episode": self.new_episode, "last_state": self.last_state,
-            "pending": {key: {"ids": ids, "values": values} for key, (ids, values) in self.pending.items()}}}
+        return {
+            **super().state_dict(),
+            "fedgraph": {
+                "agent": agent,
+                "policies": [[k, list(p)] for k, p in self.policies],
+                "initial": self.initial,
+                "alpha": self.alpha_value,
+                "episode_return": self.episode_return,
+                "returns": list(self.returns),
+                "new_episode": self.new_episode,
+                "last_state": self.last_state,
+                "pending": {key: {"ids": ids, "values": values} for key, (ids, values) in self.pending.items()},
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         from ..tasks.fedgraph import DDPGAgent
@@ -369,8 +433,9 @@ class FedGraphStrategy(FederatedStrategy):
         own = state.get("fedgraph")
         if own is None:
             raise RuntimeError("the checkpoint holds no FedGraph state (was it written by another method?)")
-        self.agent = None if own["agent"] is None else DDPGAgent.from_state(own["agent"]["arrays"],
-                                                                            own["agent"]["values"])
+        self.agent = (
+            None if own["agent"] is None else DDPGAgent.from_state(own["agent"]["arrays"], own["agent"]["values"])
+        )
         self.policies = [(int(k), tuple(float(x) for x in p)) for k, p in own["policies"]]
         self.initial = None if own["initial"] is None else {k: np.asarray(v) for k, v in own["initial"].items()}
         self.alpha_value = None if own["alpha"] is None else float(own["alpha"])

@@ -7,7 +7,8 @@ trains ``local_epochs`` epochs of mini-batch Adam on its own graphs (its Adam op
 and returns the shared arrays; the server averages them weighted by the clients' training-graph counts,
 ``w_g = sum_m |D_m| / N w_{g,m}``. Everything else (FedStar: the feature encoder and the classifier) never
 leaves the client. :class:`FedStarStrategy` is :class:`~flowergraph.strategies.weighted.WeightedAveraging`
-with the run's ``weighting`` (``train-size`` by default, the paper's) and clients that keep state (``stateful_clients``: client checkpoints save each
+with the run's ``weighting`` (``train-size`` by default, the paper's) and clients that keep state (``stateful_clients``:
+client checkpoints save each
 client's private model and Adam moments, and a resumed run restores them).
 
 What travels is chosen by the variant (client side, :data:`flowergraph.clients.fedstar.VARIANTS`):
@@ -64,14 +65,23 @@ class FedStarStrategy(WeightedAveraging):
     :class:`~flowergraph.strategies.FederatedStrategy`'s.
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, variant: str = "fedstar",
-                 weighting: str = "train-size", initial_parameters=None, **kwargs) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        variant: str = "fedstar",
+        weighting: str = "train-size",
+        initial_parameters=None,
+        **kwargs,
+    ) -> None:
         if variant in LOCAL_VARIANTS and initial_parameters is None:
             initial_parameters = []  # nothing is shared: no model to ask a client for
-        policy = resolve_policy(policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()},
-                                type(self).__name__)
-        super().__init__(policy.replace(stateful_clients=True), weighting=weighting,
-                         initial_parameters=initial_parameters, **kwargs)
+        policy = resolve_policy(
+            policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()}, type(self).__name__
+        )
+        super().__init__(
+            policy.replace(stateful_clients=True), weighting=weighting, initial_parameters=initial_parameters, **kwargs
+        )
         self.variant = variant
 
     def __repr__(self) -> str:

@@ -97,11 +97,23 @@ class FLAGCNSStrategy(FederatedStrategy):
     Every other argument is :class:`~flowergraph.strategies.FederatedStrategy`'s.
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, space: Any, schedule: Any,
-                 combine: str = "weighted", fitness: str = "loss", lr: float | None = None,
-                 weight_decay: float | None = None, architecture: Sequence[int] | None = None,
-                 init_seed: int | None = None, finalists: int = 1, final_pick: str = "fll",
-                 adam_scope: str = "this-step", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        space: Any,
+        schedule: Any,
+        combine: str = "weighted",
+        fitness: str = "loss",
+        lr: float | None = None,
+        weight_decay: float | None = None,
+        architecture: Sequence[int] | None = None,
+        init_seed: int | None = None,
+        finalists: int = 1,
+        final_pick: str = "fll",
+        adam_scope: str = "this-step",
+        **kwargs: Any,
+    ) -> None:
         from ..tasks.flagcns import ADAM_SCOPES, FINAL_PICKS, LR, WEIGHT_DECAY, EvolutionaryOptimizer, new_rng
 
         if combine not in COMBINE:
@@ -115,14 +127,21 @@ class FLAGCNSStrategy(FederatedStrategy):
         if int(finalists) < 1:
             raise ValueError(f"finalists={finalists!r}: must be >= 1 (1: the paper's lowest FLL)")
         if architecture is not None and int(finalists) != 1:
-            raise ValueError(f"finalists={finalists!r} chooses among searched networks; a fixed architecture has "
-                             f"none to choose from: use finalists=1")
+            raise ValueError(
+                f"finalists={finalists!r} chooses among searched networks; a fixed architecture has "
+                f"none to choose from: use finalists=1"
+            )
         self.space, self.budget = space, schedule
         self.num_finalists = int(finalists)
         self.search_rounds = 0 if architecture is not None else schedule.epochs * schedule.steps_per_epoch
-        retrain = (Stage(RETRAIN),) if self.num_finalists == 1 else tuple(
-            Stage(f"{RETRAIN}-{j}", schedule.retrain_epochs if j < self.num_finalists else None)
-            for j in range(1, self.num_finalists + 1))
+        retrain = (
+            (Stage(RETRAIN),)
+            if self.num_finalists == 1
+            else tuple(
+                Stage(f"{RETRAIN}-{j}", schedule.retrain_epochs if j < self.num_finalists else None)
+                for j in range(1, self.num_finalists + 1)
+            )
+        )
         stages = retrain if self.search_rounds == 0 else (Stage(SEARCH, self.search_rounds),) + retrain
         super().__init__(policy, update_kind="gradients", stages=stages, **kwargs)
         self.combine, self.fitness, self.final_pick, self.adam_scope = combine, fitness, final_pick, adam_scope
@@ -132,8 +151,9 @@ class FLAGCNSStrategy(FederatedStrategy):
         self.secure = self.ckks is not None
         # Algorithm 2's server state, drawn in InProcessSearch's order: the generator, then the initial population
         self.rng = new_rng(self.seed, 0x5EA)
-        self.population: list[tuple[int, ...]] = [] if architecture is not None else \
-            space.random_population(schedule.population_size, self.rng)
+        self.population: list[tuple[int, ...]] = (
+            [] if architecture is not None else space.random_population(schedule.population_size, self.rng)
+        )
         self.controller = EvolutionaryOptimizer(space, schedule.controller_config(), self.seed, salt=0)
         self.training: list[tuple[int, ...]] = []  # the epoch's training population (warm-up: random)
         self.codes: list[tuple[int, ...]] = []  # this round's sampled codes
@@ -151,8 +171,10 @@ class FLAGCNSStrategy(FederatedStrategy):
         self._client_manager: ClientManager | None = None
 
     def __repr__(self) -> str:
-        return (f"FLAGCNSStrategy(num_clients={self.num_clients}, layers={self.space.num_layers}, "
-                f"population={self.budget.population_size}, epochs={self.budget.epochs})")
+        return (
+            f"FLAGCNSStrategy(num_clients={self.num_clients}, layers={self.space.num_layers}, "
+            f"population={self.budget.population_size}, epochs={self.budget.epochs})"
+        )
 
     # ------------------------------------------------------------------------------------------- helpers
     @property
@@ -171,8 +193,10 @@ class FLAGCNSStrategy(FederatedStrategy):
         try:
             return io_dims(model)
         except KeyError:
-            raise RuntimeError(f"the initial model is not an FL-AGCNS network (no input / output FC layer among "
-                               f"{list(model)[:4]}...): are the clients FL-AGCNS clients?") from None
+            raise RuntimeError(
+                f"the initial model is not an FL-AGCNS network (no input / output FC layer among "
+                f"{list(model)[:4]}...): are the clients FL-AGCNS clients?"
+            ) from None
 
     def _build_net(self) -> None:
         """The server's module and Adam for the current stage, from the bank's global model (and, after a resume,
@@ -189,8 +213,12 @@ class FLAGCNSStrategy(FederatedStrategy):
             self.net = ArchitectureNet(self.space, self.chosen, in_dim, num_classes)
             load_module_arrays(self.net, self.bank.global_model or {})
             self.keys = self.net.gradient_keys()
-        self.optimizer = SuperNetOptimizer(self.net, lr=self.lr, weight_decay=self.weight_decay,
-                                           scope=self.adam_scope if self.searching else "this-step")
+        self.optimizer = SuperNetOptimizer(
+            self.net,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            scope=self.adam_scope if self.searching else "this-step",
+        )
         if self._optimizer_state is not None:
             self.optimizer.load_state(*self._optimizer_state)
             self._optimizer_state = None
@@ -211,8 +239,11 @@ class FLAGCNSStrategy(FederatedStrategy):
             return
         t, k = self.position(server_round)
         if k == 1:  # Algorithm 2: P, or during warm-up a fresh random population for the whole epoch
-            self.training = list(self.population) if self.budget.evolves(t) else \
-                self.space.random_population(self.budget.population_size, self.rng)
+            self.training = (
+                list(self.population)
+                if self.budget.evolves(t)
+                else self.space.random_population(self.budget.population_size, self.rng)
+            )
             self.epoch_losses = []
         self.codes = sample_members(self.training, self.budget.sample_size, self.rng)
         self.keys = self.net.gradient_keys(self.codes)
@@ -238,16 +269,18 @@ class FLAGCNSStrategy(FederatedStrategy):
             config.update(msg.Retrain(self.chosen).config())
         return config
 
-    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager
-                           ) -> list[tuple[ClientProxy, Any]]:
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, Any]]:
         if self.searching:  # the search is scored by its FEO phases, not by evaluate messages
             self.book.start(server_round)
             self.book.flush()
             return []
         return super().configure_evaluate(server_round, parameters, client_manager)
 
-    def aggregate_updates(self, server_round: int, updates: list[Update], weights: list[float]
-                          ) -> Mapping[str, np.ndarray]:
+    def aggregate_updates(
+        self, server_round: int, updates: list[Update], weights: list[float]
+    ) -> Mapping[str, np.ndarray]:
         """Combine the clients' gradients and take one Adam step on the server's module (the weights are the
         clients' training-set sizes, whatever the aggregator says: Eq. 2)."""
         from ..tasks.flagcns import combine_gradients
@@ -260,8 +293,9 @@ class FLAGCNSStrategy(FederatedStrategy):
                 total = float(updates[0].metrics[CKKS_TOTAL_WEIGHT])
                 combined = {k: (np.asarray(v, np.float64) * total).astype(v.dtype) for k, v in mean.items()}
         else:
-            combined = combine_gradients([u.named(self.keys) for u in updates],
-                                         [float(u.num_examples) for u in updates], self.combine)
+            combined = combine_gradients(
+                [u.named(self.keys) for u in updates], [float(u.num_examples) for u in updates], self.combine
+            )
         stepped = self.optimizer.step(combined)  # once-touched: also parameters no client sent this round
         new = dict(self.bank.global_model or {})
         params = self.optimizer.params
@@ -276,19 +310,30 @@ class FLAGCNSStrategy(FederatedStrategy):
             return
         t, k = self.position(server_round)
         plain = [u for u in updates if u.client != CKKS_SUM and wire.TRAIN_LOSS in u.metrics]
-        loss = federated_mean([float(u.metrics[wire.TRAIN_LOSS]) for u in plain],
-                              [float(u.num_examples) for u in plain]) if plain else math.nan
+        loss = (
+            federated_mean([float(u.metrics[wire.TRAIN_LOSS]) for u in plain], [float(u.num_examples) for u in plain])
+            if plain
+            else math.nan
+        )
         self.epoch_losses.append(_finite(loss))
         rec = self.book.start(server_round)
-        rec["flagcns"] = {"epoch": t, "step": k, "codes": len(self.codes), "arrays": len(self.keys),
-                          "train_loss": _finite(loss)}
+        rec["flagcns"] = {
+            "epoch": t,
+            "step": k,
+            "codes": len(self.codes),
+            "arrays": len(self.keys),
+            "train_loss": _finite(loss),
+        }
         if k == self.budget.steps_per_epoch:
             rec["flagcns"]["generation"] = self._end_epoch(t, server_round)
 
     def _end_epoch(self, t: int, server_round: int) -> dict[str, Any]:
         losses = [v for v in self.epoch_losses if v is not None]
-        record: dict[str, Any] = {"epoch": t, "train_loss": float(np.mean(losses)) if losses else None,
-                                  "evolved": self.budget.evolves(t)}
+        record: dict[str, Any] = {
+            "epoch": t,
+            "train_loss": float(np.mean(losses)) if losses else None,
+            "evolved": self.budget.evolves(t),
+        }
         if record["evolved"]:
             record.update(self._feo(t, server_round))
         self.history.append(record)
@@ -309,8 +354,7 @@ class FLAGCNSStrategy(FederatedStrategy):
         scores = self.federated_scores(phase, clients, pool, server_round)
         if scores is None:
             self.book.add_phase(phase.end())
-            log(WARNING, "round %s: no client scored the controller's pool; FEO generation %s skipped",
-                server_round, t)
+            log(WARNING, "round %s: no client scored the controller's pool; FEO generation %s skipped", server_round, t)
             return {"gamma": gamma, "skipped": "no client scored the controller's pool"}
         p_fl = self.controller.select([self._fit_value(loss, acc) for loss, acc in scores])
         ranked: list[list[tuple[int, ...]]] = []
@@ -319,14 +363,20 @@ class FLAGCNSStrategy(FederatedStrategy):
         if gamma > 0:  # at gamma = 0 the clients' rankings get no seat in P
             request = msg.EvolveRequest(tuple(p_fl), tuple(self.population), t)
             arrays, values = request.encode()
-            for reply in phase.send(msg.EVOLVE, clients, PhaseMessage(arrays, values, model=self.net.arrays()),
-                                    require_all=False):
+            for reply in phase.send(
+                msg.EVOLVE, clients, PhaseMessage(arrays, values, model=self.net.arrays()), require_all=False
+            ):
                 try:
                     answer = msg.EvolveReply.decode(reply.arrays, reply.values)
                     codes = [space.check(c) for c in answer.ranked]
                 except Exception as exc:  # noqa: BLE001 (a malformed ranking is left out, named)
-                    log(WARNING, "round %s: the ranking of client %s is malformed (%s); left out", server_round,
-                        reply.client, exc)
+                    log(
+                        WARNING,
+                        "round %s: the ranking of client %s is malformed (%s); left out",
+                        server_round,
+                        reply.client,
+                        exc,
+                    )
                     continue
                 ranked.append(codes)
                 weights.append(float(answer.num_train))
@@ -340,13 +390,21 @@ class FLAGCNSStrategy(FederatedStrategy):
         best = scores[canonical.index(space.canonical(p_fl[0]))]
         n_fl, n_clients = assembled.counts()
         self.book.add_phase(phase.end(pool=len(pool), clients_ranked=len(ranked)))
-        return {"gamma": gamma, "best_code": list(p_fl[0]), "best_fll": _finite(best[0]),
-                "best_val_accuracy": _finite(best[1]), "from_controller": n_fl,
-                "from_clients": n_clients if ranked else [], "pool": len(pool), "evaluations": evaluations,
-                "feo_seconds": time.perf_counter() - start}
+        return {
+            "gamma": gamma,
+            "best_code": list(p_fl[0]),
+            "best_fll": _finite(best[0]),
+            "best_val_accuracy": _finite(best[1]),
+            "from_controller": n_fl,
+            "from_clients": n_clients if ranked else [],
+            "pool": len(pool),
+            "evaluations": evaluations,
+            "feo_seconds": time.perf_counter() - start,
+        }
 
-    def federated_scores(self, phase: Phase, clients: list[ClientProxy], codes: Sequence[tuple[int, ...]],
-                         server_round: int) -> list[tuple[float, float]] | None:
+    def federated_scores(
+        self, phase: Phase, clients: list[ClientProxy], codes: Sequence[tuple[int, ...]], server_round: int
+    ) -> list[tuple[float, float]] | None:
         """``(FLL, federated validation accuracy)`` of each code (Eq. 1, validation-size weighted) from the clients
         that answer ``flagcns.evaluate`` (None if none does): their per-client values, or in secure mode only the
         decrypted sums."""
@@ -354,8 +412,9 @@ class FLAGCNSStrategy(FederatedStrategy):
 
         request = msg.EvaluateRequest(tuple(codes), encrypted=self.secure)
         arrays, values = request.encode()
-        replies = phase.send(msg.EVALUATE, clients, PhaseMessage(arrays, values, model=self.net.arrays(codes)),
-                             require_all=False)
+        replies = phase.send(
+            msg.EVALUATE, clients, PhaseMessage(arrays, values, model=self.net.arrays(codes)), require_all=False
+        )
         count = len(codes)
         if self.secure:
             assert self.ckks is not None
@@ -364,15 +423,35 @@ class FLAGCNSStrategy(FederatedStrategy):
                 try:
                     enc = msg.EncryptedScores.decode(reply.arrays, reply.values)
                 except Exception as exc:  # noqa: BLE001
-                    log(WARNING, "round %s: the encrypted scores of client %s are malformed (%s); left out",
-                        server_round, reply.client, exc)
+                    log(
+                        WARNING,
+                        "round %s: the encrypted scores of client %s are malformed (%s); left out",
+                        server_round,
+                        reply.client,
+                        exc,
+                    )
                     continue
-                uploads.append(Upload(reply.proxy, reply.client, self.partition(reply.proxy), enc.upload.arrays(),
-                                      enc.upload.metrics(), enc.num_val))
-            total, info = self.ckks.sum_checked(server_round, uploads, 3 * count + 1, self.round_timeout,
-                                                purpose=msg.SCORES_PURPOSE, phase_name=msg.DECRYPT_PHASE)
+                uploads.append(
+                    Upload(
+                        reply.proxy,
+                        reply.client,
+                        self.partition(reply.proxy),
+                        enc.upload.arrays(),
+                        enc.upload.metrics(),
+                        enc.num_val,
+                    )
+                )
+            total, info = self.ckks.sum_checked(
+                server_round,
+                uploads,
+                3 * count + 1,
+                self.round_timeout,
+                purpose=msg.SCORES_PURPOSE,
+                phase_name=msg.DECRYPT_PHASE,
+            )
             phase.record.setdefault("secure", []).append(
-                {k: v for k, v in info.items() if k not in ("bytes_down", "bytes_up")})
+                {k: v for k, v in info.items() if k not in ("bytes_down", "bytes_up")}
+            )
             phase.record["bytes_down"] += int(info.get("bytes_down", 0))
             phase.record["bytes_up"] += int(info.get("bytes_up", 0))
             return None if total is None else msg.scores_from_sum(total, count)
@@ -383,18 +462,29 @@ class FLAGCNSStrategy(FederatedStrategy):
                 if len(scores.losses) != count:
                     raise ValueError(f"{len(scores.losses)} scores for {count} codes")
             except Exception as exc:  # noqa: BLE001
-                log(WARNING, "round %s: the scores of client %s are malformed (%s); left out", server_round,
-                    reply.client, exc)
+                log(
+                    WARNING,
+                    "round %s: the scores of client %s are malformed (%s); left out",
+                    server_round,
+                    reply.client,
+                    exc,
+                )
                 continue
             rows.append(scores)
         if not rows:
             return None
         sizes = [float(s.num_val) for s in rows]
-        return [(federated_mean([float(s.losses[j]) for s in rows], sizes),
-                 federated_mean([float(s.accuracies[j]) for s in rows], sizes)) for j in range(count)]
+        return [
+            (
+                federated_mean([float(s.losses[j]) for s in rows], sizes),
+                federated_mean([float(s.accuracies[j]) for s in rows], sizes),
+            )
+            for j in range(count)
+        ]
 
-    def begin_stage(self, stage: Stage, server_round: int, client_manager: ClientManager
-                    ) -> Mapping[str, np.ndarray] | None:
+    def begin_stage(
+        self, stage: Stage, server_round: int, client_manager: ClientManager
+    ) -> Mapping[str, np.ndarray] | None:
         """``retrain`` starts: Algorithm 2 lines 19-22 (the member of P with the lowest FLL; ``final_pick=
         "accuracy"``: with the highest federated validation accuracy), then its network with fresh seeded weights
         and a fresh Adam. With finalists: ``retrain-1`` scores P and keeps the K best networks by that pick;
@@ -409,24 +499,39 @@ class FLAGCNSStrategy(FederatedStrategy):
         if self.chosen is None:
             scores = self._final_scores(server_round, client_manager)
             try:
-                (code, fll, accuracy, _), = final_candidates(self.space, self.population, scores, 1, self.final_pick)
+                ((code, fll, accuracy, _),) = final_candidates(self.space, self.population, scores, 1, self.final_pick)
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
                 raise RuntimeError(f"round {server_round}: {exc}") from None
             self.chosen = code
-            self.selection = {"code": list(code), "describe": self.space.short(code), "fll": _finite(fll),
-                              "val_accuracy": _finite(accuracy), "population": len(self.population),
-                              **self._population_scores(scores)}
-            log(INFO, "FL-AGCNS chose %s (FLL %.4f, federated validation accuracy %.4f; picked by %s)",
-                self.space.short(code), fll, accuracy, self.final_pick)
+            self.selection = {
+                "code": list(code),
+                "describe": self.space.short(code),
+                "fll": _finite(fll),
+                "val_accuracy": _finite(accuracy),
+                "population": len(self.population),
+                **self._population_scores(scores),
+            }
+            log(
+                INFO,
+                "FL-AGCNS chose %s (FLL %.4f, federated validation accuracy %.4f; picked by %s)",
+                self.space.short(code),
+                fll,
+                accuracy,
+                self.final_pick,
+            )
         return self._fresh_network(server_round)
 
     def _population_scores(self, scores: Sequence[tuple[float, float]]) -> dict[str, Any]:
         """The selection record's account of the final P: the pick's rule and every member's code, FLL and
         federated validation accuracy, in P's order (``benchmarks/flagcns.py --parts population`` retrains them to
         correlate the SuperNet's scores with retrained FLACC)."""
-        return {"pick": self.final_pick,
-                "final_population": [{"code": list(c), "fll": _finite(s[0]), "val_accuracy": _finite(s[1])}
-                                     for c, s in zip(self.population, scores)]}
+        return {
+            "pick": self.final_pick,
+            "final_population": [
+                {"code": list(c), "fll": _finite(s[0]), "val_accuracy": _finite(s[1])}
+                for c, s in zip(self.population, scores)
+            ],
+        }
 
     def _final_scores(self, server_round: int, client_manager: ClientManager) -> list[tuple[float, float]]:
         """Algorithm 2 lines 19-21: every client scores the final P (phase ``flagcns-final``)."""
@@ -434,8 +539,9 @@ class FLAGCNSStrategy(FederatedStrategy):
         scores = self.federated_scores(phase, self.all_clients(client_manager), self.population, server_round)
         self.book.add_phase(phase.end(population=len(self.population)))
         if scores is None:
-            raise RuntimeError(f"round {server_round}: no client scored the final population, so no architecture "
-                               f"can be chosen")
+            raise RuntimeError(
+                f"round {server_round}: no client scored the final population, so no architecture can be chosen"
+            )
         return scores
 
     def _begin_finalist(self, j: int, server_round: int, client_manager: ClientManager) -> Mapping[str, np.ndarray]:
@@ -450,15 +556,33 @@ class FLAGCNSStrategy(FederatedStrategy):
                 top = final_candidates(self.space, self.population, scores, self.num_finalists, self.final_pick)
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
                 raise RuntimeError(f"round {server_round}: {exc}") from None
-            self.finalists = [{"code": list(code), "describe": self.space.short(code), "fll": _finite(fll),
-                               "val_accuracy": _finite(accuracy)} for code, fll, accuracy, _ in top]
+            self.finalists = [
+                {
+                    "code": list(code),
+                    "describe": self.space.short(code),
+                    "fll": _finite(fll),
+                    "val_accuracy": _finite(accuracy),
+                }
+                for code, fll, accuracy, _ in top
+            ]
             self.finalist_best = [None] * self.num_finalists
-            self.selection = {"rule": "finalists", "finalists": self.num_finalists, "found": len(top),
-                              "population": len(self.population), "candidates": self.finalists,
-                              **self._population_scores(scores)}
+            self.selection = {
+                "rule": "finalists",
+                "finalists": self.num_finalists,
+                "found": len(top),
+                "population": len(self.population),
+                "candidates": self.finalists,
+                **self._population_scores(scores),
+            }
             if len(top) < self.num_finalists:
-                log(WARNING, "round %s: only %d of the final population's networks have a finite FLL; "
-                    "finalists=%d retrains the last of them again", server_round, len(top), self.num_finalists)
+                log(
+                    WARNING,
+                    "round %s: only %d of the final population's networks have a finite FLL; "
+                    "finalists=%d retrains the last of them again",
+                    server_round,
+                    len(top),
+                    self.num_finalists,
+                )
             log(INFO, "FL-AGCNS finalists: %s", "; ".join(f["describe"] for f in self.finalists))
         self.chosen = tuple(self.finalists[min(j, len(self.finalists) - 1)]["code"])
         self.best = None
@@ -479,8 +603,11 @@ class FLAGCNSStrategy(FederatedStrategy):
         net = ArchitectureNet(self.space, self.chosen, in_dim, num_classes, seed=self.init_seed)
         self.net, self.optimizer = net, SuperNetOptimizer(net, lr=self.lr, weight_decay=self.weight_decay)
         self.keys = net.gradient_keys()
-        self.book.start(server_round)["flagcns"] = {"selection": self.selection, "architecture": list(self.chosen),
-                                                    "parameters": self.parameters()}
+        self.book.start(server_round)["flagcns"] = {
+            "selection": self.selection,
+            "architecture": list(self.chosen),
+            "parameters": self.parameters(),
+        }
         return module_arrays(net)
 
     def parameters(self) -> int:
@@ -502,16 +629,31 @@ class FLAGCNSStrategy(FederatedStrategy):
         if server_round <= self.search_rounds:
             return
         rows = [e.metrics for e in evaluations]
-        val = federated_mean([float(m.get(wire.VAL_ACCURACY, math.nan)) for m in rows],
-                             [float(m.get(wire.NUM_VAL, 0)) for m in rows]) if rows else math.nan
-        test = federated_mean([float(m.get(wire.ACCURACY, math.nan)) for m in rows],
-                              [float(m.get(wire.NUM_TEST, 0)) for m in rows]) if rows else math.nan
+        val = (
+            federated_mean(
+                [float(m.get(wire.VAL_ACCURACY, math.nan)) for m in rows], [float(m.get(wire.NUM_VAL, 0)) for m in rows]
+            )
+            if rows
+            else math.nan
+        )
+        test = (
+            federated_mean(
+                [float(m.get(wire.ACCURACY, math.nan)) for m in rows], [float(m.get(wire.NUM_TEST, 0)) for m in rows]
+            )
+            if rows
+            else math.nan
+        )
         epoch = server_round - self.search_rounds
         if self.num_finalists > 1:
             epoch = (epoch - 1) % self.budget.retrain_epochs + 1
         if math.isfinite(val) and (self.best is None or val > self.best["val_accuracy"]):
-            self.best = {"epoch": epoch, "round": server_round, "val_accuracy": val,
-                         "flacc": _finite(test), "inference_s": float(sum(m.get(msg.INFERENCE_S, 0.0) for m in rows))}
+            self.best = {
+                "epoch": epoch,
+                "round": server_round,
+                "val_accuracy": val,
+                "flacc": _finite(test),
+                "inference_s": float(sum(m.get(msg.INFERENCE_S, 0.0) for m in rows)),
+            }
         if self.num_finalists > 1:
             self._finalist_done(server_round)
         if server_round == self.num_rounds:
@@ -534,32 +676,59 @@ class FLAGCNSStrategy(FederatedStrategy):
         self.best = self.finalist_best[kept]
         assert self.selection is not None
         finalist = self.finalists[min(kept, len(self.finalists) - 1)]
-        self.selection = {**self.selection, "kept": kept + 1, "code": list(self.chosen),
-                          "describe": self.space.short(self.chosen), "fll": finalist["fll"],
-                          "val_accuracy": finalist["val_accuracy"],
-                          "retrained": [None if b is None else {k: b[k] for k in ("epoch", "val_accuracy", "flacc")}
-                                        for b in self.finalist_best]}
-        log(INFO, "FL-AGCNS kept finalist %d of %d: %s (validation accuracy %.4f)", kept + 1, self.num_finalists,
-            self.space.short(self.chosen), vals[kept])
+        self.selection = {
+            **self.selection,
+            "kept": kept + 1,
+            "code": list(self.chosen),
+            "describe": self.space.short(self.chosen),
+            "fll": finalist["fll"],
+            "val_accuracy": finalist["val_accuracy"],
+            "retrained": [
+                None if b is None else {k: b[k] for k in ("epoch", "val_accuracy", "flacc")} for b in self.finalist_best
+            ],
+        }
+        log(
+            INFO,
+            "FL-AGCNS kept finalist %d of %d: %s (validation accuracy %.4f)",
+            kept + 1,
+            self.num_finalists,
+            self.space.short(self.chosen),
+            vals[kept],
+        )
 
     def result(self) -> dict[str, Any]:
         """The run's outcome: the architecture, how it was chosen, its parameters and its best retraining epoch."""
         assert self.chosen is not None
-        return {"architecture": list(self.chosen), "describe": self.space.short(self.chosen),
-                "parameters": self.parameters(), "selection": self.selection, **(self.best or {})}
+        return {
+            "architecture": list(self.chosen),
+            "describe": self.space.short(self.chosen),
+            "parameters": self.parameters(),
+            "selection": self.selection,
+            **(self.best or {}),
+        }
 
     # --------------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         from ..tasks.flagcns import rng_state_json
 
         arrays, values = self.optimizer.state() if self.optimizer is not None else ({}, None)
-        return {**super().state_dict(), "flagcns": {
-            "population": [list(c) for c in self.population], "rng": rng_state_json(self.rng),
-            "controller": self.controller.state(), "training": [list(c) for c in self.training],
-            "epoch_losses": list(self.epoch_losses), "history": self.history,
-            "chosen": None if self.chosen is None else list(self.chosen), "selection": self.selection,
-            "best": self.best, "optimizer": {"arrays": arrays, "values": values},
-            "finalists": self.finalists, "finalist_best": self.finalist_best}}
+        return {
+            **super().state_dict(),
+            "flagcns": {
+                "population": [list(c) for c in self.population],
+                "rng": rng_state_json(self.rng),
+                "controller": self.controller.state(),
+                "training": [list(c) for c in self.training],
+                "epoch_losses": list(self.epoch_losses),
+                "history": self.history,
+                "chosen": None if self.chosen is None else list(self.chosen),
+                "selection": self.selection,
+                "best": self.best,
+                "optimizer": {"arrays": arrays, "values": values},
+                "finalists": self.finalists,
+                "finalist_best": self.finalist_best,
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         from ..tasks.flagcns import EvolutionaryOptimizer, rng_from_json

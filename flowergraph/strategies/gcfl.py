@@ -94,8 +94,16 @@ class GCFLStrategy(WeightedAveraging):
     :class:`~flowergraph.strategies.WeightedAveraging`'s.
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, eps1: float = 0.07, eps2: float = 0.28,
-                 warmup: int = 20, min_split_size: int = 3, **kwargs) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        eps1: float = 0.07,
+        eps2: float = 0.28,
+        warmup: int = 20,
+        min_split_size: int = 3,
+        **kwargs,
+    ) -> None:
         super().__init__(policy, **kwargs)
         if not (eps1 > 0 and eps2 > 0):
             raise ValueError(f"eps1 and eps2 must be > 0, got eps1={eps1}, eps2={eps2}")
@@ -107,8 +115,10 @@ class GCFLStrategy(WeightedAveraging):
         self._names = 0  # cluster names handed out so far (c0, c1, ...)
 
     def __repr__(self) -> str:
-        return (f"GCFLStrategy(num_clients={self.num_clients}, eps1={self.eps1}, eps2={self.eps2}, "
-                f"clusters={self.clusters})")
+        return (
+            f"GCFLStrategy(num_clients={self.num_clients}, eps1={self.eps1}, eps2={self.eps2}, "
+            f"clusters={self.clusters})"
+        )
 
     # ------------------------------------------------------------------------------------------- clusters
     @property
@@ -148,12 +158,25 @@ class GCFLStrategy(WeightedAveraging):
             pid = update.partition
             name = next((g for g, members in groups.items() if pid in members), None) if pid is not None else None
             if name is None:
-                log(WARNING, "round %s: client %s reports no partition id of this federation; its update counts "
-                    "for the federation-wide model only", server_round, update.client)
+                log(
+                    WARNING,
+                    "round %s: client %s reports no partition id of this federation; its update counts "
+                    "for the federation-wide model only",
+                    server_round,
+                    update.client,
+                )
                 continue
             base = bases[name]
-            flat = np.concatenate([(np.asarray(a, np.float64) - np.asarray(base[k], np.float64)).ravel()
-                                   for k, a in update.named(keys).items()]) if base else np.zeros(0)
+            flat = (
+                np.concatenate(
+                    [
+                        (np.asarray(a, np.float64) - np.asarray(base[k], np.float64)).ravel()
+                        for k, a in update.named(keys).items()
+                    ]
+                )
+                if base
+                else np.zeros(0)
+            )
             by_partition[pid] = (update, weight, flat)
         info: dict[str, Any] = {"norms": []}
         new_groups: dict[str, list[int]] = {}
@@ -166,28 +189,54 @@ class GCFLStrategy(WeightedAveraging):
             dws = np.stack([by_partition[p][2] for p in reported])
             mean_norm = float(np.linalg.norm(dws.mean(axis=0)))
             max_norm = float(np.linalg.norm(dws, axis=1).max())
-            info["norms"].append({"clients": members, "reported": len(reported), "mean_norm": mean_norm,
-                                  "max_norm": max_norm})
-            wants = (mean_norm < self.eps1 and max_norm > self.eps2 and len(members) >= self.min_split_size
-                     and server_round > self.warmup)
+            info["norms"].append(
+                {"clients": members, "reported": len(reported), "mean_norm": mean_norm, "max_norm": max_norm}
+            )
+            wants = (
+                mean_norm < self.eps1
+                and max_norm > self.eps2
+                and len(members) >= self.min_split_size
+                and server_round > self.warmup
+            )
             if wants and len(reported) < len(members):
-                info.setdefault("postponed", []).append({"cluster": members, "missing": sorted(
-                    set(members) - set(reported))})
-                log(WARNING, "round %s: GCFL would split cluster %s but clients %s sent no update; postponed",
-                    server_round, members, sorted(set(members) - set(reported)))
+                info.setdefault("postponed", []).append(
+                    {"cluster": members, "missing": sorted(set(members) - set(reported))}
+                )
+                log(
+                    WARNING,
+                    "round %s: GCFL would split cluster %s but clients %s sent no update; postponed",
+                    server_round,
+                    members,
+                    sorted(set(members) - set(reported)),
+                )
                 wants = False
             if not wants:
                 new_groups[name], new_bases[name] = members, bases[name]
                 continue
             left, right = min_cut(update_similarity(dws))
             halves = [[reported[i] for i in left], [reported[i] for i in right]]
-            split = {"round": server_round, "cluster": members, "into": halves, "mean_norm": mean_norm,
-                     "max_norm": max_norm}
+            split = {
+                "round": server_round,
+                "cluster": members,
+                "into": halves,
+                "mean_norm": mean_norm,
+                "max_norm": max_norm,
+            }
             self.splits.append(split)
             info.setdefault("split", []).append(split)
-            log(INFO, "round %s: GCFL splits cluster %s into %s and %s (mean update norm %.4f < eps1 %g, "
-                "largest %.4f > eps2 %g)", server_round, members, halves[0], halves[1], mean_norm, self.eps1,
-                max_norm, self.eps2)
+            log(
+                INFO,
+                "round %s: GCFL splits cluster %s into %s and %s (mean update norm %.4f < eps1 %g, "
+                "largest %.4f > eps2 %g)",
+                server_round,
+                members,
+                halves[0],
+                halves[1],
+                mean_norm,
+                self.eps1,
+                max_norm,
+                self.eps2,
+            )
             for half in halves:
                 half_name = self._new_name()
                 new_groups[half_name], new_bases[half_name] = half, bases[name]
@@ -196,8 +245,9 @@ class GCFLStrategy(WeightedAveraging):
             model = new_bases[name]
             if group:
                 try:
-                    model = self.aggregator.aggregate_named([u for u, _, _ in group], [w for _, w, _ in group],
-                                                            like=new_bases[name])
+                    model = self.aggregator.aggregate_named(
+                        [u for u, _, _ in group], [w for _, w, _ in group], like=new_bases[name]
+                    )
                 except RoundNotAggregated as exc:
                     log(WARNING, "round %s: cluster %s keeps its model: %s", server_round, members, exc)
                     info.setdefault("not_aggregated", []).append({"cluster": members, "reason": str(exc)})
@@ -211,8 +261,12 @@ class GCFLStrategy(WeightedAveraging):
         try:  # the federation-wide "FL model" (what a checkpoint and evaluate_fn see)
             return super().aggregate_updates(server_round, updates, weights)
         except RoundNotAggregated as exc:
-            log(WARNING, "round %s: the federation-wide model is kept (%s); the clusters' models are updated",
-                server_round, exc)
+            log(
+                WARNING,
+                "round %s: the federation-wide model is kept (%s); the clusters' models are updated",
+                server_round,
+                exc,
+            )
             return None
 
     # --------------------------------------------------------------------------------------------- state
@@ -225,10 +279,16 @@ class GCFLStrategy(WeightedAveraging):
             state = dict(state)
             clusters = [[int(p) for p in c] for c in gcfl["clusters"]]
             models = gcfl.get("models")
-            state["bank"] = {"global_keys": None, "groups": {f"c{k}": c for k, c in enumerate(clusters)},
-                             "models": {} if models is None else {
-                                 group_slot(f"c{k}"): {"keys": [str(i) for i in range(len(m))], "arrays": list(m)}
-                                 for k, m in enumerate(models)}}
+            state["bank"] = {
+                "global_keys": None,
+                "groups": {f"c{k}": c for k, c in enumerate(clusters)},
+                "models": {}
+                if models is None
+                else {
+                    group_slot(f"c{k}"): {"keys": [str(i) for i in range(len(m))], "arrays": list(m)}
+                    for k, m in enumerate(models)
+                },
+            }
             gcfl = {"splits": gcfl.get("splits") or [], "names": len(clusters)}
         super().load_state_dict(state)
         self.splits = list(gcfl.get("splits") or [])

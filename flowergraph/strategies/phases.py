@@ -63,15 +63,28 @@ class Phase:
         self.name = name
         self.server_round = int(server_round)
         self.timeout = timeout
-        self.record: dict[str, Any] = {"round": self.server_round, "phase": name, "bytes_down": 0, "bytes_up": 0,
-                                       "messages": 0, "failures": []}
+        self.record: dict[str, Any] = {
+            "round": self.server_round,
+            "phase": name,
+            "bytes_down": 0,
+            "bytes_up": 0,
+            "messages": 0,
+            "failures": [],
+        }
         self._start = time.perf_counter()
         self._lock = threading.Lock()
 
-    def send(self, kind: str, clients: list[ClientProxy],
-             message: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None = None, *,
-             require_all: bool = True, on_reply: Callable[[PhaseReply], None] | None = None,
-             max_parallel: int | None = None, timeout: float | None = None) -> list[PhaseReply]:
+    def send(
+        self,
+        kind: str,
+        clients: list[ClientProxy],
+        message: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None = None,
+        *,
+        require_all: bool = True,
+        on_reply: Callable[[PhaseReply], None] | None = None,
+        max_parallel: int | None = None,
+        timeout: float | None = None,
+    ) -> list[PhaseReply]:
         """Send message ``kind`` to ``clients`` and collect the replies (ordered by client); see the module
         docstring for the failure policy."""
         message = message if message is not None else PhaseMessage()
@@ -110,8 +123,9 @@ class Phase:
                 with self._lock:
                     self.record["bytes_up"] += config_bytes(props)
                 try:
-                    reply = PhaseReply(proxy, directory.label(proxy, props), wire.unpack_arrays(props),
-                                       wire.scalars(props))
+                    reply = PhaseReply(
+                        proxy, directory.label(proxy, props), wire.unpack_arrays(props), wire.scalars(props)
+                    )
                 except ValueError as exc:
                     self._failed(proxy, kind, f"undecodable reply ({exc})", require_all)
                     continue
@@ -140,10 +154,17 @@ class Phase:
         return self.record
 
 
-def relay(phase: Phase, clients: list[ClientProxy], *, collect: str,
-          request: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None, deliver: str,
-          route: Callable[[ClientProxy, PhaseReply], PhaseMessage],
-          on_collect: Callable[[PhaseReply], None] | None = None, require_all: bool = True) -> list[PhaseReply]:
+def relay(
+    phase: Phase,
+    clients: list[ClientProxy],
+    *,
+    collect: str,
+    request: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None,
+    deliver: str,
+    route: Callable[[ClientProxy, PhaseReply], PhaseMessage],
+    on_collect: Callable[[PhaseReply], None] | None = None,
+    require_all: bool = True,
+) -> list[PhaseReply]:
     """Collect, route, deliver: Flower has no channel between clients, so an exchange among them goes through the
     server. Send ``collect`` (``request``) to ``clients``: each answers with what it owns and what it needs;
     ``on_collect`` sees each answer as it arrives (to add it into running sums and drop it, keeping the server's

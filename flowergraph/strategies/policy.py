@@ -80,11 +80,13 @@ class FederationPolicy:
         if self.secure_agg not in SECURE_AGG:
             raise ValueError(f"unknown secure_agg {self.secure_agg!r}; valid choices: {', '.join(SECURE_AGG)}")
         if self.min_secure_clients < 2:
-            raise ValueError(f"min_secure_clients must be >= 2 (a sum of one update is that update), got "
-                             f"{self.min_secure_clients}")
+            raise ValueError(
+                f"min_secure_clients must be >= 2 (a sum of one update is that update), got {self.min_secure_clients}"
+            )
         if self.max_update_norm != 0 and not self.max_update_norm > 1:
-            raise ValueError(f"max_update_norm must be 0 (off) or > 1 (a multiple of the median norm), got "
-                             f"{self.max_update_norm}")
+            raise ValueError(
+                f"max_update_norm must be 0 (off) or > 1 (a multiple of the median norm), got {self.max_update_norm}"
+            )
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
         if self.max_parallel < 1:
@@ -114,13 +116,17 @@ def resolve_policy(policy: FederationPolicy | None, kwargs: dict[str, Any], owne
     fields as keyword arguments of a strategy), any other key the policy's fields."""
     fields = sorted(k for k in kwargs if k in FederationPolicy.field_names())
     if fields:
-        raise TypeError(f"{owner}({', '.join(f'{k}=' for k in fields)}...): the policy's fields are not keyword "
-                        f"arguments of a strategy (removed in 0.3); pass "
-                        f"policy=FederationPolicy({', '.join(f'{k}=...' for k in fields)})")
+        raise TypeError(
+            f"{owner}({', '.join(f'{k}=' for k in fields)}...): the policy's fields are not keyword "
+            f"arguments of a strategy (removed in 0.3); pass "
+            f"policy=FederationPolicy({', '.join(f'{k}=...' for k in fields)})"
+        )
     unknown = sorted(kwargs)
     if unknown:
-        raise TypeError(f"{owner}() got unexpected keyword argument(s) {', '.join(unknown)}; the policy's fields "
-                        f"are {', '.join(FederationPolicy.field_names())}")
+        raise TypeError(
+            f"{owner}() got unexpected keyword argument(s) {', '.join(unknown)}; the policy's fields "
+            f"are {', '.join(FederationPolicy.field_names())}"
+        )
     if policy is None:
         raise TypeError(f"{owner}() needs policy=FederationPolicy(num_clients=...)")
     return policy

@@ -64,8 +64,9 @@ class RoundBook:
         rec = self.start(server_round)
         rec.update(bytes_down=int(down), bytes_up=int(up), bytes_measured="grid")
         if stages:
-            rec["fit_stages"] = [{"messages": int(n), "replies": int(r), "time_s": round(float(t), 4)}
-                                 for n, r, t in stages]
+            rec["fit_stages"] = [
+                {"messages": int(n), "replies": int(r), "time_s": round(float(t), 4)} for n, r, t in stages
+            ]
 
     def close(self) -> dict[str, Any] | None:
         """End the current round's clock; returns its record (not yet written)."""

@@ -64,8 +64,18 @@ from flwr.server.client_proxy import ClientProxy
 
 from .. import wire
 from ..privacy import ckks
-from ..wire.secure import (CKKS_DECRYPT, CKKS_SETUP, CKKS_SUM, CKKS_SUMMED, CKKS_TOTAL_WEIGHT, CKKS_VALUES,
-                           DecryptReply, DecryptRequest, EncryptedUpdate, SetupReply)
+from ..wire.secure import (
+    CKKS_DECRYPT,
+    CKKS_SETUP,
+    CKKS_SUM,
+    CKKS_SUMMED,
+    CKKS_TOTAL_WEIGHT,
+    CKKS_VALUES,
+    DecryptReply,
+    DecryptRequest,
+    EncryptedUpdate,
+    SetupReply,
+)
 from .aggregation import Update
 from .common import config_bytes, parameters_bytes, weighted_metric
 from .phases import PhaseError, PhaseMessage, PhaseRunner
@@ -104,8 +114,7 @@ class CKKSAggregation:
         self.fingerprint: str | None = None
         self._round = 0
 
-    def setup(self, clients: list[ClientProxy], timeout: float | None, book: RoundBook | None = None
-              ) -> dict[str, Any]:
+    def setup(self, clients: list[ClientProxy], timeout: float | None, book: RoundBook | None = None) -> dict[str, Any]:
         """Step 1: every client's key fingerprint and the keyless CKKS context; returns the phase's record (also
         written to ``book`` as round 0's record, when given)."""
         phase = self.phases.begin("secure-ckks-setup", 0, timeout=timeout)
@@ -113,8 +122,10 @@ class CKKSAggregation:
         setups = {r.client: SetupReply.decode(r.values) for r in replies}
         prints = {client: setup.key_fingerprint for client, setup in setups.items()}
         if len(set(prints.values())) != 1:
-            raise RuntimeError(f"secure-agg=ckks: clients hold different CKKS keys (fingerprints by client: {prints});"
-                               f" give every data owner the same key file")
+            raise RuntimeError(
+                f"secure-agg=ckks: clients hold different CKKS keys (fingerprints by client: {prints});"
+                f" give every data owner the same key file"
+            )
         self.server_ctx = ckks.load_server_context(setups[replies[0].client].server_context)
         self.fingerprint = next(iter(prints.values()))
         record = phase.end()
@@ -123,10 +134,19 @@ class CKKSAggregation:
             book.write({**record, "elapsed_s": 0.0})
         return record
 
-    def round_update(self, server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any], *,
-                     sent: Mapping[str, np.ndarray], label: Callable[[ClientProxy, Any], str],
-                     partition: Callable[[ClientProxy], int | None], add_bytes: Callable[..., None],
-                     min_clients: int | None = None, timeout: float | None = None) -> Update | None:
+    def round_update(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        rec: dict[str, Any],
+        *,
+        sent: Mapping[str, np.ndarray],
+        label: Callable[[ClientProxy, Any], str],
+        partition: Callable[[ClientProxy], int | None],
+        add_bytes: Callable[..., None],
+        min_clients: int | None = None,
+        timeout: float | None = None,
+    ) -> Update | None:
         """A training round under CKKS, on the strategy's side: each fit reply becomes an :class:`Upload` (its bytes
         go to ``add_bytes``, its size and fit metrics to ``rec["clients"]``, the weighted train loss to ``rec``);
         if at least ``max(min_clients, self.min_clients)`` arrived, their sum is decrypted (:meth:`aggregate`,
@@ -149,8 +169,11 @@ class CKKSAggregation:
             uploads.append(Upload(proxy, name, partition(proxy), arrays, dict(res.metrics), int(res.num_examples)))
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(name, {}).update(
-                {"num_train": int(res.num_examples), **{f"fit_{k}": v for k, v in fit_metrics.items()
-                                                         if k not in (wire.NUM_TRAIN, CKKS_VALUES)}})
+                {
+                    "num_train": int(res.num_examples),
+                    **{f"fit_{k}": v for k, v in fit_metrics.items() if k not in (wire.NUM_TRAIN, CKKS_VALUES)},
+                }
+            )
             weights.append(float(res.num_examples))
             metrics.append(res.metrics)
         rec["train_loss"] = weighted_metric((_number(m.get(wire.TRAIN_LOSS)), w) for m, w in zip(metrics, weights))
@@ -161,18 +184,30 @@ class CKKSAggregation:
             mean, info = self.aggregate(server_round, uploads, list(sent.values()), timeout)
             add_bytes(down=info.pop("bytes_down", 0), up=info.pop("bytes_up", 0))
         else:
-            info["error"] = (f"{len(uploads)} encrypted update(s) arrived, fewer than {needed}: a sum of so few is "
-                             f"never decrypted")
+            info["error"] = (
+                f"{len(uploads)} encrypted update(s) arrived, fewer than {needed}: a sum of so few is never decrypted"
+            )
         rec["secure_agg"] = info
         rec["rejected"] = info.get("rejected", [])
         rec["num_fit"] = int(info.get("summed", 0))
         if mean is None or rec["num_fit"] < needed:
-            log(WARNING, "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
-                server_round, rec["num_fit"], needed, f": {info['error']}" if "error" in info else "")
+            log(
+                WARNING,
+                "round %s: %d encrypted updates summed (%d needed)%s; the global model is kept unchanged",
+                server_round,
+                rec["num_fit"],
+                needed,
+                f": {info['error']}" if "error" in info else "",
+            )
             return None
         total_weight = float(info.get("total_weight", 0.0))
-        return Update(CKKS_SUM, mean, int(round(total_weight)),
-                      {CKKS_TOTAL_WEIGHT: total_weight, CKKS_SUMMED: rec["num_fit"]}, keys=list(sent))
+        return Update(
+            CKKS_SUM,
+            mean,
+            int(round(total_weight)),
+            {CKKS_TOTAL_WEIGHT: total_weight, CKKS_SUMMED: rec["num_fit"]},
+            keys=list(sent),
+        )
 
     def _parse(self, uploads: list[Upload], expected: int, info: dict[str, Any]) -> list[_Accepted]:
         """Every upload parsed whole (step 3); a bad one is recorded under ``rejected`` and adds nothing."""
@@ -201,8 +236,9 @@ class CKKSAggregation:
         log(WARNING, "round %s: rejected the encrypted update of client %s: %s", self._round, up.label, reason)
         info["rejected"].append({"client": up.label, "reason": reason})
 
-    def aggregate(self, server_round: int, uploads: list[Upload], like: list[np.ndarray],
-                  timeout: float | None) -> tuple[list[np.ndarray] | None, dict[str, Any]]:
+    def aggregate(
+        self, server_round: int, uploads: list[Upload], like: list[np.ndarray], timeout: float | None
+    ) -> tuple[list[np.ndarray] | None, dict[str, Any]]:
         """Sum the encrypted ``[w θ, w]`` of ``uploads`` and have a client decrypt the sum (steps 3-5);
         ``(the weighted mean shaped like ``like``, or None; record)`` (``record["total_weight"]``: ``sum w``)."""
         expected = int(sum(int(np.prod(a.shape)) for a in like)) + 1
@@ -216,9 +252,15 @@ class CKKSAggregation:
         info["total_weight"] = weight
         return ckks.unflatten_arrays(total[:-1] / weight, like), info
 
-    def sum_checked(self, server_round: int, uploads: list[Upload], expected: int, timeout: float | None,
-                    purpose: str = "update", phase_name: str = "secure-ckks-decrypt"
-                    ) -> tuple[np.ndarray | None, dict[str, Any]]:
+    def sum_checked(
+        self,
+        server_round: int,
+        uploads: list[Upload],
+        expected: int,
+        timeout: float | None,
+        purpose: str = "update",
+        phase_name: str = "secure-ckks-decrypt",
+    ) -> tuple[np.ndarray | None, dict[str, Any]]:
         """Steps 3-5 for any sum: parse ``uploads`` (each an :class:`EncryptedUpdate` of ``expected`` values made
         by :func:`flowergraph.privacy.ckks.encrypt_checked` for ``purpose``), add the valid ones and have one of
         their clients check and decrypt the sum; ``(the plaintext sum of expected values, or None; record)``.
@@ -228,9 +270,13 @@ class CKKSAggregation:
             raise RuntimeError("secure-agg=ckks: the key setup phase has not run")
         slots = ckks.num_slots(self.server_ctx)
         self._round = server_round
-        info: dict[str, Any] = {"mode": "ckks", "values": expected,
-                                "ciphertexts_per_client": ckks.checked_chunks(expected, slots) + 1, "rejected": [],
-                                "min_secure_clients": self.min_clients}
+        info: dict[str, Any] = {
+            "mode": "ckks",
+            "values": expected,
+            "ciphertexts_per_client": ckks.checked_chunks(expected, slots) + 1,
+            "rejected": [],
+            "min_secure_clients": self.min_clients,
+        }
         if purpose != "update":
             info["purpose"] = purpose
         accepted = self._parse(uploads, expected, info)
@@ -241,17 +287,23 @@ class CKKSAggregation:
             while total is None:
                 info["summed"] = len(accepted)
                 if len(accepted) < self.min_clients:
-                    info["error"] = (f"{len(accepted)} valid encrypted upload(s), fewer than min-secure-clients="
-                                     f"{self.min_clients}: a sum of so few is never decrypted")
+                    info["error"] = (
+                        f"{len(accepted)} valid encrypted upload(s), fewer than min-secure-clients="
+                        f"{self.min_clients}: a sum of so few is never decrypted"
+                    )
                     return None, info
                 acc = ckks.CiphertextSum(self.server_ctx)
                 for a in accepted:
                     acc.add_parsed(np.arange(len(a.vectors)), a.vectors)
                 index = np.arange(len(accepted[0].vectors))
-                request = DecryptRequest(blobs=acc.serialized(index), length=expected,
-                                         participants=tuple(int(a.upload.partition) for a in accepted),
-                                         num_examples=tuple(int(a.upload.num_examples) for a in accepted),
-                                         checks=[a.check for a in accepted], purpose=purpose)
+                request = DecryptRequest(
+                    blobs=acc.serialized(index),
+                    length=expected,
+                    participants=tuple(int(a.upload.partition) for a in accepted),
+                    num_examples=tuple(int(a.upload.num_examples) for a in accepted),
+                    checks=[a.check for a in accepted],
+                    purpose=purpose,
+                )
                 del acc
                 message = PhaseMessage(request.arrays(), request.values())
                 if phase is None:
@@ -263,23 +315,35 @@ class CKKSAggregation:
                     bad = set(outcome)
                     for a in accepted:
                         if a.upload.partition in bad:
-                            self._reject(info, a.upload, "its check ciphertext does not decrypt to its check value "
-                                                         "under the data owners' key (encrypted under another key?)")
+                            self._reject(
+                                info,
+                                a.upload,
+                                "its check ciphertext does not decrypt to its check value "
+                                "under the data owners' key (encrypted under another key?)",
+                            )
                     accepted = [a for a in accepted if a.upload.partition not in bad]
                 else:
                     return None, info
         finally:
             if phase is not None:
                 record = phase.end()
-                info.update(decrypt_time_s=record["time_s"], bytes_down=record["bytes_down"],
-                            bytes_up=record["bytes_up"])
+                info.update(
+                    decrypt_time_s=record["time_s"], bytes_down=record["bytes_down"], bytes_up=record["bytes_up"]
+                )
         if len(total) != expected:
             info["error"] = f"the decrypted sum has {len(total)} values, expected {expected}"
             return None, info
         return total, info
 
-    def _ask(self, phase, server_round: int, accepted: list[_Accepted], message: PhaseMessage,
-             distrusted: set[str], info: dict[str, Any]) -> np.ndarray | tuple[int, ...] | None:
+    def _ask(
+        self,
+        phase,
+        server_round: int,
+        accepted: list[_Accepted],
+        message: PhaseMessage,
+        distrusted: set[str],
+        info: dict[str, Any],
+    ) -> np.ndarray | tuple[int, ...] | None:
         """Ask the accepted clients in turn to decrypt: the plaintext, the partitions to reject, or None (no
         client decrypted; ``info["error"]`` says why)."""
         refusals = info.setdefault("decrypt_refusals", [])
@@ -291,8 +355,13 @@ class CKKSAggregation:
                 (reply,) = phase.send(CKKS_DECRYPT, [up.proxy], message, require_all=True)
                 answer = DecryptReply.decode(reply.arrays, reply.values)
             except (PhaseError, ValueError, KeyError) as exc:
-                log(WARNING, "round %s: client %s could not decrypt the sum (%s); trying the next", server_round,
-                    up.label, exc)
+                log(
+                    WARNING,
+                    "round %s: client %s could not decrypt the sum (%s); trying the next",
+                    server_round,
+                    up.label,
+                    exc,
+                )
                 continue
             if answer.total is not None:
                 info["decrypted_by"] = up.label
@@ -314,14 +383,17 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def check_secagg_sum(server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any],
-                     clipping_range: float | None) -> bool:
+def check_secagg_sum(
+    server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any], clipping_range: float | None
+) -> bool:
     """``secure-agg=secagg+``: what Flower's SecAgg+ workflow handed the strategy (one aggregate, copied into every
     result) is recorded under ``rec["secure_agg"]``; whether it is usable. The unmasked average must be finite and,
     as a weighted average of values clipped to ``clipping_range``, inside it (a NaN a client sent, or an overflow,
     lands anywhere after Flower's quantisation); an unusable one is logged and recorded (``not_aggregated``)."""
-    rec["secure_agg"] = {"mode": "secagg+", "distinct_payloads": len({
-        hash(b"".join(res.parameters.tensors)) for _, res in results})}
+    rec["secure_agg"] = {
+        "mode": "secagg+",
+        "distinct_payloads": len({hash(b"".join(res.parameters.tensors)) for _, res in results}),
+    }
     problem = _secagg_sum_problem(results, clipping_range)
     if problem is None:
         return True
@@ -343,6 +415,8 @@ def _secagg_sum_problem(results: list[tuple[ClientProxy, FitRes]], bound: float 
     if bound is not None and arrays:
         largest = max(float(np.max(np.abs(a))) if np.size(a) else 0.0 for a in arrays)
         if largest > bound * (1 + 1e-3):
-            return (f"a value of magnitude {largest:.4g}, outside the clipping range {bound:g} that bounds an "
-                    f"average of clipped updates")
+            return (
+                f"a value of magnitude {largest:.4g}, outside the clipping range {bound:g} that bounds an "
+                f"average of clipped updates"
+            )
     return None

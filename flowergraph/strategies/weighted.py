@@ -78,8 +78,7 @@ from .base import EvaluateFn, FederatedStrategy
 from .directory import failure_reason
 from .policy import FederationPolicy
 
-__all__ = ["CONFIG_ERROR_MARKER", "IDENTITY_REQUEST", "WEIGHTINGS", "EvaluateFn", "WeightedAveraging",
-           "failure_reason"]
+__all__ = ["CONFIG_ERROR_MARKER", "IDENTITY_REQUEST", "WEIGHTINGS", "EvaluateFn", "WeightedAveraging", "failure_reason"]
 
 
 class WeightedAveraging(FederatedStrategy):
@@ -90,8 +89,14 @@ class WeightedAveraging(FederatedStrategy):
     other argument are :class:`~flowergraph.strategies.FederatedStrategy`'s (``recorder``, ``evaluate_fn``, ...).
     """
 
-    def __init__(self, policy: FederationPolicy | None = None, *, weighting: str = "train-size",
-                 aggregator: Aggregator | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        policy: FederationPolicy | None = None,
+        *,
+        weighting: str = "train-size",
+        aggregator: Aggregator | None = None,
+        **kwargs: Any,
+    ) -> None:
         if weighting not in WEIGHTINGS:
             raise ValueError(f"unknown weighting {weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
         self._weighting = weighting

@@ -70,7 +70,7 @@ def generated_source(name: str, module: object, tmp: str) -> str | None:
     real = os.path.realpath(path)
     folder, base = os.path.split(real)
     prefix = f"{name}_"
-    if folder != tmp or not base.startswith(prefix) or not _GENERATED.fullmatch(base[len(prefix):]):
+    if folder != tmp or not base.startswith(prefix) or not _GENERATED.fullmatch(base[len(prefix) :]):
         return None
     return real
 

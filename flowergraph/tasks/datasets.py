@@ -33,8 +33,23 @@ from ..errors import ConfigError, DatasetUnavailableError, did_you_mean
 
 PLANETOID = ("Cora", "CiteSeer", "PubMed")
 TU_DATASETS = (
-    "MUTAG", "PTC_MR", "NCI1", "NCI109", "PROTEINS", "ENZYMES", "DD", "IMDB-BINARY", "IMDB-MULTI",
-    "COLLAB", "BZR", "COX2", "DHFR", "AIDS", "Letter-low", "Letter-med", "Letter-high",
+    "MUTAG",
+    "PTC_MR",
+    "NCI1",
+    "NCI109",
+    "PROTEINS",
+    "ENZYMES",
+    "DD",
+    "IMDB-BINARY",
+    "IMDB-MULTI",
+    "COLLAB",
+    "BZR",
+    "COX2",
+    "DHFR",
+    "AIDS",
+    "Letter-low",
+    "Letter-med",
+    "Letter-high",
 )
 SYNTHETIC = "synthetic"
 NODE_DATASETS = PLANETOID + (SYNTHETIC,)
@@ -129,10 +144,22 @@ def data_dir_report(data_dir: str | os.PathLike, names=None) -> list[DataDirRow]
         info = dataset_info(name)
         if info.family == "synthetic":
             continue
-        found = next((c for c in (root / info.family / info.name / "raw", root / info.name / "raw")
-                      if _raw_files_present(c, info)), None)
-        rows.append(DataDirRow(info.name, info.family, found is not None,
-                               str(found) if found is not None else f"{root}/{_expected_files(info)}"))
+        found = next(
+            (
+                c
+                for c in (root / info.family / info.name / "raw", root / info.name / "raw")
+                if _raw_files_present(c, info)
+            ),
+            None,
+        )
+        rows.append(
+            DataDirRow(
+                info.name,
+                info.family,
+                found is not None,
+                str(found) if found is not None else f"{root}/{_expected_files(info)}",
+            )
+        )
     return rows
 
 
@@ -179,7 +206,8 @@ def _remove_own_copy(folder: Path) -> None:
         raise DatasetUnavailableError(
             f"{folder} holds dataset files that flowergraph did not copy there, and they are incomplete or "
             f"unreadable; flowergraph leaves them alone: fix or move them, or set FLOWERGRAPH_CACHE to another "
-            f"folder")
+            f"folder"
+        )
     shutil.rmtree(folder)
 
 
@@ -230,7 +258,8 @@ def load_pyg_dataset(name: str, data_dir: str | os.PathLike | None = None, use_n
             source = f"{resolved}/{_expected_files(info)}" if resolved is not None else f"{root / info.name / 'raw'}"
             raise DatasetUnavailableError(
                 f"dataset {info.name!r}: the raw files {source} could not be read ({type(exc).__name__}: {exc}); "
-                f"they are probably corrupt or truncated: replace them") from exc
+                f"they are probably corrupt or truncated: replace them"
+            ) from exc
     return dataset
 
 

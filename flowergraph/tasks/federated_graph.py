@@ -76,13 +76,19 @@ class ClientGraph(MaskedNodes):
     def num_nodes(self) -> int:
         return int(self.global_ids.numel())
 
-
     def to_pyg(self):
         """The client's own subgraph as a PyG ``Data`` (cross-client edges left out)."""
         from torch_geometric.data import Data
 
-        return Data(x=self.x, y=self.y, edge_index=self.edge_index, train_mask=self.train_mask,
-                    val_mask=self.val_mask, test_mask=self.test_mask, num_nodes=self.num_nodes)
+        return Data(
+            x=self.x,
+            y=self.y,
+            edge_index=self.edge_index,
+            train_mask=self.train_mask,
+            val_mask=self.val_mask,
+            test_mask=self.test_mask,
+            num_nodes=self.num_nodes,
+        )
 
 
 @functools.lru_cache(maxsize=4)
@@ -90,8 +96,10 @@ def load_global_graph(spec: GraphSpec):
     """The global node-classification graph with split masks (memoised per process)."""
     info = dataset_info(spec.dataset)
     if info.task != "node":
-        raise ConfigError(f"dataset {info.name!r} is a graph-classification dataset; node-level methods need "
-                          f"one of Cora, CiteSeer, PubMed, synthetic")
+        raise ConfigError(
+            f"dataset {info.name!r} is a graph-classification dataset; node-level methods need "
+            f"one of Cora, CiteSeer, PubMed, synthetic"
+        )
     if info.family == "synthetic":
         data = make_csbm(spec.synthetic, seed=spec.seed)
     else:
@@ -105,9 +113,15 @@ def node_assignment(gspec: GraphSpec, pspec: PartitionSpec) -> np.ndarray:
     """``assignment[v]`` = owner of node v (memoised per process)."""
     data = load_global_graph(gspec)
     assignment = partition_nodes(
-        pspec.partitioner, num_clients=pspec.num_clients, labels=data.y.numpy(),
-        edge_index=data.edge_index.numpy(), num_nodes=int(data.num_nodes), beta=pspec.beta,
-        min_size=pspec.min_size, seed=pspec.seed)
+        pspec.partitioner,
+        num_clients=pspec.num_clients,
+        labels=data.y.numpy(),
+        edge_index=data.edge_index.numpy(),
+        num_nodes=int(data.num_nodes),
+        beta=pspec.beta,
+        min_size=pspec.min_size,
+        seed=pspec.seed,
+    )
     assignment.setflags(write=False)
     return assignment
 
@@ -126,15 +140,23 @@ def build_client_graph(data, assignment: np.ndarray, client_id: int, num_clients
     internal = mine & (owner[dst] == client_id)
     cross = mine & (owner[dst] != client_id)
     return ClientGraph(
-        client_id=client_id, num_clients=num_clients, global_ids=own, x=data.x[own], y=data.y[own],
-        train_mask=data.train_mask[own], val_mask=data.val_mask[own], test_mask=data.test_mask[own],
+        client_id=client_id,
+        num_clients=num_clients,
+        global_ids=own,
+        x=data.x[own],
+        y=data.y[own],
+        train_mask=data.train_mask[own],
+        val_mask=data.val_mask[own],
+        test_mask=data.test_mask[own],
         edge_index=torch.stack([local[src[internal]], local[dst[internal]]]),
-        cross_edges=torch.stack([local[src[cross]], dst[cross]]), cross_owner=owner[dst[cross]],
-        num_global_nodes=int(data.num_nodes), num_classes=int(data.num_classes))
+        cross_edges=torch.stack([local[src[cross]], dst[cross]]),
+        cross_owner=owner[dst[cross]],
+        num_global_nodes=int(data.num_nodes),
+        num_classes=int(data.num_classes),
+    )
 
 
 @functools.lru_cache(maxsize=64)
 def client_graph(gspec: GraphSpec, pspec: PartitionSpec, client_id: int) -> ClientGraph:
     """Client ``client_id``'s data: a pure function of (graph spec, partition spec, client id)."""
-    return build_client_graph(load_global_graph(gspec), node_assignment(gspec, pspec), client_id,
-                              pspec.num_clients)
+    return build_client_graph(load_global_graph(gspec), node_assignment(gspec, pspec), client_id, pspec.num_clients)

@@ -107,8 +107,11 @@ def contributions(graph: ClientGraph, hops: int) -> Contributions:
         request = torch.sort(graph.global_ids[boundary])[0]
     else:
         request = ids.clone()
-    return Contributions(ids=ids.numpy().astype(np.int64), values=values.numpy().astype(np.float32),
-                         request=request.numpy().astype(np.int64))
+    return Contributions(
+        ids=ids.numpy().astype(np.int64),
+        values=values.numpy().astype(np.float32),
+        request=request.numpy().astype(np.int64),
+    )
 
 
 @dataclass
@@ -130,8 +133,9 @@ class ExtendedGraph:
         return int(self.features.size(0) - self.remote_ids.numel())
 
 
-def extended_graph(graph: ClientGraph, hops: int, rows: np.ndarray | None = None,
-                   sums: np.ndarray | None = None) -> ExtendedGraph:
+def extended_graph(
+    graph: ClientGraph, hops: int, rows: np.ndarray | None = None, sums: np.ndarray | None = None
+) -> ExtendedGraph:
     """Assemble (Â X) rows and the second-layer weights from the server's sums.
 
     ``rows``/``sums`` are the server's per-row sums S_u (global ids, [r, d + 1]) for the rows this client
@@ -183,9 +187,12 @@ def extended_graph(graph: ClientGraph, hops: int, rows: np.ndarray | None = None
         prop_rows.append(local)
         prop_cols.append(cols)
         prop_vals.append(d_inv_sqrt[local] * remote_d_inv_sqrt[cols - n])
-    return ExtendedGraph(features=features.to(torch.float32),
-                         prop_index=torch.stack([torch.cat(prop_rows), torch.cat(prop_cols)]),
-                         prop_weight=torch.cat(prop_vals).to(torch.float32), remote_ids=remote_ids)
+    return ExtendedGraph(
+        features=features.to(torch.float32),
+        prop_index=torch.stack([torch.cat(prop_rows), torch.cat(prop_cols)]),
+        prop_weight=torch.cat(prop_vals).to(torch.float32),
+        remote_ids=remote_ids,
+    )
 
 
 def check_reply(graph: ClientGraph, hops: int, rows: np.ndarray, sums: np.ndarray):
@@ -198,8 +205,9 @@ def check_reply(graph: ClientGraph, hops: int, rows: np.ndarray, sums: np.ndarra
     lookup = _RowLookup(rows)
     idx, missing = lookup(graph.global_ids[_boundary_local(graph)])
     if missing.size:
-        raise ValueError(f"the server's reply lacks {missing.size} boundary rows of this client (e.g. "
-                         f"{missing[:3].tolist()})")
+        raise ValueError(
+            f"the server's reply lacks {missing.size} boundary rows of this client (e.g. {missing[:3].tolist()})"
+        )
     ridx = torch.empty(0, dtype=torch.long)
     if hops == 2:
         ridx, absent = lookup(torch.unique(graph.cross_edges[1]))
@@ -213,11 +221,15 @@ def check_reply(graph: ClientGraph, hops: int, rows: np.ndarray, sums: np.ndarra
 def check_fedgcn_model(model: nn.Module) -> None:
     convs = getattr(model, "convs", None)
     if getattr(model, "kind", None) != "gcn" or convs is None or len(convs) != 2:
-        raise ConfigError("FedGCN trains a 2-layer GCN (model=gcn, layers=2): its communication phase carries "
-                          "exactly the first layer's aggregation")
+        raise ConfigError(
+            "FedGCN trains a 2-layer GCN (model=gcn, layers=2): its communication phase carries "
+            "exactly the first layer's aggregation"
+        )
     if getattr(model, "input_dropout", 0.0) > 0:
-        raise ConfigError("input-dropout must be 0 with FedGCN: features arrive pre-aggregated, so raw input "
-                          "features cannot be dropped")
+        raise ConfigError(
+            "input-dropout must be 0 with FedGCN: features arrive pre-aggregated, so raw input "
+            "features cannot be dropped"
+        )
 
 
 def fedgcn_forward(model: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
@@ -278,13 +290,13 @@ class RowSums:
             raise ValueError("row ids must be >= 0")
         if ids.max() >= len(self._slot):
             grown = np.full(max(int(ids.max()) + 1, 2 * len(self._slot)), -1, dtype=np.int64)
-            grown[:len(self._slot)] = self._slot
+            grown[: len(self._slot)] = self._slot
             self._slot = grown
         new = np.unique(ids[self._slot[ids] < 0])
         if len(new):
             if self.count + len(new) > len(self._buf):
                 buf = np.zeros((max(self.count + len(new), 2 * len(self._buf)), self.width), dtype=np.float64)
-                buf[:self.count] = self._buf[:self.count]
+                buf[: self.count] = self._buf[: self.count]
                 self._buf = buf
             self._slot[new] = np.arange(self.count, self.count + len(new))
             self.count += len(new)

@@ -39,8 +39,10 @@ def _classifier(base: str, kind: str) -> type:
     from torch_geometric.nn import models as pyg_models
 
     cls = type(f"{base}Classifier", (_Classifier, getattr(pyg_models, base)), {"kind": kind})
-    cls.__doc__ = f"PyG's ``{base}`` (``convs.*``: graph convolutions, ReLU and dropout between them) + " \
-                  f"input dropout and a log-softmax output (:class:`_Classifier`)."
+    cls.__doc__ = (
+        f"PyG's ``{base}`` (``convs.*``: graph convolutions, ReLU and dropout between them) + "
+        f"input dropout and a log-softmax output (:class:`_Classifier`)."
+    )
     return cls
 
 
@@ -51,8 +53,9 @@ class GATClassifier(_Classifier, nn.Module):
 
     kind = "gat"
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float, heads: int,
-                 input_dropout: float) -> None:
+    def __init__(
+        self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float, heads: int, input_dropout: float
+    ) -> None:
         super().__init__()
         from torch_geometric.nn import GATConv
 
@@ -61,8 +64,7 @@ class GATClassifier(_Classifier, nn.Module):
         for i in range(layers):
             last = i == layers - 1
             d_in = dims[i] if i == 0 else dims[i] * heads
-            self.convs.append(GATConv(d_in, dims[i + 1], heads=1 if last else heads, concat=not last,
-                                      dropout=dropout))
+            self.convs.append(GATConv(d_in, dims[i + 1], heads=1 if last else heads, concat=not last, dropout=dropout))
         self.dropout = nn.Dropout(dropout)
         self.input_dropout = input_dropout
 
@@ -79,9 +81,18 @@ class GATClassifier(_Classifier, nn.Module):
         return F.log_softmax(self._layers(x, edge_index), dim=-1)
 
 
-def build_node_model(kind: str, in_dim: int, num_classes: int, hidden: int = 16, layers: int = 2,
-                     dropout: float = 0.5, heads: int = 8, input_dropout: float = 0.0,
-                     seed: int | None = None, cached: bool = False) -> nn.Module:
+def build_node_model(
+    kind: str,
+    in_dim: int,
+    num_classes: int,
+    hidden: int = 16,
+    layers: int = 2,
+    dropout: float = 0.5,
+    heads: int = 8,
+    input_dropout: float = 0.0,
+    seed: int | None = None,
+    cached: bool = False,
+) -> nn.Module:
     """A node classifier (``kind`` in :data:`MODELS`): PyG's ``GCN`` or ``GraphSAGE`` (mean aggregation) model, or
     :class:`GATClassifier`, with ``layers`` graph convolutions and ``hidden`` units, ReLU (GAT: ELU) and dropout
     between them, input dropout and a log-softmax output. ``cached`` (GCN) keeps the normalised adjacency of the
@@ -101,8 +112,14 @@ def build_node_model(kind: str, in_dim: int, num_classes: int, hidden: int = 16,
         if kind == "gat":
             return GATClassifier(in_dim, hidden, num_classes, layers, dropout, heads, input_dropout)
         base, extra = ("GCN", {"cached": cached}) if kind == "gcn" else ("GraphSAGE", {"aggr": "mean"})
-        model = _classifier(base, kind)(in_channels=in_dim, hidden_channels=hidden, num_layers=layers,
-                                        out_channels=num_classes, dropout=dropout, **extra)
+        model = _classifier(base, kind)(
+            in_channels=in_dim,
+            hidden_channels=hidden,
+            num_layers=layers,
+            out_channels=num_classes,
+            dropout=dropout,
+            **extra,
+        )
         model.input_dropout = input_dropout
         return model
 

@@ -36,11 +36,15 @@ def check_num_clients(num_nodes: int, num_clients: int, min_size: int = 1) -> No
     if num_clients < 1:
         raise ConfigError(f"num-clients must be >= 1, got {num_clients}")
     if num_clients > num_nodes:
-        raise ConfigError(f"num-clients={num_clients} is more than the graph's {num_nodes} nodes; "
-                          f"every client needs at least one node")
+        raise ConfigError(
+            f"num-clients={num_clients} is more than the graph's {num_nodes} nodes; "
+            f"every client needs at least one node"
+        )
     if num_clients * min_size > num_nodes:
-        raise ConfigError(f"num-clients={num_clients} x min-partition-size={min_size} = "
-                          f"{num_clients * min_size} exceeds the graph's {num_nodes} nodes")
+        raise ConfigError(
+            f"num-clients={num_clients} x min-partition-size={min_size} = "
+            f"{num_clients * min_size} exceeds the graph's {num_nodes} nodes"
+        )
 
 
 def random_partition(num_nodes: int, num_clients: int, seed: int = 0) -> np.ndarray:
@@ -52,8 +56,9 @@ def random_partition(num_nodes: int, num_clients: int, seed: int = 0) -> np.ndar
     return assignment
 
 
-def dirichlet_partition(labels: np.ndarray, num_clients: int, beta: float, min_size: int = 10,
-                        seed: int = 0, max_tries: int = 1000) -> np.ndarray:
+def dirichlet_partition(
+    labels: np.ndarray, num_clients: int, beta: float, min_size: int = 10, seed: int = 0, max_tries: int = 1000
+) -> np.ndarray:
     labels = np.asarray(labels)
     n = len(labels)
     if beta <= 0:
@@ -80,9 +85,11 @@ def dirichlet_partition(labels: np.ndarray, num_clients: int, beta: float, min_s
             for k, b in enumerate(batches):
                 assignment[np.asarray(b, dtype=np.int64)] = k
             return assignment
-    raise PartitionError(f"dirichlet partition: no draw in {max_tries} tries gave every one of the "
-                         f"{num_clients} clients >= {min_size} nodes (beta={beta}); lower "
-                         f"min-partition-size or num-clients, or raise beta")
+    raise PartitionError(
+        f"dirichlet partition: no draw in {max_tries} tries gave every one of the "
+        f"{num_clients} clients >= {min_size} nodes (beta={beta}); lower "
+        f"min-partition-size or num-clients, or raise beta"
+    )
 
 
 def _edge_list(edge_index: np.ndarray, num_nodes: int):
@@ -137,8 +144,9 @@ def _metis_in_subprocess(num_clients: int, xadj: np.ndarray, adjncy: np.ndarray,
     with tempfile.TemporaryDirectory(prefix="flowergraph-metis-") as tmp:
         inp, out = Path(tmp) / "graph.npz", Path(tmp) / "parts.npy"
         np.savez(inp, k=num_clients, xadj=xadj, adjncy=adjncy, seed=seed)
-        proc = subprocess.run([sys.executable, "-c", _METIS_SCRIPT, str(inp), str(out)], capture_output=True,
-                              text=True, timeout=3600)
+        proc = subprocess.run(
+            [sys.executable, "-c", _METIS_SCRIPT, str(inp), str(out)], capture_output=True, text=True, timeout=3600
+        )
         if proc.returncode != 0 or not out.exists():
             raise PartitionError(f"metis partition failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
         serialize_ast_parse()  # numpy.load parses the array header; see storage._astlock
@@ -167,8 +175,17 @@ def metis_partition(edge_index: np.ndarray, num_nodes: int, num_clients: int, se
     return assignment
 
 
-def partition_nodes(partitioner: str, *, num_clients: int, labels: np.ndarray, edge_index: np.ndarray,
-                    num_nodes: int, beta: float = 10000.0, min_size: int = 10, seed: int = 0) -> np.ndarray:
+def partition_nodes(
+    partitioner: str,
+    *,
+    num_clients: int,
+    labels: np.ndarray,
+    edge_index: np.ndarray,
+    num_nodes: int,
+    beta: float = 10000.0,
+    min_size: int = 10,
+    seed: int = 0,
+) -> np.ndarray:
     """Dispatch by name; returns ``assignment`` with ``assignment[v]`` = the client owning node v."""
     if partitioner == "dirichlet":
         return dirichlet_partition(labels, num_clients, beta, min_size=min_size, seed=seed)
@@ -180,8 +197,9 @@ def partition_nodes(partitioner: str, *, num_clients: int, labels: np.ndarray, e
         return random_partition(num_nodes, num_clients, seed=seed)
     if partitioner == "none":
         if num_clients != 1:
-            raise ConfigError(f"partitioner 'none' gives the whole graph to one client; num-clients must be 1, "
-                              f"got {num_clients}")
+            raise ConfigError(
+                f"partitioner 'none' gives the whole graph to one client; num-clients must be 1, got {num_clients}"
+            )
         return np.zeros(num_nodes, dtype=np.int64)
     raise ConfigError(f"unknown partitioner {partitioner!r}; valid choices: {', '.join(PARTITIONERS)}")
 

@@ -44,16 +44,30 @@ import torch
 from ..errors import ConfigError, PartitionError
 from ..storage.npzio import READ_ERRORS, read_npz, write_npz
 from .memo import BytesLRU
-from .federated_graph import ClientGraph, GraphSpec, PartitionSpec, build_client_graph, load_global_graph, \
-    node_assignment
+from .federated_graph import (
+    ClientGraph,
+    GraphSpec,
+    PartitionSpec,
+    build_client_graph,
+    load_global_graph,
+    node_assignment,
+)
 
 FORMAT = "flowergraph-partition"
 VERSION = 1
 MANIFEST = "manifest.json"
-MEMBERS = ("global_ids", "x", "y", "train_mask", "val_mask", "test_mask", "edge_index", "cross_edges",
-           "cross_owner")
-_DTYPES = {"global_ids": np.int64, "x": np.float32, "y": np.int64, "train_mask": np.bool_, "val_mask": np.bool_,
-           "test_mask": np.bool_, "edge_index": np.int64, "cross_edges": np.int64, "cross_owner": np.int64}
+MEMBERS = ("global_ids", "x", "y", "train_mask", "val_mask", "test_mask", "edge_index", "cross_edges", "cross_owner")
+_DTYPES = {
+    "global_ids": np.int64,
+    "x": np.float32,
+    "y": np.int64,
+    "train_mask": np.bool_,
+    "val_mask": np.bool_,
+    "test_mask": np.bool_,
+    "edge_index": np.int64,
+    "cross_edges": np.int64,
+    "cross_owner": np.int64,
+}
 
 
 def partition_file_name(client_id: int) -> str:
@@ -66,8 +80,10 @@ def check_export_folder(out: Path, force: bool) -> None:
     taken = sorted(p.name for p in [out / MANIFEST, *out.glob("client-*.npz")] if p.exists()) if out.is_dir() else []
     if taken and not force:
         shown = ", ".join(taken[:4]) + (f" and {len(taken) - 4} more" if len(taken) > 4 else "")
-        raise ConfigError(f"{str(out)!r} already holds partition files ({shown}); choose another folder or "
-                          f"pass --force to overwrite them")
+        raise ConfigError(
+            f"{str(out)!r} already holds partition files ({shown}); choose another folder or "
+            f"pass --force to overwrite them"
+        )
 
 
 def _digest(arrays: dict[str, np.ndarray]) -> str:
@@ -91,8 +107,9 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def export_partitions(gspec: GraphSpec, pspec: PartitionSpec, out_dir: str | os.PathLike, *,
-                      force: bool = False, log=print) -> Path:
+def export_partitions(
+    gspec: GraphSpec, pspec: PartitionSpec, out_dir: str | os.PathLike, *, force: bool = False, log=print
+) -> Path:
     """Write every client's partition file and the manifest into ``out_dir``; returns the manifest's path.
 
     Refuses a folder that already holds an export unless ``force``."""
@@ -101,13 +118,23 @@ def export_partitions(gspec: GraphSpec, pspec: PartitionSpec, out_dir: str | os.
     data = load_global_graph(gspec)
     assignment = node_assignment(gspec, pspec)
     header: dict[str, Any] = {
-        "dataset": gspec.dataset, "num_clients": pspec.num_clients,
-        "num_global_nodes": int(data.num_nodes), "num_classes": int(data.num_classes),
+        "dataset": gspec.dataset,
+        "num_clients": pspec.num_clients,
+        "num_global_nodes": int(data.num_nodes),
+        "num_classes": int(data.num_classes),
         "num_features": int(data.num_features),
-        "graph": {"split": gspec.split, "seed": gspec.seed, "synthetic": asdict(gspec.synthetic)
-                  if gspec.dataset == "synthetic" else None},
-        "partition": {"partitioner": pspec.partitioner, "beta": pspec.beta, "min_size": pspec.min_size,
-                      "seed": pspec.seed}}
+        "graph": {
+            "split": gspec.split,
+            "seed": gspec.seed,
+            "synthetic": asdict(gspec.synthetic) if gspec.dataset == "synthetic" else None,
+        },
+        "partition": {
+            "partitioner": pspec.partitioner,
+            "beta": pspec.beta,
+            "min_size": pspec.min_size,
+            "seed": pspec.seed,
+        },
+    }
     graphs = (build_client_graph(data, assignment, k, pspec.num_clients) for k in range(pspec.num_clients))
     return write_partitions(graphs, header, out, log=log)
 
@@ -122,14 +149,22 @@ def write_partitions(graphs, header: dict[str, Any], out_dir: str | os.PathLike,
     files = []
     for k, graph in enumerate(graphs):
         arrays = _arrays(graph)
-        path = write_npz(out / partition_file_name(k), arrays,
-                         {**header, "client_id": k, "digest": _digest(arrays)})
-        files.append({"client_id": k, "file": path.name, "nodes": graph.num_nodes,
-                      "edges": int(graph.edge_index.size(1)), "cross_edges": int(graph.cross_edges.size(1)),
-                      "sha256": _file_sha256(path)})
+        path = write_npz(out / partition_file_name(k), arrays, {**header, "client_id": k, "digest": _digest(arrays)})
+        files.append(
+            {
+                "client_id": k,
+                "file": path.name,
+                "nodes": graph.num_nodes,
+                "edges": int(graph.edge_index.size(1)),
+                "cross_edges": int(graph.cross_edges.size(1)),
+                "sha256": _file_sha256(path),
+            }
+        )
         if log:
-            log(f"client {k}: {graph.num_nodes} nodes, {int(graph.edge_index.size(1))} internal and "
-                f"{int(graph.cross_edges.size(1))} cross-client edges -> {path}")
+            log(
+                f"client {k}: {graph.num_nodes} nodes, {int(graph.edge_index.size(1))} internal and "
+                f"{int(graph.cross_edges.size(1))} cross-client edges -> {path}"
+            )
     manifest = out / MANIFEST
     tmp = manifest.with_name(f".{MANIFEST}.tmp")
     tmp.write_text(json.dumps({**header, "files": files}, indent=2, sort_keys=True) + "\n")
@@ -137,21 +172,26 @@ def write_partitions(graphs, header: dict[str, Any], out_dir: str | os.PathLike,
     return manifest
 
 
-def read_manifest(folder: str | os.PathLike, *, dataset: str | None = None,
-                  num_clients: int | None = None) -> dict[str, Any]:
+def read_manifest(
+    folder: str | os.PathLike, *, dataset: str | None = None, num_clients: int | None = None
+) -> dict[str, Any]:
     """The manifest of an export, checked against the run's ``dataset`` and ``num_clients`` when given."""
     path = Path(folder).expanduser() / MANIFEST
     try:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"partition-dir {str(folder)!r} holds no {MANIFEST}; write one with `python -m "
-                          f"flowergraph.partition export ... --out {folder}`") from None
+        raise ConfigError(
+            f"partition-dir {str(folder)!r} holds no {MANIFEST}; write one with `python -m "
+            f"flowergraph.partition export ... --out {folder}`"
+        ) from None
     except (OSError, ValueError) as exc:
         raise PartitionError(f"{str(path)!r} is not a readable partition manifest ({exc})") from None
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise PartitionError(f"{str(path)!r} is not a flowergraph partition manifest (format "
-                             f"{manifest.get('format')!r}, version {manifest.get('version')!r}; expected "
-                             f"{FORMAT!r} version {VERSION})")
+        raise PartitionError(
+            f"{str(path)!r} is not a flowergraph partition manifest (format "
+            f"{manifest.get('format')!r}, version {manifest.get('version')!r}; expected "
+            f"{FORMAT!r} version {VERSION})"
+        )
     _check_expected(str(path), manifest, dataset=dataset, num_clients=num_clients)
     return manifest
 
@@ -164,13 +204,21 @@ def _check_expected(where: str, header: dict, **expected: Any) -> None:
         got = header.get(key)
         same = str(got).lower() == str(want).lower() if key == "dataset" else got == want
         if not same:
-            raise PartitionError(f"partition file {where!r} was exported for {key}={got!r}, but this run/node has "
-                                 f"{names[key]}={want!r}; export the partitions for this setting or use the right "
-                                 f"file")
+            raise PartitionError(
+                f"partition file {where!r} was exported for {key}={got!r}, but this run/node has "
+                f"{names[key]}={want!r}; export the partitions for this setting or use the right "
+                f"file"
+            )
 
 
-def load_partition_file(path: str | os.PathLike, *, dataset: str | None = None, num_clients: int | None = None,
-                        client_id: int | None = None, partition: dict[str, Any] | None = None) -> ClientGraph:
+def load_partition_file(
+    path: str | os.PathLike,
+    *,
+    dataset: str | None = None,
+    num_clients: int | None = None,
+    client_id: int | None = None,
+    partition: dict[str, Any] | None = None,
+) -> ClientGraph:
     """One client's data from its own file, checked (see the module docstring); memoised per process.
     ``partition``: values the file's ``partition`` header must have (how its node sets were chosen)."""
     p = Path(path).expanduser().resolve()
@@ -183,10 +231,12 @@ def load_partition_file(path: str | os.PathLike, *, dataset: str | None = None, 
     saved = header.get("partition") or {}
     wrong = {k: (saved.get(k), v) for k, v in (partition or {}).items() if saved.get(k) != v}
     if wrong:
-        raise PartitionError(f"partition file {str(path)!r} was exported with "
-                             f"{', '.join(f'{k}={got!r}' for k, (got, _) in wrong.items())}, but this run has "
-                             f"{', '.join(f'{k}={want!r}' for k, (_, want) in wrong.items())}; export the partitions "
-                             f"for this setting or use the right file")
+        raise PartitionError(
+            f"partition file {str(path)!r} was exported with "
+            f"{', '.join(f'{k}={got!r}' for k, (got, _) in wrong.items())}, but this run has "
+            f"{', '.join(f'{k}={want!r}' for k, (_, want) in wrong.items())}; export the partitions "
+            f"for this setting or use the right file"
+        )
     return graph
 
 
@@ -197,20 +247,29 @@ def _load(path: str) -> tuple[ClientGraph, dict]:
     try:
         arrays, header = read_npz(path)
     except READ_ERRORS as exc:
-        raise PartitionError(f"partition file {path!r} is truncated, corrupt or not a partition file "
-                             f"({type(exc).__name__}: {exc})") from None
+        raise PartitionError(
+            f"partition file {path!r} is truncated, corrupt or not a partition file ({type(exc).__name__}: {exc})"
+        ) from None
     if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise PartitionError(f"partition file {path!r} is not a flowergraph partition file (format "
-                             f"{header.get('format')!r}, version {header.get('version')!r}; expected {FORMAT!r} "
-                             f"version {VERSION})")
+        raise PartitionError(
+            f"partition file {path!r} is not a flowergraph partition file (format "
+            f"{header.get('format')!r}, version {header.get('version')!r}; expected {FORMAT!r} "
+            f"version {VERSION})"
+        )
     missing = [m for m in MEMBERS if m not in arrays]
     if missing:
         raise PartitionError(f"partition file {path!r} lacks {', '.join(missing)}")
     if _digest(arrays) != header.get("digest"):
-        raise PartitionError(f"partition file {path!r} does not match its own digest: it was altered or mixed "
-                             f"from two exports; export it again")
+        raise PartitionError(
+            f"partition file {path!r} does not match its own digest: it was altered or mixed "
+            f"from two exports; export it again"
+        )
     t = {name: torch.from_numpy(arrays[name]) for name in MEMBERS}
-    graph = ClientGraph(client_id=int(header["client_id"]), num_clients=int(header["num_clients"]),
-                        num_global_nodes=int(header["num_global_nodes"]), num_classes=int(header["num_classes"]),
-                        **t)
+    graph = ClientGraph(
+        client_id=int(header["client_id"]),
+        num_clients=int(header["num_clients"]),
+        num_global_nodes=int(header["num_global_nodes"]),
+        num_classes=int(header["num_classes"]),
+        **t,
+    )
     return graph, header

@@ -24,6 +24,7 @@ import torch
 
 from ..errors import ConfigError
 
+
 class MaskedNodes:
     """What a node set with features ``x`` and boolean split masks ``train_mask``, ``val_mask``, ``test_mask``
     (tensors) reports about them; node-level client data classes inherit it."""
@@ -50,8 +51,16 @@ class MaskedNodes:
         return int(self.test_mask.sum())
 
 
-SPLIT_CHOICES = ("auto", "public", "random", "random:F/F/F", "per-class", "per-class:T/V/S", "first-per-class",
-                 "first-per-class:T/V/S")
+SPLIT_CHOICES = (
+    "auto",
+    "public",
+    "random",
+    "random:F/F/F",
+    "per-class",
+    "per-class:T/V/S",
+    "first-per-class",
+    "first-per-class:T/V/S",
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +82,10 @@ def parse_split(text: str, dataset_family: str) -> SplitSpec:
         if args:
             raise ConfigError(f"split {text!r}: 'public' takes no arguments")
         if dataset_family != "Planetoid":
-            raise ConfigError(f"split {text!r}: the public split exists only for Planetoid datasets; "
-                              f"valid choices here: {', '.join(c for c in SPLIT_CHOICES if c != 'public')}")
+            raise ConfigError(
+                f"split {text!r}: the public split exists only for Planetoid datasets; "
+                f"valid choices here: {', '.join(c for c in SPLIT_CHOICES if c != 'public')}"
+            )
         return SplitSpec("public")
     if kind not in ("random", "per-class", "first-per-class"):
         raise ConfigError(f"unknown split {text!r}; valid choices: {', '.join(SPLIT_CHOICES)}")
@@ -85,8 +96,10 @@ def parse_split(text: str, dataset_family: str) -> SplitSpec:
     try:
         values = [float(p) for p in parts]
     except ValueError:
-        raise ConfigError(f"split {text!r}: expected three numbers after ':' like "
-                          f"{'random:0.6/0.2/0.2' if kind == 'random' else kind + ':20/500/1000'}") from None
+        raise ConfigError(
+            f"split {text!r}: expected three numbers after ':' like "
+            f"{'random:0.6/0.2/0.2' if kind == 'random' else kind + ':20/500/1000'}"
+        ) from None
     if len(values) != 3 or any(v < 0 for v in values):
         raise ConfigError(f"split {text!r}: expected three non-negative numbers after ':'")
     if kind == "random":
@@ -119,8 +132,8 @@ def apply_split(data, spec: SplitSpec, seed: int) -> None:
         n_val = int(round(spec.b * n))
         n_test = min(int(round(spec.c * n)), n - n_train - n_val)
         train[perm[:n_train]] = True
-        val[perm[n_train:n_train + n_val]] = True
-        test[perm[n_train + n_val:n_train + n_val + n_test]] = True
+        val[perm[n_train : n_train + n_val]] = True
+        test[perm[n_train + n_val : n_train + n_val + n_test]] = True
     else:
         per_class, n_val, n_test = int(spec.a), int(spec.b), int(spec.c)
         y = data.y.numpy()
@@ -130,10 +143,12 @@ def apply_split(data, spec: SplitSpec, seed: int) -> None:
             train[chosen] = True
         rest = rng.permutation(np.flatnonzero(~train))
         if n_val + n_test > len(rest):
-            raise ConfigError(f"{spec.kind} split asks for {n_val} validation + {n_test} test nodes but only "
-                              f"{len(rest)} nodes remain after the training nodes")
+            raise ConfigError(
+                f"{spec.kind} split asks for {n_val} validation + {n_test} test nodes but only "
+                f"{len(rest)} nodes remain after the training nodes"
+            )
         val[rest[:n_val]] = True
-        test[rest[n_val:n_val + n_test]] = True
+        test[rest[n_val : n_val + n_test]] = True
     data.train_mask = torch.from_numpy(train)
     data.val_mask = torch.from_numpy(val)
     data.test_mask = torch.from_numpy(test)

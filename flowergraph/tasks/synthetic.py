@@ -38,8 +38,9 @@ class CSBMParams:
         if self.num_nodes < 2:
             raise ConfigError(f"synthetic-nodes must be >= 2, got {self.num_nodes}")
         if not 2 <= self.num_classes <= self.num_nodes:
-            raise ConfigError(f"synthetic-classes must be in [2, synthetic-nodes={self.num_nodes}], "
-                              f"got {self.num_classes}")
+            raise ConfigError(
+                f"synthetic-classes must be in [2, synthetic-nodes={self.num_nodes}], got {self.num_classes}"
+            )
         for key, value in (("synthetic-p-in", self.p_in), ("synthetic-p-out", self.p_out)):
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{key} must be a probability in [0, 1], got {value}")
@@ -95,7 +96,8 @@ def make_csbm(params: CSBMParams, seed: int = 0):
     means /= np.linalg.norm(means, axis=1, keepdims=True)
     x = np.sqrt(d) * params.signal * means[y] + rng.standard_normal((n, d))
 
-    data = Data(x=torch.tensor(x, dtype=torch.float32), edge_index=edge_index,
-                y=torch.from_numpy(y).to(torch.long), num_nodes=n)
+    data = Data(
+        x=torch.tensor(x, dtype=torch.float32), edge_index=edge_index, y=torch.from_numpy(y).to(torch.long), num_nodes=n
+    )
     data.num_classes = c
     return data

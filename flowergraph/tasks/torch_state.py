@@ -62,8 +62,9 @@ def _tensors(sd) -> dict[str, torch.Tensor]:
     return {f"state.{i}.{n}": v for i, e in sd["state"].items() for n, v in e.items() if isinstance(v, torch.Tensor)}
 
 
-def load_optimizer_state(optimizer: torch.optim.Optimizer, arrays: Mapping[str, np.ndarray],
-                         values: Mapping[str, Any]) -> None:
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, arrays: Mapping[str, np.ndarray], values: Mapping[str, Any]
+) -> None:
     """Restore what :func:`optimizer_state` returned into ``optimizer`` (built over the same parameters)."""
     state: dict[int, dict[str, Any]] = {}
     dtypes = values.get("dtypes", {})
@@ -77,12 +78,14 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, arrays: Mapping[str, 
         state.setdefault(int(index), {}).update(entry)
     groups = [dict(g) for g in values["param_groups"]]
     if len(groups) != len(optimizer.param_groups):
-        raise ValueError(f"saved optimizer state has {len(groups)} parameter groups, the optimizer "
-                         f"{len(optimizer.param_groups)}")
+        raise ValueError(
+            f"saved optimizer state has {len(groups)} parameter groups, the optimizer {len(optimizer.param_groups)}"
+        )
     for saved, live in zip(groups, optimizer.param_groups):
         if len(saved["params"]) != len(live["params"]):
-            raise ValueError(f"saved optimizer state covers {len(saved['params'])} parameters, the optimizer "
-                             f"{len(live['params'])}")
+            raise ValueError(
+                f"saved optimizer state covers {len(saved['params'])} parameters, the optimizer {len(live['params'])}"
+            )
         for k, v in list(saved.items()):  # restore tuple-valued hyper-parameters (betas) as the optimizer has them
             if isinstance(live.get(k), tuple) and isinstance(v, list):
                 saved[k] = tuple(v)

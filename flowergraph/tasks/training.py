@@ -50,8 +50,16 @@ def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
 
 
-def train_steps(model: nn.Module, forward, y: torch.Tensor, train_mask: torch.Tensor, cfg: TrainConfig, *,
-                prox_mu: float = 0.0, prox_anchor: dict[str, torch.Tensor] | None = None) -> float:
+def train_steps(
+    model: nn.Module,
+    forward,
+    y: torch.Tensor,
+    train_mask: torch.Tensor,
+    cfg: TrainConfig,
+    *,
+    prox_mu: float = 0.0,
+    prox_anchor: dict[str, torch.Tensor] | None = None,
+) -> float:
     """Run ``cfg.local_steps`` full-batch steps; ``forward()`` returns log-probabilities for all nodes.
 
     ``prox_mu`` > 0 adds FedProx's proximal term ``mu/2 sum ||w - w_0||^2`` over the named parameters of
@@ -86,9 +94,13 @@ def evaluate_masks(model: nn.Module, forward, y: torch.Tensor, masks: dict[str, 
     return mask_metrics(forward(), y, masks)
 
 
-def mask_metrics(out: torch.Tensor, y: torch.Tensor, masks: Mapping[str, torch.Tensor],
-                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.nll_loss,
-                 accuracy_dtype: torch.dtype = torch.float32) -> dict[str, float | int]:
+def mask_metrics(
+    out: torch.Tensor,
+    y: torch.Tensor,
+    masks: Mapping[str, torch.Tensor],
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.nll_loss,
+    accuracy_dtype: torch.dtype = torch.float32,
+) -> dict[str, float | int]:
     """``<name>_loss`` (``loss`` of the masked outputs: ``F.nll_loss`` for log-probabilities,
     ``F.cross_entropy`` for logits), ``<name>_accuracy`` (mean computed in ``accuracy_dtype``) and ``num_<name>``
     for each named mask of one output; loss/accuracy are NaN for an empty mask."""

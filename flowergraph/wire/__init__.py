@@ -98,8 +98,7 @@ def decode_keys(values: Mapping[str, Any], count: int | None = None) -> list[str
     return keys
 
 
-def pack_arrays(arrays: list[np.ndarray], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT
-                ) -> dict[str, Any]:
+def pack_arrays(arrays: list[np.ndarray], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT) -> dict[str, Any]:
     """``{ARRAY_COUNT: n, "fg.a0": bytes, ...}`` for a list of arrays."""
     out: dict[str, Any] = {count_key: len(arrays)}
     for i, array in enumerate(arrays):
@@ -107,8 +106,9 @@ def pack_arrays(arrays: list[np.ndarray], prefix: str = ARRAY_PREFIX, count_key:
     return out
 
 
-def unpack_arrays(values: Mapping[str, Any], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT
-                  ) -> list[np.ndarray]:
+def unpack_arrays(
+    values: Mapping[str, Any], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT
+) -> list[np.ndarray]:
     """The arrays :func:`pack_arrays` put into ``values`` (an empty list when there are none)."""
     n = int(values.get(count_key, 0))
     serialize_ast_parse()  # numpy.load parses array headers, here in several threads at once; see storage._astlock
@@ -152,8 +152,13 @@ class PhaseRequest:
     model: dict[str, np.ndarray] | None = None
 
 
-def phase_message(kind: str, arrays: list[np.ndarray] | None = None, server_round: int = 0,
-                  model: Mapping[str, np.ndarray] | None = None, **values: Any) -> dict[str, Any]:
+def phase_message(
+    kind: str,
+    arrays: list[np.ndarray] | None = None,
+    server_round: int = 0,
+    model: Mapping[str, np.ndarray] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
     """The config of a phase message (what the server sends)."""
     bad = [k for k in values if k.startswith(RESERVED_PREFIX)]
     if bad:
@@ -172,8 +177,13 @@ def decode_phase(config: Mapping[str, Any]) -> PhaseRequest:
         arrays = unpack_arrays(config, MODEL_PREFIX, MODEL_PREFIX + "n")
         keys = decode_keys({KEYS: config[MODEL_KEYS]}, len(arrays)) or []
         model = dict(zip(keys, arrays))
-    return PhaseRequest(kind=str(config[PHASE]), round=int(config.get(PHASE_ROUND, 0)),
-                        arrays=unpack_arrays(config), values=scalars(config), model=model)
+    return PhaseRequest(
+        kind=str(config[PHASE]),
+        round=int(config.get(PHASE_ROUND, 0)),
+        arrays=unpack_arrays(config),
+        values=scalars(config),
+        model=model,
+    )
 
 
 def phase_reply(partition_id: int, arrays: list[np.ndarray], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -57,15 +57,22 @@ COUNT_SCALE = 1000.0
 # in the closing round, the trial's final model) and about its training step. Accuracies of an empty node set are
 # reported as 0 with has_* = 0, so averages skip that client (as the reference loops skip NaN).
 METRIC_FIELDS: tuple[tuple[str, float], ...] = (
-    ("val_accuracy", 1.0), ("has_val", 1.0),
-    ("accuracy", 1.0), ("has_test", 1.0),
-    ("train_accuracy", 1.0), ("has_train", 1.0),
-    ("train_loss", 1.0), ("has_loss", 1.0),
-    ("val_correct", COUNT_SCALE), ("num_val", COUNT_SCALE),
-    ("test_correct", COUNT_SCALE), ("num_test", COUNT_SCALE),
+    ("val_accuracy", 1.0),
+    ("has_val", 1.0),
+    ("accuracy", 1.0),
+    ("has_test", 1.0),
+    ("train_accuracy", 1.0),
+    ("has_train", 1.0),
+    ("train_loss", 1.0),
+    ("has_loss", 1.0),
+    ("val_correct", COUNT_SCALE),
+    ("num_val", COUNT_SCALE),
+    ("test_correct", COUNT_SCALE),
+    ("num_test", COUNT_SCALE),
     # CM only (one client, the union graph): the mean over the data owners of the accuracy on their nodes, the
     # paper's "average of metrics in all clients"; any other client reports its own accuracies here.
-    ("owner_mean_val", 1.0), ("owner_mean_test", 1.0),
+    ("owner_mean_val", 1.0),
+    ("owner_mean_test", 1.0),
 )
 METRIC_NAMES = tuple(name for name, _ in METRIC_FIELDS)
 
@@ -92,11 +99,15 @@ class TrialInstruction:
         if missing:
             raise ValueError(f"hyper-parameters lack {', '.join(missing)}")
         out: dict[str, Any] = {TRIAL: int(self.trial), TRIAL_ROUND: int(self.trial_round), TRAIN: bool(self.train)}
-        out.update({HP_PREFIX + "hidden": int(self.hyperparams["hidden"]),
-                    HP_PREFIX + "depth": int(self.hyperparams["depth"]),
-                    HP_PREFIX + "dropout": float(self.hyperparams["dropout"]),
-                    HP_PREFIX + "l2": float(self.hyperparams["l2"]),
-                    HP_PREFIX + "lr": float(self.hyperparams["lr"])})
+        out.update(
+            {
+                HP_PREFIX + "hidden": int(self.hyperparams["hidden"]),
+                HP_PREFIX + "depth": int(self.hyperparams["depth"]),
+                HP_PREFIX + "dropout": float(self.hyperparams["dropout"]),
+                HP_PREFIX + "l2": float(self.hyperparams["l2"]),
+                HP_PREFIX + "lr": float(self.hyperparams["lr"]),
+            }
+        )
         return out
 
     @classmethod
@@ -105,8 +116,13 @@ class TrialInstruction:
         if missing:
             raise ValueError(f"an ASFGNN fit config lacks {', '.join(missing)}")
         hp = {h: config[HP_PREFIX + h] for h in HP_KEYS}
-        hp = {"hidden": int(hp["hidden"]), "depth": int(hp["depth"]), "dropout": float(hp["dropout"]),
-              "l2": float(hp["l2"]), "lr": float(hp["lr"])}
+        hp = {
+            "hidden": int(hp["hidden"]),
+            "depth": int(hp["depth"]),
+            "dropout": float(hp["dropout"]),
+            "l2": float(hp["l2"]),
+            "lr": float(hp["lr"]),
+        }
         return cls(int(config[TRIAL]), int(config[TRIAL_ROUND]), bool(config[TRAIN]), hp)
 
 
@@ -124,8 +140,12 @@ class InitRequest:
 
     @classmethod
     def decode(cls, values: Mapping[str, Any]) -> "InitRequest":
-        config = {TRIAL: values["trial"], TRIAL_ROUND: 1, TRAIN: True,
-                  **{k: v for k, v in values.items() if k.startswith(HP_PREFIX)}}
+        config = {
+            TRIAL: values["trial"],
+            TRIAL_ROUND: 1,
+            TRAIN: True,
+            **{k: v for k, v in values.items() if k.startswith(HP_PREFIX)},
+        }
         instruction = TrialInstruction.decode(config)
         return cls(instruction.trial, instruction.hyperparams)
 
@@ -141,8 +161,10 @@ class InitReply:
     def encode(self) -> tuple[list[np.ndarray], dict[str, Any]]:
         import json
 
-        return [np.asarray(a) for a in self.arrays.values()], {"keys": json.dumps(list(self.arrays)),
-                                                                "num_classes": int(self.num_classes)}
+        return [np.asarray(a) for a in self.arrays.values()], {
+            "keys": json.dumps(list(self.arrays)),
+            "num_classes": int(self.num_classes),
+        }
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "InitReply":
@@ -179,8 +201,11 @@ def metric_values(result: Mapping[str, Any]) -> dict[str, float]:
     """The :data:`METRIC_NAMES` fields of one evaluation (``val_acc``/``test_acc``/``train_acc`` and sizes), with
     the ``has_*`` flags set from the sizes (a NaN accuracy counts as absent)."""
     out: dict[str, float] = {}
-    for acc, has, size in (("val_accuracy", "has_val", "num_val"), ("accuracy", "has_test", "num_test"),
-                           ("train_accuracy", "has_train", "num_train")):
+    for acc, has, size in (
+        ("val_accuracy", "has_val", "num_val"),
+        ("accuracy", "has_test", "num_test"),
+        ("train_accuracy", "has_train", "num_train"),
+    ):
         value = result.get(acc)
         ok = _finite(value) and int(result.get(size, 0) or 0) > 0
         out[acc] = float(value) if ok else float("nan")
@@ -239,13 +264,22 @@ class RoundAggregate:
 
         The metrics stay with the server (its search needs them, no client does): with two clients, a client that
         received the round's mean accuracy could subtract its own and learn the other client's."""
-        return {UNIT: np.ones_like(np.asarray(like[UNIT], dtype=np.float64)),
-                COUNTS: self.counts.astype(np.float64) / COUNT_SCALE, METRICS: np.zeros(len(METRIC_FIELDS))}
+        return {
+            UNIT: np.ones_like(np.asarray(like[UNIT], dtype=np.float64)),
+            COUNTS: self.counts.astype(np.float64) / COUNT_SCALE,
+            METRICS: np.zeros(len(METRIC_FIELDS)),
+        }
 
 
 def _flag(name: str) -> str | None:
-    return {"val_accuracy": "has_val", "accuracy": "has_test", "train_accuracy": "has_train",
-            "train_loss": "has_loss", "owner_mean_val": "has_val", "owner_mean_test": "has_test"}.get(name)
+    return {
+        "val_accuracy": "has_val",
+        "accuracy": "has_test",
+        "train_accuracy": "has_train",
+        "train_loss": "has_loss",
+        "owner_mean_val": "has_val",
+        "owner_mean_test": "has_test",
+    }.get(name)
 
 
 def empty_statistics(num_classes: int) -> dict[str, np.ndarray]:

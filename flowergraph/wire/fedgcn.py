@@ -97,15 +97,23 @@ class Index:
     server_context: bytes
 
     def encode(self) -> tuple[list[np.ndarray], Values]:
-        return [self.ids, self.request], {"width": int(self.width), "key_fingerprint": self.key_fingerprint,
-                                          "server_context": self.server_context}
+        return [self.ids, self.request], {
+            "width": int(self.width),
+            "key_fingerprint": self.key_fingerprint,
+            "server_context": self.server_context,
+        }
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "Index":
         if len(arrays) != 2:
             raise ValueError(f"a FedGCN index carries 2 arrays (ids, request), got {len(arrays)}")
-        return cls(_i64(arrays[0]), _i64(arrays[1]), int(values["width"]), str(values["key_fingerprint"]),
-                   bytes(values["server_context"]))
+        return cls(
+            _i64(arrays[0]),
+            _i64(arrays[1]),
+            int(values["width"]),
+            str(values["key_fingerprint"]),
+            bytes(values["server_context"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -158,16 +166,17 @@ class CKKSDownload:
     width: int
 
     def encode(self) -> tuple[list[np.ndarray], Values]:
-        return ([self.rows, self.offsets, self.ct_index, self.lengths, self.blob],
-                {"slots": int(self.slots), "width": int(self.width)})
+        return (
+            [self.rows, self.offsets, self.ct_index, self.lengths, self.blob],
+            {"slots": int(self.slots), "width": int(self.width)},
+        )
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "CKKSDownload":
         if len(arrays) != 5:
             raise ValueError(f"a FedGCN CKKS download carries 5 arrays, got {len(arrays)}")
         rows, offsets, ct_index, lengths, blob = arrays
-        return cls(_i64(rows), _i64(offsets), _i64(ct_index), lengths, blob, int(values["slots"]),
-                   int(values["width"]))
+        return cls(_i64(rows), _i64(offsets), _i64(ct_index), lengths, blob, int(values["slots"]), int(values["width"]))
 
 
 @dataclass(frozen=True)

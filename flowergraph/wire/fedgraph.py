@@ -86,8 +86,13 @@ class RoundPlan:
     staleness: str = "same-round"
 
     def config(self) -> Values:
-        return {SHARING: self.sharing, SCHEME: self.scheme, KAPPA: int(self.kappa),
-                PROBS: json.dumps([float(p) for p in self.probs]), STALENESS: self.staleness}
+        return {
+            SHARING: self.sharing,
+            SCHEME: self.scheme,
+            KAPPA: int(self.kappa),
+            PROBS: json.dumps([float(p) for p in self.probs]),
+            STALENESS: self.staleness,
+        }
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "RoundPlan | None":
@@ -96,8 +101,13 @@ class RoundPlan:
         probs = json.loads(str(config[PROBS]))
         if not isinstance(probs, list) or not all(isinstance(p, (int, float)) for p in probs):
             raise ValueError(f"{PROBS} is not a JSON list of numbers: {str(config[PROBS])[:80]!r}")
-        return cls(str(config[SHARING]), str(config[SCHEME]), int(config[KAPPA]), tuple(float(p) for p in probs),
-                   str(config.get(STALENESS, "same-round")))
+        return cls(
+            str(config[SHARING]),
+            str(config[SCHEME]),
+            int(config[KAPPA]),
+            tuple(float(p) for p in probs),
+            str(config.get(STALENESS, "same-round")),
+        )
 
 
 @dataclass(frozen=True)
@@ -135,8 +145,10 @@ class RowsUpload:
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "RowsUpload":
         if not arrays or len(arrays) != 1 + 2 * len(arrays[0]):
-            raise ValueError(f"a FedGraph rows upload carries the requesters and (ids, values) per requester; got "
-                             f"{len(arrays)} arrays")
+            raise ValueError(
+                f"a FedGraph rows upload carries the requesters and (ids, values) per requester; got "
+                f"{len(arrays)} arrays"
+            )
         requesters = _i64(arrays[0]).tolist()
         width = int(values["width"])
         parts = {}

@@ -61,8 +61,7 @@ def decode_codes(text: Any) -> list[Code]:
         raw = json.loads(text)
     except (TypeError, ValueError):
         raise ValueError(f"codes are a JSON list of integer lists, got {str(text)[:80]!r}") from None
-    if not isinstance(raw, list) or not all(isinstance(c, list) and all(isinstance(g, int) for g in c)
-                                            for c in raw):
+    if not isinstance(raw, list) or not all(isinstance(c, list) and all(isinstance(g, int) for g in c) for c in raw):
         raise ValueError(f"codes are a JSON list of integer lists, got {str(text)[:80]!r}")
     return [tuple(c) for c in raw]
 
@@ -130,8 +129,10 @@ class Scores:
     num_val: int
 
     def encode(self) -> tuple[list[np.ndarray], Values]:
-        return ([np.asarray(self.losses, np.float64), np.asarray(self.accuracies, np.float64)],
-                {"num_val": int(self.num_val)})
+        return (
+            [np.asarray(self.losses, np.float64), np.asarray(self.accuracies, np.float64)],
+            {"num_val": int(self.num_val)},
+        )
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "Scores":
@@ -170,8 +171,14 @@ def score_vector(losses: Sequence[float], accuracies: Sequence[float], num_val: 
     accs = np.asarray(accuracies, np.float64)
     v = float(num_val)
     bad = ~(np.isfinite(losses) & np.isfinite(accs)) if v > 0 else np.zeros(len(losses), bool)
-    return np.concatenate([np.where(bad, 0.0, v * np.nan_to_num(losses)), np.where(bad, 0.0, v * np.nan_to_num(accs)),
-                           bad.astype(np.float64), [v]])
+    return np.concatenate(
+        [
+            np.where(bad, 0.0, v * np.nan_to_num(losses)),
+            np.where(bad, 0.0, v * np.nan_to_num(accs)),
+            bad.astype(np.float64),
+            [v],
+        ]
+    )
 
 
 def scores_from_sum(total: np.ndarray, count: int) -> list[tuple[float, float]]:
@@ -201,13 +208,15 @@ class EvolveRequest:
     epoch: int
 
     def encode(self) -> tuple[list[np.ndarray], Values]:
-        return [], {"p_fl": encode_codes(self.p_fl), "population": encode_codes(self.population),
-                    "epoch": int(self.epoch)}
+        return [], {
+            "p_fl": encode_codes(self.p_fl),
+            "population": encode_codes(self.population),
+            "epoch": int(self.epoch),
+        }
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "EvolveRequest":
-        return cls(tuple(decode_codes(values["p_fl"])), tuple(decode_codes(values["population"])),
-                   int(values["epoch"]))
+        return cls(tuple(decode_codes(values["p_fl"])), tuple(decode_codes(values["population"])), int(values["epoch"]))
 
 
 @dataclass(frozen=True)
@@ -220,8 +229,11 @@ class EvolveReply:
     evaluations: int
 
     def encode(self) -> tuple[list[np.ndarray], Values]:
-        return [], {"ranked": encode_codes(self.ranked), "num_train": int(self.num_train),
-                    "evaluations": int(self.evaluations)}
+        return [], {
+            "ranked": encode_codes(self.ranked),
+            "num_train": int(self.num_train),
+            "evaluations": int(self.evaluations),
+        }
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "EvolveReply":

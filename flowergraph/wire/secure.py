@@ -92,8 +92,7 @@ class EncryptedUpdate:
             raise ValueError(f"an encrypted update carries the metric {CKKS_VALUES!r}")
         lengths, blob = arrays
         if lengths.dtype.kind not in "iu" or blob.dtype != np.uint8:
-            raise ValueError(f"an encrypted update is (int64 lengths, uint8 blob), got ({lengths.dtype}, "
-                             f"{blob.dtype})")
+            raise ValueError(f"an encrypted update is (int64 lengths, uint8 blob), got ({lengths.dtype}, {blob.dtype})")
         blobs = unpack_blobs(lengths, blob)
         if len(blobs) < 2:
             raise ValueError(f"{len(blobs)} ciphertexts: an encrypted update has at least one chunk and a check")
@@ -117,25 +116,37 @@ class DecryptRequest:
 
     def __post_init__(self) -> None:
         if not len(self.participants) == len(self.num_examples) == len(self.checks):
-            raise ValueError(f"a decrypt request names {len(self.participants)} participants with "
-                             f"{len(self.num_examples)} num_examples and {len(self.checks)} check ciphertexts")
+            raise ValueError(
+                f"a decrypt request names {len(self.participants)} participants with "
+                f"{len(self.num_examples)} num_examples and {len(self.checks)} check ciphertexts"
+            )
 
     def arrays(self) -> list[np.ndarray]:
         return [*pack_blobs(self.blobs), *pack_blobs(self.checks)]
 
     def values(self) -> dict[str, Any]:
-        return {"length": int(self.length), "participants": json.dumps([int(p) for p in self.participants]),
-                "num_examples": json.dumps([int(n) for n in self.num_examples]), "purpose": self.purpose}
+        return {
+            "length": int(self.length),
+            "participants": json.dumps([int(p) for p in self.participants]),
+            "num_examples": json.dumps([int(n) for n in self.num_examples]),
+            "purpose": self.purpose,
+        }
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "DecryptRequest":
         if len(arrays) != 4:
-            raise ValueError(f"a decrypt request carries 4 arrays (sum lengths, sum blob, check lengths, check "
-                             f"blob), got {len(arrays)}")
-        return cls(blobs=unpack_blobs(arrays[0], arrays[1]), length=int(values["length"]),
-                   participants=_int_list(values["participants"], "participants"),
-                   num_examples=_int_list(values["num_examples"], "num_examples"),
-                   checks=unpack_blobs(arrays[2], arrays[3]), purpose=str(values.get("purpose", "update")))
+            raise ValueError(
+                f"a decrypt request carries 4 arrays (sum lengths, sum blob, check lengths, check "
+                f"blob), got {len(arrays)}"
+            )
+        return cls(
+            blobs=unpack_blobs(arrays[0], arrays[1]),
+            length=int(values["length"]),
+            participants=_int_list(values["participants"], "participants"),
+            num_examples=_int_list(values["num_examples"], "num_examples"),
+            checks=unpack_blobs(arrays[2], arrays[3]),
+            purpose=str(values.get("purpose", "update")),
+        )
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,13 @@ def _client(args: ClientArgs):
 
         def train(self, config):
             torch.manual_seed(1000 * int(config[wire.SERVER_ROUND]) + args.partition_id)
-            loss = train_steps(model, lambda: model(data.x, data.edge_index), data.y, data.train_mask,
-                               TrainConfig(local_steps=s["node.local-steps"], lr=s["node.lr"]))
+            loss = train_steps(
+                model,
+                lambda: model(data.x, data.edge_index),
+                data.y,
+                data.train_mask,
+                TrainConfig(local_steps=s["node.local-steps"], lr=s["node.lr"]),
+            )
             return graph.num_train, {wire.TRAIN_LOSS: float(loss)}
 
         def shared_arrays(self):
@@ -70,17 +75,29 @@ def _client(args: ClientArgs):
             return keys
 
         def evaluation(self):
-            r = evaluate_masks(model, lambda: model(data.x, data.edge_index), data.y,
-                               {"test": data.test_mask, "val": data.val_mask})
-            return {"accuracy": r["test_accuracy"], "loss": r["test_loss"], "num_test": r["num_test"],
-                    "val_accuracy": r["val_accuracy"], "num_val": r["num_val"]}
+            r = evaluate_masks(
+                model, lambda: model(data.x, data.edge_index), data.y, {"test": data.test_mask, "val": data.val_mask}
+            )
+            return {
+                "accuracy": r["test_accuracy"],
+                "loss": r["test_loss"],
+                "num_test": r["num_test"],
+                "val_accuracy": r["val_accuracy"],
+                "num_val": r["num_val"],
+            }
 
     return PartialClient()
 
 
-METHOD = Method(name="toy-partial", summary="test-only: per-client server models, partial named updates",
-                task="node", build_strategy=_strategy, build_client=_client, update_kind="partial",
-                model_scope="per-client")
+METHOD = Method(
+    name="toy-partial",
+    summary="test-only: per-client server models, partial named updates",
+    task="node",
+    build_strategy=_strategy,
+    build_client=_client,
+    update_kind="partial",
+    model_scope="per-client",
+)
 
 
 def register_once():
@@ -89,4 +106,3 @@ def register_once():
     if METHOD.name not in methods():
         register(METHOD)
     return METHOD
-

@@ -25,8 +25,9 @@ def _strategy(args: StrategyArgs):
 
         def before_fit(self, server_round, clients, client_manager):
             phase = self.phases.begin("toy-personal.census", server_round, timeout=self.round_timeout)
-            replies = phase.send("toy-personal.census", clients, PhaseMessage(values={"asked": server_round}),
-                                 require_all=False)
+            replies = phase.send(
+                "toy-personal.census", clients, PhaseMessage(values={"asked": server_round}), require_all=False
+            )
             self.book.add_phase(phase.end(trained={r.client: int(r.values["trained"]) for r in replies}))
 
     return CensusAveraging(weighting="train-size", **args.common())
@@ -48,8 +49,9 @@ def _client(args: ClientArgs):
         partition_id = args.partition_id
 
         def __init__(self):
-            self.model = build_node_model("gcn", graph.num_features, graph.num_classes, hidden=s["node.hidden"],
-                                          seed=s.seed)
+            self.model = build_node_model(
+                "gcn", graph.num_features, graph.num_classes, hidden=s["node.hidden"], seed=s.seed
+            )
             self.shared = [k for k in self.model.state_dict() if k.startswith(SHARED_PREFIX)]
             self.private = [k for k in self.model.state_dict() if not k.startswith(SHARED_PREFIX)]
             args.state.load_module("toy-private", self.model)  # nothing stored before the first fit
@@ -96,14 +98,26 @@ def _client(args: ClientArgs):
             args.state.save_optimizer("toy-adam", optimizer)
             counts = args.state.get_values("toy-count") or {"trained": 0}
             args.state.set_values("toy-count", {"trained": int(counts["trained"]) + 1})
-            return self._shared_arrays(), graph.num_train, {"partition_id": args.partition_id,
-                                                            "train_loss": total / s["node.local-steps"], **metrics}
+            return (
+                self._shared_arrays(),
+                graph.num_train,
+                {"partition_id": args.partition_id, "train_loss": total / s["node.local-steps"], **metrics},
+            )
 
         def _evaluate(self):
-            r = evaluate_masks(self.model, lambda: self.model(self.data.x, self.data.edge_index), self.data.y,
-                               {"test": self.data.test_mask, "val": self.data.val_mask})
-            return {"accuracy": r["test_accuracy"], "loss": r["test_loss"], "num_test": r["num_test"],
-                    "val_accuracy": r["val_accuracy"], "num_val": r["num_val"]}
+            r = evaluate_masks(
+                self.model,
+                lambda: self.model(self.data.x, self.data.edge_index),
+                self.data.y,
+                {"test": self.data.test_mask, "val": self.data.val_mask},
+            )
+            return {
+                "accuracy": r["test_accuracy"],
+                "loss": r["test_loss"],
+                "num_test": r["num_test"],
+                "val_accuracy": r["val_accuracy"],
+                "num_val": r["num_val"],
+            }
 
         def evaluate(self, parameters, config):
             self._load_shared(parameters)
@@ -115,10 +129,14 @@ def _client(args: ClientArgs):
 
 
 METHOD = Method(
-    name="toy-personal", summary="test-only personalised GCN (shared first layer, private second layer + Adam)",
-    task="node", build_strategy=_strategy, build_client=_client, stateful_clients=True,
-    options=(Option("toy-personal.lr", 0.01, "Adam learning rate.", check=at_least(0.0, False),
-                    group="toy-personal"),))
+    name="toy-personal",
+    summary="test-only personalised GCN (shared first layer, private second layer + Adam)",
+    task="node",
+    build_strategy=_strategy,
+    build_client=_client,
+    stateful_clients=True,
+    options=(Option("toy-personal.lr", 0.01, "Adam learning rate.", check=at_least(0.0, False), group="toy-personal"),),
+)
 
 
 def register_once():

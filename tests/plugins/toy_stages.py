@@ -67,27 +67,45 @@ def _client(args: ClientArgs):
 
         def train(self, config):
             torch.manual_seed(1000 * int(config[wire.SERVER_ROUND]) + args.partition_id)
-            loss = train_steps(self.model, lambda: self.model(data.x, data.edge_index), data.y, data.train_mask,
-                               TrainConfig(local_steps=s["node.local-steps"], lr=s["node.lr"]))
+            loss = train_steps(
+                self.model,
+                lambda: self.model(data.x, data.edge_index),
+                data.y,
+                data.train_mask,
+                TrainConfig(local_steps=s["node.local-steps"], lr=s["node.lr"]),
+            )
             return graph.num_train, {wire.TRAIN_LOSS: float(loss), "hidden": int(self.model.convs[0].out_channels)}
 
         def shared_arrays(self):
             return get_weights(self.model)
 
         def evaluation(self):
-            r = evaluate_masks(self.model, lambda: self.model(data.x, data.edge_index), data.y,
-                               {"test": data.test_mask, "val": data.val_mask})
-            return {"accuracy": r["test_accuracy"], "loss": r["test_loss"], "num_test": r["num_test"],
-                    "val_accuracy": r["val_accuracy"], "num_val": r["num_val"],
-                    "hidden": int(self.model.convs[0].out_channels)}
+            r = evaluate_masks(
+                self.model,
+                lambda: self.model(data.x, data.edge_index),
+                data.y,
+                {"test": data.test_mask, "val": data.val_mask},
+            )
+            return {
+                "accuracy": r["test_accuracy"],
+                "loss": r["test_loss"],
+                "num_test": r["num_test"],
+                "val_accuracy": r["val_accuracy"],
+                "num_val": r["num_val"],
+                "hidden": int(self.model.convs[0].out_channels),
+            }
 
     return StagedClient()
 
 
-METHOD = Method(name="toy-stages", summary="test-only: two stages with models of different shapes", task="node",
-                build_strategy=_strategy, build_client=_client,
-                options=(Option("toy-stages.wide-rounds", 2, "Rounds of the first stage.", check=at_least(1),
-                                group="toy-stages"),))
+METHOD = Method(
+    name="toy-stages",
+    summary="test-only: two stages with models of different shapes",
+    task="node",
+    build_strategy=_strategy,
+    build_client=_client,
+    options=(Option("toy-stages.wide-rounds", 2, "Rounds of the first stage.", check=at_least(1), group="toy-stages"),),
+)
 
 
 def register_once():

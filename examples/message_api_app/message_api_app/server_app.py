@@ -19,13 +19,19 @@ def main(grid: Grid, context: Context) -> None:
     # method's strategy: FedGCN's neighbour exchange, FedStar's structure-encoder sharing, ... run inside start().
     strategy = FlowergraphStrategy.from_run_config(config)
     # No initial arrays: flowergraph asks one client for its freshly built model (as its own ServerApp does).
-    result = strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=int(config["rounds"]),
-                            timeout=600)
+    result = strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=int(config["rounds"]), timeout=600)
     accuracies = {r: m.get("accuracy") for r, m in result.evaluate_metrics_clientapp.items()}
     print(f"{config['method']} on {config['dataset']}: test accuracy per round {accuracies}")
     if results_file:
-        Path(results_file).write_text(json.dumps({
-            "method": config["method"], "dataset": config["dataset"],
-            "train": {r: dict(m) for r, m in result.train_metrics_clientapp.items()},
-            "evaluate": {r: dict(m) for r, m in result.evaluate_metrics_clientapp.items()},
-            "num_arrays": len(result.arrays)}, indent=1))
+        Path(results_file).write_text(
+            json.dumps(
+                {
+                    "method": config["method"],
+                    "dataset": config["dataset"],
+                    "train": {r: dict(m) for r, m in result.train_metrics_clientapp.items()},
+                    "evaluate": {r: dict(m) for r, m in result.evaluate_metrics_clientapp.items()},
+                    "num_arrays": len(result.arrays),
+                },
+                indent=1,
+            )
+        )

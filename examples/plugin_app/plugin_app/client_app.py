@@ -13,9 +13,11 @@ def client_fn(context: Context):
     partition_id = int(context.node_config["partition-id"])
     num_partitions = int(context.node_config["num-partitions"])
     # Louvain communities of the built-in graph, one community group per client.
-    graph = client_graph(GraphSpec(dataset="synthetic", seed=7),
-                         PartitionSpec(partitioner="louvain", num_clients=num_partitions, seed=7),
-                         partition_id)
+    graph = client_graph(
+        GraphSpec(dataset="synthetic", seed=7),
+        PartitionSpec(partitioner="louvain", num_clients=num_partitions, seed=7),
+        partition_id,
+    )
     train = TrainConfig(local_steps=int(context.run_config["local-epochs"]), optimizer="adam", lr=0.01)
     return NodeClassificationClient(graph, train, {"kind": "sage", "hidden": 32}, seed=7).to_client()
 

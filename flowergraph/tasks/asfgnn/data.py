@@ -70,14 +70,23 @@ SUPPORTED_DATASETS = ("Cora", "CiteSeer")
 
 # Class sizes of the original datasets (all distinct, so they identify PyG's class indices).
 KNOWN_CLASS_SIZES: dict[str, dict[str, int]] = {
-    "Cora": {"Case_Based": 298, "Genetic_Algorithms": 418, "Neural_Networks": 818, "Probabilistic_Methods": 426,
-             "Reinforcement_Learning": 217, "Rule_Learning": 180, "Theory": 351},
+    "Cora": {
+        "Case_Based": 298,
+        "Genetic_Algorithms": 418,
+        "Neural_Networks": 818,
+        "Probabilistic_Methods": 426,
+        "Reinforcement_Learning": 217,
+        "Rule_Learning": 180,
+        "Theory": 351,
+    },
     "CiteSeer": {"Agents": 596, "AI": 249, "DB": 701, "IR": 668, "ML": 590, "HCI": 508},
 }
 # The paper's two-part label split (section 5.1.2), by class name; part 1 is client A's home.
 PAPER_PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "Cora": (("Theory", "Reinforcement_Learning", "Genetic_Algorithms", "Probabilistic_Methods"),
-             ("Neural_Networks", "Case_Based", "Rule_Learning")),
+    "Cora": (
+        ("Theory", "Reinforcement_Learning", "Genetic_Algorithms", "Probabilistic_Methods"),
+        ("Neural_Networks", "Case_Based", "Rule_Learning"),
+    ),
     "CiteSeer": (("AI", "ML", "IR"), ("DB", "Agents", "HCI")),
 }
 PAPER_PART_SIZES = {"Cora": (1412, 1296), "CiteSeer": (1507, 1805)}
@@ -119,7 +128,6 @@ class ClientData(MaskedNodes):
         """Undirected edges (each stored in both directions)."""
         return int(self.edge_index.size(1)) // 2
 
-
     def train_label_counts(self) -> np.ndarray:
         """``N_i``: the client's training labels per class (length J), what it sends (secretly shared)."""
         return label_counts(self.y.numpy(), self.num_classes, self.train_mask.numpy())
@@ -131,8 +139,15 @@ class ClientData(MaskedNodes):
     def to_pyg(self):
         from torch_geometric.data import Data
 
-        return Data(x=self.x, y=self.y, edge_index=self.edge_index, train_mask=self.train_mask,
-                    val_mask=self.val_mask, test_mask=self.test_mask, num_nodes=self.num_nodes)
+        return Data(
+            x=self.x,
+            y=self.y,
+            edge_index=self.edge_index,
+            train_mask=self.train_mask,
+            val_mask=self.val_mask,
+            test_mask=self.test_mask,
+            num_nodes=self.num_nodes,
+        )
 
 
 # ----------------------------------------------------------------------------------------------- global graph
@@ -140,8 +155,9 @@ def _canonical_dataset(dataset: str) -> str:
     for name in SUPPORTED_DATASETS:
         if str(dataset).lower() == name.lower():
             return name
-    raise ConfigError(f"dataset {dataset!r} is not supported by the ASFGNN splits; valid choices: "
-                      f"{', '.join(SUPPORTED_DATASETS)}")
+    raise ConfigError(
+        f"dataset {dataset!r} is not supported by the ASFGNN splits; valid choices: {', '.join(SUPPORTED_DATASETS)}"
+    )
 
 
 def load_graph(dataset: str, data_dir: str | None = None, split: str = "public", seed: int = 0):
@@ -151,8 +167,7 @@ def load_graph(dataset: str, data_dir: str | None = None, split: str = "public",
     from .. import federated_graph as fg
 
     name = _canonical_dataset(dataset)
-    return fg.load_global_graph(fg.GraphSpec(dataset=name, data_dir=str(data_dir or ""), split=split,
-                                             seed=int(seed)))
+    return fg.load_global_graph(fg.GraphSpec(dataset=name, data_dir=str(data_dir or ""), split=split, seed=int(seed)))
 
 
 def placeholder_nodes(data) -> np.ndarray:
@@ -174,8 +189,10 @@ def class_names(dataset: str, data) -> tuple[str, ...]:
     names = []
     for index, size in enumerate(sizes.tolist()):
         if size not in by_size:
-            raise ConfigError(f"{name}: class {index} has {size} nodes, which matches none of the original "
-                              f"class sizes {KNOWN_CLASS_SIZES[name]}; the raw files are not the standard ones")
+            raise ConfigError(
+                f"{name}: class {index} has {size} nodes, which matches none of the original "
+                f"class sizes {KNOWN_CLASS_SIZES[name]}; the raw files are not the standard ones"
+            )
         names.append(by_size[size])
     if len(set(names)) != len(names):
         raise ConfigError(f"{name}: class sizes {sizes.tolist()} do not identify the classes uniquely")
@@ -192,8 +209,9 @@ def paper_parts(dataset: str, data) -> tuple[tuple[int, ...], tuple[int, ...]]:
     keep[placeholder_nodes(data)] = False
     sizes = tuple(int(np.isin(y[keep], part).sum()) for part in parts)
     if sizes != PAPER_PART_SIZES[name]:
-        raise ConfigError(f"{name}: the paper's label parts have {sizes} nodes here, the paper "
-                          f"{PAPER_PART_SIZES[name]}")
+        raise ConfigError(
+            f"{name}: the paper's label parts have {sizes} nodes here, the paper {PAPER_PART_SIZES[name]}"
+        )
     return parts  # type: ignore[return-value]
 
 
@@ -201,8 +219,10 @@ def balanced_class_groups(class_sizes: np.ndarray, num_groups: int) -> tuple[tup
     """Greedy partition of classes into ``num_groups`` groups with balanced node counts (see module doc)."""
     sizes = np.asarray(class_sizes)
     if not 1 <= num_groups <= sizes.size:
-        raise ConfigError(f"cannot split {sizes.size} classes into {num_groups} non-empty disjoint label sets; "
-                          f"valid client counts: 2..{sizes.size}")
+        raise ConfigError(
+            f"cannot split {sizes.size} classes into {num_groups} non-empty disjoint label sets; "
+            f"valid client counts: 2..{sizes.size}"
+        )
     order = sorted(range(sizes.size), key=lambda c: (-int(sizes[c]), c))
     groups: list[list[int]] = [[] for _ in range(num_groups)]
     totals = [0] * num_groups
@@ -222,8 +242,7 @@ def _check_alpha(alpha: float, setting: str) -> float:
     if not 0.0 <= a <= 1.0 or math.isnan(a):
         raise ConfigError(f"alpha {alpha!r} is outside the valid range [0, 1] (the paper uses 0.5..1.0)")
     if setting != "label" and a != 1.0:
-        raise ConfigError(f"alpha {alpha!r} applies to the 'label' setting only; setting {setting!r} needs "
-                          f"alpha=1.0")
+        raise ConfigError(f"alpha {alpha!r} applies to the 'label' setting only; setting {setting!r} needs alpha=1.0")
     return a
 
 
@@ -240,9 +259,16 @@ def _cut(count: int, fraction: float) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def client_assignment(dataset: str, setting: str = "label", alpha: float = 1.0, seed: int = 0,
-                      num_clients: int = 2, data_dir: str | None = None, split: str = "public",
-                      degree_threshold: int = 3) -> np.ndarray:
+def client_assignment(
+    dataset: str,
+    setting: str = "label",
+    alpha: float = 1.0,
+    seed: int = 0,
+    num_clients: int = 2,
+    data_dir: str | None = None,
+    split: str = "public",
+    degree_threshold: int = 3,
+) -> np.ndarray:
     """``owner[v]``: the client (0..num_clients-1) that holds global node v, or -1 for none (read-only)."""
     name = _canonical_dataset(dataset)
     if setting not in SETTINGS:
@@ -250,8 +276,9 @@ def client_assignment(dataset: str, setting: str = "label", alpha: float = 1.0, 
     a = _check_alpha(alpha, setting)
     num_clients = int(num_clients)
     if setting in ("label", "graph") and num_clients != 2:
-        raise ConfigError(f"setting {setting!r} has exactly 2 clients, got num_clients={num_clients}; "
-                          f"use setting 'disjoint' for more")
+        raise ConfigError(
+            f"setting {setting!r} has exactly 2 clients, got num_clients={num_clients}; use setting 'disjoint' for more"
+        )
     data = load_graph(name, data_dir, split, seed)
     n = int(data.num_nodes)
     y = data.y.numpy()
@@ -259,8 +286,10 @@ def client_assignment(dataset: str, setting: str = "label", alpha: float = 1.0, 
     real = np.ones(n, dtype=bool)
     real[placeholder_nodes(data)] = False
     if int((~real).sum()) != EXPECTED_PLACEHOLDERS[name]:
-        raise ConfigError(f"{name}: found {int((~real).sum())} all-zero feature rows, expected "
-                          f"{EXPECTED_PLACEHOLDERS[name]}; the raw files are not the standard ones")
+        raise ConfigError(
+            f"{name}: found {int((~real).sum())} all-zero feature rows, expected "
+            f"{EXPECTED_PLACEHOLDERS[name]}; the raw files are not the standard ones"
+        )
     if setting == "disjoint" and num_clients != 2:
         sizes = np.bincount(y[real], minlength=int(data.num_classes))
         groups = balanced_class_groups(sizes, num_clients)
@@ -293,52 +322,135 @@ def client_assignment(dataset: str, setting: str = "label", alpha: float = 1.0, 
     return owner
 
 
-def _induced(data, nodes: np.ndarray, *, dataset: str, setting: str, client: int, num_clients: int,
-             owner: np.ndarray | None = None) -> ClientData:
+def _induced(
+    data,
+    nodes: np.ndarray,
+    *,
+    dataset: str,
+    setting: str,
+    client: int,
+    num_clients: int,
+    owner: np.ndarray | None = None,
+) -> ClientData:
     from torch_geometric.utils import subgraph
 
     ids = torch.as_tensor(np.sort(nodes), dtype=torch.long)
     edge_index, _ = subgraph(ids, data.edge_index, relabel_nodes=True, num_nodes=int(data.num_nodes))
     return ClientData(
-        dataset=dataset, setting=setting, client=client, num_clients=num_clients, global_ids=ids,
-        x=data.x[ids].contiguous(), y=data.y[ids].to(torch.long).contiguous(), edge_index=edge_index.contiguous(),
-        train_mask=data.train_mask[ids].contiguous(), val_mask=data.val_mask[ids].contiguous(),
-        test_mask=data.test_mask[ids].contiguous(), num_classes=int(data.num_classes),
-        owner=None if owner is None else torch.as_tensor(owner[np.sort(nodes)], dtype=torch.long))
+        dataset=dataset,
+        setting=setting,
+        client=client,
+        num_clients=num_clients,
+        global_ids=ids,
+        x=data.x[ids].contiguous(),
+        y=data.y[ids].to(torch.long).contiguous(),
+        edge_index=edge_index.contiguous(),
+        train_mask=data.train_mask[ids].contiguous(),
+        val_mask=data.val_mask[ids].contiguous(),
+        test_mask=data.test_mask[ids].contiguous(),
+        num_classes=int(data.num_classes),
+        owner=None if owner is None else torch.as_tensor(owner[np.sort(nodes)], dtype=torch.long),
+    )
 
 
-def client_data(dataset: str, setting: str = "label", alpha: float = 1.0, seed: int = 0, client: int = 0, *,
-                num_clients: int = 2, data_dir: str | None = None, split: str = "public",
-                degree_threshold: int = 3) -> ClientData:
+def client_data(
+    dataset: str,
+    setting: str = "label",
+    alpha: float = 1.0,
+    seed: int = 0,
+    client: int = 0,
+    *,
+    num_clients: int = 2,
+    data_dir: str | None = None,
+    split: str = "public",
+    degree_threshold: int = 3,
+) -> ClientData:
     """Client ``client``'s induced subgraph in ``setting`` (see the module docstring). Deterministic."""
-    owner = client_assignment(_canonical_dataset(dataset), setting, float(alpha), int(seed), int(num_clients),
-                              data_dir, split, int(degree_threshold))
+    owner = client_assignment(
+        _canonical_dataset(dataset),
+        setting,
+        float(alpha),
+        int(seed),
+        int(num_clients),
+        data_dir,
+        split,
+        int(degree_threshold),
+    )
     if isinstance(client, bool) or not isinstance(client, (int, np.integer)) or not 0 <= client < num_clients:
         raise ConfigError(f"client {client!r} is out of range; valid choices: 0..{int(num_clients) - 1}")
     data = load_graph(dataset, data_dir, split, seed)
     nodes = np.flatnonzero(owner == int(client))
     if nodes.size == 0:
         raise ConfigError(f"client {client} holds no nodes in setting {setting!r} (alpha={alpha})")
-    return _induced(data, nodes, dataset=_canonical_dataset(dataset), setting=setting, client=int(client),
-                    num_clients=int(num_clients))
+    return _induced(
+        data,
+        nodes,
+        dataset=_canonical_dataset(dataset),
+        setting=setting,
+        client=int(client),
+        num_clients=int(num_clients),
+    )
 
 
-def all_clients(dataset: str, setting: str = "label", alpha: float = 1.0, seed: int = 0, *,
-                num_clients: int = 2, data_dir: str | None = None, split: str = "public",
-                degree_threshold: int = 3) -> list[ClientData]:
+def all_clients(
+    dataset: str,
+    setting: str = "label",
+    alpha: float = 1.0,
+    seed: int = 0,
+    *,
+    num_clients: int = 2,
+    data_dir: str | None = None,
+    split: str = "public",
+    degree_threshold: int = 3,
+) -> list[ClientData]:
     """:func:`client_data` for every client, in client order."""
-    return [client_data(dataset, setting, alpha, seed, c, num_clients=num_clients, data_dir=data_dir,
-                        split=split, degree_threshold=degree_threshold) for c in range(int(num_clients))]
+    return [
+        client_data(
+            dataset,
+            setting,
+            alpha,
+            seed,
+            c,
+            num_clients=num_clients,
+            data_dir=data_dir,
+            split=split,
+            degree_threshold=degree_threshold,
+        )
+        for c in range(int(num_clients))
+    ]
 
 
-def centralized_data(dataset: str, setting: str = "label", alpha: float = 1.0, seed: int = 0, *,
-                     num_clients: int = 2, data_dir: str | None = None, split: str = "public",
-                     degree_threshold: int = 3) -> ClientData:
+def centralized_data(
+    dataset: str,
+    setting: str = "label",
+    alpha: float = 1.0,
+    seed: int = 0,
+    *,
+    num_clients: int = 2,
+    data_dir: str | None = None,
+    split: str = "public",
+    degree_threshold: int = 3,
+) -> ClientData:
     """The CM baseline's data: the induced subgraph of the union of all clients' nodes (so edges between
     clients are kept), with ``owner`` telling which client each node came from (for per-client metrics).
     ``client`` is -1."""
-    owner = client_assignment(_canonical_dataset(dataset), setting, float(alpha), int(seed), int(num_clients),
-                              data_dir, split, int(degree_threshold))
+    owner = client_assignment(
+        _canonical_dataset(dataset),
+        setting,
+        float(alpha),
+        int(seed),
+        int(num_clients),
+        data_dir,
+        split,
+        int(degree_threshold),
+    )
     data = load_graph(dataset, data_dir, split, seed)
-    return _induced(data, np.flatnonzero(owner >= 0), dataset=_canonical_dataset(dataset), setting=setting,
-                    client=-1, num_clients=int(num_clients), owner=owner)
+    return _induced(
+        data,
+        np.flatnonzero(owner >= 0),
+        dataset=_canonical_dataset(dataset),
+        setting=setting,
+        client=-1,
+        num_clients=int(num_clients),
+        owner=owner,
+    )

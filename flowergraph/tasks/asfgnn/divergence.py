@@ -33,8 +33,9 @@ from ...errors import ConfigError
 Arrays = Mapping[str, np.ndarray]
 
 
-def label_counts(labels: Sequence[int] | np.ndarray, num_classes: int,
-                 mask: Sequence[bool] | np.ndarray | None = None) -> np.ndarray:
+def label_counts(
+    labels: Sequence[int] | np.ndarray, num_classes: int, mask: Sequence[bool] | np.ndarray | None = None
+) -> np.ndarray:
     """``N = (n_0, ..., n_{J-1})``: how many of ``labels`` (those where ``mask`` is true) fall in each class.
 
     Returns an int64 array of length ``num_classes``. ConfigError for a label outside ``0..num_classes-1``.
@@ -84,8 +85,9 @@ def _as_distribution_input(values, name: str) -> np.ndarray:
     return v
 
 
-def _two_distributions(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray,
-                       base: float) -> tuple[np.ndarray, np.ndarray]:
+def _two_distributions(
+    p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray, base: float
+) -> tuple[np.ndarray, np.ndarray]:
     """``p`` and ``q`` normalised, checked to have the same classes, and ``base`` checked."""
     p_ = label_distribution(p)
     q_ = label_distribution(q)
@@ -126,12 +128,13 @@ def _check_same_arrays(reference: Arrays, other: Arrays, what: str) -> None:
     missing = sorted(set(reference) - set(other))
     extra = sorted(set(other) - set(reference))
     if missing or extra:
-        raise ConfigError(f"{what}: the array names differ (missing {missing}, unexpected {extra}); "
-                          f"expected exactly {sorted(reference)}")
+        raise ConfigError(
+            f"{what}: the array names differ (missing {missing}, unexpected {extra}); "
+            f"expected exactly {sorted(reference)}"
+        )
     for name, value in reference.items():
         if np.shape(value) != np.shape(other[name]):
-            raise ConfigError(f"{what}: array {name!r} has shape {np.shape(other[name])}, expected "
-                              f"{np.shape(value)}")
+            raise ConfigError(f"{what}: array {name!r} has shape {np.shape(other[name])}, expected {np.shape(value)}")
 
 
 def mix_arrays(local: Arrays, server: Arrays, js: float, use_js: bool = True) -> dict[str, np.ndarray]:

@@ -82,8 +82,9 @@ def sparse_csr(x: torch.Tensor) -> torch.Tensor:
         return x.to_sparse_csr()
 
 
-def _project(x: torch.Tensor, weight: torch.Tensor, p: float, training: bool,
-             generator: torch.Generator | None) -> torch.Tensor:
+def _project(
+    x: torch.Tensor, weight: torch.Tensor, p: float, training: bool, generator: torch.Generator | None
+) -> torch.Tensor:
     """``dropout(x) @ weight.T`` for dense or sparse-CSR ``x``. For CSR, dropout draws only over the stored
     entries (dropping a zero changes nothing), which is the same distribution at ~1/80 of the cost on Cora."""
     if x.layout != torch.sparse_csr:
@@ -102,8 +103,10 @@ def check_depth(depth: int) -> int:
 
 def check_hidden(hidden: int, allowed: tuple[int, ...] | None = None) -> int:
     if isinstance(hidden, bool) or not isinstance(hidden, (int, np.integer)) or int(hidden) < 1:
-        raise ConfigError(f"hidden size {hidden!r} is invalid; it must be a positive integer"
-                          + (f" in {', '.join(map(str, allowed))}" if allowed else ""))
+        raise ConfigError(
+            f"hidden size {hidden!r} is invalid; it must be a positive integer"
+            + (f" in {', '.join(map(str, allowed))}" if allowed else "")
+        )
     if allowed is not None and int(hidden) not in allowed:
         raise ConfigError(f"hidden size {hidden!r} is invalid; valid choices: {', '.join(map(str, allowed))}")
     return int(hidden)
@@ -133,10 +136,12 @@ class SGNN(nn.Module):
         self.input = nn.Linear(int(in_dim), self.hidden, bias=False)  # W_0
         self.convs = nn.ModuleList(
             SAGEConv(self.hidden, self.hidden, aggr="mean", root_weight=True, normalize=False)
-            for _ in range(self.depth))
+            for _ in range(self.depth)
+        )
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Embeddings of every node; ``x`` dense or sparse CSR (:func:`sparse_csr`, much faster for
         bag-of-words features)."""
         h = _project(x, self.input.weight, self.dropout, self.training, generator)
@@ -165,18 +170,21 @@ class FGNN(nn.Module):
 class SFGNN(nn.Module):
     """SGNN + FGNN of one client. ``forward`` returns class logits for every node of the client's graph."""
 
-    def __init__(self, in_dim: int, num_classes: int, hidden: int, depth: int, dropout: float = 0.0,
-                 activation: str = "tanh"):
+    def __init__(
+        self, in_dim: int, num_classes: int, hidden: int, depth: int, dropout: float = 0.0, activation: str = "tanh"
+    ):
         super().__init__()
         self.sgnn = SGNN(in_dim, hidden, depth, dropout, activation)
         self.fgnn = FGNN(hidden, num_classes, dropout, activation)
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor,
-              generator: torch.Generator | None = None) -> torch.Tensor:
+    def embed(
+        self, x: torch.Tensor, edge_index: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         return self.sgnn(x, edge_index, generator)
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         return self.fgnn(self.sgnn(x, edge_index, generator), generator)
 
     def set_dropout(self, p: float) -> None:
@@ -184,8 +192,15 @@ class SFGNN(nn.Module):
         self.sgnn.dropout = self.fgnn.dropout = check_dropout(p)
 
 
-def build_model(in_dim: int, num_classes: int, hidden: int, depth: int, dropout: float = 0.0, seed: int = 0,
-                activation: str = "tanh") -> SFGNN:
+def build_model(
+    in_dim: int,
+    num_classes: int,
+    hidden: int,
+    depth: int,
+    dropout: float = 0.0,
+    seed: int = 0,
+    activation: str = "tanh",
+) -> SFGNN:
     """A freshly initialised :class:`SFGNN`, its weights a pure function of ``seed`` (the global torch
     generator is left as it was)."""
     with torch.random.fork_rng(devices=[]):
@@ -238,13 +253,16 @@ def load_fgnn_arrays(model: SFGNN, arrays: Mapping[str, np.ndarray]) -> None:
     expected = fgnn_keys(model)
     private = sorted(k for k in arrays if k.startswith(SGNN_PREFIX))
     if private:
-        raise ConfigError(f"arrays {private} belong to the private SGNN and cannot be loaded as the "
-                          f"discriminator; valid names: {', '.join(expected)}")
+        raise ConfigError(
+            f"arrays {private} belong to the private SGNN and cannot be loaded as the "
+            f"discriminator; valid names: {', '.join(expected)}"
+        )
     missing = sorted(set(expected) - set(arrays))
     unknown = sorted(set(arrays) - set(expected))
     if missing or unknown:
-        raise ConfigError(f"discriminator arrays do not fit: missing {missing}, unknown {unknown}; valid names: "
-                          f"{', '.join(expected)}")
+        raise ConfigError(
+            f"discriminator arrays do not fit: missing {missing}, unknown {unknown}; valid names: {', '.join(expected)}"
+        )
     load_module_arrays(model, arrays)
 
 

@@ -38,8 +38,19 @@ from ...errors import ConfigError
 from .data import ClientData
 from .divergence import average_arrays, js_divergence, label_distribution, mix_arrays, sum_counts
 from .models import all_arrays, fgnn_arrays, load_all_arrays, load_fgnn_arrays
-from .training import (DEFAULT_LOCAL_EPOCHS, DEFAULT_ROUNDS, HyperParams, derive_seed, evaluate, local_round,
-                       make_model, make_optimizer, predict, round_generator, train_steps)
+from .training import (
+    DEFAULT_LOCAL_EPOCHS,
+    DEFAULT_ROUNDS,
+    HyperParams,
+    derive_seed,
+    evaluate,
+    local_round,
+    make_model,
+    make_optimizer,
+    predict,
+    round_generator,
+    train_steps,
+)
 
 METHODS = ("sfgnn", "sfgnn-nojs", "fl", "sp")
 FGNN_INITS = ("client", "shared")
@@ -65,9 +76,17 @@ class RunResult:
         return 1.0 - self.best_val
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "rounds": self.rounds, "best_round": self.best_round,
-                "best_val": self.best_val, "test_at_best": self.test_at_best, "final_val": self.final_val,
-                "final_test": self.final_test, "js": list(self.js), "history": self.history}
+        return {
+            "method": self.method,
+            "rounds": self.rounds,
+            "best_round": self.best_round,
+            "best_val": self.best_val,
+            "test_at_best": self.test_at_best,
+            "final_val": self.final_val,
+            "final_test": self.final_test,
+            "js": list(self.js),
+            "history": self.history,
+        }
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -100,10 +119,17 @@ def _check_hps(clients: Sequence[ClientData], hps: Sequence[HyperParams] | Hyper
     return hps
 
 
-def run_clients(clients: Sequence[ClientData], hps: Sequence[HyperParams] | HyperParams, *,
-                method: str = "sfgnn", rounds: int = DEFAULT_ROUNDS, seed: int = 0,
-                local_epochs: int = DEFAULT_LOCAL_EPOCHS, fl_weighted: bool = True,
-                fgnn_init: str = "shared") -> RunResult:
+def run_clients(
+    clients: Sequence[ClientData],
+    hps: Sequence[HyperParams] | HyperParams,
+    *,
+    method: str = "sfgnn",
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = 0,
+    local_epochs: int = DEFAULT_LOCAL_EPOCHS,
+    fl_weighted: bool = True,
+    fgnn_init: str = "shared",
+) -> RunResult:
     """Run ``method`` (one of :data:`METHODS`) for ``rounds`` rounds over ``clients`` (see the module doc).
 
     ``fgnn_init``: ``"shared"`` (default) -- all clients start from one initial discriminator (client 0's, as
@@ -113,8 +139,10 @@ def run_clients(clients: Sequence[ClientData], hps: Sequence[HyperParams] | Hype
     mean test accuracy with "client" against 0.89 / 0.89 with "shared" (seeds 0 / 1). FL always starts from
     one common model."""
     if method not in METHODS:
-        raise ConfigError(f"method {method!r} is unknown; valid choices: {', '.join(METHODS)} "
-                          f"(the centralized baseline is run_centralized)")
+        raise ConfigError(
+            f"method {method!r} is unknown; valid choices: {', '.join(METHODS)} "
+            f"(the centralized baseline is run_centralized)"
+        )
     if int(rounds) < 1:
         raise ConfigError(f"rounds {rounds!r} must be >= 1")
     if len(clients) == 0:
@@ -122,8 +150,10 @@ def run_clients(clients: Sequence[ClientData], hps: Sequence[HyperParams] | Hype
     hps = _check_hps(clients, hps)
     if method == "fl" and len({hp.depth for hp in hps}) != 1:
         raise ConfigError(f"FL averages the whole model: the clients' depths {[hp.depth for hp in hps]} must match")
-    models = [make_model(c, hp, derive_seed(seed, 0x1417, 0 if method == "fl" else i))
-              for i, (c, hp) in enumerate(zip(clients, hps))]
+    models = [
+        make_model(c, hp, derive_seed(seed, 0x1417, 0 if method == "fl" else i))
+        for i, (c, hp) in enumerate(zip(clients, hps))
+    ]
     if fgnn_init not in FGNN_INITS:
         raise ConfigError(f"fgnn_init {fgnn_init!r} is unknown; valid choices: {', '.join(FGNN_INITS)}")
     if fgnn_init == "shared":
@@ -137,13 +167,13 @@ def run_clients(clients: Sequence[ClientData], hps: Sequence[HyperParams] | Hype
     for t in range(1, int(rounds) + 1):
         per_client = []
         for i, (c, hp, model, opt) in enumerate(zip(clients, hps, models, optimizers)):
-            per_client.append(local_round(model, opt, c, hp, epochs=local_epochs,
-                                          generator=round_generator(seed, i, t)))
+            per_client.append(
+                local_round(model, opt, c, hp, epochs=local_epochs, generator=round_generator(seed, i, t))
+            )
         if method.startswith("sfgnn"):
             server = average_arrays([fgnn_arrays(m) for m in models])
             for i, model in enumerate(models):
-                load_fgnn_arrays(model, mix_arrays(fgnn_arrays(model), server, js[i],
-                                                   use_js=method == "sfgnn"))
+                load_fgnn_arrays(model, mix_arrays(fgnn_arrays(model), server, js[i], use_js=method == "sfgnn"))
         elif method == "fl":
             weights = [c.num_train for c in clients] if fl_weighted else None
             server = average_arrays([all_arrays(m) for m in models], weights)
@@ -156,14 +186,31 @@ def run_clients(clients: Sequence[ClientData], hps: Sequence[HyperParams] | Hype
 
 
 def _entry(t: int, per_client) -> dict[str, Any]:
-    rows = [{"train_loss": getattr(r, "train_loss", None), "train_acc": r.train_acc, "val_acc": r.val_acc,
-             "test_acc": r.test_acc} for r in per_client]
-    return {"round": t, "clients": rows, "mean_val": _mean([r["val_acc"] for r in rows]),
-            "mean_test": _mean([r["test_acc"] for r in rows])}
+    rows = [
+        {
+            "train_loss": getattr(r, "train_loss", None),
+            "train_acc": r.train_acc,
+            "val_acc": r.val_acc,
+            "test_acc": r.test_acc,
+        }
+        for r in per_client
+    ]
+    return {
+        "round": t,
+        "clients": rows,
+        "mean_val": _mean([r["val_acc"] for r in rows]),
+        "mean_test": _mean([r["test_acc"] for r in rows]),
+    }
 
 
-def run_centralized(data: ClientData, hp: HyperParams, *, rounds: int = DEFAULT_ROUNDS, seed: int = 0,
-                    local_epochs: int = DEFAULT_LOCAL_EPOCHS) -> RunResult:
+def run_centralized(
+    data: ClientData,
+    hp: HyperParams,
+    *,
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = 0,
+    local_epochs: int = DEFAULT_LOCAL_EPOCHS,
+) -> RunResult:
     """CM: one SGNN + FGNN trained on the union graph (:func:`~.data.centralized_data`), same round structure
     (evaluate, then ``local_epochs`` steps; T + 1 evaluations).
 
@@ -202,8 +249,15 @@ def _cm_entry(t: int, model, data: ClientData) -> dict[str, Any]:
     return entry
 
 
-def run_config(clients: Sequence[ClientData], config: dict[str, Any], *, method: str = "sfgnn",
-               rounds: int = DEFAULT_ROUNDS, seed: int = 0, local_epochs: int = DEFAULT_LOCAL_EPOCHS) -> RunResult:
+def run_config(
+    clients: Sequence[ClientData],
+    config: dict[str, Any],
+    *,
+    method: str = "sfgnn",
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = 0,
+    local_epochs: int = DEFAULT_LOCAL_EPOCHS,
+) -> RunResult:
     """One search trial (Algorithm 4, lines 3-11): run ``method`` with a search configuration (see
     :mod:`.search`); the trial's cost is ``result.cost = 1 - M(theta)``."""
     from .search import client_hyperparams

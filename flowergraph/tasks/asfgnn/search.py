@@ -142,26 +142,31 @@ class SearchSpace:
             raise ConfigError(f"a configuration has exactly the keys 'hidden' and 'clients'; got {keys}")
         hidden = config["hidden"]
         if isinstance(hidden, bool) or not isinstance(hidden, (int, np.integer)) or int(hidden) not in self.hidden:
-            raise ConfigError(f"hidden size {hidden!r} is invalid; valid choices: "
-                              f"{', '.join(map(str, self.hidden))}")
+            raise ConfigError(f"hidden size {hidden!r} is invalid; valid choices: {', '.join(map(str, self.hidden))}")
         clients = config["clients"]
         if not isinstance(clients, Sequence) or len(clients) != self.num_clients:
-            raise ConfigError(f"'clients' must list {self.num_clients} clients' values, got "
-                              f"{len(clients) if isinstance(clients, Sequence) else type(clients).__name__}")
+            raise ConfigError(
+                f"'clients' must list {self.num_clients} clients' values, got "
+                f"{len(clients) if isinstance(clients, Sequence) else type(clients).__name__}"
+            )
         out = []
         for i, c in enumerate(clients):
             if not isinstance(c, Mapping) or set(c) != set(CLIENT_KEYS):
-                raise ConfigError(f"client {i}'s values must have exactly the keys {', '.join(CLIENT_KEYS)}; "
-                                  f"got {sorted(c) if isinstance(c, Mapping) else c!r}")
+                raise ConfigError(
+                    f"client {i}'s values must have exactly the keys {', '.join(CLIENT_KEYS)}; "
+                    f"got {sorted(c) if isinstance(c, Mapping) else c!r}"
+                )
             for key in CLIENT_KEYS:
                 if not self._in_range(key, c[key]):
-                    raise ConfigError(f"client {i}: {key} {c[key]!r} is outside the valid range "
-                                      f"{getattr(self, key)!r}")
-            out.append({"dropout": float(c["dropout"]), "l2": float(c["l2"]), "depth": int(c["depth"]),
-                        "lr": float(c["lr"])})
+                    raise ConfigError(f"client {i}: {key} {c[key]!r} is outside the valid range {getattr(self, key)!r}")
+            out.append(
+                {"dropout": float(c["dropout"]), "l2": float(c["l2"]), "depth": int(c["depth"]), "lr": float(c["lr"])}
+            )
         if not self.per_client and any(o != out[0] for o in out[1:]):
-            raise ConfigError("this search space shares one set of values across clients (per_client=False), "
-                              f"but the clients' values differ: {out}")
+            raise ConfigError(
+                "this search space shares one set of values across clients (per_client=False), "
+                f"but the clients' values differ: {out}"
+            )
         return {"hidden": int(hidden), "clients": out}
 
     # ------------------------------------------------------------------------------------------ flat <-> nested
@@ -180,9 +185,20 @@ class SearchSpace:
     def from_flat(self, flat: Mapping[str, Any]) -> Config:
         groups = [{key: flat[self._flat_name(g, key)] for key in CLIENT_KEYS} for g in range(self.num_groups)]
         clients = groups if self.per_client else [dict(groups[0]) for _ in range(self.num_clients)]
-        return self.validate({"hidden": int(flat["hidden"]), "clients": [
-            {"dropout": float(c["dropout"]), "l2": float(c["l2"]), "depth": int(c["depth"]), "lr": float(c["lr"])}
-            for c in clients]})
+        return self.validate(
+            {
+                "hidden": int(flat["hidden"]),
+                "clients": [
+                    {
+                        "dropout": float(c["dropout"]),
+                        "l2": float(c["l2"]),
+                        "depth": int(c["depth"]),
+                        "lr": float(c["lr"]),
+                    }
+                    for c in clients
+                ],
+            }
+        )
 
     # ------------------------------------------------------------------------------------------------- grid
     def grid_axes(self) -> list[tuple[str, tuple]]:
@@ -229,10 +245,12 @@ class SearchSpace:
         cs = ConfigurationSpace(seed=int(seed))
         params = []
         for g in range(self.num_groups):
-            params += [Float(self._flat_name(g, "dropout"), tuple(map(float, self.dropout))),
-                       Float(self._flat_name(g, "l2"), tuple(map(float, self.l2))),
-                       Integer(self._flat_name(g, "depth"), tuple(map(int, self.depth))),
-                       Float(self._flat_name(g, "lr"), tuple(map(float, self.lr)), log=self.lr_log)]
+            params += [
+                Float(self._flat_name(g, "dropout"), tuple(map(float, self.dropout))),
+                Float(self._flat_name(g, "l2"), tuple(map(float, self.l2))),
+                Integer(self._flat_name(g, "depth"), tuple(map(int, self.depth))),
+                Float(self._flat_name(g, "lr"), tuple(map(float, self.lr)), log=self.lr_log),
+            ]
         params.append(Categorical("hidden", [int(h) for h in self.hidden], ordered=True))
         cs.add(params)
         return cs
@@ -242,11 +260,21 @@ def client_hyperparams(config: Mapping[str, Any], space: SearchSpace | None = No
     """Per-client :class:`HyperParams` of a configuration (validated against ``space`` when given)."""
     cfg = space.validate(config) if space is not None else config
     try:
-        return [HyperParams(hidden=int(cfg["hidden"]), depth=int(c["depth"]), dropout=float(c["dropout"]),
-                            l2=float(c["l2"]), lr=float(c["lr"])) for c in cfg["clients"]]
+        return [
+            HyperParams(
+                hidden=int(cfg["hidden"]),
+                depth=int(c["depth"]),
+                dropout=float(c["dropout"]),
+                l2=float(c["l2"]),
+                lr=float(c["lr"]),
+            )
+            for c in cfg["clients"]
+        ]
     except (KeyError, TypeError) as exc:
-        raise ConfigError(f"configuration {cfg!r} is malformed ({exc}); expected "
-                          "{'hidden': int, 'clients': [{'dropout', 'l2', 'depth', 'lr'}, ...]}") from None
+        raise ConfigError(
+            f"configuration {cfg!r} is malformed ({exc}); expected "
+            "{'hidden': int, 'clients': [{'dropout', 'l2', 'depth', 'lr'}, ...]}"
+        ) from None
 
 
 def config_from_hyperparams(hps: Sequence[HyperParams]) -> Config:
@@ -254,8 +282,12 @@ def config_from_hyperparams(hps: Sequence[HyperParams]) -> Config:
     hidden = sorted({hp.hidden for hp in hps})
     if len(hidden) != 1:
         raise ConfigError(f"the clients' hidden sizes {hidden} differ; a configuration has one hidden size")
-    return {"hidden": hidden[0], "clients": [{"dropout": float(hp.dropout), "l2": float(hp.l2),
-                                              "depth": int(hp.depth), "lr": float(hp.lr)} for hp in hps]}
+    return {
+        "hidden": hidden[0],
+        "clients": [
+            {"dropout": float(hp.dropout), "l2": float(hp.l2), "depth": int(hp.depth), "lr": float(hp.lr)} for hp in hps
+        ],
+    }
 
 
 # ------------------------------------------------------------------------------------------------------ drivers
@@ -325,11 +357,18 @@ class SearchDriver(abc.ABC):
 
     def export_state(self) -> dict[str, Any]:
         """A JSON-able snapshot: settings, every trial (configuration, cost or None) and the ask/tell order."""
-        state = {"version": STATE_VERSION, "kind": self.kind, "space": self.space.to_dict(),
-                 "n_trials": self.n_trials, "settings": self._settings(),
-                 "trials": [{"index": i, "config": _copy(r.config), "cost": r.cost, "extra": dict(r.extra)}
-                            for i, r in enumerate(self._trials)],
-                 "history": [list(h) for h in self._history]}
+        state = {
+            "version": STATE_VERSION,
+            "kind": self.kind,
+            "space": self.space.to_dict(),
+            "n_trials": self.n_trials,
+            "settings": self._settings(),
+            "trials": [
+                {"index": i, "config": _copy(r.config), "cost": r.cost, "extra": dict(r.extra)}
+                for i, r in enumerate(self._trials)
+            ],
+            "history": [list(h) for h in self._history],
+        }
         json.dumps(state)  # fail here, not in the caller's writer, if anything is not JSON-able
         return state
 
@@ -430,8 +469,15 @@ class SmacSearch(SearchDriver):
 
     kind = "smac"
 
-    def __init__(self, space: SearchSpace, n_trials: int, seed: int = 0, facade: str = "hpo",
-                 output_directory: str | None = None, initial_design_configs: int | None = None):
+    def __init__(
+        self,
+        space: SearchSpace,
+        n_trials: int,
+        seed: int = 0,
+        facade: str = "hpo",
+        output_directory: str | None = None,
+        initial_design_configs: int | None = None,
+    ):
         if n_trials is None:
             raise ConfigError("SMAC needs n_trials (a positive integer)")
         if facade not in SMAC_FACADES:
@@ -455,12 +501,16 @@ class SmacSearch(SearchDriver):
         try:
             from smac import BlackBoxFacade, HyperparameterOptimizationFacade, Scenario
         except ImportError as exc:
-            raise ImportError("the SMAC driver needs SMAC3 >= 2.2: pip install -c constraints.txt 'smac>=2.2'"
-                              ) from exc
+            raise ImportError("the SMAC driver needs SMAC3 >= 2.2: pip install -c constraints.txt 'smac>=2.2'") from exc
 
         cls = HyperparameterOptimizationFacade if self.facade == "hpo" else BlackBoxFacade
-        scenario = Scenario(self.space.configspace(self.seed), n_trials=int(self.n_trials), deterministic=True,
-                            seed=self.seed, output_directory=Path(self._output_directory))
+        scenario = Scenario(
+            self.space.configspace(self.seed),
+            n_trials=int(self.n_trials),
+            deterministic=True,
+            seed=self.seed,
+            output_directory=Path(self._output_directory),
+        )
         kwargs: dict[str, Any] = {"intensifier": cls.get_intensifier(scenario, max_config_calls=1)}
         if self.initial_design_configs is not None:
             kwargs["initial_design"] = cls.get_initial_design(scenario, n_configs=int(self.initial_design_configs))
@@ -512,9 +562,12 @@ class SmacSearch(SearchDriver):
             self.resume_mode = "replay"
             self._infos = replayed  # pending trials are asked again with the same SMAC TrialInfo
             return
-        warnings.warn("SMAC's replayed proposals differ from the recorded trials (another SMAC version?); "
-                      "resuming by warm start: the next proposals differ from the uninterrupted run's",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            "SMAC's replayed proposals differ from the recorded trials (another SMAC version?); "
+            "resuming by warm start: the next proposals differ from the uninterrupted run's",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.resume_mode = "warmstart"
         self._smac = self._new_smac()
         self._infos = {}
@@ -577,8 +630,10 @@ def make_driver(kind: str, space: SearchSpace, n_trials: int | None = None, **se
 def load_driver(state: Mapping[str, Any], output_directory: str | None = None) -> SearchDriver:
     """Rebuild a driver from :meth:`SearchDriver.export_state` so that it continues where it stopped."""
     if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
-        raise ConfigError(f"search state version {state.get('version') if isinstance(state, Mapping) else None!r} "
-                          f"is not supported; valid: {STATE_VERSION}")
+        raise ConfigError(
+            f"search state version {state.get('version') if isinstance(state, Mapping) else None!r} "
+            f"is not supported; valid: {STATE_VERSION}"
+        )
     kind = state.get("kind")
     if kind not in DRIVER_KINDS:
         raise ConfigError(f"search state kind {kind!r} is unknown; valid choices: {', '.join(DRIVER_KINDS)}")

@@ -57,8 +57,11 @@ class HyperParams:
         check_dropout(self.dropout)
         for name in ("l2", "lr"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-                    or not math.isfinite(float(value)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.floating, np.integer))
+                or not math.isfinite(float(value))
+            ):
                 raise ConfigError(f"{name} {value!r} is not a finite number")
         if float(self.l2) < 0:
             raise ConfigError(f"l2 {self.l2!r} is invalid; it must be >= 0")
@@ -66,8 +69,13 @@ class HyperParams:
             raise ConfigError(f"lr {self.lr!r} is invalid; it must be > 0")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hidden": int(self.hidden), "depth": int(self.depth), "dropout": float(self.dropout),
-                "l2": float(self.l2), "lr": float(self.lr)}
+        return {
+            "hidden": int(self.hidden),
+            "depth": int(self.depth),
+            "dropout": float(self.dropout),
+            "l2": float(self.l2),
+            "lr": float(self.lr),
+        }
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> HyperParams:
@@ -121,8 +129,7 @@ def make_optimizer(model: SFGNN, hp: HyperParams) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=float(hp.lr))
 
 
-def loss_fn(model: SFGNN, data: ClientData, hp: HyperParams,
-            generator: torch.Generator | None = None) -> torch.Tensor:
+def loss_fn(model: SFGNN, data: ClientData, hp: HyperParams, generator: torch.Generator | None = None) -> torch.Tensor:
     """Eq. 4: mean cross-entropy over the training nodes plus the L2 term over all weight matrices."""
     if data.num_train == 0:
         raise ConfigError(f"client {data.client} has no training nodes: it cannot train")
@@ -130,8 +137,14 @@ def loss_fn(model: SFGNN, data: ClientData, hp: HyperParams,
     return F.cross_entropy(logits[data.train_mask], data.y[data.train_mask]) + l2_penalty(model, hp.l2)
 
 
-def train_steps(model: SFGNN, optimizer: torch.optim.Optimizer, data: ClientData, hp: HyperParams,
-                steps: int = DEFAULT_LOCAL_EPOCHS, generator: torch.Generator | None = None) -> float:
+def train_steps(
+    model: SFGNN,
+    optimizer: torch.optim.Optimizer,
+    data: ClientData,
+    hp: HyperParams,
+    steps: int = DEFAULT_LOCAL_EPOCHS,
+    generator: torch.Generator | None = None,
+) -> float:
     """``steps`` full-batch Adam steps on Eq. 4; returns the mean loss (each measured before its step)."""
     if int(steps) < 1:
         raise ConfigError(f"local epochs {steps!r} must be >= 1")
@@ -163,16 +176,32 @@ def predict(model: SFGNN, data: ClientData) -> torch.Tensor:
 def evaluate(model: SFGNN, data: ClientData) -> Metrics:
     """Accuracy on the training, validation and test nodes (NaN for an empty set)."""
     pred = predict(model, data)
-    return Metrics(_accuracy(pred, data.y, data.train_mask), _accuracy(pred, data.y, data.val_mask),
-                   _accuracy(pred, data.y, data.test_mask))
+    return Metrics(
+        _accuracy(pred, data.y, data.train_mask),
+        _accuracy(pred, data.y, data.val_mask),
+        _accuracy(pred, data.y, data.test_mask),
+    )
 
 
-def local_round(model: SFGNN, optimizer: torch.optim.Optimizer, data: ClientData, hp: HyperParams, *,
-                epochs: int = DEFAULT_LOCAL_EPOCHS, generator: torch.Generator | None = None) -> RoundResult:
+def local_round(
+    model: SFGNN,
+    optimizer: torch.optim.Optimizer,
+    data: ClientData,
+    hp: HyperParams,
+    *,
+    epochs: int = DEFAULT_LOCAL_EPOCHS,
+    generator: torch.Generator | None = None,
+) -> RoundResult:
     """One client's round: evaluate the model as it enters (Algorithm 2, line 9), then ``epochs`` training
     steps (lines 10-11). The caller uploads what it must afterwards (FGNN arrays, label counts, ``val_acc``)."""
     metrics = evaluate(model, data)
     loss = train_steps(model, optimizer, data, hp, epochs, generator)
-    return RoundResult(train_loss=loss, train_acc=metrics.train_acc, val_acc=metrics.val_acc,
-                       test_acc=metrics.test_acc, num_train=data.num_train, num_val=data.num_val,
-                       num_test=data.num_test)
+    return RoundResult(
+        train_loss=loss,
+        train_acc=metrics.train_acc,
+        val_acc=metrics.val_acc,
+        test_acc=metrics.test_acc,
+        num_train=data.num_train,
+        num_val=data.num_val,
+        num_test=data.num_test,
+    )

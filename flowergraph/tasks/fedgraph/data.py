@@ -69,15 +69,24 @@ class SynthesisedGraph:
 
         n = self.num_copies
         src = self.source
-        skeleton = Data(x=torch.empty((n, 0)), y=torch.zeros(n, dtype=torch.long), edge_index=self.edge_index,
-                        train_mask=torch.zeros(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool),
-                        test_mask=torch.zeros(n, dtype=torch.bool), num_nodes=n)
+        skeleton = Data(
+            x=torch.empty((n, 0)),
+            y=torch.zeros(n, dtype=torch.long),
+            edge_index=self.edge_index,
+            train_mask=torch.zeros(n, dtype=torch.bool),
+            val_mask=torch.zeros(n, dtype=torch.bool),
+            test_mask=torch.zeros(n, dtype=torch.bool),
+            num_nodes=n,
+        )
         skeleton.num_classes = int(src.num_classes)
         graph = build_client_graph(skeleton, self.assignment, client_id, self.num_clients)
         origin = torch.from_numpy(self.origin[graph.global_ids.numpy()])
         graph.x, graph.y = src.x[origin], src.y[origin]
-        graph.train_mask, graph.val_mask, graph.test_mask = (src.train_mask[origin], src.val_mask[origin],
-                                                             src.test_mask[origin])
+        graph.train_mask, graph.val_mask, graph.test_mask = (
+            src.train_mask[origin],
+            src.val_mask[origin],
+            src.test_mask[origin],
+        )
         return graph
 
     def data(self):
@@ -86,14 +95,27 @@ class SynthesisedGraph:
 
         o = torch.from_numpy(np.array(self.origin))
         src = self.source
-        data = Data(x=src.x[o], y=src.y[o], edge_index=self.edge_index, train_mask=src.train_mask[o],
-                    val_mask=src.val_mask[o], test_mask=src.test_mask[o], num_nodes=self.num_copies)
+        data = Data(
+            x=src.x[o],
+            y=src.y[o],
+            edge_index=self.edge_index,
+            train_mask=src.train_mask[o],
+            val_mask=src.val_mask[o],
+            test_mask=src.test_mask[o],
+            num_nodes=self.num_copies,
+        )
         data.num_classes = int(src.num_classes)
         return data
 
 
-def synthesise(data, num_clients: int, var: float, seed: int = 0, xi_mean: float = XI_MEAN,
-               xi_bounds: tuple[float, float] = (0.1, 1.0)) -> SynthesisedGraph:
+def synthesise(
+    data,
+    num_clients: int,
+    var: float,
+    seed: int = 0,
+    xi_mean: float = XI_MEAN,
+    xi_bounds: tuple[float, float] = (0.1, 1.0),
+) -> SynthesisedGraph:
     """The paper's synthesis (module docstring): a pure function of (graph, clients, var, seed)."""
     if num_clients < 1:
         raise ConfigError(f"num-clients must be >= 1, got {num_clients}")
@@ -153,8 +175,9 @@ def synthesised_graph(gspec: GraphSpec, num_clients: int, var: float, seed: int 
     return synthesise(load_global_graph(gspec), num_clients, var, seed)
 
 
-def client_graphs(gspec: GraphSpec, scheme: str, num_clients: int, seed: int = 0, var: float = 0.1,
-                  beta: float = 10000.0) -> list[ClientGraph]:
+def client_graphs(
+    gspec: GraphSpec, scheme: str, num_clients: int, seed: int = 0, var: float = 0.1, beta: float = 10000.0
+) -> list[ClientGraph]:
     """Every client's graph: ``synthesis`` (variance ``var``) or a partitioner (``metis``, ``louvain``, ...)."""
     if scheme == "synthesis":
         synth = synthesised_graph(gspec, num_clients, float(var), seed)

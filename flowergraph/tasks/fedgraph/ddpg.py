@@ -77,11 +77,13 @@ class ActionSpace:
         if self.num_convs < 1:
             raise ConfigError(f"num_convs must be >= 1, got {self.num_convs}")
         if not 1 <= self.kappa_min <= self.kappa_max:
-            raise ConfigError(f"kappa range [{self.kappa_min}, {self.kappa_max}] is invalid: need "
-                              f"1 <= kappa_min <= kappa_max")
+            raise ConfigError(
+                f"kappa range [{self.kappa_min}, {self.kappa_max}] is invalid: need 1 <= kappa_min <= kappa_max"
+            )
         if not 0.0 < self.p_min <= self.p_max <= 1.0:
-            raise ConfigError(f"probability range [{self.p_min}, {self.p_max}] is invalid: need "
-                              f"0 < p_min <= p_max <= 1")
+            raise ConfigError(
+                f"probability range [{self.p_min}, {self.p_max}] is invalid: need 0 < p_min <= p_max <= 1"
+            )
 
     @property
     def per_client(self) -> int:
@@ -139,12 +141,17 @@ class DDPGConfig:
             ("episode_rounds", self.episode_rounds >= 1, ">= 1"),
             ("pca_components", self.pca_components >= 1, ">= 1"),
             ("hidden", len(self.hidden) == 2 and all(h >= 1 for h in self.hidden), "two sizes >= 1"),
-            ("actor_lr", self.actor_lr > 0, "> 0"), ("critic_lr", self.critic_lr > 0, "> 0"),
-            ("gamma", 0.0 <= self.gamma <= 1.0, "in [0, 1]"), ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
-            ("batch_size", self.batch_size >= 1, ">= 1"), ("buffer_capacity", self.buffer_capacity >= 1, ">= 1"),
-            ("noise_std", self.noise_std >= 0, ">= 0"), ("noise_decay", 0.0 < self.noise_decay <= 1.0, "in (0, 1]"),
+            ("actor_lr", self.actor_lr > 0, "> 0"),
+            ("critic_lr", self.critic_lr > 0, "> 0"),
+            ("gamma", 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
+            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("buffer_capacity", self.buffer_capacity >= 1, ">= 1"),
+            ("noise_std", self.noise_std >= 0, ">= 0"),
+            ("noise_decay", 0.0 < self.noise_decay <= 1.0, "in (0, 1]"),
             ("noise_min", self.noise_min >= 0, ">= 0"),
-            ("policy_delay", self.policy_delay >= 1, ">= 1"), ("target_noise", self.target_noise >= 0, ">= 0"),
+            ("policy_delay", self.policy_delay >= 1, ">= 1"),
+            ("target_noise", self.target_noise >= 0, ">= 0"),
             ("target_noise_clip", self.target_noise_clip >= 0, ">= 0"),
         ]
         for name, ok, rule in checks:
@@ -237,9 +244,14 @@ class ReplayBuffer:
         return tuple(torch.from_numpy(getattr(self, f)[indices]) for f in self.FIELDS)
 
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {f: getattr(self, f)[:self.size].copy() for f in self.FIELDS}
-        return arrays, {"capacity": self.capacity, "position": self.position, "size": self.size,
-                        "state_dim": self.state_dim, "action_dim": self.action_dim}
+        arrays = {f: getattr(self, f)[: self.size].copy() for f in self.FIELDS}
+        return arrays, {
+            "capacity": self.capacity,
+            "position": self.position,
+            "size": self.size,
+            "state_dim": self.state_dim,
+            "action_dim": self.action_dim,
+        }
 
     @classmethod
     def from_state(cls, arrays: Mapping[str, np.ndarray], values: Mapping[str, Any]) -> "ReplayBuffer":
@@ -300,7 +312,7 @@ class WeightPCA:
         x = np.asarray(vectors, dtype=np.float64)
         out = np.zeros((x.shape[0], self.n_components), dtype=np.float64)
         if self.components is not None and self.mean is not None:
-            out[:, :len(self.components)] = (x - self.mean) @ self.components.T
+            out[:, : len(self.components)] = (x - self.mean) @ self.components.T
         return out.astype(np.float32)
 
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -330,18 +342,25 @@ class StepResult:
 
 def _rng_values(rng: np.random.Generator) -> dict[str, Any]:
     state = rng.bit_generator.state
-    return {"bit_generator": state["bit_generator"], "state": hex(state["state"]["state"]),
-            "inc": hex(state["state"]["inc"]), "has_uint32": int(state["has_uint32"]),
-            "uinteger": int(state["uinteger"])}
+    return {
+        "bit_generator": state["bit_generator"],
+        "state": hex(state["state"]["state"]),
+        "inc": hex(state["state"]["inc"]),
+        "has_uint32": int(state["has_uint32"]),
+        "uinteger": int(state["uinteger"]),
+    }
 
 
 def _rng_from_values(values: Mapping[str, Any]) -> np.random.Generator:
     if values.get("bit_generator") != "PCG64":
         raise ValueError(f"unsupported generator {values.get('bit_generator')!r}; expected PCG64")
     rng = np.random.Generator(np.random.PCG64())
-    rng.bit_generator.state = {"bit_generator": "PCG64",
-                               "state": {"state": int(values["state"], 16), "inc": int(values["inc"], 16)},
-                               "has_uint32": int(values["has_uint32"]), "uinteger": int(values["uinteger"])}
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": int(values["state"], 16), "inc": int(values["inc"], 16)},
+        "has_uint32": int(values["has_uint32"]),
+        "uinteger": int(values["uinteger"]),
+    }
     return rng
 
 
@@ -366,8 +385,9 @@ class DDPGAgent:
                     p.requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
-        self.critic2_opt = (None if self.critic2 is None
-                            else torch.optim.Adam(self.critic2.parameters(), lr=config.critic_lr))
+        self.critic2_opt = (
+            None if self.critic2 is None else torch.optim.Adam(self.critic2.parameters(), lr=config.critic_lr)
+        )
         self.buffer = ReplayBuffer(config.buffer_capacity, self.state_dim, space.dim)
         self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xDD9C]))
         self.pca = WeightPCA(config.pca_components)
@@ -379,12 +399,14 @@ class DDPGAgent:
         self.last_action: np.ndarray | None = None
 
     # --- state, action ---------------------------------------------------------------------------------------
-    def observe(self, global_weights: Mapping[str, np.ndarray],
-                client_weights: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:
+    def observe(
+        self, global_weights: Mapping[str, np.ndarray], client_weights: Sequence[Mapping[str, np.ndarray]]
+    ) -> np.ndarray:
         """s'[t] = PCA(W_bar, W_1, ..., W_|C|) (fits the PCA the first time the models differ)."""
         if len(client_weights) != self.space.num_clients:
-            raise ValueError(f"{len(client_weights)} client models; the agent was built for "
-                             f"{self.space.num_clients} clients")
+            raise ValueError(
+                f"{len(client_weights)} client models; the agent was built for {self.space.num_clients} clients"
+            )
         vectors = np.stack([self.pca.flatten(global_weights)] + [self.pca.flatten(w) for w in client_weights])
         if not self.pca.fitted:
             self.pca.fit(vectors)
@@ -428,8 +450,12 @@ class DDPGAgent:
             self.last_state = next_state.copy()
             self.last_action = self.act(self.last_state)
             action = self.last_action.copy()
-        return StepResult(action=action, done=done, critic_loss=None if losses is None else losses[0],
-                          actor_loss=None if losses is None else losses[1])
+        return StepResult(
+            action=action,
+            done=done,
+            critic_loss=None if losses is None else losses[0],
+            actor_loss=None if losses is None else losses[1],
+        )
 
     def update(self) -> tuple[float, float | None] | None:
         """One critic step from a mini-batch and, every ``policy_delay``-th step, one actor step and the soft target
@@ -444,8 +470,9 @@ class DDPGAgent:
             a2 = self.actor_target(s2)
             if cfg.target_noise > 0:  # drawn from the agent's own generator: exported, so restores are exact
                 eps = self.rng.normal(0.0, cfg.target_noise, size=tuple(a2.shape))
-                a2 = (a2 + torch.from_numpy(np.clip(eps, -cfg.target_noise_clip, cfg.target_noise_clip))
-                      .to(a2.dtype)).clamp(-1.0, 1.0)
+                a2 = (
+                    a2 + torch.from_numpy(np.clip(eps, -cfg.target_noise_clip, cfg.target_noise_clip)).to(a2.dtype)
+                ).clamp(-1.0, 1.0)
             q2 = self.critic_target(s2, a2)
             if self.critic2_target is not None:
                 q2 = torch.minimum(q2, self.critic2_target(s2, a2))
@@ -491,10 +518,16 @@ class DDPGAgent:
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """(named arrays, JSON values) holding everything the agent will ever use."""
         arrays: dict[str, np.ndarray] = {}
-        values: dict[str, Any] = {"space": asdict(self.space), "config": {**asdict(self.config),
-                                                                           "hidden": list(self.config.hidden)},
-                                  "seed": self.seed, "rng": _rng_values(self.rng), "noise_std": self.noise_std,
-                                  "episode": self.episode, "round": self.round, "updates": self.updates}
+        values: dict[str, Any] = {
+            "space": asdict(self.space),
+            "config": {**asdict(self.config), "hidden": list(self.config.hidden)},
+            "seed": self.seed,
+            "rng": _rng_values(self.rng),
+            "noise_std": self.noise_std,
+            "episode": self.episode,
+            "round": self.round,
+            "updates": self.updates,
+        }
         for name in self.nets:
             arrays.update({f"{name}.{k}": v for k, v in module_arrays(getattr(self, name)).items()})
         for name in self.opts:
@@ -517,7 +550,7 @@ class DDPGAgent:
         agent = cls(ActionSpace(**values["space"]), DDPGConfig(**config), seed=int(values["seed"]))
 
         def part(prefix: str) -> dict[str, np.ndarray]:
-            return {k[len(prefix) + 1:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+            return {k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
 
         for name in agent.nets:
             net = getattr(agent, name)

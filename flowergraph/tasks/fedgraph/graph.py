@@ -179,8 +179,10 @@ def degree_rows(graph: ClientGraph) -> Rows:
     """Owner side, once: d_u of the boundary nodes (ids sorted), to be split with :func:`split_rows` and
     :func:`export_plan` and relayed to the clients that have them as remote neighbours."""
     boundary = boundary_nodes(graph)
-    return Rows(ids=graph.global_ids[boundary].numpy().astype(np.int64),
-                values=global_degrees(graph)[boundary].numpy().reshape(-1, 1))
+    return Rows(
+        ids=graph.global_ids[boundary].numpy().astype(np.int64),
+        values=global_degrees(graph)[boundary].numpy().reshape(-1, 1),
+    )
 
 
 @dataclass
@@ -219,8 +221,8 @@ class Adjacency:
         """sum_v Q(v, u)^2 over own rows v, for every column u (own then remote), self loops included:
         FastGCN's importance q(u) up to normalisation, as far as this client sees the column."""
         out = torch.zeros(self.num_own + self.num_remote, dtype=torch.float64)
-        out.index_add_(0, self.col, self.weight ** 2)
-        out[:self.num_own] += self.self_weight ** 2
+        out.index_add_(0, self.col, self.weight**2)
+        out[: self.num_own] += self.self_weight**2
         return out
 
 
@@ -257,8 +259,10 @@ class ClientView:
         if not shared:
             return self.cut
         if self.full is None:
-            raise ConfigError("this client view has no remote degrees, so it cannot aggregate remote neighbours; "
-                              "build it with remote_degrees (sharing fedgraph/allshare) or use sharing nonshare")
+            raise ConfigError(
+                "this client view has no remote degrees, so it cannot aggregate remote neighbours; "
+                "build it with remote_degrees (sharing fedgraph/allshare) or use sharing nonshare"
+            )
         return self.full
 
     def remote_table(self, rows: Rows, allow_missing: bool = False, width: int | None = None) -> torch.Tensor:
@@ -273,13 +277,16 @@ class ClientView:
         found = pos < len(rows_ids)
         found[found] = rows_ids[pos[found]] == ids[found]
         if not found.all() and not allow_missing:
-            raise KeyError(f"client {self.graph.client_id}: {int((~found).sum())} remote neighbours have no row "
-                           f"(e.g. global ids {ids[~found][:5].tolist()})")
+            raise KeyError(
+                f"client {self.graph.client_id}: {int((~found).sum())} remote neighbours have no row "
+                f"(e.g. global ids {ids[~found][:5].tolist()})"
+            )
         width = rows.width if len(rows_ids) else int(width or 0)
         table = torch.zeros((len(ids), width), dtype=torch.float32)
         if found.any():
             table[torch.from_numpy(np.flatnonzero(found))] = torch.as_tensor(
-                np.asarray(rows.values)[pos[found]], dtype=torch.float32)
+                np.asarray(rows.values)[pos[found]], dtype=torch.float32
+            )
         return table
 
 
@@ -315,23 +322,35 @@ def build_view(graph: ClientGraph, remote_degrees: Rows | None = None, cut_norm:
     elif remote_degrees is not None:
         try:
             remote_degree = torch.as_tensor(
-                np.asarray(remote_degrees.select(remote_ids.numpy()).values, dtype=np.float64)[:, 0])
+                np.asarray(remote_degrees.select(remote_ids.numpy()).values, dtype=np.float64)[:, 0]
+            )
         except KeyError as exc:
             raise KeyError(f"client {graph.client_id}: remote degrees incomplete: {exc.args[0]}") from None
         if not bool((remote_degree >= 2).all()):
-            raise ValueError("a remote neighbour's degree is < 2, yet it has at least one edge (to this client): "
-                             "the degree rows are not 1 + degree")
+            raise ValueError(
+                "a remote neighbour's degree is < 2, yet it has at least one edge (to this client): "
+                "the degree rows are not 1 + degree"
+            )
     if remote_degree is not None:
         cross = torch.unique(torch.stack([graph.cross_edges[0], graph.cross_edges[1]]), dim=1)
         rows_c = cross[0]
         cols_c = n + torch.searchsorted(remote_ids, cross[1].contiguous())
         w_c = (d[rows_c] * remote_degree[cols_c - n]).rsqrt()
         w_i = (d[rows_i] * d[cols_i]).rsqrt()
-        rowptr, col, weight = _csr(n, torch.cat([rows_i, rows_c]), torch.cat([cols_i, cols_c]),
-                                   torch.cat([w_i, w_c]), n + m)
+        rowptr, col, weight = _csr(
+            n, torch.cat([rows_i, rows_c]), torch.cat([cols_i, cols_c]), torch.cat([w_i, w_c]), n + m
+        )
         full = Adjacency(rowptr=rowptr, col=col, weight=weight, self_weight=1.0 / d, num_remote=m)
-    return ClientView(graph=graph, remote_ids=remote_ids, remote_owner=remote_owner, degree=d,
-                      remote_degree=remote_degree, cut=cut, full=full, cut_norm=cut_norm)
+    return ClientView(
+        graph=graph,
+        remote_ids=remote_ids,
+        remote_owner=remote_owner,
+        degree=d,
+        remote_degree=remote_degree,
+        cut=cut,
+        full=full,
+        cut_norm=cut_norm,
+    )
 
 
 def exchange_degrees(graphs: Iterable[ClientGraph]) -> dict[int, Rows]:

@@ -38,9 +38,16 @@ class RoundResult:
     forward_macs: int = 0  # multiply-adds of the iterations' forward passes (:func:`~.model.forward_macs`)
 
 
-def train_round(model: nn.Module, view: ClientView, scheme: Scheme, sharing: str, tables: Tables | None = None,
-                cfg: TrainConfig = PAPER_TRAIN, generator: torch.Generator | None = None,
-                optimizer: torch.optim.Optimizer | None = None) -> RoundResult:
+def train_round(
+    model: nn.Module,
+    view: ClientView,
+    scheme: Scheme,
+    sharing: str,
+    tables: Tables | None = None,
+    cfg: TrainConfig = PAPER_TRAIN,
+    generator: torch.Generator | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> RoundResult:
     """Run one round's local iterations on ``model`` in place.
 
     ``tables``: the rows received for the sharing convolutions (:func:`~.model.exchange_in_process` or the
@@ -80,6 +87,13 @@ def train_round(model: nn.Module, view: ClientView, scheme: Scheme, sharing: str
         macs += forward_macs(model, sample)
     seconds = time.perf_counter() - start
     steps = cfg.local_steps
-    return RoundResult(loss=total / steps, num_samples=scheme.batch_for(int(train_idx.numel())), iterations=steps,
-                       seconds=seconds, sample_seconds=sample_seconds, nodes_per_iteration=nodes / steps,
-                       edges_per_iteration=edges / steps, forward_macs=macs)
+    return RoundResult(
+        loss=total / steps,
+        num_samples=scheme.batch_for(int(train_idx.numel())),
+        iterations=steps,
+        seconds=seconds,
+        sample_seconds=sample_seconds,
+        nodes_per_iteration=nodes / steps,
+        edges_per_iteration=edges / steps,
+        forward_macs=macs,
+    )

@@ -37,8 +37,9 @@ from .sampling import LayeredSample, exact_sample
 Tables = Mapping[int, torch.Tensor]  # convolution index -> received rows aligned with view.remote_ids
 
 
-def build_model(in_dim: int, num_classes: int, hidden: int = 16, num_convs: int = 2, dropout: float = 0.5,
-                seed: int | None = None) -> nn.Module:
+def build_model(
+    in_dim: int, num_classes: int, hidden: int = 16, num_convs: int = 2, dropout: float = 0.5, seed: int | None = None
+) -> nn.Module:
     """The paper's GCN (16 hidden units, dropout 0.5, K = 2 convolutions by default)."""
     return build_node_model("gcn", in_dim, num_classes, hidden=hidden, layers=num_convs, dropout=dropout, seed=seed)
 
@@ -47,13 +48,16 @@ def check_model(model: nn.Module) -> int:
     """The number of convolutions of a GCN ``NodeClassifier``; ConfigError otherwise."""
     convs = getattr(model, "convs", None)
     if getattr(model, "kind", None) != "gcn" or convs is None or len(convs) < 1:
-        raise ConfigError(f"FedGraph trains a GCN NodeClassifier (model=gcn); got model kind "
-                          f"{getattr(model, 'kind', type(model).__name__)!r}")
+        raise ConfigError(
+            f"FedGraph trains a GCN NodeClassifier (model=gcn); got model kind "
+            f"{getattr(model, 'kind', type(model).__name__)!r}"
+        )
     return len(convs)
 
 
-def _propagate(model: nn.Module, view: ClientView, sample: LayeredSample, tables: Tables | None,
-               upto: int, training: bool) -> torch.Tensor:
+def _propagate(
+    model: nn.Module, view: ClientView, sample: LayeredSample, tables: Tables | None, upto: int, training: bool
+) -> torch.Tensor:
     """Run convolutions 0..upto-1 of ``sample``; returns h^(upto) for ``sample.nodes[upto]`` (post-activation)
     or, when ``upto`` is the last convolution count, the logits z^(K)."""
     convs: Any = model.convs
@@ -68,11 +72,15 @@ def _propagate(model: nn.Module, view: ClientView, sample: LayeredSample, tables
         if sample.remote[k].numel():
             table = None if tables is None else tables.get(k)
             if table is None:
-                raise KeyError(f"convolution {k} aggregates {sample.remote[k].numel()} remote neighbours but no "
-                               f"received rows were given for it (tables has {sorted(tables or {})})")
+                raise KeyError(
+                    f"convolution {k} aggregates {sample.remote[k].numel()} remote neighbours but no "
+                    f"received rows were given for it (tables has {sorted(tables or {})})"
+                )
             if table.size(1) != hw.size(1):
-                raise ValueError(f"received rows for convolution {k} have width {table.size(1)}, the model's "
-                                 f"h W there has {hw.size(1)}")
+                raise ValueError(
+                    f"received rows for convolution {k} have width {table.size(1)}, the model's "
+                    f"h W there has {hw.size(1)}"
+                )
             hw = torch.cat([hw, table[sample.remote[k]].to(hw.dtype)])
         edges = sample.convs[k]
         z = torch.zeros((sample.nodes[k + 1].numel(), hw.size(1)), dtype=hw.dtype)
@@ -127,8 +135,10 @@ def owner_rows(model: nn.Module, view: ClientView, sharing: str, conv: int, tabl
     num_convs = check_model(model)
     valid = exchange_convs(sharing, num_convs)
     if conv not in valid:
-        raise ConfigError(f"conv={conv!r}: with sharing {sharing!r} and {num_convs} convolutions owners send rows "
-                          f"for convolutions {list(valid)} only")
+        raise ConfigError(
+            f"conv={conv!r}: with sharing {sharing!r} and {num_convs} convolutions owners send rows "
+            f"for convolutions {list(valid)} only"
+        )
     boundary = boundary_nodes(view.graph)
     if conv == 0:
         h = view.graph.x[boundary]
@@ -140,12 +150,14 @@ def owner_rows(model: nn.Module, view: ClientView, sharing: str, conv: int, tabl
         h = h[torch.searchsorted(sample.batch, boundary)]
     convs: Any = model.convs
     values = convs[conv].lin(h)
-    return Rows(ids=view.graph.global_ids[boundary].numpy().astype(np.int64),
-                values=values.detach().to(torch.float32).numpy())
+    return Rows(
+        ids=view.graph.global_ids[boundary].numpy().astype(np.int64), values=values.detach().to(torch.float32).numpy()
+    )
 
 
-def exchange_in_process(models: Sequence[nn.Module], views: Sequence[ClientView], sharing: str,
-                        allow_missing: bool = False) -> list[dict[int, torch.Tensor]]:
+def exchange_in_process(
+    models: Sequence[nn.Module], views: Sequence[ClientView], sharing: str, allow_missing: bool = False
+) -> list[dict[int, torch.Tensor]]:
     """The same-round exchange for every client, done in one process: for each sharing convolution in order,
     every owner computes its rows with its own model (:func:`owner_rows`), splits them per requester, the
     server relays them, every receiver aligns what it got. Returns each client's tables."""
@@ -154,8 +166,10 @@ def exchange_in_process(models: Sequence[nn.Module], views: Sequence[ClientView]
     num_convs = check_model(models[0])
     tables: list[dict[int, torch.Tensor]] = [{} for _ in views]
     for conv in exchange_convs(sharing, num_convs):
-        uploads = {v.graph.client_id: split_rows(owner_rows(m, v, sharing, conv, t), export_plan(v.graph))
-                   for m, v, t in zip(models, views, tables)}
+        uploads = {
+            v.graph.client_id: split_rows(owner_rows(m, v, sharing, conv, t), export_plan(v.graph))
+            for m, v, t in zip(models, views, tables)
+        }
         inbox = relay(uploads)
         convs: Any = models[0].convs
         width = int(convs[conv].lin.out_channels)
@@ -166,8 +180,13 @@ def exchange_in_process(models: Sequence[nn.Module], views: Sequence[ClientView]
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, view: ClientView, sharing: str, tables: Tables | None = None,
-             masks: Mapping[str, torch.Tensor] | None = None) -> dict:
+def evaluate(
+    model: nn.Module,
+    view: ClientView,
+    sharing: str,
+    tables: Tables | None = None,
+    masks: Mapping[str, torch.Tensor] | None = None,
+) -> dict:
     """Loss/accuracy/count per mask (default train/val/test) from one exact eval-mode forward pass."""
     g = view.graph
     masks = masks if masks is not None else {"train": g.train_mask, "val": g.val_mask, "test": g.test_mask}

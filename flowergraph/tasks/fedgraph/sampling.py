@@ -95,8 +95,13 @@ class Scheme(Protocol):
 
     def check(self, num_convs: int) -> None: ...
 
-    def sample(self, view: ClientView, train_idx: torch.Tensor, shared: Sequence[bool],
-               generator: torch.Generator | None = None) -> LayeredSample: ...
+    def sample(
+        self,
+        view: ClientView,
+        train_idx: torch.Tensor,
+        shared: Sequence[bool],
+        generator: torch.Generator | None = None,
+    ) -> LayeredSample: ...
 
     def batch_for(self, num_train: int) -> int:
         """The mini-batch size with ``num_train`` labelled nodes: the server's eq. 8 weight."""
@@ -112,8 +117,7 @@ def select_batch(train_idx: torch.Tensor, size: int | None, generator: torch.Gen
     return torch.sort(train_idx[perm])[0]
 
 
-def _sample_rows(adj: Adjacency, targets: torch.Tensor, counts: torch.Tensor | None,
-                 generator: torch.Generator | None):
+def _sample_rows(adj: Adjacency, targets: torch.Tensor, counts: torch.Tensor | None, generator: torch.Generator | None):
     """For each target row, a uniform subset of ``counts[i]`` of its neighbours (all when None), rescaled by
     |V(v)| / |N(v)| (eq. 7). Returns (target position, column, weight float64)."""
     t, edge = adj.rows(targets)
@@ -132,8 +136,14 @@ def _sample_rows(adj: Adjacency, targets: torch.Tensor, counts: torch.Tensor | N
     return t, adj.col[edge], adj.weight[edge]
 
 
-def _layer(targets: torch.Tensor, t: torch.Tensor, col: torch.Tensor, weight: torch.Tensor, n: int,
-           lower: torch.Tensor | None = None):
+def _layer(
+    targets: torch.Tensor,
+    t: torch.Tensor,
+    col: torch.Tensor,
+    weight: torch.Tensor,
+    n: int,
+    lower: torch.Tensor | None = None,
+):
     """Positions for one convolution: the lower layer's own nodes (``lower``, or targets + own sources),
     its remote rows, and the edges as positions."""
     own = col < n
@@ -146,8 +156,9 @@ def _layer(targets: torch.Tensor, t: torch.Tensor, col: torch.Tensor, weight: to
     return lower, remote, ConvEdges(dst=t, src=src, weight=weight.to(torch.float32))
 
 
-def _nodewise(view: ClientView, batch: torch.Tensor, shared: Sequence[bool], counts_fn,
-              generator: torch.Generator | None) -> LayeredSample:
+def _nodewise(
+    view: ClientView, batch: torch.Tensor, shared: Sequence[bool], counts_fn, generator: torch.Generator | None
+) -> LayeredSample:
     num_convs = len(shared)
     n = view.num_own
     nodes: list[torch.Tensor] = [torch.empty(0, dtype=torch.long)] * num_convs + [batch]
@@ -183,8 +194,9 @@ def _is_count(value) -> bool:
 
 def _check_batch(name: str, size: int | None) -> None:
     if size is not None and not _is_count(size):
-        raise ConfigError(f"{name}={size!r}: a mini-batch size must be an integer >= 1 (or None for all labelled "
-                          f"nodes)")
+        raise ConfigError(
+            f"{name}={size!r}: a mini-batch size must be an integer >= 1 (or None for all labelled nodes)"
+        )
 
 
 @dataclass(frozen=True)
@@ -221,8 +233,10 @@ class SamplingPolicy:
 
     def check(self, num_convs: int) -> None:
         if len(self.probs) != num_convs:
-            raise ConfigError(f"policy has {len(self.probs)} probabilities {self.probs}; the model has "
-                              f"{num_convs} convolutions and needs one per convolution")
+            raise ConfigError(
+                f"policy has {len(self.probs)} probabilities {self.probs}; the model has "
+                f"{num_convs} convolutions and needs one per convolution"
+            )
 
     def batch_for(self, num_train: int) -> int:
         return min(self.kappa, num_train)
@@ -258,8 +272,10 @@ class NodeWise:
 
     def check(self, num_convs: int) -> None:
         if len(self.fanouts) != num_convs:
-            raise ConfigError(f"GraphSAGE sampling has {len(self.fanouts)} fan-outs {self.fanouts}; the model has "
-                              f"{num_convs} convolutions and needs one per convolution")
+            raise ConfigError(
+                f"GraphSAGE sampling has {len(self.fanouts)} fan-outs {self.fanouts}; the model has "
+                f"{num_convs} convolutions and needs one per convolution"
+            )
 
     def batch_for(self, num_train: int) -> int:
         return num_train if self.batch_size is None else min(self.batch_size, num_train)
@@ -319,9 +335,15 @@ class LayerWise:
         return LayeredSample(nodes=nodes, remote=remote, convs=convs)
 
 
-def make_scheme(name: str, num_convs: int = 2, *, batch_size: int | None = 256,
-                probs: Sequence[float] | None = None, fanouts: Sequence[int] = (25, 10),
-                layer_size: int = 256) -> Scheme:
+def make_scheme(
+    name: str,
+    num_convs: int = 2,
+    *,
+    batch_size: int | None = 256,
+    probs: Sequence[float] | None = None,
+    fanouts: Sequence[int] = (25, 10),
+    layer_size: int = 256,
+) -> Scheme:
     """A scheme by name (``full``, ``fedgraph``, ``graphsage``, ``fastgcn``) with the paper's defaults
     (batch 256; GraphSAGE fan-outs 25 and 10; FastGCN layer size 256; FedGraph probabilities default to 1)."""
     if name == "full":
@@ -338,4 +360,3 @@ def make_scheme(name: str, num_convs: int = 2, *, batch_size: int | None = 256,
         raise ConfigError(f"unknown sampling scheme {name!r}; valid choices: {', '.join(SCHEMES)}")
     scheme.check(num_convs)
     return scheme
-

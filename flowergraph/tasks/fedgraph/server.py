@@ -60,8 +60,14 @@ def aggregate(updates: Sequence[tuple[Mapping[str, np.ndarray], float]]) -> dict
     return out
 
 
-def reward(accuracy: float, round_time: float, target_accuracy: float, omega: float = OMEGA, alpha: float = 1.0,
-           beta: float = 0.0) -> float:
+def reward(
+    accuracy: float,
+    round_time: float,
+    target_accuracy: float,
+    omega: float = OMEGA,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+) -> float:
     """Eq. 9: ``omega ** (accuracy - target_accuracy) - alpha * (round_time - beta)`` (accuracies as fractions)."""
     for name, value in (("accuracy", accuracy), ("target_accuracy", target_accuracy)):
         if not (math.isfinite(value) and 0.0 <= value <= 1.0):

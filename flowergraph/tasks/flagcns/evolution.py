@@ -54,7 +54,7 @@ ABLATIONS: dict[str, float | None] = {"feo": None, "controller-eo": 0.0, "client
 
 def gamma_at(t: int, gamma0: float = 0.5, decay: float = 0.99) -> float:
     """``gamma_t = gamma0 * decay^t`` (Algorithm 2 line 15: ``0.5 * 0.99^t``, t = 1, 2, ... the epoch)."""
-    return float(gamma0 * decay ** t)
+    return float(gamma0 * decay**t)
 
 
 # ------------------------------------------------------------------------------------------------ random state
@@ -68,17 +68,24 @@ def rng_state_json(rng: np.random.Generator) -> dict[str, Any]:
     state = rng.bit_generator.state
     if state.get("bit_generator") != "PCG64":
         raise ConfigError(f"only PCG64 generators are supported, got {state.get('bit_generator')!r}")
-    return {"bit_generator": "PCG64", "state": format(state["state"]["state"], "x"),
-            "inc": format(state["state"]["inc"], "x"), "has_uint32": int(state["has_uint32"]),
-            "uinteger": int(state["uinteger"])}
+    return {
+        "bit_generator": "PCG64",
+        "state": format(state["state"]["state"], "x"),
+        "inc": format(state["state"]["inc"], "x"),
+        "has_uint32": int(state["has_uint32"]),
+        "uinteger": int(state["uinteger"]),
+    }
 
 
 def rng_from_json(data: Mapping[str, Any]) -> np.random.Generator:
     """The generator :func:`rng_state_json` described, in the same state."""
     rng = np.random.Generator(np.random.PCG64())
-    rng.bit_generator.state = {"bit_generator": "PCG64",
-                               "state": {"state": int(data["state"], 16), "inc": int(data["inc"], 16)},
-                               "has_uint32": int(data["has_uint32"]), "uinteger": int(data["uinteger"])}
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": int(data["state"], 16), "inc": int(data["inc"], 16)},
+        "has_uint32": int(data["has_uint32"]),
+        "uinteger": int(data["uinteger"]),
+    }
     return rng
 
 
@@ -126,8 +133,14 @@ class EAConfig:
 class EvolutionaryOptimizer:
     """An ask/tell EA over codes (module docstring). ``population`` is kept best first after :meth:`select`."""
 
-    def __init__(self, space: SearchSpace, config: EAConfig | None = None, seed: int = 0, salt: int = 0,
-                 population: Sequence[Code] | None = None):
+    def __init__(
+        self,
+        space: SearchSpace,
+        config: EAConfig | None = None,
+        seed: int = 0,
+        salt: int = 0,
+        population: Sequence[Code] | None = None,
+    ):
         self.space, self.config = space, EAConfig() if config is None else config
         self.rng = new_rng(seed, 0xEA, salt)
         self.population: list[Code] = []
@@ -196,16 +209,23 @@ class EvolutionaryOptimizer:
 
     def state(self) -> dict[str, Any]:
         """Everything needed to continue exactly (JSON-safe; non-finite fitness stored as null = worst)."""
-        return {"config": asdict(self.config), "generation": self.generation,
-                "population": [list(c) for c in self.population],
-                "fitness": self.fitness, "pending": None if self.pending is None else [list(c) for c in self.pending],
-                "rng": rng_state_json(self.rng), "code_length": self.space.code_length}
+        return {
+            "config": asdict(self.config),
+            "generation": self.generation,
+            "population": [list(c) for c in self.population],
+            "fitness": self.fitness,
+            "pending": None if self.pending is None else [list(c) for c in self.pending],
+            "rng": rng_state_json(self.rng),
+            "code_length": self.space.code_length,
+        }
 
     @classmethod
     def from_state(cls, space: SearchSpace, state: Mapping[str, Any]) -> "EvolutionaryOptimizer":
         if int(state["code_length"]) != space.code_length:
-            raise ConfigError(f"EA state is for codes of length {state['code_length']}, the space's are "
-                              f"{space.code_length} (L={space.num_layers})")
+            raise ConfigError(
+                f"EA state is for codes of length {state['code_length']}, the space's are "
+                f"{space.code_length} (L={space.num_layers})"
+            )
         ea = cls(space, EAConfig(**state["config"]))
         ea.population = [space.check(c) for c in state["population"]]
         ea.fitness = None if state["fitness"] is None else list(state["fitness"])
@@ -216,8 +236,7 @@ class EvolutionaryOptimizer:
 
 
 # ------------------------------------------------------------------------------------------- population rule
-def population_quotas(population_size: int, gamma: float,
-                      client_weights: Sequence[float]) -> tuple[int, list[int]]:
+def population_quotas(population_size: int, gamma: float, client_weights: Sequence[float]) -> tuple[int, list[int]]:
     """``(n_FL, [n_1, ..., n_N])``: seats of the controller's and each client's results in P (module docstring):
     quotas ``|P| (1 - gamma)`` and ``|P| gamma w_i / sum_j w_j`` rounded by largest remainder; they sum to |P|."""
     if population_size < 0:
@@ -254,10 +273,15 @@ class Assembled:
         return self.sources.count(-1), [self.sources.count(i) for i in range(n)]
 
 
-def assemble_population(space: SearchSpace, controller_ranked: Sequence[Code],
-                        clients_ranked: Sequence[Sequence[Code]], gamma: float,
-                        client_weights: Sequence[float], population_size: int | None = None,
-                        distinct_networks: bool = True) -> Assembled:
+def assemble_population(
+    space: SearchSpace,
+    controller_ranked: Sequence[Code],
+    clients_ranked: Sequence[Sequence[Code]],
+    gamma: float,
+    client_weights: Sequence[float],
+    population_size: int | None = None,
+    distinct_networks: bool = True,
+) -> Assembled:
     """Algorithm 1, controller step 6: P from the controller's ranking of P_FL (best first) and each client's
     ranking of its P_{G_i} (best first), by :func:`population_quotas`. With ``distinct_networks`` a network
     already in P is skipped and the source takes its next one; a source that runs out leaves its seats to the
@@ -305,8 +329,9 @@ def assemble_population(space: SearchSpace, controller_ranked: Sequence[Code],
 def best_architecture(codes: Sequence[Code], fll: Sequence[float]) -> tuple[Code, float]:
     """Algorithm 2 line 22: the code with the lowest FLL (first on ties; NaN ignored)."""
     if len(codes) != len(fll) or not codes:
-        raise ConfigError(f"best_architecture needs one FLL value per code, got {len(codes)} codes and "
-                          f"{len(fll)} values")
+        raise ConfigError(
+            f"best_architecture needs one FLL value per code, got {len(codes)} codes and {len(fll)} values"
+        )
     finite = [i for i, v in enumerate(fll) if v is not None and math.isfinite(v)]
     if not finite:
         raise ConfigError("best_architecture: no finite FLL value")
@@ -314,15 +339,17 @@ def best_architecture(codes: Sequence[Code], fll: Sequence[float]) -> tuple[Code
     return tuple(codes[i]), float(fll[i])
 
 
-def best_architectures(space: SearchSpace, codes: Sequence[Code], fll: Sequence[float], k: int
-                       ) -> list[tuple[Code, float, int]]:
+def best_architectures(
+    space: SearchSpace, codes: Sequence[Code], fll: Sequence[float], k: int
+) -> list[tuple[Code, float, int]]:
     """The ``k`` codes with the lowest FLL, one per network (:meth:`SearchSpace.canonical`), in FLL order (first
     on ties; NaN ignored): ``(code, FLL, index in codes)``. ``k = 1`` is :func:`best_architecture`'s choice."""
     if k < 1:
         raise ConfigError(f"best_architectures needs k >= 1, got {k}")
     if len(codes) != len(fll) or not codes:
-        raise ConfigError(f"best_architectures needs one FLL value per code, got {len(codes)} codes and "
-                          f"{len(fll)} values")
+        raise ConfigError(
+            f"best_architectures needs one FLL value per code, got {len(codes)} codes and {len(fll)} values"
+        )
     order = sorted((i for i, v in enumerate(fll) if v is not None and math.isfinite(v)), key=lambda j: fll[j])
     if not order:
         raise ConfigError("best_architectures: no finite FLL value")
@@ -341,8 +368,9 @@ def best_architectures(space: SearchSpace, codes: Sequence[Code], fll: Sequence[
 FINAL_PICKS = ("fll", "accuracy")
 
 
-def final_candidates(space: SearchSpace, codes: Sequence[Code], scores: Sequence[Sequence[float]], k: int = 1,
-                     rule: str = "fll") -> list[tuple[Code, float, float, int]]:
+def final_candidates(
+    space: SearchSpace, codes: Sequence[Code], scores: Sequence[Sequence[float]], k: int = 1, rule: str = "fll"
+) -> list[tuple[Code, float, float, int]]:
     """The ``k`` best networks of the final population ``codes`` under ``rule`` (:data:`FINAL_PICKS`), one per
     network (:meth:`SearchSpace.canonical`), best first: ``(code, FLL, federated validation accuracy, index in
     codes)``. ``scores`` holds one ``(FLL, federated validation accuracy)`` per code. Ties go to the member that
@@ -354,20 +382,24 @@ def final_candidates(space: SearchSpace, codes: Sequence[Code], scores: Sequence
     if k < 1:
         raise ConfigError(f"final_candidates needs k >= 1, got {k}")
     if len(codes) != len(scores) or not codes:
-        raise ConfigError(f"final_candidates needs one (FLL, accuracy) pair per code, got {len(codes)} codes and "
-                          f"{len(scores)} pairs")
+        raise ConfigError(
+            f"final_candidates needs one (FLL, accuracy) pair per code, got {len(codes)} codes and {len(scores)} pairs"
+        )
     column, sign = (0, 1.0) if rule == "fll" else (1, -1.0)
     values = [None if s[column] is None else float(s[column]) for s in scores]
-    order = sorted((i for i, v in enumerate(values) if v is not None and math.isfinite(v)),
-                   key=lambda i: sign * values[i])
+    order = sorted(
+        (i for i, v in enumerate(values) if v is not None and math.isfinite(v)), key=lambda i: sign * values[i]
+    )
     if not order:
         what = "FLL" if rule == "fll" else "federated validation accuracy"
         raise ConfigError(f"final_candidates: no finite {what} value")
     out: dict[Any, tuple[Code, float, float, int]] = {}
     for i in order:
         fll, acc = scores[i][0], scores[i][1]
-        out.setdefault(space.canonical(codes[i]), (tuple(codes[i]), math.nan if fll is None else float(fll),
-                                                   math.nan if acc is None else float(acc), i))
+        out.setdefault(
+            space.canonical(codes[i]),
+            (tuple(codes[i]), math.nan if fll is None else float(fll), math.nan if acc is None else float(acc), i),
+        )
         if len(out) == k:
             break
     return list(out.values())
@@ -413,20 +445,17 @@ class SearchSchedule:
     retrain_epochs: int = 50
 
     def __post_init__(self) -> None:
-        for name in ("population_size", "sample_size", "epochs", "steps_per_epoch", "retrain_runs",
-                     "retrain_epochs"):
+        for name in ("population_size", "sample_size", "epochs", "steps_per_epoch", "retrain_runs", "retrain_epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.sample_size > self.population_size:
-            raise ConfigError(f"sample_size must be <= population_size={self.population_size}, got "
-                              f"{self.sample_size}")
+            raise ConfigError(f"sample_size must be <= population_size={self.population_size}, got {self.sample_size}")
         if not 0 <= self.warmup_epochs <= self.epochs:
             raise ConfigError(f"warmup_epochs must be in [0, epochs={self.epochs}], got {self.warmup_epochs}")
         if self.fixed_gamma is not None and not 0.0 <= self.fixed_gamma <= 1.0:
             raise ConfigError(f"fixed_gamma must be None (the schedule) or in [0, 1], got {self.fixed_gamma}")
         if not 0.0 <= self.gamma0 <= 1.0 or not 0.0 < self.gamma_decay <= 1.0:
-            raise ConfigError(f"need 0 <= gamma0 <= 1 and 0 < gamma_decay <= 1, got {self.gamma0}, "
-                              f"{self.gamma_decay}")
+            raise ConfigError(f"need 0 <= gamma0 <= 1 and 0 < gamma_decay <= 1, got {self.gamma0}, {self.gamma_decay}")
 
     def evolves(self, epoch: int) -> bool:
         """Whether epoch ``epoch`` (1-based) runs an FEO generation."""

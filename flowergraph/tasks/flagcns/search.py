@@ -36,12 +36,30 @@ import torch
 
 from ...errors import ConfigError
 from ..torch_state import rng_state, set_rng_state
-from .evolution import (FINAL_PICKS, PAPER_SCHEDULE, EvolutionaryOptimizer, SearchSchedule, assemble_population,
-                        final_candidates, new_rng, rng_from_json, rng_state_json, sample_members)
+from .evolution import (
+    FINAL_PICKS,
+    PAPER_SCHEDULE,
+    EvolutionaryOptimizer,
+    SearchSchedule,
+    assemble_population,
+    final_candidates,
+    new_rng,
+    rng_from_json,
+    rng_state_json,
+    sample_members,
+)
 from .space import Code, SearchSpace
 from .supernet import SuperNet
-from .training import (COMBINE_MODES, LR, WEIGHT_DECAY, SuperNetOptimizer, client_loss_and_gradients,
-                       combine_gradients, evaluate_codes, federated_mean)
+from .training import (
+    COMBINE_MODES,
+    LR,
+    WEIGHT_DECAY,
+    SuperNetOptimizer,
+    client_loss_and_gradients,
+    combine_gradients,
+    evaluate_codes,
+    federated_mean,
+)
 
 FITNESS = ("loss", "accuracy")
 
@@ -50,9 +68,19 @@ class InProcessSearch:
     """Algorithm 2 over ``graphs`` (module docstring). ``run()`` runs the remaining epochs; ``final()`` picks the
     architecture."""
 
-    def __init__(self, space: SearchSpace, graphs: Sequence, schedule: SearchSchedule = PAPER_SCHEDULE,
-                 seed: int = 0, fitness: str = "loss", combine: str = "weighted", lr: float = LR,
-                 weight_decay: float = WEIGHT_DECAY, final_pick: str = "fll", adam_scope: str = "this-step"):
+    def __init__(
+        self,
+        space: SearchSpace,
+        graphs: Sequence,
+        schedule: SearchSchedule = PAPER_SCHEDULE,
+        seed: int = 0,
+        fitness: str = "loss",
+        combine: str = "weighted",
+        lr: float = LR,
+        weight_decay: float = WEIGHT_DECAY,
+        final_pick: str = "fll",
+        adam_scope: str = "this-step",
+    ):
         if fitness not in FITNESS:
             raise ConfigError(f"unknown fitness {fitness!r}; valid choices: {', '.join(FITNESS)}")
         if final_pick not in FINAL_PICKS:
@@ -64,8 +92,9 @@ class InProcessSearch:
         self.space, self.graphs, self.schedule = space, list(graphs), schedule
         self.fitness, self.combine, self.final_pick = fitness, combine, final_pick
         in_dim = int(graphs[0].x.size(1))
-        num_classes = int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or
-                          max(int(g.y.max()) + 1 for g in graphs))
+        num_classes = int(
+            max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or max(int(g.y.max()) + 1 for g in graphs)
+        )
         self.supernet = SuperNet(space, in_dim, num_classes, seed=seed)
         self.optimizer = SuperNetOptimizer(self.supernet, lr=lr, weight_decay=weight_decay, scope=adam_scope)
         self.train_sizes = [int(g.train_mask.sum()) for g in graphs]
@@ -76,8 +105,10 @@ class InProcessSearch:
             self.torch_rng = rng_state()
         self.population: list[Code] = space.random_population(schedule.population_size, self.rng)
         self.controller = EvolutionaryOptimizer(space, schedule.controller_config(), seed, salt=0)
-        self.clients = [EvolutionaryOptimizer(space, schedule.client_config(), seed, salt=i + 1,
-                                              population=self.population) for i in range(len(graphs))]
+        self.clients = [
+            EvolutionaryOptimizer(space, schedule.client_config(), seed, salt=i + 1, population=self.population)
+            for i in range(len(graphs))
+        ]
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
 
@@ -106,8 +137,12 @@ class InProcessSearch:
         rows = [self._scores(cache, i, codes) for i in range(len(self.graphs))]
         out = []
         for j in range(len(codes)):
-            out.append((federated_mean([rows[i][j]["val_loss"] for i in range(len(rows))], self.val_sizes),
-                        federated_mean([rows[i][j]["val_accuracy"] for i in range(len(rows))], self.val_sizes)))
+            out.append(
+                (
+                    federated_mean([rows[i][j]["val_loss"] for i in range(len(rows))], self.val_sizes),
+                    federated_mean([rows[i][j]["val_accuracy"] for i in range(len(rows))], self.val_sizes),
+                )
+            )
         return out
 
     def _fit(self, loss: float, accuracy: float) -> float:
@@ -121,10 +156,15 @@ class InProcessSearch:
         evolves = sch.evolves(t)
         start = time.perf_counter()
         training = self.population if evolves else space.random_population(sch.population_size, self.rng)
-        losses = [self.supernet_step(sample_members(training, sch.sample_size, self.rng))
-                  for _ in range(sch.steps_per_epoch)]
-        record: dict[str, Any] = {"epoch": t, "train_loss": float(np.mean(losses)), "evolved": evolves,
-                                  "train_seconds": time.perf_counter() - start}
+        losses = [
+            self.supernet_step(sample_members(training, sch.sample_size, self.rng)) for _ in range(sch.steps_per_epoch)
+        ]
+        record: dict[str, Any] = {
+            "epoch": t,
+            "train_loss": float(np.mean(losses)),
+            "evolved": evolves,
+            "train_seconds": time.perf_counter() - start,
+        }
         if evolves:
             start = time.perf_counter()
             gamma = sch.gamma(t)
@@ -143,9 +183,18 @@ class InProcessSearch:
             self.population = assembled.population
             best = scores[[space.canonical(c) for c in pool].index(space.canonical(p_fl[0]))]
             n_fl, n_clients = assembled.counts()
-            record.update({"gamma": gamma, "best_code": list(p_fl[0]), "best_fll": best[0],
-                           "best_val_accuracy": best[1], "from_controller": n_fl, "from_clients": n_clients,
-                           "evaluations": sum(len(c) for c in cache), "feo_seconds": time.perf_counter() - start})
+            record.update(
+                {
+                    "gamma": gamma,
+                    "best_code": list(p_fl[0]),
+                    "best_fll": best[0],
+                    "best_val_accuracy": best[1],
+                    "from_controller": n_fl,
+                    "from_clients": n_clients,
+                    "evaluations": sum(len(c) for c in cache),
+                    "feo_seconds": time.perf_counter() - start,
+                }
+            )
         self.epoch = t
         self.history.append(record)
         return record
@@ -165,8 +214,10 @@ class InProcessSearch:
         """The ``k`` best distinct networks of P by the final pick (``flagcns.finalists``, not the paper's rule):
         ``[(code, FLL, federated validation accuracy)]`` best first; ``finalists(1)[0] == final()``."""
         scores = self.federated_scores(self.population)
-        return [(code, fll, acc) for code, fll, acc, _ in
-                final_candidates(self.space, self.population, scores, k, self.final_pick)]
+        return [
+            (code, fll, acc)
+            for code, fll, acc, _ in final_candidates(self.space, self.population, scores, k, self.final_pick)
+        ]
 
     # ------------------------------------------------------------------------------------------ state
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -176,18 +227,24 @@ class InProcessSearch:
         arrays = {f"supernet.{k}": v for k, v in self.supernet.arrays().items()}
         arrays.update({f"optimizer.{k}": v for k, v in opt_arrays.items()})
         arrays["torch_rng"] = self.torch_rng.copy()
-        values = {"epoch": self.epoch, "population": [list(c) for c in self.population],
-                  "rng": rng_state_json(self.rng), "controller": self.controller.state(),
-                  "clients": [ea.state() for ea in self.clients], "optimizer": opt_values,
-                  "history": self.history}
+        values = {
+            "epoch": self.epoch,
+            "population": [list(c) for c in self.population],
+            "rng": rng_state_json(self.rng),
+            "controller": self.controller.state(),
+            "clients": [ea.state() for ea in self.clients],
+            "optimizer": opt_values,
+            "history": self.history,
+        }
         return arrays, values
 
     def load_state(self, arrays: Mapping[str, np.ndarray], values: Mapping[str, Any]) -> None:
         if len(values["clients"]) != len(self.graphs):
             raise ConfigError(f"saved search has {len(values['clients'])} clients, this one {len(self.graphs)}")
-        self.supernet.load_arrays({k[len("supernet."):]: v for k, v in arrays.items() if k.startswith("supernet.")})
-        self.optimizer.load_state({k[len("optimizer."):]: v for k, v in arrays.items()
-                                   if k.startswith("optimizer.")}, values["optimizer"])
+        self.supernet.load_arrays({k[len("supernet.") :]: v for k, v in arrays.items() if k.startswith("supernet.")})
+        self.optimizer.load_state(
+            {k[len("optimizer.") :]: v for k, v in arrays.items() if k.startswith("optimizer.")}, values["optimizer"]
+        )
         self.torch_rng = np.array(arrays["torch_rng"], dtype=np.uint8)
         self.epoch = int(values["epoch"])
         self.population = [self.space.check(c) for c in values["population"]]
@@ -199,5 +256,8 @@ class InProcessSearch:
 
 def best_fitness_curve(history: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]]:
     """``(epoch, best FLL of P_FL)`` for every FEO epoch of a search history (for the paper's fitness plot)."""
-    return [(int(r["epoch"]), float(r["best_fll"])) for r in history
-            if r.get("evolved") and r.get("best_fll") is not None and math.isfinite(r["best_fll"])]
+    return [
+        (int(r["epoch"]), float(r["best_fll"]))
+        for r in history
+        if r.get("evolved") and r.get("best_fll") is not None and math.isfinite(r["best_fll"])
+    ]

@@ -50,8 +50,20 @@ Code = tuple[int, ...]
 ACTIVATIONS: tuple[str, ...] = ("sigmoid", "tanh", "relu", "softmax", "identity")
 
 #: Graph layer types, in Table 1's order (LType_1..LType_12).
-OPERATIONS: tuple[str, ...] = ("GATConv", "GINConv", "SAGEConv", "GCNConv", "SGConv", "APPNP", "AGNNConv",
-                               "ARMAConv", "FeaStConv", "GENConv", "GMMConv", "GatedGraphConv")
+OPERATIONS: tuple[str, ...] = (
+    "GATConv",
+    "GINConv",
+    "SAGEConv",
+    "GCNConv",
+    "SGConv",
+    "APPNP",
+    "AGNNConv",
+    "ARMAConv",
+    "FeaStConv",
+    "GENConv",
+    "GMMConv",
+    "GatedGraphConv",
+)
 
 FUSIONS: tuple[str, ...] = ("all", "leaves")
 
@@ -159,19 +171,24 @@ class SearchSpace:
         if len(genes) != self.code_length:
             raise ConfigError(
                 f"code {genes} has {len(genes)} integers; a space with L={self.num_layers} layers needs 2L+2 = "
-                f"{self.code_length}: [IS, type_1, pred_1, ..., type_L, pred_L, OS]")
+                f"{self.code_length}: [IS, type_1, pred_1, ..., type_L, pred_L, OS]"
+            )
         out = []
         for index, gene in enumerate(genes):
             if isinstance(gene, (bool, np.bool_)) or not isinstance(gene, (int, np.integer)):
                 if isinstance(gene, (float, np.floating)) and float(gene).is_integer():
                     gene = int(gene)
                 else:
-                    raise ConfigError(f"code[{index}] ({self.gene_name(index)}) = {gene!r} is not an integer; "
-                                      f"valid values: {self._choices_text(index)}")
+                    raise ConfigError(
+                        f"code[{index}] ({self.gene_name(index)}) = {gene!r} is not an integer; "
+                        f"valid values: {self._choices_text(index)}"
+                    )
             gene = int(gene)
             if gene not in self.gene_values(index):
-                raise ConfigError(f"code[{index}] ({self.gene_name(index)}) = {gene} is out of range; valid "
-                                  f"values: {self._choices_text(index)}")
+                raise ConfigError(
+                    f"code[{index}] ({self.gene_name(index)}) = {gene} is out of range; valid "
+                    f"values: {self._choices_text(index)}"
+                )
             out.append(gene)
         return tuple(out)
 
@@ -248,11 +265,11 @@ class SearchSpace:
     # ----------------------------------------------------------------------------------------------- counts
     def num_codes(self) -> int:
         """``25 * prod_{i=1..L} 12 (i+1) = 25 * 12^L * (L+1)!`` (the paper's count of the space)."""
-        return 25 * 12 ** self.num_layers * math.factorial(self.num_layers + 1)
+        return 25 * 12**self.num_layers * math.factorial(self.num_layers + 1)
 
     def num_networks(self) -> int:
         """Distinct networks: ``25 * sum_{k=0..L} 12^k k!`` (codes that differ in ignored genes counted once)."""
-        return 25 * sum(12 ** k * math.factorial(k) for k in range(self.num_layers + 1))
+        return 25 * sum(12**k * math.factorial(k) for k in range(self.num_layers + 1))
 
     # --------------------------------------------------------------------------------------------- sampling
     def sample_gene(self, index: int, rng: np.random.Generator) -> int:
@@ -290,8 +307,9 @@ class SearchSpace:
         mask = rng.random(self.code_length) < 0.5
         return tuple(int(y) if m else int(x) for x, y, m in zip(a, b, mask))
 
-    def random_population(self, size: int, rng: np.random.Generator, distinct: bool = True,
-                          max_tries: int = 1000) -> list[Code]:
+    def random_population(
+        self, size: int, rng: np.random.Generator, distinct: bool = True, max_tries: int = 1000
+    ) -> list[Code]:
         """``size`` random codes; with ``distinct`` their networks differ (canonical forms unique)."""
         if size < 0:
             raise ConfigError(f"population size must be >= 0, got {size}")
@@ -312,20 +330,22 @@ class SearchSpace:
             else:
                 tries += 1
                 if tries > max_tries:
-                    raise ConfigError(f"could not draw {size} distinct networks in {max_tries} tries after "
-                                      f"{len(out)}; lower none_prob or the population size")
+                    raise ConfigError(
+                        f"could not draw {size} distinct networks in {max_tries} tries after "
+                        f"{len(out)}; lower none_prob or the population size"
+                    )
         return out
 
 
-def code_from_layers(space: SearchSpace, input_structure: str, layers: Sequence[tuple[str, int]],
-                     output_structure: str) -> Code:
+def code_from_layers(
+    space: SearchSpace, input_structure: str, layers: Sequence[tuple[str, int]], output_structure: str
+) -> Code:
     """Build a code from names: ``layers`` lists ``(operation, predecessor)`` for layers 1..k (predecessor 0 =
     the input structure, j = layer j); the remaining layers get predecessor None."""
     if input_structure not in ACTIVATIONS:
         raise ConfigError(f"unknown input structure {input_structure!r}; valid choices: {', '.join(ACTIVATIONS)}")
     if output_structure not in ACTIVATIONS:
-        raise ConfigError(f"unknown output structure {output_structure!r}; valid choices: "
-                          f"{', '.join(ACTIVATIONS)}")
+        raise ConfigError(f"unknown output structure {output_structure!r}; valid choices: {', '.join(ACTIVATIONS)}")
     if len(layers) > space.num_layers:
         raise ConfigError(f"{len(layers)} layers given; the space has L={space.num_layers}")
     code = [ACTIVATIONS.index(input_structure)]

@@ -112,8 +112,9 @@ def pseudo_coordinates(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor
     return torch.stack([d[edge_index[0]], d[edge_index[1]]], dim=1)
 
 
-def _apply_op(name: str, module: nn.Module, h: torch.Tensor, edge_index: torch.Tensor,
-              pseudo: Callable[[], torch.Tensor]) -> torch.Tensor:
+def _apply_op(
+    name: str, module: nn.Module, h: torch.Tensor, edge_index: torch.Tensor, pseudo: Callable[[], torch.Tensor]
+) -> torch.Tensor:
     out = module(h, edge_index, pseudo()) if name == "GMMConv" else module(h, edge_index)
     return F.elu(out) if name == "GATConv" else F.relu(out)
 
@@ -149,13 +150,20 @@ def _structure_module(space: SearchSpace, stage: str, activation: str) -> str:
 class _CodeRunner:
     """Shared forward of codes on one graph (see the module docstring, "Shared computation")."""
 
-    def __init__(self, space: SearchSpace, input_fc: nn.Module, output_fc: nn.Module,
-                 cells: Mapping[str, nn.Module], training: bool):
+    def __init__(
+        self,
+        space: SearchSpace,
+        input_fc: nn.Module,
+        output_fc: nn.Module,
+        cells: Mapping[str, nn.Module],
+        training: bool,
+    ):
         self.space, self.input_fc, self.output_fc, self.cells = space, input_fc, output_fc, cells
         self.training = training
 
-    def run(self, x: torch.Tensor, edge_index: torch.Tensor, codes: Sequence[Code],
-            share: bool = True) -> list[torch.Tensor]:
+    def run(
+        self, x: torch.Tensor, edge_index: torch.Tensor, codes: Sequence[Code], share: bool = True
+    ) -> list[torch.Tensor]:
         space = self.space
         p = space.dropout if self.training else 0.0
         share = share and p == 0.0
@@ -229,19 +237,23 @@ class SuperNet(nn.Module):
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, code: Code) -> torch.Tensor:
         return self.forward_codes(x, edge_index, [code])[0]
 
-    def forward_codes(self, x: torch.Tensor, edge_index: torch.Tensor, codes: Sequence[Code],
-                      share: bool = True) -> list[torch.Tensor]:
+    def forward_codes(
+        self, x: torch.Tensor, edge_index: torch.Tensor, codes: Sequence[Code], share: bool = True
+    ) -> list[torch.Tensor]:
         """The outputs (``act_OS`` of the output FC layer) of each code, intermediates shared (module docstring)."""
         return _CodeRunner(self.space, self.input, self.output, self.cells, self.training).run(
-            x, edge_index, codes, share)
+            x, edge_index, codes, share
+        )
 
     # ------------------------------------------------------------------------------------- sub-networks
     def code_modules(self, code: Code) -> list[str]:
         """Names of the modules ``code`` uses: its input FC layer, its cells in layer order, its output FC layer."""
         space = self.space
-        return ([_structure_module(space, "input", space.input_structure(code))] +
-                [f"cells.{cell_name(i, p, t)}" for i, p, t in space.layers(code)] +
-                [_structure_module(space, "output", space.output_structure(code))])
+        return (
+            [_structure_module(space, "input", space.input_structure(code))]
+            + [f"cells.{cell_name(i, p, t)}" for i, p, t in space.layers(code)]
+            + [_structure_module(space, "output", space.output_structure(code))]
+        )
 
     def code_keys(self, codes: Code | Iterable[Code]) -> list[str]:
         """The state-dict keys of the sub-networks of ``codes`` (one code or several), in the SuperNet's
@@ -255,8 +267,12 @@ class SuperNet(nn.Module):
         parameters in :data:`UNUSED_PARAMETERS`. A pure function of the codes, so every client sends the same
         names for the same codes."""
         codes = _as_codes(self.space, codes)
-        unused = {f"cells.{cell_name(i, p, t)}.{name}" for code in codes for i, p, t in self.space.layers(code)
-                  for name in UNUSED_PARAMETERS.get(OPERATIONS[t], ())}
+        unused = {
+            f"cells.{cell_name(i, p, t)}.{name}"
+            for code in codes
+            for i, p, t in self.space.layers(code)
+            for name in UNUSED_PARAMETERS.get(OPERATIONS[t], ())
+        }
         return [k for k in self.code_keys(codes) if k not in unused]
 
     def arrays(self, codes: Code | Iterable[Code] | None = None) -> dict[str, np.ndarray]:
@@ -305,7 +321,8 @@ class ArchitectureNet(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         return _CodeRunner(self.space, self.input, self.output, self.cells, self.training).run(
-            x, edge_index, [self.code])[0]
+            x, edge_index, [self.code]
+        )[0]
 
     @classmethod
     def from_supernet(cls, supernet: SuperNet, code: Code) -> "ArchitectureNet":
@@ -317,8 +334,11 @@ class ArchitectureNet(nn.Module):
     def gradient_keys(self) -> list[str]:
         """The state-dict keys a training forward gives a gradient (all but :data:`UNUSED_PARAMETERS`, as
         :meth:`SuperNet.gradient_keys` of this code): what federated retraining exchanges."""
-        unused = {f"cells.{cell_name(i, p, t)}.{name}" for i, p, t in self.space.layers(self.code)
-                  for name in UNUSED_PARAMETERS.get(OPERATIONS[t], ())}
+        unused = {
+            f"cells.{cell_name(i, p, t)}.{name}"
+            for i, p, t in self.space.layers(self.code)
+            for name in UNUSED_PARAMETERS.get(OPERATIONS[t], ())
+        }
         return [k for k in self.state_dict() if k not in unused]
 
     def describe(self) -> str:
@@ -328,6 +348,7 @@ class ArchitectureNet(nn.Module):
 def io_dims(arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
     """``(input features, classes)`` of a SuperNet's or a network's named arrays, read from its input and output
     FC layers (either ``structure_fc``); KeyError when the arrays hold no such layer."""
+
     def weight(stage: str) -> np.ndarray:
         for key in arrays:
             if key.startswith(stage + ".") and key.endswith(".weight") and key.count(".") <= 2:
@@ -337,8 +358,9 @@ def io_dims(arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
     return int(weight("input").shape[1]), int(weight("output").shape[0])
 
 
-def build_network(space: SearchSpace, code: Code, in_dim: int, num_classes: int,
-                  seed: int | None = None) -> ArchitectureNet:
+def build_network(
+    space: SearchSpace, code: Code, in_dim: int, num_classes: int, seed: int | None = None
+) -> ArchitectureNet:
     """Decode ``code`` into a runnable network with fresh weights (a pure function of ``seed`` when given)."""
     return ArchitectureNet(space, code, in_dim, num_classes, seed=seed)
 

@@ -57,8 +57,9 @@ def _tensors(graph):
     try:
         return graph.x, graph.edge_index, graph.y
     except AttributeError:
-        raise ConfigError(f"a graph needs x, edge_index, y and train/val/test masks; got {type(graph).__name__}") \
-            from None
+        raise ConfigError(
+            f"a graph needs x, edge_index, y and train/val/test masks; got {type(graph).__name__}"
+        ) from None
 
 
 def _mask(graph, name: str) -> torch.Tensor:
@@ -68,8 +69,9 @@ def _mask(graph, name: str) -> torch.Tensor:
     return mask
 
 
-def client_loss_and_gradients(supernet: SuperNet, graph, codes: Iterable[Code],
-                              share: bool = True) -> tuple[float, dict[str, np.ndarray]]:
+def client_loss_and_gradients(
+    supernet: SuperNet, graph, codes: Iterable[Code], share: bool = True
+) -> tuple[float, dict[str, np.ndarray]]:
     """``(L_i, g_i)`` for one client (module docstring): the training loss averaged over ``codes`` and its
     gradients, named by SuperNet state-dict key, for exactly the keys ``supernet.gradient_keys(codes)``. Leaves the
     SuperNet's weights and ``.grad`` fields unchanged. A graph without training nodes gives ``(nan, {})``."""
@@ -90,16 +92,18 @@ def client_loss_and_gradients(supernet: SuperNet, graph, codes: Iterable[Code],
     grads = {}
     for key in supernet.gradient_keys(codes):
         grad = params[key].grad
-        grads[key] = (np.zeros(tuple(params[key].shape), dtype=np.float32) if grad is None
-                      else grad.detach().cpu().numpy().copy())
+        grads[key] = (
+            np.zeros(tuple(params[key].shape), dtype=np.float32) if grad is None else grad.detach().cpu().numpy().copy()
+        )
     supernet.zero_grad(set_to_none=True)
     supernet.train(was_training)
     return float(loss.detach()), grads
 
 
 @torch.no_grad()
-def evaluate_codes(supernet: SuperNet, graph, codes: Iterable[Code], masks: Sequence[str] = ("val",),
-                   share: bool = True) -> list[dict[str, float]]:
+def evaluate_codes(
+    supernet: SuperNet, graph, codes: Iterable[Code], masks: Sequence[str] = ("val",), share: bool = True
+) -> list[dict[str, float]]:
     """For each code, ``<mask>_loss`` (mean cross-entropy), ``<mask>_accuracy`` and ``num_<mask>`` for every
     mask name in ``masks`` (train, val, test), from one evaluation-mode forward; NaN for an empty mask."""
     codes = _as_codes(supernet.space, codes)
@@ -131,8 +135,9 @@ def federated_mean(values: Sequence[float], sizes: Sequence[float]) -> float:
     return float(sum((s / total) * v for v, s in zip(values, sizes) if s > 0))
 
 
-def combine_gradients(grads: Sequence[Mapping[str, np.ndarray]], sizes: Sequence[float] | None = None,
-                      mode: str = "weighted") -> dict[str, np.ndarray]:
+def combine_gradients(
+    grads: Sequence[Mapping[str, np.ndarray]], sizes: Sequence[float] | None = None, mode: str = "weighted"
+) -> dict[str, np.ndarray]:
     """The server's combination of the clients' gradients (module docstring): ``weighted`` (needs ``sizes``, the
     clients' training-set sizes) or ``sum``. Keys: the union of the clients' keys, in first-seen order; a missing
     key is a zero gradient. Computed in float64, returned in the clients' dtype."""
@@ -142,8 +147,9 @@ def combine_gradients(grads: Sequence[Mapping[str, np.ndarray]], sizes: Sequence
         raise ConfigError("combine_gradients needs the gradients of at least one client")
     if mode == "weighted":
         if sizes is None or len(sizes) != len(grads):
-            raise ConfigError(f"mode 'weighted' needs one training-set size per client: {len(grads)} gradients, "
-                              f"sizes {sizes!r}")
+            raise ConfigError(
+                f"mode 'weighted' needs one training-set size per client: {len(grads)} gradients, sizes {sizes!r}"
+            )
         if any(s < 0 for s in sizes) or sum(sizes) <= 0:
             raise ConfigError(f"training-set sizes must be >= 0 with a positive sum, got {list(sizes)}")
         total = float(sum(sizes))
@@ -157,8 +163,9 @@ def combine_gradients(grads: Sequence[Mapping[str, np.ndarray]], sizes: Sequence
             value = np.asarray(value)
             if key in out:
                 if value.shape != out[key].shape:
-                    raise ConfigError(f"gradient {key!r} has shape {value.shape} from one client and "
-                                      f"{out[key].shape} from another")
+                    raise ConfigError(
+                        f"gradient {key!r} has shape {value.shape} from one client and {out[key].shape} from another"
+                    )
                 out[key] += w * value.astype(np.float64)
             else:
                 out[key] = w * value.astype(np.float64)
@@ -180,8 +187,9 @@ class SuperNetOptimizer:
     Its state (moment estimates, step counts) goes to arrays and JSON values (:meth:`state`) and back
     (:meth:`load_state`), so a resumed search steps exactly as an uninterrupted one."""
 
-    def __init__(self, supernet: SuperNet, lr: float = LR, weight_decay: float = WEIGHT_DECAY,
-                 scope: str = "this-step"):
+    def __init__(
+        self, supernet: SuperNet, lr: float = LR, weight_decay: float = WEIGHT_DECAY, scope: str = "this-step"
+    ):
         if not lr > 0:
             raise ConfigError(f"lr must be > 0, got {lr}")
         if weight_decay < 0:
@@ -204,8 +212,10 @@ class SuperNetOptimizer:
             if key not in self.params:
                 raise ConfigError(f"gradient for {key!r}, which is not a SuperNet parameter")
             if tuple(np.shape(value)) != tuple(self.params[key].shape):
-                raise ConfigError(f"gradient {key!r} has shape {tuple(np.shape(value))}, the parameter "
-                                  f"{tuple(self.params[key].shape)}")
+                raise ConfigError(
+                    f"gradient {key!r} has shape {tuple(np.shape(value))}, the parameter "
+                    f"{tuple(self.params[key].shape)}"
+                )
         stepped = list(grads)
         if self.scope == "once-touched":
             named = set(grads)
@@ -215,7 +225,7 @@ class SuperNetOptimizer:
         for key, value in grads.items():
             p = self.params[key]
             p.grad = torch.from_numpy(np.ascontiguousarray(value)).to(p.dtype).clone()
-        for key in stepped[len(grads):]:
+        for key in stepped[len(grads) :]:
             self.params[key].grad = torch.zeros_like(self.params[key])
         self.optimizer.step()
         for p in self.params.values():
@@ -275,18 +285,33 @@ class TrainResult:
     best_state: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def train_architecture(space: SearchSpace, code: Code, graph, epochs: int = 50, lr: float = LR,
-                       weight_decay: float = WEIGHT_DECAY, seed: int = 0) -> TrainResult:
+def train_architecture(
+    space: SearchSpace,
+    code: Code,
+    graph,
+    epochs: int = 50,
+    lr: float = LR,
+    weight_decay: float = WEIGHT_DECAY,
+    seed: int = 0,
+) -> TrainResult:
     """Train ``code``'s network from scratch on one graph: ``epochs`` full-batch Adam steps on the training
     cross-entropy; after every step, validation and test accuracy; keeps the first epoch with the best
     validation accuracy (the reference code's selection)."""
-    return federated_train_architecture(space, code, [graph], epochs=epochs, lr=lr, weight_decay=weight_decay,
-                                        seed=seed)
+    return federated_train_architecture(
+        space, code, [graph], epochs=epochs, lr=lr, weight_decay=weight_decay, seed=seed
+    )
 
 
-def federated_train_architecture(space: SearchSpace, code: Code, graphs: Sequence, epochs: int = 50,
-                                 lr: float = LR, weight_decay: float = WEIGHT_DECAY, seed: int = 0,
-                                 mode: str = "weighted") -> TrainResult:
+def federated_train_architecture(
+    space: SearchSpace,
+    code: Code,
+    graphs: Sequence,
+    epochs: int = 50,
+    lr: float = LR,
+    weight_decay: float = WEIGHT_DECAY,
+    seed: int = 0,
+    mode: str = "weighted",
+) -> TrainResult:
     """The reference code's final training, in one process: one model; every epoch each client's full-batch
     training gradient, combined by :func:`combine_gradients` (``mode``, train-size weights), one Adam step; then
     validation/test accuracy per client, combined with validation/test-size weights (FLACC for test). Keeps the
@@ -296,18 +321,22 @@ def federated_train_architecture(space: SearchSpace, code: Code, graphs: Sequenc
     code = space.check(code)
     in_dim = int(graphs[0].x.size(1))
     net = ArchitectureNet(space, code, in_dim, _num_classes(graphs), seed=seed)
-    return federated_train_network(net, graphs, epochs=epochs, lr=lr, weight_decay=weight_decay, seed=seed,
-                                   mode=mode)
+    return federated_train_network(net, graphs, epochs=epochs, lr=lr, weight_decay=weight_decay, seed=seed, mode=mode)
 
 
 def _num_classes(graphs: Sequence) -> int:
-    return int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or
-               max(int(g.y.max()) + 1 for g in graphs))
+    return int(max(int(getattr(g, "num_classes", 0) or 0) for g in graphs) or max(int(g.y.max()) + 1 for g in graphs))
 
 
-def federated_train_network(net: torch.nn.Module, graphs: Sequence, epochs: int = 50, lr: float = LR,
-                            weight_decay: float = WEIGHT_DECAY, seed: int = 0,
-                            mode: str = "weighted") -> TrainResult:
+def federated_train_network(
+    net: torch.nn.Module,
+    graphs: Sequence,
+    epochs: int = 50,
+    lr: float = LR,
+    weight_decay: float = WEIGHT_DECAY,
+    seed: int = 0,
+    mode: str = "weighted",
+) -> TrainResult:
     """:func:`federated_train_architecture`'s loop for any network called as ``net(x, edge_index)`` whose output
     is given to the cross-entropy (e.g. the reference code's fixed baselines,
     :func:`~flowergraph.tasks.flagcns.baselines.reference_baseline`). ``seed`` seeds the training's random
@@ -320,8 +349,12 @@ def federated_train_network(net: torch.nn.Module, graphs: Sequence, epochs: int 
     optimizer = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay)
     train_sizes = [int(_mask(g, "train").sum()) for g in graphs]
     history: list[dict[str, float]] = []
-    best = TrainResult(best_epoch=0, val_accuracy=-math.inf, test_accuracy=math.nan,
-                       parameters=int(sum(p.numel() for p in params.values())))
+    best = TrainResult(
+        best_epoch=0,
+        val_accuracy=-math.inf,
+        test_accuracy=math.nan,
+        parameters=int(sum(p.numel() for p in params.values())),
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for epoch in range(1, epochs + 1):
@@ -349,9 +382,16 @@ def federated_train_network(net: torch.nn.Module, graphs: Sequence, epochs: int 
     return best
 
 
-def choose_by_retraining(space: SearchSpace, codes: Sequence[Code], graphs: Sequence, epochs: int = 50,
-                         lr: float = LR, weight_decay: float = WEIGHT_DECAY, seed: int = 0,
-                         mode: str = "weighted") -> tuple[int, list[TrainResult]]:
+def choose_by_retraining(
+    space: SearchSpace,
+    codes: Sequence[Code],
+    graphs: Sequence,
+    epochs: int = 50,
+    lr: float = LR,
+    weight_decay: float = WEIGHT_DECAY,
+    seed: int = 0,
+    mode: str = "weighted",
+) -> tuple[int, list[TrainResult]]:
     """Not the paper's rule (``flagcns.finalists`` > 1): retrain every code of ``codes`` (the finalists, e.g.
     :func:`~flowergraph.tasks.flagcns.evolution.best_architectures`) from scratch with
     :func:`federated_train_architecture` (the same ``seed`` for each) and keep the one whose best epoch has the
@@ -359,8 +399,12 @@ def choose_by_retraining(space: SearchSpace, codes: Sequence[Code], graphs: Sequ
     finalist's result)``."""
     if not codes:
         raise ConfigError("choose_by_retraining needs at least one code")
-    results = [federated_train_architecture(space, code, graphs, epochs=epochs, lr=lr, weight_decay=weight_decay,
-                                            seed=seed, mode=mode) for code in codes]
+    results = [
+        federated_train_architecture(
+            space, code, graphs, epochs=epochs, lr=lr, weight_decay=weight_decay, seed=seed, mode=mode
+        )
+        for code in codes
+    ]
     return pick_finalist([r.val_accuracy for r in results]), results
 
 

@@ -9,16 +9,42 @@
 Nothing here imports ``flwr``.
 """
 
-from .data import (SETTINGS, ClientGraphData, GraphTaskSpec, available_offline, client_graph_data,
-                   parse_graph_datasets, stratified_split)
+from .data import (
+    SETTINGS,
+    ClientGraphData,
+    GraphTaskSpec,
+    available_offline,
+    client_graph_data,
+    parse_graph_datasets,
+    stratified_split,
+)
 from .models import DecoupledGIN, GIN, build_graph_model, get_arrays, part_keys, set_arrays
 from .structure import degree_se, parse_structure, random_walk_se, structure_dim, structure_embeddings
 from .training import FEDPROX_MU, GraphTrainConfig, evaluate, make_optimizer, train_epochs, train_local
 
 __all__ = [
-    "SETTINGS", "ClientGraphData", "GraphTaskSpec", "available_offline", "client_graph_data",
-    "parse_graph_datasets", "stratified_split", "DecoupledGIN", "GIN", "build_graph_model", "get_arrays",
-    "part_keys", "set_arrays", "degree_se", "parse_structure", "random_walk_se", "structure_dim",
-    "structure_embeddings", "FEDPROX_MU", "GraphTrainConfig", "evaluate", "make_optimizer", "train_epochs",
+    "SETTINGS",
+    "ClientGraphData",
+    "GraphTaskSpec",
+    "available_offline",
+    "client_graph_data",
+    "parse_graph_datasets",
+    "stratified_split",
+    "DecoupledGIN",
+    "GIN",
+    "build_graph_model",
+    "get_arrays",
+    "part_keys",
+    "set_arrays",
+    "degree_se",
+    "parse_structure",
+    "random_walk_se",
+    "structure_dim",
+    "structure_embeddings",
+    "FEDPROX_MU",
+    "GraphTrainConfig",
+    "evaluate",
+    "make_optimizer",
+    "train_epochs",
     "train_local",
 ]

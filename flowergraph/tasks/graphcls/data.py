@@ -54,8 +54,7 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, DatasetUnavailableError, PartitionError, did_you_mean
-from ..datasets import GRAPH_DATASETS, _raw_files_present, cache_dir, dataset_info, load_pyg_dataset, \
-    resolve_data_dir
+from ..datasets import GRAPH_DATASETS, _raw_files_present, cache_dir, dataset_info, load_pyg_dataset, resolve_data_dir
 from .structure import degrees, parse_structure, rwse_cache_path, structure_dim, structure_embeddings
 
 CHEM = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1")
@@ -81,8 +80,10 @@ def graph_dataset_name(name: str) -> str:
     """The canonical spelling of a TU graph dataset (case-insensitive) or a ConfigError naming the choices."""
     match = [d for d in GRAPH_DATASETS if d.lower() == str(name).strip().lower()]
     if not match:
-        raise ConfigError(f"unknown graph dataset or setting {name!r}; valid choices: {_valid_choices()}"
-                          f"{did_you_mean(name, (*SETTINGS, *GRAPH_DATASETS))}")
+        raise ConfigError(
+            f"unknown graph dataset or setting {name!r}; valid choices: {_valid_choices()}"
+            f"{did_you_mean(name, (*SETTINGS, *GRAPH_DATASETS))}"
+        )
     return match[0]
 
 
@@ -93,8 +94,9 @@ def available_offline(name: str, data_dir: str | None = None) -> bool:
     if _raw_files_present(cache_dir() / info.family / info.name / "raw", info):
         return True
     root = resolve_data_dir(data_dir)
-    return root is not None and any(_raw_files_present(p, info) for p in
-                                    (root / info.family / info.name / "raw", root / info.name / "raw"))
+    return root is not None and any(
+        _raw_files_present(p, info) for p in (root / info.family / info.name / "raw", root / info.name / "raw")
+    )
 
 
 def parse_graph_datasets(text: str, *, offline_only: bool = False, data_dir: str | None = None) -> tuple[str, ...]:
@@ -155,8 +157,10 @@ class GraphTaskSpec:
         object.__setattr__(self, "data_dir", str(self.data_dir or ""))
         split = tuple(float(f) for f in self.split)
         if len(split) != 3 or any(not 0 <= f < 1 for f in split) or split[0] <= 0 or abs(sum(split) - 1) > 1e-6:
-            raise ConfigError(f"split {self.split!r}: expected three fractions train/val/test in [0, 1) that sum "
-                              f"to 1 with train > 0, e.g. (0.8, 0.1, 0.1)")
+            raise ConfigError(
+                f"split {self.split!r}: expected three fractions train/val/test in [0, 1) that sum "
+                f"to 1 with train > 0, e.g. (0.8, 0.1, 0.1)"
+            )
         object.__setattr__(self, "split", split)
         if self.split_method not in SPLIT_METHODS:
             raise ConfigError(f"unknown split method {self.split_method!r}; valid choices: {', '.join(SPLIT_METHODS)}")
@@ -170,9 +174,11 @@ class GraphTaskSpec:
         if k is not None and (not isinstance(k, (int, np.integer)) or k < 1):
             raise ConfigError(f"num_clients must be an integer >= 1, got {k!r}")
         if len(self.datasets) > 1 and k is not None and k != len(self.datasets):
-            raise ConfigError(f"num_clients={k} but {len(self.datasets)} datasets were given "
-                              f"({', '.join(self.datasets)}): with several datasets each client owns one, so "
-                              f"num_clients must be {len(self.datasets)}")
+            raise ConfigError(
+                f"num_clients={k} but {len(self.datasets)} datasets were given "
+                f"({', '.join(self.datasets)}): with several datasets each client owns one, so "
+                f"num_clients must be {len(self.datasets)}"
+            )
 
     @property
     def client_count(self) -> int:
@@ -231,17 +237,25 @@ def _node_features(name: str, graphs: list, edge_index: np.ndarray, num_nodes: n
     if deg.size and deg.max() > cap:
         node = int(np.argmax(deg))
         graph = int(np.searchsorted(np.cumsum(num_nodes), node, side="right"))
-        raise ConfigError(f"dataset {name!r}: graph {graph} has a node of degree {int(deg.max())}, above the "
-                          f"one-hot degree cap {cap} FedStar uses for it (OneHotDegree({cap})); the raw files "
-                          f"differ from the TU originals")
+        raise ConfigError(
+            f"dataset {name!r}: graph {graph} has a node of degree {int(deg.max())}, above the "
+            f"one-hot degree cap {cap} FedStar uses for it (OneHotDegree({cap})); the raw files "
+            f"differ from the TU originals"
+        )
     x = np.zeros((deg.size, cap + 1), dtype=np.float32)
     x[np.arange(deg.size), deg] = 1.0
     return x
 
 
 @functools.lru_cache(maxsize=None)
-def dataset_graphs(name: str, data_dir: str = "", structure: tuple[str, ...] = ("dse", "rwse"), dse_dim: int = 16,
-                   rwse_dim: int = 16, rwse_disk_cache: bool = True) -> DatasetGraphs:
+def dataset_graphs(
+    name: str,
+    data_dir: str = "",
+    structure: tuple[str, ...] = ("dse", "rwse"),
+    dse_dim: int = 16,
+    rwse_dim: int = 16,
+    rwse_disk_cache: bool = True,
+) -> DatasetGraphs:
     """All graphs of one TU dataset with FedStar's features and structure embeddings (memoised per process)."""
     from torch_geometric.data import Data
 
@@ -252,25 +266,35 @@ def dataset_graphs(name: str, data_dir: str = "", structure: tuple[str, ...] = (
     except DatasetUnavailableError as exc:
         raise DatasetUnavailableError(
             f"{exc} ({name} is not in the offline dataset collection; parse_graph_datasets(..., offline_only=True) "
-            f"drops it from a setting)" if name == "COLLAB" else str(exc)) from exc
+            f"drops it from a setting)"
+            if name == "COLLAB"
+            else str(exc)
+        ) from exc
     pyg = [ds[i] for i in range(len(ds))]
     num_nodes = np.array([g.num_nodes for g in pyg], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(num_nodes)])
-    edge_index = np.concatenate([g.edge_index.numpy() + offsets[i] for i, g in enumerate(pyg)], axis=1) \
-        if pyg else np.zeros((2, 0), dtype=np.int64)
+    edge_index = (
+        np.concatenate([g.edge_index.numpy() + offsets[i] for i, g in enumerate(pyg)], axis=1)
+        if pyg
+        else np.zeros((2, 0), dtype=np.int64)
+    )
     x_all = _node_features(name, pyg, edge_index, num_nodes)
     if x_all is None and (pyg[0].x is None or pyg[0].x.shape[1] == 0):
-        raise ConfigError(f"dataset {name!r} has no node features and no one-hot degree cap is defined for it; "
-                          f"featureless datasets with a cap: {', '.join(ONE_HOT_DEGREE)}")
+        raise ConfigError(
+            f"dataset {name!r} has no node features and no one-hot degree cap is defined for it; "
+            f"featureless datasets with a cap: {', '.join(ONE_HOT_DEGREE)}"
+        )
     cache = rwse_cache_path(name, rwse_dim) if rwse_disk_cache else None
-    s_all = torch.from_numpy(structure_embeddings(edge_index, num_nodes, structure, dse_dim, rwse_dim,
-                                                  rwse_cache=cache))
+    s_all = torch.from_numpy(
+        structure_embeddings(edge_index, num_nodes, structure, dse_dim, rwse_dim, rwse_cache=cache)
+    )
     graphs = []
     for i, g in enumerate(pyg):
         a, b = int(offsets[i]), int(offsets[i + 1])
         x = torch.from_numpy(x_all[a:b]) if x_all is not None else g.x.to(torch.float32)
-        graphs.append(Data(x=x, edge_index=g.edge_index, y=g.y.to(torch.long).view(1), s=s_all[a:b],
-                           num_nodes=int(num_nodes[i])))
+        graphs.append(
+            Data(x=x, edge_index=g.edge_index, y=g.y.to(torch.long).view(1), s=s_all[a:b], num_nodes=int(num_nodes[i]))
+        )
     labels = np.array([int(g.y) for g in graphs], dtype=np.int64)
     return DatasetGraphs(name, tuple(graphs), labels, int(graphs[0].x.shape[1]), int(ds.num_classes))
 
@@ -303,8 +327,9 @@ def paper_split(labels: np.ndarray, seed: int = 123) -> tuple[np.ndarray, np.nda
     labels = np.asarray(labels)
     idx = np.arange(len(labels))
     train, held = train_test_split(idx, test_size=0.2, stratify=labels, shuffle=True, random_state=seed)
-    val, test = train_test_split(held, train_size=0.5, test_size=0.5, stratify=labels[held], shuffle=True,
-                                 random_state=seed)
+    val, test = train_test_split(
+        held, train_size=0.5, test_size=0.5, stratify=labels[held], shuffle=True, random_state=seed
+    )
     return (np.asarray(train, np.int64), np.asarray(val, np.int64), np.asarray(test, np.int64))
 
 
@@ -322,14 +347,17 @@ def dirichlet_clients(spec: GraphTaskSpec) -> np.ndarray:
     data = dataset_graphs(name, spec.data_dir, spec.structure, spec.dse_dim, spec.rwse_dim, spec.rwse_disk_cache)
     n = len(data.labels)
     if k * spec.min_graphs > n:
-        raise ConfigError(f"num_clients={k} x min_graphs={spec.min_graphs} = {k * spec.min_graphs} exceeds "
-                          f"the {n} graphs of {name}")
+        raise ConfigError(
+            f"num_clients={k} x min_graphs={spec.min_graphs} = {k * spec.min_graphs} exceeds the {n} graphs of {name}"
+        )
     try:
         return dirichlet_partition(data.labels, k, spec.beta, min_size=spec.min_graphs, seed=spec.split_seed)
     except PartitionError:
-        raise PartitionError(f"dataset {name!r}: no Dirichlet(beta={spec.beta}) split of its {n} graphs gave "
-                             f"every one of the {k} clients >= min_graphs={spec.min_graphs} graphs; lower "
-                             f"min_graphs or num_clients, or raise beta") from None
+        raise PartitionError(
+            f"dataset {name!r}: no Dirichlet(beta={spec.beta}) split of its {n} graphs gave "
+            f"every one of the {k} clients >= min_graphs={spec.min_graphs} graphs; lower "
+            f"min_graphs or num_clients, or raise beta"
+        ) from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -349,10 +377,13 @@ def client_graph_data(spec: GraphTaskSpec, client_id: int) -> ClientGraphData:
         try:
             splits = paper_split(data.labels[own], spec.split_seed)
         except ValueError as exc:
-            raise ConfigError(f"client {client_id} ({label}): the paper's stratified split fails on its "
-                              f"{len(own)} graphs ({exc}); give it more graphs or use graph.split=per-class") from None
+            raise ConfigError(
+                f"client {client_id} ({label}): the paper's stratified split fails on its "
+                f"{len(own)} graphs ({exc}); give it more graphs or use graph.split=per-class"
+            ) from None
     else:
         splits = stratified_split(data.labels[own], spec.split, seed=(spec.split_seed, _name_salt(name), within))
     train, val, test = (tuple(data.graphs[i] for i in own[s]) for s in splits)
-    return ClientGraphData(client_id, label, name, train, val, test, data.num_features, data.num_classes,
-                           spec.structure_dim)
+    return ClientGraphData(
+        client_id, label, name, train, val, test, data.num_features, data.num_classes, spec.structure_dim
+    )

@@ -81,8 +81,9 @@ def _seeded(seed: int | None, name: str):
 def _gin(d_in: int, hidden: int):
     from torch_geometric.nn import GINConv
 
-    return GINConv(nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden)), eps=0.0,
-                   train_eps=False)
+    return GINConv(
+        nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden)), eps=0.0, train_eps=False
+    )
 
 
 def adjacency(data) -> torch.Tensor:
@@ -118,13 +119,21 @@ class DecoupledGIN(nn.Module):
         "convs": ("feat_convs", "struct_convs"),
     }
 
-    def __init__(self, num_features: int, structure_dim: int, num_classes: int, hidden: int = 64, layers: int = 3,
-                 dropout: float = 0.5, seed: int | None = None, pool_order: str = "per-node"):
+    def __init__(
+        self,
+        num_features: int,
+        structure_dim: int,
+        num_classes: int,
+        hidden: int = 64,
+        layers: int = 3,
+        dropout: float = 0.5,
+        seed: int | None = None,
+        pool_order: str = "per-node",
+    ):
         super().__init__()
         from torch_geometric.nn import GCNConv
 
-        _check(hidden, layers, dropout, num_features=num_features, structure_dim=structure_dim,
-               num_classes=num_classes)
+        _check(hidden, layers, dropout, num_features=num_features, structure_dim=structure_dim, num_classes=num_classes)
         if pool_order not in POOL_ORDERS:
             raise ConfigError(f"unknown pool_order {pool_order!r}; valid choices: {', '.join(POOL_ORDERS)}")
         self.dropout = dropout
@@ -165,14 +174,17 @@ class DecoupledGIN(nn.Module):
 class GIN(nn.Module):
     """The baselines' GIN (see the module docstring); ``forward(batch)`` uses ``x``, ``edge_index``, ``batch``."""
 
-    part_prefixes = {
-        "feature": ("feat_in", "feat_convs"),
-        "classifier": ("fc", "out"),
-        "convs": ("feat_convs",),
-    }
+    part_prefixes = {"feature": ("feat_in", "feat_convs"), "classifier": ("fc", "out"), "convs": ("feat_convs",)}
 
-    def __init__(self, num_features: int, num_classes: int, hidden: int = 64, layers: int = 3,
-                 dropout: float = 0.5, seed: int | None = None):
+    def __init__(
+        self,
+        num_features: int,
+        num_classes: int,
+        hidden: int = 64,
+        layers: int = 3,
+        dropout: float = 0.5,
+        seed: int | None = None,
+    ):
         super().__init__()
         _check(hidden, layers, dropout, num_features=num_features, num_classes=num_classes)
         self.dropout = dropout
@@ -198,9 +210,17 @@ class GIN(nn.Module):
         return F.log_softmax(self.out(z), dim=-1)
 
 
-def build_graph_model(kind: str, num_features: int, num_classes: int, structure_dim: int = 32, hidden: int = 64,
-                      layers: int = 3, dropout: float = 0.5, seed: int | None = None,
-                      pool_order: str = "per-node") -> nn.Module:
+def build_graph_model(
+    kind: str,
+    num_features: int,
+    num_classes: int,
+    structure_dim: int = 32,
+    hidden: int = 64,
+    layers: int = 3,
+    dropout: float = 0.5,
+    seed: int | None = None,
+    pool_order: str = "per-node",
+) -> nn.Module:
     """``decoupled`` (FedStar, uses ``structure_dim`` and ``pool_order``) or ``gin`` (baselines, ignore them)."""
     if kind == "decoupled":
         return DecoupledGIN(num_features, structure_dim, num_classes, hidden, layers, dropout, seed, pool_order)
@@ -242,8 +262,9 @@ def set_arrays(model: nn.Module, part: str, arrays: list[np.ndarray]) -> None:
     keys = part_keys(model, part)
     arrays = list(arrays)
     if len(arrays) != len(keys):
-        raise ConfigError(f"part {part!r} of {type(model).__name__} has {len(keys)} arrays ({', '.join(keys)}), "
-                          f"got {len(arrays)}")
+        raise ConfigError(
+            f"part {part!r} of {type(model).__name__} has {len(keys)} arrays ({', '.join(keys)}), got {len(arrays)}"
+        )
     state = model.state_dict()
     new = {}
     for key, arr in zip(keys, arrays):

@@ -71,8 +71,10 @@ def parse_structure(value: str | Sequence[str]) -> tuple[str, ...]:
     out: list[str] = []
     for p in parts:
         if p not in KINDS:
-            raise ConfigError(f"unknown structure embedding {p!r} in {value!r}; valid choices: a comma-separated "
-                              f"subset of {', '.join(KINDS)}, or 'ones' (all-ones vector)")
+            raise ConfigError(
+                f"unknown structure embedding {p!r} in {value!r}; valid choices: a comma-separated "
+                f"subset of {', '.join(KINDS)}, or 'ones' (all-ones vector)"
+            )
         if p in out:
             raise ConfigError(f"structure embedding {p!r} listed twice in {value!r}")
         out.append(p)
@@ -144,8 +146,9 @@ def _blocks(num_nodes: np.ndarray, budget: int):
         yield batch, 0, int(num_nodes[batch[-1]])
 
 
-def random_walk_se(edge_index: np.ndarray, num_nodes: Sequence[int], steps: int = 16,
-                   budget: int = _BUDGET) -> np.ndarray:
+def random_walk_se(
+    edge_index: np.ndarray, num_nodes: Sequence[int], steps: int = 16, budget: int = _BUDGET
+) -> np.ndarray:
     """RWSE, float32 (sum(num_nodes), steps): column k-1 is ``diag((A D^-1)^k)`` of each node's own graph."""
     _check_dim("rwse_dim", steps)
     num_nodes = np.asarray(num_nodes, dtype=np.int64)
@@ -185,8 +188,9 @@ def rwse_cache_path(dataset: str, steps: int) -> Path:
     return cache_dir() / "TUDataset" / dataset / "structure" / f"rwse-k{steps}-v{RWSE_CACHE_VERSION}.npz"
 
 
-def cached_random_walk_se(edge_index: np.ndarray, num_nodes: Sequence[int], steps: int,
-                          path: Path | None) -> np.ndarray:
+def cached_random_walk_se(
+    edge_index: np.ndarray, num_nodes: Sequence[int], steps: int, path: Path | None
+) -> np.ndarray:
     """:func:`random_walk_se`, read from / written to ``path`` (None: no disk cache). See the module docstring."""
     if path is None:
         return random_walk_se(edge_index, num_nodes, steps)
@@ -212,8 +216,15 @@ def cached_random_walk_se(edge_index: np.ndarray, num_nodes: Sequence[int], step
     return rwse
 
 
-def structure_embeddings(edge_index: np.ndarray, num_nodes: Sequence[int], kinds: Sequence[str] = KINDS,
-                         dse_dim: int = 16, rwse_dim: int = 16, *, rwse_cache: Path | None = None) -> np.ndarray:
+def structure_embeddings(
+    edge_index: np.ndarray,
+    num_nodes: Sequence[int],
+    kinds: Sequence[str] = KINDS,
+    dse_dim: int = 16,
+    rwse_dim: int = 16,
+    *,
+    rwse_cache: Path | None = None,
+) -> np.ndarray:
     """The concatenated embedding, float32 (sum(num_nodes), structure_dim(kinds, dse_dim, rwse_dim))."""
     kinds = parse_structure(kinds)
     _check_dim("dse_dim", dse_dim)

@@ -74,16 +74,26 @@ def _prox_anchor(model: nn.Module, prox_part: str | list[str] | None, mu: float)
     if mu <= 0:
         return None
     if prox_part is None:
-        raise ConfigError("mu > 0 (FedProx) needs prox_part, the shared part the proximal term applies to; "
-                          "valid choices: structure, feature, classifier, convs, all-but-classifier, all, or a "
-                          "list of state_dict keys")
+        raise ConfigError(
+            "mu > 0 (FedProx) needs prox_part, the shared part the proximal term applies to; "
+            "valid choices: structure, feature, classifier, convs, all-but-classifier, all, or a "
+            "list of state_dict keys"
+        )
     keys = set(part_keys(model, prox_part) if isinstance(prox_part, str) else prox_part)
     return {name: p.detach().clone() for name, p in model.named_parameters() if name in keys}
 
 
-def train_epochs(model: nn.Module, optimizer: torch.optim.Optimizer, graphs, cfg: GraphTrainConfig = GraphTrainConfig(),
-                 *, seed: int = 0, round: int = 0, client: int = 0,
-                 prox_part: str | list[str] | None = None) -> float:
+def train_epochs(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    graphs,
+    cfg: GraphTrainConfig = GraphTrainConfig(),
+    *,
+    seed: int = 0,
+    round: int = 0,
+    client: int = 0,
+    prox_part: str | list[str] | None = None,
+) -> float:
     """``cfg.local_epochs`` shuffled mini-batch passes over ``graphs``; returns the mean training loss
     (NaN and no update when there is no graph). See the module docstring."""
     from torch_geometric.loader import DataLoader
@@ -133,8 +143,18 @@ def evaluate(model: nn.Module, data, splits=("val", "test", "train"), batch_size
     return result
 
 
-def train_local(spec, kind: str = "decoupled", *, rounds: int = 200, cfg: GraphTrainConfig = GraphTrainConfig(),
-                seed: int = 0, hidden: int = 64, dropout: float = 0.5, clients=None, log=None) -> list[dict]:
+def train_local(
+    spec,
+    kind: str = "decoupled",
+    *,
+    rounds: int = 200,
+    cfg: GraphTrainConfig = GraphTrainConfig(),
+    seed: int = 0,
+    hidden: int = 64,
+    dropout: float = 0.5,
+    clients=None,
+    log=None,
+) -> list[dict]:
     """The Local baseline: every client trains its own model for ``rounds`` x ``cfg.local_epochs`` epochs with
     one persistent optimiser and never communicates. Returns, per client, the final model's metrics
     (``evaluate``) plus ``name``, ``epochs`` and ``epoch_time_s`` (mean wall time of one training epoch)."""
@@ -143,17 +163,24 @@ def train_local(spec, kind: str = "decoupled", *, rounds: int = 200, cfg: GraphT
     if not isinstance(rounds, (int, np.integer)) or rounds < 1:
         raise ConfigError(f"rounds must be an integer >= 1, got {rounds!r}")
     results = []
-    for cid in (range(spec.client_count) if clients is None else clients):
+    for cid in range(spec.client_count) if clients is None else clients:
         data = client_graph_data(spec, cid)
-        model = build_graph_model(kind, data.num_features, data.num_classes, data.structure_dim, hidden=hidden,
-                                  dropout=dropout, seed=seed)
+        model = build_graph_model(
+            kind, data.num_features, data.num_classes, data.structure_dim, hidden=hidden, dropout=dropout, seed=seed
+        )
         optimizer = make_optimizer(model, cfg)
         start = time.perf_counter()
         for r in range(rounds):
             loss = train_epochs(model, optimizer, data.train, cfg, seed=seed, round=r, client=cid)
         elapsed = time.perf_counter() - start
-        row = {"client": cid, "name": data.name, "epochs": rounds * cfg.local_epochs, "final_train_loss": loss,
-               "epoch_time_s": elapsed / (rounds * cfg.local_epochs), **evaluate(model, data)}
+        row = {
+            "client": cid,
+            "name": data.name,
+            "epochs": rounds * cfg.local_epochs,
+            "final_train_loss": loss,
+            "epoch_time_s": elapsed / (rounds * cfg.local_epochs),
+            **evaluate(model, data),
+        }
         if log is not None:
             log(row)
         results.append(row)

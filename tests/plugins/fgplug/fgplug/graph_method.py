@@ -25,6 +25,12 @@ def _client(args: ClientArgs):
     return inner
 
 
-METHOD = Method(name="plug-graph", summary="plugin test: FedPer's GIN through the graph task's toolkit",
-                tasks=("graph",), build_strategy=_strategy, build_client=_client, stateful_clients=True,
-                options=(Option("plug-graph.tag", "x", "A tag the clients see.", group="plug-graph"),))
+METHOD = Method(
+    name="plug-graph",
+    summary="plugin test: FedPer's GIN through the graph task's toolkit",
+    tasks=("graph",),
+    build_strategy=_strategy,
+    build_client=_client,
+    stateful_clients=True,
+    options=(Option("plug-graph.tag", "x", "A tag the clients see.", group="plug-graph"),),
+)

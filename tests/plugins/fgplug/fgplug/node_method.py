@@ -30,7 +30,11 @@ def _client(args: ClientArgs):
     return ScaledClient(args.data(), train, node_task.model_kwargs(s), seed=s.seed)
 
 
-METHOD = Method(name="plug-avg", summary="plugin test: FedAvg with a scaled learning rate", tasks=("node",),
-                build_strategy=_strategy, build_client=_client,
-                options=(Option("plug-avg.scale", 1.0, "Learning-rate scale.", check=at_least(0.0, False),
-                                group="plug-avg"),))
+METHOD = Method(
+    name="plug-avg",
+    summary="plugin test: FedAvg with a scaled learning rate",
+    tasks=("node",),
+    build_strategy=_strategy,
+    build_client=_client,
+    options=(Option("plug-avg.scale", 1.0, "Learning-rate scale.", check=at_least(0.0, False), group="plug-avg"),),
+)
