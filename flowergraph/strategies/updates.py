@@ -13,7 +13,7 @@ Then at least ``min_clients`` accepted updates (with a positive total weight) ar
 from __future__ import annotations
 
 from logging import WARNING
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flwr.common import FitRes
 from flwr.common.logger import log
@@ -22,14 +22,12 @@ from flwr.server.client_proxy import ClientProxy
 from .aggregation import Update, accept_updates
 from .secure import check_secagg_sum
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .base import FederatedStrategy
-
 
 def round_updates(
-    strategy: FederatedStrategy, server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any]
+    strategy: Any, server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any]
 ) -> tuple[list[Update], list[float], bool]:
-    """``(updates, weights, enough)``: the round's accepted updates and their weights, and whether they are enough
+    """``(updates, weights, enough)`` for ``strategy`` (a :class:`~.base.FederatedStrategy`; not imported here:
+    the base imports this module): the round's accepted updates and their weights, and whether they are enough
     to aggregate (``rec`` gets what was rejected and why; an unusable secure sum gives ``([], [], False)``)."""
     s = strategy
     if s.ckks is not None:  # the encrypted sum of the updates (shaped like what every client was sent)
