@@ -553,7 +553,7 @@ def test_the_schedule_sets_rounds_when_none_is_given(launcher_main, capsys):
     assert "data-dir '/nonexistent' does not exist" in err and "rounds" not in err
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_search_through_flowers_simulation_resumed_after_generation_one(reference, tmp_path):
     """The same search through Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state
     files):

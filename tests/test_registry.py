@@ -229,7 +229,7 @@ def test_resume_without_a_client_state_file_fails_naming_it(toy, tmp_path):
         )
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy, tmp_path):
     """The toy method is installed as a package would be (an entry point in the group flowergraph.methods, found
     on PYTHONPATH by the process the launcher starts; on the inline engine). It runs 2 rounds with checkpoints, then
