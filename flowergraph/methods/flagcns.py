@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, within
+from ..settings.options import at_least, namespace, within
 from .registry import ClientArgs, Method, StrategyArgs, register, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,14 +31,7 @@ ABLATION = ("feo", "controller-eo", "client-eo", "random-partition")
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")  # tasks/flagcns/space.py: BASELINES
 
 
-def _opt(
-    key: str,
-    default: Any,
-    text: str,
-    choices: tuple[Any, ...] | None = None,
-    check: Callable[[Any], str | None] | None = None,
-) -> Option:
-    return Option(f"flagcns.{key}", default, text, choices, check, group="flagcns")
+_opt = namespace("flagcns")  # its keys: "flagcns.<key>", listed under "flagcns" in docs/configuration.md
 
 
 OPTIONS = (
