@@ -699,6 +699,9 @@ def speed_cell(budget: str, method: str, epochs: int) -> dict:
     from flowergraph.simulation import run_simulation
     from flowergraph.storage.results import read_run
 
+    import noop_methods
+
+    noop_methods.enable()  # flagcns-noop, in this process and the simulation's
     b = {**BUDGETS[budget], "flagcns.epochs": epochs, "flagcns.warmup": 1, "flagcns.retrain-epochs": 1}
     rounds = epochs * b["flagcns.steps-per-epoch"] + 1
     with tempfile.TemporaryDirectory() as tmp:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
+import noop_methods  # noqa: E402
 
 from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.app.runtime import kill_tree  # noqa: E402
@@ -399,6 +400,7 @@ def main() -> None:
     )
     parser.add_argument("--deploy-rounds", type=int, default=4)
     args = parser.parse_args()
+    noop_methods.enable()  # --methods noop: the launcher subprocess and its simulation get the plugin
     parts = [p.strip() for p in args.parts.split(",")]
     CELLS.mkdir(parents=True, exist_ok=True)
     deploy = ckks_protocol_section() if "ckks-protocol" in parts else ""
