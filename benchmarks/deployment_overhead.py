@@ -44,7 +44,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CellStore, data_dir, table, write_result  # noqa: E402
+from cell_store import CellStore  # noqa: E402
+from common import data_dir, table, write_result  # noqa: E402
 import noop_methods  # noqa: E402
 
 from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402

@@ -11,7 +11,7 @@ averaged over clients; mean +- std over training seeds (the authors' seeds 1-5).
 
 Resumable across sessions and fresh clones: a finished cell is kept in the repository
 (``benchmarks/cells/fedstar-paper-split.jsonl.xz``, a few KB: its settings, its row, its accuracy curve and the code
-state that produced it, see ``benchmarks/common.py: CellStore``) and skipped; its full run directory stays
+state that produced it, see ``benchmarks/cell_store.py: CellStore``) and skipped; its full run directory stays
 under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint there (every 50
 rounds). A cell computed by other code than the current one (another hash of the sources on FedStar's path) is
 flagged in the tables; ``--rerun-stale`` runs it again. ``--jobs 2`` runs two cells at once (one thread each).
@@ -40,7 +40,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, add_jobs, run_cells, run_dir_current, write_result  # noqa: E402
+from cell_store import CellStore, run_dir_current  # noqa: E402
+from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 from fedstar_grid import (
     LABELS,
     SETTINGS,

@@ -84,16 +84,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (
+from cell_store import CellStore, cell_cpu, prepare_run_dir  # noqa: E402
+from common import (  # noqa: E402
     REPO,
-    CellStore,
     add_jobs,
     ahead_level_behind,
-    cell_cpu,
     data_dir,
-    interval_text,  # noqa: E402
+    interval_text,
     paired_figure,
-    prepare_run_dir,
     pyplot,
     run_cells,
     save_figure,
