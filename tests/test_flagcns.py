@@ -622,7 +622,7 @@ def test_presets_hold_the_paper_setting_and_budget():
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo / "benchmarks"))
-    import flagcns as bench
+    import flagcns_grid as bench
 
     conf = repo / "conf"
     for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):
