@@ -79,21 +79,13 @@ def test_enable_registers_here_and_names_the_plugin_for_the_processes_started(en
     assert [get_method(name).name for name in NAMES] == NAMES
 
 
-@pytest.mark.inline
-def test_noop_runs_through_the_launcher_whose_child_process_gets_it_from_the_environment(
-    enabled, tmp_path, shared_data
-):
+@pytest.mark.simulation
+def test_noop_runs_through_the_launcher_whose_child_process_gets_it_from_the_environment(enabled, tmp_path):
     from flowergraph.simulation import run_simulation
     from flowergraph.storage import read_run
 
     result = run_simulation(
-        "noop",
-        num_clients=2,
-        rounds=2,
-        dataset="Cora",
-        out=tmp_path / "run",
-        overrides={"data-dir": str(shared_data), "simulation-engine": "inline"},
-        timeout=300,
+        "noop", num_clients=2, rounds=2, out=tmp_path / "run", overrides={"simulation-engine": "inline"}, timeout=300
     )
     assert result.ok, result.log_file.read_text()[-3000:]
     assert [r["round"] for r in read_run(tmp_path / "run")["rounds"] if r.get("round", 0) >= 1] == [1, 2]
