@@ -239,8 +239,11 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             )
     # Every message went through flowergraph's flwr-clientapp entry (flower_env's default; the stock command runs
     # in test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round)
-    entries = [json.loads(line).get("entry") for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    entries = [r.get("entry") for r in records]
     assert len(entries) >= 3 * len(DEPLOYMENT_METHODS) and set(entries) == {"flowergraph"}, entries
+    # ... each in a child of its SuperNode's fork server (flowergraph.app.forkserver)
+    assert all(r["forked"] for r in records if r["app"] == "flowergraph"), records
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
