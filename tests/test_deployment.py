@@ -958,7 +958,7 @@ def test_flower_env_puts_the_clientapp_entry_first_and_the_switch_names_its_choi
     with pytest.raises(
         ConfigError,
         match=r"FLOWERGRAPH_FAST_CLIENTAPP='fast' is not a valid choice; valid "
-        r"choices: on, off",
+        r"choices: fork, process, off",
     ):
         flower_env()
 
