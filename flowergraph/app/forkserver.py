@@ -50,6 +50,7 @@ DEFAULT_IDLE_S = 300.0
 START_TIMEOUT_S = 60.0
 COMMAND = "flowergraph.app.clientapp_entry:load"  # returns Flower's flwr_clientapp function
 _FDS = 3  # stdin, stdout, stderr
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what the entry passes on to its child
 
 
 class NoForkServer(RuntimeError):
@@ -145,25 +146,36 @@ def run(argv: list[str]) -> int:
         raise NoForkServer(f"no fork server: {exc}") from exc
     request = {"argv": list(argv), "env": dict(os.environ), "cwd": os.getcwd(), "entry": os.getpid()}
     data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+    child: list[int] = []  # the child's pid, once the server names it
+    pending: list[int] = []  # signals that came before
+
+    def forward(signum: int, frame: Any) -> None:
+        if not child:
+            pending.append(signum)
+            return
+        with contextlib.suppress(OSError):
+            os.kill(child[0], signum)
+
     with sock:
+        for signum in _FORWARDED:
+            signal.signal(signum, forward)
         try:
             fds = array.array("i", [0, 1, 2])
             sock.sendmsg([struct.pack("!Q", len(data)), data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
             started = _recv(sock)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            for signum in _FORWARDED:
+                signal.signal(signum, signal.SIG_DFL)
+            if pending:  # stopped before anything ran
+                return 128 + pending[0]
             raise NoForkServer(f"the fork server did not take the request: {exc}") from exc
-        child = int(started["pid"])
-
-        def forward(signum: int, frame: Any) -> None:
-            with contextlib.suppress(OSError):
-                os.kill(child, signum)
-
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, forward)
+        child.append(int(started["pid"]))
+        for signum in pending:
+            forward(signum, None)
         try:
             ended = _recv(sock)
         except (OSError, EOFError, pickle.UnpicklingError):  # the server died: wait for the child on our own
-            while _alive(child, None):
+            while _alive(child[0], None):
                 time.sleep(0.2)
             return 1
     code = int(ended["status"])
@@ -211,8 +223,9 @@ def _child(request: dict, fds: list[int], command: Callable[[], Callable[[], Non
             os.dup2(fd, target)
         for fd in fds:
             os.close(fd)
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        for signum in (*_FORWARDED, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)  # blocked by the server across the fork
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -321,9 +334,14 @@ def serve(key: str, parent: int, idle: float, command_ref: str = COMMAND) -> Non
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
+            # a signal for the child that comes before it has Flower's (or the default) handlers must wait for
+            # them, not run this server's handler in the child: blocked across the fork, unblocked in the child
+            # once its handlers are the default ones
+            signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
             pid = os.fork()
             if pid == 0:
                 _child(request, fds, command, [server, conn, *children.values()])
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
             for fd in fds:
                 os.close(fd)
             try:
