@@ -471,9 +471,10 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
     timeout) for the lock, the SuperLink answered the SuperExec's task poll with 500, the SuperExec exited (Flower
     neither retries a 500 nor restarts it), and the next run hung until the test's 900 s timeout.
 
-    Here another connection holds the database's write lock for 12 s while the SuperExec polls: with Flower's own
-    5 s the SuperExec dies and the run never starts (checked by hand: the run timed out after 300 s, 5 answers of
-    500 in superlink.log); our SuperLink (flowergraph.deployment.superlink) waits it out and the run completes.
+    Here another connection holds the database's write lock for 8 s while the SuperExec polls: with Flower's own
+    5 s the SuperExec dies and the run never starts (checked by hand with a 12 s lock: the run timed out after
+    300 s, 5 answers of 500 in superlink.log); our SuperLink (flowergraph.deployment.superlink) waits it out and the
+    run completes.
     Then the SuperExec is killed: the next run stops within seconds, naming it, instead of hanging."""
     import signal
     import sqlite3
@@ -490,7 +491,7 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
         assert len(superexec) == 1, superexec
         db = sqlite3.connect(dep.work / "superlink.db", timeout=60, isolation_level=None)
         db.execute("BEGIN IMMEDIATE")  # the write lock, as a large upload holds it on a loaded machine
-        time.sleep(12)
+        time.sleep(8)  # > Flower's 5 s busy timeout: polls in this window would fail with it
         db.execute("COMMIT")
         db.close()
         outcome = dep.run(dict(config, **{"out-dir": str(out / "after-lock")}), timeout=TIMEOUT)
