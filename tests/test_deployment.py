@@ -244,6 +244,9 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
     assert len(entries) >= 3 * len(DEPLOYMENT_METHODS) and set(entries) == {"flowergraph"}, entries
     # ... each in a child of its SuperNode's fork server (flowergraph.app.forkserver)
     assert all(r["forked"] for r in records if r["app"] == "flowergraph"), records
+    # the example app's handlers (a user's Message-API ClientApp) were answered by the nodes' warm workers too
+    example_msgs = [r for r in records if r["app"] == "message-api"]
+    assert example_msgs and all(r["worker"] and r["forked"] for r in example_msgs), example_msgs
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.

@@ -74,3 +74,38 @@ def test_a_worker_is_used_only_under_flowers_clientapp_process(monkeypatch):
     monkeypatch.delenv(worker.ENV)
     monkeypatch.setattr("sys.argv", ["pytest"])  # the simulation's Ray actors are warm already
     assert not worker.enabled()
+
+
+def test_a_message_api_clientapps_handlers_are_answered_by_the_nodes_worker(monkeypatch):
+    """A user's Message-API ClientApp registering flowergraph's handlers (examples/message_api_app) gets the node
+    worker too: under flwr-clientapp the handler's message is answered in the warm worker (not this process), with
+    the reply the handler gives in-process; with the worker turned off it is answered here."""
+    from flwr.app import ConfigRecord
+
+    from flowergraph.app import message_client
+    from flowergraph.app import message_records as rec
+
+    monkeypatch.setenv(worker.IDLE_ENV, "3")
+    node = 4343
+
+    def identity(message_id: str) -> Message:
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 11, node
+        content = RecordDict({rec.CONFIG: ConfigRecord(dict(wire.IDENTITY_REQUEST))})
+        message = Message(content, dst_node_id=node, message_type=rec.IDENTITY)
+        message.metadata.__dict__["_message_id"] = message_id
+        return message
+
+    def properties(reply: Message) -> dict:
+        return dict(reply.content.config_records[rec.CONFIG])
+
+    here = message_client.query(identity("here"), _context(node, 2))  # pytest: no worker
+    worker.handle.last_pid = None
+    monkeypatch.setattr("sys.argv", ["/venv/bin/flwr-clientapp", "--token", "x"])
+    there = message_client.query(identity("there"), _context(node, 2))
+    assert worker.handle.last_pid not in (None, os.getpid())  # a worker answered it
+    assert properties(there) == properties(here) and properties(there)[wire.PARTITION_ID] == 2
+    assert there.metadata.reply_to_message_id == "there"
+    monkeypatch.setenv(worker.ENV, "off")
+    worker.handle.last_pid = None
+    off = message_client.query(identity("off"), _context(node, 2))
+    assert worker.handle.last_pid is None and properties(off) == properties(here)

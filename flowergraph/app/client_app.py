@@ -33,7 +33,6 @@ import time
 
 _MODULE_T0 = time.time()  # when Flower started to import the ClientApp (message timing, flowergraph.app.timing)
 
-import os  # noqa: E402
 
 from flwr.app import Context  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
@@ -56,46 +55,11 @@ def node_mod(msg, context: Context, call_next):
     """In deployment, run the message in the node's warm worker (:mod:`flowergraph.app.worker`; here when there
     is none); with ``FLOWERGRAPH_MESSAGE_TIMES`` set, record where the message's time went
     (:mod:`flowergraph.app.timing`)."""
-    from . import timing, worker
+    from . import worker
 
-    with timing.message() as times:
-        reply, worker_times = None, None
-        if worker.enabled():
-            try:
-                reply, worker_times = worker.handle(msg, context)
-            except worker.NoWorker as exc:
-                from logging import WARNING
-
-                from flwr.common.logger import log
-
-                log(WARNING, "flowergraph: running this message in its own process (%s)", exc)
-        if reply is None:
-            reply = call_next(msg, context)
-    if times is not None:
-        record = dict(
-            times.values,
-            created=timing.process_created(),
-            module=timing.MODULE_T0 if timing.FORKED else _MODULE_T0,  # forked: imported before the fork
-            pid=os.getpid(),
-            run_id=int(context.run_id),
-            node_id=int(context.node_id),
-            partition=str(context.node_config.get("partition-id", "")),
-            type=str(msg.metadata.message_type),
-            group=str(msg.metadata.group_id),
-            app="flowergraph",
-            entry=timing.entry(),
-            forked=timing.FORKED,
-        )
-        if worker_times:
-            record.update(
-                worker=True,
-                build_s=worker_times["build_s"],
-                build_imports_s=worker_times["build_imports_s"],
-                imports_s=record["imports_s"] + worker_times["imports_s"],
-                worker_s=worker_times["end"] - worker_times["start"],
-            )
-        timing.write(record)
-    return reply
+    return worker.run_message(
+        msg, context, "flowergraph.app.client_app:local_app", call_next, label="flowergraph", module_t0=_MODULE_T0
+    )
 
 
 def tidy_mod(msg, context: Context, call_next):

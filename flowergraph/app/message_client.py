@@ -26,12 +26,15 @@ flowergraph strategy fails the run with it.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from flwr.app import ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from . import message_records as rec
+
+_MODULE_T0 = time.time()  # when this module was imported (message timing, flowergraph.app.timing)
 
 
 def _client(context: Context):
@@ -48,8 +51,34 @@ def _client(context: Context):
         raise ConfigError(f"{CONFIG_ERROR_MARKER} {exc}") from exc
 
 
+def _answer(msg: Message, context: Context, here: Callable[[Message, Context], Message]) -> Message:
+    """In deployment, ``msg`` is answered in the node's warm worker (:mod:`flowergraph.app.worker`: torch, PyG and
+    the node's data stay loaded between messages, as in flowergraph's own ClientApp), by :data:`local_app`; here,
+    by ``here``, when there is none (simulation, or no worker could be used)."""
+    from . import worker
+
+    return worker.run_message(
+        msg, context, "flowergraph.app.message_client:local_app", here, label="message-api", module_t0=_MODULE_T0
+    )
+
+
 def train(msg: Message, context: Context) -> Message:
     """A ``train`` message: load the arrays, train, reply with the shared arrays and the metrics."""
+    return _answer(msg, context, _train)
+
+
+def evaluate(msg: Message, context: Context) -> Message:
+    """An ``evaluate`` message: load the arrays, evaluate, reply with the metrics (``num-examples``, ``loss``)."""
+    return _answer(msg, context, _evaluate)
+
+
+def query(msg: Message, context: Context) -> Message:
+    """``query.fg_identity`` / ``query.fg_phase``: the client's properties (identity) or a phase's reply;
+    ``query.fg_model``: its initial model."""
+    return _answer(msg, context, _query)
+
+
+def _train(msg: Message, context: Context) -> Message:
     from .. import wire
 
     arrays, names = rec.request_arrays(msg.content)
@@ -61,16 +90,13 @@ def train(msg: Message, context: Context) -> Message:
     return Message(rec.reply_content(out, keys, num_examples, metrics), reply_to=msg)
 
 
-def evaluate(msg: Message, context: Context) -> Message:
-    """An ``evaluate`` message: load the arrays, evaluate, reply with the metrics (``num-examples``, ``loss``)."""
+def _evaluate(msg: Message, context: Context) -> Message:
     arrays, _ = rec.request_arrays(msg.content)
     loss, num_examples, metrics = _client(context).evaluate(arrays, rec.request_config(msg.content))
     return Message(rec.reply_content(None, None, num_examples, metrics, loss=loss), reply_to=msg)
 
 
-def query(msg: Message, context: Context) -> Message:
-    """``query.fg_identity`` / ``query.fg_phase``: the client's properties (identity) or a phase's reply;
-    ``query.fg_model``: its initial model."""
+def _query(msg: Message, context: Context) -> Message:
     config = dict(msg.content.config_records[rec.CONFIG]) if rec.CONFIG in msg.content.config_records else {}
     client = _client(context)
     content = RecordDict()
@@ -107,10 +133,10 @@ def _model_record(client, config: dict[str, Any]) -> ArrayRecord:
     return rec.array_record(arrays, keys)
 
 
-def register_queries(app: ClientApp) -> ClientApp:
-    """Register :func:`query` for flowergraph's three query actions on ``app``."""
+def register_queries(app: ClientApp, handler: Callable[[Message, Context], Message] | None = None) -> ClientApp:
+    """Register :func:`query` (or ``handler``) for flowergraph's three query actions on ``app``."""
     for action in rec.ACTIONS.values():
-        app.query(action)(query)
+        app.query(action)(handler or query)
     return app
 
 
@@ -138,6 +164,21 @@ def is_message_face(msg: Message) -> bool:
     return False
 
 
+def _tidy_mod(msg: Message, context: Context, call_next: Callable[[Message, Context], Message]) -> Message:
+    from .client_app import tidy_mod
+
+    return tidy_mod(msg, context, call_next)
+
+
+def _local_app(mods: list[Callable] | None = None) -> ClientApp:
+    """flowergraph's handlers answering here, in this process."""
+    app = ClientApp(mods=list(mods or []))
+    app.train()(_train)
+    app.evaluate()(_evaluate)
+    return register_queries(app, _query)
+
+
+local_app = _local_app([_tidy_mod])  # what a node's worker runs for a Message-API ClientApp's handlers
 _APP: ClientApp | None = None
 
 
@@ -148,5 +189,5 @@ def face_mod(msg: Message, context: Context, call_next: Callable[[Message, Conte
     if not is_message_face(msg):
         return call_next(msg, context)
     if _APP is None:
-        _APP = client_app()
+        _APP = _local_app()  # the repository ClientApp's own mods have already sent the message to the worker
     return _APP(msg, context)

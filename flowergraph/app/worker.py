@@ -251,6 +251,53 @@ def handle(message, context, app: str = "flowergraph.app.client_app:local_app"):
     return answer["reply"], answer.get("times")
 
 
+def run_message(message, context, app: str, here, *, label: str, module_t0: float):
+    """Answer ``message`` in this node's worker with the ClientApp ``app`` (``module:attribute``) when messages go
+    to a worker (:func:`enabled`), else (or when no worker takes it) with ``here(message, context)`` in this
+    process; with ``FLOWERGRAPH_MESSAGE_TIMES`` set, record where its time went (:mod:`flowergraph.app.timing`;
+    ``label`` names the face in the record's ``app``, ``module_t0`` is when the handling module was imported)."""
+    from . import timing
+
+    with timing.message() as times:
+        reply, worker_times = None, None
+        if enabled():
+            try:
+                reply, worker_times = handle(message, context, app=app)
+            except NoWorker as exc:
+                from logging import WARNING
+
+                from flwr.common.logger import log
+
+                log(WARNING, "flowergraph: running this message in its own process (%s)", exc)
+        if reply is None:
+            reply = here(message, context)
+    if times is not None:
+        record = dict(
+            times.values,
+            created=timing.process_created(),
+            module=timing.MODULE_T0 if timing.FORKED else module_t0,  # forked: imported before the fork
+            pid=os.getpid(),
+            run_id=int(context.run_id),
+            node_id=int(context.node_id),
+            partition=str(context.node_config.get("partition-id", "")),
+            type=str(message.metadata.message_type),
+            group=str(message.metadata.group_id),
+            app=label,
+            entry=timing.entry(),
+            forked=timing.FORKED,
+        )
+        if worker_times:
+            record.update(
+                worker=True,
+                build_s=worker_times["build_s"],
+                build_imports_s=worker_times["build_imports_s"],
+                imports_s=record["imports_s"] + worker_times["imports_s"],
+                worker_s=worker_times["end"] - worker_times["start"],
+            )
+        timing.write(record)
+    return reply
+
+
 # ------------------------------------------------------------------------------------------------ the server
 class _Output:
     """While a message runs, fds 1 and 2 go to a file; ``take()`` returns what was written and empties it."""
