@@ -310,3 +310,18 @@ def test_iteration_cadence_through_flowers_simulation(iteration_run, tmp_path):
             == a["phases"][msg.ITERATION_PHASE]["rows_per_iteration"]
         )
         assert b["fedgraph"]["clock"]["work"] == a["fedgraph"]["clock"]["work"]
+
+
+def test_a_client_without_labelled_nodes_still_owns_rows(shared_data, tmp_path):
+    """With almost no labelled nodes some clients draw no sample: they ask for nothing, take no step (no work on
+    the clock), yet answer as owners every iteration; the round aggregates the others (eq. 8 weight 0)."""
+    extra = {"num-clients": 5, "fedgraph.data": "metis", "node.split": "random:0.002/0.3/0.3", "rounds": 1}
+    config = _config(shared_data, tmp_path, "few", **extra)
+    s = parse_run_config(config)
+    labelled = [int(client_graph_of(s, k).train_mask.sum()) for k in range(5)]
+    assert 0 in labelled and any(labelled)
+    run_inprocess(config)
+    rec = [r for r in read_run(tmp_path / "few")["rounds"] if r["round"] == 1][0]
+    clock = rec["fedgraph"]["clock"]
+    assert clock["steps"] == [STEPS if n else 0 for n in labelled]
+    assert rec["aggregated"] and rec["num_fit"] == 5

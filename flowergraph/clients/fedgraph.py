@@ -440,8 +440,8 @@ class FedGraphClient(FederatedClient):
     def _step(self, request: PhaseRequest):
         rows = msg.StepRows.decode(request.arrays, request.values)
         stats = self._iteration_step(request.round, rows)
-        if stats["num_train"] == 0 or stats["iteration"] > self.train_config.local_steps:
-            return msg.IdsByClient({}, rows.conv, 0).encode()
+        if stats["num_train"] == 0:  # no labelled node, no sample: nothing to ask for
+            return msg.IdsByClient({}, rows.conv, int(stats["iteration"])).encode()
         plan = msg.RoundPlan.from_config(stats["plan"])
         assert plan is not None
         return self._requests(sample_of(self.state.get_arrays(ITER_SAMPLE) or {}), plan, stats["iteration"])

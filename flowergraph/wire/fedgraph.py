@@ -211,7 +211,7 @@ class IdsByClient:
     """exchange=iteration: global node ids keyed by client, for convolution ``conv`` of local iteration
     ``iteration``. Requester -> server (reply to :data:`BEGIN` / :data:`STEP`): per owner, the remote neighbours in
     the requester's current sample whose rows it needs; server -> owner (:data:`ITERATION_ROWS`): per requester,
-    the ids that requester asked this owner for. ``iteration`` 0: no request (the requester's last step is done)."""
+    the ids that requester asked this owner for (a client without labelled nodes asks for nothing)."""
 
     parts: dict[int, np.ndarray]
     conv: int
