@@ -9,16 +9,22 @@ machine), the per-round wall time of
 * **fedavg** (synthetic graph, GCN), **fedgcn** (synthetic graph, 2 hops) and **fedstar** (one TU dataset per
   client: MUTAG, BZR, COX2),
 
-each in two node modes, each mode in its own deployment with its own floor:
+each in several node modes, each mode in its own deployment with its own floor:
 
 * ``cold``: ``FLOWERGRAPH_NODE_WORKER=off`` and ``FLOWERGRAPH_FAST_CLIENTAPP=off``: every message runs in Flower's
   own ``flwr-clientapp`` process (imports torch, PyG and flowergraph and loads the node's data each time: what
   every message cost before the node worker);
 * ``warm-flower-entry``: each node's messages run in its warm worker process (``flowergraph.app.worker``), each
   message still starting Flower's own ``flwr-clientapp`` (``FLOWERGRAPH_FAST_CLIENTAPP=off``);
-* ``warm``: the default: the warm worker, and flowergraph's ``flwr-clientapp`` entry
-  (``flowergraph.app.clientapp_entry``: Flower's command without importing the SuperNode's command line). Its
-  floor runs through that entry too, so compare its round times with ``warm-flower-entry``'s, not only the ratio.
+* ``warm-process``: the warm worker and flowergraph's ``flwr-clientapp`` entry starting Flower's command in a
+  fresh interpreter per message (``FLOWERGRAPH_FAST_CLIENTAPP=process``);
+* ``warm``: the default: the warm worker, each message's ``flwr-clientapp`` a child forked from the SuperNode's
+  warm fork server (``FLOWERGRAPH_FAST_CLIENTAPP=fork``, :mod:`flowergraph.app.forkserver`);
+* ``warm-flower-polling``: as ``warm`` with Flower's own SuperNode polling (``FLOWERGRAPH_SUPERNODE_POLLING=flower``:
+  a SuperNode with no message waits up to 3 s before asking again, its SuperExec polls every second).
+
+The floor of every mode runs through that mode's entry too, so compare round times across modes, not only the
+ratios.
 
 Every ClientApp process records where its time went (``FLOWERGRAPH_MESSAGE_TIMES``, ``flowergraph.app.timing``):
 Flower's process start (process creation to the ClientApp's import: interpreter, Flower's imports, pulling the
@@ -26,7 +32,7 @@ message), imports during the message (torch, PyG, flowergraph), the node's data 
 its imports) and the work (the rest of the message). The per-round figure is the median over rounds 2..R-1
 (round 1 starts each node's data and, warm, its worker; round R adds the separate final evaluation).
 
-    .venv/bin/python benchmarks/deployment_overhead.py [--rounds 5] [--modes cold,warm-flower-entry,warm]
+    .venv/bin/python benchmarks/deployment_overhead.py [--rounds 5] [--modes warm,warm-process,...]
 
 Finished cells (one per mode) are kept in ``benchmarks/cells/deployment_overhead/`` with the code state that
 produced them; ``--fresh`` recomputes them.
@@ -44,7 +50,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CellStore, data_dir, table, write_result  # noqa: E402
+from cell_store import CellStore  # noqa: E402
+from common import data_dir, table, write_result  # noqa: E402
+import noop_methods  # noqa: E402
 
 from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402
 from flowergraph.deployment.control import submit_run  # noqa: E402
@@ -115,8 +123,17 @@ METHODS = {
     "fedgcn": {"method": "fedgcn", "fedgcn.hops": 2},
     "fedstar": {"method": "fedstar", "dataset": "MUTAG,BZR,COX2"},
 }
-# mode -> (FLOWERGRAPH_NODE_WORKER, FLOWERGRAPH_FAST_CLIENTAPP)
-MODES = {"cold": ("off", "off"), "warm-flower-entry": ("auto", "off"), "warm": ("auto", "on")}
+# mode -> (FLOWERGRAPH_NODE_WORKER, FLOWERGRAPH_FAST_CLIENTAPP, FLOWERGRAPH_SUPERNODE_POLLING)
+MODES = {
+    "cold": ("off", "off", "fast"),
+    "warm-flower-entry": ("auto", "off", "fast"),
+    "warm-process": ("auto", "process", "fast"),
+    "warm": ("auto", "fork", "fast"),
+    "warm-flower-polling": ("auto", "fork", "flower"),
+}
+ENV_KEYS = ("FLOWERGRAPH_NODE_WORKER", "FLOWERGRAPH_FAST_CLIENTAPP", "FLOWERGRAPH_SUPERNODE_POLLING")
+# what every message of a mode must record (flowergraph.app.timing): which flwr-clientapp ran it, and whether forked
+EXPECTED = {"off": ("flower", False), "process": ("flowergraph", False), "fork": (None, True)}
 
 
 def floor_app(root: Path) -> Path:
@@ -160,7 +177,7 @@ def split(records: list[dict], rounds: set[int]) -> dict:
 def run_mode(mode: str, args, tmp: Path) -> list[dict]:
     times_file = tmp / f"times-{mode}.jsonl"
     os.environ["FLOWERGRAPH_MESSAGE_TIMES"] = str(times_file)
-    os.environ["FLOWERGRAPH_NODE_WORKER"], os.environ["FLOWERGRAPH_FAST_CLIENTAPP"] = MODES[mode]
+    os.environ.update(zip(ENV_KEYS, MODES[mode]))
     results: list[dict] = []
     with LoopbackDeployment(tmp / f"logs-{mode}", stream=sys.stdout) as dep:
         dep.start_superlink()
@@ -198,11 +215,18 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
                     "split": split(mine, set(range(2, args.rounds))),
                     "worker": any(r.get("worker") for r in mine),
                     "entries": sorted({str(r.get("entry")) for r in mine}),
+                    "forked": sorted({bool(r.get("forked")) for r in mine}),
                 }
             )
-            want = "flowergraph" if MODES[mode][1] == "on" else "flower"
-            if results[-1]["entries"] != [want]:  # the mode is what it says
-                sys.exit(f"{mode} {name}: flwr-clientapp entries {results[-1]['entries']}, expected [{want!r}]")
+            entry, forked = EXPECTED[MODES[mode][1]]
+            got = results[-1]
+            if (entry is not None and got["entries"] != [entry]) or got["forked"] != [
+                forked
+            ]:  # the mode is what it says
+                sys.exit(
+                    f"{mode} {name}: flwr-clientapp entries {got['entries']}, forked {got['forked']}; "
+                    f"expected entry {entry!r}, forked {forked}"
+                )
             print(f"== {mode} {name}: median round {results[-1]['round_s']:.2f} s", results[-1]["split"], flush=True)
     return results
 
@@ -217,9 +241,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per run (the median is over 2..R-1)")
     parser.add_argument("--nodes", type=int, default=3, help="SuperNodes (= clients; fedstar needs 3)")
-    parser.add_argument(
-        "--modes", default="cold,warm-flower-entry,warm", help=f"comma-separated, among: {', '.join(MODES)}"
-    )
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, among: {', '.join(MODES)}")
     parser.add_argument(
         "--methods",
         default="floor,fedavg,fedgcn,fedstar,floor",
@@ -229,6 +251,7 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="recompute the stored cells")
     args = parser.parse_args()
     stop_on_signals()  # SIGTERM unwinds like Ctrl-C: the deployment and the temp folder go (the finally below)
+    noop_methods.enable()  # the floor's ServerApp runs method=noop: every deployment process gets the plugin
     args.methods = args.methods.split(",")
     if bad := [m for m in args.modes.split(",") if m not in MODES]:
         parser.error(f"--modes {','.join(bad)}: valid choices: {', '.join(MODES)}")
@@ -243,7 +266,7 @@ def main() -> None:
             cells[mode] = record
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        for key in ("FLOWERGRAPH_MESSAGE_TIMES", "FLOWERGRAPH_NODE_WORKER", "FLOWERGRAPH_FAST_CLIENTAPP"):
+        for key in ("FLOWERGRAPH_MESSAGE_TIMES", *ENV_KEYS):
             os.environ.pop(key, None)
 
     rows, ratios = [], []
@@ -280,27 +303,28 @@ def main() -> None:
                 + ", ".join(f"{n} {r:.2f}x" for n, r in mine)
                 + f" the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n"
             )
-    if "warm" in cells and "warm-flower-entry" in cells:  # the entry's effect: the same runs, the same worker
+    for mode in (m for m in cells if m != "warm" and "warm" in cells):  # each mode against the default
         pairs = []
         for name in dict.fromkeys(r["run"] for r in cells["warm"]["row"]):
             fast = [r for r in cells["warm"]["row"] if r["run"] == name]
-            stock = [r for r in cells["warm-flower-entry"]["row"] if r["run"] == name]
-            if fast and stock:
+            other = [r for r in cells[mode]["row"] if r["run"] == name]
+            if fast and other:
                 a = statistics.mean(r["round_s"] for r in fast)
-                b = statistics.mean(r["round_s"] for r in stock)
+                b = statistics.mean(r["round_s"] for r in other)
                 fa = statistics.mean(r["split"].get("flower_start", float("nan")) for r in fast)
-                fb = statistics.mean(r["split"].get("flower_start", float("nan")) for r in stock)
+                fb = statistics.mean(r["split"].get("flower_start", float("nan")) for r in other)
                 pairs.append(
                     f"{name} {a:.2f} s against {b:.2f} s ({a / b:.2f}x; Flower start {fa:.2f} against {fb:.2f} s)"
                 )
         verdict += (
-            "**flowergraph's `flwr-clientapp` entry** (`warm` against `warm-flower-entry`, median round "
-            "time, the mean where a run is there twice): " + "; ".join(pairs) + ".\n\n"
+            f"**`warm` against `{mode}`** (median round time, the mean where a run is there twice): "
+            + "; ".join(pairs)
+            + ".\n\n"
         )
     body = (
         f"{args.nodes} SuperNodes on 127.0.0.1 (TLS, SuperNode authentication), {args.rounds} rounds per run, "
         f"fused client evaluation (flowergraph's default); fedavg and fedgcn on the built-in synthetic graph "
-        f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client). 2 cores shared with other work.\n\n"
+        f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client).\n\n"
         + table(
             [
                 "mode",
@@ -326,7 +350,8 @@ def main() -> None:
         "building the client minus its imports (the node's data, the model); **work** = the rest "
         "(training, evaluation, serialisation); **message s** = process creation to the end of the "
         "ClientApp's handling. The round time also holds what no process measures: the SuperNode's and "
-        "SuperExec's polling (a SuperNode with no message sleeps 3 s before asking again), pushing the "
+        "SuperExec's polling (flowergraph's pacing asks 50 ms after a message, backing off to Flower's 3 s; "
+        "`warm-flower-polling`: Flower's 3 s throughout), pushing the "
         "reply, and the server's aggregation.\n\n"
         + verdict
         + "Round times of every run (s):\n\n"
