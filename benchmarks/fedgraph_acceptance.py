@@ -2,7 +2,7 @@
 parallel clock, with 5 clients holding dealt METIS blocks (conf/fedgraph-*-metis5.toml), plain METIS-5 and the
 paper's synthesis, Cora and CiteSeer, seeds 0-4.
 
-Cells (``benchmarks/cells/fedgraph-acceptance.jsonl.xz``, ``common.CellStore``; a finished cell is skipped, a stopped
+Cells (``benchmarks/cells/fedgraph-acceptance.jsonl.xz``, ``cell_store.CellStore``; a finished cell is skipped, a stopped
 one resumes from its last checkpoint under ``--work``): ``dataset-data-variant-exchange-sSEED``, one FedGraph run
 (``method=fedgraph``) through flowergraph's real ServerApp and ClientApp code in one process. Variants:
 
@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, add_jobs, cell_cpu, data_dir, prepare_run_dir, run_cells, write_result  # noqa: E402
+from cell_store import CellStore, cell_cpu, prepare_run_dir  # noqa: E402
+from common import REPO, add_jobs, data_dir, run_cells, write_result  # noqa: E402
 from fedgraph_grid import SETTINGS, SOURCES, SPLITS, cross_fraction  # noqa: E402
 
 STORE = "fedgraph-acceptance"
