@@ -118,6 +118,7 @@ SOURCES = (
     "flowergraph/strategies/fedgraph.py",
     "flowergraph/methods/fedgraph.py",
     "flowergraph/strategies/base.py",
+    "flowergraph/strategies/updates.py",
     "flowergraph/strategies/phases.py",
 )
 STORE = "fedgraph"
