@@ -2,9 +2,9 @@
 parallel clock, with 5 clients holding dealt METIS blocks (conf/fedgraph-*-metis5.toml), plain METIS-5 and the
 paper's synthesis, Cora and CiteSeer, seeds 0-4.
 
-Cells (``benchmarks/cells/fedgraph-acceptance.jsonl.xz``, ``cell_store.CellStore``; a finished cell is skipped, a stopped
-one resumes from its last checkpoint under ``--work``): ``dataset-data-variant-exchange-sSEED``, one FedGraph run
-(``method=fedgraph``) through flowergraph's real ServerApp and ClientApp code in one process. Variants:
+Cells (``benchmarks/cells/fedgraph-acceptance.jsonl.xz``, ``cell_store.CellStore``; a finished cell is skipped, a
+stopped one resumes from its last checkpoint under ``--work``): ``dataset-data-variant-exchange-sSEED``, one FedGraph
+run (``method=fedgraph``) through flowergraph's real ServerApp and ClientApp code in one process. Variants:
 
 * ``fixed`` (kappa 256, p 1), ``k32`` (kappa 32, p 0.1), ``full`` (full batch), ``graphsage`` (25, 10), ``nonshare``
   and ``allshare`` (the fixed policy without / with shared first-layer rows): 40 rounds;
