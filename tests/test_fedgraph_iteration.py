@@ -289,7 +289,7 @@ def test_metis_presets_deal_blocks_with_a_third_of_the_edges_across_clients(shar
         assert max(sizes) - min(sizes) < 0.1 * min(sizes)
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_iteration_cadence_through_flowers_simulation(iteration_run, tmp_path):
     """2 rounds of the per-iteration exchange in Flower's simulation engine, inline (every message and the
     client's state round-tripped through Flower's serde between the iterations): the accuracies and the rows moved
