@@ -4,8 +4,8 @@ the same cross-client exchange), cross-client sharing (Fig. 10: FedGraph, nonSha
 curve (return per episode), heterogeneity (Fig. 9: time to a target accuracy at variance 0.1, 0.5, 1), the agent
 against a fixed policy, and the effect of one-round-stale rows against the same-round exchange.
 
-Cells (each kept in ``benchmarks/cells/fedgraph.jsonl.xz`` (``common.CellStore``) with its settings and code state,
-``common.CellStore``; a finished cell is skipped, a stopped run resumes from its last checkpoint under ``--work``):
+Cells (each kept in ``benchmarks/cells/fedgraph.jsonl.xz`` (``cell_store.CellStore``) with its settings and code
+state; a finished cell is skipped, a stopped run resumes from its last checkpoint under ``--work``):
 ``run`` (dataset, variant, var, budget, seed) is one FedGraph run (``method=fedgraph``) through flowergraph's real
 ServerApp and ClientApp code in one process (:mod:`flowergraph.app.inprocess`, equal to a Flower simulation, which
 ``tests/test_fedgraph.py`` checks). Variants:
@@ -74,7 +74,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, add_jobs, cell_cpu, run_cells, write_result  # noqa: E402
+from cell_store import CellStore, cell_cpu  # noqa: E402
+from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 from fedgraph_curves import TARGET, time_to  # noqa: E402
 from fedgraph_figures import plot  # noqa: E402
 from fedgraph_grid import (

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, prepare_run_dir  # noqa: E402
+from cell_store import prepare_run_dir  # noqa: E402
+from common import data_dir  # noqa: E402
 
 DATASETS = ("Cora", "CiteSeer")
 VARIANTS = (
@@ -117,6 +118,7 @@ SOURCES = (
     "flowergraph/strategies/fedgraph.py",
     "flowergraph/methods/fedgraph.py",
     "flowergraph/strategies/base.py",
+    "flowergraph/strategies/updates.py",
     "flowergraph/strategies/phases.py",
 )
 STORE = "fedgraph"

@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import fedgraph_ablations as ablations  # noqa: E402
 import fedgraph_curves as curves  # noqa: E402
 import fedgraph_learning as learning  # noqa: E402
 import fedgraph_report as report  # noqa: E402
@@ -221,7 +222,7 @@ def test_the_heterogeneity_table_gives_work_to_the_target_beside_the_clock():
         "curve": [[*c[:2], 0.7, *c[3:]] for c in FIXED["curve"]],
     }
     runs = [{**AGENT, **extra, "final_accuracy": 0.90}, {**FIXED, **extra, "final_accuracy": 0.86}, never]
-    header, _, row = report.heterogeneity_table(runs).splitlines()[:3]
+    header, _, row = ablations.heterogeneity_table(runs).splitlines()[:3]
     cols = [c.strip() for c in header.strip("|").split("|")]
     got = dict(zip(cols, (c.strip() for c in row.strip("|").split("|"))))
     assert got["FedGraph GMAC to 75%"] == "0.300 (1/1)"
@@ -233,7 +234,7 @@ def test_the_heterogeneity_table_gives_work_to_the_target_beside_the_clock():
     assert got["FedGraph GMAC to 2nd target"] == "0.400 (1/1)"
     assert got["full GMAC to 2nd target"] == "0.800 (1/2)"
     # a variance with FedGraph's cells only: full batch's columns are empty, not "never"
-    only = report.heterogeneity_table([{**AGENT, **extra, "var": 1.0, "final_accuracy": 0.90}]).splitlines()[2]
+    only = ablations.heterogeneity_table([{**AGENT, **extra, "var": 1.0, "final_accuracy": 0.90}]).splitlines()[2]
     assert [c.strip() for c in only.strip("|").split("|")][4::2][:4] == ["-", "-", "-", "-"]
 
 
@@ -297,15 +298,15 @@ def test_the_sharing_gap_pairs_seeds_not_list_positions_and_gives_the_t_interval
         run("nonshare", 1, 0.79),
         run("allshare", 0, 0.83),
     ]
-    line = next(line for line in report.sharing_table(runs).splitlines() if line.startswith("| Cora | random"))
+    line = next(line for line in ablations.sharing_table(runs).splitlines() if line.startswith("| Cora | random"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     # seed-paired gaps 7, 6, 5 points: mean 6.0, std 1.0; t(0.975, 2) = 4.302653 -> half width 2.48
     assert cells[6] == "6.0 ± 1.0"
     assert cells[7] == "[+3.5, +8.5]"
     # the figure draws the same pairs: FedGraph - nonShare by seed (7, 6, 5 points), FedGraph - allShare (seed 0)
     drawn = {}
-    monkeypatch.setattr(report, "paired_figure", lambda rows, name, *a, **k: drawn.update(rows=rows, **k) or name)
-    assert report.sharing_figure(runs, "x.png") == "x.png"
+    monkeypatch.setattr(ablations, "paired_figure", lambda rows, name, *a, **k: drawn.update(rows=rows, **k) or name)
+    assert ablations.sharing_figure(runs, "x.png") == "x.png"
     assert [(label, [round(x, 6) for x in diffs], paper) for label, diffs, paper in drawn["rows"]] == [
         ("Cora, cut partition: FedGraph - nonShare", [7.0, 6.0, 5.0], None),
         ("Cora, cut partition: FedGraph - allShare", [1.0], None),

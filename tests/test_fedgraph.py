@@ -41,6 +41,7 @@ from flowergraph.tasks.fedgraph import (
 )
 from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
 from flowergraph.wire import fedgraph as msg
+from fedgraph_replay import replay
 from records import assert_same_rounds
 
 K = 3
@@ -228,21 +229,27 @@ def _has_feature_row(array, x):
 
 
 @pytest.mark.parametrize(
-    "sharing,staleness", [("fedgraph", "same-round"), ("fedgraph", "one-round"), ("allshare", "same-round")]
+    "sharing,staleness,exchange",
+    [
+        ("fedgraph", "same-round", "round"),
+        ("fedgraph", "one-round", "round"),
+        ("fedgraph", "same-round", "iteration"),
+        ("allshare", "same-round", "round"),
+    ],
 )
 def test_what_clients_send_holds_no_raw_features_or_layer_1_inputs(
-    reference, shared_data, tmp_path, sharing, staleness
+    reference, shared_data, tmp_path, sharing, staleness, exchange
 ):
-    """Every array in every recorded client reply (phase replies, fit weights, the one-round rows in fit metrics):
-    no row of the client's features, no row of x W^(0) of its boundary nodes under any model it was sent; the
-    rows it sent are exactly owner_rows of the model they were computed with. allShare is the control: there
-    the check must find x W^(0)."""
-    if (sharing, staleness) == ("fedgraph", "same-round"):
+    """Every array in every recorded client reply (phase replies, fit weights, the one-round rows in fit metrics; with
+    the per-iteration exchange the requested ids and the rows of every iteration): no row of the client's features,
+    no row of x W^(0) of its boundary nodes under any model it was sent or held during its local iterations
+    (replayed from its messages); the rows it sent are exactly owner_rows of the model they were computed with.
+    allShare is the control: there the check must find x W^(0)."""
+    if (sharing, staleness, exchange) == ("fedgraph", "same-round", "round"):
         config, _, proxies = reference
     else:
-        config = _config(
-            shared_data, tmp_path, "run", **{"fedgraph.sharing": sharing, "fedgraph.staleness": staleness, "rounds": 2}
-        )
+        extra = {"fedgraph.sharing": sharing, "fedgraph.staleness": staleness, "fedgraph.exchange": exchange}
+        config = _config(shared_data, tmp_path, "run", **extra, rounds=2)
         _, proxies = run_inprocess(config, record=True)
     s = parse_run_config(config)
     graphs = [client_graph_of(s, k) for k in range(K)]
@@ -264,6 +271,8 @@ def test_what_clients_send_holds_no_raw_features_or_layer_1_inputs(
             if kind == "get_properties" and wire.PHASE in ins.config
         ]
         phase_models = [r.model for r in requests if r.model is not None]
+        if exchange == "iteration":  # the weights it held between its local iterations, rebuilt by hand
+            phase_models += [w for r in (1, 2) for w in replay(config, proxies, k, r)["weights"]]
         w0s = [m["convs.0.lin.weight"] for m in models + phase_models]
         layer1 = np.concatenate([x[boundary.numpy()] @ w.T for w in w0s])
         for where, array in _sent_arrays(proxy):
@@ -453,7 +462,7 @@ BAD = [
     ({"fedgraph.cut-norm": "none"}, "unknown fedgraph.cut-norm 'none'; valid choices: local, global"),
     (
         {"fedgraph.round-time": "wall"},
-        "unknown fedgraph.round-time 'wall'; valid choices: server, slowest-client, work",
+        "unknown fedgraph.round-time 'wall'; valid choices: server, slowest-client, work, parallel",
     ),
     ({"fedgraph.agent-update": "sac"}, "unknown fedgraph.agent-update 'sac'; valid choices: ddpg, td3"),
     ({"fedgraph.noise-min": -0.1}, "fedgraph.noise-min=-0.1: must be >= 0.0"),

@@ -14,6 +14,7 @@ from flowergraph.errors import ConfigError
 from flowergraph.storage.npzio import read_npz, write_npz
 from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, load_global_graph
 from flowergraph.tasks.fedgraph import (
+    NETWORKS,
     SHARING,
     UPDATE_RULES,
     ActionSpace,
@@ -23,9 +24,11 @@ from flowergraph.tasks.fedgraph import (
     LayerWise,
     NodeWise,
     ReplayBuffer,
+    RoundCost,
     Rows,
     SamplingPolicy,
     aggregate,
+    backward_macs,
     build_model,
     build_view,
     client_graphs,
@@ -40,14 +43,17 @@ from flowergraph.tasks.fedgraph import (
     full_forward,
     make_scheme,
     owner_rows,
+    owner_rows_and_macs,
     request_plan,
     reward,
     shared_convs,
     soft_update,
     synthesise,
     time_penalty_alpha,
+    train_macs,
     train_round,
 )
+from flowergraph.tasks.fedgraph.clock import delta_of
 from flowergraph.tasks.fedgraph.model import evaluate
 from flowergraph.tasks.training import TrainConfig
 
@@ -372,6 +378,80 @@ def test_forward_macs_by_hand():
     assert forward_macs(model, cut) == 4 * 5 * 16 + 12 * 16 + 4 * 16 * 2 + 4 * 2
     with pytest.raises(ConfigError, match="the sample has 2 convolutions, the model 3"):
         forward_macs(build_model(5, 2, num_convs=3, seed=0), sample)
+
+
+def test_backward_and_rows_macs_by_hand():
+    """The parallel clock's work on the tiny client. Backward of the same sample: convolution 0's weight gradient
+    (4 x 5 x 16; no input gradient for the features) and its aggregation (12 x 16), convolution 1's weight and
+    input gradients (2 x 4 x 16 x 2) and aggregation (5 x 2). An owner's rows of convolution 1 for its boundary
+    nodes 0 and 3: the exact forward of convolution 0 over them and their own neighbours (nodes 0-3: 4 x 5 x 16;
+    edges into 0 and 3, self loops included: 4 + 2) and h W^(1) of the two (2 x 16 x 2); asked for node 3 alone:
+    nodes 0 and 3, 2 edges into 3, one row, equal to the full computation's."""
+    view = _tiny()
+    model = build_model(5, 2, hidden=16, num_convs=2, seed=0)
+    sample = exact_sample(view, torch.tensor([0]), shared_convs("fedgraph", 2))
+    assert backward_macs(model, sample) == 4 * 5 * 16 + 12 * 16 + 2 * 4 * 16 * 2 + 5 * 2
+    assert train_macs(model, sample) == forward_macs(model, sample) + backward_macs(model, sample)
+    rows, macs = owner_rows_and_macs(model, view, "fedgraph", 1, {})
+    assert rows.ids.tolist() == [0, 3] and macs == 4 * 5 * 16 + 6 * 16 + 2 * 16 * 2
+    sub, sub_macs = owner_rows_and_macs(model, view, "fedgraph", 1, {}, ids=np.array([3]))
+    np.testing.assert_allclose(sub.values, rows.values[1:], rtol=1e-6)
+    assert sub_macs == 2 * 5 * 16 + 2 * 16 + 1 * 16 * 2
+    empty, none = owner_rows_and_macs(model, view, "fedgraph", 1, {}, ids=np.zeros(0, np.int64))
+    assert empty.values.shape == (0, 2) and none == 0
+    with pytest.raises(KeyError, match="not its boundary nodes"):
+        owner_rows_and_macs(model, view, "fedgraph", 1, {}, ids=np.array([1]))
+
+
+def test_owner_rows_of_a_subset_equal_the_full_rows(shared_data):
+    """Rows asked for a random subset of an owner's boundary nodes (the per-iteration exchange) equal those rows of
+    the all-boundary computation (the round exchange), and cost fewer multiply-adds."""
+    gspec = GraphSpec(dataset="Cora", data_dir=str(shared_data), seed=2)
+    views = _federation(client_graphs(gspec, "metis", 4, seed=2))
+    model = _perturbed_model(load_global_graph(gspec))
+    full, full_macs = owner_rows_and_macs(model, views[1], "fedgraph", 1, {})
+    ids = np.sort(np.random.default_rng(0).choice(full.ids, size=len(full.ids) // 3, replace=False))
+    part, part_macs = owner_rows_and_macs(model, views[1], "fedgraph", 1, {}, ids=ids)
+    np.testing.assert_array_equal(part.ids, ids)
+    np.testing.assert_allclose(part.values, full.select(ids).values, rtol=1e-5, atol=1e-6)
+    assert 0 < part_macs < full_macs
+
+
+def test_parallel_clock_by_hand():
+    """delta = max_i(c work_i + c0 steps_i + c1 rows_i) + 8 max_i(bytes_i) / B + messages x RTT + server, on both
+    networks; a stored round re-priced with other constants."""
+    cost = RoundCost(
+        work=[10**9, 4 * 10**8], bytes=[10**6, 3 * 10**6], messages=3, server_s=0.01, steps=[3, 3], rows=[1, 0]
+    )
+    lan = cost.delta(1e-10, NETWORKS["lan"], 1e-3, 5e-4)
+    assert lan["compute_s"] == pytest.approx(0.1 + 3e-3 + 5e-4)
+    assert lan["transfer_s"] == pytest.approx(8 * 3e6 / 1e9) and lan["latency_s"] == pytest.approx(3e-3)
+    assert lan["delta_s"] == pytest.approx(0.1035 + 0.024 + 0.003 + 0.01)
+    wan = cost.delta(1e-10, NETWORKS["wan"], 1e-3, 5e-4)
+    assert wan["delta_s"] == pytest.approx(0.1035 + 8 * 3e6 / 50e6 + 3 * 0.03 + 0.01)
+    record = cost.record(1e-10, 1e-3, 5e-4)
+    assert record["lan_s"] == pytest.approx(lan["delta_s"]) and record["wan_s"] == pytest.approx(wan["delta_s"])
+    assert delta_of(record, "lan", seconds_per_step=0.0, seconds_per_rows=0.0) == pytest.approx(0.1 + 0.024 + 0.013)
+    with pytest.raises(ConfigError, match="unknown network 'dsl'; valid choices: lan, wan"):
+        delta_of(record, "dsl")
+    with pytest.raises(ConfigError, match="seconds-per-mac=0.0: must be a finite number > 0"):
+        cost.delta(0.0, NETWORKS["lan"])
+
+
+def test_dealt_metis_blocks(shared_data):
+    """METIS into K x m parts dealt to K clients: every part lies inside one client, every client holds m parts."""
+    from flowergraph.tasks.fedgraph import dealt_metis_assignment
+    from flowergraph.tasks.partition import metis_partition
+
+    gspec = GraphSpec(dataset="Cora", data_dir=str(shared_data), seed=0)
+    data = load_global_graph(gspec)
+    assignment = dealt_metis_assignment(gspec, 5, 4, 0)
+    parts = metis_partition(data.edge_index.numpy(), int(data.num_nodes), 20, seed=0)
+    owners = [np.unique(assignment[parts == p]) for p in range(20)]
+    assert all(len(o) == 1 for o in owners)
+    assert np.bincount([int(o[0]) for o in owners], minlength=5).tolist() == [4] * 5
+    with pytest.raises(ConfigError, match="parts-per-client must be >= 1, got 0"):
+        dealt_metis_assignment.__wrapped__(gspec, 5, 0, 0)
 
 
 # ---------------------------------------------------------------------------------------------- local round

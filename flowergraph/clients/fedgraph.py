@@ -20,6 +20,15 @@ What a client answers:
   sharing convolution with its trained model and sends them in the fit reply's metrics
   (:data:`~flowergraph.wire.fedgraph.UPLOAD`).
 * ``evaluate`` (and fused evaluation): one exact forward pass with the rows received for the evaluated model.
+* ``exchange=iteration`` (the paper's cadence): :data:`~flowergraph.wire.fedgraph.BEGIN` loads the round's model,
+  creates the round's Adam, seeds the sampling generator and the dropout generator as a round-cadence ``fit``
+  would, draws the first sample and answers, per owner, the global ids of exactly the remote neighbours in it;
+  :data:`~flowergraph.wire.fedgraph.ITERATION_ROWS` (as owner): ``h^(k) W^(k)`` of the ids asked of it, computed
+  exactly with its current local weights (those of its own last step); :data:`~flowergraph.wire.fedgraph.STEP`:
+  one local iteration with the rows received, then the next sample's requests. ``fit`` takes the last iteration
+  (its rows in the config) and returns the weights. Between messages the round's training state (weights, Adam's
+  moments, both generators, the current sample, running counts) lives in the client's state (``fedgraph-iter-*``,
+  stamped with the round; deleted when ``fit`` ends), so every message may run in a fresh process.
 
 Seeds: the sampling generator and dropout of client k in round r are seeded by (seed, r, k) (:func:`sample_seed`,
 :func:`flowergraph.clients.node.round_seed`), so runs, resumed ones included, repeat exactly.
@@ -47,6 +56,42 @@ from .state import ClientState
 
 DEGREES_KEY = "fedgraph-degrees"  # arrays: ids, values
 TABLES_KEY = "fedgraph-tables"  # arrays: conv<k> -> [m, w] aligned with the view's remote ids; stamped with the round
+# exchange=iteration: the round's training state between messages (stamped with the round, deleted by fit)
+ITER_MODEL, ITER_ADAM, ITER_SAMPLER, ITER_DROPOUT = (
+    "fedgraph-iter-model",
+    "fedgraph-iter-adam",
+    "fedgraph-iter-sampler",
+    "fedgraph-iter-dropout",
+)
+ITER_SAMPLE, ITER_STATS = "fedgraph-iter-sample", "fedgraph-iter-stats"
+ITER_KEYS = (ITER_MODEL, ITER_ADAM, ITER_SAMPLER, ITER_DROPOUT, ITER_SAMPLE, ITER_STATS)
+
+
+def sample_arrays(sample: Any) -> dict[str, np.ndarray]:
+    """A :class:`~flowergraph.tasks.fedgraph.LayeredSample` as named arrays (kept in the client's state)."""
+    out: dict[str, np.ndarray] = {}
+    for k, nodes in enumerate(sample.nodes):
+        out[f"nodes{k}"] = nodes.numpy()
+    for k, (remote, edges) in enumerate(zip(sample.remote, sample.convs)):
+        out[f"remote{k}"] = remote.numpy()
+        out[f"dst{k}"], out[f"src{k}"], out[f"weight{k}"] = edges.dst.numpy(), edges.src.numpy(), edges.weight.numpy()
+    return out
+
+
+def sample_of(arrays: Mapping[str, np.ndarray]) -> Any:
+    """What :func:`sample_arrays` stored, as a ``LayeredSample``."""
+    from ..tasks.fedgraph import ConvEdges, LayeredSample
+
+    num_convs = sum(1 for k in arrays if k.startswith("remote"))
+
+    def t(name: str) -> torch.Tensor:
+        return torch.from_numpy(np.array(arrays[name]))
+
+    return LayeredSample(
+        nodes=[t(f"nodes{k}") for k in range(num_convs + 1)],
+        remote=[t(f"remote{k}") for k in range(num_convs)],
+        convs=[ConvEdges(dst=t(f"dst{k}"), src=t(f"src{k}"), weight=t(f"weight{k}")) for k in range(num_convs)],
+    )
 
 
 def sample_seed(seed: int, server_round: int, client_id: int) -> int:
@@ -154,6 +199,9 @@ class FedGraphClient(FederatedClient):
             msg.STORE_DEGREES: self._store_degrees,
             msg.ROWS: self._rows,
             msg.STORE_ROWS: self._store_rows,
+            msg.BEGIN: self._begin,
+            msg.ITERATION_ROWS: self._iteration_rows,
+            msg.STEP: self._step,
         }
 
     def _split(self, rows: Any) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -195,8 +243,10 @@ class FedGraphClient(FederatedClient):
                 for k, v in stored.items()
                 if int(k[4:]) < ask.conv
             }
-        rows = self.owner_rows(ask.sharing, ask.conv, lower)
-        return msg.RowsUpload(self._split(rows), rows.width).encode()
+        from ..tasks.fedgraph import owner_rows_and_macs
+
+        rows, macs = owner_rows_and_macs(self.model, self.view(), ask.sharing, ask.conv, lower)
+        return msg.RowsUpload(self._split(rows), rows.width, macs).encode()
 
     def _store_rows(self, request: PhaseRequest):
         from ..tasks.fedgraph import Rows
@@ -211,6 +261,227 @@ class FedGraphClient(FederatedClient):
         tables[f"conv{got.conv}"] = table.numpy()
         self.state.set_arrays(TABLES_KEY, tables, round=request.round)
         return msg.Stored(len(got.ids)).encode()
+
+    # ------------------------------------------------------------------------- exchange=iteration (the paper's)
+    def _iteration_state(self, server_round: int) -> tuple[Any, Any, dict[str, Any]]:
+        """The round's training state as the last message left it: the model loaded with the current local
+        weights, Adam, the sampling generator and the running counts with the round's plan (the dropout generator
+        is restored by :meth:`_iteration_step`)."""
+        from ..tasks.training import make_optimizer
+
+        stats = self.state.get_values(ITER_STATS)
+        if stats is None or self.state.round_of(ITER_STATS) != server_round:
+            raise RuntimeError(
+                f"FedGraph client {self.partition_id}: no local iteration state for round {server_round} "
+                f"(stored: round {self.state.round_of(ITER_STATS)}); exchange=iteration starts every round with "
+                f"a {msg.BEGIN!r} message (use FedGraphStrategy)"
+            )
+        self.state.load_module(ITER_MODEL, self.model)
+        optimizer = make_optimizer(self.model.parameters(), self.train_config)
+        self.state.load_optimizer(ITER_ADAM, optimizer)
+        generator = torch.Generator()
+        self.state.load_rng(ITER_SAMPLER, generator)
+        return optimizer, generator, stats
+
+    def _requests(self, sample: Any, plan: "msg.RoundPlan", iteration: int) -> tuple[list[np.ndarray], dict]:
+        """The ids of the remote neighbours in ``sample`` per owner (the sharing convolution's), encoded."""
+        from ..tasks.fedgraph import exchange_convs
+
+        (conv,) = exchange_convs(plan.sharing, self.num_convs)
+        view = self.view()
+        pos = sample.remote[conv]
+        ids, owners = view.remote_ids[pos].numpy(), view.remote_owner[pos].numpy()
+        parts = {int(j): np.sort(ids[owners == j]) for j in np.unique(owners)}
+        return msg.IdsByClient(parts, conv, iteration).encode()
+
+    def _save_iteration(self, server_round: int, optimizer: Any, generator: Any, sample: Any, stats: dict) -> None:
+        self.state.save_module(ITER_MODEL, self.model)
+        self.state.save_optimizer(ITER_ADAM, optimizer)
+        self.state.save_rng(ITER_SAMPLER, generator)
+        if sample is not None:
+            self.state.set_arrays(ITER_SAMPLE, sample_arrays(sample))
+        self.state.set_values(ITER_STATS, stats, round=server_round)
+
+    def _draw(self, plan: "msg.RoundPlan", generator: Any, stats: dict) -> Any:
+        """The next local iteration's sample (full batch: the same every iteration), its drawing time counted."""
+        import time
+
+        from ..tasks.fedgraph import FullBatch, shared_convs
+
+        if stats["num_train"] == 0:
+            return None
+        scheme = scheme_of(plan, self.num_convs)
+        if isinstance(scheme, FullBatch) and ITER_SAMPLE in self.state and stats["iteration"] > 0:
+            return sample_of(self.state.get_arrays(ITER_SAMPLE) or {})
+        train_idx = torch.nonzero(self.graph.train_mask, as_tuple=True)[0]
+        start = time.perf_counter()
+        sample = scheme.sample(self.view(), train_idx, shared_convs(plan.sharing, self.num_convs), generator)
+        elapsed = time.perf_counter() - start
+        stats["sample_seconds"] += elapsed
+        stats["seconds"] += elapsed
+        return sample
+
+    def _begin(self, request: PhaseRequest):
+        from ..tasks.fedgraph import exchange_convs
+        from ..tasks.torch_state import load_module_arrays
+        from ..tasks.training import make_optimizer
+
+        begin = msg.Begin.decode(request.arrays, request.values)
+        plan = begin.plan
+        if begin.iterations != self.train_config.local_steps:
+            raise ValueError(
+                f"the server runs {begin.iterations} local iterations per round, this client's "
+                f"fedgraph.local-steps is {self.train_config.local_steps}"
+            )
+        if len(exchange_convs(plan.sharing, self.num_convs)) != 1:
+            raise ValueError(
+                f"exchange=iteration needs exactly one sharing convolution; sharing {plan.sharing!r} with "
+                f"{self.num_convs} convolutions has {list(exchange_convs(plan.sharing, self.num_convs))}"
+            )
+        if request.model is None:
+            raise ValueError("a FedGraph begin message carries the round's model; none came")
+        for key in ITER_KEYS:  # anything left from an unfinished round
+            self.state.delete(key)
+        load_module_arrays(self.model, request.model)
+        self.model.train()
+        optimizer = make_optimizer(self.model.parameters(), self.train_config)
+        generator = torch.Generator().manual_seed(sample_seed(self.seed, request.round, self.partition_id))
+        torch.manual_seed(round_seed(self.seed, request.round, self.partition_id))
+        self.state.save_rng(ITER_DROPOUT)
+        num_train = int(self.graph.train_mask.sum())
+        stats: dict[str, Any] = {
+            "plan": plan.config(),
+            "iteration": 0,
+            "num_train": num_train,
+            "loss": 0.0,
+            "seconds": 0.0,
+            "sample_seconds": 0.0,
+            "nodes": 0,
+            "edges": 0,
+            "forward_macs": 0,
+            "train_macs": 0,
+        }
+        sample = self._draw(plan, generator, stats)
+        stats["iteration"] = 1
+        self._save_iteration(request.round, optimizer, generator, sample, stats)
+        if sample is None:
+            return msg.IdsByClient({}, 1, 1).encode()
+        return self._requests(sample, plan, 1)
+
+    def _iteration_rows(self, request: PhaseRequest):
+        """As owner: the rows each requester asked for, with the current local weights."""
+        from ..tasks.fedgraph import owner_rows_and_macs
+
+        wanted = msg.IdsByClient.decode(request.arrays, request.values)
+        stats = self.state.get_values(ITER_STATS)
+        if stats is None or self.state.round_of(ITER_STATS) != request.round:
+            raise RuntimeError(
+                f"FedGraph client {self.partition_id}: asked for rows of round {request.round} before its "
+                f"{msg.BEGIN!r} message"
+            )
+        sharing = str(stats["plan"][msg.SHARING])
+        self.state.load_module(ITER_MODEL, self.model)
+        union = np.unique(np.concatenate([np.asarray(v, np.int64) for v in wanted.parts.values()] or [np.zeros(0)]))
+        rows, macs = owner_rows_and_macs(self.model, self.view(), sharing, wanted.conv, {}, ids=union.astype(np.int64))
+        parts = {j: (ids, rows.select(ids).values) for j, ids in wanted.parts.items()}
+        return msg.RowsUpload(parts, rows.width, macs).encode()
+
+    def _iteration_step(self, server_round: int, rows: "msg.StepRows | None") -> dict:
+        """One local iteration with the rows received for the current sample; returns the running counts."""
+        import time
+
+        from ..tasks.fedgraph import Rows, forward_macs, train_macs, train_step
+        from ..tasks.torch_state import set_rng_state
+
+        optimizer, generator, stats = self._iteration_state(server_round)
+        model = self.model
+        plan = msg.RoundPlan.from_config(stats["plan"])
+        assert plan is not None
+        if stats["num_train"] == 0:
+            stats["iteration"] += 1
+            self._save_iteration(server_round, optimizer, generator, None, stats)
+            return stats
+        sample = sample_of(self.state.get_arrays(ITER_SAMPLE) or {})
+        view = self.view()
+        tables: dict[int, torch.Tensor] = {}
+        if rows is not None:
+            if rows.iteration != stats["iteration"]:
+                raise ValueError(
+                    f"FedGraph client {self.partition_id}: rows of iteration {rows.iteration} arrived for its "
+                    f"iteration {stats['iteration']}"
+                )
+            width = int(self.model.convs[rows.conv].lin.out_channels)
+            table = view.remote_table(
+                Rows(ids=rows.ids, values=np.asarray(rows.values).reshape(-1, width)), allow_missing=True, width=width
+            )
+            needed = view.remote_ids[sample.remote[rows.conv]].numpy()
+            missing = np.setdiff1d(needed, rows.ids)
+            if len(missing):
+                raise KeyError(
+                    f"FedGraph client {self.partition_id}: {len(missing)} remote neighbours of its sample got no "
+                    f"row in iteration {rows.iteration} (e.g. global ids {missing[:5].tolist()})"
+                )
+            tables[rows.conv] = table
+        set_rng_state(self.state.get_arrays(ITER_DROPOUT)["state"])
+        model.train()
+        start = time.perf_counter()
+        stats["loss"] += train_step(model, view, sample, tables, optimizer)
+        stats["seconds"] += time.perf_counter() - start
+        self.state.save_rng(ITER_DROPOUT)
+        stats["nodes"] += sum(sample.layer_sizes())
+        stats["edges"] += sample.num_edges()
+        stats["forward_macs"] += forward_macs(model, sample)
+        stats["train_macs"] += train_macs(model, sample)
+        stats["iteration"] += 1
+        nxt = self._draw(plan, generator, stats) if stats["iteration"] <= self.train_config.local_steps else None
+        self._save_iteration(server_round, optimizer, generator, nxt, stats)
+        return stats
+
+    def _step(self, request: PhaseRequest):
+        rows = msg.StepRows.decode(request.arrays, request.values)
+        stats = self._iteration_step(request.round, rows)
+        if stats["num_train"] == 0:  # no labelled node, no sample: nothing to ask for
+            return msg.IdsByClient({}, rows.conv, int(stats["iteration"])).encode()
+        plan = msg.RoundPlan.from_config(stats["plan"])
+        assert plan is not None
+        return self._requests(sample_of(self.state.get_arrays(ITER_SAMPLE) or {}), plan, stats["iteration"])
+
+    def _train_last_iteration(self, config: Mapping[str, Any], plan: "msg.RoundPlan") -> tuple[int, dict]:
+        """``fit`` under exchange=iteration: the last local iteration (its rows in the config), then the round's
+        counts; the weights to return are the model's."""
+        from ..tasks.fedgraph import exchange_convs
+
+        server_round = int(config.get(wire.SERVER_ROUND, 0))
+        (conv,) = exchange_convs(plan.sharing, self.num_convs)
+        blob = config.get(msg.ITERATION_INBOX)
+        if not isinstance(blob, bytes):
+            raise ValueError(f"an exchange=iteration fit carries the last iteration's rows ({msg.ITERATION_INBOX})")
+        parts = msg.unpack_parts(blob)
+        width = int(self.model.convs[conv].lin.out_channels)
+        ids, values = parts.get((conv,), (np.zeros(0, np.int64), np.zeros((0, width), np.float32)))
+        stats = self.state.get_values(ITER_STATS) or {}
+        rows = msg.StepRows(ids, values, conv, int(stats.get("iteration", 0)))
+        stats = self._iteration_step(server_round, rows)
+        steps = self.train_config.local_steps
+        if stats["iteration"] != steps + 1:
+            raise RuntimeError(
+                f"FedGraph client {self.partition_id}: fit came after {stats['iteration'] - 1} of {steps} local "
+                f"iterations in round {server_round}"
+            )
+        for key in ITER_KEYS:
+            self.state.delete(key)
+        num_samples = scheme_of(plan, self.num_convs).batch_for(stats["num_train"]) if stats["num_train"] else 0
+        return num_samples, {
+            wire.TRAIN_LOSS: float(stats["loss"] / steps) if stats["num_train"] else float("nan"),
+            wire.NUM_TRAIN: int(stats["num_train"]),
+            wire.BATCH_SIZE: int(num_samples),
+            msg.LOCAL_SECONDS: float(stats["seconds"]),
+            msg.SAMPLE_SECONDS: float(stats["sample_seconds"]),
+            msg.NODES_PER_ITERATION: float(stats["nodes"] / steps),
+            msg.EDGES_PER_ITERATION: float(stats["edges"] / steps),
+            msg.FORWARD_MACS: int(stats["forward_macs"]),
+            msg.TRAIN_MACS: int(stats["train_macs"]),
+        }
 
     # ------------------------------------------------------------------------------------ fit / evaluate
     def get_parameters(self, config):
@@ -239,6 +510,8 @@ class FedGraphClient(FederatedClient):
         from ..tasks.fedgraph import exchange_convs, train_round
 
         plan = self._plan(config)
+        if plan.exchange == "iteration":
+            return self._train_last_iteration(config, plan)
         server_round = int(config.get(wire.SERVER_ROUND, 0))
         tables = self._tables(config, server_round, plan.sharing)
         scheme = scheme_of(plan, self.num_convs)
@@ -256,16 +529,22 @@ class FedGraphClient(FederatedClient):
             msg.NODES_PER_ITERATION: float(result.nodes_per_iteration),
             msg.EDGES_PER_ITERATION: float(result.edges_per_iteration),
             msg.FORWARD_MACS: int(result.forward_macs),
+            msg.TRAIN_MACS: int(result.train_macs),
         }
         if plan.staleness == "one-round":  # the rows the others use next round, from the trained model
+            from ..tasks.fedgraph import owner_rows_and_macs
+
             self.model.eval()
             parts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
             own = dict(tables)
+            macs = 0
             for k in exchange_convs(plan.sharing, self.num_convs):
-                rows = self.owner_rows(plan.sharing, k, own)
+                rows, cost = owner_rows_and_macs(self.model, self.view(), plan.sharing, k, own)
+                macs += cost
                 for j, part in self._split(rows).items():
                     parts[(k, j)] = part
             metrics[msg.UPLOAD] = msg.pack_parts(parts)
+            metrics[msg.EXCHANGE_MACS] = int(macs)
         return int(result.num_samples), metrics
 
     def shared_arrays(self):

@@ -35,7 +35,9 @@ AGENT_UPDATES = ("ddpg", "td3")  # the keys of flowergraph.tasks.fedgraph.UPDATE
 DATA = ("synthesis",) + tuple(p for p in PARTITIONERS if p != "none")
 STALENESS = ("same-round", "one-round")
 CUT_NORMS = ("local", "global")
-ROUND_TIMES = ("server", "slowest-client", "work")
+ROUND_TIMES = ("server", "slowest-client", "work", "parallel")
+EXCHANGES = ("round", "iteration")
+NETWORKS = ("lan", "wan")  # the keys of flowergraph.tasks.fedgraph.NETWORKS
 
 
 _opt = namespace("fedgraph")  # its keys: "fedgraph.<key>", listed under "fedgraph" in docs/configuration.md
@@ -73,7 +75,25 @@ OPTIONS = (
         "previous round, riding on its fit reply; no exchange phase).",
         STALENESS,
     ),
+    _opt(
+        "exchange",
+        "round",
+        "Cadence of the cross-client rows: `round` (owners send the rows of all their "
+        "boundary nodes once per round, constants for the round) or `iteration` (the paper's: every local "
+        "iteration each client asks for the rows of exactly the remote neighbours in its current sample, and the "
+        "owners compute them with their current local weights; relayed by the server, 2 x local-steps + 1 "
+        "message round trips per round; sharing=fedgraph with node.layers=2, staleness=same-round).",
+        EXCHANGES,
+    ),
     _opt("data", "synthesis", "Clients' data: the paper's overlapping synthesis, or a partitioner.", DATA),
+    _opt(
+        "parts-per-client",
+        1,
+        "fedgraph.data=metis: METIS cuts the graph into num-clients x this many parts, dealt at "
+        "random to the clients, this many each (1: METIS into num-clients parts). More parts, more cross-client "
+        "edges: 16 gives ~31% on Cora, 64 ~37% on CiteSeer.",
+        check=at_least(1),
+    ),
     _opt("var", 0.1, "Synthesis: variance of xi_i ~ Normal(0.8, var) (the paper: 0.1, 0.5, 1).", check=at_least(0.0)),
     _opt(
         "cut-norm",
@@ -143,8 +163,36 @@ OPTIONS = (
         "server's clock, exchange to aggregation; in a one-process simulation the clients' training adds up), "
         "`slowest-client` (the largest local training time a client reports: a deployment with parallel "
         "clients) or `work` (the largest number of a client's forward multiply-adds this round, in billions: "
-        "deterministic, no machine noise in the reward).",
+        "deterministic, no machine noise in the reward) or `parallel` (a model of the round on one machine "
+        "per client: the largest client's work times fedgraph.seconds-per-mac, plus the largest client's bytes "
+        "over fedgraph.network's bandwidth, plus the message round trips times its round-trip time, plus the "
+        "server's CPU time).",
         ROUND_TIMES,
+    ),
+    _opt(
+        "network",
+        "lan",
+        "The parallel clock's network: `lan` (1 Gbit/s, 1 ms round trip) or `wan` (50 Mbit/s, "
+        "30 ms). Every round record holds the clock on both; this one feeds the reward (fedgraph.round-time="
+        "parallel).",
+        NETWORKS,
+    ),
+    _opt(
+        "seconds-per-mac",
+        0.0,
+        "The parallel clock's seconds per multiply-add of a client's work (forward and backward "
+        "of the local iterations, and the rows it computes for others); 0: the calibrated constant of this "
+        "project's machine (flowergraph.tasks.fedgraph.SECONDS_PER_MAC, docs/results/fedgraph_clock.md).",
+        check=at_least(0.0),
+    ),
+    _opt(
+        "seconds-per-step",
+        -1.0,
+        "The parallel clock's fixed seconds per local iteration beside seconds-per-mac; -1: the "
+        "calibrated constant (flowergraph.tasks.fedgraph.SECONDS_PER_STEP, with SECONDS_PER_ROWS per rows "
+        "computation); 0: the proportional model max_i(c x work_i), no fixed cost per iteration or rows "
+        "computation.",
+        check=lambda v: None if v == -1 or v >= 0 else "must be -1 (the calibrated constant) or >= 0",
     ),
 )
 
@@ -175,17 +223,63 @@ def _check(s: "RunSettings") -> None:
             f"dp={s.dp!r} would cover the training updates only, not the embedding rows FedGraph "
             f"exchanges every round; valid: dp='none'"
         )
+    if o.exchange == "iteration":
+        if o.sharing != "fedgraph":
+            raise ConfigError(
+                f"fedgraph.exchange='iteration' relays the rows of the remote neighbours in every local sample, "
+                f"but fedgraph.sharing={o.sharing!r} "
+                + (
+                    "exchanges nothing (the same run as fedgraph.exchange='round')"
+                    if o.sharing == "nonshare"
+                    else "also shares x W^(0), whose owners' h^(1) rows would need a second relay per iteration "
+                    "(not built)"
+                )
+                + "; valid with it: fedgraph.sharing='fedgraph'"
+            )
+        if n.layers != 2:
+            raise ConfigError(
+                f"fedgraph.exchange='iteration' with node.layers={n.layers}: an owner's rows of convolution k >= 2 "
+                f"need other owners' rows of its own neighbours (one more relay per convolution and iteration, not "
+                f"built); valid with it: node.layers=2 (the paper's GCN)"
+            )
+        if o.staleness != "same-round":
+            raise ConfigError(
+                f"fedgraph.staleness={o.staleness!r} means rows computed after the owner's previous round; with "
+                f"fedgraph.exchange='iteration' rows are computed in every local iteration with the owner's current "
+                f"weights, so there is nothing one round old; valid with it: fedgraph.staleness='same-round'"
+            )
+    if o.network != "lan" and o.round_time != "parallel":
+        raise ConfigError(
+            f"fedgraph.network={o.network!r} chooses the parallel clock that feeds eq. 9, but "
+            f"fedgraph.round-time={o.round_time!r} (every round record holds the clock on every network anyway); "
+            f"valid with it: fedgraph.round-time='parallel'"
+        )
+    if o.parts_per_client != 1 and o.data != "metis":
+        raise ConfigError(
+            f"fedgraph.parts-per-client={o.parts_per_client} deals METIS parts to the clients, but "
+            f"fedgraph.data={o.data!r}; valid with it: fedgraph.data='metis'"
+        )
 
 
 @functools.lru_cache(maxsize=32)
 def _graph(
-    gspec: Any, data: str, num_clients: int, var: float, seed: int, beta: float, min_size: int, partition_id: int
+    gspec: Any,
+    data: str,
+    num_clients: int,
+    var: float,
+    seed: int,
+    beta: float,
+    min_size: int,
+    partition_id: int,
+    parts_per_client: int = 1,
 ) -> Any:
     from ..tasks.federated_graph import PartitionSpec, client_graph
-    from ..tasks.fedgraph import synthesised_graph
+    from ..tasks.fedgraph import dealt_metis_graph, synthesised_graph
 
     if data == "synthesis":
         return synthesised_graph(gspec, num_clients, var, seed).client(partition_id)
+    if data == "metis" and parts_per_client > 1:
+        return dealt_metis_graph(gspec, num_clients, parts_per_client, seed, partition_id)
     pspec = PartitionSpec(partitioner=data, num_clients=num_clients, beta=beta, min_size=min_size, seed=seed)
     return client_graph(gspec, pspec, partition_id)
 
@@ -202,6 +296,7 @@ def client_graph_of(s: "RunSettings", partition_id: int) -> Any:
         float(n.beta),
         int(n.min_partition_size),
         int(partition_id),
+        int(o.parts_per_client),
     )
 
 
@@ -274,6 +369,11 @@ def _strategy(args: StrategyArgs) -> "Strategy":
         beta=o.beta,
         round_time=o.round_time,
         test_fn=node_server_evaluate(s) if o.agent == "ddpg" else None,
+        exchange=o.exchange,
+        local_steps=o.local_steps,
+        network=o.network,
+        seconds_per_mac=o.seconds_per_mac or None,
+        seconds_per_step=None if o.seconds_per_step < 0 else o.seconds_per_step,
         **args.common(),
     )
 

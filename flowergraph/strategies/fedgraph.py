@@ -68,6 +68,7 @@ from ..wire import PhaseMessage
 from ..wire import fedgraph as msg
 from .aggregation import RoundNotAggregated, Update
 from .base import FederatedStrategy
+from .common import config_bytes, parameters_bytes
 from .phases import Phase, PhaseReply, relay
 from .policy import FederationPolicy
 
@@ -75,7 +76,10 @@ SHARING = ("fedgraph", "allshare", "nonshare")
 SAMPLING = ("fedgraph", "full", "graphsage", "fastgcn")
 AGENTS = ("ddpg", "fixed")
 STALENESS = ("same-round", "one-round")
-ROUND_TIMES = ("server", "slowest-client", "work")
+ROUND_TIMES = ("server", "slowest-client", "work", "parallel")
+EXCHANGES = ("round", "iteration")
+# eq. 9's delta for each fedgraph.round-time: the round record's entry it is read from
+DELTA_OF = {"server": "round_time", "slowest-client": "slowest_client_s", "work": "max_gmacs", "parallel": "parallel_s"}
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
@@ -109,9 +113,15 @@ class FedGraphStrategy(FederatedStrategy):
         beta: float = 0.0,
         round_time: str = "server",
         test_fn: Callable[[int, list[np.ndarray]], Any] | None = None,
+        exchange: str = "round",
+        local_steps: int = 3,
+        network: str = "lan",
+        seconds_per_mac: float | None = None,
+        seconds_per_step: float | None = None,
         **kwargs: Any,
     ) -> None:
-        from ..tasks.fedgraph import DDPGConfig, exchange_convs
+        from ..tasks.fedgraph import SECONDS_PER_MAC, SECONDS_PER_ROWS, SECONDS_PER_STEP, DDPGConfig, exchange_convs
+        from ..tasks.fedgraph.clock import network as network_of
 
         super().__init__(policy, **kwargs)
         self.sharing = _choice("sharing", sharing, SHARING)
@@ -126,6 +136,31 @@ class FedGraphStrategy(FederatedStrategy):
             )
         self.num_convs = int(num_convs)
         self.convs = exchange_convs(self.sharing, self.num_convs)
+        self.exchange_mode = _choice("exchange", exchange, EXCHANGES)
+        self.local_steps = int(local_steps)
+        self.network = network_of(network)
+        self.seconds_per_mac = float(SECONDS_PER_MAC if seconds_per_mac is None else seconds_per_mac)
+        self.seconds_per_step = float(SECONDS_PER_STEP if seconds_per_step is None else seconds_per_step)
+        # 0 per iteration: the proportional model, no fixed cost per rows computation either
+        self.seconds_per_rows = SECONDS_PER_ROWS if seconds_per_step is None or seconds_per_step > 0 else 0.0
+        if self.exchange_mode == "iteration":
+            if self.staleness != "same-round" or len(self.convs) != 1:
+                raise ValueError(
+                    f"exchange='iteration' relays the rows of exactly one sharing convolution every local "
+                    f"iteration, computed then (staleness='same-round'); got sharing={self.sharing!r} with "
+                    f"{self.num_convs} convolutions (sharing convolutions {list(self.convs)}), "
+                    f"staleness={self.staleness!r}"
+                )
+            self.schedule.fused = False  # evaluation needs every remote row of the evaluated model: its own exchange
+        # the parallel clock's parts of the current round (tasks.fedgraph.clock.RoundCost)
+        self._work: dict[int, int] = {}
+        self._steps: dict[int, int] = {}  # local iterations
+        self._rows: dict[int, int] = {}  # rows computations
+        self._bytes: dict[int, int] = {}
+        self._messages = 0
+        self._server_cpu = 0.0  # the server's CPU seconds since the last reward (the agent's step counts in the next)
+        self._last_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # exchange=iteration: the last step's rows
+        self._aggregation_cpu = time.thread_time()
         self.batch_size, self.prob = int(batch_size), float(prob)
         self.ddpg = ddpg if ddpg is not None else DDPGConfig()
         self.kappa_range, self.p_min = (int(kappa_range[0]), int(kappa_range[1])), float(p_min)
@@ -153,27 +188,50 @@ class FedGraphStrategy(FederatedStrategy):
     def __repr__(self) -> str:
         return (
             f"FedGraphStrategy(num_clients={self.num_clients}, sharing={self.sharing!r}, "
-            f"sampling={self.sampling!r}, agent={self.agent_kind!r}, staleness={self.staleness!r})"
+            f"sampling={self.sampling!r}, agent={self.agent_kind!r}, staleness={self.staleness!r}, "
+            f"exchange={self.exchange_mode!r})"
         )
 
     # ----------------------------------------------------------------------------------------- relay
     def _relay(
-        self, phase: Phase, clients: list[ClientProxy], collect: str, request: PhaseMessage, deliver: str, conv: int
+        self,
+        phase: Phase,
+        clients: list[ClientProxy],
+        collect: str,
+        request: PhaseMessage,
+        deliver: str,
+        conv: int,
+        counted: bool = False,
     ) -> dict[str, int]:
         """Owners answer ``collect`` with a :class:`~flowergraph.wire.fedgraph.RowsUpload`; the server merges,
-        per requester, what every owner sent it (routing only) and delivers it as ``deliver``."""
+        per requester, what every owner sent it (routing only) and delivers it as ``deliver``. ``counted``: the
+        owners' multiply-adds and the server's routing time go to the round's parallel clock."""
+        import threading
+
         from ..tasks.fedgraph import Rows, merge_rows
 
         uploads: dict[int, msg.RowsUpload] = {}
         widths: set[int] = set()
+        lock = threading.Lock()
 
         def collected(reply: PhaseReply) -> None:
             up = msg.RowsUpload.decode(reply.arrays, reply.values)
             uploads[int(reply.client)] = up
             widths.add(up.width)
+            if counted:
+                self._count_work(int(reply.client), up.macs, rows=1 if up.macs else 0)
             reply.arrays.clear()
 
         def route(proxy: ClientProxy, _reply: PhaseReply) -> PhaseMessage:
+            cpu = time.thread_time()
+            try:
+                return _route(proxy)
+            finally:
+                if counted:
+                    with lock:
+                        self._server_cpu += time.thread_time() - cpu
+
+        def _route(proxy: ClientProxy) -> PhaseMessage:
             me = self.partition(proxy)
             width = max(widths) if widths else 1
             parts = [
@@ -201,9 +259,15 @@ class FedGraphStrategy(FederatedStrategy):
         return stats
 
     def exchange(
-        self, name: str, server_round: int, clients: list[ClientProxy], model: Mapping[str, np.ndarray]
+        self,
+        name: str,
+        server_round: int,
+        clients: list[ClientProxy],
+        model: Mapping[str, np.ndarray],
+        counted: bool = False,
     ) -> None:
-        """A same-round exchange: every sharing convolution's rows, computed with ``model``."""
+        """A same-round exchange: every sharing convolution's rows, computed with ``model`` (``counted``: part of
+        the round's training, so of its parallel clock; not the exchange before a separate evaluation)."""
         if not self.convs:
             return
         phase = self.phases.begin(name, server_round, timeout=self.round_timeout)
@@ -211,9 +275,106 @@ class FedGraphStrategy(FederatedStrategy):
         for k in self.convs:
             arrays, values = msg.RowsRequest(k, self.sharing).encode()
             stored = self._relay(
-                phase, clients, msg.ROWS, PhaseMessage(arrays=arrays, values=values, model=model), msg.STORE_ROWS, k
+                phase,
+                clients,
+                msg.ROWS,
+                PhaseMessage(arrays=arrays, values=values, model=model),
+                msg.STORE_ROWS,
+                k,
+                counted,
             )
+        if counted:
+            self._count_phase(phase)
         self.book.add_phase(phase.end(convs=list(self.convs), remote_rows=stored))
+
+    def _count_work(self, client: int, macs: int, steps: int = 0, rows: int = 0) -> None:
+        self._work[client] = self._work.get(client, 0) + int(macs)
+        self._steps[client] = self._steps.get(client, 0) + int(steps)
+        self._rows[client] = self._rows.get(client, 0) + int(rows)
+
+    def _count_phase(self, phase: Phase) -> None:
+        """A training phase's bytes per client and sequential message round trips, into the parallel clock."""
+        for label, size in phase.client_bytes.items():
+            if label.isdigit():
+                self._bytes[int(label)] = self._bytes.get(int(label), 0) + size
+        self._messages += phase.sends
+
+    def iterate(
+        self, server_round: int, clients: list[ClientProxy], model: Mapping[str, np.ndarray]
+    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``exchange=iteration`` (the paper's cadence): the round's local iterations, each with its exchange
+        through the server (phase ``fedgraph-iterations``). ``begin`` (the model, each client's plan) -> every
+        client's first requests; then per iteration t: the requests routed to their owners (``iteration-rows``:
+        rows computed with the owner's current weights), the rows routed to their requesters (``step``: one local
+        iteration, then the next requests); the last iteration's rows are returned, per requester, for the fit
+        config. Routing only: the server computes nothing on the rows."""
+        from ..tasks.fedgraph import Rows, merge_rows
+
+        (conv,) = self.convs
+        weight = f"convs.{conv}.lin.weight"  # [out, in]: the rows' width is its first dimension
+        steps = self.local_steps
+        phase = self.phases.begin(msg.ITERATION_PHASE, server_round, timeout=self.round_timeout)
+        requests: dict[int, msg.IdsByClient] = {}
+
+        def asked(reply: PhaseReply) -> None:
+            requests[int(reply.client)] = msg.IdsByClient.decode(reply.arrays, reply.values)
+
+        def begin(proxy: ClientProxy) -> PhaseMessage:
+            arrays, values = msg.Begin(self.plan(self.partition(proxy)), steps).encode()
+            return PhaseMessage(arrays=arrays, values=values, model=model)
+
+        phase.send(msg.BEGIN, clients, begin, on_reply=asked)
+        rows_sent: list[int] = []
+        inbox: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for t in range(1, steps + 1):
+            wanted: dict[int, dict[int, np.ndarray]] = {}
+            for requester, req in sorted(requests.items()):
+                if req.iteration != t:
+                    raise RuntimeError(
+                        f"FedGraph round {server_round}: client {requester} asked for iteration {req.iteration}'s "
+                        f"rows in iteration {t}"
+                    )
+                for owner, ids in req.parts.items():
+                    wanted.setdefault(owner, {})[requester] = ids
+            uploads: dict[int, msg.RowsUpload] = {}
+
+            def collected(reply: PhaseReply) -> None:
+                up = msg.RowsUpload.decode(reply.arrays, reply.values)
+                uploads[int(reply.client)] = up
+                self._count_work(int(reply.client), up.macs, rows=1 if up.macs else 0)
+
+            def ask(proxy: ClientProxy, _t: int = t, _wanted: dict = wanted) -> PhaseMessage:
+                arrays, values = msg.IdsByClient(_wanted[int(self.partition(proxy) or 0)], conv, _t).encode()
+                return PhaseMessage(arrays=arrays, values=values)
+
+            owners = [proxy for proxy in clients if self.partition(proxy) in wanted]
+            phase.send(msg.ITERATION_ROWS, owners, ask, on_reply=collected)
+            width = max((up.width for up in uploads.values()), default=int(np.asarray(model[weight]).shape[0]))
+            inbox = {}
+            for requester in sorted(requests):
+                parts = [
+                    Rows(ids=up.parts[requester][0], values=np.asarray(up.parts[requester][1]).reshape(-1, width))
+                    for _, up in sorted(uploads.items())
+                    if requester in up.parts
+                ]
+                merged = merge_rows(parts) if parts else Rows(np.zeros(0, np.int64), np.zeros((0, width), np.float32))
+                inbox[requester] = (np.asarray(merged.ids), np.asarray(merged.values).reshape(-1, width))
+            rows_sent.append(sum(len(ids) for ids, _ in inbox.values()))
+            if t == steps:
+                break
+            requests = {}
+
+            def step(proxy: ClientProxy, _t: int = t, _inbox: dict = inbox) -> PhaseMessage:
+                ids, values = _inbox.get(
+                    int(self.partition(proxy) or 0), (np.zeros(0, np.int64), np.zeros((0, width), np.float32))
+                )
+                arrays, vals = msg.StepRows(ids, values, conv, _t).encode()
+                return PhaseMessage(arrays=arrays, values=vals)
+
+            phase.send(msg.STEP, clients, step, on_reply=asked)
+        self._count_phase(phase)
+        self.book.add_phase(phase.end(iterations=steps, rows_per_iteration=rows_sent))
+        return inbox
 
     # ----------------------------------------------------------------------------------------- agent
     def _start_episode(self) -> None:
@@ -255,6 +416,8 @@ class FedGraphStrategy(FederatedStrategy):
 
     def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
         self._fit_start = time.perf_counter()
+        self._work, self._steps, self._rows, self._bytes, self._messages = {}, {}, {}, {}, 0
+        self._last_rows = {}
         restart = False
         if self.agent is not None and self.new_episode:
             if self.episode_reset:
@@ -270,15 +433,52 @@ class FedGraphStrategy(FederatedStrategy):
         }
         if restart:
             rec["fedgraph"]["restarted"] = True
+        if self.exchange_mode == "iteration":
+            self.exchanged = True
+            self._last_rows = self.iterate(server_round, self.all_clients(client_manager), self.bank.global_model or {})
+            return
         self.exchanged = self.staleness == "same-round" or server_round == 1 or restart or not self.pending
         if self.exchanged:
             self.exchange(
-                msg.EXCHANGE_PHASE, server_round, self.all_clients(client_manager), self.bank.global_model or {}
+                msg.EXCHANGE_PHASE,
+                server_round,
+                self.all_clients(client_manager),
+                self.bank.global_model or {},
+                counted=True,
             )
+
+    def configure_fit(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+        """The base's (which calls :meth:`before_fit`: the round's exchange), with the server's CPU time and each
+        client's fit bytes and the fit's message round trip counted for the parallel clock."""
+        cpu = time.thread_time()
+        out = super().configure_fit(server_round, parameters, client_manager)
+        for proxy, ins in out:
+            p = self.partition(proxy)
+            if p is not None:
+                self._bytes[p] = self._bytes.get(p, 0) + parameters_bytes(ins.parameters) + config_bytes(ins.config)
+        self._messages += 1 if out else 0
+        self._server_cpu += time.thread_time() - cpu
+        return out
+
+    def aggregate_fit(self, server_round: int, results: list, failures: list):
+        """The base's, with each client's fit reply bytes (evaluation metrics left out) and its reported work
+        counted for the parallel clock first; the server's CPU time from here to the reward is measured."""
+        from ..wire import EVAL_PREFIX, PARTITION_ID
+
+        for proxy, res in results:
+            p = self.partition(proxy)
+            p = int(res.metrics.get(PARTITION_ID, -1)) if p is None else p
+            metrics = {k: v for k, v in res.metrics.items() if not str(k).startswith(EVAL_PREFIX)}
+            self._bytes[p] = self._bytes.get(p, 0) + parameters_bytes(res.parameters) + config_bytes(metrics)
+            rows = int(res.metrics.get(msg.EXCHANGE_MACS, 0))
+            steps = self.local_steps if int(res.metrics.get(msg.TRAIN_MACS, 0)) else 0
+            self._count_work(p, int(res.metrics.get(msg.TRAIN_MACS, 0)) + rows, steps, len(self.convs) * bool(rows))
+        self._aggregation_cpu = time.thread_time()
+        return super().aggregate_fit(server_round, results, failures)
 
     def plan(self, partition: int | None) -> msg.RoundPlan:
         kappa, probs = self.policies[int(partition or 0)]
-        return msg.RoundPlan(self.sharing, self.sampling, kappa, probs, self.staleness)
+        return msg.RoundPlan(self.sharing, self.sampling, kappa, probs, self.staleness, self.exchange_mode)
 
     def _inbox(self, partition: int | None) -> dict[str, Any]:
         """One-round staleness: the rows pending for ``partition``, as a config value."""
@@ -306,7 +506,10 @@ class FedGraphStrategy(FederatedStrategy):
         if kind != "fit":
             return config if self.staleness == "same-round" else {**config, **self._inbox(p)}
         extra: dict[str, Any] = dict(self.plan(p).config())
-        if not self.exchanged:
+        if self.exchange_mode == "iteration":  # the last local iteration's rows: the client takes it in its fit
+            ids, values = self._last_rows.get(int(p or 0), (np.zeros(0, np.int64), np.zeros((0, 0), np.float32)))
+            extra[msg.ITERATION_INBOX] = msg.pack_parts({self.convs[0]: (ids, values)})
+        elif not self.exchanged:
             extra.update(self._inbox(p))
         self.client_entry(int(p or 0))["policy"] = [extra[msg.KAPPA], extra[msg.PROBS]]
         return {**config, **extra}
@@ -315,14 +518,20 @@ class FedGraphStrategy(FederatedStrategy):
         config = super().evaluate_config(server_round)
         config.update(
             msg.RoundPlan(
-                self.sharing, self.sampling, self.batch_size, (self.prob,) * self.num_convs, self.staleness
+                self.sharing,
+                self.sampling,
+                self.batch_size,
+                (self.prob,) * self.num_convs,
+                self.staleness,
+                self.exchange_mode,
             ).config()
         )
         return config
 
     def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
         """A separate evaluation: first the rows of the evaluated model (same-round: from every connected owner, even
-        to an evaluation of some clients), or the pending ones (in each client's config: :meth:`client_config`)."""
+        to an evaluation of some clients), or the pending ones (in each client's config: :meth:`client_config`).
+        exchange=iteration evaluates every round this way (its rounds exchange only sampled rows)."""
         out = super().configure_evaluate(server_round, parameters, client_manager)
         if out and self.staleness == "same-round":
             self.exchange(
@@ -343,7 +552,7 @@ class FedGraphStrategy(FederatedStrategy):
         return aggregate([(u.named(keys), float(u.num_examples)) for u in updates])
 
     def after_fit(self, server_round: int, updates: list[Update]) -> None:
-        from ..tasks.fedgraph import reward, time_penalty_alpha
+        from ..tasks.fedgraph import RoundCost, reward, time_penalty_alpha
 
         rec = self.book.start(server_round)
         info = rec.setdefault("fedgraph", {})
@@ -358,15 +567,27 @@ class FedGraphStrategy(FederatedStrategy):
         info["round_time"] = time.perf_counter() - self._fit_start
         info["slowest_client_s"] = max((float(u.metrics.get(msg.LOCAL_SECONDS, 0.0)) for u in updates), default=0.0)
         info["max_gmacs"] = max((int(u.metrics.get(msg.FORWARD_MACS, 0)) for u in updates), default=0) / 1e9
-        delta = info[
-            {"server": "round_time", "slowest-client": "slowest_client_s", "work": "max_gmacs"}[self.round_time]
-        ]
         if self.test_fn is not None:
             _, metrics = self.test_fn(server_round, list(model.values()))
             info["server_accuracy"] = float(metrics["accuracy"])
+        self._server_cpu += time.thread_time() - self._aggregation_cpu
+        cost = RoundCost(
+            work=[self._work.get(p, 0) for p in range(self.num_clients)],
+            bytes=[self._bytes.get(p, 0) for p in range(self.num_clients)],
+            messages=self._messages,
+            server_s=self._server_cpu,
+            steps=[self._steps.get(p, 0) for p in range(self.num_clients)],
+            rows=[self._rows.get(p, 0) for p in range(self.num_clients)],
+        )
+        self._server_cpu = 0.0
+        info["clock"] = cost.record(self.seconds_per_mac, self.seconds_per_step, self.seconds_per_rows)
+        info["parallel_s"] = info["clock"][f"{self.network.name}_s"]
+        delta = info[DELTA_OF[self.round_time]]
         if self.agent is None:
             return
-        needed = {"work": msg.FORWARD_MACS, "slowest-client": msg.LOCAL_SECONDS}.get(self.round_time)
+        needed = {"work": msg.FORWARD_MACS, "slowest-client": msg.LOCAL_SECONDS, "parallel": msg.TRAIN_MACS}.get(
+            self.round_time
+        )
         silent = sorted(u.client for u in updates if needed is not None and needed not in u.metrics)
         if silent:  # a missing report would read as 0 and drop eq. 9's time term without a word
             raise ValueError(
@@ -384,6 +605,7 @@ class FedGraphStrategy(FederatedStrategy):
         acc = info.get("server_accuracy", 0.0)
         acc = acc if math.isfinite(acc) else 0.0
         r = reward(acc, delta, self.target_accuracy, self.omega, self.alpha_value, self.beta)
+        cpu = time.thread_time()  # the agent's step: the server's time of the next round (it delays that round)
         keys = list(model)
         by_partition = {u.partition: u.named(keys) for u in updates}
         state = self.agent.observe(model, [by_partition.get(p, model) for p in range(self.num_clients)])
@@ -404,6 +626,7 @@ class FedGraphStrategy(FederatedStrategy):
         else:
             assert step.action is not None
             self._set_action(step.action)
+        self._server_cpu += time.thread_time() - cpu
 
     # ------------------------------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -73,6 +73,8 @@ class Phase:
         }
         self._start = time.perf_counter()
         self._lock = threading.Lock()
+        self.client_bytes: dict[str, int] = {}  # per client label: bytes sent to it and received from it
+        self.sends = 0  # message kinds sent, one after another: the phase's sequential message round trips
 
     def send(
         self,
@@ -90,13 +92,18 @@ class Phase:
         message = message if message is not None else PhaseMessage()
         timeout = self.timeout if timeout is None else timeout
         directory = self.runner.directory
+        if clients:
+            self.sends += 1
 
         def call(proxy: ClientProxy):
             msg = message(proxy) if callable(message) else message
             config = wire.phase_message(kind, msg.arrays, self.server_round, model=msg.model, **msg.values)
+            size = config_bytes(config)
+            label = directory.label(proxy)
             with self._lock:
-                self.record["bytes_down"] += config_bytes(config)
+                self.record["bytes_down"] += size
                 self.record["messages"] += 1
+                self.client_bytes[label] = self.client_bytes.get(label, 0) + size
             res = proxy.get_properties(GetPropertiesIns(config=config), timeout=timeout, group_id=self.server_round)
             if res.status.code != Code.OK:
                 raise RuntimeError(res.status.message)
@@ -120,8 +127,11 @@ class Phase:
                     del future
                 props = dict(res.properties)
                 del res
+                size = config_bytes(props)
                 with self._lock:
-                    self.record["bytes_up"] += config_bytes(props)
+                    self.record["bytes_up"] += size
+                    label = directory.label(proxy)
+                    self.client_bytes[label] = self.client_bytes.get(label, 0) + size
                 try:
                     reply = PhaseReply(
                         proxy, directory.label(proxy, props), wire.unpack_arrays(props), wire.scalars(props)

@@ -20,6 +20,16 @@ Phases (``get_properties`` messages, :mod:`flowergraph.wire`'s phase encoding):
   :class:`Stored`. Before a separate evaluation the same exchange runs with the model being evaluated
   (phase :data:`EVAL_EXCHANGE_PHASE`).
 
+* every round r with ``exchange=iteration`` (the paper's cadence), phase :data:`ITERATION_PHASE`: :data:`BEGIN`
+  (the client's :class:`RoundPlan` values and the number of iterations; the global model as the phase's model)
+  -> :class:`IdsByClient` (the client loads the model, draws its first sample and asks, per owner, for the rows of
+  exactly the remote neighbours in it); then per iteration t: :data:`ITERATION_ROWS` (:class:`IdsByClient`: per
+  requester the ids it asked this owner for) -> :class:`RowsUpload` (``h^(k) W^(k)`` of those nodes with the
+  owner's current local weights, and the multiply-adds it took); :data:`STEP` (:class:`StepRows`: the rows the
+  requester asked for) -> :class:`IdsByClient` (one local iteration done; the next sample's requests). The last
+  iteration's rows ride in the fit config (:data:`ITERATION_INBOX`) and the client takes its last step inside
+  ``fit``.
+
 Training (``fit``) and evaluation: the arrays are the global GCN's (named as in the client's state dict); the
 config carries :class:`RoundPlan` (sharing, sampling scheme, this client's policy: kappa and one probability per
 convolution). With ``staleness=one-round`` the fit reply's metrics carry :data:`UPLOAD` (a :func:`pack_parts`
@@ -46,10 +56,14 @@ Part = tuple[np.ndarray, np.ndarray]  # (ids int64 [m], values float [m, w])
 DEGREE_PHASE = "fedgraph-degrees"
 EXCHANGE_PHASE = "fedgraph-exchange"
 EVAL_EXCHANGE_PHASE = "fedgraph-exchange-eval"
+ITERATION_PHASE = "fedgraph-iterations"  # exchange=iteration: the round's local iterations and their exchanges
 DEGREES = "fedgraph.degrees"
 STORE_DEGREES = "fedgraph.store-degrees"
 ROWS = "fedgraph.rows"
 STORE_ROWS = "fedgraph.store-rows"
+BEGIN = "fedgraph.begin"  # exchange=iteration: load the round's model, draw the first sample, ask for its rows
+ITERATION_ROWS = "fedgraph.iteration-rows"  # exchange=iteration: an owner computes the rows asked of it
+STEP = "fedgraph.step"  # exchange=iteration: one local iteration with the rows received; the next requests
 
 # fit / evaluate config keys
 SHARING = "fedgraph.sharing"
@@ -57,6 +71,8 @@ SCHEME = "fedgraph.scheme"
 KAPPA = "fedgraph.kappa"
 PROBS = "fedgraph.probs"  # JSON list: one probability per convolution (input convolution first)
 STALENESS = "fedgraph.staleness"
+EXCHANGE = "fedgraph.exchange"  # "round" or "iteration"
+ITERATION_INBOX = "fedgraph.iteration-inbox"  # exchange=iteration: bytes (pack_parts {conv: rows}), the last step's
 INBOX = "fedgraph.inbox"  # one-round staleness: bytes (pack_parts of {conv: (ids, values)}) for this client
 # fit metrics
 UPLOAD = "fedgraph.upload"  # one-round staleness: bytes (pack_parts of {(conv, requester): (ids, values)})
@@ -65,6 +81,8 @@ SAMPLE_SECONDS = "fedgraph_sample_s"
 NODES_PER_ITERATION = "fedgraph_nodes"
 EDGES_PER_ITERATION = "fedgraph_edges"
 FORWARD_MACS = "fedgraph_macs"  # multiply-adds of the round's forward passes (tasks.fedgraph.forward_macs)
+TRAIN_MACS = "fedgraph_train_macs"  # forward + backward multiply-adds of the round's iterations (train_macs)
+EXCHANGE_MACS = "fedgraph_exchange_macs"  # one-round staleness: multiply-adds of the rows computed after training
 
 
 def _i64(a: Any) -> np.ndarray:
@@ -84,15 +102,19 @@ class RoundPlan:
     kappa: int
     probs: tuple[float, ...]
     staleness: str = "same-round"
+    exchange: str = "round"
 
     def config(self) -> Values:
-        return {
+        out = {
             SHARING: self.sharing,
             SCHEME: self.scheme,
             KAPPA: int(self.kappa),
             PROBS: json.dumps([float(p) for p in self.probs]),
             STALENESS: self.staleness,
         }
+        if self.exchange != "round":  # the round cadence's messages stay as they were
+            out[EXCHANGE] = self.exchange
+        return out
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "RoundPlan | None":
@@ -107,6 +129,7 @@ class RoundPlan:
             int(config[KAPPA]),
             tuple(float(p) for p in probs),
             str(config.get(STALENESS, "same-round")),
+            str(config.get(EXCHANGE, "round")),
         )
 
 
@@ -129,10 +152,12 @@ class RowsRequest:
 @dataclass(frozen=True)
 class RowsUpload:
     """Owner -> server: one part per requesting client (``parts[j]``: the rows client j needs); ``width`` is the
-    rows' width (kept when no client needs any row)."""
+    rows' width (kept when no client needs any row); ``macs``: the multiply-adds computing them took (the parallel
+    clock's work; sent when > 0)."""
 
     parts: dict[int, Part]
     width: int
+    macs: int = 0
 
     def encode(self) -> tuple[list[np.ndarray], Values]:
         requesters = sorted(self.parts)
@@ -140,7 +165,10 @@ class RowsUpload:
         for j in requesters:
             ids, values = self.parts[j]
             arrays += [_i64(ids), _f32(values)]
-        return arrays, {"width": int(self.width)}
+        values: Values = {"width": int(self.width)}
+        if self.macs:
+            values["macs"] = int(self.macs)
+        return arrays, values
 
     @classmethod
     def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "RowsUpload":
@@ -157,7 +185,7 @@ class RowsUpload:
             if vals.ndim != 2 or len(vals) != len(ids) or (len(ids) and vals.shape[1] != width):
                 raise ValueError(f"rows for client {j}: ids {ids.shape}, values {vals.shape}, width {width}")
             parts[int(j)] = (ids, vals)
-        return cls(parts, width)
+        return cls(parts, width, int(values.get("macs", 0)))
 
 
 @dataclass(frozen=True)
@@ -176,6 +204,71 @@ class RowsDelivery:
         if len(arrays) != 2:
             raise ValueError(f"a FedGraph rows delivery carries 2 arrays (ids, values), got {len(arrays)}")
         return cls(_i64(arrays[0]), arrays[1], int(values.get("conv", -1)))
+
+
+@dataclass(frozen=True)
+class IdsByClient:
+    """exchange=iteration: global node ids keyed by client, for convolution ``conv`` of local iteration
+    ``iteration``. Requester -> server (reply to :data:`BEGIN` / :data:`STEP`): per owner, the remote neighbours in
+    the requester's current sample whose rows it needs; server -> owner (:data:`ITERATION_ROWS`): per requester,
+    the ids that requester asked this owner for (a client without labelled nodes asks for nothing)."""
+
+    parts: dict[int, np.ndarray]
+    conv: int
+    iteration: int
+
+    def encode(self) -> tuple[list[np.ndarray], Values]:
+        keys = sorted(self.parts)
+        arrays = [np.asarray(keys, dtype=np.int64)] + [_i64(self.parts[k]) for k in keys]
+        return arrays, {"conv": int(self.conv), "iteration": int(self.iteration)}
+
+    @classmethod
+    def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "IdsByClient":
+        if not arrays or len(arrays) != 1 + len(arrays[0]):
+            raise ValueError(
+                f"a FedGraph id request carries the clients and one id array per client; got {len(arrays)} arrays"
+            )
+        keys = _i64(arrays[0]).tolist()
+        return cls({int(k): _i64(a) for k, a in zip(keys, arrays[1:])}, int(values["conv"]), int(values["iteration"]))
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """Server -> requester (exchange=iteration, :data:`STEP`): the rows of convolution ``conv`` it asked for in
+    local iteration ``iteration`` (ids sorted), merged over their owners."""
+
+    ids: np.ndarray
+    values: np.ndarray
+    conv: int
+    iteration: int
+
+    def encode(self) -> tuple[list[np.ndarray], Values]:
+        return [_i64(self.ids), _f32(self.values)], {"conv": int(self.conv), "iteration": int(self.iteration)}
+
+    @classmethod
+    def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "StepRows":
+        if len(arrays) != 2:
+            raise ValueError(f"a FedGraph step carries 2 arrays (ids, values), got {len(arrays)}")
+        return cls(_i64(arrays[0]), arrays[1], int(values["conv"]), int(values["iteration"]))
+
+
+@dataclass(frozen=True)
+class Begin:
+    """Server -> client (exchange=iteration, :data:`BEGIN`): this round's plan and its number of local
+    iterations; the round's global model travels as the phase's model."""
+
+    plan: RoundPlan
+    iterations: int
+
+    def encode(self) -> tuple[list[np.ndarray], Values]:
+        return [], {**self.plan.config(), "iterations": int(self.iterations)}
+
+    @classmethod
+    def decode(cls, arrays: list[np.ndarray], values: Mapping[str, Any]) -> "Begin":
+        plan = RoundPlan.from_config(values)
+        if plan is None:
+            raise ValueError("a FedGraph begin message carries the round's plan; none came")
+        return cls(plan, int(values["iterations"]))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,10 @@ Modules (each docstring states its equations):
   :class:`FullBatch`, :class:`NodeWise` (GraphSAGE 25/10), :class:`LayerWise` (FastGCN, layer size 256).
 * :mod:`.model` -- the GCN forward on a sample with received rows (eq. 2-4), :func:`owner_rows` (what an owner
   computes and sends), :func:`exchange_in_process`, :func:`evaluate`.
-* :mod:`.local` -- :func:`train_round`: one round's local iterations (Algorithm 1) -> :class:`RoundResult`.
+* :mod:`.local` -- :func:`train_round`: one round's local iterations (Algorithm 1) -> :class:`RoundResult`;
+  :func:`train_step`: one iteration (the per-iteration exchange runs one per message).
+* :mod:`.clock` -- the parallel clock (``fedgraph.round-time=parallel``): :class:`RoundCost`, :data:`NETWORKS`,
+  :data:`SECONDS_PER_MAC`.
 * :mod:`.server` -- :func:`aggregate` (eq. 8), :func:`reward` (eq. 9), :func:`time_penalty_alpha`.
 * :mod:`.ddpg` -- :class:`DDPGAgent` (Algorithm 4: actor/critic 512-256, targets, replay buffer, noise, PCA
   state), :class:`ActionSpace`, exportable to named arrays + JSON.
@@ -36,11 +39,13 @@ Deviations and choices (where the paper is silent or cannot be followed literall
   (layer 1 is the input, h^(1) = x): two graph convolutions, 16 hidden units, ReLU, dropout 0.5 after the hidden
   convolution, the project's ``NodeClassifier("gcn")`` parameters. Weight decay 5e-4 (Kipf & Welling's; the
   paper names none); 3 local iterations per round (:data:`.local.PAPER_TRAIN`; the paper says "multiple").
-* **Exchange cadence**: the paper exchanges embeddings inside every local iteration (owners use their sampled
-  Q~^(1)_j and current W_j). Flower has no client-to-client channel, so owners compute ``h^(k) W^(k)`` once per
-  round, exactly (all neighbours, no dropout) with their current model, and the server relays them; they are
-  constants (no gradient) during the receiver's round. Whether the rows are same-round (the model just
-  downloaded) or one round old is the caller's choice; the tests check the same-round case is exact.
+* **Exchange cadence**: the paper exchanges embeddings inside every local iteration, computed with the owners'
+  current W_j. Flower has no client-to-client channel, so every exchange goes through the server. Two cadences:
+  once per round (owners compute ``h^(k) W^(k)`` of all their boundary nodes, exactly: all neighbours, no
+  dropout, with the round's model; constants during the receiver's round; same-round or one round old), or per
+  iteration (``fedgraph.exchange=iteration``: owners compute, exactly and with their current local weights, the
+  rows of exactly the remote neighbours in the requesters' current samples; :func:`owner_rows` with ``ids``).
+  Received rows are constants (no gradient flows back to the owner) in both.
 * **Normalisation**: Q = D~^{-1/2} A~ D~^{-1/2} of the global graph for sharing convolutions; a client learns its
   remote neighbours' degrees once from their owners (a static integer per boundary node). For non-sharing
   convolutions (the first one in FedGraph, all in nonShare) the default renormalises over the client's own
@@ -66,7 +71,15 @@ Deviations and choices (where the paper is silent or cannot be followed literall
   symmetric cross edges, split inherited from the dataset).
 """
 
-from .data import DATA_SCHEMES, SynthesisedGraph, client_graphs, synthesise, synthesised_graph
+from .data import (
+    DATA_SCHEMES,
+    SynthesisedGraph,
+    client_graphs,
+    dealt_metis_assignment,
+    dealt_metis_graph,
+    synthesise,
+    synthesised_graph,
+)
 from .ddpg import UPDATE_RULES, ActionSpace, DDPGAgent, DDPGConfig, ReplayBuffer, StepResult, WeightPCA, soft_update
 from .graph import (
     CUT_NORMS,
@@ -86,8 +99,20 @@ from .graph import (
     shared_convs,
     split_rows,
 )
-from .local import PAPER_TRAIN, RoundResult, train_round
-from .model import build_model, evaluate, exchange_in_process, forward, forward_macs, full_forward, owner_rows
+from .clock import NETWORKS, SECONDS_PER_MAC, SECONDS_PER_ROWS, SECONDS_PER_STEP, Network, RoundCost
+from .local import PAPER_TRAIN, RoundResult, train_round, train_step
+from .model import (
+    backward_macs,
+    build_model,
+    evaluate,
+    exchange_in_process,
+    forward,
+    forward_macs,
+    full_forward,
+    owner_rows,
+    owner_rows_and_macs,
+    train_macs,
+)
 from .sampling import (
     SCHEMES,
     ConvEdges,
@@ -113,23 +138,32 @@ __all__ = [
     "FullBatch",
     "LayeredSample",
     "LayerWise",
+    "NETWORKS",
+    "Network",
     "NodeWise",
     "OMEGA",
     "PAPER_TRAIN",
     "ReplayBuffer",
+    "RoundCost",
     "RoundResult",
     "Rows",
     "SamplingPolicy",
     "SCHEMES",
+    "SECONDS_PER_MAC",
+    "SECONDS_PER_ROWS",
+    "SECONDS_PER_STEP",
     "SHARING",
     "StepResult",
     "SynthesisedGraph",
     "WeightPCA",
     "aggregate",
+    "backward_macs",
     "boundary_nodes",
     "build_model",
     "build_view",
     "client_graphs",
+    "dealt_metis_assignment",
+    "dealt_metis_graph",
     "degree_rows",
     "evaluate",
     "exact_sample",
@@ -143,6 +177,7 @@ __all__ = [
     "make_scheme",
     "merge_rows",
     "owner_rows",
+    "owner_rows_and_macs",
     "relay",
     "request_plan",
     "reward",
@@ -152,6 +187,8 @@ __all__ = [
     "synthesise",
     "synthesised_graph",
     "time_penalty_alpha",
+    "train_macs",
     "train_round",
+    "train_step",
     "UPDATE_RULES",
 ]

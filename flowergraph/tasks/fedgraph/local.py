@@ -19,8 +19,8 @@ from torch import nn
 
 from ..training import TrainConfig, make_optimizer
 from .graph import ClientView, shared_convs
-from .model import Tables, check_model, forward, forward_macs
-from .sampling import FullBatch, Scheme
+from .model import Tables, check_model, forward, forward_macs, train_macs
+from .sampling import FullBatch, LayeredSample, Scheme
 
 # The paper's local optimiser: Adam, lr 0.01 (weight decay 5e-4 and 3 iterations per round are our choices).
 PAPER_TRAIN = TrainConfig(local_steps=3, optimizer="adam", lr=0.01, weight_decay=5e-4)
@@ -36,6 +36,21 @@ class RoundResult:
     nodes_per_iteration: float  # mean over iterations of the nodes in all layers (remote rows included)
     edges_per_iteration: float
     forward_macs: int = 0  # multiply-adds of the iterations' forward passes (:func:`~.model.forward_macs`)
+    train_macs: int = 0  # forward + backward multiply-adds (:func:`~.model.train_macs`): the parallel clock's work
+
+
+def train_step(
+    model: nn.Module, view: ClientView, sample: LayeredSample, tables: Tables | None, optimizer: torch.optim.Optimizer
+) -> float:
+    """One local iteration on ``sample`` (eq. 2-6: forward with the received rows, the mini-batch's mean negative
+    log-likelihood, one optimizer step); returns the loss. :func:`train_round` runs ``local_steps`` of them; the
+    per-iteration exchange (``fedgraph.exchange=iteration``) runs one per message, with the rows received for
+    exactly this sample."""
+    optimizer.zero_grad()
+    loss = F.nll_loss(forward(model, view, sample, tables), view.graph.y[sample.batch])
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
 
 
 def train_round(
@@ -65,7 +80,7 @@ def train_round(
     model.train()
     optimizer = optimizer if optimizer is not None else make_optimizer(model.parameters(), cfg)
     total = 0.0
-    nodes = edges = macs = 0
+    nodes = edges = macs = work = 0
     sample_seconds = 0.0
     fixed = None
     start = time.perf_counter()
@@ -77,14 +92,11 @@ def train_round(
         else:
             sample = scheme.sample(view, train_idx, shared, generator)
         sample_seconds += time.perf_counter() - t0
-        optimizer.zero_grad()
-        loss = F.nll_loss(forward(model, view, sample, tables), g.y[sample.batch])
-        loss.backward()
-        optimizer.step()
-        total += float(loss.detach())
+        total += train_step(model, view, sample, tables, optimizer)
         nodes += sum(sample.layer_sizes())
         edges += sample.num_edges()
         macs += forward_macs(model, sample)
+        work += train_macs(model, sample)
     seconds = time.perf_counter() - start
     steps = cfg.local_steps
     return RoundResult(
@@ -96,4 +108,5 @@ def train_round(
         nodes_per_iteration=nodes / steps,
         edges_per_iteration=edges / steps,
         forward_macs=macs,
+        train_macs=work,
     )

@@ -117,6 +117,29 @@ def forward_macs(model: nn.Module, sample: LayeredSample) -> int:
     return total
 
 
+def backward_macs(model: nn.Module, sample: LayeredSample) -> int:
+    """Multiply-adds of the backward pass of one :func:`forward` of ``sample``, counted as :func:`forward_macs`
+    counts: per convolution k the weight gradient ``h^T dZ`` (``in_k x out_k`` per own node of layer k), the input
+    gradient ``dZ W^T`` for k >= 1 (the first convolution's input is the features, which need none), and one
+    ``out_k``-wide multiply-add per sampled edge (the aggregation's gradient; received remote rows are constants
+    and get none). Elementwise work (ReLU, dropout, the loss) is left out, as in the forward count."""
+    convs: Any = model.convs
+    if sample.num_convs != len(convs):
+        raise ConfigError(f"the sample has {sample.num_convs} convolutions, the model {len(convs)}")
+    total = 0
+    for k, conv in enumerate(convs):
+        fan_in, fan_out = int(conv.lin.in_channels), int(conv.lin.out_channels)
+        dense = int(sample.nodes[k].numel()) * fan_in * fan_out
+        total += dense * (1 if k == 0 else 2) + sample.convs[k].num_edges * fan_out
+    return total
+
+
+def train_macs(model: nn.Module, sample: LayeredSample) -> int:
+    """Multiply-adds of one training iteration on ``sample``: :func:`forward_macs` + :func:`backward_macs` (the
+    work the parallel clock charges a client for its local training)."""
+    return forward_macs(model, sample) + backward_macs(model, sample)
+
+
 def full_forward(model: nn.Module, view: ClientView, sharing: str, tables: Tables | None = None) -> torch.Tensor:
     """Log-probabilities for every own node, every neighbour (Q~ = Q)."""
     shared = shared_convs(sharing, check_model(model))
@@ -124,14 +147,36 @@ def full_forward(model: nn.Module, view: ClientView, sharing: str, tables: Table
 
 
 @torch.no_grad()
-def owner_rows(model: nn.Module, view: ClientView, sharing: str, conv: int, tables: Tables | None = None) -> Rows:
-    """Owner side: ``h^(conv)(u) W^(conv)`` (float32, no bias) for every boundary node u, ids sorted.
+def owner_rows(
+    model: nn.Module,
+    view: ClientView,
+    sharing: str,
+    conv: int,
+    tables: Tables | None = None,
+    ids: np.ndarray | None = None,
+) -> Rows:
+    """Owner side: ``h^(conv)(u) W^(conv)`` (float32, no bias) for every boundary node u (or for the boundary
+    nodes of global ids ``ids`` only: what requesters asked for in one iteration), ids sorted.
 
     Computed exactly with the current model and without dropout; ``tables`` must hold the received rows of the
     sharing convolutions below ``conv``. Split per requester with :func:`~.graph.split_rows` and
     :func:`~.graph.export_plan`. ``conv`` must be a sharing convolution (ConfigError names the valid ones): for
     sharing ``fedgraph`` never 0, so raw features and layer-1 inputs never leave the client.
     """
+    return owner_rows_and_macs(model, view, sharing, conv, tables, ids)[0]
+
+
+@torch.no_grad()
+def owner_rows_and_macs(
+    model: nn.Module,
+    view: ClientView,
+    sharing: str,
+    conv: int,
+    tables: Tables | None = None,
+    ids: np.ndarray | None = None,
+) -> tuple[Rows, int]:
+    """:func:`owner_rows` and the multiply-adds it took (the forward of convolutions below ``conv`` over the
+    nodes' exact neighbourhoods, counted as :func:`forward_macs` counts, plus ``h W^(conv)`` of the nodes)."""
     num_convs = check_model(model)
     valid = exchange_convs(sharing, num_convs)
     if conv not in valid:
@@ -140,6 +185,23 @@ def owner_rows(model: nn.Module, view: ClientView, sharing: str, conv: int, tabl
             f"for convolutions {list(valid)} only"
         )
     boundary = boundary_nodes(view.graph)
+    if ids is not None:
+        ids = np.asarray(ids, dtype=np.int64)
+        known = view.graph.global_ids[boundary].numpy()
+        pos = np.searchsorted(known, ids)
+        found = pos < len(known)
+        found[found] = known[pos[found]] == ids[found]
+        if not found.all() or (len(ids) and not np.all(np.diff(ids) > 0)):
+            raise KeyError(
+                f"client {view.graph.client_id}: rows asked for ids that are not its boundary nodes or not "
+                f"sorted and unique (e.g. {ids[~found][:5].tolist()})"
+            )
+        boundary = boundary[torch.from_numpy(pos)]
+    convs: Any = model.convs
+    if boundary.numel() == 0:
+        width = int(convs[conv].lin.out_channels)
+        return Rows(ids=np.zeros(0, np.int64), values=np.zeros((0, width), np.float32)), 0
+    macs = 0
     if conv == 0:
         h = view.graph.x[boundary]
     else:
@@ -148,11 +210,16 @@ def owner_rows(model: nn.Module, view: ClientView, sharing: str, conv: int, tabl
         h = _propagate(model, view, sample, tables, conv, training=False)
         # exact_sample sorts its targets by local index; boundary is in global-id order.
         h = h[torch.searchsorted(sample.batch, boundary)]
-    convs: Any = model.convs
+        for k in range(conv):
+            lin = convs[k].lin
+            macs += int(sample.nodes[k].numel()) * int(lin.in_channels) * int(lin.out_channels)
+            macs += sample.convs[k].num_edges * int(lin.out_channels)
     values = convs[conv].lin(h)
-    return Rows(
+    macs += int(boundary.numel()) * int(convs[conv].lin.in_channels) * int(convs[conv].lin.out_channels)
+    rows = Rows(
         ids=view.graph.global_ids[boundary].numpy().astype(np.int64), values=values.detach().to(torch.float32).numpy()
     )
+    return rows, macs
 
 
 def exchange_in_process(
