@@ -23,6 +23,7 @@ from asfgnn_grid import (  # noqa: E402
     SOURCES,
     parked_dir,
     read_parked,
+    same_computation,
 )
 from asfgnn_rows import (  # noqa: E402
     TOP,
@@ -36,7 +37,7 @@ from asfgnn_rows import (  # noqa: E402
     top_by_validation,
     wall_min,
 )
-from asfgnn_table6 import table6  # noqa: E402
+from asfgnn_table6 import controls, table6  # noqa: E402
 from common import _sources_hash, paired_figure, table  # noqa: E402
 from prose import render  # noqa: E402
 
@@ -49,7 +50,8 @@ def parked_note(budget: str, root: Path | None = None) -> str:
     lines = []
     for path in sorted(folder.glob(f"*-{budget}-*.json.xz")) if folder.is_dir() else []:
         parked = read_parked(path)
-        code = "" if parked.get("sources") == _sources_hash(SOURCES) else " (older code: will not be resumed)"
+        current = parked.get("sources") in same_computation(_sources_hash(SOURCES))
+        code = "" if current else " (older code: will not be resumed)"
         lines.append(
             f"- {parked['cell']}: {parked['trials_finished']} of {parked['config']['asfgnn.trials']} trials "
             f"(round {parked['round']}), {parked['wall_s'] / 3600:.2f} h so far, parked "
@@ -199,7 +201,7 @@ def tables(rows: list[dict], budget: str) -> str:
             f"\n## Paper Table 5: non-IID labels and graph (degree split), budget `{budget}`\n",
             table(["dataset", "FL (ours \\| paper)", "SFGNN (ours \\| paper)"], body),
         ]
-    out += table6(of, n, budget)
+    out += table6(of, n, budget) + controls(of, budget)
     control = of("control", budget=budget)
     if control:
         body = [

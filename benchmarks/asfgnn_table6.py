@@ -10,7 +10,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asfgnn_figures import plot_alpha  # noqa: E402
-from asfgnn_grid import ALPHAS, PAPER6, paper_fig3  # noqa: E402
+from asfgnn_grid import ALPHAS, LABELS, PAPER6, paper_fig3  # noqa: E402
 from asfgnn_rows import accuracy, alpha_curves, fmt, paired  # noqa: E402
 from common import table  # noqa: E402
 from prose import render  # noqa: E402
@@ -115,4 +115,49 @@ def table6(of: Callable[..., list[dict]], n: int | None, budget: str) -> list[st
         ]
         if figure := plot_alpha(alpha_curves(by_alpha), budget):
             out += [f"\n![Fig. 3 shape: accuracy over alpha, and JS minus no JS seed-paired]({figure})"]
+    return out
+
+
+PAIRED = ["seeds", "control", "Table 6", "control - Table 6", "ahead / level / behind", "95% interval of the mean"]
+
+
+def controls(of: Callable[..., list[dict]], budget: str) -> list[str]:
+    """Table 6's controls against Table 6's cells of the same method, alpha and seed: the paper's client sizes
+    (kind ``sizes``) and more local steps per round (kind ``steps``); with the paper's Table 6 number."""
+    out: list[str] = []
+
+    def base(a: float, m: str) -> list[dict]:
+        return of("tuned", dataset="Cora", setting="label", alpha=a, method=m, budget=budget)
+
+    def paper(a: float, m: str) -> str:
+        return f"{PAPER6[a][0 if m == 'sfgnn-nojs' else 1]:.4f}" if m in ("sfgnn", "sfgnn-nojs") else "-"
+
+    def rows(kind: str, key: str) -> tuple[list[list], list[list]]:
+        cells = of(kind, dataset="Cora", setting="label", budget=budget)
+        body, js = [], []
+        for a in sorted({c["alpha"] for c in cells}, reverse=True):
+            for value in sorted({c[key] for c in cells if c["alpha"] == a}, key=str):
+                group = {
+                    m: [c for c in cells if c["alpha"] == a and c[key] == value and c["method"] == m] for m in LABELS
+                }
+                for m, cs in group.items():
+                    if cs and (row := paired(cs, base(a, m))):
+                        body.append(
+                            [f"{a:.1f}", value, LABELS[m], *row[:6], fmt([accuracy(c) for c in cs]), paper(a, m)]
+                        )
+                if row := paired(group["sfgnn"], group["sfgnn-nojs"], paper=PAPER6[a][1] - PAPER6[a][0]):
+                    js.append([f"{a:.1f}", value, *row])
+        return body, js
+
+    head = ["alpha", "", "method", *PAIRED, "control over all its seeds", "paper"]
+    sizes, js = rows("sizes", "sizes")
+    if sizes:
+        out += ["\n" + render("asfgnn/sizes", budget=budget) + "\n", table(head[:1] + ["sizes"] + head[2:], sizes)]
+    if js:
+        columns = ["seeds", "with JS", "without JS", "with - without", "ahead / level / behind"]
+        columns += ["95% interval of the mean", "95% range of one run", "paper's improvement", "paper vs one run"]
+        out += ["\n" + render("asfgnn/sizes_js") + "\n", table(["alpha", "sizes", *columns], js)]
+    steps, _ = rows("steps", "local_steps")
+    if steps:
+        out += ["\n" + render("asfgnn/steps", budget=budget) + "\n", table(head[:1] + ["steps"] + head[2:], steps)]
     return out

@@ -174,3 +174,83 @@ def test_t_interval_against_the_t_distribution_by_hand():
         2.5 - 3.182446 * (5 / 3) ** 0.5 * 1.25**0.5, abs=1e-5
     )
     assert t_interval([0.3]) is None
+
+
+def test_table6_controls_are_cells_of_their_own_kind():
+    import argparse
+
+    args = argparse.Namespace(
+        budget="long",
+        facade="hpo",
+        seeds=[3],
+        parts=["table6", "sizes", "steps"],
+        datasets=["Cora"],
+        methods=["sfgnn-nojs", "sfgnn"],
+        alphas=[1.0, 0.9],
+        sizes=["paper-independent"],
+        local_steps=[5],
+    )
+    cells = {name: (config, meta) for name, config, meta in grid.grid(args)}
+    base = "tuned-Cora-label-a0.9-sfgnn-long-hpo-s3"
+    sizes = "tuned-Cora-label-a0.9-paper-independent-sfgnn-long-hpo-s3"
+    steps = "tuned-Cora-label-a1.0-steps5-sfgnn-long-hpo-s3"
+    assert {base, sizes, steps} <= set(cells)
+    assert "tuned-Cora-label-a1.0-paper-independent-sfgnn-long-hpo-s3" not in cells  # at alpha 1 the same split
+    # Table 6's cells keep the configuration they were stored with; each control changes one key
+    assert "asfgnn.sizes" not in cells[base][0] and "asfgnn.local-epochs" not in cells[base][0]
+    assert {k: v for k, v in cells[sizes][0].items() if cells[base][0].get(k) != v} == {
+        "asfgnn.sizes": "paper-independent"
+    }
+    assert cells[steps][0]["asfgnn.local-epochs"] == 5 and cells[steps][0]["asfgnn.alpha"] == 1.0
+    assert (cells[base][1]["kind"], cells[sizes][1]["kind"], cells[steps][1]["kind"]) == ("tuned", "sizes", "steps")
+    assert cells[sizes][1]["sizes"] == "paper-independent" and cells[steps][1]["local_steps"] == 5
+    from flowergraph.settings import parse_run_config
+
+    for config, _ in cells.values():  # every cell's configuration is a valid run
+        parse_run_config({**config, "data-dir": "."})
+
+
+def test_cells_of_code_that_computes_the_same_count_as_current(monkeypatch):
+    store = grid.store()
+    now = store.code["sources"]
+    older = {"code": {"sources": "0123456789abcdef", "commit": "abc"}}
+    assert store.current({"code": {"sources": now}}) and not store.current(older)
+    assert store.flag(older) == " (older code: abc)"
+    monkeypatch.setitem(grid.SAME_AS, now, {"0123456789abcdef": "checked"})
+    assert store.current(older) and store.flag(older) == ""
+    monkeypatch.setitem(grid.SAME_AS, "another-code", {"fedcba9876543210": "checked"})
+    assert not store.current({"code": {"sources": "fedcba9876543210"}})  # another code's list does not apply
+
+
+def test_table6_controls_are_paired_with_table6s_cells_of_the_same_seed():
+    import asfgnn_table6 as t6
+
+    def row(kind, method, seed, test, alpha=0.9, **extra):
+        meta = {"kind": kind, "dataset": "Cora", "setting": "label", "alpha": alpha, "method": method}
+        return {**meta, "budget": "long", "seed": seed, "test": test, **extra}
+
+    rows = [row("tuned", m, s, t) for m, s, t in (("sfgnn", 0, 0.80), ("sfgnn", 1, 0.78), ("sfgnn-nojs", 0, 0.79))]
+    rows += [row("tuned", "sfgnn-nojs", 1, 0.77), row("tuned", "sfgnn", 2, 0.70)]  # seed 2: no control to pair with
+    sizes = {"sizes": "paper-independent"}
+    rows += [row("sizes", "sfgnn", 0, 0.82, **sizes), row("sizes", "sfgnn", 1, 0.79, **sizes)]
+    rows += [row("sizes", "sfgnn-nojs", 0, 0.80, **sizes), row("sizes", "sfgnn-nojs", 1, 0.80, **sizes)]
+    rows += [row("steps", "sfgnn", 0, 0.85, local_steps=5)]
+
+    def of(kind, **match):
+        return [r for r in rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
+
+    text = "\n".join(t6.controls(of, "long"))
+    # the paper's sizes against ours, SFGNN: seeds 0 and 1 only, +0.02 and +0.01
+    assert (
+        "| 0.9 | paper-independent | SFGNN (JS mixing) | 2 (0, 1) | 0.8050 ± 0.0212 | 0.7900 ± 0.0141 "
+        "| +0.0150 ± 0.0071" in text
+    )
+    assert "| 0.8494 |" in text and "| 0.8226 |" in text  # the paper's numbers with and without JS
+    # JS against no JS with the paper's sizes: +0.02 and -0.01; the paper's improvement +0.0268
+    assert (
+        "| 0.9 | paper-independent | 2 (0, 1) | 0.8050 ± 0.0212 | 0.8000 ± 0.0000 | +0.0050 ± 0.0212 | 1 / 0 / 1"
+        in text
+    )
+    assert "| +0.0268 |" in text
+    assert "| 0.9 | 5 | SFGNN (JS mixing) | 1 (0) | 0.8500 | 0.8000 | +0.0500 | 1 / 0 / 0 |" in text
+    assert t6.controls(lambda kind, **match: [], "long") == []
