@@ -201,10 +201,11 @@ def main() -> None:
 
 def check_repeats(store, cells: list[tuple[str, dict, dict]], work: Path) -> int:
     """Recompute each stored cell of ``cells`` in ``work`` and compare its row (best trial and configuration,
-    accuracies, every trial's numbers; not the times) with the stored one; 1 if any differs."""
+    accuracies, every trial's numbers; not the times) with the stored one, on the columns the stored row has (a
+    cell stored before a column existed, e.g. ``oracle_test``, lacks it); 1 if any differs."""
 
-    def comparable(row: dict) -> dict:
-        keep = ("best_trial", "best_config", "best_val", "test", "oracle_test")
+    def comparable(row: dict, stored: dict) -> dict:
+        keep = [k for k in ("best_trial", "best_config", "best_val", "test", "oracle_test") if k in stored]
         return {
             **{k: row.get(k) for k in keep},
             "trials": [{k: v for k, v in t.items() if k != "time_s"} for t in row["trials"]],
@@ -216,7 +217,7 @@ def check_repeats(store, cells: list[tuple[str, dict, dict]], work: Path) -> int
         if record is None:
             continue
         row = compute_cell(work, name, config, meta)
-        same = comparable(row) == comparable(record["row"])
+        same = comparable(row, record["row"]) == comparable(record["row"], record["row"])
         differ += not same
         print(
             f"{name} (stored by {record['code']['sources']}, {record['code']['commit']}): "

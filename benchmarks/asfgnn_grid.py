@@ -97,7 +97,14 @@ STORE = "asfgnn"
 # "older code" and no parked cell resume. An entry is added only after `benchmarks/asfgnn.py --check-repeats`
 # recomputed stored cells of that older code with this code and every row repeated to the last digit; it applies to
 # this code only (any change to SOURCES gives a new hash, which has no entries until checked again).
-SAME_AS: dict[str, dict[str, str]] = {}
+SAME_AS: dict[str, dict[str, str]] = {
+    "e646c73c87bf8802": {  # 7251f46 (asfgnn.sizes added; issue 70's refactors before it)
+        "05a7960ea3c6ffed": "2026-12-03, 14 stored cells recomputed, every row repeated to the last digit: the quick "
+        "budget's 11 (Table 3 on Cora and CiteSeer: CM, FL, SP, SFGNN; the control's 3), Table 6's alpha 0.9 at the "
+        "default budget (seed 9, with and without JS), Table 5's Cora SFGNN at the default budget (seed 2; stored "
+        "before its oracle_test column)"
+    }
+}
 
 
 def same_computation(sources: str) -> set[str]:
