@@ -44,7 +44,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CellStore, data_dir, table, write_result  # noqa: E402
+from cell_store import CellStore  # noqa: E402
+from common import data_dir, table, write_result  # noqa: E402
+import noop_methods  # noqa: E402
 
 from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402
 from flowergraph.deployment.control import submit_run  # noqa: E402
@@ -229,6 +231,7 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="recompute the stored cells")
     args = parser.parse_args()
     stop_on_signals()  # SIGTERM unwinds like Ctrl-C: the deployment and the temp folder go (the finally below)
+    noop_methods.enable()  # the floor's ServerApp runs method=noop: every deployment process gets the plugin
     args.methods = args.methods.split(",")
     if bad := [m for m in args.modes.split(",") if m not in MODES]:
         parser.error(f"--modes {','.join(bad)}: valid choices: {', '.join(MODES)}")

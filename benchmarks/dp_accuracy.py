@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, data_dir, table, write_result, remove_run_folder  # noqa: E402
+from cell_store import remove_run_folder  # noqa: E402
+from common import REPO, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.app.inprocess import run_inprocess  # noqa: E402
 from flowergraph.simulation import load_preset  # noqa: E402

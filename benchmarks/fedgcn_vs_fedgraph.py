@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result, remove_run_folder  # noqa: E402
+from cell_store import remove_run_folder  # noqa: E402
+from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import kill_tree, stop_processes  # noqa: E402
 

@@ -11,7 +11,7 @@ averaged over clients; mean +- std over training seeds (the authors' seeds 1-5).
 
 Resumable across sessions and fresh clones: a finished cell is kept in the repository
 (``benchmarks/cells/fedstar-paper-split.jsonl.xz``, a few KB: its settings, its row, its accuracy curve and the code
-state that produced it, see ``benchmarks/common.py: CellStore``) and skipped; its full run directory stays
+state that produced it, see ``benchmarks/cell_store.py: CellStore``) and skipped; its full run directory stays
 under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint there (every 50
 rounds). A cell computed by other code than the current one (another hash of the sources on FedStar's path) is
 flagged in the tables; ``--rerun-stale`` runs it again. ``--jobs 2`` runs two cells at once (one thread each).
@@ -27,28 +27,33 @@ COLLAB is not in the offline dataset collection: BIO-CHEM-SN and BIO-SN-CV run w
 instead of 13 and 9), which the tables say. The cells of flowergraph's earlier per-class split (an unrecorded older
 code state, ``benchmarks/cells/fedstar/``) are summarised at the end for comparison, never mixed in.
 
-The parts: this file is the command; ``fedstar_grid.py`` the cells (which exist, their names and run
-configurations, how one is computed and stored); ``fedstar_report.py`` the tables and figures, their prose filled
-into the templates of ``benchmarks/templates/fedstar/``.
+The parts: this file is the command and assembles the results file; ``fedstar_grid.py`` the cells (which exist,
+their names and run configurations, how one is computed and stored); ``fedstar_report.py`` the tables, their prose
+filled into the templates of ``benchmarks/templates/fedstar/``; ``fedstar_figures.py`` the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, add_jobs, run_cells, run_dir_current, write_result  # noqa: E402
-from fedstar_grid import (
+from cell_store import CellStore, run_dir_current  # noqa: E402
+from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
+from fedstar_figures import plot_settings, plot_summary  # noqa: E402
+from fedstar_grid import (  # noqa: E402
     LABELS,
     SETTINGS,
     SOURCES,
+    SPLIT_SEED,
     SPREAD_SPLITS,
     SPREAD_VARIANTS,
-    STORE_NAME,  # noqa: E402
+    STORE_NAME,
     TABLE1,
+    Cell,
     as_row,
     cell_name,
     cells,
@@ -57,7 +62,48 @@ from fedstar_grid import (
     row_of,
     run_cell,
 )
-from fedstar_report import results  # noqa: E402
+from fedstar_report import tables  # noqa: E402
+from prose import render  # noqa: E402
+
+
+def results(rows: list[dict], rounds: int, eval_every: int, code: dict, missing: list[Cell]) -> str:
+    """docs/results/fedstar.md's body: the settings, the tables of ``rows`` (every stored cell of ``rounds``), the
+    figures, and the asked-for cells not run yet (``missing``). ``code``: the current sources' code state."""
+    ordered = sorted(
+        rows,
+        key=lambda r: (
+            SETTINGS.index(r["setting"]),
+            list(LABELS).index(r["variant"]),
+            r["structure"],
+            r["split_seed"] != SPLIT_SEED,
+            r["split_seed"],
+            r["seed"],
+        ),
+    )
+    body = (
+        render(
+            "fedstar/settings",
+            rounds=rounds,
+            eval_every=eval_every,
+            cores=os.cpu_count(),
+            sources=code["sources"],
+            commit=code["commit"],
+            dirty=", dirty" if code["dirty"] else "",
+        )
+        + "\n\n"
+        + tables(ordered, rounds, eval_every)
+    )
+    plots = plot_settings(ordered)
+    summary_plot = plot_summary(ordered)
+    if summary_plot:
+        body += f"\n\nTable 1 as a picture: `{summary_plot}`."
+    if plots:
+        body += "\n\nCurves (mean client accuracy vs round): " + ", ".join(f"`{p}`" for p in plots) + "."
+    if missing:
+        body += "\n\n**Not run yet** (the table is resumable: the same command runs only these): " + ", ".join(
+            cell_name(*c) for c in missing
+        )
+    return body
 
 
 def main() -> None:

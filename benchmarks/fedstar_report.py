@@ -1,28 +1,26 @@
 """FedStar's benchmark report (``benchmarks/fedstar.py``): Table 1 with the paper's and the authors' code's numbers,
 the baselines against FedAvg, FedStar's lead, the spread over splits, the ablations (Tables 2 and 3) and every
-cell, from the stored cells' rows (:func:`results`, :func:`tables`), their prose from
-``benchmarks/templates/fedstar/``; and the figures (:func:`plot_summary`, :func:`plot_settings`)."""
+cell, from the stored cells' rows (:func:`tables`), their prose from ``benchmarks/templates/fedstar/``; the
+figures are ``fedstar_figures.py``'s."""
 
 from __future__ import annotations
 
 import functools
-import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, pyplot, save_figure, table  # noqa: E402
-from fedstar_grid import (
+from common import data_dir, table  # noqa: E402
+from fedstar_grid import (  # noqa: E402
     ABLATION_SHARING,
     CONTROLS,
     LABELS,
     LATE_ROUNDS,
     SETTINGS,
-    SPLIT_SEED,  # noqa: E402
+    SPLIT_SEED,
     SPREAD_VARIANTS,
     TABLE1,
-    Cell,
     cell_name,
     datasets_of,
     legacy_rows,
@@ -422,119 +420,3 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
         table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s", "accuracy %"], timing),
     ]
     return "\n".join(out)
-
-
-def plot_summary(rows: list[dict]) -> str | None:
-    """Table 1 as a picture: per setting, each method's final mean client accuracy (bar: mean over seeds; black
-    ticks: the seeds) with the paper's number (a white diamond): ``docs/results/fedstar_table1.png``."""
-    plt = pyplot()
-
-    rows = [r for r in rows if r.get("split_seed", SPLIT_SEED) == SPLIT_SEED]
-    present = [s for s in SETTINGS if any(r["setting"] == s and r["structure"] == "dse+rwse" for r in rows)]
-    if not present:
-        return None
-    width = 0.8 / len(TABLE1)
-    fig, ax = plt.subplots(figsize=(2.6 * len(present) + 4.5, 4.8))
-    for j, variant in enumerate(TABLE1):
-        xs, means = [], []
-        for i, setting in enumerate(present):
-            accs = values(rows, setting, variant)
-            x = i + (j - (len(TABLE1) - 1) / 2) * width
-            if accs:
-                xs.append(x)
-                means.append(statistics.mean(accs))
-                ax.plot([x] * len(accs), accs, "_", color="black", markersize=7)
-            value = PAPER.get(variant, (None,) * 4)[SETTINGS.index(setting)]
-            if value is not None:
-                ax.plot(
-                    x,
-                    value,
-                    "D",
-                    color="white",
-                    markeredgecolor="black",
-                    markersize=5,
-                    label="paper" if (i, j) == (0, 0) else None,
-                )
-        ax.bar(xs, means, width, label=LABELS[variant], color=plt.cm.tab10(j))
-    ax.set_xticks(range(len(present)), present)
-    low = min(a for s in present for v in TABLE1 for a in values(rows, s, v))
-    ax.set_ylim(max(0, low - 8), 100)
-    ax.set_ylabel("mean client test accuracy after round 200 (%)")
-    ax.set_title("FedStar and baselines: bars ours (mean over seeds), ticks the seeds, diamonds the paper", fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save_figure(fig, "fedstar_table1.png")
-
-
-def plot_settings(rows: list[dict]) -> list[str]:
-    """Per setting, the mean client accuracy of Table 1's methods against the round (first seed that has at least
-    two of them), drawn from the stored curves: ``docs/results/fedstar_<setting>_accuracy_vs_round.png``."""
-    plt = pyplot()
-
-    written = []
-    rows = [r for r in rows if r.get("split_seed", SPLIT_SEED) == SPLIT_SEED]
-    for setting in SETTINGS:
-        seeds = sorted({r["seed"] for r in rows if r["setting"] == setting and r["structure"] == "dse+rwse"})
-        for seed in seeds:
-            have = [
-                r
-                for v in TABLE1
-                for r in rows
-                if (r["setting"], r["variant"], r["seed"], r["structure"]) == (setting, v, seed, "dse+rwse")
-                and r.get("curve")
-            ]
-            if len(have) < 2:
-                continue
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            for r in have:
-                xs, ys = zip(*r["curve"])
-                ax.plot(xs, [100 * y for y in ys], marker=".", label=LABELS[r["variant"]])
-            ax.set_xlabel("round")
-            ax.set_ylabel("mean client test accuracy (%)")
-            ax.set_title(f"{setting}, seed {seed}")
-            ax.grid(alpha=0.3)
-            ax.legend()
-            name = save_figure(fig, f"fedstar_{setting.lower()}_accuracy_vs_round.png")
-            written.append(f"{name} (seed {seed})")
-            break
-    return written
-
-
-def results(rows: list[dict], rounds: int, eval_every: int, code: dict, missing: list[Cell]) -> str:
-    """docs/results/fedstar.md's body: the settings, :func:`tables` of ``rows`` (every stored cell of ``rounds``),
-    the figures, and the asked-for cells not run yet (``missing``). ``code``: the current sources' code state."""
-    ordered = sorted(
-        rows,
-        key=lambda r: (
-            SETTINGS.index(r["setting"]),
-            list(LABELS).index(r["variant"]),
-            r["structure"],
-            r["split_seed"] != SPLIT_SEED,
-            r["split_seed"],
-            r["seed"],
-        ),
-    )
-    body = (
-        render(
-            "fedstar/settings",
-            rounds=rounds,
-            eval_every=eval_every,
-            cores=os.cpu_count(),
-            sources=code["sources"],
-            commit=code["commit"],
-            dirty=", dirty" if code["dirty"] else "",
-        )
-        + "\n\n"
-        + tables(ordered, rounds, eval_every)
-    )
-    plots = plot_settings(ordered)
-    summary_plot = plot_summary(ordered)
-    if summary_plot:
-        body += f"\n\nTable 1 as a picture: `{summary_plot}`."
-    if plots:
-        body += "\n\nCurves (mean client accuracy vs round): " + ", ".join(f"`{p}`" for p in plots) + "."
-    if missing:
-        body += "\n\n**Not run yet** (the table is resumable: the same command runs only these): " + ", ".join(
-            cell_name(*c) for c in missing
-        )
-    return body

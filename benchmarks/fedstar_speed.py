@@ -1,9 +1,9 @@
 """FedStar's speed in Flower's simulation: the wall time of 200 rounds on CHEM, and its per-round time against the
-same federation with no-op clients (``fedstar-noop``: same strategy, same messages and arrays, clients that return
-what they receive), measured one after the other in this script; FedStar with ``client-order=partition`` (simulated
-node k serves client k) and with ``client-order=largest-first`` (what the presets set); and, with
-``--authors-code``, the authors' single-process code (github yuetan031/FedStar) on the same machine in the same
-sitting.
+same federation with no-op clients (``fedstar-noop``, ``benchmarks/noop_methods.py``: same strategy, same messages
+and arrays, clients that return what they receive), measured one after the other in this script; FedStar with
+``client-order=partition`` (simulated node k serves client k) and with ``client-order=largest-first`` (what the
+presets set); and, with ``--authors-code``, the authors' single-process code (github yuetan031/FedStar) on the
+same machine in the same sitting.
 
 Why two client orders: Flower's simulation engine queues a round's messages in node order and its two actors take
 them first come, first served; CHEM's largest client (NCI1, about half of a round's work) is client 6, so with
@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, table, write_result  # noqa: E402
+import noop_methods  # noqa: E402
 
 from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
@@ -123,6 +124,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.authors_code and not args.authors_data:
         parser.error("--authors-code needs --authors-data (a writable folder with TUDataset/<name>/raw)")
+    noop_methods.enable()  # fedstar-noop, in this process and the simulation's
     with tempfile.TemporaryDirectory() as tmp:
         runs = [
             one("fedstar-noop", args.setting, args.rounds, Path(tmp) / "noop"),

@@ -6,8 +6,8 @@ Every run goes through Flower's own Simulation Engine (InMemoryGrid, link state)
 between the rows is the face, not process starts. Rows:
 
 * ``fedavg``: flowergraph's fedavg (GCN on Cora, 10 clients), per face;
-* ``noop``: flowergraph's no-op method (clients return what they receive: the strategy, the records and the
-  transport without training), per face;
+* ``noop``: the benchmarks' no-op method (``benchmarks/noop_methods.py``: clients return what they receive: the
+  strategy, the records and the transport without training), per face;
 * ``Flower floor``: Flower's own strategy and a client that does nothing, per stack: legacy ``FedAvg`` (from
   ``flwr.server.strategy``) with a no-op ``NumPyClient``, and the Message API's ``FedAvg`` with a no-op
   ``@app.train()`` handler, on the same arrays (the GCN's) and 10 nodes.
@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, table, write_result  # noqa: E402
+import noop_methods  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     a = parser.parse_args(argv)
+    noop_methods.enable()  # method=noop (the runs are in this process)
     from flowergraph.tasks.compute import configure_torch
 
     configure_torch()

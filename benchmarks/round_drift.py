@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, CellStore, data_dir, table, write_result  # noqa: E402
+from cell_store import CellStore  # noqa: E402
+from common import REPO, data_dir, table, write_result  # noqa: E402
 
 RUNS = {
     "fedstar-chem": ("conf/fedstar-chem.toml", {"seed": 1}),

@@ -2,7 +2,8 @@
 
 Both federations run in Flower's Ray simulation, one after the other in this script, with the same number of
 clients, rounds, model (so the same bytes on the wire) and client evaluation every round. The floor is the
-`noop` method: its clients return what they receive. Two protocol settings are measured, interleaved:
+`noop` method (``benchmarks/noop_methods.py``): its clients return what they receive. Two protocol settings are
+measured, interleaved:
 
 * ``stock``: Flower's own reply polling (``poll-interval=0``: a fixed 0.1 s tick in simulation) and a separate
   evaluate message per client per round (``fused-eval=false``) - what a plain Flower strategy does;
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, table, write_result  # noqa: E402
+import noop_methods  # noqa: E402
 
 from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
@@ -68,6 +70,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2, help="alternating noop/fedavg pairs per setting")
     args = parser.parse_args()
+    noop_methods.enable()  # method=noop, in this process and the simulation's
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeats):

@@ -1,8 +1,11 @@
 """Lazy public exports for flowergraph's API packages (``flowergraph.clients``, ``flowergraph.strategies``).
 
-A package lists ``{name: module}`` (a submodule of the package, or a dotted absolute module) and gets the
-module-level ``__getattr__`` and ``__dir__`` that import a name's module on first use (PEP 562), so importing
-the package itself stays cheap (no torch, no Flower until a name is used)."""
+A package lists ``{name: module}`` once, as ``_EXPORTS`` (a submodule of the package, or a dotted absolute module),
+derives ``__all__ = sorted(_EXPORTS)``, and gets the module-level ``__getattr__`` and ``__dir__`` that import a
+name's module on first use (PEP 562), so importing the package itself stays cheap (no torch, no Flower until a name
+is used). Type checkers cannot run that: the package also imports each name under ``if TYPE_CHECKING:`` as an
+explicit re-export (``from .base import FederatedStrategy as FederatedStrategy``), and ``tests/test_typing.py``
+holds those imports equal to the table."""
 
 from __future__ import annotations
 

@@ -119,12 +119,12 @@ def _skip_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"SKIPPED {n} test(s): {reason} [{shown}]", yellow=True, bold=True)
 
 
-# The order tests run in: real deployments, then Ray, then the inline federations, then everything else (file
-# order within each). pytest-xdist's worksteal hands each worker a contiguous share of this list and idle workers
-# steal from the tail of the others' queues, so the list is dealt round-robin into one share per worker: every
-# worker starts on a long test and ends on short ones, and the longest (the every-method deployment, ~4 min) does
-# not start late and run on alone at the end.
-_RANK = {"deployment": 0, "simulation": 1, "inline": 2}
+# The order tests run in: real deployments, then Ray, then the other federations (the inline engine), then
+# everything else (file order within each). pytest-xdist's worksteal hands each worker a contiguous share of this
+# list and idle workers steal from the tail of the others' queues, so the list is dealt round-robin into one share
+# per worker: every worker starts on a long test and ends on short ones, and the longest (the every-method
+# deployment, ~4 min) does not start late and run on alone at the end.
+_RANK = {"deployment": 0, "ray": 1, "simulation": 2}
 
 
 def pytest_collection_modifyitems(session, config, items):

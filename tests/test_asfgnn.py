@@ -517,7 +517,7 @@ def test_presets_hold_the_paper_setting_and_budget():
     assert quick.rounds <= 200  # a few minutes on 2 cores
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_smac_under_secagg_through_flowers_simulation_equals_the_plaintext_run(shared_data, tmp_path):
     """Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state in
     context.state) with SecAgg+ (the disjoint-label setting: SecAgg+ needs >= 3 clients) and 2 SMAC trials: the

@@ -1,5 +1,6 @@
 """A results file names the commands that computed its cells, not only the one that wrote it
-(``benchmarks/common``: ``CellStore.save`` records the command, ``write_result(cell_commands=...)`` lists them).
+(``benchmarks/cell_store.py``: ``CellStore.save`` records the command; ``benchmarks/common.py``:
+``write_result(cell_commands=...)`` lists them).
 
 The defect this guards against: a table rewritten with ``--tables-only`` said it was "produced by" that command,
 which computes nothing, and the commands that did compute its numbers were lost."""
@@ -10,9 +11,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-import benchmarks.common as common  # noqa: E402
+import cell_store  # noqa: E402
+import common  # noqa: E402
 
 
 def test_command_line_leaves_out_the_scratch_folder():
@@ -36,8 +38,9 @@ def test_command_line_leaves_out_the_scratch_folder():
 
 def test_cells_record_their_command_and_the_results_file_lists_them(tmp_path, monkeypatch):
     monkeypatch.setattr(common, "REPO", tmp_path)
+    monkeypatch.setattr(cell_store, "REPO", tmp_path)
     monkeypatch.setattr(common, "machine", lambda: "test machine")
-    store = common.CellStore("demo", ("nothing/*.py",))
+    store = cell_store.CellStore("demo", ("nothing/*.py",))
     bench = str(tmp_path / "benchmarks" / "demo.py")
     monkeypatch.setattr(sys, "argv", [bench, "--budget", "long", "--work", "/scratch/a"])
     store.save("c1", {}, {"budget": "long", "acc": 0.5})

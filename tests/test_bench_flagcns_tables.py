@@ -1,6 +1,6 @@
-"""FL-AGCNS's control on how the retrainings are summarised (benchmarks/flagcns.py ``best_of_retrainings``): per row
-and dataset the mean over seeds of each cell's mean and of each cell's best retraining, stale cells marked, checked
-against hand numbers."""
+"""FL-AGCNS's control on how the retrainings are summarised (benchmarks/flagcns_report.py ``best_of_retrainings``):
+per row and dataset the mean over seeds of each cell's mean and of each cell's best retraining, stale cells marked,
+checked against hand numbers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import flagcns as bench  # noqa: E402
+import flagcns_grid as grid  # noqa: E402
+import flagcns_report as report  # noqa: E402
 
 
 def row_of(table: str, label: str) -> list[str]:
@@ -33,7 +34,7 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
             if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
         ]
 
-    text = bench.best_of_retrainings(of, ["Cora", "CiteSeer"])
+    text = report.best_of_retrainings(of, ["Cora", "CiteSeer"])
     # cell means 80.0 and 80.0 -> 80.0 ± 0.0; bests 82.0 and 81.0 -> 81.5 ± 0.7 (sample std 0.707); paper 81.3
     assert row_of(text, "GCN, authors' network") == [
         "GCN, authors' network",
@@ -47,7 +48,7 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
     # one stale cell: both summaries marked; CiteSeer's one seed has no std
     assert row_of(text, "FL-AGCNS") == ["FL-AGCNS", "72.5 †", "75.0 †", "82.9", "62.0", "64.0", "70.6"]
     assert "FL-Random" not in text and "finalists" not in text  # rows without cells are left out
-    assert bench.best_of_retrainings(lambda kind, dataset, **m: [], ["Cora"]) is None
+    assert report.best_of_retrainings(lambda kind, dataset, **m: [], ["Cora"]) is None
 
 
 def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
@@ -70,7 +71,7 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
             if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
         ]
 
-    text = bench.paired_targets(of, ["Cora"])
+    text = report.paired_targets(of, ["Cora"])
     lines = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| Cora")]
     # against FL-Random: differences +1, +2, -1 -> mean +0.67, sample std 1.53; t(0.975, 2) = 4.302653:
     # half width 4.302653 * 1.5275 / sqrt(3) = 3.79 -> [-3.1, +4.5]; the paper's 82.9 - 79.8 = +3.1
@@ -87,11 +88,11 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
     # one seed against APPNP (its cell stale: marked), no interval; the GCN cell shares no seed: no row
     assert lines[1] == ["Cora", "FL-AGCNS", "APPNP", "1 (0)", "-1.0 †", "0 / 0 / 1", "-", "+0.7"]
     assert len(lines) == 2
-    assert bench.paired_targets(lambda kind, dataset, **m: [], ["Cora"]) is None
+    assert report.paired_targets(lambda kind, dataset, **m: [], ["Cora"]) is None
     # the figure draws the same pairs, one file per dataset, and the page shows it
     drawn = []
-    monkeypatch.setattr(bench, "paired_figure", lambda rows, name, *a, **k: drawn.append((name, rows)) or name)
-    text = bench.paired_targets(of, ["Cora"], "stem")
+    monkeypatch.setattr(report, "paired_figure", lambda rows, name, *a, **k: drawn.append((name, rows)) or name)
+    text = report.paired_targets(of, ["Cora"], "stem")
     assert drawn == [
         (
             "stem_Cora.png",
@@ -104,8 +105,8 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
 def test_structure_fc_control_runs_shared_fc_and_its_table_compares_by_seed():
     """``--parts structure-fc``: the control's run configuration is FEO's with one shared FC layer (and nothing
     else changed), and its table lists both variants seed by seed with their output gene and FLACC."""
-    feo = bench.run_config("Cora", "feo", "quick", 3, "public")
-    shared = bench.run_config("Cora", "feo-shared-fc", "quick", 3, "public")
+    feo = grid.run_config("Cora", "feo", "quick", 3, "public")
+    shared = grid.run_config("Cora", "feo-shared-fc", "quick", 3, "public")
     assert shared == {**feo, "flagcns.structure-fc": "shared"} and "flagcns.structure-fc" not in feo
     assert feo["node.split"] == "public"
     code = [0] * 13 + [4]  # identity output (ACTIVATIONS index 4)
@@ -133,7 +134,7 @@ def test_structure_fc_control_runs_shared_fc_and_its_table_compares_by_seed():
             ("feo-shared-fc", 1, 60.0, 2),
         )
     ]
-    text = bench.tables(rows, "quick", "public")
+    text = report.tables(rows, "quick", "public")
     assert "**Control: the structures' FC layers**" in text
     per_option = row_of(text.split("**Control: the structures' FC layers**")[1], "Cora")
     assert per_option[2] == "79.0 ± 1.4" and per_option[3] == "s0: identity 80.0, s1: identity 78.0"

@@ -239,8 +239,11 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
             )
     # Every message went through flowergraph's flwr-clientapp entry (flower_env's default; the stock command runs
     # in test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round)
-    entries = [json.loads(line).get("entry") for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    entries = [r.get("entry") for r in records]
     assert len(entries) >= 3 * len(DEPLOYMENT_METHODS) and set(entries) == {"flowergraph"}, entries
+    # ... each in a child of its SuperNode's fork server (flowergraph.app.forkserver)
+    assert all(r["forked"] for r in records if r["app"] == "flowergraph"), records
     # Nobody read Cora: each node loaded only its own file (the nodes' dataset cache stayed empty).
     assert not (tmp_path / "empty-cache" / "datasets" / "Planetoid").exists()
     # It really was TLS with node authentication: the SuperLink's own log says so, and each node was registered.
@@ -468,9 +471,10 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
     timeout) for the lock, the SuperLink answered the SuperExec's task poll with 500, the SuperExec exited (Flower
     neither retries a 500 nor restarts it), and the next run hung until the test's 900 s timeout.
 
-    Here another connection holds the database's write lock for 12 s while the SuperExec polls: with Flower's own
-    5 s the SuperExec dies and the run never starts (checked by hand: the run timed out after 300 s, 5 answers of
-    500 in superlink.log); our SuperLink (flowergraph.deployment.superlink) waits it out and the run completes.
+    Here another connection holds the database's write lock for 8 s while the SuperExec polls: with Flower's own
+    5 s the SuperExec dies and the run never starts (checked by hand with a 12 s lock: the run timed out after
+    300 s, 5 answers of 500 in superlink.log); our SuperLink (flowergraph.deployment.superlink) waits it out and the
+    run completes.
     Then the SuperExec is killed: the next run stops within seconds, naming it, instead of hanging."""
     import signal
     import sqlite3
@@ -487,7 +491,7 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
         assert len(superexec) == 1, superexec
         db = sqlite3.connect(dep.work / "superlink.db", timeout=60, isolation_level=None)
         db.execute("BEGIN IMMEDIATE")  # the write lock, as a large upload holds it on a loaded machine
-        time.sleep(12)
+        time.sleep(8)  # > Flower's 5 s busy timeout: polls in this window would fail with it
         db.execute("COMMIT")
         db.close()
         outcome = dep.run(dict(config, **{"out-dir": str(out / "after-lock")}), timeout=TIMEOUT)
@@ -955,7 +959,7 @@ def test_flower_env_puts_the_clientapp_entry_first_and_the_switch_names_its_choi
     with pytest.raises(
         ConfigError,
         match=r"FLOWERGRAPH_FAST_CLIENTAPP='fast' is not a valid choice; valid "
-        r"choices: on, off",
+        r"choices: fork, process, off",
     ):
         flower_env()
 

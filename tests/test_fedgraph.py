@@ -549,7 +549,7 @@ def test_presets_use_fastgcns_full_supervised_split(shared_data, preset, counts)
         assert int(masks.sum(dim=0).max()) == 1 and sum(counts) == data.num_nodes  # disjoint, every node
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_three_clients_three_rounds_through_flowers_simulation(reference, tmp_path):
     """3 SuperNodes, 3 rounds in Flower's simulation engine, inline (messages serialised, phases as get_properties,
     client

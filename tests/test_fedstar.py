@@ -321,6 +321,7 @@ def test_settings_and_lists_are_normalised_and_give_the_number_of_clients():
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_three_datasets_two_rounds_through_flowers_simulation(shared_data, tmp_path):
     from flowergraph.simulation import run_simulation
 

@@ -1,7 +1,7 @@
 """The stored FedStar benchmark cells are reproducible: the cheapest stored cell of ``benchmarks/fedstar.py``
 (``benchmarks/cells/fedstar-paper-split/``) is re-run for 10 rounds from its recorded settings with today's code,
 and its mean client accuracy after round 10 must equal the stored curve's: to the last digit where the cell was
-computed in this environment (``common.environment``: CPU, instruction set, package versions), to 0.005 elsewhere
+computed in this environment (``cell_store.environment``: CPU, instruction set, package versions), to 0.005 elsewhere
 (another CPU or package build moves the last digits: 0.001 on the cheapest cell on 2026-11-26), with a warning.
 
 A failure means the code on FedStar's path now computes other numbers than the stored table's: re-run the cells
@@ -22,7 +22,7 @@ STORE = "fedstar-paper-split"
 
 def _cheapest_cell() -> dict:
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from common import CellStore
+    from cell_store import CellStore
 
     records = list(CellStore(STORE).records())
     records = [
@@ -38,22 +38,22 @@ def _cheapest_cell() -> dict:
 
 def test_cell_store_records_code_state_and_flags_other_code(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO / "benchmarks"))
-    import common
+    import cell_store
 
-    monkeypatch.setattr(common, "REPO", tmp_path)
+    monkeypatch.setattr(cell_store, "REPO", tmp_path)
     (tmp_path / "pkg").mkdir()
     module = tmp_path / "pkg" / "m.py"
     module.write_text('"""doc"""\ndef f():\n    """doc"""\n    return 1  # a comment\n')
-    store = common.CellStore("t", ("pkg/*.py",))
+    store = cell_store.CellStore("t", ("pkg/*.py",))
     record = store.save("a", {"seed": 1}, {"accuracy": 0.5})
     assert record["code"]["files"] == 1 and store.current(store.load("a")) and store.flag(record) == ""
-    assert store.load("a")["env"] == common.environment() and record["env"]["torch"].startswith("2.")
+    assert store.load("a")["env"] == cell_store.environment() and record["env"]["torch"].startswith("2.")
     # documentation and comments do not change the code state ...
     module.write_text('"""other doc"""\ndef f():\n    """changed"""\n    return 1\n')
-    assert common.CellStore("t", ("pkg/*.py",)).current(store.load("a"))
+    assert cell_store.CellStore("t", ("pkg/*.py",)).current(store.load("a"))
     # ... code does, and the cell is flagged with the commit that produced it
     module.write_text("def f():\n    return 2\n")
-    later = common.CellStore("t", ("pkg/*.py",))
+    later = cell_store.CellStore("t", ("pkg/*.py",))
     assert not later.current(store.load("a"))
     assert later.flag(store.load("a")).startswith(" (older code: ")
 
@@ -69,14 +69,14 @@ def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
         **{"data-dir": str(shared_data), "out-dir": str(tmp_path / "run"), "state-dir": str(tmp_path / "state")},
     )
     sys.path.insert(0, str(REPO / "benchmarks"))
-    import common
+    import cell_store
 
     run_inprocess(settings)
     rounds = {r["round"]: r for r in read_run(tmp_path / "run")["rounds"] if r.get("round", 0) >= 1}
     stored = dict((rnd, acc) for rnd, acc in record["row"]["curve"])
-    here = common.environment()
+    here = cell_store.environment()
     exact = record.get("env") == here
-    if not exact:  # another CPU or package build: the last digits move (common.environment), the numbers do not
+    if not exact:  # another CPU or package build: the last digits move (cell_store.environment), not the numbers
         warnings.warn(
             f"STORED FEDSTAR CELL {record['cell']} WAS COMPUTED IN ANOTHER ENVIRONMENT "
             f"({record.get('env', 'not recorded')}; here {here}): reproduction checked to 0.005, not bit "

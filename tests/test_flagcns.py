@@ -553,7 +553,7 @@ def test_the_schedule_sets_rounds_when_none_is_given(launcher_main, capsys):
     assert "data-dir '/nonexistent' does not exist" in err and "rounds" not in err
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_search_through_flowers_simulation_resumed_after_generation_one(reference, tmp_path):
     """The same search through Flower's simulation engine, inline (3 SuperNodes, messages serialised, client state
     files):
@@ -622,7 +622,7 @@ def test_presets_hold_the_paper_setting_and_budget():
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo / "benchmarks"))
-    import flagcns as bench
+    import flagcns_grid as bench
 
     conf = repo / "conf"
     for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):

@@ -1,6 +1,6 @@
 """benchmarks/flagcns.py's pieces for issue 72's acceptance runs (no run here): the budgets of the two faithful
-presets, the Adam control's variant, the Spearman correlation over a final population and the acceptance
-summary, each checked against hand numbers."""
+presets and the Adam control's variant (``flagcns_grid``), the Spearman correlation over a final population
+(``flagcns_cells``) and the acceptance summary (``flagcns_report``), each checked against hand numbers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from flowergraph.settings import parse_run_config
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import flagcns as bench  # noqa: E402
+import flagcns_cells as cells  # noqa: E402
+import flagcns_grid as grid  # noqa: E402
+import flagcns_report as report  # noqa: E402
 
 
 def row_of(table: str, label: str) -> list[str]:
@@ -24,22 +26,22 @@ def row_of(table: str, label: str) -> list[str]:
 
 @pytest.mark.parametrize("budget", ["paper-exact", "code2021"])
 def test_the_acceptance_budgets_are_valid_runs_and_the_adam_control_changes_one_key(budget):
-    config = bench.run_config("Cora", "feo", budget, 0, "public")
+    config = grid.run_config("Cora", "feo", budget, 0, "public")
     s = parse_run_config(config)
     assert s.rounds == 250 * 5 + 50 and s["node.split"] == "public" and s["flagcns.warmup"] == 0
-    adam = bench.run_config("Cora", "feo-once-touched", budget, 0, "public")
+    adam = grid.run_config("Cora", "feo-once-touched", budget, 0, "public")
     assert {k: v for k, v in adam.items() if config.get(k) != v} == {"flagcns.adam-scope": "once-touched"}
     assert parse_run_config(adam)["flagcns.adam-scope"] == "once-touched"
 
 
 def test_spearman_against_hand_ranks():
     # ranks of x: 1, 2, 3, 4; of y: 2, 1, 4, 3 -> d = (1, 1, 1, 1), rho = 1 - 6 * 4 / (4 * 15) = 0.6
-    assert bench.spearman([0.1, 0.2, 0.3, 0.4], [5.0, 4.0, 9.0, 7.0]) == pytest.approx(0.6)
-    assert bench.spearman([0.1, 0.2, 0.3], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    assert cells.spearman([0.1, 0.2, 0.3, 0.4], [5.0, 4.0, 9.0, 7.0]) == pytest.approx(0.6)
+    assert cells.spearman([0.1, 0.2, 0.3], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
     # a non-finite pair is left out; fewer than 3 pairs or a constant side: no correlation
-    assert bench.spearman([0.1, float("nan"), 0.2, 0.3], [1.0, 9.0, 2.0, 3.0]) == pytest.approx(1.0)
-    assert bench.spearman([0.1, 0.2], [1.0, 2.0]) is None
-    assert bench.spearman([0.1, 0.2, 0.3], [1.0, 1.0, 1.0]) is None
+    assert cells.spearman([0.1, float("nan"), 0.2, 0.3], [1.0, 9.0, 2.0, 3.0]) == pytest.approx(1.0)
+    assert cells.spearman([0.1, 0.2], [1.0, 2.0]) is None
+    assert cells.spearman([0.1, 0.2, 0.3], [1.0, 1.0, 1.0]) is None
 
 
 def test_acceptance_counts_seeds_collapses_and_correlations():
@@ -73,7 +75,7 @@ def test_acceptance_counts_seeds_collapses_and_correlations():
             if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
         ]
 
-    text = bench.acceptance(of, ["Cora"])
+    text = report.acceptance(of, ["Cora"])
     # mean 77.3 (std 6.4) under 79.3; ahead or level on seeds 0 (80 > 79) and 2 (82 = 82), behind on seed 1;
     # one retraining of six under 75 (seed 1's 60); Spearman over seeds 0 and 2: -0.60 ± 0.14
     assert row_of(text, "Cora") == [
@@ -88,4 +90,4 @@ def test_acceptance_counts_seeds_collapses_and_correlations():
         "-0.60 ± 0.14 (2 seeds)",
         "0.60 ± 0.14 (2 seeds)",
     ]
-    assert bench.acceptance(lambda kind, dataset, **m: [], ["Cora"]) is None
+    assert report.acceptance(lambda kind, dataset, **m: [], ["Cora"]) is None

@@ -264,7 +264,7 @@ def test_bad_gcfl_settings(raw, match):
         parse_run_config({"method": "gcfl", "dataset": "MUTAG,BZR,COX2", "num-clients": 3, **raw})
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_clusters_through_flowers_simulation(shared_data, tmp_path):
     """Through Flower's simulation engine, inline (node ids unknown in advance, every message serialised): the split of
     round 2 and each

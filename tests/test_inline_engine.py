@@ -92,6 +92,7 @@ class _Unwired(InlineBackend):
         return self.app_fn()(message=message, context=context), context
 
 
+@pytest.mark.simulation
 def test_every_boundary_is_serialised_and_state_persists_per_node(app_dir):
     seen: dict = {}
     server, client = _apps(seen)
@@ -119,6 +120,7 @@ def _assert_isolated(seen, backend):
     assert seen["partitions"] == {0, 1, 2}
 
 
+@pytest.mark.simulation
 def test_the_run_config_is_the_apps_defaults_with_the_runs_overrides(app_dir):
     seen: dict = {}
     server, client = _apps(seen)
@@ -128,6 +130,7 @@ def test_the_run_config_is_the_apps_defaults_with_the_runs_overrides(app_dir):
     assert all(c == [1] for c in seen["counts"].values())  # rounds=1 reached the ServerApp
 
 
+@pytest.mark.simulation
 def test_a_key_the_app_does_not_declare_is_refused_as_flwr_run_refuses_it(app_dir):
     seen: dict = {}
     server, client = _apps(seen)
@@ -136,6 +139,7 @@ def test_a_key_the_app_does_not_declare_is_refused_as_flwr_run_refuses_it(app_di
     assert not seen  # nothing ran
 
 
+@pytest.mark.simulation
 def test_a_client_that_stores_an_unserialisable_value_fails_its_message(app_dir):
     """What a deployment would refuse (a Python object in context.state) fails here too, and the server sees an
     error reply, as from a Ray actor."""

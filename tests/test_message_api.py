@@ -159,7 +159,7 @@ METHODS = (
 )
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 @pytest.mark.parametrize("method", METHODS)
 def test_both_faces_give_the_same_rounds(method, app_dir, tmp_path, request):
     """Every method: the Message-API face's round records (accuracies, losses, phases, bytes, per-client rows)
@@ -231,6 +231,7 @@ def _cora(shared_data, **extra):
     }
 
 
+@pytest.mark.simulation
 def test_flowers_stock_fedavg_drives_flowergraphs_handlers_as_flowergraphs_fedavg_does(app_dir, shared_data, tmp_path):
     """Flower's own ``flwr.serverapp.strategy.FedAvg`` (weighting by ``num-examples``, every node every round)
     against flowergraph's baseline handlers on Cora gives, round by round, the test accuracies flowergraph's
@@ -269,6 +270,7 @@ def test_flowers_stock_fedavg_drives_flowergraphs_handlers_as_flowergraphs_fedav
     assert ours[3] > 0.5  # Cora after 3 rounds of fedavg: it trained
 
 
+@pytest.mark.simulation
 def test_flowergraphs_fedavg_drives_a_stock_flower_client(app_dir, tmp_path):
     """A ClientApp written as in Flower's quickstart (``@app.train()`` / ``@app.evaluate()``, arrays and metrics
     records, no flowergraph code, no identity or phase handlers): flowergraph's fedavg strategy trains it, and
@@ -328,9 +330,13 @@ def test_flowergraphs_fedavg_drives_a_stock_flower_client(app_dir, tmp_path):
     assert accuracies == sorted(accuracies) and accuracies[-1] > 0.9
 
 
-def test_a_bad_value_is_refused_with_the_launchers_message(app_dir, tmp_path):
+def test_a_bad_value_is_refused_with_the_launchers_message(app_dir, tmp_path, monkeypatch):
     """A bad run-config value reaching the Message-API strategy, or a ClientApp handler, is refused with the
     message the launcher prints for it."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attribute, value in (("_task_id", 1), ("_run_id", 1), ("_node_id", 7)):  # what a node's process has set
+        monkeypatch.setattr(TaskIdentity, attribute, value)
     bad = {"method": "fedavg", "weighting": "by-size"}
     with pytest.raises(ConfigError) as launcher:
         parse_run_config(bad)
@@ -355,6 +361,7 @@ def test_a_bad_value_is_refused_with_the_launchers_message(app_dir, tmp_path):
     assert str(launcher.value) in str(handler.value) and "flowergraph refused the run" in str(handler.value)
 
 
+@pytest.mark.simulation
 def test_checkpoint_kill_and_resume_on_the_message_api_equals_the_uninterrupted_run(shared_data, tmp_path):
     """FedGraph (server state: the DDPG agent; client state: each client's episode in ``context.state``) through
     the Message-API face: the launcher is killed (SIGKILL, its whole process group) once round 2's checkpoint is
@@ -422,6 +429,7 @@ def test_checkpoint_kill_and_resume_on_the_message_api_equals_the_uninterrupted_
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_the_example_app_runs_with_flwr_run_in_flowers_simulation(tmp_path):
     """examples/message_api_app (its own ServerApp and quickstart-style ClientApp) through ``flwr run`` on a
     private SuperLink in Flower's Ray simulation: FedGCN on the synthetic graph trains, and its per-round
@@ -453,6 +461,7 @@ def test_the_example_app_runs_with_flwr_run_in_flowers_simulation(tmp_path):
     assert want["3"] > 0.5
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("name", ["FedProx", "FedMedian", "Krum"])
 def test_flowers_other_stock_strategies_train_flowergraphs_handlers(name, app_dir, shared_data, tmp_path):
     """Flower's FedProx (its proximal-mu travels in the config; flowergraph's fedavg client ignores what it does
@@ -486,6 +495,7 @@ def test_flowers_other_stock_strategies_train_flowergraphs_handlers(name, app_di
         assert accuracy[1] < accuracy[2] < accuracy[3], accuracy
 
 
+@pytest.mark.simulation
 def test_flowers_message_api_mods_act_on_flowergraphs_train_replies(app_dir, tmp_path):
     """Flower's ``LocalDpMod`` (noise off: sensitivity 0) on flowergraph's train handler, driven by
     flowergraph's fedavg: each client's update reaches the server clipped, so the round's global update has norm

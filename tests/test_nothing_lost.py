@@ -137,6 +137,7 @@ run_simulation(server_app=server_app, client_app=client_app, num_supernodes=3,
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_pyg_under_the_system_temp_dir_survives_a_plain_flower_simulation(tmp_path):
     """The issue's case: a plain Flower simulation of the repository apps (``flwr.simulation.run_simulation``,
     3 nodes, the default 2 rounds of fedavg) with PyG imported from a copy under the temp directory, ``TMPDIR``

@@ -150,6 +150,7 @@ def test_client_id_out_of_range():
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_metis_gives_the_same_partition_inside_a_ray_worker():
     """Flower's simulation computes partitions inside Ray actors. pymetis called in-process there returned a
     different partition in about half the calls (30,000 nodes; 8 calls here); every call must equal this process's."""

@@ -13,7 +13,7 @@ from flowergraph.errors import ConfigError
 from flowergraph.settings import parse_run_config
 from flowergraph.simulation import run_inline_app
 
-pytestmark = pytest.mark.inline
+pytestmark = pytest.mark.simulation
 
 
 def _flwr_run(tmp_path, supernodes, run_config):

@@ -110,7 +110,7 @@ def test_the_installed_plugin_is_found_and_its_keys_are_checked(installed):
     assert out.splitlines() == ["['plug-avg', 'plug-graph']", "0.5", "plug-avg.scale=-1.0: must be > 0.0"]
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_the_plugin_runs_through_the_launcher_and_a_plain_flwr_run(installed, tmp_path, shared_data):
     from flowergraph.simulation import run_inline_app, run_simulation
 

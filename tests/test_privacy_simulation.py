@@ -22,7 +22,7 @@ from flowergraph.storage.results import read_run
 from flowergraph.simulation import run_simulation
 
 INLINE = {"simulation-engine": "inline"}
-pytestmark = pytest.mark.inline
+pytestmark = pytest.mark.simulation
 
 
 def _training(path):

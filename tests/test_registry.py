@@ -47,22 +47,6 @@ def test_builtin_methods_tasks_and_unknown_names():
         "fedper",
         "gcfl",
         "centralized",
-        "noop",
-        "asfgnn",
-        "asfgnn-cm",
-        "fedgcn",
-        "fedgraph",
-        "fedstar",
-        "fedstar-noop",
-        "flagcns",
-        "flagcns-noop",
-    ]
-    assert list(methods(include_benchmark=False)) == [
-        "fedavg",
-        "fedprox",
-        "fedper",
-        "gcfl",
-        "centralized",
         "asfgnn",
         "asfgnn-cm",
         "fedgcn",
@@ -70,17 +54,18 @@ def test_builtin_methods_tasks_and_unknown_names():
         "fedstar",
         "flagcns",
     ]
+    # the benchmark-only methods (noop, fedstar-noop, flagcns-noop) are a plugin of benchmarks/: not the library's
+    assert list(methods(include_benchmark=False)) == list(methods())
     assert list(tasks()) == ["node", "graph"]
     assert all(get_method(m).tasks == ("node", "graph") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
     assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node",)
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
-    assert get_method("centralized").whole_graph and get_method("noop").benchmark_only
+    assert get_method("centralized").whole_graph
     assert get_method("gcfl").model_scope == "per-group" and not get_method("gcfl").summable_updates
     with pytest.raises(
         ConfigError,
         match=r"unknown method 'fedsage'; valid choices: fedavg, fedprox, fedper, gcfl, "
-        r"centralized, noop, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, "
-        r"fedstar-noop, flagcns, flagcns-noop; did you mean 'fedavg'",
+        r"centralized, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, flagcns; did you mean 'fedavg'",
     ):
         get_method("fedsage")
     with pytest.raises(ConfigError, match="unknown task 'edge'; valid choices: node, graph"):
@@ -229,7 +214,7 @@ def test_resume_without_a_client_state_file_fails_naming_it(toy, tmp_path):
         )
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_plugin_method_through_flowers_simulation_with_checkpoint_and_resume(toy, tmp_path):
     """The toy method is installed as a package would be (an entry point in the group flowergraph.methods, found
     on PYTHONPATH by the process the launcher starts; on the inline engine). It runs 2 rounds with checkpoints, then
@@ -296,8 +281,8 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'noop', 'asfgnn', 'asfgnn-cm', 'fedgcn', "
-        "'fedgraph', 'fedstar', 'fedstar-noop', 'flagcns', 'flagcns-noop', 'toy-personal']",
+        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'asfgnn', 'asfgnn-cm', 'fedgcn', "
+        "'fedgraph', 'fedstar', 'flagcns', 'toy-personal']",
         "0.01",
     ]
     env["FLOWERGRAPH_PLUGINS"] = "no_such_plugin"  # a broken plugin is reported when its method is asked for
@@ -309,8 +294,8 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
         timeout=120,
     )
     assert (
-        "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, noop, asfgnn, "
-        "asfgnn-cm, fedgcn, fedgraph, fedstar, fedstar-noop, flagcns, flagcns-noop, toy-personal; "
+        "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, asfgnn, "
+        "asfgnn-cm, fedgcn, fedgraph, fedstar, flagcns, toy-personal; "
         "plugins that "
         "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr
     )

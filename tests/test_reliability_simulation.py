@@ -37,7 +37,8 @@ def _eval_clients(record):
     return sorted(int(k) for k, v in record["clients"].items() if "accuracy" in v)
 
 
-@pytest.mark.simulation  # exit and hang faults: real processes
+@pytest.mark.simulation
+@pytest.mark.ray  # exit and hang faults: real processes
 def test_faults_then_resume_fedavg(tmp_path):
     """One run, one fault per round: a wrongly shaped update (round 1), a client that raises (2), a NaN update
     (3), a client that hangs past round-timeout (4), and a client process that dies mid-round (5) of 6. The
@@ -169,7 +170,7 @@ def _assert_equal_runs(got_dir, want_dir):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_stateful_fedgcn_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     """FedGCN keeps the exchanged aggregations in each node's context.state, which a new run does not have: the
     resumed run re-runs the communication phase. fraction-fit < 1: the partitions sampled in each round must not

@@ -17,7 +17,7 @@ from flowergraph.simulation import run_inline_app
 
 from flowergraph.app.inprocess import run_inprocess
 
-pytestmark = pytest.mark.inline
+pytestmark = pytest.mark.simulation
 
 
 APP = '''

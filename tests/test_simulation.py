@@ -49,6 +49,7 @@ def _replay(num_clients, rounds, graph_spec, part_spec, train, seed):
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_the_launcher_through_ray_and_the_inline_engine_give_the_same_rounds(tmp_path):
     """The guard test of the inline engine, and the launcher's command line through Ray.
 
@@ -131,7 +132,7 @@ def test_the_launcher_through_ray_and_the_inline_engine_give_the_same_rounds(tmp
     np.testing.assert_allclose([r["accuracy"] for r in inline["rounds"]], expected, atol=1e-6)
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_centralized_equals_training_on_the_whole_graph(tmp_path, shared_data):
     result = run_simulation(
         "centralized",
@@ -187,6 +188,7 @@ def test_bad_input_fails_before_training(tmp_path, args, message, capsys, launch
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_run_past_timeout_exits_nonzero_and_leaves_nothing_running(tmp_path):
     import io
 
@@ -215,6 +217,7 @@ def test_existing_results_are_never_overwritten(tmp_path):
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_plugin_example_app(tmp_path):
     """A user's own Flower app (examples/plugin_app) with flowergraph's strategy and client."""
     run = run_flower_app(

@@ -169,7 +169,7 @@ def test_what_cannot_apply_to_partial_updates_is_refused(plugins, raw, match):
         parse_run_config({"method": "toy-partial", "num-clients": 3, **raw})
 
 
-@pytest.mark.inline
+@pytest.mark.simulation
 def test_partial_updates_and_stages_through_flowers_simulation_with_resume(plugins, tmp_path):
     """Both test-only methods run through Flower's engine, inline (plugins found through FLOWERGRAPH_PLUGINS) to
     round 4, equal to the uninterrupted in-process runs: toy-partial (per-client models kept by the clients) in 2

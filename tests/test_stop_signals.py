@@ -82,8 +82,8 @@ def _assert_all_gone(marker: str, seen: list[int], timeout: float = 20.0) -> Non
 @pytest.mark.parametrize(
     "signum,engine",
     [
-        pytest.param(signal.SIGTERM, "ray", marks=pytest.mark.simulation, id="SIGTERM-ray"),
-        pytest.param(signal.SIGHUP, "inline", marks=pytest.mark.inline, id="SIGHUP-inline"),
+        pytest.param(signal.SIGTERM, "ray", marks=[pytest.mark.simulation, pytest.mark.ray], id="SIGTERM-ray"),
+        pytest.param(signal.SIGHUP, "inline", marks=pytest.mark.simulation, id="SIGHUP-inline"),
     ],
 )
 def test_simulation_launcher_stops_everything_on_a_stop_signal(tmp_path, signum, engine):
@@ -123,6 +123,7 @@ def test_simulation_launcher_stops_everything_on_a_stop_signal(tmp_path, signum,
 
 
 @pytest.mark.simulation
+@pytest.mark.ray
 def test_a_killed_caller_of_run_simulation_leaves_nothing_running(tmp_path):
     """SIGKILL cannot be handled: the process group's watchdog stops the federation instead (what protects the
     test suite's own Flower processes when pytest is killed by a timeout)."""

@@ -75,7 +75,7 @@ def node_mod(msg, context: Context, call_next):
         record = dict(
             times.values,
             created=timing.process_created(),
-            module=_MODULE_T0,
+            module=timing.MODULE_T0 if timing.FORKED else _MODULE_T0,  # forked: imported before the fork
             pid=os.getpid(),
             run_id=int(context.run_id),
             node_id=int(context.node_id),
@@ -84,6 +84,7 @@ def node_mod(msg, context: Context, call_next):
             group=str(msg.metadata.group_id),
             app="flowergraph",
             entry=timing.entry(),
+            forked=timing.FORKED,
         )
         if worker_times:
             record.update(

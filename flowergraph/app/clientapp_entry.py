@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import Callable
 
 PACKAGE = "flwr.supernode.cli"
-ENV = "FLOWERGRAPH_FAST_CLIENTAPP"  # on (default) or off
+ENV = "FLOWERGRAPH_FAST_CLIENTAPP"
+# fork (default): a child of the SuperNode's warm fork server runs Flower's command; process: this process runs it
+# (without importing the SuperNode's command line); off: Flower's own flwr-clientapp
+CHOICES = ("fork", "process", "off")
 
 
 def bare_supernode_cli() -> bool:
@@ -166,9 +169,20 @@ def main() -> int:
         return 0
     import os
 
-    if os.environ.get(ENV, "on").strip().lower() == "off":  # Flower's own command, as if this one were not here
+    mode = os.environ.get(ENV, "fork").strip().lower()
+    if mode not in CHOICES:
+        print(f"{ENV}={os.environ[ENV]!r} is not a valid choice; valid choices: {', '.join(CHOICES)}", file=sys.stderr)
+        return 2
+    if mode == "off":  # Flower's own command, as if this one were not here
         stock = Path(sys.executable).parent / "flwr-clientapp"
         os.execv(str(stock), [str(stock), *sys.argv[1:]])
+    if mode == "fork":  # in a child of the SuperNode's warm fork server (flowergraph.app.forkserver)
+        from . import forkserver
+
+        try:
+            return forkserver.run(sys.argv[1:])
+        except forkserver.NoForkServer as exc:
+            print(f"flowergraph: flwr-clientapp runs in its own process ({exc})", file=sys.stderr, flush=True)
     run = load()
     sys.argv[0] = "flwr-clientapp"  # Flower's exit handling tells its commands apart by the program name
     run()

@@ -31,6 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .clientapp_entry import CHOICES as FAST_CLIENTAPP_CHOICES  # fork, process, off
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the flowergraph package
 BIN_DIR = Path(sys.executable).parent
 
@@ -271,7 +273,6 @@ def private_tmp(prefix: str = "fg"):
 
 
 # ---------------------------------------------------------------------------------------------------- Flower
-FAST_CLIENTAPP_CHOICES = ("on", "off")
 
 
 def clientapp_dir(env: dict[str, str] | None = None) -> Path | None:
@@ -286,7 +287,7 @@ def clientapp_dir(env: dict[str, str] | None = None) -> Path | None:
     from ..errors import ConfigError
 
     env = os.environ if env is None else env
-    value = env.get("FLOWERGRAPH_FAST_CLIENTAPP", "on").strip().lower()
+    value = env.get("FLOWERGRAPH_FAST_CLIENTAPP", "fork").strip().lower()
     if value not in FAST_CLIENTAPP_CHOICES:
         raise ConfigError(
             f"FLOWERGRAPH_FAST_CLIENTAPP={env['FLOWERGRAPH_FAST_CLIENTAPP']!r} is not a valid "
@@ -309,8 +310,8 @@ def clientapp_dir(env: dict[str, str] | None = None) -> Path | None:
 def flower_env(flwr_home: str | os.PathLike | None = None, **extra: str) -> dict[str, str]:
     """The environment every Flower process gets here: this venv first on PATH (the SuperLink starts
     ``flower-superexec`` by name), no telemetry, no update check, no runtime ``uv sync``; before the venv on PATH,
-    flowergraph's ``flwr-clientapp`` (:mod:`flowergraph.app.clientapp_entry`: Flower's command, started ~1.2 s
-    sooner per message) unless ``FLOWERGRAPH_FAST_CLIENTAPP=off``."""
+    flowergraph's ``flwr-clientapp`` (:mod:`flowergraph.app.clientapp_entry`: Flower's command, run in a child of
+    the SuperNode's warm fork server, :mod:`flowergraph.app.forkserver`) unless ``FLOWERGRAPH_FAST_CLIENTAPP=off``."""
     env = dict(
         os.environ,
         FLWR_TELEMETRY_ENABLED="0",

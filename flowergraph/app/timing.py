@@ -10,7 +10,8 @@ every ``flwr-clientapp`` process inherits it). Then every message the ClientApp 
 * ``imports_s``: seconds spent importing modules during the message (torch, PyG, flowergraph's own);
 * ``build_s`` / ``build_imports_s``: building the client (settings, the node's data, the model) and the imports
   inside it (``build_s - build_imports_s`` is the data load);
-* ``entry``: which ``flwr-clientapp`` started the process (:func:`entry`);
+* ``entry``: which ``flwr-clientapp`` started the process (:func:`entry`); ``forked``: the process is a child of
+  the SuperNode's fork server (:mod:`flowergraph.app.forkserver`), ``created`` its fork;
 * ``worker``: the message ran in the node's warm worker process (:mod:`flowergraph.app.worker`); its own
   ``imports_s`` / ``build_s`` come back with the reply.
 
@@ -28,7 +29,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 ENV = "FLOWERGRAPH_MESSAGE_TIMES"
-MODULE_T0 = time.time()  # replaced by client_app with its own import time
+MODULE_T0 = time.time()  # replaced by client_app with its own import time (a forked message: the fork's time)
+FORKED = False  # set in a child of the SuperNode's fork server (flowergraph.app.forkserver)
 
 
 def enabled() -> bool:

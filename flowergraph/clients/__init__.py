@@ -21,19 +21,25 @@ from typing import TYPE_CHECKING
 
 from .._exports import lazy_exports
 
-if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
-    from .asfgnn import ASFGNNClient
-    from .base import ClientWrapper, FederatedClient, FlowergraphClient, PhaseHandler, StateCheckpoints
-    from .faults import FaultInjectingClient, InjectedFault
-    from .fedgcn import FedGCNClient
-    from .fedstar import FedStarClient
-    from .fedgraph import FedGraphClient
-    from .flagcns import FLAGCNSClient
-    from ..tasks.training import TrainConfig
-    from .node import NoOpClient, NodeClassificationClient
-    from .privacy import DPUpdates
-    from .secure import SecureUpdates
-    from .state import ClientState
+if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
+    from .asfgnn import ASFGNNClient as ASFGNNClient
+    from .base import (
+        ClientWrapper as ClientWrapper,
+        FederatedClient as FederatedClient,
+        FlowergraphClient as FlowergraphClient,
+        PhaseHandler as PhaseHandler,
+        StateCheckpoints as StateCheckpoints,
+    )
+    from .faults import FaultInjectingClient as FaultInjectingClient, InjectedFault as InjectedFault
+    from .fedgcn import FedGCNClient as FedGCNClient
+    from .fedstar import FedStarClient as FedStarClient
+    from .fedgraph import FedGraphClient as FedGraphClient
+    from .flagcns import FLAGCNSClient as FLAGCNSClient
+    from ..tasks.training import TrainConfig as TrainConfig
+    from .node import NoOpClient as NoOpClient, NodeClassificationClient as NodeClassificationClient
+    from .privacy import DPUpdates as DPUpdates
+    from .secure import SecureUpdates as SecureUpdates
+    from .state import ClientState as ClientState
 
 _EXPORTS = {
     "FlowergraphClient": "base",
@@ -55,24 +61,5 @@ _EXPORTS = {
     "DPUpdates": "privacy",
     "SecureUpdates": "secure",
 }
-__all__ = [
-    "ASFGNNClient",
-    "ClientState",
-    "ClientWrapper",
-    "DPUpdates",
-    "FLAGCNSClient",
-    "FaultInjectingClient",
-    "FedGCNClient",
-    "FedGraphClient",
-    "FedStarClient",
-    "FederatedClient",
-    "FlowergraphClient",
-    "InjectedFault",
-    "NoOpClient",
-    "NodeClassificationClient",
-    "PhaseHandler",
-    "SecureUpdates",
-    "StateCheckpoints",
-    "TrainConfig",
-]
+__all__ = sorted(_EXPORTS)  # the one table: _EXPORTS (tests/test_typing.py holds the TYPE_CHECKING imports to it)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

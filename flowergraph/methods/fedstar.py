@@ -131,36 +131,3 @@ FEDSTAR = register(
         paper="Tan et al., FedStar, AAAI 2023, doi:10.1609/aaai.v37i8.26187, arXiv:2211.13009",
     )
 )
-
-
-def _noop_client(args: ClientArgs) -> "NumPyClient":
-    """Clients that return what they receive, with the arrays FedStar's clients would send: the federation's own
-    cost for FedStar's messages (the benchmark floor)."""
-    from ..clients.fedstar import VARIANTS, shared_keys
-    from ..clients.node import NoOpClient
-    from ..tasks.graphcls.models import build_graph_model
-    from ..tasks.torch_state import module_arrays
-
-    s = args.settings
-    kind, part, _ = VARIANTS[s["fedstar.variant"]]
-    spec = task_spec(s)
-    if len(spec.datasets) == 1 and part in ("all", "all-but-classifier"):
-        raise ConfigError("fedstar-noop mirrors the arrays of a cross-dataset federation; give several datasets")
-    g = s.of("graph")
-    model = build_graph_model(kind, 1, 2, spec.structure_dim, hidden=g.hidden, layers=g.layers, seed=s.seed)
-    keys = shared_keys(model, part, cross_dataset=True)
-    return NoOpClient(list(module_arrays(model, keys).values()), args.partition_id)
-
-
-FEDSTAR_NOOP = register(
-    Method(
-        name="fedstar-noop",
-        summary="FedStar's messages with clients that do no work: the floor for FedStar's per-round time (benchmarks)",
-        tasks=("graph",),
-        build_strategy=_strategy,
-        build_client=_noop_client,
-        check=_check,
-        preflight=_preflight,
-        benchmark_only=True,
-    )
-)

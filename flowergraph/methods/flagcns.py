@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, within
+from ..settings.options import at_least, namespace, within
 from .registry import ClientArgs, Method, StrategyArgs, register, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,14 +31,7 @@ ABLATION = ("feo", "controller-eo", "client-eo", "random-partition")
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")  # tasks/flagcns/space.py: BASELINES
 
 
-def _opt(
-    key: str,
-    default: Any,
-    text: str,
-    choices: tuple[Any, ...] | None = None,
-    check: Callable[[Any], str | None] | None = None,
-) -> Option:
-    return Option(f"flagcns.{key}", default, text, choices, check, group="flagcns")
+_opt = namespace("flagcns")  # its keys: "flagcns.<key>", listed under "flagcns" in docs/configuration.md
 
 
 OPTIONS = (
@@ -354,7 +347,8 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     )
 
 
-def _client_kwargs(args: ClientArgs) -> dict[str, Any]:
+def client_kwargs(args: ClientArgs) -> dict[str, Any]:
+    """What :class:`~flowergraph.clients.flagcns.FLAGCNSClient` (and a client built like it) is built with."""
     s = args.settings
     o = s.of("flagcns")
     return dict(
@@ -374,13 +368,7 @@ def _client_kwargs(args: ClientArgs) -> dict[str, Any]:
 def _client(args: ClientArgs) -> "NumPyClient":
     from ..clients.flagcns import FLAGCNSClient
 
-    return FLAGCNSClient(args.data(), **_client_kwargs(args))
-
-
-def _noop_client(args: ClientArgs) -> "NumPyClient":
-    from ..clients.flagcns import FLAGCNSNoOpClient
-
-    return FLAGCNSNoOpClient(args.data(), **_client_kwargs(args))
+    return FLAGCNSClient(args.data(), **client_kwargs(args))
 
 
 def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
@@ -409,21 +397,5 @@ FLAGCNS = register(
         update_kind="gradients",
         server_evaluate=_no_server_model,
         paper="Wang et al., FL-AGCNS, arXiv:2104.04141",
-    )
-)
-FLAGCNS_NOOP = register(
-    Method(
-        name="flagcns-noop",
-        summary="FL-AGCNS's messages with clients that do no work: the floor for FL-AGCNS's "
-        "per-round time (benchmarks)",
-        tasks=("node",),
-        build_strategy=_strategy,
-        build_client=_noop_client,
-        check=_check,
-        stateful_clients=_stateful,
-        fixed_rounds=run_rounds,
-        update_kind="gradients",
-        server_evaluate=_no_server_model,
-        benchmark_only=True,
     )
 )

@@ -1,6 +1,6 @@
-"""The node-classification task (one graph cut across clients) and its built-in methods ``centralized`` and
-``noop``: the task's keys (``node.*``), its datasets, data, launcher check and server-side evaluation, and the
-generic client of the baseline methods on it (:mod:`flowergraph.methods.baselines`). The specs of a run's graph
+"""The node-classification task (one graph cut across clients) and its built-in method ``centralized``: the
+task's keys (``node.*``), its datasets, data, launcher check and server-side evaluation, and the generic client of
+the baseline methods on it (:mod:`flowergraph.methods.baselines`). The specs of a run's graph
 and partition, ``graph_spec(s)`` and ``partition_spec(s)``, are :mod:`flowergraph.data`'s (named here too, as the
 task's toolkit)."""
 
@@ -261,16 +261,6 @@ def _node_client(args: ClientArgs) -> "NumPyClient":
     return NodeClassificationClient(args.data(), train_config(s), model_kwargs(s), seed=s.seed)
 
 
-def _noop_client(args: ClientArgs) -> "NumPyClient":
-    from ..clients.node import NoOpClient
-    from ..tasks.models import build_node_model, get_weights
-
-    s = args.settings
-    graph = args.data()
-    model = build_node_model(in_dim=graph.num_features, num_classes=graph.num_classes, seed=s.seed, **model_kwargs(s))
-    return NoOpClient(get_weights(model), args.partition_id)
-
-
 CENTRALIZED = register(
     Method(
         name="centralized",
@@ -279,15 +269,5 @@ CENTRALIZED = register(
         build_strategy=_averaging_strategy,
         build_client=_node_client,
         whole_graph=True,
-    )
-)
-NOOP = register(
-    Method(
-        name="noop",
-        summary="clients that return what they receive: Flower's own per-round cost, for benchmarks",
-        tasks=("node",),
-        build_strategy=_averaging_strategy,
-        build_client=_noop_client,
-        benchmark_only=True,
     )
 )

@@ -29,7 +29,7 @@ A **method** (:class:`Method`) is a strategy module, a client module and one reg
   evaluation or data check where the task's do not fit (``server_evaluate``, ``preflight``).
 
 The ServerApp, the ClientApp, the launchers and the settings look tasks and methods up here and never branch on
-a name. Built-in registrations: :mod:`flowergraph.methods.node` (the node task, ``centralized``, ``noop``),
+a name. Built-in registrations: :mod:`flowergraph.methods.node` (the node task, ``centralized``),
 :mod:`flowergraph.methods.graph` (the graph task), :mod:`flowergraph.methods.baselines` (``fedavg``,
 ``fedprox``, ``fedper``, ``gcfl``), :mod:`flowergraph.methods.fedgcn`, :mod:`flowergraph.methods.fedstar`,
 :mod:`flowergraph.methods.asfgnn` (``asfgnn``, ``asfgnn-cm``). Other
@@ -516,7 +516,9 @@ def tasks() -> dict[str, Task]:
 
 
 def _task_names() -> list[str]:
-    return list(_TASKS) or list(TASKS)
+    """The registered tasks' names in the built-in order (as :func:`tasks` lists them), whichever module a process
+    imported first; the built-in names before any is registered."""
+    return list(_in_order(_TASKS, "task")) or list(TASKS)
 
 
 def _plugin_hint() -> str:

@@ -29,16 +29,35 @@ from typing import TYPE_CHECKING
 
 from .._exports import lazy_exports
 
-if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
-    from .checks import check_privacy, check_settings
-    from .choices import AGGREGATORS, DP_MODES, SECURE_AGG, WEIGHTINGS
-    from .datasets import dataset_task, normalize_dataset
-    from .keys import COMMON_OPTIONS, GROUPS
-    from .options import Option, at_least, coerce, left_open, right_open, within
-    from ..methods.registry import RunSettings
-    from .parse import all_options, defaults, natural_num_clients, option_by_key, parse_run_config
-    from .presets import flatten_tables, load_preset, parse_set
-    from .reference import markdown_table, toml_table, toml_value
+if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
+    from .checks import check_privacy as check_privacy, check_settings as check_settings
+    from .choices import (
+        AGGREGATORS as AGGREGATORS,
+        DP_MODES as DP_MODES,
+        SECURE_AGG as SECURE_AGG,
+        WEIGHTINGS as WEIGHTINGS,
+    )
+    from .datasets import dataset_task as dataset_task, normalize_dataset as normalize_dataset
+    from .keys import COMMON_OPTIONS as COMMON_OPTIONS, GROUPS as GROUPS
+    from .options import (
+        Option as Option,
+        at_least as at_least,
+        coerce as coerce,
+        left_open as left_open,
+        right_open as right_open,
+        within as within,
+    )
+    from ..methods.registry import RunSettings as RunSettings
+    from .parse import (
+        all_options as all_options,
+        defaults as defaults,
+        natural_num_clients as natural_num_clients,
+        option_by_key as option_by_key,
+        parse_run_config as parse_run_config,
+    )
+    from .presets import flatten_tables as flatten_tables, load_preset as load_preset, parse_set as parse_set
+    from .reference import markdown_table as markdown_table, toml_table as toml_table, toml_value as toml_value
+    from .parse import OPTIONS as OPTIONS, OPTION_BY_KEY as OPTION_BY_KEY, METHODS as METHODS
 
 _EXPORTS = {
     "check_privacy": "checks",
@@ -73,37 +92,5 @@ _EXPORTS = {
     "toml_table": "reference",
     "toml_value": "reference",
 }
-__all__ = [
-    "AGGREGATORS",
-    "COMMON_OPTIONS",
-    "DP_MODES",
-    "GROUPS",
-    "METHODS",
-    "OPTIONS",
-    "OPTION_BY_KEY",
-    "Option",
-    "RunSettings",
-    "SECURE_AGG",
-    "WEIGHTINGS",
-    "all_options",
-    "at_least",
-    "check_privacy",
-    "check_settings",
-    "coerce",
-    "dataset_task",
-    "defaults",
-    "flatten_tables",
-    "left_open",
-    "load_preset",
-    "markdown_table",
-    "natural_num_clients",
-    "normalize_dataset",
-    "option_by_key",
-    "parse_run_config",
-    "parse_set",
-    "right_open",
-    "toml_table",
-    "toml_value",
-    "within",
-]
+__all__ = sorted(_EXPORTS)  # the one table: _EXPORTS (tests/test_typing.py holds the TYPE_CHECKING imports to it)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

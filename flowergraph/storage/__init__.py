@@ -15,10 +15,21 @@ from typing import TYPE_CHECKING
 
 from .._exports import lazy_exports
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .checkpoint import Checkpoint, check_resumable, checkpoint_file, load_checkpoint, save_checkpoint
-    from .npzio import read_npz, write_npz
-    from .results import RunRecorder, accuracy_text, human_bytes, read_run
+if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
+    from .checkpoint import (
+        Checkpoint as Checkpoint,
+        check_resumable as check_resumable,
+        checkpoint_file as checkpoint_file,
+        load_checkpoint as load_checkpoint,
+        save_checkpoint as save_checkpoint,
+    )
+    from .npzio import read_npz as read_npz, write_npz as write_npz
+    from .results import (
+        RunRecorder as RunRecorder,
+        accuracy_text as accuracy_text,
+        human_bytes as human_bytes,
+        read_run as read_run,
+    )
 
 _EXPORTS = {
     "Checkpoint": "checkpoint",
@@ -33,17 +44,5 @@ _EXPORTS = {
     "human_bytes": "results",
     "read_run": "results",
 }
-__all__ = [
-    "Checkpoint",
-    "RunRecorder",
-    "accuracy_text",
-    "check_resumable",
-    "checkpoint_file",
-    "human_bytes",
-    "load_checkpoint",
-    "read_npz",
-    "read_run",
-    "save_checkpoint",
-    "write_npz",
-]
+__all__ = sorted(_EXPORTS)  # the one table: _EXPORTS (tests/test_typing.py holds the TYPE_CHECKING imports to it)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

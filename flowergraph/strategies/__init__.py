@@ -29,37 +29,61 @@ from typing import TYPE_CHECKING
 
 from .._exports import lazy_exports
 
-if TYPE_CHECKING:  # pragma: no cover - what the lazy exports resolve to, for type checkers
-    from .asfgnn import ASFGNNStrategy
+if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
+    from .asfgnn import ASFGNNStrategy as ASFGNNStrategy
     from .aggregation import (
-        AggregationConfigError,
-        Aggregator,
-        CoordinateMedian,
-        Krum,
-        RoundNotAggregated,
-        TrimmedMean,
-        Update,
-        WEIGHTINGS,
-        WeightedMean,
-        make_aggregator,
+        AggregationConfigError as AggregationConfigError,
+        Aggregator as Aggregator,
+        CoordinateMedian as CoordinateMedian,
+        Krum as Krum,
+        RoundNotAggregated as RoundNotAggregated,
+        TrimmedMean as TrimmedMean,
+        Update as Update,
+        WEIGHTINGS as WEIGHTINGS,
+        WeightedMean as WeightedMean,
+        make_aggregator as make_aggregator,
     )
-    from .bank import ModelBank
-    from .client_checkpoints import ClientCheckpoints
-    from .base import FederatedStrategy
-    from .common import check_named_update, check_update, weighted_average, weighted_metric
-    from .directory import ClientDirectory, failure_reason
-    from .dp import CentralDPClientSide, CentralDPServerSide, DPConfig, LocalDPAccounting, PrivacyBudget, with_dp
-    from .evaluation import ClientEvaluation, EvaluationSchedule, FusedEvaluation, MetricAggregation
-    from .fedgcn import FedGCNStrategy
-    from .fedstar import FedStarStrategy
-    from .fedgraph import FedGraphStrategy
-    from .flagcns import FLAGCNSStrategy
-    from .gcfl import GCFLStrategy
-    from .phases import Phase, PhaseError, PhaseMessage, PhaseReply, PhaseRunner, relay
-    from .policy import FederationPolicy, Stage, UPDATE_KINDS
-    from .records import RoundBook
-    from .secure import CKKSAggregation
-    from .weighted import WeightedAveraging
+    from .bank import ModelBank as ModelBank
+    from .client_checkpoints import ClientCheckpoints as ClientCheckpoints
+    from .base import FederatedStrategy as FederatedStrategy
+    from .common import (
+        check_named_update as check_named_update,
+        check_update as check_update,
+        weighted_average as weighted_average,
+        weighted_metric as weighted_metric,
+    )
+    from .directory import ClientDirectory as ClientDirectory, failure_reason as failure_reason
+    from .dp import (
+        CentralDPClientSide as CentralDPClientSide,
+        CentralDPServerSide as CentralDPServerSide,
+        DPConfig as DPConfig,
+        LocalDPAccounting as LocalDPAccounting,
+        PrivacyBudget as PrivacyBudget,
+        with_dp as with_dp,
+    )
+    from .evaluation import (
+        ClientEvaluation as ClientEvaluation,
+        EvaluationSchedule as EvaluationSchedule,
+        FusedEvaluation as FusedEvaluation,
+        MetricAggregation as MetricAggregation,
+    )
+    from .fedgcn import FedGCNStrategy as FedGCNStrategy
+    from .fedstar import FedStarStrategy as FedStarStrategy
+    from .fedgraph import FedGraphStrategy as FedGraphStrategy
+    from .flagcns import FLAGCNSStrategy as FLAGCNSStrategy
+    from .gcfl import GCFLStrategy as GCFLStrategy
+    from .phases import (
+        Phase as Phase,
+        PhaseError as PhaseError,
+        PhaseMessage as PhaseMessage,
+        PhaseReply as PhaseReply,
+        PhaseRunner as PhaseRunner,
+        relay as relay,
+    )
+    from .policy import FederationPolicy as FederationPolicy, Stage as Stage, UPDATE_KINDS as UPDATE_KINDS
+    from .records import RoundBook as RoundBook
+    from .secure import CKKSAggregation as CKKSAggregation
+    from .weighted import WeightedAveraging as WeightedAveraging
 
 _EXPORTS = {
     "FederatedStrategy": "base",
@@ -110,53 +134,5 @@ _EXPORTS = {
     "weighted_average": "common",
     "weighted_metric": "common",
 }
-__all__ = [
-    "ASFGNNStrategy",
-    "AggregationConfigError",
-    "Aggregator",
-    "CKKSAggregation",
-    "CentralDPClientSide",
-    "CentralDPServerSide",
-    "ClientCheckpoints",
-    "ClientDirectory",
-    "ClientEvaluation",
-    "CoordinateMedian",
-    "DPConfig",
-    "EvaluationSchedule",
-    "FLAGCNSStrategy",
-    "FedGCNStrategy",
-    "FedGraphStrategy",
-    "FedStarStrategy",
-    "FederatedStrategy",
-    "FederationPolicy",
-    "FusedEvaluation",
-    "GCFLStrategy",
-    "Krum",
-    "LocalDPAccounting",
-    "MetricAggregation",
-    "ModelBank",
-    "Phase",
-    "PhaseError",
-    "PhaseMessage",
-    "PhaseReply",
-    "PhaseRunner",
-    "PrivacyBudget",
-    "RoundBook",
-    "RoundNotAggregated",
-    "Stage",
-    "TrimmedMean",
-    "UPDATE_KINDS",
-    "Update",
-    "WEIGHTINGS",
-    "WeightedAveraging",
-    "WeightedMean",
-    "check_named_update",
-    "check_update",
-    "failure_reason",
-    "make_aggregator",
-    "relay",
-    "weighted_average",
-    "weighted_metric",
-    "with_dp",
-]
+__all__ = sorted(_EXPORTS)  # the one table: _EXPORTS (tests/test_typing.py holds the TYPE_CHECKING imports to it)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -3,36 +3,11 @@
 :class:`FederatedStrategy` is a legacy Flower ``Strategy``: it runs in Flower's simulation, in deployment, in your
 own ``server_fn``, under ``LegacyContext`` + ``DefaultWorkflow`` (SecAgg+ included), and on the Message API, whose
 :class:`flowergraph.app.message_server.FlowergraphStrategy` calls this same Strategy API. Its parts, each usable on
-its own:
+its own, are in docs/architecture.md ("The base strategy and its parts").
 
-* :class:`~.policy.FederationPolicy`, :class:`~.policy.Stage`: how the federation runs (plain values); stages;
-* :class:`~.bank.ModelBank`: the global model, one per group, one per client, named arrays, one serialisation cache;
-* :class:`~.directory.ClientDirectory`: identity handshake, the initial model, seeded sampling, client names;
-* :func:`~.aggregation.accept_updates`: updates checked by name against what each client was sent, and weighed;
-  :class:`~.aggregation.Aggregator`: how they are combined (weighted mean by default; per array when partial);
-* :class:`~.evaluation.EvaluationSchedule`, :class:`~.evaluation.FusedEvaluation` (a round's evaluation inside the
-  next round's fit), :class:`~.evaluation.MetricAggregation` (clients' metrics into a round's);
-* :class:`~.records.RoundBook`: timing, bytes, one record per round; :class:`~.phases.PhaseRunner`: method phases;
-* :class:`~.secure.CKKSAggregation` (``secure_agg="ckks"``), :func:`~.secure.check_secagg_sum` (SecAgg+'s sum);
-* :class:`~.client_checkpoints.ClientCheckpoints`: the state of clients that keep some, saved and restored;
-* :meth:`state_dict`: the bank, the stage, a per-client table (:meth:`client_entry`), the round clock.
-
-What a client gets is said one way, for training and evaluation alike: :meth:`client_model` (which bank slot, which
-of its arrays), :meth:`fit_config` / :meth:`evaluate_config` (the round's config) and :meth:`client_config` (one
-client's own keys), from which :meth:`instruction` builds every message; what a client was sent is what its update
-is checked against (under CKKS: what the encrypted sum is shaped like).
-
-A method strategy subclasses it and overrides hooks; each has a working default:
-
-* :meth:`setup` (once, after the initial model: one-off phases such as FedGCN's exchange);
-* :meth:`begin_stage` (when a later stage starts: the stage's new model, e.g. the architecture a search chose);
-* :meth:`before_fit` (every round, before training: per-round phases such as an embedding exchange);
-* :meth:`fit_config`, :meth:`evaluate_config`, :meth:`client_model`, :meth:`client_config` (what a client gets);
-* :meth:`aggregate_updates` (how accepted updates become the new model(s): the aggregator by default; a method
-  with groups or per-client models updates the bank here) and :meth:`after_fit` (every round, after aggregation);
-* :meth:`after_evaluate` (every client's evaluation of a round's model, from the separate and the fused path alike);
-* :meth:`round_closed` (a round's record, once complete: time, bytes, accuracy; e.g. an agent's reward);
-* :meth:`state_dict` / :meth:`load_state_dict` (extend with the method's own state: agents, populations).
+What a client gets is said one way: :meth:`client_model`, :meth:`fit_config` / :meth:`evaluate_config` and
+:meth:`client_config`, from which :meth:`instruction` builds every message; what a client was sent is what its
+update is checked against. A method overrides hooks ("hooks" below), each with a working default.
 
 Algorithm (round r = 1..R): sample ``fraction_fit`` of the clients (seeded by seed and r); send each its model and
 its config; reject malformed updates (logged with the client's partition id); if at least ``min_clients`` valid
@@ -56,7 +31,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from .. import wire
-from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean, accept_updates
+from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .bank import GLOBAL, ModelBank, NamedArrays, initial_arrays, named
 from .client_checkpoints import ClientCheckpoints
 from .directory import ClientDirectory, distinct_failures
@@ -72,9 +47,14 @@ from .evaluation import (
 from .phases import PhaseRunner
 from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan, resolve_policy
 from .records import RoundBook
-from .secure import CKKSAggregation, check_secagg_sum
+from .secure import CKKSAggregation
+from .updates import round_updates
 
 EvaluateFn = Callable[[int, NDArrays], "tuple[float, dict[str, Scalar]] | None"]
+FitReplies = list[tuple[ClientProxy, FitRes]]
+FitFailures = list[tuple[ClientProxy, FitRes] | BaseException]
+EvaluateReplies = list[tuple[ClientProxy, EvaluateRes]]
+EvaluateFailures = list[tuple[ClientProxy, EvaluateRes] | BaseException]
 
 
 class FederatedStrategy(Strategy):
@@ -94,9 +74,6 @@ class FederatedStrategy(Strategy):
         (whole, same shapes; the strategy's :meth:`aggregate_updates` steps the model) or ``"partial"`` (any of
         the arrays they were sent, named: each array is averaged over the clients that sent it).
     stages: the run's stages (default one); :meth:`begin_stage` gives each later stage its model.
-
-    The policy's fields are not keyword arguments (``num_clients=3, num_rounds=5`` was removed in 0.3): a
-    TypeError names ``policy=FederationPolicy(...)``.
     """
 
     def __init__(
@@ -129,11 +106,10 @@ class FederatedStrategy(Strategy):
         self.directory = ClientDirectory(
             policy.num_clients, seed=policy.seed, clients_per_round=policy.clients_per_round
         )
+        fused = policy.fused_eval and policy.full_participation
+        separate = self.stage_plan.last_rounds()
         self.schedule = EvaluationSchedule(
-            eval_every=policy.eval_every,
-            num_rounds=policy.num_rounds,
-            fused=policy.fused_eval and policy.full_participation,
-            separate=self.stage_plan.last_rounds(),
+            eval_every=policy.eval_every, num_rounds=policy.num_rounds, fused=fused, separate=separate
         )
         self.book = RoundBook(recorder, listeners=[self.round_closed])
         self.fused = FusedEvaluation(self.schedule, self.book, self.metrics, self.directory.label)
@@ -298,13 +274,8 @@ class FederatedStrategy(Strategy):
             if new is not None:
                 self.bank.reset(global_model=new if isinstance(new, Mapping) else named(new))
             self.book.start(server_round)["stage_started"] = self.stage.name
-            log(
-                INFO,
-                "stage %r starts with round %d%s",
-                self.stage.name,
-                server_round,
-                "" if new is None else f" ({len(self.bank.global_model or {})} arrays)",
-            )
+            size = "" if new is None else f" ({len(self.bank.global_model or {})} arrays)"
+            log(INFO, "stage %r starts with round %d%s", self.stage.name, server_round, size)
 
     # ---------------------------------------------------------------------------------------- Strategy API
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
@@ -312,11 +283,10 @@ class FederatedStrategy(Strategy):
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             identities = pool.submit(self.directory.identify, client_manager, self.init_timeout)
             initial, self.initial_parameters = self.initial_parameters, None  # free memory
-            arrays, keys = (
-                initial_arrays(initial)
-                if initial is not None
-                else self.directory.initial_model(client_manager, identities, self.init_timeout)
-            )
+            if initial is not None:
+                arrays, keys = initial_arrays(initial)
+            else:
+                arrays, keys = self.directory.initial_model(client_manager, identities, self.init_timeout)
             identities.result()
         if self._resume_bank is not None:  # a resumed run: the checkpoint's model with its names, groups, clients
             self.bank.load_state_dict(self._resume_bank, global_arrays=arrays)
@@ -345,10 +315,7 @@ class FederatedStrategy(Strategy):
         return self.book.count_sent([(c, self.instruction(server_round, c, config, "fit")) for c in clients])
 
     def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+        self, server_round: int, results: FitReplies, failures: FitFailures
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
         self.last_fit_round = server_round
@@ -357,57 +324,12 @@ class FederatedStrategy(Strategy):
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
         if self.book.held is not None:  # fused: these fits evaluated the previous round's model first
+            sent = {cid: params for cid, (params, _slot, _keys) in self._sent.items()}
             self.fused.complete(
-                server_round,
-                results,
-                {c: s[0] for c, s in self._sent.items()},
-                self.evaluate_config,
-                self.after_evaluate,
-                self.round_timeout,
+                server_round, results, sent, self.evaluate_config, self.after_evaluate, self.round_timeout
             )
-        if self.ckks is not None:  # the encrypted sum of the updates (shaped like what every client was sent)
-            sent = (self.sent_to(results[0][0]) if results else self.bank.global_model) or {}
-            update = self.ckks.round_update(
-                server_round,
-                results,
-                rec,
-                sent=sent,
-                label=self.client_label,
-                partition=self.partition,
-                add_bytes=self.book.add_bytes,
-                min_clients=self.min_clients,
-                timeout=self.round_timeout,
-            )
-            return (
-                self._aggregated(server_round, rec, [update], [1.0])
-                if update is not None
-                else self._not_aggregated(server_round, rec, [])
-            )
-        if self.secure_agg == "secagg+" and not check_secagg_sum(
-            server_round, results, rec, self.policy.secagg_clipping_range
-        ):
-            return self._not_aggregated(server_round, rec, [])
-        updates, weights = accept_updates(
-            server_round,
-            results,
-            rec,
-            aggregator=self.aggregator,
-            label=self.client_label,
-            reference=self.sent_to,
-            add_bytes=self.book.add_bytes,
-            update_kind=self.update_kind,
-            max_update_norm=self.policy.max_update_norm,
-        )
-        needed = max(self.min_clients or 1, 1)
-        if len(updates) < needed or sum(weights) <= 0:
-            log(
-                WARNING,
-                "round %s: %d valid updates (%d needed, total weight %.3g); the model is kept unchanged",
-                server_round,
-                len(updates),
-                needed,
-                sum(weights),
-            )
+        updates, weights, enough = round_updates(self, server_round, results, rec)
+        if not enough:
             return self._not_aggregated(server_round, rec, updates)
         return self._aggregated(server_round, rec, updates, weights)
 
@@ -462,11 +384,10 @@ class FederatedStrategy(Strategy):
         self.bank.adopt(parameters)
         if self.fused.hold(server_round):  # evaluated inside the next round's fit
             return []
-        clients = self._sampled = (
-            self.directory.sample(client_manager, self.fraction_evaluate, server_round, "evaluate")
-            if self.schedule.due(server_round)
-            else []
-        )
+        clients = []
+        if self.schedule.due(server_round):
+            clients = self.directory.sample(client_manager, self.fraction_evaluate, server_round, "evaluate")
+        self._sampled = clients
         if not clients:
             self.book.flush()  # aggregate_evaluate will not be called this round
             return []
@@ -474,10 +395,7 @@ class FederatedStrategy(Strategy):
         return self.book.count_sent([(c, self.instruction(server_round, c, config, "evaluate")) for c in clients])
 
     def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+        self, server_round: int, results: EvaluateReplies, failures: EvaluateFailures
     ) -> tuple[float | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
         rec["num_eval_failures"] = len(failures)

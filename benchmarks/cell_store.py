@@ -1,0 +1,318 @@
+"""The benchmarks' cell store: the code state that computed a cell (:func:`code_state`, a hash of the sources on its
+path), the run folders cells are computed in (:func:`prepare_run_dir`, :func:`remove_run_folder`), the environment
+a cell records (:func:`environment`) and :class:`CellStore`, the finished cells kept in the repository
+(``python benchmarks/cell_store.py pack`` packs them)."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import sys
+from pathlib import Path
+from typing import Callable, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, command_line  # noqa: E402
+
+
+def _source_digest(path: Path) -> bytes:
+    """A file's code without its docstrings, comments and layout (``ast.dump`` of the module with docstrings
+    removed): editing documentation does not change it, editing code does."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False).encode()
+
+
+def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
+    """The code that produces a benchmark cell: the git commit, whether the working tree differed from it, and a
+    hash of the code (docstrings and comments excluded) of the files matching ``sources`` (globs under the
+    repository: the modules on the cell's computation path). Two cells with the same ``sources`` hash were
+    computed by the same code, whatever their commits."""
+    import hashlib
+    import subprocess
+
+    digest = hashlib.sha256()
+    files = sorted({p for pattern in sources for p in REPO.glob(pattern) if p.is_file()})
+    for path in files:
+        digest.update(str(path.relative_to(REPO)).encode())
+        digest.update(_source_digest(path))
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", *sources], cwd=REPO, capture_output=True, text=True
+            ).stdout.strip()
+        )
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", True
+    return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16], "files": len(files)}
+
+
+RUN_CODE = "bench-code.json"  # in a cell's run folder: the code state that wrote the run
+
+
+@functools.lru_cache(maxsize=None)
+def _sources_hash(sources: tuple[str, ...]) -> str:
+    return code_state(sources)["sources"]
+
+
+def remove_run_folder(out: Path) -> None:
+    """Delete a benchmark's run folder ``out`` before it is computed again: only a folder a benchmark or a
+    flowergraph run wrote (it holds :data:`RUN_CODE`, or a run's ``config.json``), or an empty one. Anything else
+    is someone's own files: SystemExit names it, nothing is deleted (docs/reliability.md)."""
+    import shutil
+
+    if not out.exists():
+        return
+    if (
+        out.is_dir()
+        and not out.is_symlink()
+        and (not any(out.iterdir()) or (out / RUN_CODE).exists() or (out / "config.json").exists())
+    ):
+        shutil.rmtree(out)
+        return
+    raise SystemExit(
+        f"error: {out} is in the way of a benchmark's run folder and was not written by one (no "
+        f"{RUN_CODE}, no config.json); move it, or choose another work folder"
+    )
+
+
+def run_dir_current(out: Path, sources: tuple[str, ...]) -> bool:
+    """Whether the run folder ``out`` was started by the code as it is now (see :func:`prepare_run_dir`)."""
+    import json
+
+    marker = out / RUN_CODE
+    return marker.exists() and json.loads(marker.read_text()).get("sources") == _sources_hash(tuple(sources))
+
+
+def prepare_run_dir(out: Path, sources: tuple[str, ...]) -> str:
+    """Make a cell's run folder ``out`` safe to compute the cell from, and say how: ``"completed"`` (a finished
+    run: read it), ``"resume"`` (a stopped run with checkpoints: pass ``resume-from``) or ``"fresh"`` (an empty
+    folder: start the run).
+
+    A run folder is reused or resumed only when the code that wrote it is the code as it is now (the
+    ``sources`` hash of :func:`code_state`, recorded in ``out/bench-code.json`` when the folder is started); a
+    folder a benchmark started with other code is removed first, and a non-empty folder without that record (not
+    a benchmark's) is refused, never deleted. Without
+    this, re-running a stale cell (``--rerun-stale``) in a ``--work`` folder that still held the old run read
+    the old run's output back and stored it as a cell of today's code. The hash is computed once per process:
+    a benchmark does not change its own sources while it runs."""
+    import json
+    import shutil
+
+    if out.exists() and not (out / RUN_CODE).exists() and any(out.iterdir()):
+        # not a folder a benchmark started (they all carry the record): never ours to delete
+        raise SystemExit(
+            f"error: {out} holds files that no benchmark run started (no {RUN_CODE}); move them, or "
+            f"choose another --work folder"
+        )
+    if out.exists() and not run_dir_current(out, sources):
+        shutil.rmtree(out)
+    if out.exists():
+        summary = out / "summary.json"
+        if summary.exists() and json.loads(summary.read_text()).get("status") == "completed":
+            return "completed"
+        if (out / "checkpoints").is_dir() and any((out / "checkpoints").glob("round-*.npz")):
+            return "resume"
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / RUN_CODE).write_text(json.dumps({"sources": _sources_hash(tuple(sources))}) + "\n")
+    return "fresh"
+
+
+PACKAGES = ("torch", "torch_geometric", "numpy", "scipy", "scikit-learn", "flwr")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cell_cpu(record: dict) -> str:
+    """The CPU model a stored cell was computed on (its recorded environment); "not recorded" for cells stored
+    before cells recorded their machine."""
+    return (record.get("env") or {}).get("cpu") or "not recorded"
+
+
+def environment() -> dict:
+    """What besides the code decides a cell's last digits: the interpreter, the versions of the packages its
+    numbers depend on, the CPU and the instruction set torch dispatches to. Recorded with every cell; not part of
+    :meth:`CellStore.current` (a cell is current when its code is), but a reproduction test is exact only where it
+    matches: the same sources on another machine or build differ in the last floating-point digits (FedGraph's
+    fixed-policy cells re-run on 2026-11-26: 32 of 96 identical, the others 0.07 points apart on average; a FedStar
+    cell's round-10 accuracy 0.001 apart; setting MKL's instruction set alone moves it)."""
+    return dict(_environment())  # a copy: the cached one is shared by every save of the process
+
+
+@functools.cache
+def _environment() -> dict:
+    from importlib import metadata
+
+    import torch
+
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        **versions,
+    }
+
+
+class CellStore:
+    """Finished benchmark cells kept in the repository, each with the settings and the code state
+    (:func:`code_state`) that produced it, so a table resumes on a fresh clone and never mixes numbers from
+    different code silently: :meth:`current` tells whether a cell was computed by the code as it is now, and
+    tables flag the others.
+
+    Where they are: ``benchmarks/cells/<name>.jsonl.xz`` (the packed cells: one JSON record per line, xz-
+    compressed, so the checkout stays small) and ``benchmarks/cells/<name>/<cell>.json`` (cells finished since
+    the last pack: a run writes one file per cell, cheap and safe to interrupt). A loose cell wins over a packed
+    one of the same name. ``python benchmarks/cell_store.py pack`` moves the loose cells into the archives (the one
+    command that removes cell files, the ones it packed)."""
+
+    def __init__(self, name: str, sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> None:
+        self.name = name
+        self.dir = REPO / "benchmarks" / "cells" / name
+        self.archive = REPO / "benchmarks" / "cells" / f"{name}.jsonl.xz"
+        self.code = code_state(sources)
+        self._packed: dict[str, dict] | None = None
+
+    def path(self, cell: str) -> Path:
+        return self.dir / f"{cell}.json"
+
+    def packed(self) -> dict[str, dict]:
+        """The archive's records by cell name (read once)."""
+        if self._packed is None:
+            import json
+            import lzma
+
+            self._packed = {}
+            if self.archive.exists():
+                with lzma.open(self.archive, "rt") as f:
+                    for line in f:
+                        if line.strip():
+                            record = json.loads(line)
+                            self._packed[record["cell"]] = record
+        return self._packed
+
+    def records(self) -> Iterator[dict]:
+        """Every stored cell's record, in cell-name order (loose ones over packed ones)."""
+        import json
+
+        merged = dict(self.packed())
+        for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
+            record = json.loads(path.read_text())
+            record.setdefault("cell", path.stem)  # the oldest cells were stored without their name
+            merged[record["cell"]] = record
+        for name in sorted(merged):
+            yield merged[name]
+
+    def load(self, cell: str) -> dict | None:
+        import json
+
+        path = self.path(cell)
+        return json.loads(path.read_text()) if path.exists() else self.packed().get(cell)
+
+    def save(self, cell: str, settings: dict, row: dict) -> dict:
+        import json
+
+        record = {
+            "cell": cell,
+            "settings": settings,
+            "code": self.code,
+            "env": environment(),
+            "command": command_line(drop=("--work",)),
+            "row": row,
+        }
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path(cell).with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(self.path(cell))
+        return record
+
+    def pack(self, force: bool = False) -> tuple[int, int]:
+        """Move the loose cells into the archive (written whole, then renamed into place; only then are the
+        loose files it now holds removed). Returns (cells in the archive, loose files packed)."""
+        import json
+        import lzma
+
+        loose = sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []
+        if not loose and not force:
+            return len(self.packed()), 0
+        records = {r["cell"]: r for r in self.records()}
+        tmp = self.archive.with_suffix(".tmp")
+        with lzma.open(tmp, "wt", preset=9 | lzma.PRESET_EXTREME) as f:
+            for name in sorted(records):
+                f.write(json.dumps(records[name], separators=(",", ":")) + "\n")
+        tmp.replace(self.archive)
+        self._packed = None
+        if len(self.packed()) != len(records):  # read back before anything is removed
+            raise RuntimeError(f"{self.archive}: wrote {len(records)} cells, read back {len(self.packed())}")
+        for path in loose:
+            path.unlink()
+        return len(records), len(loose)
+
+    def commands(self, keep: Callable[[dict], bool] = lambda row: True) -> list[str]:
+        """The distinct commands that computed the stored cells whose row passes ``keep``, in cell-name order
+        (cells stored before commands were recorded have none)."""
+        found = [r["command"] for r in self.records() if r.get("command") and keep(r["row"])]
+        return list(dict.fromkeys(found))
+
+    def current(self, record: dict | None) -> bool:
+        """Whether ``record`` was computed by the package's sources as they are now."""
+        return record is not None and record.get("code", {}).get("sources") == self.code["sources"]
+
+    def flag(self, record: dict) -> str:
+        """'' for a cell of the current code, else a note naming the commit that produced it."""
+        if self.current(record):
+            return ""
+        code = record.get("code", {})
+        return f" (older code: {code.get('commit', 'unknown')}{', dirty' if code.get('dirty') else ''})"
+
+
+def pack_main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/cell_store.py pack [NAME ...]``: pack the loose cells of each store (default: every one)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=pack_main.__doc__)
+    parser.add_argument("command", choices=["pack"])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--force", action="store_true", help="rewrite an archive even with no loose cells")
+    a = parser.parse_args(argv)
+    root = REPO / "benchmarks" / "cells"
+    names = a.names or sorted(
+        {p.name for p in root.iterdir() if p.is_dir()} | {p.name[: -len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")}
+    )
+    for name in names:
+        total, moved = CellStore(name).pack(force=a.force)
+        print(f"{name}: {total} cells in {CellStore(name).archive.relative_to(REPO)} ({moved} packed now)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(pack_main())
