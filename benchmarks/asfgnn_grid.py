@@ -86,6 +86,7 @@ SOURCES = (
     "flowergraph/strategies/asfgnn.py",
     "flowergraph/methods/asfgnn.py",
     "flowergraph/strategies/base.py",
+    "flowergraph/strategies/updates.py",  # base.py's round replies -> updates since 01c7304
     "flowergraph/strategies/bank.py",
     "flowergraph/strategies/aggregation.py",
     "flowergraph/clients/base.py",
@@ -98,6 +99,12 @@ STORE = "asfgnn"
 # recomputed stored cells of that older code with this code and every row repeated to the last digit; it applies to
 # this code only (any change to SOURCES gives a new hash, which has no entries until checked again).
 SAME_AS: dict[str, dict[str, str]] = {
+    "4c0b81e9bc8bb37f": {  # the merge of main after 20309eb (strategies/base.py's round replies -> updates.py)
+        "05a7960ea3c6ffed": "2026-12-03, the quick budget's 11 stored cells (Table 3 on Cora and CiteSeer: CM, FL, SP, "
+        "SFGNN; the control's 3) recomputed on this code, every row repeated to the last digit",
+        "e646c73c87bf8802": "2026-12-03, Table 6's sizes control at alpha 0.9 (long budget, paper-independent, SFGNN "
+        "without JS, seed 2) recomputed on this code, its row repeated to the last digit",
+    },
     "e646c73c87bf8802": {  # 7251f46 (asfgnn.sizes added; issue 70's refactors before it)
         "05a7960ea3c6ffed": "2026-12-03, 14 stored cells recomputed, every row repeated to the last digit: the quick "
         "budget's 11 (Table 3 on Cora and CiteSeer: CM, FL, SP, SFGNN; the control's 3), Table 6's alpha 0.9 at the "
