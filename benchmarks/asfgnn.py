@@ -5,7 +5,7 @@ search.
 Every cell is one ASFGNN run (``method=asfgnn`` / ``asfgnn-cm``) through flowergraph's real ServerApp and ClientApp
 code in one process (:mod:`flowergraph.app.inprocess`; equal to the core's reference loops and to a Flower
 simulation, which tests/test_asfgnn.py checks). Each cell is kept in ``benchmarks/cells/asfgnn.jsonl.xz`` with
-its settings and code state (``common.CellStore``); a finished cell is skipped, a stopped run resumes from its last
+its settings and code state (``cell_store.CellStore``); a finished cell is skipped, a stopped run resumes from its last
 checkpoint under ``--work``.
 
 Cells:
@@ -75,7 +75,8 @@ from asfgnn_grid import (
 )
 from asfgnn_grid import store as cell_store  # noqa: E402
 from asfgnn_report import parked_note, tables  # noqa: E402
-from common import REPO, add_jobs, run_cells, run_dir_current, write_result  # noqa: E402
+from cell_store import run_dir_current  # noqa: E402
+from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 
 
 def main() -> None:

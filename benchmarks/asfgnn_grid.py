@@ -14,15 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (
-    REPO,
-    RUN_CODE,
-    _sources_hash,
-    data_dir,
-    prepare_run_dir,
-    remove_run_folder,  # noqa: E402
-    run_dir_current,
-)
+from cell_store import RUN_CODE, _sources_hash, prepare_run_dir, remove_run_folder, run_dir_current  # noqa: E402
+from common import REPO, data_dir  # noqa: E402
 
 BUDGETS = {
     "paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
@@ -93,7 +86,7 @@ SOURCES = (
     "flowergraph/clients/state.py",
 )
 STORE = "asfgnn"
-# The sources hash (common.code_state) of older code whose cells this code repeats, by the hash of this code: a
+# The sources hash (cell_store.code_state) of older code whose cells this code repeats, by the hash of this code: a
 # refactor that changes no computation (and so no number) still changes the hash, and every stored cell would read
 # "older code" and no parked cell resume. An entry is added only after `benchmarks/asfgnn.py --check-repeats`
 # recomputed stored cells of that older code with this code and every row repeated to the last digit; it applies to
@@ -110,7 +103,7 @@ SAME_AS: dict[str, dict[str, str]] = {
         "budget's 11 (Table 3 on Cora and CiteSeer: CM, FL, SP, SFGNN; the control's 3), Table 6's alpha 0.9 at the "
         "default budget (seed 9, with and without JS), Table 5's Cora SFGNN at the default budget (seed 2; stored "
         "before its oracle_test column)"
-    }
+    },
 }
 
 
@@ -121,7 +114,7 @@ def same_computation(sources: str) -> set[str]:
 
 def store():
     """The cell store, a cell of code in :func:`same_computation` counted as current."""
-    from common import CellStore
+    from cell_store import CellStore
 
     class Store(CellStore):
         def current(self, record: dict | None) -> bool:
