@@ -5,7 +5,7 @@ search.
 Every cell is one ASFGNN run (``method=asfgnn`` / ``asfgnn-cm``) through flowergraph's real ServerApp and ClientApp
 code in one process (:mod:`flowergraph.app.inprocess`; equal to the core's reference loops and to a Flower
 simulation, which tests/test_asfgnn.py checks). Each cell is kept in ``benchmarks/cells/asfgnn.jsonl.xz`` with
-its settings and code state (``common.CellStore``); a finished cell is skipped, a stopped run resumes from its last
+its settings and code state (``cell_store.CellStore``); a finished cell is skipped, a stopped run resumes from its last
 checkpoint under ``--work``.
 
 Cells:
@@ -16,6 +16,9 @@ Cells:
   (``asfgnn.js=false``), ``fl``, ``sp``, ``cm`` (``method=asfgnn-cm``). Table 3 (Cora, CiteSeer, alpha 1: CM, FL,
   SP, SFGNN), Table 5 (``setting=graph``: FL, SFGNN), Table 6 / Fig. 3 (Cora, alpha 0.6..1.0: SFGNN with and
   without JS, FL, SP).
+* ``sizes`` and ``steps``: Table 6's controls at alpha (``--alphas``), tuned as Table 6: the paper's client sizes
+  read literally (``--sizes``: ``asfgnn.sizes``, overlapping clients; ours are disjoint) and more full-batch steps
+  per round (``--local-steps``: ``asfgnn.local-epochs``; the paper's and Table 6's cells take 1).
 * ``control`` (method, seed): no search, Table 4's Cora hyper-parameters (A: K 4, B: K 2; lr 0.01, L2 0.005, d 0.5;
   hidden 128) for SFGNN, SFGNN without JS and SP: the same per-client networks with and without the shared
   discriminator, so the gap is what sharing (and mixing) gives, not what tuning gives.
@@ -37,7 +40,13 @@ a part's rows (in that order), e.g. Table 3's SP and SFGNN first.
     .venv/bin/python benchmarks/asfgnn.py --budget tuning --datasets Cora --parts search  # Table 7, 40 trials
     .venv/bin/python benchmarks/asfgnn.py --budget paper --facade blackbox --parts table3 --jobs 16  # Table 3 at
                                                                        # the paper's budget, 16 cells at once
+    .venv/bin/python benchmarks/asfgnn.py --budget long --datasets Cora --parts sizes --alphas 0.9 \
+        --methods sfgnn-nojs sfgnn --seeds 0 1 2 3 4                   # Table 6's control: the paper's sizes
+    .venv/bin/python benchmarks/asfgnn.py --budget long --datasets Cora --parts steps --alphas 1.0 0.9 \
+        --methods sfgnn --seeds 0 1 2 3 4                              # 5 local steps per round, not 1
     .venv/bin/python benchmarks/asfgnn.py --tables-only                # rewrite docs/results/asfgnn*.md from cells
+    .venv/bin/python benchmarks/asfgnn.py --quick --parts table3 control --check-repeats --work /tmp/w
+                                                                       # do stored cells repeat on this code?
 
 The parts: this file is the command; ``asfgnn_grid.py`` the cells (which exist, their run configurations, how one
 is computed, parking) and the paper's numbers; ``asfgnn_report.py`` the tables, their prose filled into the
@@ -56,7 +65,6 @@ from asfgnn_grid import (
     BUDGETS,
     METHODS,
     SOURCES,
-    STORE,
     completed,
     compute_cell,
     grid,  # noqa: E402
@@ -65,8 +73,10 @@ from asfgnn_grid import (
     run_cell,
     write_parked,
 )
+from asfgnn_grid import store as cell_store  # noqa: E402
 from asfgnn_report import parked_note, tables  # noqa: E402
-from common import REPO, CellStore, add_jobs, run_cells, run_dir_current, write_result  # noqa: E402
+from cell_store import run_dir_current  # noqa: E402
+from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 
 
 def main() -> None:
@@ -80,8 +90,16 @@ def main() -> None:
         "--parts",
         nargs="+",
         default=["table3", "table5", "table6", "control", "search"],
-        choices=["table3", "table5", "table6", "control", "search"],
+        choices=["table3", "table5", "table6", "sizes", "steps", "control", "search"],
     )
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["paper-independent"],
+        choices=["paper", "paper-independent"],
+        help="the sizes part's readings of the paper's client sizes (asfgnn.sizes)",
+    )
+    parser.add_argument("--local-steps", nargs="+", type=int, default=[5], help="the steps part's steps per round")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-asfgnn"), help="run folders (not in git)")
     parser.add_argument(
         "--methods",
@@ -106,6 +124,12 @@ def main() -> None:
         help="recompute the rows of current cells whose run folder under --work is finished (no "
         "training): columns added since, e.g. oracle_test",
     )
+    parser.add_argument(
+        "--check-repeats",
+        action="store_true",
+        help="no storing: recompute the selected stored cells under --work and compare each with its stored row "
+        "(what SAME_AS in asfgnn_grid.py rests on); use a --work folder of its own",
+    )
     add_jobs(parser, "their wall times are then measured side by side")
     args = parser.parse_args()
     if bad := [a for a in args.alphas if a not in ALPHAS]:
@@ -115,8 +139,10 @@ def main() -> None:
     from flowergraph.tasks.compute import configure_torch
 
     configure_torch(1)
-    store = CellStore(STORE, SOURCES)
+    store = cell_store()
     work = Path(args.work)
+    if args.check_repeats:
+        sys.exit(check_repeats(store, grid(args), work))
     rows: list[dict] = []
     pending: list[tuple[Path, str, dict, dict]] = []  # cells to compute, in the order asked for
     b = args.budget
@@ -172,6 +198,35 @@ def main() -> None:
     )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
+
+
+def check_repeats(store, cells: list[tuple[str, dict, dict]], work: Path) -> int:
+    """Recompute each stored cell of ``cells`` in ``work`` and compare its row (best trial and configuration,
+    accuracies, every trial's numbers; not the times) with the stored one, on the columns the stored row has (a
+    cell stored before a column existed, e.g. ``oracle_test``, lacks it); 1 if any differs."""
+
+    def comparable(row: dict, stored: dict) -> dict:
+        keep = [k for k in ("best_trial", "best_config", "best_val", "test", "oracle_test") if k in stored]
+        return {
+            **{k: row.get(k) for k in keep},
+            "trials": [{k: v for k, v in t.items() if k != "time_s"} for t in row["trials"]],
+        }
+
+    differ = 0
+    for name, config, meta in cells:
+        record = store.load(name)
+        if record is None:
+            continue
+        row = compute_cell(work, name, config, meta)
+        same = comparable(row, record["row"]) == comparable(record["row"], record["row"])
+        differ += not same
+        print(
+            f"{name} (stored by {record['code']['sources']}, {record['code']['commit']}): "
+            f"{'repeats' if same else 'DIFFERS'}: test {row['test']!r} vs {record['row']['test']!r}, best val "
+            f"{row['best_val']!r} vs {record['row']['best_val']!r}; this code {store.code['sources']}",
+            flush=True,
+        )
+    return int(differ > 0)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,13 @@ The reported accuracy is the mean client test accuracy at the evaluation with th
     .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 100 --dataset CiteSeer --setting graph \
         --split random:0.6/0.2/0.2 --methods sp sfgnn fl --name table5
     .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 200 --methods sfgnn sp --name other_classes
+    .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 100 --alpha 0.9 --methods sp sfgnn \
+        --sizes disjoint paper paper-independent --split-seeds 0 1 2 --name alpha0.9_sizes
+
+``--sizes`` and ``--split-seeds`` (label split): the clients' sizes (``asfgnn.sizes``: ours ``disjoint``, or the
+paper's read literally, overlapping) and the seed of the alpha split's node draw; several of them give one row per
+method, sizes and split seed (the training seeds stay ``--seeds``), to tell what the sizes change from what
+another draw of the same sizes changes.
 """
 
 from __future__ import annotations
@@ -76,13 +83,25 @@ def main() -> None:
     )
     parser.add_argument("--split", default="public", help="node.split of the global graph (default: public)")
     parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["disjoint"],
+        choices=["disjoint", "paper", "paper-independent"],
+        help="the clients' sizes at alpha < 1 (asfgnn.sizes)",
+    )
+    parser.add_argument("--split-seeds", nargs="+", type=int, default=[0], help="seeds of the alpha split's draw")
+    parser.add_argument(
         "--name",
         default="",
         help="suffix of the result file (asfgnn_core_check_<name>.md); "
         "required unless the defaults (Cora, label, public) are kept",
     )
     args = parser.parse_args()
+    combos = [(z, k) for z in args.sizes for k in args.split_seeds]
+    if len(combos) > 1 and "cm" in args.methods:
+        parser.error("--methods cm takes one --sizes disjoint and one --split-seeds value")
     default_run = (args.dataset, args.setting, args.split, args.alpha) == ("Cora", "label", "public", 1.0)
+    default_run = default_run and combos == [("disjoint", 0)]
     if not default_run and not args.name:
         parser.error(
             "--name is required with --dataset/--setting/--split/--alpha other than the defaults (Cora, "
@@ -100,7 +119,13 @@ def main() -> None:
     from flowergraph.tasks.asfgnn.training import HyperParams
 
     root = data_dir()
-    clients = all_clients(args.dataset, args.setting, args.alpha, 0, data_dir=root, split=args.split)
+
+    def split_of(sizes: str, split_seed: int) -> list:
+        return all_clients(
+            args.dataset, args.setting, args.alpha, split_seed, data_dir=root, split=args.split, sizes=sizes
+        )
+
+    clients = split_of(*combos[0])
     union = centralized_data(args.dataset, args.setting, args.alpha, 0, data_dir=root, split=args.split)
     shared, *per_client = [
         HyperParams(hidden=args.hidden, depth=k, dropout=d, l2=l2, lr=lr) for k, lr, l2, d in TABLE4[args.dataset]
@@ -128,8 +153,11 @@ def main() -> None:
             shares.append(float((~own[reference.predict(model, c)[c.test_mask]]).float().mean()))
         return shares
 
-    results: dict[str, list[dict]] = {m: [] for m in args.methods}
-    for method in args.methods:
+    results: dict[tuple, list[dict]] = {}
+    for method, (sizes_, split_seed) in ((m, c) for m in args.methods for c in combos):
+        clients = split_of(sizes_, split_seed)
+        key = (method, sizes_, split_seed)
+        results[key] = []
         for seed in args.seeds:
             start = time.perf_counter()
             if method == "cm":
@@ -157,18 +185,19 @@ def main() -> None:
                 }
             row["final"] = run.final_test
             row["seconds"] = time.perf_counter() - start
-            results[method].append(row)
+            results[key].append(row)
             print(
-                f"{method} seed {seed}: test@best-val {row['test']:.4f} (round {row['round']}), "
+                f"{method} ({sizes_}, split seed {split_seed}) seed {seed}: test@best-val {row['test']:.4f} "
+                f"(round {row['round']}), "
                 f"final {row['final']:.4f}, {row['seconds']:.0f} s",
                 flush=True,
             )
 
     rows = []
-    for method, runs in results.items():
+    for (method, sizes_, split_seed), runs in results.items():
         rows.append(
             [
-                LABELS[method],
+                LABELS[method] + (f" ({sizes_}, split seed {split_seed})" if len(combos) > 1 else ""),
                 mean_std([r["client_mean"] for r in runs]),
                 mean_std([r["test"] for r in runs]) if method == "cm" else "",
                 mean_std([r["val"] for r in runs]),
@@ -181,8 +210,8 @@ def main() -> None:
         )
     js_note = ""
     for method in ("sfgnn", "sfgnn-nojs"):
-        if results.get(method):
-            js = results[method][0]["js"]
+        if results.get((method, *combos[0])):
+            js = results[(method, *combos[0])][0]["js"]
             classes = [len(set(c.y[c.train_mask].tolist())) for c in clients]
             js_note = (
                 f"JS(Q_i || Q_s) of the two clients: {js[0]:.4f} (A, {classes[0]} classes) and {js[1]:.4f} "
@@ -190,10 +219,19 @@ def main() -> None:
                 f"mixing.\n\n"
             )
             break
-    sizes = "; ".join(
-        f"{'AB'[i]}: {c.x.shape[0]} nodes, {int(c.train_mask.sum())} / {int(c.val_mask.sum())} / "
-        f"{int(c.test_mask.sum())} train / val / test"
-        for i, c in enumerate(clients)
+    sizes = " | ".join(
+        (f"{z}, split seed {k}: " if len(combos) > 1 else "")
+        + "; ".join(
+            f"{'AB'[i]}: {c.x.shape[0]} nodes, {int(c.train_mask.sum())} / {int(c.val_mask.sum())} / "
+            f"{int(c.test_mask.sum())} train / val / test"
+            + (
+                f", {len(set(c.global_ids.tolist()) & set(split_of(z, k)[1 - i].global_ids.tolist()))} shared"
+                if i
+                else ""
+            )
+            for i, c in enumerate(split_of(z, k))
+        )
+        for z, k in combos
     )
     if default_run:
         what = (

@@ -1,6 +1,7 @@
-"""ASFGNN's benchmark report (``benchmarks/asfgnn.py``): Tables 3, 5, 6, the control and Table 7's tuning cost
-from the stored cells' rows (:func:`tables`), their prose from ``benchmarks/templates/asfgnn/``, and the cells parked
-in progress (:func:`parked_note`). The figures are ``asfgnn_figures.py``."""
+"""ASFGNN's benchmark report (``benchmarks/asfgnn.py``): Tables 3, 5, the control and Table 7's tuning cost from
+the stored cells' rows (:func:`tables`; Table 6 is ``asfgnn_table6.py``, the rows' helpers ``asfgnn_rows.py``), their
+prose from ``benchmarks/templates/asfgnn/``, and the cells parked in progress (:func:`parked_note`). The figures are
+``asfgnn_figures.py``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asfgnn_figures import plot_alpha, plot_search, plot_traces  # noqa: E402
-from asfgnn_grid import (
-    ALPHAS,
+from asfgnn_figures import plot_search, plot_traces  # noqa: E402
+from asfgnn_grid import (  # noqa: E402
     BUDGETS,
     LABELS,
     LANES,
@@ -20,20 +20,26 @@ from asfgnn_grid import (
     PAPER5,
     PAPER6,
     PAPER7,
-    SOURCES,  # noqa: E402
-    paper_fig3,
+    SOURCES,
     parked_dir,
     read_parked,
+    same_computation,
 )
-from common import (
-    _sources_hash,
-    ahead_level_behind,
-    interval_text,
-    outside,
-    paired_figure,  # noqa: E402
-    t_interval,
-    table,
+from asfgnn_rows import (  # noqa: E402
+    TOP,
+    accuracy,
+    fmt,
+    lane_of,
+    mean_trace,
+    paired,
+    reach,
+    seed_differences,
+    top_by_validation,
+    wall_min,
 )
+from asfgnn_table6 import controls, table6  # noqa: E402
+from cell_store import _sources_hash  # noqa: E402
+from common import paired_figure, table  # noqa: E402
 from prose import render  # noqa: E402
 
 TARGET = 0.005  # Table 7: within 0.5 points of the best validation accuracy
@@ -45,7 +51,8 @@ def parked_note(budget: str, root: Path | None = None) -> str:
     lines = []
     for path in sorted(folder.glob(f"*-{budget}-*.json.xz")) if folder.is_dir() else []:
         parked = read_parked(path)
-        code = "" if parked.get("sources") == _sources_hash(SOURCES) else " (older code: will not be resumed)"
+        current = parked.get("sources") in same_computation(_sources_hash(SOURCES))
+        code = "" if current else " (older code: will not be resumed)"
         lines.append(
             f"- {parked['cell']}: {parked['trials_finished']} of {parked['config']['asfgnn.trials']} trials "
             f"(round {parked['round']}), {parked['wall_s'] / 3600:.2f} h so far, parked "
@@ -57,125 +64,6 @@ def parked_note(budget: str, root: Path | None = None) -> str:
         "\n\n**In progress (parked, not in the tables above)**: resumed by the command that computes them "
         "(`benchmarks/cells/asfgnn/parked/`):\n\n" + "\n".join(lines)
     )
-
-
-def fmt(values: list[float], digits: int = 4, n: int | None = None) -> str:
-    """mean ± std; with ``n`` (the seeds a table is about), a cell over another number of seeds says how many."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    count = f" (n={len(values)})" if n is not None and len(values) != n else ""
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}{count}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}{count}"
-
-
-def by_seed(a_cells: list[dict], b_cells: list[dict]) -> tuple[list[int], dict[int, float], dict[int, float]]:
-    """The seeds that have both a cell of a and one of b, and each side's accuracy by seed."""
-    a = {c["seed"]: accuracy(c) for c in a_cells}
-    b = {c["seed"]: accuracy(c) for c in b_cells}
-    return sorted(set(a) & set(b)), a, b
-
-
-def seed_differences(a_cells: list[dict], b_cells: list[dict]) -> dict[int, float]:
-    """a's accuracy minus b's, by seed, over the seeds that have both (in increasing order of seed)."""
-    both, a, b = by_seed(a_cells, b_cells)
-    return {k: a[k] - b[k] for k in both}
-
-
-def paired(a_cells: list[dict], b_cells: list[dict], paper: float | None = None) -> list[str] | None:
-    """a against b over the seeds that have both: [seeds, a, b, a - b, on how many seeds a is ahead / level /
-    behind, the 95% t-interval of the mean difference, the 95% range of one run's difference] and, given the
-    paper's difference (one run), it and where it lies against that one-run range (None if no seed has both)."""
-    both, a, b = by_seed(a_cells, b_cells)
-    if not both:
-        return None
-    diff = [a[k] - b[k] for k in both]
-    spread = f" ± {statistics.stdev(diff):.4f}" if len(diff) > 1 else ""
-    mean_ci, one_run = t_interval(diff), t_interval(diff, one_run=True)
-    row = [
-        f"{len(both)} ({', '.join(map(str, both))})",
-        fmt([a[k] for k in both]),
-        fmt([b[k] for k in both]),
-        f"{statistics.mean(diff):+.4f}{spread}",
-        ahead_level_behind(diff),
-        interval_text(mean_ci, 4),
-        interval_text(one_run, 4),
-    ]
-    if paper is not None:
-        row += [f"{paper:+.4f}", outside(paper, one_run)]
-    return row
-
-
-def accuracy(row: dict) -> float:
-    """The paper's number: the mean of the clients' test accuracies (CM: of the owners' nodes in the union)."""
-    if row["method"] == "cm":
-        best = next(t for t in row["trials"] if t["trial"] == row["best_trial"])
-        return best["owner_test"]
-    return row["test"]
-
-
-TOP = 10  # the selected-on-test control's middle column: the test accuracy of a cell's 10 best trials by validation
-
-
-def top_by_validation(row: dict, top: int = TOP) -> float:
-    """The mean test accuracy of the ``top`` trials of a tuned cell with the best validation accuracy (each trial's
-    test accuracy at its own best validation; CM: the owners' nodes, as :func:`accuracy`)."""
-    key = "owner_test" if row["method"] == "cm" else "test"
-    best = sorted(row["trials"], key=lambda t: -t["best_val"])[:top]
-    return statistics.mean(t[key] for t in best)
-
-
-def tuning_trace(row: dict) -> list[tuple[float, float]]:
-    """After each trial of a tuned cell, in trial order: the best validation accuracy so far and the test accuracy
-    of the trial that holds it (the first on a tie, as the tuner's incumbent), i.e. what the table would report had
-    tuning stopped there (CM: the owners' nodes, as :func:`accuracy`)."""
-    key = "owner_test" if row["method"] == "cm" else "test"
-    trace, best = [], None
-    for t in sorted(row["trials"], key=lambda t: t["trial"]):
-        if best is None or t["best_val"] > best["best_val"]:
-            best = t
-        trace.append((best["best_val"], best[key]))
-    return trace
-
-
-def mean_trace(cells: list[dict]) -> tuple[list[float], list[float], int]:
-    """:func:`tuning_trace` averaged over cells (seeds), up to the fewest trials any of them ran: (validation,
-    test, number of cells)."""
-    traces = [tuning_trace(c) for c in cells]
-    k = min(len(t) for t in traces)
-    return (
-        [statistics.mean(t[i][0] for t in traces) for i in range(k)],
-        [statistics.mean(t[i][1] for t in traces) for i in range(k)],
-        len(traces),
-    )
-
-
-def lane_of(row: dict) -> str:
-    """A search cell's driver as Table 7 names it: SMAC's BlackBox facade (GP + EI) is ``smac-gp``; cells from
-    before the facade was recorded ran the HPO facade."""
-    return "smac-gp" if row["driver"] == "smac" and row.get("facade") == "blackbox" else row["driver"]
-
-
-def wall_min(row: dict) -> str:
-    """A cell's wall minutes. A cell stopped and resumed before stopped segments were timed (:func:`segments_before`)
-    has a wall time under its trials' own (it covers the last segment only): then the trials' minutes, marked, a
-    lower bound (the time between trials is not in them)."""
-    trial_s = sum(t["time_s"] for t in row["trials"])
-    if row["wall_s"] < 0.9 * trial_s:
-        return f">= {trial_s / 60:.1f} (trials; resumed)"
-    return f"{row['wall_s'] / 60:.1f}"
-
-
-def reach(trials: list[dict], target: float) -> tuple[int, float] | None:
-    """(trials, seconds) a search needed until its best validation accuracy reached ``target``."""
-    best, spent = float("-inf"), 0.0
-    for i, t in enumerate(sorted(trials, key=lambda t: t["trial"]), start=1):
-        spent += t["time_s"]
-        best = max(best, t["best_val"])
-        if best >= target:
-            return i, spent
-    return None
 
 
 def tables(rows: list[dict], budget: str) -> str:
@@ -314,100 +202,7 @@ def tables(rows: list[dict], budget: str) -> str:
             f"\n## Paper Table 5: non-IID labels and graph (degree split), budget `{budget}`\n",
             table(["dataset", "FL (ours \\| paper)", "SFGNN (ours \\| paper)"], body),
         ]
-    t6 = [a for a in ALPHAS if of("tuned", dataset="Cora", setting="label", alpha=a, budget=budget)]
-    if t6:
-
-        def gap(cs: list[dict]) -> str:
-            """What the tuner saw / what the table reports (gap) / the selected-on-test bound, means over seeds."""
-            oracle = [c["oracle_test"] for c in cs if c.get("oracle_test") is not None]
-            return (
-                f"{statistics.mean(c['best_val'] for c in cs):.3f} / {statistics.mean(accuracy(c) for c in cs):.3f}"
-                f" ({statistics.mean(c['best_val'] - accuracy(c) for c in cs):+.3f}) / "
-                + (f"{statistics.mean(oracle):.3f}" if len(oracle) == len(cs) else "-")
-            )
-
-        body, gaps, js_pairs, by_alpha = [], [], [], {}
-        for a in sorted(t6, reverse=True):
-            cells = by_alpha[a] = {
-                m: of("tuned", dataset="Cora", setting="label", alpha=a, method=m, budget=budget)
-                for m in ("sfgnn-nojs", "sfgnn", "fl", "sp")
-            }
-            if row := paired(cells["sfgnn"], cells["sfgnn-nojs"], paper=PAPER6[a][1] - PAPER6[a][0]):
-                js_pairs.append([f"{a:.1f}", *row])
-            means = {m: statistics.mean(accuracy(c) for c in cs) for m, cs in cells.items() if cs}
-            best_paper, sp_fl_paper = paper_fig3(a)
-            best = (
-                max(("sfgnn", "fl", "sp"), key=means.__getitem__).upper()
-                if all(m in means for m in ("sfgnn", "fl", "sp"))
-                else "-"
-            )
-            sp_fl = ("SP" if means["sp"] > means["fl"] else "FL") if all(m in means for m in ("fl", "sp")) else "-"
-            body.append(
-                [
-                    f"{a:.1f}",
-                    f"{fmt([accuracy(c) for c in cells['sfgnn-nojs']], n=n)} \\| {PAPER6[a][0]:.4f}",
-                    f"{fmt([accuracy(c) for c in cells['sfgnn']], n=n)} \\| {PAPER6[a][1]:.4f}",
-                    fmt([accuracy(c) for c in cells["fl"]], n=n),
-                    fmt([accuracy(c) for c in cells["sp"]], n=n),
-                    f"{best} \\| {best_paper}",
-                    f"{sp_fl} \\| {sp_fl_paper}",
-                ]
-            )
-            gaps.append(
-                [f"{a:.1f}"]
-                + [gap(cells[m]) if cells[m] else "-" for m in ("fl", "sp", "sfgnn", "sfgnn-nojs")]
-                + [f"{PAPER6[a][1]:.3f}"]
-            )
-        out += [
-            "\n" + render("asfgnn/table6", budget=budget) + "\n",
-            table(
-                [
-                    "alpha",
-                    "without JS (ours \\| paper)",
-                    "with JS (ours \\| paper)",
-                    "FL",
-                    "SP",
-                    "best of SFGNN, FL, SP (ours \\| paper's text)",
-                    "SP or FL ahead (ours \\| paper's text)",
-                ],
-                body,
-            ),
-        ]
-        if js_pairs:
-            out += [
-                "\n" + render("asfgnn/table6_paired") + "\n",
-                table(
-                    [
-                        "alpha",
-                        "seeds",
-                        "with JS",
-                        "without JS",
-                        "with - without",
-                        "ahead / level / behind",
-                        "95% interval of the mean",
-                        "95% range of one run",
-                        "paper's improvement",
-                        "paper vs one run",
-                    ],
-                    js_pairs,
-                ),
-            ]
-        out += [
-            "\n" + render("asfgnn/tuner_gap") + "\n",
-            table(
-                [
-                    "alpha",
-                    "FL: val / test (gap) / on test",
-                    "SP: val / test (gap) / on test",
-                    "SFGNN: val / test (gap) / on test",
-                    "without JS: val / test (gap) / on test",
-                    "paper SFGNN",
-                ],
-                gaps,
-            ),
-        ]
-        if figure := plot_alpha(alpha_curves(by_alpha), budget):
-            out += [f"\n![Fig. 3 shape: accuracy over alpha, and JS minus no JS seed-paired]({figure})"]
+    out += table6(of, n, budget) + controls(of, budget)
     control = of("control", budget=budget)
     if control:
         body = [
@@ -501,21 +296,3 @@ def tables(rows: list[dict], budget: str) -> str:
     if stale:
         out += ["\n**Cells from older code** (†):\n", "\n".join(f"- {r['cell']}{r['stale']}" for r in stale)]
     return "\n".join(out) if out else "No cells yet."
-
-
-def alpha_curves(by_alpha: dict[float, dict[str, list[dict]]]) -> dict[str, list[tuple[float, float, float, int]]]:
-    """Fig. 3's points from Table 6's cells (``{alpha: {method: cells}}``): for each method, ``(alpha, mean, std,
-    seeds)`` of the mean client test accuracy over its cells, and under ``"js-diff"`` the seed-paired difference with
-    JS minus without over the seeds that have both (std 0.0 where there is one value); alphas in increasing order."""
-    curves: dict[str, list[tuple[float, float, float, int]]] = {}
-
-    def point(a: float, values: list[float]) -> tuple[float, float, float, int]:
-        return a, statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values)
-
-    for a in sorted(by_alpha):
-        for m, cells in by_alpha[a].items():
-            if cells:
-                curves.setdefault(m, []).append(point(a, [accuracy(c) for c in cells]))
-        if diff := seed_differences(by_alpha[a].get("sfgnn", []), by_alpha[a].get("sfgnn-nojs", [])):
-            curves.setdefault("js-diff", []).append(point(a, list(diff.values())))
-    return curves

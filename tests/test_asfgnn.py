@@ -154,13 +154,20 @@ def test_flower_run_equals_the_core_reference(reference):
         # SP sends nothing, so nothing can make the clients' discriminators start equal: each starts from its own
         # seed, which is the reference with fgnn_init="client" (its default "shared" copies client 0's discriminator)
         ("sp", {"asfgnn.variant": "sp"}, "sp", {"fgnn_init": "client"}),
+        # the local-steps row of the benchmark: several full-batch steps per round
+        ("local-steps", {"asfgnn.local-epochs": 3}, "sfgnn", {"local_epochs": 3}),
+        # the alpha = 0.9 control: the paper's client sizes, overlapping (1,412 and 1,296 nodes)
+        ("paper-sizes", {"asfgnn.alpha": 0.9, "asfgnn.sizes": "paper-independent"}, "sfgnn", {}),
     ],
-    ids=["no-js", "client-init", "fl", "sp"],
+    ids=["no-js", "client-init", "fl", "sp", "local-steps", "paper-sizes"],
 )
 def test_variants_equal_the_core_reference(shared_data, tmp_path, label, extra, method, kwargs):
     config = _config(shared_data, tmp_path, label, **{"asfgnn.trial-rounds": 3, "rounds": 4, **extra})
     run_inprocess(config)
     _, clients, hps = _clients(config)
+    if label == "paper-sizes":
+        assert [c.num_nodes for c in clients] == [1412, 1296]
+        assert np.intersect1d(clients[0].global_ids.numpy(), clients[1].global_ids.numpy()).size > 0
     _assert_equals_reference(tmp_path / label, run_clients(clients, hps, method=method, rounds=3, seed=3, **kwargs), 3)
 
 
@@ -395,6 +402,15 @@ BAD = [
     ),
     ({"asfgnn.alpha": 1.5}, "asfgnn.alpha=1.5: must be in [0.0, 1.0]"),
     ({"asfgnn.split-seed": -1}, "asfgnn.split-seed=-1: must be >= 0"),
+    ({"asfgnn.sizes": "literal"}, "unknown asfgnn.sizes 'literal'; valid choices: disjoint, paper, paper-independent"),
+    (
+        {"asfgnn.setting": "graph", "asfgnn.sizes": "paper"},
+        "asfgnn.sizes='paper' applies to asfgnn.setting='label' only; setting 'graph' needs asfgnn.sizes='disjoint'",
+    ),
+    (
+        {"method": "asfgnn-cm", "asfgnn.sizes": "paper-independent", "asfgnn.alpha": 0.9},
+        "asfgnn.sizes='paper-independent': asfgnn-cm needs each node in one owner's graph",
+    ),
     ({"asfgnn.degree-threshold": -1}, "asfgnn.degree-threshold=-1: must be >= 0"),
     ({"asfgnn.search": "bayes"}, "unknown asfgnn.search 'bayes'; valid choices: none, smac, grid, random"),
     ({"asfgnn.trials": 0}, "asfgnn.trials=0: must be >= 1"),

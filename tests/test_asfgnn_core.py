@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from flowergraph.errors import ConfigError
+from flowergraph.errors import ConfigError, PartitionError
 from flowergraph.tasks.asfgnn import data as adata
 from flowergraph.tasks.asfgnn.divergence import (
     average_arrays,
@@ -263,6 +263,58 @@ def test_alpha_moves_nodes_and_labels_between_the_clients(shared_data):
     # raising alpha only moves nodes home: A's part-1 nodes at 0.8 are a subset of those at 0.9
     a9 = adata.client_data("Cora", "label", 0.9, 0, 0, data_dir=str(shared_data)).global_ids.numpy()
     assert set(ga[part1[ga]]) <= set(a9[part1[a9]])
+
+
+def test_the_papers_client_sizes_at_alpha_09_overlap_as_the_paper_forces(shared_data, tmp_path):
+    """Section 5.1.2 read literally: A holds alpha N1 nodes of part 1 and (1 - alpha) N1 of part 2, B (1 - alpha) N2
+    and alpha N2, with N1 = 1,412 and N2 = 1,296 (Table 2). The numbers here are worked out by hand from those."""
+    d = str(shared_data)
+    part1 = np.isin(adata.load_graph("Cora", d).y.numpy(), (0, 1, 2, 4))
+    # alpha N1 = 1270.8, (1 - alpha) N1 = 141.2, (1 - alpha) N2 = 129.6, alpha N2 = 1166.4
+    want = {"A": (1271, 141), "B": (130, 1166)}
+    for sizes in ("paper", "paper-independent"):
+        a, b = adata.all_clients("Cora", "label", 0.9, 0, data_dir=d, sizes=sizes)
+        ga, gb = a.global_ids.numpy(), b.global_ids.numpy()
+        assert (a.num_nodes, b.num_nodes) == (1412, 1296)  # N1 and N2 at every alpha
+        assert (part1[ga].sum(), (~part1[ga]).sum()) == want["A"]
+        assert (part1[gb].sum(), (~part1[gb]).sum()) == want["B"]
+        both = np.intersect1d(ga, gb)
+        if sizes == "paper":
+            # part 2 is asked for 141 + 1166 = 1307 of its 1296 nodes: 11 in both clients; part 1 for
+            # 1271 + 130 = 1401 of 1412: none in both, 11 in neither
+            assert (part1[both].sum(), (~part1[both]).sum()) == (0, 11)
+            assert 2708 - np.union1d(ga, gb).size == 11
+        else:  # independent draws: ~1271 x 130 / 1412 = 117 and ~141 x 1166 / 1296 = 127 shared by chance
+            assert 90 <= part1[both].sum() <= 145 and 100 <= (~part1[both]).sum() <= 155
+        # the label mix follows the fractions as in the disjoint split: round(0.9 x 20) training labels at home
+        assert a.train_label_counts().tolist() == [18, 18, 18, 2, 18, 2, 2]
+        assert b.train_label_counts().tolist() == [2, 2, 2, 18, 2, 18, 18]
+    # ours (disjoint): A = 0.9 of part 1 + 0.1 of part 2 by stratum, every node in one client
+    a, b = adata.all_clients("Cora", "label", 0.9, 0, data_dir=d)
+    assert (a.num_nodes, b.num_nodes) == (1400, 1308) and a.num_nodes + b.num_nodes == 2708
+    # a data owner's own file says which sizes it was exported for, and a run of the other sizes refuses it
+    from flowergraph.tasks.asfgnn.files import SplitSpec, export_asfgnn_partitions, load_asfgnn_partition
+
+    spec = SplitSpec("Cora", "label", 0.9, 0, 2, d, sizes="paper")
+    export_asfgnn_partitions(spec, tmp_path / "parts", log=lambda *a: None)
+    own = load_asfgnn_partition(tmp_path / "parts" / "client-0.npz", spec, 0)
+    assert torch.equal(own.global_ids, spec.client(0).global_ids) and own.num_nodes == 1412
+    with pytest.raises(PartitionError, match=r"exported with sizes='paper', but this run has sizes='disjoint'"):
+        load_asfgnn_partition(tmp_path / "parts" / "client-0.npz", SplitSpec("Cora", "label", 0.9, 0, 2, d), 0)
+    # alpha = 1: every reading is the disjoint split; CM and the graph setting refuse the overlapping sizes
+    for sizes in adata.SIZES:
+        one = adata.all_clients("Cora", "label", 1.0, 0, data_dir=d, sizes=sizes)
+        assert [c.num_nodes for c in one] == [1412, 1296]
+    with pytest.raises(ConfigError, match=r"sizes 'paper': the centralized baseline needs each node in one client"):
+        adata.centralized_data("Cora", "label", 0.9, 0, data_dir=d, sizes="paper")
+    with pytest.raises(ConfigError, match=r"sizes 'paper' applies to the 'label' setting only"):
+        adata.client_data("Cora", "graph", 1.0, 0, 0, data_dir=d, sizes="paper")
+    with pytest.raises(ConfigError, match=r"sizes 'x' is unknown; valid choices: disjoint, paper, paper-independent"):
+        adata.client_data("Cora", "label", 0.9, 0, 0, data_dir=d, sizes="x")
+    # alpha too small for the paper's sizes: B asks part 1 for (1 - 0.05) x 1296 = 1231 of its 1412 nodes (fine),
+    # A asks part 2 for 0.95 x 1412 = 1341 of its 1296
+    with pytest.raises(ConfigError, match=r"client 0 asks part 2 for 1341 nodes, which holds 1296"):
+        adata.client_data("Cora", "label", 0.05, 0, 0, data_dir=d, sizes="paper")
 
 
 def test_citeseer_parts_graph_variant_and_disjoint_clients(shared_data):

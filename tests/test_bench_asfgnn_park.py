@@ -90,7 +90,9 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     assert grid.unpark(tmp_path / "stopped" / NAME, path, grid._sources_hash(grid.SOURCES)) is False
 
 
-def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_code(tmp_path, data, capsys):
+def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_code(
+    tmp_path, data, capsys, monkeypatch
+):
     from flowergraph.storage.checkpoint import checkpoint_file, load_checkpoint, save_checkpoint
 
     config = grid.run_config("Cora", "sp", seed=3, budget="quick", facade="hpo")
@@ -112,3 +114,8 @@ def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_c
     assert grid.unpark(target, path, grid._sources_hash(grid.SOURCES)) is False
     assert not target.exists()
     assert "was parked by other code (sources 0123456789abcdef" in capsys.readouterr().err
+    # unless this code was checked to repeat that code's cells (asfgnn_grid.SAME_AS)
+    now = grid._sources_hash(grid.SOURCES)
+    monkeypatch.setitem(grid.SAME_AS, now, {"0123456789abcdef": "checked"})
+    assert grid.unpark(target, path, now) is True and (target / "checkpoints").is_dir()
+    assert "older code" not in report.parked_note("quick", tmp_path / "parked")

@@ -1,4 +1,4 @@
-"""ASFGNN's Fig. 3 points (benchmarks/asfgnn_report.py ``alpha_curves``): means and stds over seeds per method and
+"""ASFGNN's Fig. 3 points (benchmarks/asfgnn_rows.py ``alpha_curves``): means and stds over seeds per method and
 alpha, and the JS minus no-JS difference paired by seed (only seeds with both cells), checked against hand
 numbers."""
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import asfgnn_figures as figures  # noqa: E402
 import asfgnn_grid as grid  # noqa: E402
-import asfgnn_report as report  # noqa: E402
+import asfgnn_rows as rows  # noqa: E402
 
 
 def cell(method: str, seed: int, test: float) -> dict:
@@ -31,7 +31,7 @@ def test_alpha_curves_average_each_method_and_pair_js_by_seed():
         },
         0.8: {"sfgnn": [cell("sfgnn", 0, 0.70)], "sfgnn-nojs": [], "fl": [], "sp": [cell("sp", 3, 0.60)]},
     }
-    curves = report.alpha_curves(by_alpha)
+    curves = rows.alpha_curves(by_alpha)
     a, mean, std, n = curves["sfgnn"][1]
     assert (a, n) == (1.0, 3)
     assert mean == pytest.approx(0.92)
@@ -61,9 +61,9 @@ def test_top_by_validation_averages_the_best_trials_test_accuracy():
         {"best_val": v, "test": t, "owner_test": o}
         for v, t, o in ((0.90, 0.80, 0.70), (0.95, 0.85, 0.75), (0.93, 0.90, 0.60), (0.91, 0.99, 0.99))
     ]
-    assert report.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
-    assert report.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
-    assert report.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
+    assert rows.top_by_validation({"method": "sfgnn", "trials": trials}, top=2) == pytest.approx((0.85 + 0.90) / 2)
+    assert rows.top_by_validation({"method": "cm", "trials": trials}, top=2) == pytest.approx((0.75 + 0.60) / 2)
+    assert rows.top_by_validation({"method": "sp", "trials": trials}, top=10) == pytest.approx(0.885)  # all 4
 
 
 def trial(k: int, val: float, test: float, owner: float | None = None) -> dict:
@@ -73,7 +73,7 @@ def trial(k: int, val: float, test: float, owner: float | None = None) -> dict:
 def test_tuning_trace_follows_the_incumbent_in_trial_order():
     # stored out of order; trial 2 ties trial 1's validation and does not take over (the first best stays)
     trials = [trial(2, 0.80, 0.99), trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(3, 0.85, 0.70)]
-    assert report.tuning_trace({"method": "sfgnn", "trials": trials}) == [
+    assert rows.tuning_trace({"method": "sfgnn", "trials": trials}) == [
         (0.70, 0.60),
         (0.80, 0.75),
         (0.80, 0.75),
@@ -81,7 +81,7 @@ def test_tuning_trace_follows_the_incumbent_in_trial_order():
     ]
     # CM reports the owners' nodes, as the table's accuracy() does
     cm = [trial(0, 0.5, 0.9, owner=0.4), trial(1, 0.6, 0.9, owner=0.3)]
-    assert report.tuning_trace({"method": "cm", "trials": cm}) == [(0.5, 0.4), (0.6, 0.3)]
+    assert rows.tuning_trace({"method": "cm", "trials": cm}) == [(0.5, 0.4), (0.6, 0.3)]
 
 
 def test_tuning_trace_ends_at_the_number_the_table_reports():
@@ -91,13 +91,13 @@ def test_tuning_trace_ends_at_the_number_the_table_reports():
         "test": 0.75,
         "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.75), trial(2, 0.78, 0.90)],
     }
-    assert report.tuning_trace(row)[-1] == (0.80, report.accuracy(row))
+    assert rows.tuning_trace(row)[-1] == (0.80, rows.accuracy(row))
 
 
 def test_mean_trace_averages_seeds_up_to_the_shortest_run():
     a = {"method": "sp", "trials": [trial(0, 0.70, 0.60), trial(1, 0.80, 0.70), trial(2, 0.90, 0.80)]}
     b = {"method": "sp", "trials": [trial(0, 0.50, 0.40), trial(1, 0.40, 0.90)]}
-    val, test, n = report.mean_trace([a, b])
+    val, test, n = rows.mean_trace([a, b])
     assert n == 2
     assert val == pytest.approx([0.60, 0.65])  # (0.70 + 0.50) / 2, (0.80 + 0.50) / 2: b's incumbent stays trial 0
     assert test == pytest.approx([0.50, 0.55])
@@ -135,14 +135,14 @@ def test_a_stopped_segment_counts_up_to_its_last_round(tmp_path):
 
 def test_wall_minutes_of_a_cell_resumed_before_segments_were_timed_are_marked():
     trials = [{"time_s": 600.0}, {"time_s": 600.0}]
-    assert report.wall_min({"wall_s": 1260.0, "trials": trials}) == "21.0"
-    assert report.wall_min({"wall_s": 300.0, "trials": trials}) == ">= 20.0 (trials; resumed)"
+    assert rows.wall_min({"wall_s": 1260.0, "trials": trials}) == "21.0"
+    assert rows.wall_min({"wall_s": 300.0, "trials": trials}) == ">= 20.0 (trials; resumed)"
 
 
 def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
     a = [cell("sfgnn", 0, 0.90), cell("sfgnn", 1, 0.80), cell("sfgnn", 2, 0.70), cell("sfgnn", 4, 0.99)]
     b = [cell("sp", 0, 0.85), cell("sp", 1, 0.80), cell("sp", 2, 0.75), cell("sp", 3, 0.10)]
-    seeds, first, second, diff, counts, mean_ci, one_run = report.paired(a, b)
+    seeds, first, second, diff, counts, mean_ci, one_run = rows.paired(a, b)
     assert seeds == "3 (0, 1, 2)"
     assert first == "0.8000 ± 0.1000" and second == "0.8000 ± 0.0500"
     assert diff == "+0.0000 ± 0.0500"  # differences +0.05, 0, -0.05
@@ -150,11 +150,11 @@ def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
     # t(0.975, 2 dof) = 4.302653 (printed tables); s = 0.05, n = 3
     assert mean_ci == "[-0.1242, +0.1242]"  # 4.302653 * 0.05 * sqrt(1/3) = 0.12421
     assert one_run == "[-0.2484, +0.2484]"  # 4.302653 * 0.05 * sqrt(1 + 1/3) = 0.24841
-    assert report.paired(a, b, paper=0.25)[7:] == ["+0.2500", "above"]  # the paper is judged against one run
-    assert report.paired(a, b, paper=-0.3)[7:] == ["-0.3000", "below"]
-    assert report.paired(a, b, paper=0.2)[7:] == ["+0.2000", "inside"]  # outside the mean's interval, inside one run's
-    assert report.paired(a, [cell("sp", 7, 0.5)]) is None
-    one = report.paired(a[:1], b[:1], paper=0.0)  # one seed: no interval, so no verdict
+    assert rows.paired(a, b, paper=0.25)[7:] == ["+0.2500", "above"]  # the paper is judged against one run
+    assert rows.paired(a, b, paper=-0.3)[7:] == ["-0.3000", "below"]
+    assert rows.paired(a, b, paper=0.2)[7:] == ["+0.2000", "inside"]  # outside the mean's interval, inside one run's
+    assert rows.paired(a, [cell("sp", 7, 0.5)]) is None
+    one = rows.paired(a[:1], b[:1], paper=0.0)  # one seed: no interval, so no verdict
     assert one[3:] == ["+0.0500", "1 / 0 / 0", "-", "-", "+0.0000", "-"]
 
 
@@ -174,3 +174,83 @@ def test_t_interval_against_the_t_distribution_by_hand():
         2.5 - 3.182446 * (5 / 3) ** 0.5 * 1.25**0.5, abs=1e-5
     )
     assert t_interval([0.3]) is None
+
+
+def test_table6_controls_are_cells_of_their_own_kind():
+    import argparse
+
+    args = argparse.Namespace(
+        budget="long",
+        facade="hpo",
+        seeds=[3],
+        parts=["table6", "sizes", "steps"],
+        datasets=["Cora"],
+        methods=["sfgnn-nojs", "sfgnn"],
+        alphas=[1.0, 0.9],
+        sizes=["paper-independent"],
+        local_steps=[5],
+    )
+    cells = {name: (config, meta) for name, config, meta in grid.grid(args)}
+    base = "tuned-Cora-label-a0.9-sfgnn-long-hpo-s3"
+    sizes = "tuned-Cora-label-a0.9-paper-independent-sfgnn-long-hpo-s3"
+    steps = "tuned-Cora-label-a1.0-steps5-sfgnn-long-hpo-s3"
+    assert {base, sizes, steps} <= set(cells)
+    assert "tuned-Cora-label-a1.0-paper-independent-sfgnn-long-hpo-s3" not in cells  # at alpha 1 the same split
+    # Table 6's cells keep the configuration they were stored with; each control changes one key
+    assert "asfgnn.sizes" not in cells[base][0] and "asfgnn.local-epochs" not in cells[base][0]
+    assert {k: v for k, v in cells[sizes][0].items() if cells[base][0].get(k) != v} == {
+        "asfgnn.sizes": "paper-independent"
+    }
+    assert cells[steps][0]["asfgnn.local-epochs"] == 5 and cells[steps][0]["asfgnn.alpha"] == 1.0
+    assert (cells[base][1]["kind"], cells[sizes][1]["kind"], cells[steps][1]["kind"]) == ("tuned", "sizes", "steps")
+    assert cells[sizes][1]["sizes"] == "paper-independent" and cells[steps][1]["local_steps"] == 5
+    from flowergraph.settings import parse_run_config
+
+    for config, _ in cells.values():  # every cell's configuration is a valid run
+        parse_run_config({**config, "data-dir": "."})
+
+
+def test_cells_of_code_that_computes_the_same_count_as_current(monkeypatch):
+    store = grid.store()
+    now = store.code["sources"]
+    older = {"code": {"sources": "0123456789abcdef", "commit": "abc"}}
+    assert store.current({"code": {"sources": now}}) and not store.current(older)
+    assert store.flag(older) == " (older code: abc)"
+    monkeypatch.setitem(grid.SAME_AS, now, {"0123456789abcdef": "checked"})
+    assert store.current(older) and store.flag(older) == ""
+    monkeypatch.setitem(grid.SAME_AS, "another-code", {"fedcba9876543210": "checked"})
+    assert not store.current({"code": {"sources": "fedcba9876543210"}})  # another code's list does not apply
+
+
+def test_table6_controls_are_paired_with_table6s_cells_of_the_same_seed():
+    import asfgnn_table6 as t6
+
+    def row(kind, method, seed, test, alpha=0.9, **extra):
+        meta = {"kind": kind, "dataset": "Cora", "setting": "label", "alpha": alpha, "method": method}
+        return {**meta, "budget": "long", "seed": seed, "test": test, **extra}
+
+    rows = [row("tuned", m, s, t) for m, s, t in (("sfgnn", 0, 0.80), ("sfgnn", 1, 0.78), ("sfgnn-nojs", 0, 0.79))]
+    rows += [row("tuned", "sfgnn-nojs", 1, 0.77), row("tuned", "sfgnn", 2, 0.70)]  # seed 2: no control to pair with
+    sizes = {"sizes": "paper-independent"}
+    rows += [row("sizes", "sfgnn", 0, 0.82, **sizes), row("sizes", "sfgnn", 1, 0.79, **sizes)]
+    rows += [row("sizes", "sfgnn-nojs", 0, 0.80, **sizes), row("sizes", "sfgnn-nojs", 1, 0.80, **sizes)]
+    rows += [row("steps", "sfgnn", 0, 0.85, local_steps=5)]
+
+    def of(kind, **match):
+        return [r for r in rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
+
+    text = "\n".join(t6.controls(of, "long"))
+    # the paper's sizes against ours, SFGNN: seeds 0 and 1 only, +0.02 and +0.01
+    assert (
+        "| 0.9 | paper-independent | SFGNN (JS mixing) | 2 (0, 1) | 0.8050 ± 0.0212 | 0.7900 ± 0.0141 "
+        "| +0.0150 ± 0.0071" in text
+    )
+    assert "| 0.8494 |" in text and "| 0.8226 |" in text  # the paper's numbers with and without JS
+    # JS against no JS with the paper's sizes: +0.02 and -0.01; the paper's improvement +0.0268
+    assert (
+        "| 0.9 | paper-independent | 2 (0, 1) | 0.8050 ± 0.0212 | 0.8000 ± 0.0000 | +0.0050 ± 0.0212 | 1 / 0 / 1"
+        in text
+    )
+    assert "| +0.0268 |" in text
+    assert "| 0.9 | 5 | SFGNN (JS mixing) | 1 (0) | 0.8500 | 0.8000 | +0.0500 | 1 / 0 / 0 |" in text
+    assert t6.controls(lambda kind, **match: [], "long") == []

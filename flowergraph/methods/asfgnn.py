@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 VARIANTS = ("sfgnn", "fl", "sp")
 SHARE = {"sfgnn": "fgnn", "fl": "all", "sp": "none"}
 SETTINGS = ("label", "graph", "disjoint")
+SIZES = ("disjoint", "paper", "paper-independent")
 SEARCHES = ("none", "smac", "grid", "random")
 SMAC_FACADES = ("hpo", "blackbox")
 GRID_ORDERS = ("shuffled", "ordered")
@@ -94,6 +95,15 @@ OPTIONS = (
         "Label split: the fraction of its home classes' nodes each client holds (1: disjoint "
         "classes; 0.5: the same mix).",
         check=within(0.0, 1.0),
+    ),
+    _opt(
+        "sizes",
+        "disjoint",
+        "Label split at alpha < 1: `disjoint` (ours: each node in one client; A holds alpha of part 1 and "
+        "1 - alpha of part 2) or the paper's sizes read literally (A: alpha N1 + (1 - alpha) N1 nodes, B: "
+        "(1 - alpha) N2 + alpha N2), which overlap: `paper` (only the nodes the sizes force into both clients) "
+        "or `paper-independent` (each client's draw independent of the other's). Not for `asfgnn-cm`.",
+        SIZES,
     ),
     _opt("split-seed", 0, "Seed of the alpha split's node draw (the training seed is `seed`).", check=at_least(0)),
     _opt("degree-threshold", 3, "Graph split: the degree separating the two clients' nodes.", check=at_least(0)),
@@ -192,6 +202,7 @@ def split_spec(s: "RunSettings") -> "SplitSpec":
         num_clients=num_owners(s),
         data_dir=s.data_dir or "",
         degree_threshold=int(o.degree_threshold),
+        sizes=o.sizes,
     )
 
 
@@ -247,6 +258,16 @@ def _check(s: "RunSettings") -> None:
         raise ConfigError(
             f"asfgnn.alpha={o.alpha!r} applies to asfgnn.setting='label' only; setting "
             f"{o.setting!r} needs asfgnn.alpha=1.0"
+        )
+    if o.sizes != "disjoint" and o.setting != "label":
+        raise ConfigError(
+            f"asfgnn.sizes={o.sizes!r} applies to asfgnn.setting='label' only; setting {o.setting!r} needs "
+            f"asfgnn.sizes='disjoint'"
+        )
+    if o.sizes != "disjoint" and is_cm(s):
+        raise ConfigError(
+            f"asfgnn.sizes={o.sizes!r}: {CM} needs each node in one owner's graph (its accuracy counts every node "
+            f"for its owner); valid with {CM}: asfgnn.sizes='disjoint'"
         )
     if num_owners(s) < 2:
         raise ConfigError(f"ASFGNN's splits have at least 2 data owners, got num-clients={num_owners(s)}")
@@ -321,6 +342,7 @@ def _cached(spec: "SplitSpec", client: int, union: bool, path: str, stamp: tuple
             data_dir=spec.data_dir or None,
             split=spec.split,
             degree_threshold=spec.degree_threshold,
+            sizes=spec.sizes,
         )
     if path:
         return load_asfgnn_partition(path, spec, client)
@@ -372,6 +394,7 @@ def _preflight(s: "RunSettings") -> dict[str, Any]:
         }
     clients = [asfgnn_data(s, k) for k in range(int(s.num_clients))]
     alpha = f", alpha {o.alpha}" if o.setting == "label" else ""
+    alpha += f", the paper's sizes ({o.sizes})" if o.sizes != "disjoint" else ""
     return {
         "summary": f"{s.dataset}, {o.setting} split{alpha}: client nodes "
         f"{', '.join(str(c.num_nodes) for c in clients)}",

@@ -48,7 +48,8 @@ Deviations and choices (where the paper is silent or cannot be followed literall
     (1 - alpha) 1412 + alpha 1296 > 1296 nodes). We split each part between the two clients instead: A gets
     alpha of part 1 and 1 - alpha of part 2, B the rest, so the clients are disjoint and cover the graph; at
     alpha = 1 this is the paper's split exactly. The draw is stratified by class and split role (see
-    :mod:`.data`).
+    :mod:`.data`). The paper's sizes themselves, overlapping, are ``sizes="paper"`` (the least overlap they
+    force) and ``"paper-independent"`` (independent draws), ``asfgnn.sizes`` (Table 6's control).
 11. **CiteSeer parts**: {AI, ML, IR} vs {DB, Agents, HCI}, the only 3 + 3 cut with the paper's 1,507 / 1,805
     nodes; PyG's 15 CiteSeer placeholder nodes (no features, no label) belong to no client. The induced
     subgraphs have 1,977 and 1,928 undirected edges where Table 2 lists 2,024 and 2,005 (Cora's 2,657 / 1,961

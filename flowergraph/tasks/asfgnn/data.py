@@ -19,6 +19,28 @@ Settings
     unlabelled) a seeded permutation is cut at ``round(alpha * n)``, so each client's label distribution and its
     share of the public training labels follow alpha exactly up to rounding, and the permutation does not
     depend on alpha (raising alpha only moves nodes to their home client).
+
+    ``sizes`` says how many nodes each client draws (ours vs the paper read literally):
+
+    * ``disjoint`` (ours, the default): every node is held by exactly one client, as above. At alpha = 0.9 on
+      Cora: A = 1,270 + 130 = 1,400 nodes (part 1 + part 2), B = 142 + 1,166 = 1,308.
+    * ``paper``: the paper's own sizes (section 5.1.2): "client A is made up of alpha N1 samples from the first
+      part and (1 - alpha) N1 samples from the second part", client B of (1 - alpha) N2 and alpha N2 (N1, N2:
+      the part sizes, Table 2), so A holds N1 nodes and B N2 at every alpha. At alpha = 0.9 on Cora: A = 1,271
+      + 141 = 1,412, B = 130 + 1,166 = 1,296. Part 2 is then asked for 141 + 1,166 = 1,307 of its 1,296 nodes,
+      so at least 11 part-2 nodes are in both clients, and part 1 for 1,271 + 130 = 1,401 of its 1,412, so 11
+      part-1 nodes are in neither. The paper does not say how the draws overlap beyond that; ``paper`` draws
+      them with that least overlap: in every (class, role) stratum the home client takes the start of the
+      stratum's permutation (as ``disjoint``) and the away client its end, so they share nodes only where the
+      counts force it.
+    * ``paper-independent``: the paper's sizes with each client's draw from a part independent of the other's
+      (the away client's nodes come from a second permutation), so they share about N_home x N_away / N_part
+      nodes of each part by chance (Cora at 0.9: ~117 of part 1 and ~127 of part 2 expected; split-seed 0 draws
+      111 and 128).
+
+    In both ``paper`` readings the part totals are exact (``round(alpha * N1)`` etc.), apportioned over the
+    part's (class, role) strata by largest remainder, so each client's label distribution and split roles
+    follow its fractions as in ``disjoint``. At alpha = 1 all three are the same split.
 ``graph`` (two clients, Table 5)
     Non-IID labels and structure: client A holds the part-1 nodes of degree <= ``degree_threshold`` (3 in the
     paper, "Co5"), client B the part-2 nodes of degree > threshold ("Co6"); degrees are counted in the global
@@ -66,6 +88,7 @@ from ..splits import MaskedNodes
 from .divergence import label_counts
 
 SETTINGS = ("label", "graph", "disjoint")
+SIZES = ("disjoint", "paper", "paper-independent")  # see the module docstring
 SUPPORTED_DATASETS = ("Cora", "CiteSeer")
 
 # Class sizes of the original datasets (all distinct, so they identify PyG's class indices).
@@ -322,6 +345,86 @@ def client_assignment(
     return owner
 
 
+def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
+    """``total`` split over strata of ``sizes`` nodes in proportion to their sizes (largest remainder; ties to
+    the lower stratum): exact sum, and no stratum gets more than its size when ``total <= sizes.sum()``."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.sum() == 0:
+        return np.zeros_like(sizes)
+    quota = total * sizes / sizes.sum()
+    counts = np.floor(quota).astype(np.int64)
+    order = sorted(range(sizes.size), key=lambda i: (-(quota[i] - counts[i]), i))
+    for i in order[: int(total - counts.sum())]:
+        counts[i] += 1
+    return counts
+
+
+@functools.lru_cache(maxsize=32)
+def client_members(
+    dataset: str,
+    setting: str = "label",
+    alpha: float = 1.0,
+    seed: int = 0,
+    num_clients: int = 2,
+    data_dir: str | None = None,
+    split: str = "public",
+    degree_threshold: int = 3,
+    sizes: str = "disjoint",
+) -> np.ndarray:
+    """``member[k, v]``: whether client k holds global node v (read-only bool array, ``[num_clients, n]``).
+    ``sizes="disjoint"``: :func:`client_assignment`'s owners (each node in at most one client); ``paper`` and
+    ``paper-independent``: the paper's client sizes at alpha (the module docstring), where a node may be in
+    both clients."""
+    if sizes not in SIZES:
+        raise ConfigError(f"sizes {sizes!r} is unknown; valid choices: {', '.join(SIZES)}")
+    name = _canonical_dataset(dataset)
+    owner = client_assignment(name, setting, alpha, seed, num_clients, data_dir, split, degree_threshold)
+    if sizes == "disjoint":
+        member = np.stack([owner == k for k in range(int(num_clients))])
+        member.setflags(write=False)
+        return member
+    if setting != "label":
+        raise ConfigError(f"sizes {sizes!r} applies to the 'label' setting only; setting {setting!r} needs 'disjoint'")
+    a = float(alpha)
+    data = load_graph(name, data_dir, split, seed)
+    y, role = data.y.numpy(), _roles(data)
+    real = owner >= 0  # every real node has an owner in the label split
+    parts = paper_parts(name, data)
+    totals = [int(np.isin(y[real], part).sum()) for part in parts]  # N1, N2 (Table 2)
+    member = np.zeros((2, int(data.num_nodes)), dtype=bool)
+    for home, part in enumerate(parts):
+        away = 1 - home
+        strata = [np.flatnonzero(real & (y == c) & (role == r)) for c in part for r in range(len(ROLES))]
+        keys = [(c, r) for c in part for r in range(len(ROLES))]
+        n = np.array([s.size for s in strata])
+        size = n.sum()
+        want_home = math.floor(a * totals[home] + 0.5)  # alpha N_home samples of the home part
+        want_away = math.floor((1.0 - a) * totals[away] + 0.5)  # (1 - alpha) N_away samples of it
+        if want_away > size:
+            raise ConfigError(
+                f"sizes {sizes!r}: at alpha {alpha!r} client {away} asks part {home + 1} for {want_away} nodes, "
+                f"which holds {size}; the paper's sizes need alpha >= {1 - size / totals[away]:.3f} here"
+            )
+        h = _apportion(want_home, n)
+        if sizes == "paper":  # the least overlap: shared (or unused) nodes apportioned like the draws
+            extra = want_home + want_away - size
+            w = n - h + np.sign(extra) * _apportion(abs(extra), n)
+            if np.any(w < 0) or np.any(w > n):
+                raise ConfigError(f"sizes {sizes!r}: alpha {alpha!r} leaves a stratum without room for the draws")
+        else:
+            w = _apportion(want_away, n)
+        for (c, r), nodes, k_home, k_away in zip(keys, strata, h, w):
+            perm = np.random.default_rng(np.random.SeedSequence([int(seed), 0xA5F6, int(c), r])).permutation(nodes)
+            member[home, perm[:k_home]] = True
+            if sizes == "paper":
+                member[away, perm[perm.size - k_away :]] = True
+            else:
+                other = np.random.default_rng(np.random.SeedSequence([int(seed), 0xA5F6, int(c), r, 1]))
+                member[away, other.permutation(nodes)[:k_away]] = True
+    member.setflags(write=False)
+    return member
+
+
 def _induced(
     data,
     nodes: np.ndarray,
@@ -364,9 +467,10 @@ def client_data(
     data_dir: str | None = None,
     split: str = "public",
     degree_threshold: int = 3,
+    sizes: str = "disjoint",
 ) -> ClientData:
     """Client ``client``'s induced subgraph in ``setting`` (see the module docstring). Deterministic."""
-    owner = client_assignment(
+    member = client_members(
         _canonical_dataset(dataset),
         setting,
         float(alpha),
@@ -375,11 +479,12 @@ def client_data(
         data_dir,
         split,
         int(degree_threshold),
+        sizes,
     )
     if isinstance(client, bool) or not isinstance(client, (int, np.integer)) or not 0 <= client < num_clients:
         raise ConfigError(f"client {client!r} is out of range; valid choices: 0..{int(num_clients) - 1}")
     data = load_graph(dataset, data_dir, split, seed)
-    nodes = np.flatnonzero(owner == int(client))
+    nodes = np.flatnonzero(member[int(client)])
     if nodes.size == 0:
         raise ConfigError(f"client {client} holds no nodes in setting {setting!r} (alpha={alpha})")
     return _induced(
@@ -402,6 +507,7 @@ def all_clients(
     data_dir: str | None = None,
     split: str = "public",
     degree_threshold: int = 3,
+    sizes: str = "disjoint",
 ) -> list[ClientData]:
     """:func:`client_data` for every client, in client order."""
     return [
@@ -415,6 +521,7 @@ def all_clients(
             data_dir=data_dir,
             split=split,
             degree_threshold=degree_threshold,
+            sizes=sizes,
         )
         for c in range(int(num_clients))
     ]
@@ -430,10 +537,17 @@ def centralized_data(
     data_dir: str | None = None,
     split: str = "public",
     degree_threshold: int = 3,
+    sizes: str = "disjoint",
 ) -> ClientData:
     """The CM baseline's data: the induced subgraph of the union of all clients' nodes (so edges between
     clients are kept), with ``owner`` telling which client each node came from (for per-client metrics).
-    ``client`` is -1."""
+    ``client`` is -1. Only for ``sizes="disjoint"``: with the paper's overlapping sizes a node may have two
+    owners."""
+    if sizes != "disjoint":
+        raise ConfigError(
+            f"sizes {sizes!r}: the centralized baseline needs each node in one client (its per-client accuracy "
+            f"counts every node for its owner); valid: 'disjoint'"
+        )
     owner = client_assignment(
         _canonical_dataset(dataset),
         setting,

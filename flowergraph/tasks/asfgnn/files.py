@@ -5,7 +5,7 @@ a SuperNode reads only its own file (node config ``partition-file``) and never t
 The files are ordinary partition files (``python -m flowergraph.partition show`` reads them) with an empty set
 of cross-client edges (an ASFGNN client holds the induced subgraph of its nodes only; the paper's clients know
 nothing of each other's graphs) and the split in the header's ``partition``: ``{"partitioner": "asfgnn",
-"setting", "alpha", "split_seed", "degree_threshold", "split"}``; a node refuses a file exported for another
+"setting", "alpha", "split_seed", "degree_threshold", "split", "sizes"}``; a node refuses a file exported for another
 split. Written by :func:`export_asfgnn_partitions` (``python -m flowergraph.partition export --set
 method=asfgnn --set asfgnn.setting=... --num-clients 2 --dataset Cora --out DIR``).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .data import ClientData, _canonical_dataset, client_assignment, client_data, load_graph
+from .data import ClientData, _canonical_dataset, client_data, client_members, load_graph
 
 PARTITIONER = "asfgnn"
 
@@ -36,9 +36,11 @@ class SplitSpec:
     data_dir: str = ""
     split: str = "public"
     degree_threshold: int = 3
+    sizes: str = "disjoint"
 
     def partition(self) -> dict[str, Any]:
-        """The ``partition`` header of its files."""
+        """The ``partition`` header of its files (a file exported before ``sizes`` existed lacks it and is
+        refused: export it again)."""
         return {
             "partitioner": PARTITIONER,
             "setting": self.setting,
@@ -46,6 +48,7 @@ class SplitSpec:
             "split_seed": int(self.split_seed),
             "degree_threshold": int(self.degree_threshold),
             "split": self.split,
+            "sizes": self.sizes,
         }
 
     def client(self, client: int) -> ClientData:
@@ -59,6 +62,7 @@ class SplitSpec:
             data_dir=self.data_dir or None,
             split=self.split,
             degree_threshold=self.degree_threshold,
+            sizes=self.sizes,
         )
 
 
@@ -90,7 +94,7 @@ def export_asfgnn_partitions(spec: SplitSpec, out_dir: str | os.PathLike, *, for
     out = Path(out_dir).expanduser()
     check_export_folder(out, force)
     name = _canonical_dataset(spec.dataset)
-    client_assignment(
+    client_members(
         name,
         spec.setting,
         float(spec.alpha),
@@ -99,6 +103,7 @@ def export_asfgnn_partitions(spec: SplitSpec, out_dir: str | os.PathLike, *, for
         spec.data_dir or None,
         spec.split,
         int(spec.degree_threshold),
+        spec.sizes,
     )  # ConfigError for bad input
     graph = load_graph(name, spec.data_dir or None, spec.split, spec.split_seed)
     header = {
