@@ -313,26 +313,3 @@ class TreeMemorySampler:
     @property
     def peak_mb(self) -> float:
         return self.peak / 2**20
-
-
-# The cell store (code state, run folders, the environment a cell records, CellStore) is benchmarks/cell_store.py;
-# its names are still answered here for the scripts that import them from common (FedGraph's and ASFGNN's).
-_CELL_STORE = (
-    "CellStore",
-    "RUN_CODE",
-    "_sources_hash",
-    "cell_cpu",
-    "code_state",
-    "environment",
-    "prepare_run_dir",
-    "remove_run_folder",
-    "run_dir_current",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _CELL_STORE:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__package__}.cell_store" if __package__ else "cell_store"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ their meaning: the first 20 of each class in node order train, 500 validation an
 ``per-class`` (20 at random, flowergraph's first choice). Cells of the ``per-class`` split keep their old names,
 the others end in ``-<split>``; each split gets its own tables.
 
-Cells (each kept in ``benchmarks/cells/flagcns/<cell>.json`` with its settings and code state, ``common.CellStore``;
+Cells (each kept in ``benchmarks/cells/flagcns/<cell>.json`` with its settings and code state, ``cell_store.CellStore``;
 a finished cell is skipped, a stopped search resumes from its last checkpoint under ``--work``):
 
 * ``search`` (dataset, variant, budget, seed): an FL-AGCNS run (``method=flagcns``) through flowergraph's real
