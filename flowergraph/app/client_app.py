@@ -38,7 +38,7 @@ from flwr.app import Context  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 
 from .message_client import face_mod  # noqa: E402  (one ClientApp serves both faces)
-from .node_client import client_fn  # noqa: E402
+from .node_client import client_fn, tidy_mod  # noqa: E402
 
 
 def privacy_mod(msg, context: Context, call_next):
@@ -60,19 +60,6 @@ def node_mod(msg, context: Context, call_next):
     return worker.run_message(
         msg, context, "flowergraph.app.client_app:local_app", call_next, label="flowergraph", module_t0=_MODULE_T0
     )
-
-
-def tidy_mod(msg, context: Context, call_next):
-    """After the message: PyG's generated layer modules leave the temp directory (they stay loaded)."""
-    try:
-        return call_next(msg, context)
-    finally:
-        import sys
-
-        if "torch_geometric" in sys.modules:
-            from ..tasks.compute import remove_generated_sources
-
-            remove_generated_sources()
 
 
 # what runs a message (here or in the worker)

@@ -33,6 +33,7 @@ from flwr.app import ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from . import message_records as rec
+from .node_client import tidy_mod
 
 _MODULE_T0 = time.time()  # when this module was imported (message timing, flowergraph.app.timing)
 
@@ -164,12 +165,6 @@ def is_message_face(msg: Message) -> bool:
     return False
 
 
-def _tidy_mod(msg: Message, context: Context, call_next: Callable[[Message, Context], Message]) -> Message:
-    from .client_app import tidy_mod
-
-    return tidy_mod(msg, context, call_next)
-
-
 def _local_app(mods: list[Callable] | None = None) -> ClientApp:
     """flowergraph's handlers answering here, in this process."""
     app = ClientApp(mods=list(mods or []))
@@ -178,7 +173,7 @@ def _local_app(mods: list[Callable] | None = None) -> ClientApp:
     return register_queries(app, _query)
 
 
-local_app = _local_app([_tidy_mod])  # what a node's worker runs for a Message-API ClientApp's handlers
+local_app = _local_app([tidy_mod])  # what a node's worker runs for a Message-API ClientApp's handlers
 _APP: ClientApp | None = None
 
 

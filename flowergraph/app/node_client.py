@@ -256,3 +256,16 @@ def client_fn(context: Context):
     except FlowergraphError as exc:  # bad input: the strategy fails the run with this message
         raise ConfigError(f"{CONFIG_ERROR_MARKER} {exc}") from exc
     return client.to_client()
+
+
+def tidy_mod(msg, context: Context, call_next):
+    """After the message: PyG's generated layer modules leave the temp directory (they stay loaded)."""
+    try:
+        return call_next(msg, context)
+    finally:
+        import sys
+
+        if "torch_geometric" in sys.modules:
+            from ..tasks.compute import remove_generated_sources
+
+            remove_generated_sources()
