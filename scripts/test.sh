@@ -9,7 +9,7 @@
 # missing datasets a failure. `python -m flowergraph.data check DIR` lists what a data folder lacks.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-WORKERS="${FLOWERGRAPH_TEST_WORKERS:-2}"
+WORKERS="${FLOWERGRAPH_TEST_WORKERS:-3}"
 if ! [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
   echo "FLOWERGRAPH_TEST_WORKERS=$WORKERS: must be a whole number of workers (0: no workers, run in this process)" >&2
   exit 2
