@@ -37,13 +37,12 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .worker import _alive, _recv, _same_user, _send, code_root, workers_dir
+from .worker import _alive, _recv, _same_user, _send, code_root, connect_or_start, spawn_detached, workers_dir
 
 IDLE_ENV = "FLOWERGRAPH_FORK_SERVER_IDLE"
 DEFAULT_IDLE_S = 300.0
@@ -96,38 +95,14 @@ def _connect(where: str) -> socket.socket | None:
         return None
 
 
-def _start(key: str) -> None:
-    out = workers_dir() / f"fork-{key}.log"
-    with open(out, "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "flowergraph.app.forkserver", "serve", "--key", key, "--parent", str(os.getppid())],
-            env=dict(os.environ),
-            cwd=os.getcwd(),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
-
-
 def connect(key: str) -> socket.socket:
     """A connection to the fork server ``key``, starting it if there is none."""
-    import fcntl
 
-    where = _address(key)
-    sock = _connect(where)
-    if sock is not None:
-        return sock
-    with open(workers_dir() / f"fork-{key}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter per key
-        sock = _connect(where)
-        if sock is None:
-            _start(key)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while sock is None and time.monotonic() < deadline:
-                time.sleep(0.02)
-                sock = _connect(where)
+    def start() -> None:
+        args = ["serve", "--key", key, "--parent", str(os.getppid())]
+        spawn_detached("flowergraph.app.forkserver", args, workers_dir() / f"fork-{key}.log")
+
+    sock = connect_or_start(_address(key), workers_dir() / f"fork-{key}.lock", _connect, start, START_TIMEOUT_S)
     if sock is None:
         raise NoForkServer(f"the fork server did not start within {START_TIMEOUT_S:.0f} s (log: fork-{key}.log)")
     return sock

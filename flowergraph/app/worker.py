@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ENV = "FLOWERGRAPH_NODE_WORKER"
 IDLE_ENV = "FLOWERGRAPH_NODE_WORKER_IDLE"
@@ -160,45 +160,64 @@ def _connect(where: str) -> socket.socket | None:
         raise
 
 
-def _start(key: str) -> None:
-    """Start the worker for ``key`` (detached: its own session, not a child Flower waits for)."""
-    out = workers_dir() / f"{key}.log"
-    env = dict(os.environ)
-    root = str(code_root())
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    with open(out, "ab") as log:
+def spawn_detached(module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    """Start ``python -m module args`` detached (its own session, not a child Flower waits for), its output
+    appended to ``log``."""
+    with open(log, "ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "flowergraph.app.worker", "serve", "--parent", str(os.getppid()), "--key", key],
-            env=env,
+            [sys.executable, "-m", module, *args],
+            env=dict(os.environ) if env is None else env,
             cwd=os.getcwd(),
             stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
         )
 
 
-def connect(node_id: int) -> socket.socket:
-    """A connection to this node's worker (for this app's code), starting the worker if there is none."""
+def connect_or_start(
+    where: str, lock: Path, connect: Callable[[str], Any], start: Callable[[], None], timeout: float = START_TIMEOUT_S
+) -> Any:
+    """``connect(where)``; when nothing listens there, ``start()`` it (one starter at a time: ``lock`` is held
+    meanwhile) and connect again for up to ``timeout`` s. None if nothing answered."""
     import fcntl
 
-    key = worker_key(node_id)
-    where = address(key)
-    sock = _connect(where)
+    sock = connect(where)
     if sock is not None:
         return sock
-    with open(workers_dir() / f"{key}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter per key
-        sock = _connect(where)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        sock = connect(where)
         if sock is None:
-            if not where.startswith("\0"):
-                Path(where).unlink(missing_ok=True)  # the socket file of a worker that was killed
-            _start(key)
-            deadline = time.monotonic() + START_TIMEOUT_S
+            start()
+            deadline = time.monotonic() + timeout
             while sock is None and time.monotonic() < deadline:
                 time.sleep(0.02)
-                sock = _connect(where)
+                sock = connect(where)
+    return sock
+
+
+def _start(key: str, where: str) -> None:
+    """Start the worker for ``key``, listening at ``where``."""
+    if not where.startswith("\0"):
+        Path(where).unlink(missing_ok=True)  # the socket file of a worker that was killed
+    env = dict(os.environ)
+    root = str(code_root())
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    spawn_detached(
+        "flowergraph.app.worker",
+        ["serve", "--parent", str(os.getppid()), "--key", key],
+        workers_dir() / f"{key}.log",
+        env,
+    )
+
+
+def connect(node_id: int) -> socket.socket:
+    """A connection to this node's worker (for this app's code), starting the worker if there is none."""
+    key = worker_key(node_id)
+    where = address(key)
+    sock = connect_or_start(where, workers_dir() / f"{key}.lock", _connect, lambda: _start(key, where))
     if sock is None:
         raise NoWorker(
             f"the node's worker did not start within {START_TIMEOUT_S:.0f} s (log: {workers_dir() / (key + '.log')})"
