@@ -169,6 +169,11 @@ def cross_fraction(graphs) -> float:
     return cross / max(1, cross + sum(int(g.edge_index.shape[1]) for g in graphs))
 
 
+def _microseconds(seconds: float | None) -> float | None:
+    """A measured time (s) to the microsecond, or None where the round has none."""
+    return None if seconds is None else round(float(seconds), 6)
+
+
 def run_cell(
     work: Path,
     dataset: str,
@@ -201,15 +206,16 @@ def run_cell(
         run_inprocess(full)
     rounds = [r for r in read_run(out)["rounds"] if r["round"] >= 1]
     # per round: round, the run's clock (s), accuracy, episode, the largest client work (GMAC) and the slowest
-    # client's local training time (s) of the round
+    # client's local training time (s) of the round; the two measured times are kept to the microsecond (their
+    # further digits are timer noise and were most of the packed archive's bytes)
     curve = [
         [
             r["round"],
-            float(r.get("elapsed_s") or 0.0),
+            _microseconds(r.get("elapsed_s") or 0.0),
             r.get("accuracy"),
             (r.get("fedgraph") or {}).get("episode", 1),
             (r.get("fedgraph") or {}).get("max_gmacs"),
-            (r.get("fedgraph") or {}).get("slowest_client_s"),
+            _microseconds((r.get("fedgraph") or {}).get("slowest_client_s")),
         ]
         for r in rounds
     ]
