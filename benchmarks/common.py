@@ -59,13 +59,15 @@ def save_figure(fig, name: str) -> str:
     return name
 
 
-def mean_std(values: list[float]) -> str:
+def mean_std(values: list[float], digits: int = 4, missing: str = "n/a") -> str:
+    """ "mean ± sample std" of the values that are not None, to ``digits`` decimals; one value alone, or ``missing``
+    where there are none."""
     values = [v for v in values if v is not None]
     if not values:
-        return "n/a"
+        return missing
     if len(values) == 1:
-        return f"{values[0]:.4f}"
-    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def ahead_level_behind(diffs: Iterable[float], sep: str = " / ") -> str:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import interval_text, t_interval, table  # noqa: E402
+from common import interval_text, mean_std, t_interval, table  # noqa: E402
 
 TARGET = {"Cora": 0.85, "CiteSeer": 0.72}  # the issue's time-to-target accuracies
 LAST = 5  # a fixed run's accuracy: the mean over its last LAST rounds (one round's value moves by ~0.5 points)
@@ -32,12 +32,8 @@ def settled(row: dict) -> float:
 
 
 def ms(values: list[float], digits: int = 1) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+    """This report's mean ± std: one decimal unless told, "-" where there is no value."""
+    return mean_std(values, digits, missing="-")
 
 
 def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], str, str, str]:
