@@ -23,6 +23,7 @@ from common import (  # noqa: E402
 from flagcns_controls import controls, fmt, genes, output, paper_cell  # noqa: E402
 from flagcns_grid import (  # noqa: E402
     ACCEPTANCE,
+    BUDGETS,
     COLLAPSE,
     DATASETS,
     FINALISTS,
@@ -417,6 +418,8 @@ def speed_and_stale(rows: list[dict]) -> str:
 def plot(rows: list[dict], budget: str) -> str | None:
     plt = pyplot()
 
+    if BUDGETS[budget].get("flagcns.fitness", "fll") == "accuracy":
+        return None  # ranked by accuracy (code2021): its first member's FLL is no fitness curve (as FITNESS_VARIANTS)
     searches = [
         r
         for r in rows
