@@ -141,3 +141,21 @@ def test_structure_fc_control_runs_shared_fc_and_its_table_compares_by_seed():
     shared_row = [r for r in text.splitlines() if "one shared by the five options" in r][0]
     assert "50.0 ± 14.1" in shared_row and "s0: relu 40.0, s1: relu 60.0" in shared_row
     assert "the public split is the same on every seed" in text
+
+
+def test_the_fitness_figure_is_drawn_only_for_budgets_ranked_by_fll(monkeypatch):
+    """A search's curve is the FLL of the member its fitness ranks first: a fitness curve for the FLL-ranked budgets,
+    none for code2021's accuracy ranking, whose figure would show the FLL of the most accurate member as "best
+    fitness"."""
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, name: drawn.append(name) or name)
+
+    def search(budget: str) -> dict:
+        return {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": 0, "split": "public", "budget": budget,
+                "curve": [[1, 1.4], [2, 1.2]]}  # fmt: skip
+
+    assert grid.BUDGETS["code2021"]["flagcns.fitness"] == "accuracy"
+    assert report.plot([search("code2021")], "code2021") is None
+    assert "flagcns.fitness" not in grid.BUDGETS["paper-exact"]  # the default: FLL
+    assert report.plot([search("paper-exact")], "paper-exact") == "flagcns_fitness_paper-exact.png"
+    assert drawn == ["flagcns_fitness_paper-exact.png"]
