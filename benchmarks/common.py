@@ -205,13 +205,25 @@ def write_result(
     return out
 
 
+def _configure_worker() -> None:
+    """A spawned cell worker's torch, set as every benchmark sets its own process (one thread, denormals flushed:
+    ``flowergraph.tasks.compute.configure_torch``). A spawned process starts with torch's defaults (a thread per
+    core, no flush), so a cell that trains without Flower's in-process runner (which configures torch itself) ran
+    there with two threads per worker on two cores and denormals unflushed: FL-AGCNS's FL-Random tried 114 codes in
+    a 1,725 s budget against 484 in 1,981 s in the benchmark's own process (2026-12-03)."""
+    from flowergraph.tasks.compute import configure_torch
+
+    configure_torch(1)
+
+
 def run_cells(fn: Callable[..., Any], jobs: list[tuple], workers: int = 1) -> Iterator[tuple[tuple, Any, str | None]]:
     """Compute ``fn(*args)`` for every ``args`` in ``jobs``: one after another in this process (``workers`` 1), else
     in ``workers`` spawned processes, one cell each at a time (``fn`` must then be a module-level function of the
     benchmark script). Yields ``(args, result, None)`` as each cell finishes, so the caller stores it at once, or
     ``(args, None, traceback)`` for a cell that raised: the other cells go on, and the caller reports the failures
     after writing its tables. A cell's own wall time is then measured beside ``workers - 1`` others, as two
-    benchmark processes side by side would measure it."""
+    benchmark processes side by side would measure it; each worker's torch is set as this process's
+    (:func:`_configure_worker`)."""
     if workers < 1:
         raise ValueError(f"workers={workers}: must be >= 1 (1 computes the cells in this process)")
     import traceback
@@ -226,7 +238,9 @@ def run_cells(fn: Callable[..., Any], jobs: list[tuple], workers: int = 1) -> It
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_configure_worker
+    ) as pool:
         futures = {pool.submit(fn, *args): args for args in jobs}
         for future in as_completed(futures):
             try:

@@ -24,6 +24,13 @@ def square(x: int) -> tuple[int, int]:
     return x * x, os.getpid()
 
 
+def worker_torch() -> tuple[int, bool]:
+    """The worker's torch threads, and whether a product below float32's smallest normal (1.18e-38) is flushed."""
+    import torch
+
+    return torch.get_num_threads(), (torch.tensor([1e-30]) * 1e-10).item() == 0.0
+
+
 def meet(folder: str, me: str, other: str) -> bool:
     """Writes ``me`` and waits for ``other``: True only if the other cell runs at the same time."""
     Path(folder, me).touch()
@@ -58,6 +65,17 @@ def test_workers_compute_cells_at_once_in_their_own_processes(tmp_path):
     assert results[(2,)][0][0] == 4 and results[(5,)][0][0] == 25
     assert os.getpid() not in {results[(2,)][0][1], results[(5,)][0][1]}  # in the workers, not here
     assert results[(3,)][0] is None and "RuntimeError: cell 3 is broken" in results[(3,)][1]
+
+
+def test_workers_train_with_one_thread_and_denormals_flushed(monkeypatch):
+    # a spawned process starts with torch's defaults (a thread per core, denormals kept); a cell that trains without
+    # Flower's in-process runner ran so beside another worker, oversubscribing the cores (FL-Random's codes per
+    # second fell 4x). The worker must set torch as the benchmark's own process does.
+    # (without the worker set-up this machine's workers report (2, False); a one-core machine would still catch the
+    # flush)
+    monkeypatch.delenv("FLOWERGRAPH_FLUSH_DENORMAL", raising=False)
+    [(_, got, error)] = list(run_cells(worker_torch, [()], workers=2))
+    assert error is None and got == (1, True)
 
 
 def test_a_bad_job_count_names_the_value(capsys):
