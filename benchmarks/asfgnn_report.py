@@ -84,23 +84,17 @@ def tables(rows: list[dict], budget: str) -> str:
     n = statistics.mode(groups.values()) if groups else None
     t3 = [d for d in ("Cora", "CiteSeer") if of("tuned", dataset=d, setting="label", alpha=1.0, budget=budget)]
     if t3:
-        body = []
+        body, t3_seeds = [], set()
         for d in t3:
             line = [d]
             for m in ("cm", "fl", "sp", "sfgnn"):
                 cells = of("tuned", dataset=d, setting="label", alpha=1.0, method=m, budget=budget)
+                t3_seeds.update(c["seed"] for c in cells)
                 line.append(f"{fmt([accuracy(c) for c in cells], n=n)}{mark(cells)} \\| {PAPER3[d][m]:.4f}")
             body.append(line)
         out += [
-            render(  # the seeds of this table's cells, not of every part's (Table 6 may have more)
-                "asfgnn/table3",
-                budget=budget,
-                seeds=sorted(
-                    {r["seed"] for d in t3 for r in of("tuned", dataset=d, setting="label", alpha=1.0, budget=budget)}
-                ),
-                n=n,
-            )
-            + "\n",
+            # the seeds of this table's cells, not of every part's (Table 6 may have more)
+            render("asfgnn/table3", budget=budget, seeds=sorted(t3_seeds), n=n) + "\n",
             table(["dataset"] + [f"{LABELS[m]} (ours \\| paper)" for m in ("cm", "fl", "sp", "sfgnn")], body),
         ]
         pairs, forest = [], []

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: set up, then pytest (unit tests, end-to-end Flower simulations and real deployments on
-# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process); CI prints how
+# 127.0.0.1) in FLOWERGRAPH_TEST_WORKERS pytest-xdist workers (default 3; 0 runs in this process); CI prints how
 # long each test took (docs/running.md, "Tests"). Each worker has its own temp folder and dataset cache.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not simulation and not deployment"` (the fast lane:
 # no federation through Flower's simulation engine, no deployment).

@@ -254,3 +254,28 @@ def test_table6_controls_are_paired_with_table6s_cells_of_the_same_seed():
     assert "| +0.0268 |" in text
     assert "| 0.9 | 5 | SFGNN (JS mixing) | 1 (0) | 0.8500 | 0.8000 | +0.0500 | 1 / 0 / 0 |" in text
     assert t6.controls(lambda kind, **match: [], "long") == []
+
+
+def test_table3_heading_names_the_seeds_of_its_own_cells(tmp_path, monkeypatch):
+    """Table 3's heading names the seeds of its four columns' cells, not those of Table 6's cells (another alpha, or
+    SFGNN without JS at alpha 1.0, which Table 3 does not show)."""
+    import asfgnn_report as report
+    import common
+
+    monkeypatch.setattr(common, "REPO", tmp_path)  # the report's figures go here, not to docs/results
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+
+    def tuned(method: str, seed: int, alpha: float = 1.0) -> dict:
+        trial = {"trial": 0, "best_val": 0.9, "test": 0.8, "owner_test": 0.8, "time_s": 1.0, "config": {}}
+        return {
+            "kind": "tuned", "dataset": "Cora", "setting": "label", "alpha": alpha, "method": method,
+            "budget": "long", "seed": seed, "test": 0.8, "best_val": 0.9, "best_trial": 0, "trials": [trial],
+        }  # fmt: skip
+
+    cells = [tuned(m, s) for m in ("cm", "fl", "sp", "sfgnn") for s in (0, 1, 2)]
+    cells += [tuned("sfgnn-nojs", 4), tuned("sfgnn", 3, alpha=0.9)]
+    text = report.tables(cells, "long")
+    assert "mean ± std over seeds [0, 1, 2] (n" in text
+    # an SFGNN cell of seed 3 at alpha 1.0 is Table 3's: the heading then names it
+    text = report.tables(cells + [tuned("sfgnn", 3)], "long")
+    assert "mean ± std over seeds [0, 1, 2, 3] (n" in text
