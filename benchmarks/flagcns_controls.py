@@ -16,6 +16,7 @@ from common import table  # noqa: E402
 from flagcns_grid import (  # noqa: E402
     ADAM_VARIANTS,
     COLLAPSE,
+    collapse_label,
     DATASETS,
     FINALIST_VARIANTS,
     FITNESS_VARIANTS,
@@ -227,7 +228,7 @@ def population(of, present: list[str]) -> list[str]:
                 "-" if r["spearman_fll"] is None else f"{r['spearman_fll']:+.2f}",
                 "-" if r["spearman_val_accuracy"] is None else f"{r['spearman_val_accuracy']:+.2f}",
                 f"{min(accs):.1f}-{max(accs):.1f}",
-                f"{sum(a < COLLAPSE for a in accs)}",
+                f"{sum(a < COLLAPSE[r['dataset']] for a in accs)}",
                 r["population_retrains"],
             ]
         )
@@ -241,7 +242,7 @@ def population(of, present: list[str]) -> list[str]:
                 "Spearman FLL vs FLACC",
                 "Spearman val acc vs FLACC",
                 "FLACC range %",
-                "members under 75%",
+                f"members under the collapse line ({collapse_label()})",
                 "retrainings each",
             ],
             body,

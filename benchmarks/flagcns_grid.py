@@ -121,9 +121,18 @@ PAPER3 = {
     },
 }
 # Issue 72's acceptance targets for FL-AGCNS's mean FLACC (%): within 1 point of the authors' published architectures
-# retrained here on Cora (80.1-80.5), and CiteSeer's; the collapse threshold (a chosen code retraining under it)
+# retrained here on Cora (80.1-80.5), and CiteSeer's; the collapse line per dataset (a chosen code retraining under it
+# counts as the relu-on-logits collapse): Cora's 75 is the issue's, 4.3 points under its target; CiteSeer's is ours,
+# its target less 5 points (every retraining of a chosen or published CiteSeer code is under the Cora line)
 ACCEPTANCE = {"Cora": 79.3, "CiteSeer": 65.1}
-COLLAPSE = 75.0
+COLLAPSE = {"Cora": 75.0, "CiteSeer": 60.0}
+
+
+def collapse_label() -> str:
+    """The collapse lines as a table heading names them: "Cora 75%, CiteSeer 60%"."""
+    return ", ".join(f"{d} {line:g}%" for d, line in COLLAPSE.items())
+
+
 PAPER5 = {
     "feo": (82.9, 0.105, 0.0339),
     "controller-eo": (71.6, 0.117, 0.0434),

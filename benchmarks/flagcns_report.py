@@ -25,6 +25,7 @@ from flagcns_grid import (  # noqa: E402
     ACCEPTANCE,
     BUDGETS,
     COLLAPSE,
+    collapse_label,
     DATASETS,
     FINALISTS,
     FINALIST_VARIANTS,
@@ -183,7 +184,8 @@ def acceptance(of, present: list[str]) -> str | None:
         both = [k for k in seeds if k in random_cells]
         ahead = sum(feo[k]["flacc"] >= random_cells[k]["flacc"] for k in both)
         retrains = [a for k in seeds for a in feo[k].get("retrains", [])]
-        low = [k for k in seeds if any(a < COLLAPSE for a in feo[k].get("retrains", []))]
+        line = COLLAPSE[d]
+        low = [k for k in seeds if any(a < line for a in feo[k].get("retrains", []))]
         pops = {c["seed"]: c for c in of("population", d)}
         rho = [pops[k]["spearman_fll"] for k in seeds if k in pops and pops[k].get("spearman_fll") is not None]
         rho_acc = [
@@ -201,7 +203,7 @@ def acceptance(of, present: list[str]) -> str | None:
                 "-" if target is None else f">= {target}: {'met' if mean >= target else 'not met'}",
                 paper_cell(PAPER3.get(d, {}).get("FL-AGCNS", (None,))[0], 1),
                 f"{ahead} of {len(both)}" if both else "-",
-                f"{sum(a < COLLAPSE for a in retrains)} of {len(retrains)}"
+                f"{sum(a < line for a in retrains)} of {len(retrains)}"
                 + (f" (seeds {', '.join(map(str, low))})" if low else ""),
                 ", ".join(f"s{feo[k]['seed']}: {output(feo[k])}" for k in seeds),
                 (fmt(rho, 2) + f" ({len(rho)} seed{'s' * (len(rho) > 1)})") if rho else "-",
@@ -222,7 +224,7 @@ def acceptance(of, present: list[str]) -> str | None:
                 "target",
                 "paper",
                 "FL-AGCNS >= FL-Random",
-                "retrainings < 75%",
+                f"retrainings under the collapse line ({collapse_label()})",
                 "output genes",
                 "Spearman FLL vs FLACC",
                 "Spearman SuperNet val acc vs FLACC",

@@ -159,3 +159,27 @@ def test_the_fitness_figure_is_drawn_only_for_budgets_ranked_by_fll(monkeypatch)
     assert "flagcns.fitness" not in grid.BUDGETS["paper-exact"]  # the default: FLL
     assert report.plot([search("paper-exact")], "paper-exact") == "flagcns_fitness_paper-exact.png"
     assert drawn == ["flagcns_fitness_paper-exact.png"]
+
+
+def test_acceptance_counts_collapses_against_each_datasets_own_line():
+    """A CiteSeer retraining at 66% is no collapse (CiteSeer's line is 60%), a Cora one at 74% is (Cora's is 75%)."""
+
+    def search(d: str, seed: int, retrains: list[float]) -> dict:
+        return {
+            "kind": "search", "dataset": d, "variant": "feo", "seed": seed, "flacc": sum(retrains) / len(retrains),
+            "retrains": retrains, "architecture": [0] * 13 + [3],
+        }  # fmt: skip
+
+    cells = [search("Cora", 0, [80.0, 74.0]), search("Cora", 1, [80.0, 81.0])]
+    cells += [search("CiteSeer", 0, [66.0, 67.0]), search("CiteSeer", 1, [59.0, 68.0])]
+
+    def of(kind, d, **match):
+        return [
+            c for c in cells if c["kind"] == kind and c["dataset"] == d and all(c[k] == v for k, v in match.items())
+        ]
+
+    text = report.acceptance(of, ["Cora", "CiteSeer"])
+    assert "retrainings under the collapse line (Cora 75%, CiteSeer 60%)" in text
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines() if line.startswith("| C")}
+    assert rows["Cora"][6] == "1 of 4 (seeds 0)"
+    assert rows["CiteSeer"][6] == "1 of 4 (seeds 1)"
