@@ -457,10 +457,58 @@ def plot(rows: list[dict], budget: str) -> str | None:
     return save_figure(fig, name)
 
 
+def population_plot(rows: list[dict], budget: str) -> str | None:
+    """The final populations retrained (``population`` cells of ``budget``): each member's FLL (top) and SuperNet
+    validation accuracy (bottom) against its retrained FLACC, a colour per seed, the seed's chosen code (its
+    ``feo`` search's architecture) as a star; one column per dataset. None without population cells."""
+    pops = [r for r in rows if r.get("kind") == "population" and r.get("budget") == budget]
+    if not pops:
+        return None
+    plt = pyplot()
+    present = [d for d in DATASETS if any(r["dataset"] == d for r in pops)]
+    chosen = {
+        (r["dataset"], r["seed"], r.get("split", "per-class")): list(r["architecture"])
+        for r in rows
+        if r.get("kind") == "search" and r.get("variant") == "feo" and r.get("budget") == budget
+    }
+    fig, axes = plt.subplots(2, len(present), figsize=(max(6.0, 4.6 * len(present)), 7.2), squeeze=False)
+    for col, d in enumerate(present):
+        for r in sorted((r for r in pops if r["dataset"] == d), key=lambda r: r["seed"]):
+            color = plt.cm.tab10(r["seed"] % 10)
+            pick = chosen.get((d, r["seed"], r.get("split", "per-class")))
+            for row, (key, rho) in enumerate((("fll", "spearman_fll"), ("val_accuracy", "spearman_val_accuracy"))):
+                ax = axes[row][col]
+                members = [m for m in r["members"] if m.get(key) is not None]
+                ax.scatter(
+                    [m[key] for m in members],
+                    [m["flacc"] for m in members],
+                    s=14,
+                    color=color,
+                    alpha=0.7,
+                    label=f"s{r['seed']}: rho {r[rho]:+.2f}" if r[rho] is not None else f"s{r['seed']}",
+                )
+                for m in members:
+                    if pick is not None and list(m["architecture"]) == pick:
+                        ax.scatter(m[key], m["flacc"], marker="*", s=160, color=color, edgecolors="black", zorder=3)
+        for row, label in enumerate(
+            ("FLL in the SuperNet (lower is better)", "SuperNet federated validation accuracy")
+        ):
+            ax = axes[row][col]
+            ax.axhline(COLLAPSE[d], color="grey", lw=0.8, ls=":")
+            ax.set_xlabel(label, fontsize=8)
+            ax.set_ylabel("retrained FLACC %", fontsize=8)
+            ax.set_title(f"{d}: final population (star: the chosen code)", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle(f"FL-AGCNS (budget {budget}): the SuperNet's ranking against retrained accuracy", fontsize=10)
+    return save_figure(fig, f"flagcns_population_{budget}.png")
+
+
 def results(rows: list[dict], budget: str) -> str:
     """The results file's body: every split's tables (public, first-per-class, per-class: those with cells), the
-    speed and the cells from older code, the best fitness per generation."""
+    speed and the cells from older code, the best fitness per generation, the final populations retrained."""
     figure = plot(rows, budget)
+    population_figure = population_plot(rows, budget)
     splits = [
         sp
         for sp in ("public", "first-per-class", "per-class")
@@ -472,4 +520,9 @@ def results(rows: list[dict], budget: str) -> str:
         body += "\n" + extra
     if figure:
         body += f"\n\n## Best fitness per generation\n\n![best FLL per generation]({figure})\n"
+    if population_figure:
+        body += (
+            "\n\n## The final populations retrained\n\n"
+            f"![FLL and SuperNet validation accuracy against retrained FLACC]({population_figure})\n"
+        )
     return body

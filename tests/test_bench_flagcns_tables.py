@@ -183,3 +183,31 @@ def test_acceptance_counts_collapses_against_each_datasets_own_line():
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines() if line.startswith("| C")}
     assert rows["Cora"][6] == "1 of 4 (seeds 0)"
     assert rows["CiteSeer"][6] == "1 of 4 (seeds 1)"
+
+
+def test_the_population_figure_plots_each_member_and_stars_the_seeds_chosen_code(monkeypatch):
+    """Each member of a seed's final population is a point (FLL or SuperNet validation accuracy, retrained FLACC),
+    and the seed's feo search's architecture is starred at its own member's point; no figure without population
+    cells."""
+    figures = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, name: figures.append(fig) or name)
+    members = [
+        {"architecture": [0] * 13 + [1], "fll": 0.9, "val_accuracy": 0.77, "flacc": 81.0},
+        {"architecture": [0] * 13 + [2], "fll": 1.1, "val_accuracy": 0.78, "flacc": 79.0},
+        {"architecture": [0] * 13 + [3], "fll": 1.3, "val_accuracy": 0.74, "flacc": 70.0},
+    ]
+    pop = {"kind": "population", "dataset": "Cora", "budget": "paper-exact", "seed": 2, "split": "public",
+           "members": members, "spearman_fll": -1.0, "spearman_val_accuracy": 0.5}  # fmt: skip
+    search = {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": 2, "split": "public",
+              "budget": "paper-exact", "architecture": [0] * 13 + [2]}  # fmt: skip
+    assert report.population_plot([search], "paper-exact") is None
+    assert report.population_plot([search, pop], "code2021") is None  # another budget's cells only
+    assert report.population_plot([search, pop], "paper-exact") == "flagcns_population_paper-exact.png"
+    (fig,) = figures
+    top, bottom = fig.axes[0], fig.axes[1]
+    for ax, key in ((top, "fll"), (bottom, "val_accuracy")):
+        points, star = (c.get_offsets().tolist() for c in ax.collections)
+        assert points == [[m[key], m["flacc"]] for m in members]
+        assert star == [[members[1][key], 79.0]]
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["s2: rho -1.00"]
+    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["s2: rho +0.50"]
