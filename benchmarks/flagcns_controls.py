@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import table  # noqa: E402
+from common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
 from flagcns_grid import (  # noqa: E402
     ADAM_VARIANTS,
     COLLAPSE,
@@ -211,27 +211,56 @@ def adam(of, present: list[str]) -> list[str]:
 
 def population(of, present: list[str]) -> list[str]:
     """The final population retrained: FLL (and the SuperNet's validation accuracy) against retrained FLACC
-    (``population`` cells)."""
+    (``population`` cells), and the seed's chosen code (its ``feo`` search cell's retrainings) against the
+    population's mean: does the final pick beat a member of the final P drawn at random? Per dataset, the
+    seed-paired difference with its 95% interval."""
     pops = sorted(
         (r for d in present for r in of("population", d)), key=lambda r: (DATASETS.index(r["dataset"]), r["seed"])
     )
     if not pops:
         return []
     body = []
-    for r in pops:
-        accs = [m["flacc"] for m in r["members"]]
-        body.append(
-            [
-                r["dataset"],
-                r["seed"],
-                f"{r['distinct']} of {r['population']}",
-                "-" if r["spearman_fll"] is None else f"{r['spearman_fll']:+.2f}",
-                "-" if r["spearman_val_accuracy"] is None else f"{r['spearman_val_accuracy']:+.2f}",
-                f"{min(accs):.1f}-{max(accs):.1f}",
-                f"{sum(a < COLLAPSE[r['dataset']] for a in accs)}",
-                r["population_retrains"],
-            ]
-        )
+    for d in present:
+        feo = {c["seed"]: c for c in of("search", d, variant="feo")}
+        diffs = []
+        for r in (r for r in pops if r["dataset"] == d):
+            accs = [m["flacc"] for m in r["members"]]
+            mean = statistics.mean(accs)
+            chosen = feo.get(r["seed"])
+            if chosen is not None:
+                diffs.append(chosen["flacc"] - mean)
+            body.append(
+                [
+                    d,
+                    r["seed"],
+                    f"{r['distinct']} of {r['population']}",
+                    "-" if r["spearman_fll"] is None else f"{r['spearman_fll']:+.2f}",
+                    "-" if r["spearman_val_accuracy"] is None else f"{r['spearman_val_accuracy']:+.2f}",
+                    f"{min(accs):.1f}-{max(accs):.1f}",
+                    f"{mean:.1f}",
+                    "-" if chosen is None else f"{chosen['flacc']:.1f} ({output(chosen)})",
+                    "-" if chosen is None else f"{chosen['flacc'] - mean:+.1f}",
+                    f"{sum(a < COLLAPSE[r['dataset']] for a in accs)}",
+                    r["population_retrains"],
+                ]
+            )
+        if len(diffs) > 1:
+            body.append(
+                [
+                    f"**{d}**",
+                    f"**{len(diffs)} seeds**",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"**{statistics.mean(diffs):+.1f}** {interval_text(t_interval(diffs))}, "
+                    f"{ahead_level_behind(diffs)}",
+                    "",
+                    "",
+                ]
+            )
     return [
         "\n" + render("flagcns/population") + "\n",
         table(
@@ -242,6 +271,9 @@ def population(of, present: list[str]) -> list[str]:
                 "Spearman FLL vs FLACC",
                 "Spearman val acc vs FLACC",
                 "FLACC range %",
+                "population mean %",
+                "chosen code % (output)",
+                "chosen - population mean",
                 f"members under the collapse line ({collapse_label()})",
                 "retrainings each",
             ],

@@ -211,3 +211,39 @@ def test_the_population_figure_plots_each_member_and_stars_the_seeds_chosen_code
         assert star == [[members[1][key], 79.0]]
     assert [t.get_text() for t in top.get_legend().get_texts()] == ["s2: rho -1.00"]
     assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["s2: rho +0.50"]
+
+
+def test_population_table_sets_each_chosen_code_against_its_populations_mean():
+    """The chosen code's FLACC (its search cell's retrainings) minus the mean over its final population, per seed,
+    and over the seeds the mean difference with its Student-t interval (computed here by hand)."""
+    import flagcns_controls as controls
+
+    def pop(seed: int, accs: list[float]) -> dict:
+        members = [
+            {"architecture": [i], "fll": 1.0 + i / 10, "val_accuracy": 0.7, "flacc": a} for i, a in enumerate(accs)
+        ]
+        return {"kind": "population", "dataset": "Cora", "seed": seed, "members": members, "distinct": len(accs),
+                "population": len(accs), "population_retrains": 1, "spearman_fll": -0.5, "spearman_val_accuracy": None}  # fmt: skip
+
+    def feo(seed: int, flacc: float) -> dict:
+        return {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": seed, "flacc": flacc,
+                "architecture": [0] * 13 + [3]}  # fmt: skip
+
+    cells = [pop(0, [78.0, 80.0, 82.0]), pop(1, [79.0, 79.0, 76.0]), pop(2, [70.0, 71.0, 72.0])]
+    cells += [feo(0, 81.0), feo(1, 77.0)]  # seed 2 has no search cell: no difference
+
+    def of(kind, d, **match):
+        return [
+            c for c in cells if c["kind"] == kind and c["dataset"] == d and all(c[k] == v for k, v in match.items())
+        ]
+
+    text = "".join(controls.population(of, ["Cora"]))
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+    by_seed = {r[1]: r for r in rows[1:] if r[0] == "Cora"}
+    assert by_seed["0"][6:9] == ["80.0", "81.0 (softmax)", "+1.0"]
+    assert by_seed["1"][6:9] == ["78.0", "77.0 (softmax)", "-1.0"]
+    assert by_seed["2"][6:9] == ["71.0", "-", "-"]
+    # two differences, +1 and -1: mean 0, s = sqrt(2), half-width t(0.975, 1) * s / sqrt(2) = 12.706
+    (summary,) = [r for r in rows if r[0] == "**Cora**"]
+    assert summary[1] == "**2 seeds**"
+    assert summary[8] == "**+0.0** [-12.7, +12.7], 1 / 0 / 1"
