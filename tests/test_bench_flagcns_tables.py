@@ -223,7 +223,8 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
             {"architecture": [i], "fll": 1.0 + i / 10, "val_accuracy": 0.7, "flacc": a} for i, a in enumerate(accs)
         ]
         return {"kind": "population", "dataset": "Cora", "seed": seed, "members": members, "distinct": len(accs),
-                "population": len(accs), "population_retrains": 1, "spearman_fll": -0.5, "spearman_val_accuracy": None}  # fmt: skip
+                "population": len(accs), "population_retrains": 1, "spearman_fll": -0.5,
+                "spearman_val_accuracy": None}  # fmt: skip
 
     def feo(seed: int, flacc: float) -> dict:
         return {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": seed, "flacc": flacc,
