@@ -190,17 +190,32 @@ def adam(of, present: list[str]) -> list[str]:
         return []
     body = []
     for d in adam:
+        by_variant = {}
         for label, variant in (
             ("the parameters the step's codes train (`this-step`)", "feo"),
             ("also every parameter trained once (`once-touched`: the 2021 code, torch 1.x)", "feo-once-touched"),
         ):
             cells = sorted(of("search", d, variant=variant), key=lambda r: r["seed"])
+            by_variant[variant] = {c["seed"]: c["flacc"] for c in cells}
             body.append(
                 [
                     d,
                     label,
                     fmt([c["flacc"] for c in cells]) + (" †" if any(c.get("stale") for c in cells) else ""),
                     ", ".join(f"s{c['seed']}: {output(c)} {c['flacc']:.1f}" for c in cells),
+                ]
+            )
+        # seed-paired: once-touched minus this-step on the seeds that have both
+        seeds = sorted(set(by_variant["feo"]) & set(by_variant["feo-once-touched"]))
+        diffs = [by_variant["feo-once-touched"][s] - by_variant["feo"][s] for s in seeds]
+        if len(diffs) > 1:
+            body.append(
+                [
+                    f"**{d}**",
+                    f"**`once-touched` - `this-step`, seed-paired ({len(diffs)} seeds)**",
+                    f"**{statistics.mean(diffs):+.1f}** {interval_text(t_interval(diffs))}, "
+                    f"{ahead_level_behind(diffs)}",
+                    ", ".join(f"s{s}: {x:+.1f}" for s, x in zip(seeds, diffs)),
                 ]
             )
     return [

@@ -248,3 +248,28 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
     (summary,) = [r for r in rows if r[0] == "**Cora**"]
     assert summary[1] == "**2 seeds**"
     assert summary[8] == "**+0.0** [-12.7, +12.7], 1 / 0 / 1"
+
+
+def test_the_adam_control_pairs_once_touched_with_this_step_on_the_seeds_that_have_both():
+    """The Adam table's bold line: once-touched minus this-step per seed where both searches exist (seed 2 has only
+    this-step: left out), their mean and Student-t interval (computed here by hand) and ahead / level / behind."""
+    import flagcns_controls as controls
+
+    def search(variant: str, seed: int, flacc: float) -> dict:
+        return {"kind": "search", "dataset": "Cora", "variant": variant, "seed": seed, "flacc": flacc,
+                "architecture": [0] * 13 + [3]}  # fmt: skip
+
+    cells = [search("feo", 0, 80.0), search("feo", 1, 79.0), search("feo", 2, 81.0)]
+    cells += [search("feo-once-touched", 0, 79.0), search("feo-once-touched", 1, 80.0)]
+
+    def of(kind, d, **match):
+        return [
+            c for c in cells if c["kind"] == kind and c["dataset"] == d and all(c[k] == v for k, v in match.items())
+        ]
+
+    text = "\n".join(controls.adam(of, ["Cora"]))
+    line = next(ln for ln in text.splitlines() if "seed-paired (2 seeds)" in ln)
+    # diffs -1.0 and +1.0: mean 0, s = sqrt(2), half-width t(0.975, 1) * sqrt(2) / sqrt(2) = 12.706
+    assert "**+0.0** [-12.7, +12.7], 1 / 0 / 1" in line
+    assert "s0: -1.0, s1: +1.0" in line
+    assert "s2" not in line
