@@ -40,6 +40,12 @@ def paper_cell(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def paired_summary(diffs: list[float]) -> str:
+    """A bold summary line's cell for seed-paired differences: the mean in bold, its 95% interval and the seeds ahead /
+    level / behind."""
+    return f"**{statistics.mean(diffs):+.1f}** {interval_text(t_interval(diffs))}, {ahead_level_behind(diffs)}"
+
+
 def output(row: dict) -> str:
     """The output activation (the last gene) of a search cell's chosen architecture."""
     from flowergraph.tasks.flagcns import ACTIVATIONS
@@ -213,8 +219,7 @@ def adam(of, present: list[str]) -> list[str]:
                 [
                     f"**{d}**",
                     f"**`once-touched` - `this-step`, seed-paired ({len(diffs)} seeds)**",
-                    f"**{statistics.mean(diffs):+.1f}** {interval_text(t_interval(diffs))}, "
-                    f"{ahead_level_behind(diffs)}",
+                    paired_summary(diffs),
                     ", ".join(f"s{s}: {x:+.1f}" for s, x in zip(seeds, diffs)),
                 ]
             )
@@ -260,22 +265,7 @@ def population(of, present: list[str]) -> list[str]:
                 ]
             )
         if len(diffs) > 1:
-            body.append(
-                [
-                    f"**{d}**",
-                    f"**{len(diffs)} seeds**",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    f"**{statistics.mean(diffs):+.1f}** {interval_text(t_interval(diffs))}, "
-                    f"{ahead_level_behind(diffs)}",
-                    "",
-                    "",
-                ]
-            )
+            body.append([f"**{d}**", f"**{len(diffs)} seeds**", "", "", "", "", "", "", paired_summary(diffs), "", ""])
     return [
         "\n" + render("flagcns/population") + "\n",
         table(

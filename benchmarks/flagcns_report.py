@@ -345,21 +345,22 @@ def table5(of, split: str) -> list[str]:
     ]
 
 
+def lookup(rows: list[dict], **fixed):
+    """The tables' cell finder over ``rows``: ``of(kind, dataset, **match)`` is every row of that kind and dataset whose
+    keys equal ``match`` and ``fixed`` (a key a row lacks matches None only)."""
+
+    def of(kind: str, dataset: str, **match) -> list[dict]:
+        want = {**fixed, **match, "kind": kind, "dataset": dataset}
+        return [r for r in rows if all(r.get(k) == v for k, v in want.items())]
+
+    return of
+
+
 def tables(rows: list[dict], budget: str, split: str) -> str:
     """Tables 3 and 5 of one split, the controls between them (``rows``: every stored cell of the budget)."""
     rows = [r for r in rows if r.get("split", "per-class") == split and r.get("kind") != "speed"]
     present = [d for d in DATASETS if any(r.get("dataset") == d for r in rows)]
-
-    def of(kind, dataset, **match):
-        return [
-            r
-            for r in rows
-            if r.get("kind") == kind
-            and r.get("dataset") == dataset
-            and r.get("budget") == budget
-            and all(r.get(k) == v for k, v in match.items())
-        ]
-
+    of = lookup(rows, budget=budget)
     return "\n".join(table3(of, rows, present, budget, split) + controls(of, present) + table5(of, split))
 
 

@@ -27,12 +27,7 @@ def test_best_of_retrainings_averages_each_cells_mean_and_best_over_seeds():
         {"kind": "search", "dataset": "CiteSeer", "variant": "feo", "seed": 0, "retrains": [60.0, 64.0]},
     ]
 
-    def of(kind, dataset, **match):
-        return [
-            r
-            for r in rows
-            if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
-        ]
+    of = report.lookup(rows)
 
     text = report.best_of_retrainings(of, ["Cora", "CiteSeer"])
     # cell means 80.0 and 80.0 -> 80.0 ± 0.0; bests 82.0 and 81.0 -> 81.5 ± 0.7 (sample std 0.707); paper 81.3
@@ -64,12 +59,7 @@ def test_paired_targets_pair_by_seed_and_give_the_t_interval(monkeypatch):
         ]
     )
 
-    def of(kind, dataset, **match):
-        return [
-            r
-            for r in rows
-            if r["kind"] == kind and r["dataset"] == dataset and all(r.get(k) == v for k, v in match.items())
-        ]
+    of = report.lookup(rows)
 
     text = report.paired_targets(of, ["Cora"])
     lines = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| Cora")]
@@ -173,10 +163,7 @@ def test_acceptance_counts_collapses_against_each_datasets_own_line():
     cells = [search("Cora", 0, [80.0, 74.0]), search("Cora", 1, [80.0, 81.0])]
     cells += [search("CiteSeer", 0, [66.0, 67.0]), search("CiteSeer", 1, [59.0, 68.0])]
 
-    def of(kind, d, **match):
-        return [
-            c for c in cells if c["kind"] == kind and c["dataset"] == d and all(c[k] == v for k, v in match.items())
-        ]
+    of = report.lookup(cells)
 
     text = report.acceptance(of, ["Cora", "CiteSeer"])
     assert "retrainings under the collapse line (Cora 75%, CiteSeer 60%)" in text
@@ -233,10 +220,7 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
     cells = [pop(0, [78.0, 80.0, 82.0]), pop(1, [79.0, 79.0, 76.0]), pop(2, [70.0, 71.0, 72.0])]
     cells += [feo(0, 81.0), feo(1, 77.0)]  # seed 2 has no search cell: no difference
 
-    def of(kind, d, **match):
-        return [
-            c for c in cells if c["kind"] == kind and c["dataset"] == d and all(c[k] == v for k, v in match.items())
-        ]
+    of = report.lookup(cells)
 
     text = "".join(controls.population(of, ["Cora"]))
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
@@ -262,10 +246,7 @@ def test_the_adam_control_pairs_once_touched_with_this_step_on_the_seeds_that_ha
     cells = [search("feo", 0, 80.0), search("feo", 1, 79.0), search("feo", 2, 81.0)]
     cells += [search("feo-once-touched", 0, 79.0), search("feo-once-touched", 1, 80.0)]
 
-    def of(kind, d, **match):
-        return [
-            c for c in cells if c["kind"] == kind and c["dataset"] == d and all(c[k] == v for k, v in match.items())
-        ]
+    of = report.lookup(cells)
 
     text = "\n".join(controls.adam(of, ["Cora"]))
     line = next(ln for ln in text.splitlines() if "seed-paired (2 seeds)" in ln)
