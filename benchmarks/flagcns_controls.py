@@ -249,6 +249,8 @@ def population(of, present: list[str]) -> list[str]:
             chosen = feo.get(r["seed"])
             if chosen is not None:
                 diffs.append(chosen["flacc"] - mean)
+            # the 2021 code's pick (get_best_supermask: argmax over P, the first of equals) from the same population
+            by_val = max(r["members"], key=lambda m: m["val_accuracy"])
             body.append(
                 [
                     d,
@@ -260,12 +262,13 @@ def population(of, present: list[str]) -> list[str]:
                     f"{mean:.1f}",
                     "-" if chosen is None else f"{chosen['flacc']:.1f} ({output(chosen)})",
                     "-" if chosen is None else f"{chosen['flacc'] - mean:+.1f}",
+                    f"{by_val['flacc']:.1f} ({output(by_val)}, {100 * by_val['val_accuracy']:.1f})",
                     f"{sum(a < COLLAPSE[r['dataset']] for a in accs)}",
                     r["population_retrains"],
                 ]
             )
         if len(diffs) > 1:
-            body.append([f"**{d}**", f"**{len(diffs)} seeds**", "", "", "", "", "", "", paired_summary(diffs), "", ""])
+            body.append([f"**{d}**", f"**{len(diffs)} seeds**", *[""] * 6, paired_summary(diffs), *[""] * 3])
     return [
         "\n" + render("flagcns/population") + "\n",
         table(
@@ -279,6 +282,7 @@ def population(of, present: list[str]) -> list[str]:
                 "population mean %",
                 "chosen code % (output)",
                 "chosen - population mean",
+                "highest SuperNet val acc % (output, val acc %)",
                 f"members under the collapse line ({collapse_label()})",
                 "retrainings each",
             ],

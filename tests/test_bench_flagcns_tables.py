@@ -205,9 +205,10 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
     and over the seeds the mean difference with its Student-t interval (computed here by hand)."""
     import flagcns_controls as controls
 
-    def pop(seed: int, accs: list[float]) -> dict:
+    def pop(seed: int, accs: list[float], best_val: int | None = 1) -> dict:
         members = [
-            {"architecture": [i], "fll": 1.0 + i / 10, "val_accuracy": 0.7, "flacc": a} for i, a in enumerate(accs)
+            {"architecture": [i], "fll": 1.0 + i / 10, "val_accuracy": 0.75 if i == best_val else 0.7, "flacc": a}
+            for i, a in enumerate(accs)
         ]
         return {"kind": "population", "dataset": "Cora", "seed": seed, "members": members, "distinct": len(accs),
                 "population": len(accs), "population_retrains": 1, "spearman_fll": -0.5,
@@ -217,7 +218,7 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
         return {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": seed, "flacc": flacc,
                 "architecture": [0] * 13 + [3]}  # fmt: skip
 
-    cells = [pop(0, [78.0, 80.0, 82.0]), pop(1, [79.0, 79.0, 76.0]), pop(2, [70.0, 71.0, 72.0])]
+    cells = [pop(0, [78.0, 80.0, 82.0]), pop(1, [79.0, 79.0, 76.0]), pop(2, [70.0, 71.0, 72.0], best_val=None)]
     cells += [feo(0, 81.0), feo(1, 77.0)]  # seed 2 has no search cell: no difference
 
     of = report.lookup(cells)
@@ -228,6 +229,9 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
     assert by_seed["0"][6:9] == ["80.0", "81.0 (softmax)", "+1.0"]
     assert by_seed["1"][6:9] == ["78.0", "77.0 (softmax)", "-1.0"]
     assert by_seed["2"][6:9] == ["71.0", "-", "-"]
+    # the 2021 code's pick from the same P: the highest SuperNet val acc (member 1: output gene 1, tanh), its one
+    # retraining; among equals the first (seed 2: member 0, sigmoid)
+    assert [by_seed[s][9] for s in "012"] == ["80.0 (tanh, 75.0)", "79.0 (tanh, 75.0)", "70.0 (sigmoid, 70.0)"]
     # two differences, +1 and -1: mean 0, s = sqrt(2), half-width t(0.975, 1) * s / sqrt(2) = 12.706
     (summary,) = [r for r in rows if r[0] == "**Cora**"]
     assert summary[1] == "**2 seeds**"
