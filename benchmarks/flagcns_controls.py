@@ -46,6 +46,19 @@ def paired_summary(diffs: list[float]) -> str:
     return f"**{statistics.mean(diffs):+.1f}** {interval_text(t_interval(diffs))}, {ahead_level_behind(diffs)}"
 
 
+def pick(members: list[dict], rule: str) -> dict:
+    """The member of a population cell's final P that the search's final pick takes under ``rule`` (``fll``: the
+    paper's; ``accuracy``: the 2021 code's): :func:`flowergraph.tasks.flagcns.evolution.final_candidates` itself,
+    its ties and non-finite values included (the members are already one per network, in P's order)."""
+    from flowergraph.tasks.flagcns import SearchSpace
+    from flowergraph.tasks.flagcns.evolution import final_candidates
+
+    codes = [tuple(m["architecture"]) for m in members]
+    space = SearchSpace(num_layers=(len(codes[0]) - 2) // 2)  # only its canonical form is used: k = 1 keeps the best
+    ((*_, index),) = final_candidates(space, codes, [(m["fll"], m["val_accuracy"]) for m in members], 1, rule)
+    return members[index]
+
+
 def output(row: dict) -> str:
     """The output activation (the last gene) of a search cell's chosen architecture."""
     from flowergraph.tasks.flagcns import ACTIVATIONS
@@ -249,8 +262,7 @@ def population(of, present: list[str]) -> list[str]:
             chosen = feo.get(r["seed"])
             if chosen is not None:
                 diffs.append(chosen["flacc"] - mean)
-            # the 2021 code's pick (get_best_supermask: argmax over P, the first of equals) from the same population
-            by_val = max(r["members"], key=lambda m: m["val_accuracy"])
+            by_val = pick(r["members"], "accuracy")  # the 2021 code's get_best_supermask over the same P
             body.append(
                 [
                     d,

@@ -207,7 +207,12 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
 
     def pop(seed: int, accs: list[float], best_val: int | None = 1) -> dict:
         members = [
-            {"architecture": [i], "fll": 1.0 + i / 10, "val_accuracy": 0.75 if i == best_val else 0.7, "flacc": a}
+            {
+                "architecture": [0] * 13 + [i],
+                "fll": 1.0 + i / 10,
+                "val_accuracy": 0.75 if i == best_val else 0.7,
+                "flacc": a,
+            }
             for i, a in enumerate(accs)
         ]
         return {"kind": "population", "dataset": "Cora", "seed": seed, "members": members, "distinct": len(accs),
@@ -258,3 +263,25 @@ def test_the_adam_control_pairs_once_touched_with_this_step_on_the_seeds_that_ha
     assert "**+0.0** [-12.7, +12.7], 1 / 0 / 1" in line
     assert "s0: -1.0, s1: +1.0" in line
     assert "s2" not in line
+
+
+def test_every_stored_search_chose_its_own_pick_rules_member_of_its_final_population():
+    """Against the stored cells: each feo search's chosen architecture is the member of its final population (the
+    population cell's members, scored as the search scored them) that ``flowergraph``'s final pick takes under the
+    search's own rule (``code2021``: the highest SuperNet val acc; the paper's presets: the lowest FLL). So the
+    population table's 2021-pick column reads the rule the searches ran, not a copy of it."""
+    import flagcns_controls as controls
+    from cell_store import CellStore
+
+    rows = [rec["row"] for rec in CellStore(grid.STORE, grid.SOURCES).records()]
+    pairs = [
+        (pop, feo)
+        for pop in rows
+        if pop.get("kind") == "population"
+        for feo in report.lookup(rows, budget=pop["budget"], split=pop["split"], seed=pop["seed"])(
+            "search", pop["dataset"], variant="feo"
+        )
+    ]
+    assert {(p["budget"], f["pick"]) for p, f in pairs} >= {("code2021", "accuracy"), ("paper-exact", "fll")}
+    for pop, feo in pairs:
+        assert controls.pick(pop["members"], feo["pick"])["architecture"] == feo["architecture"], (pop["seed"], feo)
