@@ -373,6 +373,16 @@ def _clientapp_children(node):
         return []
 
 
+def _round_message_started(node, server_round: int) -> str | None:
+    """From a SuperNode's log: ``"started"`` once it has started a ClientApp for its training message of
+    ``server_round``, ``"replied"`` once it has also sent that message's reply, None before either."""
+    text = node.log_file.read_text()
+    at = text.find(f"ROUND {server_round}]")
+    if at < 0 or "Start `flwr-clientapp` process" not in text[at:]:
+        return None
+    return "replied" if "Sending: train message" in text[at:] else "started"
+
+
 @pytest.mark.deployment
 def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round(tmp_path, shared_data, monkeypatch):
     """Three things, one deployment (each costs a minute or more on 2 cores), every message in Flower's own
@@ -385,7 +395,9 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
     * the SuperNode of partition 2 is killed (SIGKILL, its whole process tree) while it works on its round-2
       message: round 2 completes with the other two (min-clients=2), the failure is logged with its partition
       id, the global model stays finite, and the round waits no longer than Flower takes to notice (the node
-      stops sending heartbeats; round-timeout bounds it in any case).
+      stops sending heartbeats; round-timeout bounds it in any case). Its round-2 message is made to hang
+      (``inject-faults = "hang:2@2"``: it sleeps past round-timeout) so that the kill lands inside it: without
+      it, the ClientApp could push its reply before the kill, and round 2 would get three results.
     """
     import threading
 
@@ -403,6 +415,7 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
         "min-clients": 2,
         "round-timeout": 180.0,
         "checkpoint-every": 2,
+        "inject-faults": "hang:2@2",
     }
     assert "FLOWERGRAPH_DATA" not in os.environ
     preflight(parse_run_config(dict(run_config, **{"data-dir": str(shared_data)})))  # warm the shared cache
@@ -432,11 +445,12 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
         while "[ROUND 2]" not in ((out / "flower.log").read_text() if (out / "flower.log").exists() else ""):
             assert runner.is_alive() and time.monotonic() < deadline, "round 2 never started"
             time.sleep(0.5)
-        busy_until = time.monotonic() + 120  # catch it working on its round-2 message
-        while not _clientapp_children(victim) and time.monotonic() < busy_until:
-            time.sleep(0.1)
-        mid_message = bool(_clientapp_children(victim))
+        busy_until = time.monotonic() + 120  # wait until its ClientApp works on the round-2 message (it hangs)
+        while not (_round_message_started(victim, 2) and _clientapp_children(victim)):
+            assert time.monotonic() < busy_until, victim.log_file.read_text()[-3000:]
+            time.sleep(0.2)
         killed = dep.kill_node(victim)
+        mid_message = _round_message_started(victim, 2) == "started"  # and it had not sent its reply
         runner.join(TIMEOUT)
         assert outcome, "the run did not end"
         assert outcome[0].status == "completed" and outcome[0].flwr_status == "finished:completed", (
