@@ -292,10 +292,36 @@ def segments_before(out: Path) -> float:
 # global arrays (reset to the next trial's initial model when it starts) and the clients' state files (a client
 # whose stored model belongs to another trial starts afresh, from seeds of (seed, client, trial round) alone).
 # The finished trials, the search driver's state (SMAC is rebuilt from it), every round record and the wall
-# time so far are kept. run_cell restores a parked cell into its run folder when that folder holds nothing newer,
+# time so far are kept; a round record only with what the cell's row (run_cell) and the resumed run's summary
+# read (PARKED_ROUND_KEYS: a full record is ~1 KB, and a paper-budget cell has 20,100 of them; benchmarks/cells
+# stays under 5 MB, tests/test_cell_store.py), so the resumed run's rounds.jsonl has the parked rounds slim.
+# run_cell restores a parked cell into its run folder when that folder holds nothing newer,
 # and the stored cell's row is the uninterrupted run's (tests/test_bench_asfgnn_park.py). A parked file of other
 # code (another sources hash) is never restored: its run computed something else.
 PARKED = "parked"
+#: What a parked round record keeps (see the comment above): the trial bookkeeping, the "selected on test" control's
+#: evaluations, and what RunRecorder.summary sums.
+PARKED_ROUND_KEYS = (
+    "round",
+    "phase",
+    "trial",
+    "trial_round",
+    "trial_closing",
+    "trial_result",
+    "accuracy",
+    "time_s",
+    "bytes_down",
+    "bytes_up",
+)
+PARKED_ASFGNN_KEYS = ("mean_test", "owner_mean_test")
+
+
+def slim_record(record: dict) -> dict:
+    """Round record ``record`` as a parked file keeps it (:data:`PARKED_ROUND_KEYS`)."""
+    out = {k: record[k] for k in PARKED_ROUND_KEYS if k in record}
+    if isinstance(record.get("asfgnn"), dict):
+        out["asfgnn"] = {k: record["asfgnn"][k] for k in PARKED_ASFGNN_KEYS if k in record["asfgnn"]}
+    return out
 
 
 def parked_dir(root: Path | None = None) -> Path:
@@ -332,7 +358,7 @@ def park_run(out: Path) -> dict:
         "round": ckpt.server_round,
         "arrays": [[list(a.shape), str(a.dtype)] for a in ckpt.arrays],
         "strategy_state": state,
-        "records": ckpt.records,
+        "records": [slim_record(r) for r in ckpt.records],
         "config": ckpt.config,
         "trials_finished": len((ckpt.strategy_state.get("asfgnn") or {}).get("results") or []),
         "wall_s": segments_before(out),

@@ -67,6 +67,19 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     assert parked["round"] == stop * per_trial and parked["trials_finished"] == stop
     assert parked["strategy_state"]["client_checkpoint"] is None  # the clients' files are not kept
     assert len(parked["records"]) == stop * per_trial
+    closing = parked["records"][-1]  # slim: the row's and the summary's keys only
+    assert set(closing) == {
+        "round",
+        "trial",
+        "trial_round",
+        "trial_closing",
+        "trial_result",
+        "accuracy",
+        "time_s",
+        "bytes_down",
+        "bytes_up",
+        "asfgnn",
+    } and set(closing["asfgnn"]) == {"mean_test", "owner_mean_test"}
     path = grid.parked_path(NAME, tmp_path / "parked")
     assert grid.write_parked(parked, path) > 0
     assert f"- {NAME}: 1 of 3 trials (round {per_trial})" in report.parked_note("quick", tmp_path / "parked")
