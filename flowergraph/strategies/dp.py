@@ -197,6 +197,22 @@ class _CentralDP(_DPWrapper):
     clips_on_server = False
     _averaged: int | None = None  # updates the last released mean was taken over
 
+    def __init__(
+        self,
+        strategy: Strategy,
+        *,
+        noise_multiplier: float,
+        clipping_norm: float,
+        num_sampled_clients: int,
+        delta: float = 1e-5,
+    ) -> None:
+        # the next class in the MRO is the Flower wrapper the subclass names (server- or client-side clipping)
+        super().__init__(strategy, noise_multiplier, clipping_norm, num_sampled_clients)  # type: ignore[call-arg]
+        self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.strategy!r}, z={self.noise_multiplier}, C={self.clipping_norm})"
+
     def noise_stddev(self) -> float:
         return compute_stdv(self.noise_multiplier, self.clipping_norm, self._averaged or self.num_sampled_clients)
 
@@ -249,23 +265,6 @@ class CentralDPServerSide(_CentralDP, DifferentialPrivacyServerSideFixedClipping
     mode = "central-server"
     clips_on_server = True
 
-    def __init__(
-        self,
-        strategy: Strategy,
-        *,
-        noise_multiplier: float,
-        clipping_norm: float,
-        num_sampled_clients: int,
-        delta: float = 1e-5,
-    ) -> None:
-        DifferentialPrivacyServerSideFixedClipping.__init__(
-            self, strategy, noise_multiplier, clipping_norm, num_sampled_clients
-        )
-        self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
-
-    def __repr__(self) -> str:
-        return f"CentralDPServerSide({self.strategy!r}, z={self.noise_multiplier}, C={self.clipping_norm})"
-
 
 class CentralDPClientSide(_CentralDP, DifferentialPrivacyClientSideFixedClipping):
     """``dp=central-client``: Flower's client-side fixed clipping around ``strategy``; the clients clip (their
@@ -273,23 +272,6 @@ class CentralDPClientSide(_CentralDP, DifferentialPrivacyClientSideFixedClipping
     ``fixedclipping_mod``)."""
 
     mode = "central-client"
-
-    def __init__(
-        self,
-        strategy: Strategy,
-        *,
-        noise_multiplier: float,
-        clipping_norm: float,
-        num_sampled_clients: int,
-        delta: float = 1e-5,
-    ) -> None:
-        DifferentialPrivacyClientSideFixedClipping.__init__(
-            self, strategy, noise_multiplier, clipping_norm, num_sampled_clients
-        )
-        self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
-
-    def __repr__(self) -> str:
-        return f"CentralDPClientSide({self.strategy!r}, z={self.noise_multiplier}, C={self.clipping_norm})"
 
 
 class LocalDPAccounting(_DPWrapper, Strategy):
