@@ -102,18 +102,6 @@ def forward(model: nn.Module, view: ClientView, sample: LayeredSample, tables: T
     return F.log_softmax(_propagate(model, view, sample, tables, num_convs, model.training), dim=-1)
 
 
-def _dense_macs_per_row(conv: nn.Module) -> int:
-    """Multiply-adds of ``h W`` for one row: ``in x out`` of the convolution's linear map."""
-    return int(conv.lin.in_channels) * int(conv.lin.out_channels)
-
-
-def _conv_macs(conv: nn.Module, sample: LayeredSample, k: int, dense_passes: int = 1) -> int:
-    """Multiply-adds of convolution ``k`` on ``sample``: ``dense_passes`` times ``h W`` over the own nodes of
-    layer k, plus one ``out``-wide multiply-add per sampled edge (the aggregation, or its gradient)."""
-    dense = int(sample.nodes[k].numel()) * _dense_macs_per_row(conv)
-    return dense * dense_passes + sample.convs[k].num_edges * int(conv.lin.out_channels)
-
-
 def forward_macs(model: nn.Module, sample: LayeredSample) -> int:
     """Multiply-adds of one :func:`forward` of ``sample`` (the work a round's compute grows with; deterministic):
     per convolution k, the own nodes of layer k times ``in_k x out_k`` (``h W``; received remote rows cost
@@ -122,7 +110,11 @@ def forward_macs(model: nn.Module, sample: LayeredSample) -> int:
     convs: Any = model.convs
     if sample.num_convs != len(convs):
         raise ConfigError(f"the sample has {sample.num_convs} convolutions, the model {len(convs)}")
-    return sum(_conv_macs(convs[k], sample, k) for k in range(len(convs)))
+    total = 0
+    for k, conv in enumerate(convs):
+        fan_in, fan_out = int(conv.lin.in_channels), int(conv.lin.out_channels)
+        total += int(sample.nodes[k].numel()) * fan_in * fan_out + sample.convs[k].num_edges * fan_out
+    return total
 
 
 def backward_macs(model: nn.Module, sample: LayeredSample) -> int:
@@ -134,7 +126,12 @@ def backward_macs(model: nn.Module, sample: LayeredSample) -> int:
     convs: Any = model.convs
     if sample.num_convs != len(convs):
         raise ConfigError(f"the sample has {sample.num_convs} convolutions, the model {len(convs)}")
-    return sum(_conv_macs(convs[k], sample, k, dense_passes=1 if k == 0 else 2) for k in range(len(convs)))
+    total = 0
+    for k, conv in enumerate(convs):
+        fan_in, fan_out = int(conv.lin.in_channels), int(conv.lin.out_channels)
+        dense = int(sample.nodes[k].numel()) * fan_in * fan_out
+        total += dense * (1 if k == 0 else 2) + sample.convs[k].num_edges * fan_out
+    return total
 
 
 def train_macs(model: nn.Module, sample: LayeredSample) -> int:
@@ -213,9 +210,12 @@ def owner_rows_and_macs(
         h = _propagate(model, view, sample, tables, conv, training=False)
         # exact_sample sorts its targets by local index; boundary is in global-id order.
         h = h[torch.searchsorted(sample.batch, boundary)]
-        macs += sum(_conv_macs(convs[k], sample, k) for k in range(conv))
+        for k in range(conv):
+            lin = convs[k].lin
+            macs += int(sample.nodes[k].numel()) * int(lin.in_channels) * int(lin.out_channels)
+            macs += sample.convs[k].num_edges * int(lin.out_channels)
     values = convs[conv].lin(h)
-    macs += int(boundary.numel()) * _dense_macs_per_row(convs[conv])
+    macs += int(boundary.numel()) * int(convs[conv].lin.in_channels) * int(convs[conv].lin.out_channels)
     rows = Rows(
         ids=view.graph.global_ids[boundary].numpy().astype(np.int64), values=values.detach().to(torch.float32).numpy()
     )
