@@ -39,14 +39,9 @@ def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
     hash of the code (docstrings and comments excluded) of the files matching ``sources`` (globs under the
     repository: the modules on the cell's computation path). Two cells with the same ``sources`` hash were
     computed by the same code, whatever their commits."""
-    import hashlib
     import subprocess
 
-    digest = hashlib.sha256()
-    files = sorted({p for pattern in sources for p in REPO.glob(pattern) if p.is_file()})
-    for path in files:
-        digest.update(str(path.relative_to(REPO)).encode())
-        digest.update(_source_digest(path))
+    sources_hash, files = _hash_tree(REPO, sources)
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
@@ -58,7 +53,19 @@ def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
         )
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", True
-    return {"commit": commit, "dirty": dirty, "sources": digest.hexdigest()[:16], "files": len(files)}
+    return {"commit": commit, "dirty": dirty, "sources": sources_hash, "files": files}
+
+
+def _hash_tree(root: Path, sources: tuple[str, ...]) -> tuple[str, int]:
+    """The sources hash of the files under ``root`` matching ``sources``, and how many files it covers."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    files = sorted({p for pattern in sources for p in root.glob(pattern) if p.is_file()})
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(_source_digest(path))
+    return digest.hexdigest()[:16], len(files)
 
 
 RUN_CODE = "bench-code.json"  # in a cell's run folder: the code state that wrote the run
@@ -304,15 +311,122 @@ def pack_main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--force", action="store_true", help="rewrite an archive even with no loose cells")
     a = parser.parse_args(argv)
-    root = REPO / "benchmarks" / "cells"
-    names = a.names or sorted(
-        {p.name for p in root.iterdir() if p.is_dir()} | {p.name[: -len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")}
-    )
-    for name in names:
+    for name in a.names or store_names():
         total, moved = CellStore(name).pack(force=a.force)
         print(f"{name}: {total} cells in {CellStore(name).archive.relative_to(REPO)} ({moved} packed now)")
     return 0
 
 
+# The benchmark module whose SOURCES (and, where it has one, same_computation) each store's cells were hashed with;
+# a store not named here was hashed over the whole package (CellStore's default). tests/test_cell_store.py checks
+# that every store in benchmarks/cells is named.
+STORE_SOURCES: dict[str, str | None] = {
+    "asfgnn": "asfgnn_grid",
+    "deployment_overhead": None,
+    "fedgraph": "fedgraph_grid",
+    "fedgraph-acceptance": "fedgraph_grid",
+    "fedstar": "fedstar_grid",
+    "fedstar-paper-split": "fedstar_grid",
+    "flagcns": "flagcns_grid",
+    "round_drift": None,
+}
+
+
+def store_names() -> list[str]:
+    """Every store in ``benchmarks/cells`` (an archive or a folder of loose cells)."""
+    root = REPO / "benchmarks" / "cells"
+    return sorted(
+        {p.name for p in root.iterdir() if p.is_dir()} | {p.name[: -len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")}
+    )
+
+
+def _sources_of(name: str) -> tuple[tuple[str, ...], Callable[[str], set[str]]]:
+    """Store ``name``'s SOURCES and the hashes whose cells the code of a given hash repeats."""
+    import importlib
+
+    module = STORE_SOURCES.get(name)
+    grid = importlib.import_module(module) if module else None
+    sources = tuple(grid.SOURCES) if grid else ("flowergraph/**/*.py",)
+    return sources, getattr(grid, "same_computation", lambda h: {h})
+
+
+def currency(name: str, against: Path | None = None) -> dict:
+    """How many of store ``name``'s cells the code computes as it is now (``current``; a cell of an older hash
+    counts where the benchmark's ``same_computation`` says this code repeats it), the older hashes with their
+    cell counts and commits, and, with ``against`` (a folder holding another state of the repository's sources),
+    how many cells that state's code computes: a refactor that turns current cells into "older code" shows as
+    ``current < against``."""
+    sources, same = _sources_of(name)
+    store = CellStore(name, sources)
+    hashes = [r.get("code", {}).get("sources") for r in store.records()]
+    commits: dict[str | None, set[str]] = {}
+    for r in store.records():
+        commits.setdefault(r.get("code", {}).get("sources"), set()).add(r.get("code", {}).get("commit", "unknown"))
+    now = same(store.code["sources"])
+    out = {
+        "store": name,
+        "sources": store.code["sources"],
+        "cells": len(hashes),
+        "current": sum(h in now for h in hashes),
+        "older": {str(h): (hashes.count(h), sorted(commits[h])) for h in dict.fromkeys(hashes) if h not in now},
+    }
+    if against is not None:
+        then = _hash_tree(against, sources)[0]
+        out["against"] = sum(h in same(then) for h in hashes)
+    return out
+
+
+def status_main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/cell_store.py status [NAME ...] [--against REV]``: for each store, its cells and how
+    many are of the current code (the working tree); with ``--against REV`` (e.g. HEAD), also how many are of
+    REV's code, and a warning for each store where the working tree has fewer (exit status 1). Run it before
+    committing a change to a benchmark's SOURCES: a refactor that changes no number still turns that store's
+    cells into "older code"."""
+    import argparse
+    import subprocess
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=status_main.__doc__)
+    parser.add_argument("command", choices=["status"])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--against", metavar="REV", help="a git revision to compare with (e.g. HEAD)")
+    a = parser.parse_intermixed_args(argv)
+    names = a.names or store_names()
+    unknown = [n for n in names if n not in store_names()]
+    if unknown:
+        parser.error(f"no store {', '.join(map(repr, unknown))} in benchmarks/cells; the stores: {store_names()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        against = None
+        if a.against:  # the revision's package and benchmark sources, extracted into a folder of this run's own
+            tops = sorted({pattern.split("/", 1)[0] for name in names for pattern in _sources_of(name)[0]})
+            archive = subprocess.run(
+                ["git", "archive", "--format=tar", a.against, *tops], cwd=REPO, capture_output=True
+            )
+            if archive.returncode:
+                parser.error(f"--against {a.against!r}: {archive.stderr.decode().strip()}")
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            against = Path(tmp)
+        warnings = []
+        for name in names:
+            c = currency(name, against)
+            older = "; ".join(
+                f"{h} x{n} ({', '.join(cs[:3])}{f' and {len(cs) - 3} more' if len(cs) > 3 else ''})"
+                for h, (n, cs) in c["older"].items()
+            )
+            then = f", {c['against']} of {a.against}'s" if against is not None else ""
+            print(f"{name}: {c['cells']} cells, {c['current']} of the current code ({c['sources']}){then}")
+            if older:
+                print(f"  older code: {older}")
+            if against is not None and c["current"] < c["against"]:
+                warnings.append(
+                    f"{name}: the working tree turns {c['against'] - c['current']} of {a.against}'s current cells "
+                    "into older code"
+                )
+    for w in warnings:
+        print(f"WARNING {w}")
+    return 1 if warnings else 0
+
+
 if __name__ == "__main__":
-    sys.exit(pack_main())
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    sys.exit(status_main() if command == "status" else pack_main())

@@ -5,6 +5,8 @@ import lzma
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import cell_store  # noqa: E402
@@ -38,3 +40,45 @@ def test_the_repository_cells_stay_small():
     assert total <= 5_000_000, (
         f"benchmarks/cells holds {total:,} bytes (at most 5,000,000): pack it (python benchmarks/cell_store.py pack)"
     )
+
+
+def test_every_store_names_the_sources_its_cells_were_hashed_with():
+    """A store missing from STORE_SOURCES would be read with the whole package's hash: every cell "older"."""
+    assert set(cell_store.store_names()) <= set(cell_store.STORE_SOURCES), (
+        f"stores in benchmarks/cells not in cell_store.STORE_SOURCES: "
+        f"{sorted(set(cell_store.store_names()) - set(cell_store.STORE_SOURCES))}"
+    )
+
+
+def test_currency_counts_the_cells_a_code_change_turns_into_older_code(tmp_path, monkeypatch, capsys):
+    """The refactor case (fe4f7ce, reverted): a code change that moves no number still changes the sources hash,
+    and `status --against` names the store whose current cells it turns older; same_computation counts back."""
+    import types
+
+    monkeypatch.setattr(cell_store, "REPO", tmp_path)
+    module = tmp_path / "flowergraph" / "m.py"
+    module.parent.mkdir()
+    module.write_text("x = 1\n")
+    before = tmp_path / "before"
+    (before / "flowergraph").mkdir(parents=True)
+    (before / "flowergraph" / "m.py").write_text("x = 1  # a comment is not code\n")
+    grid = types.ModuleType("fake_grid")
+    grid.SOURCES = ("flowergraph/*.py",)
+    monkeypatch.setitem(sys.modules, "fake_grid", grid)
+    monkeypatch.setitem(cell_store.STORE_SOURCES, "b", "fake_grid")
+    old = cell_store.CellStore("b", grid.SOURCES)
+    old.save("a", {"seed": 0}, {"acc": 0.5})
+    old.save("b", {"seed": 1}, {"acc": 0.5})
+    module.write_text("x = 2 - 1\n")  # same value, other code
+    new = cell_store.CellStore("b", grid.SOURCES)
+    new.save("c", {"seed": 2}, {"acc": 0.5})
+    got = cell_store.currency("b", against=before)
+    assert got["cells"] == 3 and got["current"] == 1 and got["against"] == 2
+    assert got["sources"] == new.code["sources"] != old.code["sources"]
+    assert got["older"] == {old.code["sources"]: (2, ["unknown"])}  # tmp_path is no git checkout
+    grid.same_computation = lambda h: {h, old.code["sources"]} if h == new.code["sources"] else {h}
+    again = cell_store.currency("b", against=before)
+    assert again["current"] == 3 and again["older"] == {} and again["against"] == 2
+    with pytest.raises(SystemExit):
+        cell_store.status_main(["status", "nope"])
+    assert "no store 'nope' in benchmarks/cells; the stores: ['b']" in capsys.readouterr().err
