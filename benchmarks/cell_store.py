@@ -357,22 +357,26 @@ def currency(name: str, against: Path | None = None) -> dict:
     how many cells that state's code computes: a refactor that turns current cells into "older code" shows as
     ``current < against``."""
     sources, same = _sources_of(name)
+    import collections
+
     store = CellStore(name, sources)
-    hashes = [r.get("code", {}).get("sources") for r in store.records()]
-    commits: dict[str | None, set[str]] = {}
-    for r in store.records():
-        commits.setdefault(r.get("code", {}).get("sources"), set()).add(r.get("code", {}).get("commit", "unknown"))
+    counts: collections.Counter[str | None] = collections.Counter()
+    commits: dict[str | None, set[str]] = collections.defaultdict(set)
+    for r in store.records():  # one read of the store
+        code = r.get("code", {})
+        counts[code.get("sources")] += 1
+        commits[code.get("sources")].add(code.get("commit", "unknown"))
     now = same(store.code["sources"])
     out = {
         "store": name,
         "sources": store.code["sources"],
-        "cells": len(hashes),
-        "current": sum(h in now for h in hashes),
-        "older": {str(h): (hashes.count(h), sorted(commits[h])) for h in dict.fromkeys(hashes) if h not in now},
+        "cells": sum(counts.values()),
+        "current": sum(n for h, n in counts.items() if h in now),
+        "older": {str(h): (n, sorted(commits[h])) for h, n in counts.items() if h not in now},
     }
     if against is not None:
-        then = _hash_tree(against, sources)[0]
-        out["against"] = sum(h in same(then) for h in hashes)
+        then = same(_hash_tree(against, sources)[0])
+        out["against"] = sum(n for h, n in counts.items() if h in then)
     return out
 
 
@@ -391,10 +395,11 @@ def status_main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--against", metavar="REV", help="a git revision to compare with (e.g. HEAD)")
     a = parser.parse_intermixed_args(argv)
-    names = a.names or store_names()
-    unknown = [n for n in names if n not in store_names()]
+    stores = store_names()
+    names = a.names or stores
+    unknown = [n for n in names if n not in stores]
     if unknown:
-        parser.error(f"no store {', '.join(map(repr, unknown))} in benchmarks/cells; the stores: {store_names()}")
+        parser.error(f"no store {', '.join(map(repr, unknown))} in benchmarks/cells; the stores: {stores}")
     with tempfile.TemporaryDirectory() as tmp:
         against = None
         if a.against:  # the revision's package and benchmark sources, extracted into a folder of this run's own
