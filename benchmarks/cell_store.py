@@ -5,6 +5,7 @@ a cell records (:func:`environment`) and :class:`CellStore`, the finished cells 
 
 from __future__ import annotations
 
+import collections
 import functools
 import platform
 import sys
@@ -357,8 +358,6 @@ def currency(name: str, against: Path | None = None) -> dict:
     how many cells that state's code computes: a refactor that turns current cells into "older code" shows as
     ``current < against``."""
     sources, same = _sources_of(name)
-    import collections
-
     store = CellStore(name, sources)
     counts: collections.Counter[str | None] = collections.Counter()
     commits: dict[str | None, set[str]] = collections.defaultdict(set)
