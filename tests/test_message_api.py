@@ -29,9 +29,10 @@ from flowergraph.errors import ConfigError
 from flowergraph.settings import parse_run_config
 from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.storage.results import read_run
+import golden_cases
 from records import assert_same_rounds, untimed
 
-COSTS = ("time_s", "elapsed_s", "ended_at", "_s", "seconds", "inference_s", "evaluations", "round_time")
+COSTS = golden_cases.COSTS
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -59,7 +60,7 @@ def _faces(app_dir, tmp_path, config, num_nodes):
     """The same run config through the legacy face and the Message-API face: {face: (rounds, backend)}."""
     out = {}
     for face in ("legacy", "message"):
-        np.random.seed(12345)  # Flower's DP noise draws from numpy's global generator, unseeded: the same draws
+        golden_cases.seed_flower_dp()
         backend = Recording()
         folder = tmp_path / face
         run_inline(
@@ -74,118 +75,30 @@ def _faces(app_dir, tmp_path, config, num_nodes):
     return out
 
 
-def _methods(data):
-    d = str(data)
-    return {
-        "fedavg": {"method": "fedavg", "num-clients": 3, "rounds": 2},
-        "fedprox": {"method": "fedprox", "num-clients": 3, "rounds": 2},
-        "fedper": {"method": "fedper", "num-clients": 3, "rounds": 2},
-        "gcfl": {"method": "gcfl", "num-clients": 3, "rounds": 2},
-        "centralized": {"method": "centralized", "rounds": 2},
-        # the privacy and robustness keys that apply on this face: a robust rule, central DP, CKKS
-        "fedavg-median": {"method": "fedavg", "num-clients": 3, "rounds": 2, "aggregator": "median"},
-        "fedavg-dp": {
-            "method": "fedavg",
-            "num-clients": 3,
-            "rounds": 2,
-            "dp": "central-server",
-            "weighting": "uniform",
-            "dp-noise-multiplier": 0.3,
-            "dp-clipping-norm": 5.0,
-        },
-        "fedavg-ckks": {"method": "fedavg", "num-clients": 3, "rounds": 2, "secure-agg": "ckks"},
-        "fedgcn": {"method": "fedgcn", "num-clients": 3, "rounds": 2},
-        "fedstar": {
-            "method": "fedstar",
-            "dataset": "MUTAG,PTC_MR,BZR",
-            "num-clients": 3,
-            "rounds": 2,
-            "seed": 2,
-            "data-dir": d,
-        },
-        "fedgraph": {
-            "method": "fedgraph",
-            "dataset": "Cora",
-            "num-clients": 3,
-            "rounds": 2,
-            "seed": 5,
-            "fedgraph.alpha": 0.0,
-            "fedgraph.episode-rounds": 2,
-            "data-dir": d,
-        },
-        "asfgnn": {
-            "method": "asfgnn",
-            "dataset": "Cora",
-            "num-clients": 2,
-            "seed": 3,
-            "asfgnn.search": "smac",
-            "asfgnn.trials": 2,
-            "asfgnn.trial-rounds": 2,
-            "rounds": 6,
-            "data-dir": d,
-        },
-        # one FL-AGCNS generation (a SuperNet step, then the FEO phases) and two retraining rounds
-        "flagcns": {
-            "method": "flagcns",
-            "dataset": "Cora",
-            "num-clients": 3,
-            "seed": 3,
-            "flagcns.layers": 2,
-            "flagcns.population": 4,
-            "flagcns.sample-size": 2,
-            "flagcns.epochs": 1,
-            "flagcns.warmup": 0,
-            "flagcns.steps-per-epoch": 1,
-            "flagcns.retrain-epochs": 2,
-            "data-dir": d,
-        },
-    }
-
-
-METHODS = (
-    "fedavg",
-    "fedprox",
-    "fedper",
-    "gcfl",
-    "centralized",
-    "fedavg-median",
-    "fedavg-dp",
-    "fedavg-ckks",
-    "fedgcn",
-    "fedstar",
-    "fedgraph",
-    "asfgnn",
-    "flagcns",
-)
-
-
 @pytest.mark.simulation
-@pytest.mark.parametrize("method", METHODS)
-def test_both_faces_give_the_same_rounds(method, app_dir, tmp_path, request):
+@pytest.mark.parametrize("method", golden_cases.CASES)
+def test_both_faces_give_the_same_rounds_and_the_golden_records(method, app_dir, tmp_path, request):
     """Every method: the Message-API face's round records (accuracies, losses, phases, bytes, per-client rows)
-    equal the legacy face's, and the clients received Message-API records on the one and legacy records on the
-    other (every message type each face sends, as the client's side decoded it)."""
-    data = request.getfixturevalue("shared_data") if method in ("fedstar", "fedgraph", "asfgnn", "flagcns") else ""
-    config = _methods(data)[method]
-    if method in ("fedgraph", "flagcns"):
-        config = {**config, "state-dir": str(tmp_path / "state")}
-    if method == "fedavg-ckks":
-        from flowergraph.privacy import ckks
-
-        config = {**config, "key-file": str(ckks.write_key_file(tmp_path / "owners" / "ckks.bin"))}
-    nodes = 1 if method == "centralized" else config["num-clients"]
-    faces = _faces(app_dir, tmp_path, config, nodes)
+    equal the legacy face's and the golden records the 0.3 core stored (``tests/golden/<case>.json``, made by
+    ``tests/golden/generate.py``), and the clients received Message-API records on the one and legacy records on
+    the other (every message type each face sends, as the client's side decoded it)."""
+    data = request.getfixturevalue("shared_data") if method in golden_cases.NEEDS_DATA else ""
+    config = golden_cases.case_config(method, data, tmp_path)
+    faces = _faces(app_dir, tmp_path, config, golden_cases.num_nodes(method, config))
     legacy, message = faces["legacy"][0], faces["message"][0]
     assert [r["round"] for r in message] == [r["round"] for r in legacy] and len(legacy) >= 2
     assert any(r.get("accuracy") is not None for r in message)
+    golden = json.loads((golden_cases.GOLDEN / f"{method}.json").read_text())["rounds"]
     if method == "fedavg-ckks":
         # CKKS is approximate arithmetic with fresh randomness in every encryption: two runs of the same face
         # differ in the last digits of every decrypted sum (total_weight 1200 -> 1199.999999...), so this case is
         # compared to 1e-5 relative, everything else exactly
-        for a, b in zip(legacy, message, strict=True):
-            _close(untimed(a, COSTS), untimed(b, COSTS), a["round"])
+        for a, b, g in zip(legacy, message, golden, strict=True):
+            golden_cases.close(untimed(a, COSTS), untimed(b, COSTS), a["round"])
+            golden_cases.close(g, untimed(b, COSTS), ("golden", a["round"]))
     else:
         assert_same_rounds(legacy, message, COSTS)
+        assert_same_rounds(golden, message, COSTS)
     got_legacy = {kind for kind, _ in faces["legacy"][1].received}
     got_message = {kind for kind, _ in faces["message"][1].received}
     assert got_message <= {"train", "evaluate", *message_records.ACTIONS} and "train" in got_message
@@ -201,21 +114,6 @@ def test_both_faces_give_the_same_rounds(method, app_dir, tmp_path, request):
     assert all("fitins.parameters" in names for names in legacy_trains)
     if method == "fedgcn":  # the one-off neighbour exchange ran as phase messages on the Message API
         assert "query.fg_phase" in got_message
-
-
-def _close(a, b, where):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _close(a[k], b[k], (where, k))
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for x, y in zip(a, b):
-            _close(x, y, where)
-    elif isinstance(a, float):
-        assert b == pytest.approx(a, rel=1e-5, abs=1e-6), where
-    else:
-        assert a == b, where
 
 
 def _cora(shared_data, **extra):
