@@ -68,7 +68,11 @@ def test_types_are_coerced_and_dataset_is_canonical():
         ({"node.optimizer": "rmsprop"}, "unknown node.optimizer 'rmsprop'; valid choices: sgd, adam"),
         ({"node.split": "public"}, "public split exists only for Planetoid"),
         ({"node.beta": 0}, r"node.beta=0.0: must be > 0"),
-        ({"roundz": 3}, "unknown run-config key 'roundz'; did you mean 'rounds'\\?; valid keys: method, dataset"),
+        (
+            {"roundz": 3},
+            "unknown run-config key 'roundz'; did you mean 'rounds'\\?; other close keys: round-timeout, "
+            "fedgraph.round-time; all [0-9]+ keys: docs/configuration.md",
+        ),
         ({"server-eval": "maybe"}, "server-eval='maybe': expected true or false"),
     ],
 )
@@ -94,8 +98,7 @@ def test_an_unknown_key_names_the_known_keys_with_its_last_part():
     ``graph.*``, ``fedgcn.*``) is an unknown key; the refusal names every known key with the same last dotted part
     (no table of renamed keys), else a close match. Where unknown keys are allowed (a user's app) it is left out."""
     with pytest.raises(
-        ConfigError,
-        match=re.escape("unknown run-config key 'hops'; did you mean 'fedgcn.hops'?; valid keys: method, dataset"),
+        ConfigError, match=re.escape("unknown run-config key 'hops'; did you mean 'fedgcn.hops'?; all ")
     ):
         parse_run_config({"hops": 1})
     with pytest.raises(ConfigError, match=re.escape("unknown run-config key 'mu'; did you mean 'fedprox.mu'?")):
@@ -213,3 +216,20 @@ def test_ray_cpus_on_an_existing_ray_cluster_is_refused(launcher_main, capsys, m
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
     assert launcher_main(["--method", "fedavg", "--ray-cpus", "2"]) == 2
     assert "ray-cpus=2 with RAY_ADDRESS='127.0.0.1:6379': Ray refuses a CPU count" in capsys.readouterr().err
+
+
+def test_an_unknown_key_names_a_few_close_keys_and_where_all_are_listed_not_all_of_them():
+    """A Flower app's own key (``num-server-rounds``, Flower's quickstart) refused by the launcher: the message names
+    at most a handful of known keys and where the whole list lives, never the ~200 keys themselves."""
+    from flowergraph.settings import option_by_key
+
+    with pytest.raises(ConfigError) as refused:
+        parse_run_config({"num-server-rounds": 3})
+    message = str(refused.value)
+    assert message.startswith("unknown run-config key 'num-server-rounds'; close keys: rounds, ")
+    assert message.endswith(
+        f"; all {len(option_by_key())} keys: docs/configuration.md, or `python -m flowergraph.settings`"
+    )
+    named = [k for k in option_by_key() if re.search(rf"(?<![\w.-]){re.escape(k)}(?![\w.-])", message)]
+    assert 1 <= len(named) <= 8 and "rounds" in named, named
+    assert len(message) < 300

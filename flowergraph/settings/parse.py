@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..errors import ConfigError, did_you_mean_key
+from ..errors import ConfigError, unknown_keys_message
 from ..methods.registry import RunSettings, get_method, methods, task_of_dataset, tasks
 from .checks import check_settings
 from .datasets import normalize_dataset
@@ -62,10 +62,9 @@ def defaults() -> dict[str, Any]:
 
 
 def unknown_key(key: str, known: Iterable[str]) -> ConfigError:
-    """The refusal of an unknown run-config key: the keys it may mean (:func:`~flowergraph.errors.did_you_mean_key`)
-    and the valid keys."""
-    known = list(known)
-    return ConfigError(f"unknown run-config key {key!r}{did_you_mean_key(key, known)}; valid keys: {', '.join(known)}")
+    """The refusal of an unknown run-config key (:func:`~flowergraph.errors.unknown_keys_message`): the keys it may
+    mean, the few closest and where every key is listed."""
+    return ConfigError(unknown_keys_message([key], known))
 
 
 def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> RunSettings:

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, did_you_mean, did_you_mean_key
+from ..errors import ConfigError, did_you_mean, unknown_keys_message
 from .parse import option_by_key, unknown_key
 
 
@@ -36,10 +36,7 @@ def load_preset(path: str | os.PathLike) -> dict[str, Any]:
     known = option_by_key()
     unknown = [k for k in values if k not in known]
     if unknown:
-        named = ", ".join(
-            f"{k!r}" + (f" ({hint[2:]})" if (hint := did_you_mean_key(k, known)) else "") for k in unknown
-        )
-        raise ConfigError(f"preset {str(path)!r}: unknown run-config key(s) {named}; valid keys: {', '.join(known)}")
+        raise ConfigError(f"preset {str(path)!r}: {unknown_keys_message(unknown, known)}")
     return values
 
 
