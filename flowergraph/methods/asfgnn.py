@@ -6,6 +6,8 @@ client: :mod:`flowergraph.clients.asfgnn`; the core (networks, JS, splits, refer
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import functools
 import math
 import os
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import at_least, within, namespace
+from ..settings.options import at_least, option, options_of, within
 from .registry import ClientArgs, Method, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,128 +58,110 @@ def _list_check(kind: type, valid: Callable[[Any], bool], what: str) -> Callable
     return check
 
 
-_opt = namespace("asfgnn")  # its keys: "asfgnn.<key>", listed under "asfgnn" in docs/configuration.md
+@dataclass(kw_only=True, eq=False)
+class ASFGNNOptions:
+    """ASFGNN's hyper-parameters (``asfgnn`` and ``asfgnn-cm``): the run-config keys ``asfgnn.*`` and the keyword
+    arguments of :class:`flowergraph.serverapp.ASFGNN`."""
 
-
-OPTIONS = (
-    _opt(
-        "variant",
+    variant: str = option(
         "sfgnn",
         "What the clients share: `sfgnn` (the discriminator, mixed with the JS weight: the "
         "paper's method), `fl` (FedAvg of the whole GraphSAGE + discriminator) or `sp` (nothing: each client "
         "alone). The centralized baseline CM is `method=asfgnn-cm`.",
         VARIANTS,
-    ),
-    _opt(
-        "js",
+    )
+    js: bool = option(
         True,
         "SFGNN: mix the server's discriminator into the client's with weight js = JS(Q_i || Q_s) "
         "(false: replace it, the paper's 'without JS' ablation).",
-    ),
-    _opt(
-        "fgnn-init",
+    )
+    fgnn_init: str = option(
         "shared",
         "SFGNN: every trial starts all clients from one random discriminator sent by the "
         "server (`shared`), or each client from its own (`client`, Algorithm 2 line 2 read literally).",
         ("shared", "client"),
-    ),
-    _opt(
-        "setting",
+    )
+    setting: str = option(
         "label",
         "The paper's split: `label` (2 clients, classes split into two parts, mixed by "
         "alpha), `graph` (2 clients, part-1 nodes of degree <= degree-threshold vs part-2 nodes above it) or "
         "`disjoint` (>= 2 clients with disjoint label sets).",
         SETTINGS,
-    ),
-    _opt(
-        "alpha",
+    )
+    alpha: float = option(
         1.0,
         "Label split: the fraction of its home classes' nodes each client holds (1: disjoint "
         "classes; 0.5: the same mix).",
         check=within(0.0, 1.0),
-    ),
-    _opt(
-        "sizes",
+    )
+    sizes: str = option(
         "disjoint",
         "Label split at alpha < 1: `disjoint` (ours: each node in one client; A holds alpha of part 1 and "
         "1 - alpha of part 2) or the paper's sizes read literally (A: alpha N1 + (1 - alpha) N1 nodes, B: "
         "(1 - alpha) N2 + alpha N2), which overlap: `paper` (only the nodes the sizes force into both clients) "
         "or `paper-independent` (each client's draw independent of the other's). Not for `asfgnn-cm`.",
         SIZES,
-    ),
-    _opt("split-seed", 0, "Seed of the alpha split's node draw (the training seed is `seed`).", check=at_least(0)),
-    _opt("degree-threshold", 3, "Graph split: the degree separating the two clients' nodes.", check=at_least(0)),
-    _opt(
-        "search",
+    )
+    split_seed: int = option(0, "Seed of the alpha split's node draw (the training seed is `seed`).", check=at_least(0))
+    degree_threshold: int = option(3, "Graph split: the degree separating the two clients' nodes.", check=at_least(0))
+    search: str = option(
         "none",
         "Hyper-parameter search, each trial a federated run of trial-rounds rounds: `none` "
         "(one trial with the values below), `smac` (SMAC3 Bayesian optimisation), `grid` (the paper's grid), "
         "`random`.",
         SEARCHES,
-    ),
-    _opt(
-        "trials",
-        1,
-        "Trials of the search (its budget); `rounds` may be at most trials x (trial-rounds + 1).",
-        check=at_least(1),
-    ),
-    _opt(
-        "trial-rounds",
+    )
+    trials: int = option(
+        1, "Trials of the search (its budget); `rounds` may be at most trials x (trial-rounds + 1).", check=at_least(1)
+    )
+    trial_rounds: int = option(
         200,
         "Training rounds T of each trial (each trial ends with one more round that only evaluates its final model).",
         check=at_least(1),
-    ),
-    _opt(
-        "smac-facade",
+    )
+    smac_facade: str = option(
         "hpo",
         "SMAC's facade: `hpo` (random forest + log EI) or `blackbox` (Gaussian process + EI, the paper's surrogate).",
         SMAC_FACADES,
-    ),
-    _opt(
-        "smac-initial-configs",
-        0,
-        "SMAC's initial design size (0: SMAC's default, at most 25% of the trials).",
-        check=at_least(0),
-    ),
-    _opt(
-        "grid-order",
+    )
+    smac_initial_configs: int = option(
+        0, "SMAC's initial design size (0: SMAC's default, at most 25% of the trials).", check=at_least(0)
+    )
+    grid_order: str = option(
         "shuffled",
         "Grid search: the grid in a seeded random order (`shuffled`) or in "
         "mixed-radix order (`ordered`: hidden size slowest).",
         GRID_ORDERS,
-    ),
-    _opt(
-        "hidden",
+    )
+    hidden: int = option(
         128,
         "Hidden size l (embeddings and discriminator; shared by all clients) of a run without search.",
         HIDDEN_SIZES,
-    ),
-    _opt(
-        "depth",
+    )
+    depth: str = option(
         "2",
         "SGNN depth K of a run without search: one value, or one per client ('4,2': Table 4, Cora).",
         check=_list_check(int, lambda v: v in DEPTHS, "valid: 1..5"),
-    ),
-    _opt(
-        "dropout",
+    )
+    dropout: str = option(
         "0.5",
         "Dropout rate d (one, or one per client).",
         check=_list_check(float, lambda v: 0.0 <= v < 1.0, "valid: [0, 1)"),
-    ),
-    _opt(
-        "l2",
+    )
+    l2: str = option(
         "0.005",
         "L2 weight of Eq. 4 (one, or one per client).",
         check=_list_check(float, lambda v: v >= 0.0 and math.isfinite(v), "valid: >= 0"),
-    ),
-    _opt(
-        "lr",
+    )
+    lr: str = option(
         "0.01",
         "Adam learning rate (one, or one per client).",
         check=_list_check(float, lambda v: v > 0.0 and math.isfinite(v), "valid: > 0"),
-    ),
-    _opt("local-epochs", 1, "Full-batch training steps per round (the paper: 1).", check=at_least(1)),
-)
+    )
+    local_epochs: int = option(1, "Full-batch training steps per round (the paper: 1).", check=at_least(1))
+
+
+OPTIONS = options_of(ASFGNNOptions, "asfgnn")
 
 
 # ------------------------------------------------------------------------------------------- settings helpers

@@ -13,9 +13,11 @@ method.)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..settings.options import Option, at_least
+from ..settings.options import at_least, option, options_of
 from .registry import ClientArgs, Method, Sharing, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,6 +72,34 @@ def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
     )
 
 
+@dataclass(kw_only=True, eq=False)
+class FedProxOptions:
+    """FedProx's hyper-parameter: the run-config key ``fedprox.mu`` and the keyword argument of
+    :class:`flowergraph.serverapp.FedProx`."""
+
+    mu: float = option(0.01, "Proximal weight mu.", check=at_least(0.0))
+
+
+@dataclass(kw_only=True, eq=False)
+class GCFLOptions:
+    """GCFL's hyper-parameters: the run-config keys ``gcfl.*`` and the keyword arguments of
+    :class:`flowergraph.serverapp.GCFL`."""
+
+    eps1: float = option(
+        0.07,
+        "A cluster may split when the norm of its clients' mean update is below this (the "
+        "authors' values: CHEM 0.07, BIO-CHEM 0.07, BIO-CHEM-SN 0.08; the presets set them).",
+        check=at_least(0.0, False),
+    )
+    eps2: float = option(
+        0.28,
+        "... and its largest client update norm is above this (the authors' values: CHEM "
+        "0.28, BIO-CHEM 0.35, BIO-CHEM-SN 0.4).",
+        check=at_least(0.0, False),
+    )
+    warmup: int = option(20, "No cluster splits in rounds 1..warmup (the authors' 20).", check=at_least(0))
+
+
 FEDAVG = register(
     Method(
         name="fedavg",
@@ -90,7 +120,7 @@ FEDPROX = register(
         build_strategy=_averaging,
         build_client=_client_for("fedprox"),
         stateful_clients=_stateful,
-        options=(Option("fedprox.mu", 0.01, "Proximal weight mu.", check=at_least(0.0), group="fedprox"),),
+        options=options_of(FedProxOptions, "fedprox"),
         paper="Li et al., FedProx, MLSys 2020, arXiv:1812.06127",
     )
 )
@@ -118,30 +148,6 @@ GCFL = register(
         paper="Xie et al., GCFL, NeurIPS 2021, arXiv:2106.13423",
         summable_updates=False,
         model_scope="per-group",
-        options=(
-            Option(
-                "gcfl.eps1",
-                0.07,
-                "A cluster may split when the norm of its clients' mean update is below this (the "
-                "authors' values: CHEM 0.07, BIO-CHEM 0.07, BIO-CHEM-SN 0.08; the presets set them).",
-                check=at_least(0.0, False),
-                group="gcfl",
-            ),
-            Option(
-                "gcfl.eps2",
-                0.28,
-                "... and its largest client update norm is above this (the authors' values: CHEM "
-                "0.28, BIO-CHEM 0.35, BIO-CHEM-SN 0.4).",
-                check=at_least(0.0, False),
-                group="gcfl",
-            ),
-            Option(
-                "gcfl.warmup",
-                20,
-                "No cluster splits in rounds 1..warmup (the authors' 20).",
-                check=at_least(0),
-                group="gcfl",
-            ),
-        ),
+        options=options_of(GCFLOptions, "gcfl"),
     )
 )

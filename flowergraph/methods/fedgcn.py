@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..settings.options import Option
+from ..settings.options import option, options_of
 from .node import model_kwargs, train_config
 from .registry import ClientArgs, Method, StrategyArgs, register
 
@@ -16,23 +18,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..settings import RunSettings
 
-OPTIONS = (
-    Option(
-        "fedgcn.hops",
+
+@dataclass(kw_only=True, eq=False)
+class FedGCNOptions:
+    """FedGCN's hyper-parameters: the run-config keys ``fedgcn.*`` and the keyword arguments of
+    :class:`flowergraph.serverapp.FedGCN`."""
+
+    hops: int = option(
         2,
         "Neighbour-aggregation hops exchanged before training (0 = FedAvg on local "
         "subgraphs, 1 = own nodes, 2 = own nodes and their 1-hop neighbours: exact for a 2-layer GCN).",
         (0, 1, 2),
-        group="fedgcn",
-    ),
-    Option(
-        "fedgcn.he",
+    )
+    he: bool = option(
         False,
         "Sum the aggregations under CKKS homomorphic encryption (TenSEAL); the server "
         "holds no key, the data owners hold `key-file`.",
-        group="fedgcn",
-    ),
-)
+    )
+
+
+OPTIONS = options_of(FedGCNOptions, "fedgcn")
 
 
 def _check(s: "RunSettings") -> None:

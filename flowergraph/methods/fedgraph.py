@@ -13,11 +13,13 @@ data on the server."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import functools
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import at_least, left_open, within, namespace
+from ..settings.options import at_least, left_open, option, options_of, within
 from ..tasks.partition import PARTITIONERS
 from .node import graph_spec
 from .registry import ClientArgs, Method, StrategyArgs, register
@@ -40,43 +42,39 @@ EXCHANGES = ("round", "iteration")
 NETWORKS = ("lan", "wan")  # the keys of flowergraph.tasks.fedgraph.NETWORKS
 
 
-_opt = namespace("fedgraph")  # its keys: "fedgraph.<key>", listed under "fedgraph" in docs/configuration.md
+@dataclass(kw_only=True, eq=False)
+class FedGraphOptions:
+    """FedGraph's hyper-parameters: the run-config keys ``fedgraph.*`` and the keyword arguments of
+    :class:`flowergraph.serverapp.FedGraph`."""
 
-
-OPTIONS = (
-    _opt(
-        "sharing",
+    sharing: str = option(
         "fedgraph",
         "Cross-client convolution: `fedgraph` (remote neighbours' h W from the second "
         "convolution on, the paper), `allshare` (from the first on: owners send x W^(0)), `nonshare` (cross-client "
         "edges ignored).",
         SHARING,
-    ),
-    _opt(
-        "sampling",
+    )
+    sampling: str = option(
         "fedgraph",
         "Local sampling: `fedgraph` (each client's policy: mini-batch kappa and one "
         "neighbour probability per convolution, eq. 7), `full` (full batch), `graphsage` (fan-outs 25, 10), "
         "`fastgcn` (layer size 256).",
         SAMPLING,
-    ),
-    _opt(
-        "agent",
+    )
+    agent: str = option(
         "ddpg",
         "Who sets the policies: `ddpg` (the server's agent, per client and round) or `fixed` "
         "(kappa = fedgraph.batch-size, p = fedgraph.prob for every client).",
         AGENTS,
-    ),
-    _opt(
-        "staleness",
+    )
+    staleness: str = option(
         "same-round",
         "Remote rows: `same-round` (owners compute them with the model of the round, "
         "an exchange phase before training) or `one-round` (computed after the owner's local training of the "
         "previous round, riding on its fit reply; no exchange phase).",
         STALENESS,
-    ),
-    _opt(
-        "exchange",
+    )
+    exchange: str = option(
         "round",
         "Cadence of the cross-client rows: `round` (owners send the rows of all their "
         "boundary nodes once per round, constants for the round) or `iteration` (the paper's: every local "
@@ -84,80 +82,66 @@ OPTIONS = (
         "owners compute them with their current local weights; relayed by the server, 2 x local-steps + 1 "
         "message round trips per round; sharing=fedgraph with node.layers=2, staleness=same-round).",
         EXCHANGES,
-    ),
-    _opt("data", "synthesis", "Clients' data: the paper's overlapping synthesis, or a partitioner.", DATA),
-    _opt(
-        "parts-per-client",
+    )
+    data: str = option("synthesis", "Clients' data: the paper's overlapping synthesis, or a partitioner.", DATA)
+    parts_per_client: int = option(
         1,
         "fedgraph.data=metis: METIS cuts the graph into num-clients x this many parts, dealt at "
         "random to the clients, this many each (1: METIS into num-clients parts). More parts, more cross-client "
         "edges: 16 gives ~31% on Cora, 64 ~37% on CiteSeer.",
         check=at_least(1),
-    ),
-    _opt("var", 0.1, "Synthesis: variance of xi_i ~ Normal(0.8, var) (the paper: 0.1, 0.5, 1).", check=at_least(0.0)),
-    _opt(
-        "cut-norm",
+    )
+    var: float = option(
+        0.1, "Synthesis: variance of xi_i ~ Normal(0.8, var) (the paper: 0.1, 0.5, 1).", check=at_least(0.0)
+    )
+    cut_norm: str = option(
         "local",
         "Normalisation of non-sharing convolutions: `local` (the client's own subgraph's "
         "GCN) or `global` (eq. 2 literally: the whole graph's weights, remote terms dropped).",
         CUT_NORMS,
-    ),
-    _opt(
-        "batch-size",
+    )
+    batch_size: int = option(
         256,
         "Mini-batch size of the fixed policy and of the graphsage/fastgcn baselines (the paper: 256).",
         check=at_least(1),
-    ),
-    _opt(
-        "prob",
-        1.0,
-        "Neighbour sampling probability of the fixed policy (every convolution).",
-        check=left_open(0.0, 1.0),
-    ),
-    _opt("local-steps", 3, "Local iterations per round (each a fresh sample).", check=at_least(1)),
-    _opt("lr", 0.01, "Local Adam learning rate (the paper: 0.01).", check=at_least(0.0, False)),
-    _opt("weight-decay", 5e-4, "Local Adam weight decay.", check=at_least(0.0)),
-    _opt("episode-rounds", 30, "DDPG: rounds T per episode.", check=at_least(1)),
-    _opt(
-        "episode-reset",
+    )
+    prob: float = option(
+        1.0, "Neighbour sampling probability of the fixed policy (every convolution).", check=left_open(0.0, 1.0)
+    )
+    local_steps: int = option(3, "Local iterations per round (each a fresh sample).", check=at_least(1))
+    lr: float = option(0.01, "Local Adam learning rate (the paper: 0.01).", check=at_least(0.0, False))
+    weight_decay: float = option(5e-4, "Local Adam weight decay.", check=at_least(0.0))
+    episode_rounds: int = option(30, "DDPG: rounds T per episode.", check=at_least(1))
+    episode_reset: bool = option(
         True,
         "DDPG: a new episode restarts federated training from the initial model "
         "(Algorithm 4); false: training goes on and only the episode restarts.",
-    ),
-    _opt(
-        "agent-update",
+    )
+    agent_update: str = option(
         "ddpg",
         "DDPG: the agent's update rule: `ddpg` (the paper's) or `td3` (twin critics, "
         "delayed actor updates, target policy smoothing; not in the paper: a test of DDPG's late relapses).",
         AGENT_UPDATES,
-    ),
-    _opt(
-        "noise-min",
-        0.02,
-        "DDPG: floor of the exploration noise's sigma (0.2 at first, x 0.98 per episode).",
-        check=at_least(0.0),
-    ),
-    _opt("pca-components", 20, "DDPG: PCA dimensions per model in the state (the paper: 20).", check=at_least(1)),
-    _opt("kappa-min", 32, "DDPG: smallest mini-batch size an action maps to.", check=at_least(1)),
-    _opt("kappa-max", 512, "DDPG: largest mini-batch size an action maps to.", check=at_least(1)),
-    _opt(
-        "p-min",
-        0.1,
-        "DDPG: smallest neighbour sampling probability an action maps to (largest: 1).",
-        check=left_open(0.0, 1.0),
-    ),
-    _opt("target-accuracy", 0.8, "Eq. 9: target accuracy Lambda (a fraction).", check=within(0.0, 1.0)),
-    _opt("omega", 128.0, "Eq. 9: base Omega of the accuracy term (the paper: 128).", check=at_least(1.0, False)),
-    _opt(
-        "alpha",
+    )
+    noise_min: float = option(
+        0.02, "DDPG: floor of the exploration noise's sigma (0.2 at first, x 0.98 per episode).", check=at_least(0.0)
+    )
+    pca_components: int = option(20, "DDPG: PCA dimensions per model in the state (the paper: 20).", check=at_least(1))
+    kappa_min: int = option(32, "DDPG: smallest mini-batch size an action maps to.", check=at_least(1))
+    kappa_max: int = option(512, "DDPG: largest mini-batch size an action maps to.", check=at_least(1))
+    p_min: float = option(
+        0.1, "DDPG: smallest neighbour sampling probability an action maps to (largest: 1).", check=left_open(0.0, 1.0)
+    )
+    target_accuracy: float = option(0.8, "Eq. 9: target accuracy Lambda (a fraction).", check=within(0.0, 1.0))
+    omega: float = option(128.0, "Eq. 9: base Omega of the accuracy term (the paper: 128).", check=at_least(1.0, False))
+    alpha: float = option(
         -1.0,
         "Eq. 9: time penalty alpha; -1: profiled, 1 / (round 1's time - beta), so the penalty "
         "is about 1 (the paper); 0: no time penalty (runs repeat exactly).",
         check=at_least(-1.0),
-    ),
-    _opt("beta", 0.0, "Eq. 9: time offset beta (in fedgraph.round-time's unit).", check=at_least(0.0)),
-    _opt(
-        "round-time",
+    )
+    beta: float = option(0.0, "Eq. 9: time offset beta (in fedgraph.round-time's unit).", check=at_least(0.0))
+    round_time: str = option(
         "server",
         "Eq. 9: how the round's time delta is measured: `server` (the paper's: the "
         "server's clock, exchange to aggregation; in a one-process simulation the clients' training adds up), "
@@ -168,33 +152,32 @@ OPTIONS = (
         "over fedgraph.network's bandwidth, plus the message round trips times its round-trip time, plus the "
         "server's CPU time).",
         ROUND_TIMES,
-    ),
-    _opt(
-        "network",
+    )
+    network: str = option(
         "lan",
         "The parallel clock's network: `lan` (1 Gbit/s, 1 ms round trip) or `wan` (50 Mbit/s, "
         "30 ms). Every round record holds the clock on both; this one feeds the reward (fedgraph.round-time="
         "parallel).",
         NETWORKS,
-    ),
-    _opt(
-        "seconds-per-mac",
+    )
+    seconds_per_mac: float = option(
         0.0,
         "The parallel clock's seconds per multiply-add of a client's work (forward and backward "
         "of the local iterations, and the rows it computes for others); 0: the calibrated constant of this "
         "project's machine (flowergraph.tasks.fedgraph.SECONDS_PER_MAC, docs/results/fedgraph_clock.md).",
         check=at_least(0.0),
-    ),
-    _opt(
-        "seconds-per-step",
+    )
+    seconds_per_step: float = option(
         -1.0,
         "The parallel clock's fixed seconds per local iteration beside seconds-per-mac; -1: the "
         "calibrated constant (flowergraph.tasks.fedgraph.SECONDS_PER_STEP, with SECONDS_PER_ROWS per rows "
         "computation); 0: the proportional model max_i(c x work_i), no fixed cost per iteration or rows "
         "computation.",
         check=lambda v: None if v == -1 or v >= 0 else "must be -1 (the calibrated constant) or >= 0",
-    ),
-)
+    )
+
+
+OPTIONS = options_of(FedGraphOptions, "fedgraph")
 
 
 def _check(s: "RunSettings") -> None:

@@ -5,10 +5,12 @@ client: :mod:`flowergraph.clients.fedstar`; data, structure embeddings, models a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import at_least, namespace
+from ..settings.options import at_least, option, options_of
 from .graph import graph_preflight, model_kwargs, train_config
 from .graph import task_spec as graph_task_spec
 from .registry import ClientArgs, Method, StrategyArgs, register
@@ -26,9 +28,6 @@ BASELINE_VARIANTS = ("fedavg", "fedprox", "fedper", "gcfl")
 STRUCTURE_CHOICES = ("dse+rwse", "dse", "rwse", "ones")
 
 
-_opt = namespace("fedstar")  # its keys: "fedstar.<key>", listed under "fedstar" in docs/configuration.md
-
-
 def _variant(value: str) -> str:
     """``fedstar.variant``: a baseline that became a method of its own is refused naming the method (0.3 removed
     the old spelling ``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl``)."""
@@ -40,9 +39,12 @@ def _variant(value: str) -> str:
     return value
 
 
-OPTIONS = (
-    _opt(
-        "variant",
+@dataclass(kw_only=True, eq=False)
+class FedStarOptions:
+    """FedStar's hyper-parameters: the run-config keys ``fedstar.*`` and the keyword arguments of
+    :class:`flowergraph.serverapp.FedStar`."""
+
+    variant: str = option(
         "fedstar",
         "Algorithm: `fedstar` (share the structure encoder), the baselines `local` (GIN, "
         "no sharing) and `local-decoupled` (FedStar's model, no sharing), or the ablations `share-all` / "
@@ -50,25 +52,25 @@ OPTIONS = (
         "GCFL are methods of their own (`method=fedavg` on a graph dataset is FedStar's FedAvg row).",
         VARIANT_CHOICES,
         normalize=_variant,
-    ),
-    _opt(
-        "structure",
+    )
+    structure: str = option(
         "dse+rwse",
         "Structure embedding: degree one-hot (DSE) + random-walk return probabilities "
         "(RWSE), one of them, or `ones` (an all-ones vector: the paper's 'without' ablation).",
         STRUCTURE_CHOICES,
-    ),
-    _opt("dse-dim", 16, "DSE width (degrees clipped to [1, dse-dim]).", check=at_least(1)),
-    _opt("rwse-dim", 16, "RWSE width (random-walk steps 1..rwse-dim).", check=at_least(1)),
-    _opt(
-        "pool-order",
+    )
+    dse_dim: int = option(16, "DSE width (degrees clipped to [1, dse-dim]).", check=at_least(1))
+    rwse_dim: int = option(16, "RWSE width (random-walk steps 1..rwse-dim).", check=at_least(1))
+    pool_order: str = option(
         "per-node",
         "Where the decoupled model applies its first classifier layer FC(2h, h): to "
         "every node before the sum pooling (`per-node`, the authors' code) or after it (`pooled`, the paper's "
         "Table 9); they differ in the bias only (added once per node or once per graph).",
         ("per-node", "pooled"),
-    ),
-)
+    )
+
+
+OPTIONS = options_of(FedStarOptions, "fedstar")
 
 
 def task_spec(s: "RunSettings") -> "GraphTaskSpec":

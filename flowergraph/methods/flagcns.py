@@ -6,11 +6,13 @@ METIS into 3 clients with 20 training nodes per class, 500 validation and 1000 t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import at_least, namespace, within
+from ..settings.options import at_least, option, options_of, within
 from .registry import ClientArgs, Method, StrategyArgs, register, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,152 +33,132 @@ ABLATION = ("feo", "controller-eo", "client-eo", "random-partition")
 FIXED = ("gcn", "gat", "sage", "sgc", "appnp")  # tasks/flagcns/space.py: BASELINES
 
 
-_opt = namespace("flagcns")  # its keys: "flagcns.<key>", listed under "flagcns" in docs/configuration.md
+@dataclass(kw_only=True, eq=False)
+class FLAGCNSOptions:
+    """FL-AGCNS's hyper-parameters: the run-config keys ``flagcns.*`` and the keyword arguments of
+    :class:`flowergraph.serverapp.FLAGCNS`."""
 
-
-OPTIONS = (
-    _opt(
-        "layers", 6, "Graph layers L of the search space (the paper: 6); a code has 2L+2 integers.", check=at_least(1)
-    ),
-    _opt("hidden", 64, "Width of the input structure and of every graph layer (the paper: 64).", check=at_least(1)),
-    _opt(
-        "fusion",
+    layers: int = option(
+        6, "Graph layers L of the search space (the paper: 6); a code has 2L+2 integers.", check=at_least(1)
+    )
+    hidden: int = option(
+        64, "Width of the input structure and of every graph layer (the paper: 64).", check=at_least(1)
+    )
+    fusion: str = option(
         "all",
         "How stage 2 combines the used layers: the mean of all (`all`, the paper) or of the layers "
         "no other layer reads (`leaves`, the reference code).",
         FUSION,
-    ),
-    _opt(
-        "structure-fc",
+    )
+    structure_fc: str = option(
         "per-option",
         "The input and output structures' FC layers: one per option (`per-option`, "
         "the paper's Table 1 and the authors' code of 2021: in the SuperNet a code with relu on the logits trains "
         "its own output layer) or one shared by the five options of each (`shared`, the authors' rework of 2022).",
         STRUCTURE_FC,
-    ),
-    _opt(
-        "min-layers",
+    )
+    min_layers: int = option(
         1,
         "Random codes and mutations never end stage 2 before this many layers. 1 (default): "
         "every architecture has a graph layer (Table 1 defines stage 2's output as the mean of the layers before "
         "the first None, which for layer 1 is the mean of none; the reference code always has layers 1-2); 0: "
         "every gene uniform, the paper's count, and half of the random codes are MLPs without a graph layer.",
         check=at_least(0),
-    ),
-    _opt("population", 20, "Population size |P| (the paper: 60).", check=at_least(1)),
-    _opt(
-        "sample-size",
+    )
+    population: int = option(20, "Population size |P| (the paper: 60).", check=at_least(1))
+    sample_size: int = option(
         10,
         "Codes sampled from P for each SuperNet step (the paper's Eq. 2: all of P, "
         "sample-size = population; the authors' code, 2021 and 2022: 20 of 60).",
         check=at_least(1),
-    ),
-    _opt(
-        "epochs",
+    )
+    epochs: int = option(
         40,
         "Search epochs, warm-up included (the paper: 250); each is `steps-per-epoch` rounds, then "
         "one FEO generation after the warm-up.",
         check=at_least(1),
-    ),
-    _opt(
-        "warmup",
+    )
+    warmup: int = option(
         10,
         "Warm-up epochs: SuperNet steps on a fresh random population each epoch, no FEO (the paper "
         "and the authors' 2021 code: 0; their 2022 rework: 50).",
         check=at_least(0),
-    ),
-    _opt(
-        "steps-per-epoch", 5, "SuperNet steps (training rounds) per epoch (the paper's E_weight: 5).", check=at_least(1)
-    ),
-    _opt(
-        "combine",
+    )
+    steps_per_epoch: int = option(
+        5, "SuperNet steps (training rounds) per epoch (the paper's E_weight: 5).", check=at_least(1)
+    )
+    combine: str = option(
         "weighted",
         "How the server combines the clients' SuperNet gradients: weighted by training-set "
         "size (`weighted`, the paper's Eq. 2) or summed (`sum`).",
         COMBINE,
-    ),
-    _opt(
-        "fitness",
+    )
+    fitness: str = option(
         "loss",
         "What the EAs rank by: validation loss (`loss`, the paper: FLL at the controller, the "
         "local loss at each client) or validation accuracy (`accuracy`, the authors' code, 2021 and 2022).",
         FITNESS,
-    ),
-    _opt(
-        "final-pick",
+    )
+    final_pick: str = option(
         "fll",
         "How the search's result is picked from the final population: the lowest FLL "
         "(`fll`, the paper's Algorithm 2 line 22) or the highest federated validation accuracy (`accuracy`, the "
         "authors' 2021 code: `ControllerSuperNet.get_best_supermask`). Independent of `fitness`: `fitness=accuracy` "
         "alone still picks by FLL.",
         FINAL_PICK,
-    ),
-    _opt(
-        "controller-crossover",
+    )
+    controller_crossover: float = option(
         0.2,
         "Probability that a child of the controller's EA is a crossover (else a "
         "mutation); the paper gives none (the authors' 2022 rework: 0.2; their 2021 code: 0.5).",
         check=within(0.0, 1.0),
-    ),
-    _opt(
-        "client-crossover",
-        0.5,
-        "The same for the clients' EAs (the authors' code, 2021 and 2022: 0.5).",
-        check=within(0.0, 1.0),
-    ),
-    _opt(
-        "adam-scope",
+    )
+    client_crossover: float = option(
+        0.5, "The same for the clients' EAs (the authors' code, 2021 and 2022: 0.5).", check=within(0.0, 1.0)
+    )
+    adam_scope: str = option(
         "this-step",
         "Which SuperNet parameters the server's Adam steps: those the step's codes train "
         "(`this-step`) or also every parameter trained once before, with a zero gradient, so momentum and weight "
         "decay keep moving it (`once-touched`: the authors' 2021 code as it ran under torch 1.x, whose zero_grad "
         "kept zero tensors). Retraining is the same under both.",
         ADAM_SCOPE,
-    ),
-    _opt(
-        "ablation",
+    )
+    ablation: str = option(
         "feo",
         "The population rule: `feo` (gamma = gamma0 * gamma-decay^t, the clients' share of P), "
         "`controller-eo` (gamma = 0: only the controller's EA), `client-eo` (gamma = 1: only the clients' EAs), "
         "`random-partition` (FEO on randomly divided subgraphs: needs node.partitioner=random).",
         ABLATION,
-    ),
-    _opt("gamma0", 0.5, "gamma at t = 0 (the paper: 0.5).", check=within(0.0, 1.0)),
-    _opt(
-        "gamma-decay",
-        0.99,
-        "gamma's decay per epoch (the paper: 0.99).",
-        check=lambda v: None if 0 < v <= 1 else "must be in (0, 1]",
-    ),
-    _opt(
-        "lr",
+    )
+    gamma0: float = option(0.5, "gamma at t = 0 (the paper: 0.5).", check=within(0.0, 1.0))
+    gamma_decay: float = option(
+        0.99, "gamma's decay per epoch (the paper: 0.99).", check=lambda v: None if 0 < v <= 1 else "must be in (0, 1]"
+    )
+    lr: float = option(
         0.02,
         "The server's Adam learning rate, for the SuperNet and for retraining (the reference: 0.02).",
         check=at_least(0.0, False),
-    ),
-    _opt("weight-decay", 5e-6, "The server's Adam weight decay (the reference: 5e-6).", check=at_least(0.0)),
-    _opt(
-        "retrain-epochs",
+    )
+    weight_decay: float = option(5e-6, "The server's Adam weight decay (the reference: 5e-6).", check=at_least(0.0))
+    retrain_epochs: int = option(
         50,
         "Epochs (rounds) of federated retraining of the chosen architecture from scratch "
         "(the paper: 50); the best-validation epoch gives FLACC.",
         check=at_least(1),
-    ),
-    _opt(
-        "architecture",
+    )
+    architecture: str = option(
         "",
         "Skip the search and retrain this architecture: a fixed baseline (`gcn`, `gat`, "
         "`sage`, `sgc`, `appnp`) or a code as a JSON list of 2L+2 integers; empty: search.",
-    ),
-    _opt(
-        "init-seed",
+    )
+    init_seed: int = option(
         -1,
         "Seed of the retrained network's initial weights (-1: the run's `seed`, which also "
         "seeds the data split); the paper retrains 10 times.",
         check=at_least(-1),
-    ),
-    _opt(
-        "finalists",
+    )
+    finalists: int = option(
         1,
         "How the search's result is chosen from the final population. 1 (the paper, Algorithm 2 "
         "line 22): the best network by `final-pick` (the lowest FLL). K > 1 (not the paper): the K best networks "
@@ -185,8 +167,10 @@ OPTIONS = (
         "retraining rounds. Under weight sharing FLL can rank networks with relu or softmax at the logits first, "
         "and those often stall when retrained alone (docs/methods/flagcns.md).",
         check=at_least(1),
-    ),
-)
+    )
+
+
+OPTIONS = options_of(FLAGCNSOptions, "flagcns")
 
 
 def space_of(s: "RunSettings") -> Any:

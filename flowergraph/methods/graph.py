@@ -5,10 +5,12 @@ data, the launcher's check, and the generic client of the baseline methods on it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import at_least, right_open, namespace
+from ..settings.options import at_least, option, options_of, right_open
 from .registry import ClientArgs, Sharing, Task, register_task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,58 +21,53 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tasks.graphcls.training import GraphTrainConfig
 
 
-_opt = namespace("graph")  # its keys: "graph.<key>", listed under "graph" in docs/configuration.md
+@dataclass(kw_only=True, eq=False)
+class GraphTask:
+    """The graph-classification task's settings (each client owns graphs): the run-config keys ``graph.*``; a method's
+    Strategy class takes them as ``task=GraphTask(...)``."""
 
-
-OPTIONS = (
-    _opt("hidden", 64, "Hidden units of every layer.", check=at_least(1)),
-    _opt("layers", 3, "Graph convolution layers (per channel).", check=at_least(1)),
-    _opt("dropout", 0.5, "Dropout after the GIN layers and the hidden classifier layer.", check=right_open(0.0, 1.0)),
-    _opt(
-        "lr",
-        0.001,
-        "Adam learning rate (the optimizer is created once per client and persists).",
-        check=at_least(0.0, False),
-    ),
-    _opt("weight-decay", 0.0005, "Adam weight decay.", check=at_least(0.0)),
-    _opt("batch-size", 128, "Graphs per mini-batch.", check=at_least(1)),
-    _opt("local-epochs", 1, "Local epochs per round.", check=at_least(1)),
-    _opt(
-        "split",
+    hidden: int = option(64, "Hidden units of every layer.", check=at_least(1))
+    layers: int = option(3, "Graph convolution layers (per channel).", check=at_least(1))
+    dropout: float = option(
+        0.5, "Dropout after the GIN layers and the hidden classifier layer.", check=right_open(0.0, 1.0)
+    )
+    lr: float = option(
+        0.001, "Adam learning rate (the optimizer is created once per client and persists).", check=at_least(0.0, False)
+    )
+    weight_decay: float = option(0.0005, "Adam weight decay.", check=at_least(0.0))
+    batch_size: int = option(128, "Graphs per mini-batch.", check=at_least(1))
+    local_epochs: int = option(1, "Local epochs per round.", check=at_least(1))
+    split: str = option(
         "paper",
         "Train/val/test split of every client's graphs, 80/10/10 stratified by label: `paper` "
         "(the FedStar authors' code: scikit-learn's train_test_split twice) or `per-class` (a per-class shuffle: "
         "flowergraph's before; the test sets differ, which moves the mean accuracy by ~3 points).",
         ("paper", "per-class"),
-    ),
-    _opt(
-        "split-seed",
+    )
+    split_seed: int = option(
         123,
         "Seed of every client's train/val/test split (fixed while `seed` varies the model and "
         "training, as in the authors' code).",
         check=at_least(0),
-    ),
-    _opt(
-        "min-graphs",
-        10,
-        "One dataset split across clients (Dirichlet `graph.beta`): fewest graphs per client.",
-        check=at_least(1),
-    ),
-    _opt(
-        "beta",
+    )
+    min_graphs: int = option(
+        10, "One dataset split across clients (Dirichlet `graph.beta`): fewest graphs per client.", check=at_least(1)
+    )
+    beta: float = option(
         10000.0,
         "One dataset split across clients: Dirichlet concentration over labels (10000 ~ IID).",
         check=at_least(0, False),
-    ),
-    _opt(
-        "baseline-share",
+    )
+    baseline_share: str = option(
         "convs",
         "What FedAvg and FedProx share on graph classification: `convs` (the GIN "
         "convolutions, as the FedStar authors' server model holds) or `all` (every layer whose shape does not "
         "depend on the dataset: the hidden FC too; flowergraph's before).",
         ("convs", "all"),
-    ),
-)
+    )
+
+
+OPTIONS = options_of(GraphTask, "graph")
 
 
 def _settings_names() -> tuple[str, ...]:

@@ -6,11 +6,13 @@ task's toolkit)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..data import graph_spec as graph_spec, node_graph, partition_spec as partition_spec  # the task's toolkit
 from ..errors import ConfigError
-from ..settings.options import Option, at_least, right_open, within
+from ..settings.options import at_least, option, options_of, right_open, within
 from ..tasks.models import MODELS
 from ..tasks.partition import PARTITIONERS
 from ..tasks.synthetic import CSBMParams
@@ -31,84 +33,51 @@ _CSBM = CSBMParams()
 _TRAIN = TrainConfig()
 NODE_DATASETS = ("Cora", "CiteSeer", "PubMed", "synthetic")
 
-OPTIONS: tuple[Option, ...] = (
-    Option(
-        "node.split",
+
+@dataclass(kw_only=True, eq=False)
+class NodeTask:
+    """The node-classification task's settings (one graph cut across clients): the run-config keys ``node.*``; a
+    method's Strategy class takes them as ``task=NodeTask(...)``."""
+
+    split: str = option(
         "auto",
         "Split preset: `public`, `random[:0.6/0.2/0.2]`, `per-class[:20/500/1000]`, "
         "`first-per-class[:20/500/1000]` (the first nodes of each class train, as the FL-AGCNS authors' code), "
         "`auto` (public for Planetoid, random 60/20/20 otherwise).",
-        group="node",
-    ),
-    Option("node.partitioner", "dirichlet", "Node partitioner.", PARTITIONERS, group="node"),
-    Option(
-        "node.beta",
-        10000.0,
-        "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).",
-        check=at_least(0, False),
-        group="node",
-    ),
-    Option("node.min-partition-size", 10, "Dirichlet: minimum nodes per client.", check=at_least(1), group="node"),
-    Option("node.model", "gcn", "Node classifier.", MODELS, group="node"),
-    Option("node.hidden", 16, "Hidden units per layer.", check=at_least(1), group="node"),
-    Option("node.layers", 2, "Graph convolution layers.", check=at_least(1), group="node"),
-    Option("node.dropout", 0.5, "Dropout after hidden layers.", check=right_open(0.0, 1.0), group="node"),
-    Option(
-        "node.input-dropout",
-        0.0,
-        "Dropout on input features (Kipf & Welling use 0.5).",
-        check=right_open(0.0, 1.0),
-        group="node",
-    ),
-    Option("node.heads", 8, "GAT attention heads in hidden layers.", check=at_least(1), group="node"),
-    Option(
-        "node.local-steps",
-        _TRAIN.local_steps,
-        "Full-batch local steps (= local epochs) per round.",
-        check=at_least(1),
-        group="node",
-    ),
-    Option("node.optimizer", _TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS, group="node"),
-    Option("node.lr", _TRAIN.lr, "Learning rate.", check=at_least(0.0, False), group="node"),
-    Option("node.weight-decay", _TRAIN.weight_decay, "L2 weight decay.", check=at_least(0.0), group="node"),
-    Option(
-        "node.momentum",
-        _TRAIN.momentum,
-        "SGD momentum (restarts each round).",
-        check=right_open(0.0, 1.0),
-        group="node",
-    ),
-    Option("node.synthetic-nodes", _CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2), group="node"),
-    Option("node.synthetic-classes", _CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2), group="node"),
-    Option(
-        "node.synthetic-p-in",
-        _CSBM.p_in,
-        "Synthetic CSBM: edge probability within a class.",
-        check=within(0.0, 1.0),
-        group="node",
-    ),
-    Option(
-        "node.synthetic-p-out",
-        _CSBM.p_out,
-        "Synthetic CSBM: edge probability across classes.",
-        check=within(0.0, 1.0),
-        group="node",
-    ),
-    Option(
-        "node.synthetic-features",
-        _CSBM.num_features,
-        "Synthetic CSBM: feature dimension.",
-        check=at_least(1),
-        group="node",
-    ),
-    Option(
-        "node.synthetic-signal",
-        _CSBM.signal,
-        "Synthetic CSBM: class-mean norm / noise norm.",
-        check=at_least(0.0),
-        group="node",
-    ),
-)
+    )
+    partitioner: str = option("dirichlet", "Node partitioner.", PARTITIONERS)
+    beta: float = option(
+        10000.0, "Dirichlet concentration (10000 ~ IID, 1 strongly non-IID).", check=at_least(0, False)
+    )
+    min_partition_size: int = option(10, "Dirichlet: minimum nodes per client.", check=at_least(1))
+    model: str = option("gcn", "Node classifier.", MODELS)
+    hidden: int = option(16, "Hidden units per layer.", check=at_least(1))
+    layers: int = option(2, "Graph convolution layers.", check=at_least(1))
+    dropout: float = option(0.5, "Dropout after hidden layers.", check=right_open(0.0, 1.0))
+    input_dropout: float = option(
+        0.0, "Dropout on input features (Kipf & Welling use 0.5).", check=right_open(0.0, 1.0)
+    )
+    heads: int = option(8, "GAT attention heads in hidden layers.", check=at_least(1))
+    local_steps: int = option(
+        _TRAIN.local_steps, "Full-batch local steps (= local epochs) per round.", check=at_least(1)
+    )
+    optimizer: str = option(_TRAIN.optimizer, "Local optimizer (re-created each round).", OPTIMIZERS)
+    lr: float = option(_TRAIN.lr, "Learning rate.", check=at_least(0.0, False))
+    weight_decay: float = option(_TRAIN.weight_decay, "L2 weight decay.", check=at_least(0.0))
+    momentum: float = option(_TRAIN.momentum, "SGD momentum (restarts each round).", check=right_open(0.0, 1.0))
+    synthetic_nodes: int = option(_CSBM.num_nodes, "Synthetic CSBM: nodes.", check=at_least(2))
+    synthetic_classes: int = option(_CSBM.num_classes, "Synthetic CSBM: classes.", check=at_least(2))
+    synthetic_p_in: float = option(
+        _CSBM.p_in, "Synthetic CSBM: edge probability within a class.", check=within(0.0, 1.0)
+    )
+    synthetic_p_out: float = option(
+        _CSBM.p_out, "Synthetic CSBM: edge probability across classes.", check=within(0.0, 1.0)
+    )
+    synthetic_features: int = option(_CSBM.num_features, "Synthetic CSBM: feature dimension.", check=at_least(1))
+    synthetic_signal: float = option(_CSBM.signal, "Synthetic CSBM: class-mean norm / noise norm.", check=at_least(0.0))
+
+
+OPTIONS = options_of(NodeTask, "node")
 
 
 def _accepts(dataset: str) -> bool:

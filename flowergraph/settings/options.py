@@ -60,6 +60,91 @@ class Option:
         return value
 
 
+@dataclass(frozen=True)
+class Spec:
+    """What :func:`option` keeps in a dataclass field's metadata: the key's help, choices, check and normalisation
+    (the default and the type are the field's), and its run-config key where it is not ``<prefix>.<name>``."""
+
+    help: str
+    choices: tuple | Callable[[], tuple] | None = None
+    check: Callable[[Any], str | None] | None = None
+    normalize: Callable[[Any], Any] | None = None
+    key: str | None = None
+    group: str | None = None
+
+
+SPEC = "flowergraph.option"  # the metadata key of a field declared with option()
+
+
+def option(
+    default: Any,
+    help: str,
+    choices: tuple | Callable[[], tuple] | None = None,
+    check: Callable[[Any], str | None] | None = None,
+    normalize: Callable[[Any], Any] | None = None,
+    *,
+    key: str | None = None,
+    group: str | None = None,
+) -> Any:
+    """A hyper-parameter declared once, as a field of a dataclass (a method's options, a task's, the federation's):
+    its default, help text (the argument's documentation and the key's in docs/configuration.md), valid choices or
+    check. :func:`options_of` derives the run-config keys from the dataclass; the method's Strategy class takes
+    the same fields as typed keyword arguments."""
+    import dataclasses
+
+    return dataclasses.field(default=default, metadata={SPEC: Spec(help, choices, check, normalize, key, group)})
+
+
+def field_key(name: str, prefix: str | None) -> str:
+    """The run-config key of field ``name``: ``<prefix>.<name with dashes>`` (``split_seed`` ->
+    ``asfgnn.split-seed``), or the name with dashes where there is no prefix."""
+    dashed = name.replace("_", "-")
+    return f"{prefix}.{dashed}" if prefix else dashed
+
+
+def options_of(cls: type, prefix: str | None = None, group: str | None = None) -> tuple[Option, ...]:
+    """The run-config keys a dataclass declares with :func:`option`, in field order (fields without it, such as a
+    Strategy's own state, are not keys)."""
+    import dataclasses
+
+    out = []
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(SPEC)
+        if spec is None:
+            continue
+        out.append(
+            Option(
+                spec.key or field_key(f.name, prefix),
+                f.default,
+                spec.help,
+                spec.choices,
+                spec.check,
+                group=spec.group or group or prefix or "run",
+                normalize=spec.normalize,
+            )
+        )
+    return tuple(out)
+
+
+def check_fields(obj: Any, prefix: str | None = None, owner: str | None = None) -> None:
+    """Coerce and check every :func:`option` field of dataclass instance ``obj`` in place (its type, choices and
+    check, as the run-config key's); ConfigError names the argument, the value and the valid choices."""
+    import dataclasses
+
+    owner = owner or type(obj).__name__
+    for f in dataclasses.fields(obj):
+        spec = f.metadata.get(SPEC)
+        if spec is None:
+            continue
+        value = getattr(obj, f.name)
+        opt = Option(f.name, f.default, spec.help, spec.choices, spec.check, normalize=spec.normalize)
+        try:
+            parsed = opt.parse(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{owner}({f.name}={value!r}): {str(exc)}") from None
+        object.__setattr__(obj, f.name, parsed)
+
+
 def namespace(prefix: str, group: str | None = None) -> Callable[..., Option]:
     """A maker of a method's or task's keys: ``opt = namespace("fedgcn")``, then
     ``opt("hops", 2, "text", choices, check)`` is ``Option("fedgcn.hops", 2, "text", choices, check,
