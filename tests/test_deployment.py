@@ -212,13 +212,14 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
                 assert phase["phase"] == "fedgcn-communication" and phase["hops"] == 2
                 assert phase["bytes_up"] > 0
                 assert run["summary"]["final_accuracy"] > 0.3  # trained on the exchanged aggregations
-        # A user's Message-API app (examples/message_api_app: its own ServerApp calling FlowergraphStrategy.start,
+        # A user's Message-API app (examples/message_api_app: its own ServerApp starting flowergraph.serverapp.FedAvg,
         # a quickstart-style ClientApp registering flowergraph's handlers) on the same deployment
         dep.app_dir = REPO / "examples" / "message_api_app"
         started = time.monotonic()
         example = tmp_path / "example.json"
         outcome = dep.run(
-            {"method": "fedavg", "dataset": "Cora", "rounds": 2, "results-file": str(example)}, timeout=TIMEOUT
+            {"method": "fedavg", "dataset": "Cora", "num-server-rounds": 2, "results-file": str(example)},
+            timeout=TIMEOUT,
         )
         assert outcome.status == "completed" and outcome.flwr_status == "finished:completed", outcome.flwr_status
         example_run = json.loads(example.read_text())

@@ -38,8 +38,9 @@ from .node_client import tidy_mod
 _MODULE_T0 = time.time()  # when this module was imported (message timing, flowergraph.app.timing)
 
 
-def _client(context: Context):
-    """The node's client for this message (the legacy ClientApp's, wrappers included)."""
+def _client(context: Context, msg: Message | None = None):
+    """The node's client for this message (the legacy ClientApp's, wrappers included), built from the settings the
+    message carries (``fg.settings``: a flowergraph Strategy class decided them), else from the run config."""
     from ..errors import ConfigError, FlowergraphError
     from ..tasks.compute import configure_torch
     from ..wire import CONFIG_ERROR_MARKER
@@ -47,7 +48,7 @@ def _client(context: Context):
 
     configure_torch()
     try:
-        return build_client(context)
+        return build_client(context, rec.request_settings(msg.content) if msg is not None else None)
     except FlowergraphError as exc:
         raise ConfigError(f"{CONFIG_ERROR_MARKER} {exc}") from exc
 
@@ -84,7 +85,7 @@ def _train(msg: Message, context: Context) -> Message:
 
     arrays, names = rec.request_arrays(msg.content)
     config = rec.request_config(msg.content)
-    out, num_examples, metrics = _client(context).fit(arrays, config)
+    out, num_examples, metrics = _client(context, msg).fit(arrays, config)
     keys = wire.decode_keys(metrics, len(out)) if wire.KEYS in metrics else None
     if keys is None and not rec.positional(names) and len(names) == len(out):
         keys = names  # the same arrays back, under the names they came with
@@ -93,13 +94,13 @@ def _train(msg: Message, context: Context) -> Message:
 
 def _evaluate(msg: Message, context: Context) -> Message:
     arrays, _ = rec.request_arrays(msg.content)
-    loss, num_examples, metrics = _client(context).evaluate(arrays, rec.request_config(msg.content))
+    loss, num_examples, metrics = _client(context, msg).evaluate(arrays, rec.request_config(msg.content))
     return Message(rec.reply_content(None, None, num_examples, metrics, loss=loss), reply_to=msg)
 
 
 def _query(msg: Message, context: Context) -> Message:
     config = dict(msg.content.config_records[rec.CONFIG]) if rec.CONFIG in msg.content.config_records else {}
-    client = _client(context)
+    client = _client(context, msg)
     content = RecordDict()
     if msg.metadata.message_type == rec.MODEL:
         content[rec.ARRAYS] = _model_record(client, config)
@@ -108,12 +109,15 @@ def _query(msg: Message, context: Context) -> Message:
     return Message(content, reply_to=msg)
 
 
-def initial_arrays(run_config: dict[str, Any], partition_id: int = 0) -> ArrayRecord:
-    """The initial global model flowergraph's clients build for ``run_config`` (client ``partition_id``'s, as a
-    flowergraph strategy asks one client for it), keyed by the model's state-dict names: the ``initial_arrays``
-    to give one of Flower's own strategies that drives flowergraph's handlers."""
-    settings = dict(run_config)
-    nodes = int(settings.get("num-clients", 1) or 1)
+def initial_arrays(run_config: dict[str, Any] | None = None, partition_id: int = 0) -> ArrayRecord:
+    """The initial global model flowergraph's clients build for ``run_config`` (its flowergraph keys; none: every
+    default) as client ``partition_id`` (as a flowergraph strategy asks one client for it), keyed by the model's
+    state-dict names: the ``initial_arrays`` to give one of Flower's own strategies that drives flowergraph's
+    handlers."""
+    from ..settings import parse_run_config
+
+    settings = dict(run_config or {})
+    nodes = parse_run_config(settings, allow_unknown=True).effective_num_clients
     context = Context(
         run_id=0,
         node_id=0,

@@ -9,7 +9,7 @@ The Message-API face uses the layout of Flower's own Message-API strategies and 
 message type           server -> client content                       client -> server content
 =====================  =============================================  ============================================
 ``train``              ``arrays`` (ArrayRecord), ``config``            ``arrays``, ``metrics`` (MetricRecord with
-                       (ConfigRecord)                                 ``num-examples``), [``fg.info``]
+                       (ConfigRecord), [``fg.settings``]              ``num-examples``), [``fg.info``]
 ``evaluate``           ``arrays``, ``config``                         ``metrics`` (with ``num-examples``,
                                                                       ``loss``), [``fg.info``]
 ``query.fg_identity``  ``config`` (flowergraph's identity request)    ``config`` (the node's partition, model keys)
@@ -23,6 +23,14 @@ message type           server -> client content                       client -> 
 * **Metrics** are MetricRecord values (int, float); anything else a client reports (strings, booleans, the names
   of the arrays it sent) travels in the optional ConfigRecord ``fg.info``, so that Flower's own strategies, which
   want exactly one ArrayRecord and one MetricRecord per reply, can read ours.
+* **Settings.** A flowergraph Strategy class (:mod:`flowergraph.serverapp`) sends what it decided (the run-config
+  keys of its arguments that differ from their defaults) with every message, as the ConfigRecord ``fg.settings``;
+  a client given one builds itself from it (and its node config) and ignores the run config, which then belongs to
+  the user's app. Without one (flowergraph's own ServerApp, Flower's stock strategies) the client reads the
+  flowergraph keys of the run config, leaving out the keys it does not know.
+* **Bookkeeping is not a metric**: a reply's partition id and the sizes it trained or evaluated on
+  (:data:`BOOKKEEPING`, also prefixed ``eval_``) travel in ``fg.info``, so Flower's stock strategies do not
+  average them into their metrics.
 * The config of a ``train`` or ``evaluate`` message is the core's, unchanged; a config from one of Flower's own
   strategies (no :data:`~flowergraph.wire.SERVER_ROUND`, but Flower's ``server-round``) is given the core's name
   for the round too.
@@ -40,6 +48,10 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from .. import wire
 
 ARRAYS, CONFIG, METRICS, INFO = "arrays", "config", "metrics", "fg.info"
+SETTINGS = "fg.settings"  # what a flowergraph Strategy class decided: the clients' settings (see the table)
+# What a client reports that is bookkeeping, not a metric (its partition, the sizes it evaluated or trained on):
+# in ``fg.info``, never in the MetricRecord, so that Flower's own strategies average only real metrics.
+BOOKKEEPING = (wire.PARTITION_ID, wire.NUM_TRAIN, wire.NUM_VAL, wire.NUM_TEST, wire.BATCH_SIZE)
 NUM_EXAMPLES = "num-examples"  # Flower's Message-API strategies weigh by this key by default
 FLOWER_ROUND = "server-round"  # what Flower's Message-API strategies put in a train/evaluate config
 TRAIN, EVALUATE = "train", "evaluate"
@@ -98,6 +110,9 @@ def reply_content(
     """A train (``arrays`` given) or evaluate reply: arrays, ``metrics`` with ``num-examples`` (and ``loss``),
     ``fg.info`` with what is not a number."""
     numbers, other = split_metrics(metrics)
+    for key in list(numbers):
+        if key.removeprefix(wire.EVAL_PREFIX) in BOOKKEEPING:
+            other[key] = numbers.pop(key)
     numbers[NUM_EXAMPLES] = int(num_examples)
     if loss is not None:
         numbers.setdefault(wire.LOSS, float(loss))
@@ -121,6 +136,13 @@ def reply_metrics(content: RecordDict) -> tuple[int, dict[str, Any]]:
         metrics.update(dict(content.config_records[INFO]))
     num = metrics.pop(NUM_EXAMPLES, 0)
     return int(num), metrics
+
+
+def request_settings(content: RecordDict) -> dict[str, Any] | None:
+    """The server's settings a message carries (``fg.settings``), or None."""
+    if SETTINGS not in content.config_records:
+        return None
+    return dict(content.config_records[SETTINGS])
 
 
 def request_config(content: RecordDict) -> dict[str, Any]:

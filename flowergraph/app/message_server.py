@@ -76,12 +76,15 @@ def _reason(reply: Message) -> str:
 class NodeProxy(ClientProxy):
     """One node of the grid, spoken to in the Message-API layout (one message, one reply)."""
 
-    def __init__(self, node_id: int, grid: Grid) -> None:
+    def __init__(self, node_id: int, grid: Grid, settings: ConfigRecord | None = None) -> None:
         super().__init__(str(node_id))
         self.node_id = int(node_id)
         self.grid = grid
+        self.settings = settings  # what the server decided, sent with every message (rec.SETTINGS)
 
     def message(self, content: RecordDict, message_type: str, group_id: int | None, timeout: float | None) -> Message:
+        if self.settings is not None:
+            content[rec.SETTINGS] = ConfigRecord(dict(self.settings))
         return Message(
             content=content,
             message_type=message_type,
@@ -151,10 +154,11 @@ def evaluate_result(content: RecordDict) -> EvaluateRes:
 class GridNodes(SimpleClientManager):
     """The grid's nodes as a ClientManager of :class:`NodeProxy` s (registered as the grid reports them)."""
 
-    def __init__(self, grid: Grid, poll_s: float = 0.5) -> None:
+    def __init__(self, grid: Grid, poll_s: float = 0.5, settings: ConfigRecord | None = None) -> None:
         super().__init__()
         self.grid = grid
         self.poll_s = poll_s
+        self.settings = settings
         self._lock = threading.Lock()
 
     def refresh(self) -> None:
@@ -162,7 +166,7 @@ class GridNodes(SimpleClientManager):
             known = set(self.clients)
             for node_id in self.grid.get_node_ids():
                 if str(node_id) not in known:
-                    self.register(NodeProxy(int(node_id), self.grid))
+                    self.register(NodeProxy(int(node_id), self.grid, self.settings))
 
     def num_available(self) -> int:
         self.refresh()
@@ -184,9 +188,11 @@ class GridNodes(SimpleClientManager):
 
 class FlowergraphStrategy(Strategy):
     """A flowergraph method (its :class:`~flowergraph.strategies.FederatedStrategy` core, or a DP wrapper of one)
-    as a Message-API strategy; see the module docstring."""
+    as a Message-API strategy; see the module docstring. ``client_settings``: the run-config keys the server
+    decided, sent to the clients with every message (the ConfigRecord ``fg.settings``), which then build their
+    client from them instead of their run config."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: Any, client_settings: dict[str, Any] | None = None) -> None:
         if getattr(core, "secure_agg", "none") == "secagg+":
             from ..errors import ConfigError
 
@@ -195,6 +201,7 @@ class FlowergraphStrategy(Strategy):
                 "SecAggPlusWorkflow only on its legacy stack; valid choices here: none, ckks"
             )
         self.core = core
+        self.client_settings = None if client_settings is None else rec.config_record(client_settings)
         self.nodes: GridNodes | None = None
         self._instructions: dict[str, tuple[ClientProxy, Any]] = {}
         self._parameters: Parameters | None = None
@@ -217,7 +224,7 @@ class FlowergraphStrategy(Strategy):
 
     def _grid_nodes(self, grid: Grid) -> GridNodes:
         if self.nodes is None or self.nodes.grid is not grid:
-            self.nodes = GridNodes(grid)
+            self.nodes = GridNodes(grid, settings=self.client_settings)
         return self.nodes
 
     def _names(self, count: int) -> list[str] | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flwr.app import Context
 
@@ -127,17 +127,20 @@ def order_clients(settings: "RunSettings", sizes) -> tuple[int, ...]:
     return tuple(sorted(range(n), key=lambda k: (-float(sizes[k]), k)))
 
 
-def settings_for_node(context: Context) -> "RunSettings":
+def settings_for_node(context: Context, server: dict[str, Any] | None = None) -> "RunSettings":
+    """The node's settings: ``server`` (what a flowergraph Strategy class sent: ``fg.settings``) if given, else the
+    run config's flowergraph keys (others are the app's own and left out), then the node config's overrides."""
     check_node_config(context.node_config)
-    run = dict(context.run_config)
+    run = dict(server) if server is not None else dict(context.run_config)
     for key in NODE_CONFIG_OVERRIDES:
         if key in context.node_config:
             run[key] = context.node_config[key]
     return _settings(tuple(sorted(run.items())))
 
 
-def build_client(context: Context):
-    """The NumPyClient for this node and run (also used by tests and the plug-in example).
+def build_client(context: Context, server_settings: dict[str, Any] | None = None):
+    """The NumPyClient for this node and run (also used by tests and the plug-in example); ``server_settings``:
+    the settings a message carried (:func:`settings_for_node`).
 
     Raises a FlowergraphError (ConfigError, KeyFileError, DatasetUnavailableError, PartitionError, ...) for bad
     input."""
@@ -145,7 +148,7 @@ def build_client(context: Context):
     from ..clients.state import ClientState
     from ..methods import ClientArgs
 
-    s = settings_for_node(context)
+    s = settings_for_node(context, server_settings)
     pid, nparts = node_identity(context.node_config, s)
     node_rank = None
     if s.client_order != "partition":

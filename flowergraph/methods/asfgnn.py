@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import at_least, option, options_of, within
+from ..settings.options import Options, at_least, option, options_of, within
 from .registry import ClientArgs, Method, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,7 +59,7 @@ def _list_check(kind: type, valid: Callable[[Any], bool], what: str) -> Callable
 
 
 @dataclass(kw_only=True, eq=False)
-class ASFGNNOptions:
+class ASFGNNOptions(Options):
     """ASFGNN's hyper-parameters (``asfgnn`` and ``asfgnn-cm``): the run-config keys ``asfgnn.*`` and the keyword
     arguments of :class:`flowergraph.serverapp.ASFGNN`."""
 

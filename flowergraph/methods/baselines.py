@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..settings.options import at_least, option, options_of
+from ..settings.options import Options, at_least, option, options_of
 from .registry import ClientArgs, Method, Sharing, StrategyArgs, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,7 +73,7 @@ def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
 
 
 @dataclass(kw_only=True, eq=False)
-class FedProxOptions:
+class FedProxOptions(Options):
     """FedProx's hyper-parameter: the run-config key ``fedprox.mu`` and the keyword argument of
     :class:`flowergraph.serverapp.FedProx`."""
 
@@ -81,7 +81,7 @@ class FedProxOptions:
 
 
 @dataclass(kw_only=True, eq=False)
-class GCFLOptions:
+class GCFLOptions(Options):
     """GCFL's hyper-parameters: the run-config keys ``gcfl.*`` and the keyword arguments of
     :class:`flowergraph.serverapp.GCFL`."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..settings.options import option, options_of
+from ..settings.options import Options, option, options_of
 from .node import model_kwargs, train_config
 from .registry import ClientArgs, Method, StrategyArgs, register
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass(kw_only=True, eq=False)
-class FedGCNOptions:
+class FedGCNOptions(Options):
     """FedGCN's hyper-parameters: the run-config keys ``fedgcn.*`` and the keyword arguments of
     :class:`flowergraph.serverapp.FedGCN`."""
 

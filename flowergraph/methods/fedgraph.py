@@ -19,7 +19,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import at_least, left_open, option, options_of, within
+from ..settings.options import Options, at_least, left_open, option, options_of, within
 from ..tasks.partition import PARTITIONERS
 from .node import graph_spec
 from .registry import ClientArgs, Method, StrategyArgs, register
@@ -43,7 +43,7 @@ NETWORKS = ("lan", "wan")  # the keys of flowergraph.tasks.fedgraph.NETWORKS
 
 
 @dataclass(kw_only=True, eq=False)
-class FedGraphOptions:
+class FedGraphOptions(Options):
     """FedGraph's hyper-parameters: the run-config keys ``fedgraph.*`` and the keyword arguments of
     :class:`flowergraph.serverapp.FedGraph`."""
 

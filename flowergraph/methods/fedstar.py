@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import at_least, option, options_of
+from ..settings.options import Options, at_least, option, options_of
 from .graph import graph_preflight, model_kwargs, train_config
 from .graph import task_spec as graph_task_spec
 from .registry import ClientArgs, Method, StrategyArgs, register
@@ -40,7 +40,7 @@ def _variant(value: str) -> str:
 
 
 @dataclass(kw_only=True, eq=False)
-class FedStarOptions:
+class FedStarOptions(Options):
     """FedStar's hyper-parameters: the run-config keys ``fedstar.*`` and the keyword arguments of
     :class:`flowergraph.serverapp.FedStar`."""
 

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
-from ..settings.options import at_least, option, options_of, within
+from ..settings.options import Options, at_least, option, options_of, within
 from .registry import ClientArgs, Method, StrategyArgs, register, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +34,7 @@ FIXED = ("gcn", "gat", "sage", "sgc", "appnp")  # tasks/flagcns/space.py: BASELI
 
 
 @dataclass(kw_only=True, eq=False)
-class FLAGCNSOptions:
+class FLAGCNSOptions(Options):
     """FL-AGCNS's hyper-parameters: the run-config keys ``flagcns.*`` and the keyword arguments of
     :class:`flowergraph.serverapp.FLAGCNS`."""
 

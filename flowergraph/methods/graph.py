@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..settings.options import at_least, option, options_of, right_open
+from ..settings.options import Options, at_least, option, options_of, right_open
 from .registry import ClientArgs, Sharing, Task, register_task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass(kw_only=True, eq=False)
-class GraphTask:
+class GraphTask(Options):
     """The graph-classification task's settings (each client owns graphs): the run-config keys ``graph.*``; a method's
     Strategy class takes them as ``task=GraphTask(...)``."""
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..data import graph_spec as graph_spec, node_graph, partition_spec as partition_spec  # the task's toolkit
 from ..errors import ConfigError
-from ..settings.options import at_least, option, options_of, right_open, within
+from ..settings.options import Options, at_least, option, options_of, right_open, within
 from ..tasks.models import MODELS
 from ..tasks.partition import PARTITIONERS
 from ..tasks.synthetic import CSBMParams
@@ -35,7 +35,7 @@ NODE_DATASETS = ("Cora", "CiteSeer", "PubMed", "synthetic")
 
 
 @dataclass(kw_only=True, eq=False)
-class NodeTask:
+class NodeTask(Options):
     """The node-classification task's settings (one graph cut across clients): the run-config keys ``node.*``; a
     method's Strategy class takes them as ``task=NodeTask(...)``."""
 

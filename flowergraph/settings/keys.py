@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .choices import AGGREGATORS, CLIENT_ORDERS, DP_MODES, FLOWER_APIS, SECURE_AGG, SIMULATION_ENGINES, WEIGHTINGS
-from .options import Option, at_least, left_open, option, options_of, right_open, within
+from .options import Option, Options, at_least, left_open, option, options_of, right_open, within
 
 # Group names, in the order docs/configuration.md lists them (a method's keys follow under the method's name).
 GROUPS = {
@@ -24,7 +24,7 @@ def _multiple(value: float) -> str | None:
 
 
 @dataclass(kw_only=True, eq=False)
-class FederationOptions:
+class FederationOptions(Options):
     """How the federation runs, as the server decides it: the run-config keys every run has that a strategy reads
     (sampling, averaging, evaluation, timeouts, privacy of the training rounds, the dataset simulated nodes load),
     and the keyword arguments every flowergraph Strategy class takes (:mod:`flowergraph.serverapp`). Declared

@@ -140,9 +140,20 @@ def check_fields(obj: Any, prefix: str | None = None, owner: str | None = None) 
         opt = Option(f.name, f.default, spec.help, spec.choices, spec.check, normalize=spec.normalize)
         try:
             parsed = opt.parse(value)
-        except ConfigError as exc:
-            raise ConfigError(f"{owner}({f.name}={value!r}): {str(exc)}") from None
+        except ConfigError as exc:  # "unknown hops 5; valid choices: ..." / "hops=5: must be ..." -> the reason
+            reason = str(exc)
+            for head in (f"unknown {f.name} {value!r}; ", f"{f.name}={value!r}: "):
+                reason = reason.removeprefix(head)
+            raise ConfigError(f"{owner}({f.name}={value!r}): {reason}") from None
         object.__setattr__(obj, f.name, parsed)
+
+
+class Options:
+    """The base of an options dataclass (fields declared with :func:`option`): its fields are coerced and checked
+    when it is made (:func:`check_fields`), so ``NodeTask(lr=-1)`` fails at once, naming the argument."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def namespace(prefix: str, group: str | None = None) -> Callable[..., Option]:

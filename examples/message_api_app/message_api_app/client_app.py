@@ -1,8 +1,8 @@
 """The ClientApp: Flower's Message-API handlers, each answered by flowergraph's client for this node.
 
-The node's data and model come from the run config (method, dataset) and the node config (partition-id,
-num-partitions); flowergraph builds the method's client, trains or evaluates it and replies with Flower's records
-(arrays, metrics). Add your own Message-API mods with ClientApp(mods=[...])."""
+What to train (the method, the model, local training) comes with each message, as the strategy decided it; the
+node's data comes from its node config (partition-id, num-partitions; in a deployment also data-dir,
+partition-file, key-file). Add your own Message-API mods with ClientApp(mods=[...])."""
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
