@@ -112,3 +112,46 @@ def test_client_graph_builds_each_client_once_per_process(monkeypatch):
     again = [fg.client_graph(SYN, pspec, k) for k in reversed(range(150))][::-1]
     assert len(cuts) == 1 and all(a is b for a, b in zip(first, again))
     assert len({g.uid for g in first}) == 150
+
+
+@pytest.mark.simulation
+def test_200_clients_on_the_inline_engine_build_each_clients_data_once(tmp_path, monkeypatch):
+    """The issue's acceptance test (not timed): a fedavg run of 200 clients on the inline engine (every client in
+    this process) cuts the graph once, builds each client's ClientGraph once and its model once. Before, the
+    per-client memo held 64 graphs and the model cache 32: past those, every message rebuilt its client's data
+    (a full-graph scan) and its model."""
+    from flowergraph.app import client_app, server_app
+    from flowergraph.app.generator import write_app
+    from flowergraph.app.inline import run_inline
+    from flowergraph.clients import node
+    from flowergraph.storage.results import read_run
+
+    built: dict[int, int] = {}
+    real_init = fg.ClientGraph.__init__
+
+    def counting_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        built[self.client_id] = built.get(self.client_id, 0) + 1
+
+    monkeypatch.setattr(fg.ClientGraph, "__init__", counting_init)
+    cuts, models = [], []
+    real_cut, real_model = fg.cut_graph, node.build_node_model
+    monkeypatch.setattr(fg, "cut_graph", lambda *a, **k: cuts.append(1) or real_cut(*a, **k))
+    monkeypatch.setattr(node, "build_node_model", lambda *a, **k: models.append(k.get("cached")) or real_model(*a, **k))
+    app_dir = write_app(tmp_path / "app")
+    overrides = {
+        "method": "fedavg",
+        "num-clients": 200,
+        "rounds": 2,
+        "seed": 11,  # specs no other test uses: this process's memo has no cut of them yet
+        "node.partitioner": "random",
+        "node.synthetic-nodes": 3000,
+        "node.local-steps": 1,
+        "out-dir": str(tmp_path / "out"),
+    }
+    run_inline(server_app.app, client_app.app, num_supernodes=200, app_dir=app_dir, overrides=overrides)
+    run = read_run(tmp_path / "out")
+    assert run["summary"]["status"] == "completed" and run["summary"]["rounds_completed"] == 2
+    assert len(cuts) == 1
+    assert built == {k: 1 for k in range(200)}
+    assert models.count(True) == 200  # one bound model per client (the seeded initial weights are memoised apart)
