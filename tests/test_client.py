@@ -157,3 +157,24 @@ def test_node_models_are_pygs_with_input_dropout_and_log_softmax(kind):
     for key, value in theirs.state_dict().items():
         torch.testing.assert_close(ours.state_dict()[key], value, rtol=0, atol=0)
     torch.testing.assert_close(ours(x, edge_index), torch.log_softmax(theirs(x, edge_index), -1), rtol=0, atol=0)
+
+
+def test_the_bound_model_is_built_once_per_graph_for_any_number_of_clients():
+    """One model per graph a process serves, kept for as long as the graph (the old cache was cleared at 32
+    entries: past 32 clients every message rebuilt the model and its normalisation), and freed with it."""
+    import gc
+    import weakref
+
+    from flowergraph.clients import node
+
+    part = PartitionSpec(partitioner="random", num_clients=40, seed=1)
+    graphs = [client_graph(SYN, part, k) for k in range(40)]
+    first = [node.bound_model(g, {"kind": "gcn"}, 0) for g in graphs]
+    assert all(node.bound_model(g, {"kind": "gcn"}, 0) is m for g, m in zip(graphs, first))
+    assert node.bound_model(graphs[0], {"kind": "gcn"}, 1) is not first[0]  # another seed: another model
+    lone = client_graph(SYN, PartitionSpec(partitioner="random", num_clients=2, seed=1), 0)
+    lone = type(lone)(**{f: getattr(lone, f) for f in lone.__dataclass_fields__ if f != "uid"})  # not memoised
+    gone = weakref.ref(node.bound_model(lone, {"kind": "gcn"}, 0))
+    del lone
+    gc.collect()
+    assert gone() is None  # the model went with its graph

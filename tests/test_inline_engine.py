@@ -165,6 +165,63 @@ def test_a_client_that_stores_an_unserialisable_value_fails_its_message(app_dir)
     assert errors == ["bad", "bad"]  # the record persisted; the attribute did not survive serialisation
 
 
+@pytest.mark.simulation
+def test_the_extractor_asks_the_link_state_about_the_nodes_pushed_to_only(app_dir, monkeypatch):
+    """A push wakes Flower's extractor for the nodes it pushed to: one link-state look-up per message (Flower's
+    own extractor asked about every node on every pass, each look-up scanning the whole message store: a round
+    grew with the square of the clients). Several messages to one node in one push all arrive, in push order per
+    node and in node order across nodes, as Flower's passes take them."""
+    from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
+
+    asked: list[int] = []
+    real = InMemoryLinkState.get_message_ins
+
+    def counted(self, node_id, limit, **kwargs):
+        asked.append(node_id)
+        return real(self, node_id, limit, **kwargs)
+
+    monkeypatch.setattr(InMemoryLinkState, "get_message_ins", counted)
+    order: list[tuple[int, int]] = []
+    server, client = ServerApp(), ClientApp()
+
+    @client.train()
+    def train(msg: Message, context: Context) -> Message:
+        order.append((int(context.node_config["partition-id"]), int(msg.content["m"]["i"])))
+        return Message(RecordDict(), reply_to=msg)
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        nodes = sorted(grid.get_node_ids(), key=lambda n: order_of[n])
+        for _ in range(3):  # three rounds, one message to every node each
+            messages = [
+                Message(RecordDict({"m": ConfigRecord({"i": 0})}), dst_node_id=n, message_type="train") for n in nodes
+            ]
+            assert all(not r.has_error() for r in grid.send_and_receive(messages, timeout=60))
+        # two messages to each of two nodes in one push, the later node first
+        two = [
+            Message(RecordDict({"m": ConfigRecord({"i": i})}), dst_node_id=n, message_type="train")
+            for n in (nodes[4], nodes[1])
+            for i in (1, 2)
+        ]
+        assert len(list(grid.send_and_receive(two, timeout=60))) == 4
+
+    order_of: dict[int, int] = {}
+    real_register = __import__("flwr.server.superlink.fleet.vce.vce_api", fromlist=["_"])._register_nodes
+
+    def register(**kwargs):
+        mapping = real_register(**kwargs)
+        order_of.update(mapping)
+        return mapping
+
+    monkeypatch.setattr("flwr.server.superlink.fleet.vce.vce_api._register_nodes", register)
+    backend = InlineBackend()
+    run_inline(server, client, num_supernodes=30, app_dir=app_dir, backend=backend)
+    assert backend.messages == 3 * 30 + 4
+    assert len(asked) == 3 * 30 + 4  # one look-up per message pushed
+    assert order[:90] == [(k, 0) for k in range(30)] * 3
+    assert order[-4:] == [(1, 1), (4, 1), (1, 2), (4, 2)]  # node order in a pass, push order within a node
+
+
 def test_an_unknown_engine_is_refused_naming_the_valid_choices(tmp_path, capsys, launcher_main):
     with pytest.raises(
         ConfigError,

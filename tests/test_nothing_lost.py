@@ -163,6 +163,87 @@ def test_pyg_under_the_system_temp_dir_survives_a_plain_flower_simulation(tmp_pa
         shutil.rmtree(under, ignore_errors=True)
 
 
+# ------------------------------------------------------------------------------------------------ RAY_TMPDIR
+def _user_tmp(under: Path) -> Path:
+    """A user's temp folder that already holds a file and a Ray session of its own (what Ray held before)."""
+    (under / "ray" / "session_2020-01-01_00-00-00_000000_1").mkdir(parents=True)
+    (under / "ray" / "session_2020-01-01_00-00-00_000000_1" / "logs.txt").write_text("a user's Ray session\n")
+    (under / "notes.txt").write_text("mine\n")
+    return under
+
+
+def _listing(root: Path) -> dict[str, str]:
+    """Every file and folder under ``root``: relative path -> SHA-256 (files) or "dir"."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("ray_tmpdir", ["same", "other", "unset", "empty", "missing"])
+def test_ray_sessions_go_to_a_private_folder_inside_a_users_ray_tmpdir(tmp_path, monkeypatch, ray_tmpdir):
+    """:func:`~flowergraph.app.runtime.private_tmp` with ``RAY_TMPDIR`` set (to the ``TMPDIR`` folder, to another
+    one, empty, to a folder that does not exist) and unset: where Ray would put its sessions (Ray's own function
+    of the environment) is a private folder, removed at the end; what the user's folders held stays byte for
+    byte, nothing is added to them, and the environment is restored."""
+    from ray._common.utils import get_default_ray_temp_dir
+
+    from flowergraph.app.runtime import private_tmp
+
+    monkeypatch.chdir(tmp_path)  # Ray's folder for an empty RAY_TMPDIR is ./ray: here, should the code fail
+    user_tmp = _user_tmp(tmp_path / "tmp")
+    user_ray = {"same": user_tmp, "other": _user_tmp(tmp_path / "raytmp")}.get(ray_tmpdir)
+    monkeypatch.setenv("TMPDIR", str(user_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    if ray_tmpdir == "unset":
+        monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    else:
+        value = {"empty": "", "missing": str(tmp_path / "nowhere" / "ray-tmp")}.get(ray_tmpdir, str(user_ray))
+        monkeypatch.setenv("RAY_TMPDIR", value)
+    before = {p: _listing(p) for p in (user_tmp, user_ray) if p is not None}
+    env_before = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")}
+    with private_tmp() as private:
+        ray_dir = Path(get_default_ray_temp_dir())
+        session = ray_dir / "session_2030-01-01_00-00-00_000000_2"
+        (session / "sockets").mkdir(parents=True)  # what Ray writes there, and a link as Ray leaves one
+        (ray_dir / "session_latest").symlink_to(session)
+        if user_ray is not None:  # a private folder inside the user's RAY_TMPDIR
+            assert ray_dir.parent.parent == user_ray and ray_dir.parent.name.startswith("fg")
+        else:  # unset, empty or missing: the private TMPDIR folder
+            assert ray_dir.parent == private
+    assert not ray_dir.exists() and not private.exists()
+    assert {p: _listing(p) for p in before} == before
+    assert {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")} == env_before
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "ray").exists()
+
+
+@pytest.mark.simulation
+@pytest.mark.ray
+def test_a_launcher_run_through_ray_leaves_nothing_in_a_users_ray_tmpdir(tmp_path):
+    """The issue's case: a 2-round launcher run through Ray with ``TMPDIR`` and ``RAY_TMPDIR`` set to one folder
+    (Ray puts its sessions under ``RAY_TMPDIR``, which the launcher's private ``TMPDIR`` did not cover: a ``ray``
+    folder was left there). The folder already holds a file and a Ray session of the user's: afterwards it holds
+    exactly that, byte for byte."""
+    own = Path(tempfile.mkdtemp(prefix="fgr", dir="/tmp" if os.path.isdir("/tmp") else None))  # short: sockets
+    try:
+        _user_tmp(own)
+        before = _listing(own)
+        env = dict(os.environ, TMPDIR=str(own), RAY_TMPDIR=str(own))
+        proc = subprocess.run(
+            [sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--num-clients", "3"]
+            + ["--rounds", "2", "--out", str(tmp_path / "run"), "--ray-cpus", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        assert "flowergraph: run completed" in proc.stdout and "[round 2/2]" in proc.stdout
+        assert _listing(own) == before
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+
+
 # ----------------------------------------------------------------------------------- python -m flowergraph.app write
 def test_write_refuses_to_replace_a_users_pyproject(tmp_path, capsys):
     app = tmp_path / "my-app"

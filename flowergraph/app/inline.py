@@ -135,6 +135,46 @@ class StopOrWake(threading.Event):
         return self.is_set()
 
 
+class PushedNodes:
+    """The node ids Flower's extractor asks the link state about: those a message was pushed to since it last
+    asked, not every node.
+
+    Flower's extractor (``vce_api.add_messages_to_queue``, as read in flwr 1.42) loops ``for node_id in
+    nodes_mapping.keys(): state.get_message_ins(node_id=node_id, limit=1)``, and the in-memory link state's
+    ``get_message_ins`` scans the whole message store: every pass cost (nodes x stored messages), and a round
+    took a pass per push (816,500 look-ups a round at 1,000 clients). ``run_api`` hands its ``nodes_mapping``
+    argument to the extractor only (the worker finds contexts by the message's ``dst_node_id``), so the engine
+    gets this object there: ``keys()`` answers each node once per message pushed to it, one message per node per
+    pass as before (``limit=1``), in the order the nodes were registered (the order Flower's own passes take
+    them). A node with more messages is answered again on the next pass, which :meth:`keys` wakes at once.
+    :meth:`pushed` is called after a push stored its messages (and before the wake), so none is missed: counting
+    a message the state refused only costs a look-up that finds nothing."""
+
+    def __init__(self, nodes_mapping: dict[int, int], stop: StopOrWake) -> None:
+        self._rank = {node_id: i for i, node_id in enumerate(nodes_mapping)}
+        self._pending: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._stop = stop
+
+    def pushed(self, node_ids) -> None:
+        with self._lock:
+            for node_id in node_ids:
+                self._pending[node_id] = self._pending.get(node_id, 0) + 1
+        self._stop.wake()
+
+    def keys(self) -> list[int]:
+        with self._lock:
+            ready = sorted(self._pending, key=lambda n: self._rank.get(n, len(self._rank)))
+            for node_id in ready:
+                self._pending[node_id] -= 1
+                if not self._pending[node_id]:
+                    del self._pending[node_id]
+            more = bool(self._pending)
+        if more:
+            self._stop.wake()
+        return ready
+
+
 def fused_run_config(app_dir: str | Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """The run config Flower gives a run of the app in ``app_dir``: its pyproject defaults with ``overrides``
     (Flower refuses a key the pyproject lacks, as ``flwr run`` does)."""
@@ -189,12 +229,15 @@ def run_inline(
     node_info_stores = _register_node_info_stores(nodes_mapping=nodes_mapping, run=run, app_dir=str(app_dir))
 
     f_stop = StopOrWake()
+    pushed = PushedNodes(nodes_mapping, f_stop)
 
-    class WakingGrid(InMemoryGrid):  # Flower's grid; a push wakes the engine's extractor (StopOrWake)
+    class WakingGrid(InMemoryGrid):  # Flower's grid; a push wakes the extractor for the nodes pushed to
         def push_messages(self, messages):
-            ids = super().push_messages(messages)
-            f_stop.wake()
-            return ids
+            messages = list(messages)
+            try:
+                return super().push_messages(messages)
+            finally:  # the messages stored before a refused one still reach their nodes
+                pushed.pushed([m.metadata.dst_node_id for m in messages])
 
     grid = WakingGrid(state_factory=state_factory)
     grid.set_run(run)
@@ -219,7 +262,7 @@ def run_inline(
             run_api(
                 lambda: client_app,
                 lambda: backend,
-                nodes_mapping,
+                pushed,  # type: ignore[arg-type]  # the extractor's node list (PushedNodes); nothing else reads it
                 state_factory,
                 node_info_stores,
                 f_stop,

@@ -249,7 +249,14 @@ def private_tmp(prefix: str = "fg"):
     """A temp folder for this launcher and every process it starts (``TMPDIR``, ``tempfile.tempdir``), removed
     with everything in it at the end, so a run leaves nothing in the temp directory: Ray's session folders,
     PyG's generated layer modules, torch's inductor cache, Flower's FAB unpacking. Nested uses share the outer
-    folder. Short on purpose: Ray's socket paths under it must stay below 107 bytes."""
+    folder. Short on purpose: Ray's socket paths under it must stay below 107 bytes.
+
+    Ray puts its sessions under ``$RAY_TMPDIR/ray`` when ``RAY_TMPDIR`` is set, not under ``TMPDIR``: then the run
+    gets a second private folder inside the user's ``RAY_TMPDIR`` (so Ray stays where the user put it: a disk
+    with room, a short path), set as ``RAY_TMPDIR`` for the run and removed at the end; what the user's
+    ``RAY_TMPDIR`` held before (Ray's own ``ray`` folder with its sessions included) is never written to or
+    removed. A ``RAY_TMPDIR`` that is empty or not an existing folder (Ray would create it, or write ``./ray``)
+    is replaced by the private ``TMPDIR`` folder for the run."""
     import shutil
     import tempfile
 
@@ -258,6 +265,15 @@ def private_tmp(prefix: str = "fg"):
         return
     path = tempfile.mkdtemp(prefix=prefix)
     saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    saved_ray = os.environ.get("RAY_TMPDIR")
+    ray_private = None
+    if saved_ray is not None:
+        user_ray = Path(saved_ray).expanduser() if saved_ray else None
+        try:
+            ray_private = tempfile.mkdtemp(prefix=prefix, dir=user_ray) if user_ray and user_ray.is_dir() else None
+        except OSError:  # not writable: Ray could not use it either
+            ray_private = None
+        os.environ["RAY_TMPDIR"] = ray_private or path
     os.environ["TMPDIR"] = tempfile.tempdir = path
     _PRIVATE_TMP.append(path)
     try:
@@ -269,7 +285,11 @@ def private_tmp(prefix: str = "fg"):
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = saved_env
+        if saved_ray is not None:
+            os.environ["RAY_TMPDIR"] = saved_ray
         shutil.rmtree(path, ignore_errors=True)
+        if ray_private:
+            shutil.rmtree(ray_private, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------------- Flower

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 
 import numpy as np
 import torch
@@ -14,21 +16,32 @@ from ..tasks.training import TrainConfig, evaluate_masks, train_steps
 from .base import FederatedClient, FlowergraphClient
 
 
-_MODELS: dict[tuple, torch.nn.Module] = {}
+_MODELS: "weakref.WeakKeyDictionary[ClientGraph, dict[tuple, torch.nn.Module]]" = weakref.WeakKeyDictionary()
+_MODELS_LOCK = threading.Lock()
+MODELS_PER_GRAPH = 4  # model settings kept per graph (a run has one; a process running several runs may have more)
 
 
 def bound_model(graph: ClientGraph, kwargs: dict, seed: int) -> torch.nn.Module:
     """The client's model object, built once per process and graph (Flower re-creates the client for every
     message; rebuilding the model and re-normalising the adjacency each time cost ~5 ms per message). It is
-    scratch space: every message loads the weights it carries before using it."""
-    key = (graph.uid, tuple(sorted(kwargs.items())), seed)
-    model = _MODELS.get(key)
-    if model is None:
-        if len(_MODELS) >= 32:
-            _MODELS.clear()
-        model = _MODELS[key] = build_node_model(
-            in_dim=graph.num_features, num_classes=graph.num_classes, seed=seed, cached=True, **kwargs
-        )
+    scratch space: every message loads the weights it carries before using it.
+
+    Held by the graph object (weakly keyed): a process keeps one model per graph it serves, for any number of
+    clients, and a model goes when its graph goes. Memory is bounded by the graphs the data memos hold
+    (:func:`~flowergraph.tasks.federated_graph.graph_cut`, the partition-file memo) times
+    :data:`MODELS_PER_GRAPH` settings per graph; a model holds its weights and its graph's normalised adjacency."""
+    key = (tuple(sorted(kwargs.items())), seed)
+    with _MODELS_LOCK:
+        models = _MODELS.get(graph)
+        if models is None:
+            models = _MODELS[graph] = {}
+        model = models.get(key)
+        if model is None:
+            if len(models) >= MODELS_PER_GRAPH:
+                models.clear()
+            model = models[key] = build_node_model(
+                in_dim=graph.num_features, num_classes=graph.num_classes, seed=seed, cached=True, **kwargs
+            )
     return model
 
 

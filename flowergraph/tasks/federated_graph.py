@@ -12,12 +12,17 @@ Every directed edge (u, v) of the global graph appears exactly once over all cli
 owner(u) when owner(u) == owner(v), else as a cross-client edge of owner(u).
 
 Loaded and partitioned data is memoised per process (``functools.lru_cache``): Ray actors are reused across
-rounds, so a client loads and partitions once, never per round.
+rounds, so a client loads and partitions once, never per round. Every client's part is cut in one pass over the
+global graph (:func:`cut_graph`: nodes and edges sorted by owner once, each client a slice), memoised per process
+and (graph spec, partition spec) by :func:`graph_cut`; each client's :class:`ClientGraph` is built on first use
+and kept with its cut, so a process serving any number of clients builds each one's data once, and holds at most
+one more copy of the global graph's node data and edges per memoised cut.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import uuid
 from dataclasses import dataclass, field
 
@@ -156,7 +161,97 @@ def build_client_graph(data, assignment: np.ndarray, client_id: int, num_clients
     )
 
 
-@functools.lru_cache(maxsize=64)
+class GraphCut:
+    """Every client's part of one global graph, cut in one pass (:func:`cut_graph`); ``client(k)`` builds client
+    ``k``'s :class:`ClientGraph` on first use and returns that same object afterwards.
+
+    Equal, array for array, to :func:`build_client_graph` for each client: nodes in increasing global id, internal
+    and cross-client edges each in the global edge order (a stable sort by owner keeps both orders)."""
+
+    def __init__(self, data, assignment: np.ndarray, num_clients: int | None = None) -> None:
+        owner = torch.as_tensor(np.array(assignment, dtype=np.int64))
+        n = int(data.num_nodes)
+        if owner.numel() != n:
+            raise ConfigError(f"the assignment has {owner.numel()} entries for a graph of {n} nodes")
+        self.num_clients = int(num_clients or int(owner.max()) + 1)
+        groups = max(self.num_clients, int(owner.max()) + 1 if n else 0)
+        self.data, self.owner = data, owner
+        # nodes by owner, each owner's in increasing global id (stable sort); local index = rank within owner
+        self.nodes = torch.sort(owner, stable=True).indices
+        node_counts = torch.bincount(owner, minlength=groups)
+        self.node_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(node_counts, 0)])
+        local = torch.empty(n, dtype=torch.long)
+        local[self.nodes] = torch.arange(n) - self.node_start[owner[self.nodes]]
+        # edges by (owner of the source, cross or not): per client its internal edges, then its cross edges, each
+        # in the global edge order (stable sort)
+        src, dst = data.edge_index
+        key = owner[src] * 2 + (owner[src] != owner[dst]).long()
+        order = torch.sort(key, stable=True).indices
+        edge_counts = torch.bincount(key, minlength=2 * groups)
+        self.edge_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(edge_counts, 0)])
+        self.local_src, self.local_dst, self.dst = local[src[order]], local[dst[order]], dst[order]
+        self._clients: dict[int, ClientGraph] = {}
+        self._lock = threading.Lock()
+
+    def client(self, client_id: int, *, keep: bool = True) -> ClientGraph:
+        """Client ``client_id``'s data, built once per cut (``keep=False``: built afresh and not kept, for a caller
+        that goes through the clients once, such as an export)."""
+        if not 0 <= client_id < self.num_clients:
+            raise ConfigError(f"partition-id {client_id} out of range [0, {self.num_clients - 1}]")
+        with self._lock:
+            graph = self._clients.get(client_id)
+            if graph is None:
+                graph = self._build(client_id)
+                if keep:
+                    self._clients[client_id] = graph
+            return graph
+
+    def clients(self) -> list[ClientGraph]:
+        return [self.client(k) for k in range(self.num_clients)]
+
+    def _build(self, k: int) -> ClientGraph:
+        data = self.data
+        own = self.nodes[int(self.node_start[k]) : int(self.node_start[k + 1])].clone()
+        a, b, c = (int(self.edge_start[i]) for i in (2 * k, 2 * k + 1, 2 * k + 2))
+        remote = self.dst[b:c].clone()
+        return ClientGraph(
+            client_id=k,
+            num_clients=self.num_clients,
+            global_ids=own,
+            x=data.x[own],
+            y=data.y[own],
+            train_mask=data.train_mask[own],
+            val_mask=data.val_mask[own],
+            test_mask=data.test_mask[own],
+            edge_index=torch.stack([self.local_src[a:b], self.local_dst[a:b]]),
+            cross_edges=torch.stack([self.local_src[b:c], remote]),
+            cross_owner=self.owner[remote],
+            num_global_nodes=int(data.num_nodes),
+            num_classes=int(data.num_classes),
+        )
+
+
+def cut_graph(data, assignment: np.ndarray, num_clients: int | None = None) -> GraphCut:
+    """Every client's part of ``data`` under ``assignment`` in one pass over the graph (:class:`GraphCut`)."""
+    return GraphCut(data, assignment, num_clients)
+
+
+_CUT_LOCK = threading.Lock()
+
+
+def graph_cut(gspec: GraphSpec, pspec: PartitionSpec) -> GraphCut:
+    """The cut of the global graph under the partition (memoised per process; each client's data kept in it).
+    One cut per process and specs even when threads ask at once: a client's data is one object per process."""
+    with _CUT_LOCK:
+        return _graph_cut(gspec, pspec)
+
+
+@functools.lru_cache(maxsize=4)
+def _graph_cut(gspec: GraphSpec, pspec: PartitionSpec) -> GraphCut:
+    return cut_graph(load_global_graph(gspec), node_assignment(gspec, pspec), pspec.num_clients)
+
+
 def client_graph(gspec: GraphSpec, pspec: PartitionSpec, client_id: int) -> ClientGraph:
-    """Client ``client_id``'s data: a pure function of (graph spec, partition spec, client id)."""
-    return build_client_graph(load_global_graph(gspec), node_assignment(gspec, pspec), client_id, pspec.num_clients)
+    """Client ``client_id``'s data: a pure function of (graph spec, partition spec, client id), built once per
+    process (:func:`graph_cut`)."""
+    return graph_cut(gspec, pspec).client(client_id)

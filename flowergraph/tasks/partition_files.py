@@ -44,14 +44,7 @@ import torch
 from ..errors import ConfigError, PartitionError
 from ..storage.npzio import READ_ERRORS, read_npz, write_npz
 from .memo import BytesLRU
-from .federated_graph import (
-    ClientGraph,
-    GraphSpec,
-    PartitionSpec,
-    build_client_graph,
-    load_global_graph,
-    node_assignment,
-)
+from .federated_graph import ClientGraph, GraphSpec, PartitionSpec, cut_graph, load_global_graph, node_assignment
 
 FORMAT = "flowergraph-partition"
 VERSION = 1
@@ -135,7 +128,8 @@ def export_partitions(
             "seed": pspec.seed,
         },
     }
-    graphs = (build_client_graph(data, assignment, k, pspec.num_clients) for k in range(pspec.num_clients))
+    cut = cut_graph(data, assignment, pspec.num_clients)  # one pass over the graph; one client held at a time
+    graphs = (cut.client(k, keep=False) for k in range(pspec.num_clients))
     return write_partitions(graphs, header, out, log=log)
 
 
