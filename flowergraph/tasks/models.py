@@ -81,6 +81,28 @@ class GATClassifier(_Classifier, nn.Module):
         return F.log_softmax(self._layers(x, edge_index), dim=-1)
 
 
+def check_model_args(
+    kind: str, kinds: tuple[str, ...], *, hidden: int, layers: int, dropout: float, input_dropout: float = 0.0
+) -> None:
+    """The model keys every task shares (``kind`` among ``kinds``, ``hidden``, ``layers``, ``dropout``,
+    ``input-dropout``); ValueError names a bad one and its valid range."""
+    if kind not in kinds:
+        raise ValueError(f"unknown model {kind!r}; valid choices: {', '.join(kinds)}")
+    if layers < 1:
+        raise ValueError(f"layers must be >= 1, got {layers}")
+    if hidden < 1:
+        raise ValueError(f"hidden must be >= 1, got {hidden}")
+    for key, value in (("dropout", dropout), ("input-dropout", input_dropout)):
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"{key} must be in [0, 1), got {value}")
+
+
+def pyg_model(kind: str, cached: bool = False) -> tuple[str, dict]:
+    """The PyG model class name (``torch_geometric.nn.models``) and its extra arguments for ``gcn`` (``GCN``,
+    ``cached``) and ``sage`` (``GraphSAGE``, mean aggregation)."""
+    return ("GCN", {"cached": cached}) if kind == "gcn" else ("GraphSAGE", {"aggr": "mean"})
+
+
 def build_node_model(
     kind: str,
     in_dim: int,
@@ -98,20 +120,12 @@ def build_node_model(
     between them, input dropout and a log-softmax output. ``cached`` (GCN) keeps the normalised adjacency of the
     first graph seen: only for a model bound to one graph. With ``seed`` the initial weights are a pure function
     of the seed. ValueError names a bad argument."""
-    if kind not in MODELS:
-        raise ValueError(f"unknown model {kind!r}; valid choices: {', '.join(MODELS)}")
-    if layers < 1:
-        raise ValueError(f"layers must be >= 1, got {layers}")
-    if hidden < 1:
-        raise ValueError(f"hidden must be >= 1, got {hidden}")
-    for key, value in (("dropout", dropout), ("input-dropout", input_dropout)):
-        if not 0.0 <= value < 1.0:
-            raise ValueError(f"{key} must be in [0, 1), got {value}")
+    check_model_args(kind, MODELS, hidden=hidden, layers=layers, dropout=dropout, input_dropout=input_dropout)
 
     def build() -> nn.Module:
         if kind == "gat":
             return GATClassifier(in_dim, hidden, num_classes, layers, dropout, heads, input_dropout)
-        base, extra = ("GCN", {"cached": cached}) if kind == "gcn" else ("GraphSAGE", {"aggr": "mean"})
+        base, extra = pyg_model(kind, cached)
         model = _classifier(base, kind)(
             in_channels=in_dim,
             hidden_channels=hidden,
