@@ -206,8 +206,12 @@ def test_a_reply_keeps_its_bookkeeping_in_fg_info_and_the_core_reads_it_back():
     assert rec.reply_metrics(content) == (7, {"accuracy": 0.5, "partition_id": 2, "num_test": 30, "eval_num_val": 4})
 
 
-def test_a_client_told_by_the_server_ignores_the_run_configs_keys():
+def test_a_client_told_by_the_server_ignores_the_run_configs_keys(monkeypatch):
     """A message carrying ``fg.settings`` configures the client; the run config (the user's) is not read."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attribute, value in (("task_id", 1), ("run_id", 1), ("node_id", 3)):  # what a node's process has set
+        monkeypatch.setattr(TaskIdentity, f"_{attribute}", value)
     context = Context(
         run_id=1,
         node_id=3,

@@ -43,7 +43,9 @@ def bare_supernode_cli() -> bool:
 
     import flwr.supernode
 
-    folder = Path(flwr.supernode.__file__).resolve().parent / "cli"
+    from .._flower import supernode_cli_folder
+
+    folder = supernode_cli_folder()
     if not (folder / "flwr_clientapp.py").is_file() or not (folder / "__init__.py").is_file():
         return False
     spec = importlib.util.spec_from_file_location(

@@ -3,7 +3,7 @@ runs the ClientApp in the engine's worker thread instead of a Ray actor.
 
 What runs is Flower's: the ServerApp runs in a thread on Flower's ``InMemoryGrid`` over an in-memory
 ``LinkState`` (what :func:`flwr.simulation.run_simulation._main_loop` builds), the nodes are registered and their
-contexts kept by the engine's own functions (``vce_api._register_nodes`` / ``_register_node_info_stores``), and
+contexts kept by the engine's own functions (private: :mod:`flowergraph._flower`), and
 messages move between the link state and the backend through ``vce_api.run_api`` (its extractor, worker and
 injector threads). Only the :class:`~flwr.server.superlink.fleet.vce.backend.Backend` is ours:
 :class:`InlineBackend` calls the ClientApp (flowergraph's real one, every mod included) in the calling thread.
@@ -43,6 +43,8 @@ from flwr.common.serde import context_from_proto, context_to_proto, message_from
 from flwr.proto.message_pb2 import Context as ProtoContext  # pylint: disable=no-name-in-module
 from flwr.proto.message_pb2 import Message as ProtoMessage  # pylint: disable=no-name-in-module
 from flwr.server.superlink.fleet.vce.backend import Backend, BackendConfig
+
+from .. import _flower
 from flwr.serverapp import ServerApp
 
 ENGINES = ("ray", "inline")
@@ -199,7 +201,7 @@ def run_inline(
     from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
     from flwr.proto.task_pb2 import Task  # pylint: disable=no-name-in-module
     from flwr.server.superlink.fleet.vce.metrics import VceMetrics
-    from flwr.server.superlink.fleet.vce.vce_api import _register_node_info_stores, _register_nodes, run_api
+    from flwr.server.superlink.fleet.vce.vce_api import run_api
     from flwr.server.superlink.linkstate import LinkStateFactory
     from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
     from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
@@ -224,9 +226,9 @@ def run_inline(
     state = state_factory.state()
     state.run_ids[run_id] = RunRecord(run=run)  # as _main_loop pre-registers the run and its primary task
     state.task_store[run.primary_task_id] = Task(task_id=run.primary_task_id, run_id=run_id)
-    nodes_mapping = _register_nodes(num_nodes=num_supernodes, state_factory=state_factory)
-    # each node's context: node config partition-id / num-partitions, run config fused from app_dir + overrides
-    node_info_stores = _register_node_info_stores(nodes_mapping=nodes_mapping, run=run, app_dir=str(app_dir))
+    # Flower's own node registration (private: flowergraph._flower); each node's context: node config
+    # partition-id / num-partitions, run config fused from app_dir + overrides
+    nodes_mapping, node_info_stores = _flower.register_simulated_nodes(num_supernodes, state_factory, run, str(app_dir))
 
     f_stop = StopOrWake()
     pushed = PushedNodes(nodes_mapping, f_stop)

@@ -232,9 +232,9 @@ def handle(message, context, app: str = "flowergraph.app.client_app:local_app"):
 
     Raises :class:`NoWorker` when no worker took the message (the caller then runs it itself) and
     :class:`WorkerError` when the worker failed while holding it."""
-    from flwr.supercore.task_identity import TaskIdentity
+    from .._flower import task_identity
 
-    identity = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
+    identity = task_identity()
     request = {"op": "message", "app": app, "message": message, "context": context, "identity": identity}
     for attempt in range(2):  # a worker that was just ending (idle) drops the request unread: start another
         try:

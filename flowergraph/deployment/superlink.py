@@ -24,9 +24,9 @@ BUSY_TIMEOUT_MS = 120_000  # 2 min: several ~100 MB writes queued behind each ot
 def patch_busy_timeout(ms: int = BUSY_TIMEOUT_MS) -> bool:
     """Set the busy timeout Flower's SQLite connections open with; False (and a warning) if this Flower version
     no longer has the setting where 1.41 has it."""
-    from flwr.supercore import sql_mixin
+    from .. import _flower
 
-    pragmas = getattr(sql_mixin, "SQLITE_PRAGMAS", None)
+    pragmas = _flower.sqlite_pragmas()
     if not pragmas or "busy_timeout" not in dict(pragmas):
         warnings.warn(
             "flwr.supercore.sql_mixin.SQLITE_PRAGMAS has no busy_timeout in this Flower version: the "
@@ -35,7 +35,7 @@ def patch_busy_timeout(ms: int = BUSY_TIMEOUT_MS) -> bool:
             stacklevel=2,
         )
         return False
-    sql_mixin.SQLITE_PRAGMAS = tuple((name, str(ms) if name == "busy_timeout" else value) for name, value in pragmas)
+    _flower.set_sqlite_pragmas(tuple((name, str(ms) if name == "busy_timeout" else value) for name, value in pragmas))
     return True
 
 

@@ -79,9 +79,11 @@ class Pacing:
 def patch_polling(module: Any = None) -> Pacing | None:
     """Make Flower's SuperNode loop (``module``, default ``flwr.supernode.start_client_internal``) pace its polls
     with a :class:`Pacing`; None (and a warning) where the loop is not as in Flower 1.41/1.42."""
+    from .. import _flower
+
     if module is None:
-        from flwr.supernode import start_client_internal as module
-    pull: Callable[..., Any] | None = getattr(module, "_pull_and_store_message", None)
+        module = _flower.supernode_loop()
+    pull: Callable[..., Any] | None = _flower.supernode_pull(module)
     if pull is None or getattr(module, "time", None) is not time:
         warnings.warn(
             f"{module.__name__} is not as in Flower 1.41/1.42 (no _pull_and_store_message or time): the "
@@ -98,8 +100,7 @@ def patch_polling(module: Any = None) -> Pacing | None:
             pacing.message_arrived()
         return run_id
 
-    module._pull_and_store_message = pull_and_note
-    module.time = pacing
+    _flower.set_supernode_pull(module, pull_and_note, pacing)
     return pacing
 
 
@@ -107,11 +108,10 @@ def patch_heartbeat(interval: float = HEARTBEAT_S, modules: tuple[Any, ...] | No
     """Make the SuperNode announce and keep a heartbeat ``interval`` (s): Flower reads its
     ``HEARTBEAT_DEFAULT_INTERVAL`` in the node's connection (announced to the SuperLink) and in the heartbeat
     sender (how often it beats). False (and a warning), changing nothing, where either module lacks it."""
-    if modules is None:
-        from flwr.supercore import heartbeat
-        from flwr.supernode import fleet_http_connection
+    from .. import _flower
 
-        modules = (fleet_http_connection, heartbeat)
+    if modules is None:
+        modules = _flower.heartbeat_modules()
     lacking = [
         m.__name__ for m in modules if not isinstance(getattr(m, "HEARTBEAT_DEFAULT_INTERVAL", None), (int, float))
     ]
@@ -123,8 +123,7 @@ def patch_heartbeat(interval: float = HEARTBEAT_S, modules: tuple[Any, ...] | No
             stacklevel=2,
         )
         return False
-    for module in modules:
-        module.HEARTBEAT_DEFAULT_INTERVAL = interval
+    _flower.set_heartbeat(modules, interval)
     return True
 
 
