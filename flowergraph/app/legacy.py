@@ -15,6 +15,7 @@ from typing import Any
 
 from flwr.client import Client as FlowerClient, NumPyClient
 
+from .. import wire
 from ..clients.base import Client
 
 
@@ -25,7 +26,7 @@ class LegacyClient(NumPyClient):
         self.client = client
 
     def get_properties(self, config: dict[str, Any]) -> dict[str, Any]:
-        return self.client.get_properties(config)
+        return wire.to_legacy(self.client.get_properties(config))  # a phase reply's arrays as npy bytes
 
     def get_parameters(self, config: dict[str, Any]) -> list:
         return self.client.get_parameters(config)
