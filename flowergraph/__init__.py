@@ -1,4 +1,4 @@
-"""flowergraph: federated graph learning as Flower Strategies + NumPyClients over PyTorch Geometric.
+"""flowergraph: federated graph learning as Flower Strategies and clients over PyTorch Geometric.
 
 The layers (docs/architecture.md): launchers (:mod:`flowergraph.simulation`, :mod:`flowergraph.deployment`,
 :mod:`flowergraph.partition`, :mod:`flowergraph.plot`); the Flower apps (:mod:`flowergraph.app`); the method and

@@ -114,6 +114,8 @@ def test_both_faces_give_the_same_rounds_and_the_golden_records(method, app_dir,
     assert all("fitins.parameters" in names for names in legacy_trains)
     if method == "fedgcn":  # the one-off neighbour exchange ran as phase messages on the Message API
         assert "query.fg_phase" in got_message
+        phases = [names for kind, names in faces["message"][1].received if kind == "query.fg_phase"]
+        assert any("arrays" in names for names in phases)  # its arrays in an ArrayRecord, not bytes in a config
 
 
 def _cora(shared_data, **extra):
@@ -424,3 +426,49 @@ def test_flowers_message_api_mods_act_on_flowergraphs_train_replies(app_dir, tmp
     clipped = one_round([LocalDpMod(clipping_norm=clip, sensitivity=0.0, epsilon=1.0, delta=1e-5)])
     assert plain > 4 * clip
     assert 0 < clipped <= clip * (1 + 1e-5)
+
+
+class CountingGrid:
+    """A grid that counts its pushes (how many calls, how many messages each) and passes everything on."""
+
+    def __init__(self, grid):
+        self.grid, self.pushes = grid, []
+
+    def push_messages(self, messages):
+        messages = list(messages)
+        self.pushes.append(sorted(m.metadata.message_type for m in messages))
+        return self.grid.push_messages(messages)
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        self.pushes.append(sorted(m.metadata.message_type for m in messages))
+        return self.grid.send_and_receive(messages, timeout=timeout)
+
+    def __getattr__(self, name):
+        return getattr(self.grid, name)
+
+
+@pytest.mark.simulation
+def test_the_message_api_sends_a_phase_and_the_identity_to_every_node_in_one_push(tmp_path):
+    """FedGCN's exchange (upload, then download) and the identity handshake: each is one push of one message per
+    node (Flower's grid then carries them concurrently), not a message per thread; the records are unchanged
+    (the golden records hold: test_both_faces_give_the_same_rounds_and_the_golden_records)."""
+    from flowergraph.serverapp import FedGCN
+
+    pushes = []
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        counting = CountingGrid(grid)
+        pushes.append(counting.pushes)
+        FedGCN(hops=2).start(grid=counting, num_rounds=1)
+
+    run_inline(app, message_client.client_app(), num_supernodes=4, app_dir=write_app(tmp_path / "app"))
+    (calls,) = pushes
+    by_kind = {}
+    for call in calls:
+        by_kind.setdefault(tuple(sorted(set(call))), []).append(len(call))
+    assert by_kind[("query.fg_identity",)] == [4]
+    assert by_kind[("query.fg_phase",)] == [4, 4]  # fedgcn.upload, then fedgcn.download
+    assert by_kind[("train",)] == [4] and by_kind[("evaluate",)] == [4]

@@ -31,6 +31,7 @@ from flwr.server import LegacyContext, ServerConfig
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.serverapp import Grid, ServerApp
 
+from flowergraph.app.legacy import legacy_client
 from flowergraph.clients import ClientState, FedGCNClient, TrainConfig
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph
 from flowergraph.storage.results import RunRecorder
@@ -44,8 +45,8 @@ def client_fn(context: Context):
     seed = int(context.run_config["seed"])
     k, n = int(context.node_config["partition-id"]), int(context.node_config["num-partitions"])
     graph = client_graph(GraphSpec(dataset="synthetic", seed=seed), PartitionSpec(num_clients=n, seed=seed), k)
-    return FedGCNClient(graph, TrainConfig(), MODEL, seed=seed, hops=2,
-                        state=ClientState(context.state)).to_client()
+    return legacy_client(FedGCNClient(graph, TrainConfig(), MODEL, seed=seed, hops=2,
+                                      state=ClientState(context.state)))
 
 
 client = ClientApp(client_fn=client_fn, mods=[secaggplus_mod])

@@ -1,4 +1,5 @@
-"""The ClientApp: run config + node config -> the method's NumPyClient (looked up in the method registry).
+"""The ClientApp: run config + node config -> the method's client (looked up in the method registry), answering
+Flower's legacy messages through :mod:`flowergraph.app.legacy` and Message-API messages through the handlers.
 
 Node identity comes from the node configuration: ``partition-id`` and ``num-partitions`` (simulation sets both; in
 deployment pass them with ``flower-supernode --node-config``). In simulation, ``client-order`` may give node k

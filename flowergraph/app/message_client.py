@@ -99,13 +99,12 @@ def _evaluate(msg: Message, context: Context) -> Message:
 
 
 def _query(msg: Message, context: Context) -> Message:
-    config = dict(msg.content.config_records[rec.CONFIG]) if rec.CONFIG in msg.content.config_records else {}
+    config = rec.content_values(msg.content)
     client = _client(context, msg)
-    content = RecordDict()
     if msg.metadata.message_type == rec.MODEL:
-        content[rec.ARRAYS] = _model_record(client, config)
+        content = RecordDict({rec.ARRAYS: _model_record(client, config)})
     else:
-        content[rec.CONFIG] = rec.config_record(client.get_properties(config))
+        content = rec.values_content(client.get_properties(config))
     return Message(content, reply_to=msg)
 
 

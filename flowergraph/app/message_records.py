@@ -13,7 +13,8 @@ message type           server -> client content                       client -> 
 ``evaluate``           ``arrays``, ``config``                         ``metrics`` (with ``num-examples``,
                                                                       ``loss``), [``fg.info``]
 ``query.fg_identity``  ``config`` (flowergraph's identity request)    ``config`` (the node's partition, model keys)
-``query.fg_phase``     ``config`` (a phase: ``fg.phase`` names it)    ``config`` (the phase's reply)
+``query.fg_phase``     ``config`` (a phase: ``fg.phase`` names it),   ``config`` (the phase's reply), ``arrays``
+                       ``arrays`` (its arrays, its model's)
 ``query.fg_model``     ``config``                                     ``arrays`` (the client's initial model)
 =====================  =============================================  ============================================
 
@@ -87,6 +88,28 @@ def record_arrays(record: ArrayRecord) -> tuple[list[np.ndarray], list[str]]:
 
 def config_record(values: Mapping[str, Any]) -> ConfigRecord:
     return ConfigRecord({str(k): v for k, v in values.items()})
+
+
+def values_content(values: Mapping[str, Any]) -> RecordDict:
+    """A query's values (an identity request or reply, a phase message or reply: :mod:`flowergraph.wire`) as
+    records: the arrays in the ArrayRecord ``arrays`` under their keys (``fg.a0``, ``fg.m0``, ...), everything
+    else in the ConfigRecord ``config``."""
+    arrays = {str(k): Array(np.asarray(v)) for k, v in values.items() if isinstance(v, np.ndarray)}
+    content = RecordDict({CONFIG: config_record({k: v for k, v in values.items() if not isinstance(v, np.ndarray)})})
+    if arrays:
+        content[ARRAYS] = ArrayRecord(arrays)
+    return content
+
+
+def content_values(content: RecordDict) -> dict[str, Any]:
+    """:func:`values_content`'s values back (the arrays as numpy arrays)."""
+    values = dict(content.config_records[CONFIG]) if CONFIG in content.config_records else {}
+    if ARRAYS in content.array_records:
+        from ..storage._astlock import serialize_ast_parse
+
+        serialize_ast_parse()
+        values.update({k: a.numpy() for k, a in content.array_records[ARRAYS].items()})
+    return values
 
 
 def split_metrics(values: Mapping[str, Any]) -> tuple[dict[str, int | float], dict[str, Any]]:

@@ -35,7 +35,7 @@ import io
 import threading
 import time
 from logging import INFO
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common import (
@@ -108,8 +108,7 @@ class NodeProxy(ClientProxy):
     # ---------------------------------------------------------------------------------- ClientProxy API
     def get_properties(self, ins: GetPropertiesIns, timeout: float | None, group_id: int | None) -> GetPropertiesRes:
         kind = rec.PHASE if wire.PHASE in ins.config else rec.IDENTITY
-        content = self.exchange(RecordDict({rec.CONFIG: rec.config_record(ins.config)}), kind, timeout, group_id)
-        props = dict(content.config_records[rec.CONFIG]) if rec.CONFIG in content.config_records else {}
+        props = rec.content_values(self.exchange(rec.values_content(ins.config), kind, timeout, group_id))
         return GetPropertiesRes(status=Status(Code.OK, ""), properties=props)
 
     def get_parameters(self, ins: GetParametersIns, timeout: float | None, group_id: int | None) -> GetParametersRes:
@@ -185,6 +184,53 @@ class GridNodes(SimpleClientManager):
                 return False
             time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
 
+    def exchange(
+        self, requests: list[tuple[ClientProxy, dict[str, Any]]], timeout: float | None, group_id: int
+    ) -> Iterator[tuple[ClientProxy, dict[str, Any] | BaseException]]:
+        """Send one query per request (a phase message, or the identity request: its values as records,
+        :func:`~flowergraph.app.message_records.values_content`) to all the nodes at once, and yield each node's
+        reply values as it arrives (a node whose reply is an error, or that sent none within ``timeout``:
+        :class:`NoReply`). What the core's phases and identity handshake send through (the legacy face sends
+        one ``get_properties`` per client instead)."""
+        messages: dict[str, tuple[ClientProxy, Message]] = {}
+        for proxy, values in requests:
+            kind = rec.PHASE if wire.PHASE in values else rec.IDENTITY
+            message = proxy.message(rec.values_content(values), kind, group_id, timeout)  # type: ignore[attr-defined]
+            messages[str(len(messages))] = (proxy, message)
+        if not messages:
+            return
+        order = list(messages.values())
+        ids = list(self.grid.push_messages([m for _, m in order]))
+        if len(ids) != len(order):  # Flower's in-memory grid leaves out what it did not store
+            stored = set(ids)
+            ids = [m.metadata.message_id if m.metadata.message_id in stored else None for _, m in order]
+        pending = {}
+        for mid, (proxy, _) in zip(ids, order):
+            if mid is None:
+                yield proxy, NoReply(f"the message to node {proxy.cid} could not be pushed to the SuperLink")
+            else:
+                pending[str(mid)] = proxy
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wait = 0.002
+        while pending:
+            got = list(self.grid.pull_messages(list(pending)))
+            for reply in got:
+                proxy = pending.pop(reply.metadata.reply_to_message_id, None)
+                if proxy is None:
+                    continue
+                if reply.has_error():
+                    yield proxy, NoReply(_reason(reply))
+                else:
+                    yield proxy, rec.content_values(reply.content)
+            if not pending:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            wait = 0.002 if got else min(wait * 1.5, 0.05)
+            time.sleep(wait if deadline is None else max(0.0, min(wait, deadline - time.monotonic())))
+        for proxy in pending.values():
+            yield proxy, NoReply(f"node {proxy.cid} sent no reply within {timeout} s")
+
 
 class FlowergraphStrategy(Strategy):
     """A flowergraph method (its :class:`~flowergraph.strategies.FederatedStrategy` core, or a DP wrapper of one)
@@ -225,6 +271,8 @@ class FlowergraphStrategy(Strategy):
     def _grid_nodes(self, grid: Grid) -> GridNodes:
         if self.nodes is None or self.nodes.grid is not grid:
             self.nodes = GridNodes(grid, settings=self.client_settings)
+            inner = _inner(self.core)
+            inner.phases.transport = inner.directory.transport = self.nodes.exchange  # all nodes at once
         return self.nodes
 
     def _names(self, count: int) -> list[str] | None:

@@ -139,7 +139,8 @@ def settings_for_node(context: Context, server: dict[str, Any] | None = None) ->
 
 
 def build_client(context: Context, server_settings: dict[str, Any] | None = None):
-    """The NumPyClient for this node and run (also used by tests and the plug-in example); ``server_settings``:
+    """The client for this node and run (a :class:`~flowergraph.clients.base.Client`; also used by tests and the
+    plug-in example); ``server_settings``:
     the settings a message carried (:func:`settings_for_node`).
 
     Raises a FlowergraphError (ConfigError, KeyFileError, DatasetUnavailableError, PartitionError, ...) for bad
@@ -258,7 +259,9 @@ def client_fn(context: Context):
         client = build_client(context)
     except FlowergraphError as exc:  # bad input: the strategy fails the run with this message
         raise ConfigError(f"{CONFIG_ERROR_MARKER} {exc}") from exc
-    return client.to_client()
+    from .legacy import legacy_client
+
+    return legacy_client(client)
 
 
 def tidy_mod(msg, context: Context, call_next):

@@ -1,8 +1,10 @@
-"""Client side: flowergraph's NumPyClients, wrappers and per-client persistent state (public API).
+"""Client side: flowergraph's clients (plain Python, no Flower type: :class:`Client`), wrappers and per-client
+persistent state (public API).
 
     from flowergraph.clients import NodeClassificationClient, FedGCNClient, ClientState
 
-* :class:`FlowergraphClient`: base of every flowergraph client (identity, named phases);
+* :class:`Client`: what every flowergraph client is (``get_properties``, ``get_parameters``, ``fit``,
+  ``evaluate`` over numpy arrays and dicts); :class:`FlowergraphClient`: its base with identity and named phases;
 * :class:`NodeClassificationClient` (weighted averaging), :class:`FedGCNClient`, :class:`FedStarClient`,
   :class:`FLAGCNSClient`, :class:`FedGraphClient`, :class:`ASFGNNClient`, :class:`NoOpClient`;
 * wrappers: :class:`ClientWrapper`, :class:`FaultInjectingClient`, :class:`StateCheckpoints`,
@@ -24,6 +26,7 @@ from .._exports import lazy_exports
 if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
     from .asfgnn import ASFGNNClient as ASFGNNClient
     from .base import (
+        Client as Client,
         ClientWrapper as ClientWrapper,
         FederatedClient as FederatedClient,
         FlowergraphClient as FlowergraphClient,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
     from .state import ClientState as ClientState
 
 _EXPORTS = {
+    "Client": "base",
     "FlowergraphClient": "base",
     "FederatedClient": "base",
     "ClientWrapper": "base",

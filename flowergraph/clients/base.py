@@ -1,7 +1,11 @@
 """What every flowergraph client shares: its identity, named phases, the fit/evaluate template, wrappers, and
 state checkpoints.
 
-* :class:`FlowergraphClient` is a ``NumPyClient`` that answers the identity request and the method's **phase
+* :class:`Client` is what every flowergraph client is: four methods over plain values (``get_properties``,
+  ``get_parameters``, ``fit``, ``evaluate``: numpy arrays and dicts), with no Flower type. flowergraph's Message-API
+  handlers (:mod:`flowergraph.app.message_client`) call them; the legacy stack's ``NumPyClient`` is one adapter
+  (:mod:`flowergraph.app.legacy`).
+* :class:`FlowergraphClient` is a :class:`Client` that answers the identity request and the method's **phase
   messages** (``get_properties`` messages naming a phase, see :mod:`flowergraph.wire`): a subclass returns
   ``{"<method>.<kind>": handler}`` from :meth:`FlowergraphClient.phase_handlers`, where
   ``handler(request: PhaseRequest) -> (arrays, values)`` (the request carries the phase's round, arrays, values and
@@ -23,8 +27,6 @@ import os
 from typing import Any, Callable, Mapping, Union
 
 import numpy as np
-from flwr.client import NumPyClient
-
 from .. import wire
 from ..wire import PhaseRequest
 from ..wire.state import STATE_LOAD, STATE_SAVE, StateReply, StateRequest
@@ -62,8 +64,32 @@ def answer_phase(handlers: dict[str, Callable], partition_id: int, config: dict[
     return wire.phase_reply(partition_id, list(arrays), values)
 
 
-class FlowergraphClient(NumPyClient):
-    """A NumPyClient with an identity (``partition_id``) and named phases (see the module docstring)."""
+class Client:
+    """A flowergraph client: what a node answers, as plain values (no Flower type).
+
+    * ``get_properties(config) -> dict``: the identity request, or a phase message (:mod:`flowergraph.wire`);
+    * ``get_parameters(config) -> list[np.ndarray]``: its initial model;
+    * ``fit(arrays, config) -> (arrays, num_examples, metrics)``: train on the arrays the server sent;
+    * ``evaluate(arrays, config) -> (loss, num_examples, metrics)``.
+
+    The same four methods (and signatures) as Flower's legacy ``NumPyClient``, so the legacy face adapts a client
+    without changing it (:class:`flowergraph.app.legacy.LegacyClient`)."""
+
+    def get_properties(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def get_parameters(self, config: dict[str, Any]) -> list[np.ndarray]:
+        raise NotImplementedError(f"{type(self).__name__} has no initial model (get_parameters)")
+
+    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict]:
+        raise NotImplementedError(f"{type(self).__name__} does not train (fit)")
+
+    def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict]:
+        raise NotImplementedError(f"{type(self).__name__} does not evaluate")
+
+
+class FlowergraphClient(Client):
+    """A :class:`Client` with an identity (``partition_id``) and named phases (see the module docstring)."""
 
     partition_id: int = 0
 
@@ -148,10 +174,10 @@ class FederatedClient(FlowergraphClient):
         return loss, int(metrics.get(wire.NUM_TEST, 0)), metrics
 
 
-class ClientWrapper(NumPyClient):
+class ClientWrapper(Client):
     """Passes every message to ``inner``; subclasses override the messages they change."""
 
-    def __init__(self, inner: NumPyClient) -> None:
+    def __init__(self, inner: Client) -> None:
         self.inner = inner
 
     def get_properties(self, config):
@@ -174,7 +200,7 @@ class StateCheckpoints(ClientWrapper):
     see :func:`flowergraph.clients.state.state_file`)."""
 
     def __init__(
-        self, inner: NumPyClient, state: ClientState, partition_id: int, state_dir: str | os.PathLike | None = None
+        self, inner: Client, state: ClientState, partition_id: int, state_dir: str | os.PathLike | None = None
     ) -> None:
         super().__init__(inner)
         self.state = state
@@ -200,7 +226,7 @@ class NodeRank(ClientWrapper):
     reply, so that the server sends each round's messages in the order the simulation serves them
     (``client-order``; :func:`flowergraph.app.node_client.client_schedule`)."""
 
-    def __init__(self, inner: NumPyClient, rank: int) -> None:
+    def __init__(self, inner: Client, rank: int) -> None:
         super().__init__(inner)
         self.rank = int(rank)
 

@@ -1,4 +1,4 @@
-"""Fault injection for robustness studies: a NumPyClient wrapper that makes any method's client misbehave.
+"""Fault injection for robustness studies: a client wrapper that makes any method's client misbehave.
 
 ``FaultInjectingClient(inner, {round: kind}, partition_id)`` answers every message as ``inner`` does, except the
 training ``fit`` message of each listed round (``config["server_round"]``; method phases such as FedGCN's
@@ -19,11 +19,10 @@ import time
 from logging import WARNING
 
 import numpy as np
-from flwr.client import NumPyClient
 from flwr.common.logger import log
 
 from ..settings.faults import FAULT_KINDS, POISON_SCALE
-from .base import ClientWrapper
+from .base import Client, ClientWrapper
 
 
 class InjectedFault(RuntimeError):
@@ -31,7 +30,7 @@ class InjectedFault(RuntimeError):
 
 
 class FaultInjectingClient(ClientWrapper):
-    """Wraps a NumPyClient; misbehaves in the ``fit`` message of the rounds in ``faults`` (``{round: kind}``).
+    """Wraps a client; misbehaves in the ``fit`` message of the rounds in ``faults`` (``{round: kind}``).
 
     ``hang_seconds`` is how long a ``hang`` fault sleeps before answering normally (set it above the
     server's round timeout); ``exit_code`` is the status an ``exit`` fault's ``os._exit`` uses.
@@ -39,7 +38,7 @@ class FaultInjectingClient(ClientWrapper):
 
     def __init__(
         self,
-        inner: NumPyClient,
+        inner: Client,
         faults: dict[int, str],
         partition_id: int,
         *,

@@ -1,4 +1,4 @@
-"""NumPyClients for node classification on a client's own subgraph (the wire format is in
+"""Clients for node classification on a client's own subgraph (the wire format is in
 :mod:`flowergraph.strategies.weighted`)."""
 
 from __future__ import annotations

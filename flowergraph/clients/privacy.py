@@ -19,11 +19,10 @@ masking (:class:`flowergraph.clients.secure.SecureUpdates` wraps it in turn):
 from __future__ import annotations
 
 import numpy as np
-from flwr.client import NumPyClient
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM, compute_clip_model_update, get_norm
 
 from ..privacy.dp import local_noise_stddev
-from .base import ClientWrapper
+from .base import Client, ClientWrapper
 
 MODES = ("central-client", "local")
 
@@ -33,7 +32,7 @@ class DPUpdates(ClientWrapper):
 
     def __init__(
         self,
-        inner: NumPyClient,
+        inner: Client,
         mode: str,
         partition_id: int,
         *,

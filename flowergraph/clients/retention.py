@@ -12,13 +12,12 @@ from __future__ import annotations
 from logging import INFO
 from pathlib import Path
 
-from flwr.client import NumPyClient
 from flwr.common.logger import log
 
 from .. import wire
 from ..storage.checkpoint import prune_rounds, round_of_file
 from ..wire.state import STATE_SAVE, StateReply
-from .base import ClientWrapper
+from .base import Client, ClientWrapper
 
 
 class KeepNewestStates(ClientWrapper):
@@ -26,7 +25,7 @@ class KeepNewestStates(ClientWrapper):
     in the folder it wrote to, keeping the newest ``keep`` (rounds after the one just written are left alone,
     as :func:`flowergraph.storage.checkpoint.prune_rounds` says). Wrap :class:`StateCheckpoints` with it."""
 
-    def __init__(self, inner: NumPyClient, keep: int) -> None:
+    def __init__(self, inner: Client, keep: int) -> None:
         super().__init__(inner)
         if int(keep) < 1:
             raise ValueError(f"keep={keep!r}: must be >= 1 (leave the client unwrapped to keep every file)")

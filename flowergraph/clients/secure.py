@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import numpy as np
-from flwr.client import NumPyClient
 
 from .. import wire
 from ..errors import ConfigError
@@ -43,7 +42,7 @@ from ..wire.secure import (
     SetupReply,
 )
 from ..privacy import ckks
-from .base import ClientWrapper
+from .base import Client, ClientWrapper
 
 MODES = ("secagg+", "ckks")
 WEIGHT_TOLERANCE = 1e-3  # the decrypted total weight is an integer sum, CKKS's error ~1e-8, flooding 2^-20
@@ -61,7 +60,7 @@ class SecureUpdates(ClientWrapper):
 
     def __init__(
         self,
-        inner: NumPyClient,
+        inner: Client,
         mode: str,
         partition_id: int,
         *,

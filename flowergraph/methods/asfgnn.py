@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
 from ..settings.options import Options, at_least, option, options_of, within
-from .registry import ClientArgs, Method, StrategyArgs, register
+from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -420,7 +419,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     )
 
 
-def _client(args: ClientArgs) -> "NumPyClient":
+def _client(args: ClientArgs) -> "Client":
     from ..clients.asfgnn import ASFGNNClient
 
     s = args.settings

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..settings.options import Options, at_least, option, options_of
-from .registry import ClientArgs, Method, Sharing, StrategyArgs, register
+from .registry import Client, ClientArgs, Method, register, Sharing, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -30,8 +29,8 @@ BASELINES = ("fedavg", "fedprox", "fedper", "gcfl")
 TASKS = ("node", "graph")
 
 
-def _client_for(baseline: str) -> Callable[[ClientArgs], "NumPyClient"]:
-    def build(args: ClientArgs) -> "NumPyClient":
+def _client_for(baseline: str) -> Callable[[ClientArgs], "Client"]:
+    def build(args: ClientArgs) -> "Client":
         task = args.task
         if task.baseline_client is None:
             from ..errors import ConfigError

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError
 from ..settings.options import Options, option, options_of
 from .node import model_kwargs, train_config
-from .registry import ClientArgs, Method, StrategyArgs, register
+from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -64,7 +63,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     return FedGCNStrategy(hops=o.hops, he=o.he, weighting=s.weighting, **args.common())
 
 
-def _client(args: ClientArgs) -> "NumPyClient":
+def _client(args: ClientArgs) -> "Client":
     from ..clients.fedgcn import FedGCNClient
 
     s = args.settings

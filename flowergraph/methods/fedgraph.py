@@ -22,10 +22,9 @@ from ..errors import ConfigError
 from ..settings.options import Options, at_least, left_open, option, options_of, within
 from ..tasks.partition import PARTITIONERS
 from .node import graph_spec
-from .registry import ClientArgs, Method, StrategyArgs, register
+from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -361,7 +360,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     )
 
 
-def _client(args: ClientArgs) -> "NumPyClient":
+def _client(args: ClientArgs) -> "Client":
     from ..clients.fedgraph import FedGraphClient
     from .node import model_kwargs
 

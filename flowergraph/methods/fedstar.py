@@ -13,10 +13,9 @@ from ..errors import ConfigError
 from ..settings.options import Options, at_least, option, options_of
 from .graph import graph_preflight, model_kwargs, train_config
 from .graph import task_spec as graph_task_spec
-from .registry import ClientArgs, Method, StrategyArgs, register
+from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -100,7 +99,7 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     return FedStarStrategy(variant=s["fedstar.variant"], weighting=s.weighting, **args.common())
 
 
-def _client(args: ClientArgs) -> "NumPyClient":
+def _client(args: ClientArgs) -> "Client":
     from ..clients.fedstar import FedStarClient
     from ..tasks.graphcls.data import client_graph_data
 

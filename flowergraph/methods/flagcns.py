@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
 from ..settings.options import Options, at_least, option, options_of, within
-from .registry import ClientArgs, Method, StrategyArgs, register, suggest
+from .registry import Client, ClientArgs, Method, register, StrategyArgs, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -349,7 +348,7 @@ def client_kwargs(args: ClientArgs) -> dict[str, Any]:
     )
 
 
-def _client(args: ClientArgs) -> "NumPyClient":
+def _client(args: ClientArgs) -> "Client":
     from ..clients.flagcns import FLAGCNSClient
 
     return FLAGCNSClient(args.data(), **client_kwargs(args))

@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..settings.options import Options, at_least, option, options_of, right_open
-from .registry import ClientArgs, Sharing, Task, register_task
+from .registry import Client, ClientArgs, register_task, Sharing, Task
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
-
     from ..settings import RunSettings
     from ..tasks.graphcls.data import ClientGraphData, GraphTaskSpec
     from ..tasks.graphcls.training import GraphTrainConfig
@@ -190,7 +188,7 @@ def graph_preflight(s: "RunSettings", spec: "GraphTaskSpec | None" = None) -> di
     }
 
 
-def graph_baseline_client(args: ClientArgs, sharing: Sharing) -> "NumPyClient":
+def graph_baseline_client(args: ClientArgs, sharing: Sharing) -> "Client":
     """The GIN the baseline methods train on graph classification (FedStar's code, its variant of the same name):
     FedAvg and FedProx share the GIN convolutions (``graph.baseline-share=convs``, the authors' server model) or
     every layer whose shape does not depend on the dataset (``all``), FedPer all but the classifier, GCFL the GIN

@@ -17,10 +17,9 @@ from ..tasks.models import MODELS
 from ..tasks.partition import PARTITIONERS
 from ..tasks.synthetic import CSBMParams
 from ..tasks.training import OPTIMIZERS, TrainConfig
-from .registry import ClientArgs, Method, Sharing, StrategyArgs, Task, register, register_task
+from .registry import Client, ClientArgs, Method, register, register_task, Sharing, StrategyArgs, Task
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..settings import RunSettings
@@ -180,7 +179,7 @@ def node_server_evaluate(s: "RunSettings") -> Callable[[int, list[Any]], tuple[f
     return evaluate
 
 
-def node_baseline_client(args: ClientArgs, sharing: Sharing) -> "NumPyClient":
+def node_baseline_client(args: ClientArgs, sharing: Sharing) -> "Client":
     """The node classifier the baseline methods train (FedAvg: everything shared; FedProx: with the proximal
     term; FedPer: the output layer stays on the client; GCFL: everything, per cluster)."""
     from ..clients.node import NodeClassificationClient
@@ -223,7 +222,7 @@ def _averaging_strategy(args: StrategyArgs) -> "Strategy":
     return WeightedAveraging(weighting=args.settings.weighting, **args.common())
 
 
-def _node_client(args: ClientArgs) -> "NumPyClient":
+def _node_client(args: ClientArgs) -> "Client":
     from ..clients.node import NodeClassificationClient
 
     s = args.settings

@@ -60,7 +60,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Union
 
 from ..errors import ConfigError
 from ..settings.choices import MODEL_SCOPES, UPDATE_KINDS
@@ -68,10 +68,23 @@ from ..settings.keys import COMMON_OPTIONS
 from ..settings.options import Option
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.client import NumPyClient
     from flwr.server.strategy import Strategy
 
     from ..strategies.policy import FederationPolicy
+
+
+class Client(Protocol):
+    """What a method's client answers, as plain values (:class:`flowergraph.clients.base.Client` is the base every
+    flowergraph client extends; declared here structurally so the registry imports no client)."""
+
+    def get_properties(self, config: dict[str, Any]) -> dict[str, Any]: ...
+
+    def get_parameters(self, config: dict[str, Any]) -> list[Any]: ...
+
+    def fit(self, parameters: list[Any], config: dict[str, Any]) -> tuple[list[Any], int, dict[str, Any]]: ...
+
+    def evaluate(self, parameters: list[Any], config: dict[str, Any]) -> tuple[float, int, dict[str, Any]]: ...
+
 
 TASKS = ("node", "graph")  # the built-in tasks (plugins may register more: tasks())
 ENTRY_POINT_GROUP = "flowergraph.methods"
@@ -232,7 +245,7 @@ class Task:
     build_data: Callable[[ClientArgs], Any] | None = None
     preflight: Callable[["RunSettings"], dict[str, Any]] | None = None
     server_evaluate: Callable[["RunSettings"], Callable[..., Any]] | None = None
-    baseline_client: Callable[[ClientArgs, Sharing], "NumPyClient"] | None = None
+    baseline_client: Callable[[ClientArgs, Sharing], "Client"] | None = None
     baseline_stateful: bool = False
     natural_num_clients: Callable[[str], Union[int, None]] | None = None
 
@@ -249,7 +262,7 @@ class Method:
     summary: str
     task: str = ""
     build_strategy: Callable[[StrategyArgs], "Strategy"] | None = None
-    build_client: Callable[[ClientArgs], "NumPyClient"] | None = None
+    build_client: Callable[[ClientArgs], "Client"] | None = None
     options: tuple[Option, ...] = ()
     check: Callable[["RunSettings"], None] | None = None
     needs_key_file: Callable[["RunSettings"], bool] | None = None

@@ -4,7 +4,7 @@ A plan is the run-config value ``inject-faults``: comma-separated ``kind:partiti
 ``"raise:1@2,nan:0@3,shape:2@1,exit:1@4"``; ``@*`` means every round (``scale:0@*``: a client that poisons
 every update). Partition ``p`` then misbehaves in its training (``fit``) message of round ``r`` as its kind says
 (:data:`FAULT_KINDS`). The client side is
-:class:`flowergraph.clients.faults.FaultInjectingClient`, which wraps any method's NumPyClient.
+:class:`flowergraph.clients.faults.FaultInjectingClient`, which wraps any method's client.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ a trial carries ``trial_result``; ``summary.json`` names the best trial, its con
 trial in progress and the finished trials, so a tuning run resumes between trials and within one (the clients'
 SGNNs, discriminators and Adam states are in their client checkpoints).
 
-Wire protocol (NumPyClient messages; keys in :mod:`flowergraph.wire.asfgnn`)
+Wire protocol (training and evaluation messages; keys in :mod:`flowergraph.wire.asfgnn`)
 ---------------------------------------------------------------------------
 * phase ``asfgnn.init`` (``get_properties``, once per trial, to one client): the trial's hyper-parameters of that
   client -> its seeded initial shared arrays (SFGNN: ``fgnn.lin1.weight`` l x l, ``fgnn.lin1.bias`` l,

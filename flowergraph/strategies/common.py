@@ -8,9 +8,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 from flwr.common import Parameters
 
+from ..wire import npy_size
+
 
 def config_bytes(values: Mapping[str, Any] | None) -> int:
-    """Bytes of a config/metrics mapping's values as they travel (bytes/str by length, numbers 8 B, bool 1 B)."""
+    """Bytes of a config/metrics mapping's values as they travel (bytes/str by length, an array as its npy bytes,
+    numbers 8 B, bool 1 B)."""
     if not values:
         return 0
     total = 0
@@ -18,6 +21,8 @@ def config_bytes(values: Mapping[str, Any] | None) -> int:
         total += len(str(key).encode())
         if isinstance(value, (bytes, bytearray)):
             total += len(value)
+        elif isinstance(value, np.ndarray):
+            total += npy_size(value)
         elif isinstance(value, str):
             total += len(value.encode())
         elif isinstance(value, bool):

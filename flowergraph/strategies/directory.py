@@ -87,6 +87,9 @@ class ClientDirectory:
         self.partition_of: dict[str, int] = {}  # node id (proxy.cid) -> partition id
         self.model_keys: dict[str, list[str]] = {}  # node id -> the names of its model's arrays (if it said)
         self.rank_of: dict[str, int] = {}  # node id -> its place in the simulation's queue (if it said: NODE_RANK)
+        # How the identity request travels: None, a get_properties call per node (the legacy face); else the
+        # Message-API face's transport (flowergraph.strategies.phases.Transport), every node at once
+        self.transport: Any = None
 
     # ---------------------------------------------------------------------------------------------- nodes
     def wait(self, client_manager: ClientManager, timeout: float, *, report_every: float = 10.0) -> None:
@@ -133,20 +136,31 @@ class ClientDirectory:
         Raises RuntimeError when two nodes claim the same partition (a misconfigured deployment) or a client
         refuses the run because of bad input; a client that does not answer is labelled by its node id."""
         proxies = sorted(client_manager.all().values(), key=lambda c: c.cid)
+        answers: dict[str, tuple[dict[str, Any], str]] = {}  # node id -> (properties, failure reason)
+        if self.transport is not None:  # the Message API: one query to every node at once
+            requests = [(p, dict(IDENTITY_REQUEST)) for p in proxies]
+            for proxy, outcome in self.transport(requests, timeout, 0):
+                failed = isinstance(outcome, BaseException)
+                answers[proxy.cid] = ({}, str(outcome)) if failed else (dict(outcome), "")
+        else:
 
-        def ask(proxy):
-            return proxy.get_properties(GetPropertiesIns(config=dict(IDENTITY_REQUEST)), timeout=timeout, group_id=0)
+            def ask(proxy):
+                ins = GetPropertiesIns(config=dict(IDENTITY_REQUEST))
+                return proxy.get_properties(ins, timeout=timeout, group_id=0)
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(proxies)))) as pool:
-            futures = {pool.submit(ask, p): p for p in proxies}
+            with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(proxies)))) as pool:
+                futures = {pool.submit(ask, p): p for p in proxies}
+            for future, proxy in futures.items():
+                try:
+                    res = future.result()
+                    ok = res.status.code == Code.OK
+                    answers[proxy.cid] = (dict(res.properties) if ok else {}, res.status.message)
+                except Exception as exc:  # noqa: BLE001 (a failed client is reported, not fatal)
+                    answers[proxy.cid] = ({}, str(exc))
         claims: dict[int, list[str]] = {}
-        for future, proxy in futures.items():
-            try:
-                res = future.result()
-                pid = res.properties.get(PARTITION_ID) if res.status.code == Code.OK else None
-                reason = res.status.message
-            except Exception as exc:  # noqa: BLE001 (a failed client is reported, not fatal)
-                pid, reason = None, str(exc)
+        for proxy in proxies:
+            properties, reason = answers.get(proxy.cid, ({}, "no reply"))
+            pid = properties.get(PARTITION_ID)
             if pid is None:
                 reason = failure_reason(reason) if reason else "no partition_id in its properties"
                 if refusal(reason):
@@ -160,10 +174,10 @@ class ClientDirectory:
                 continue
             self.partition_of[proxy.cid] = int(pid)
             claims.setdefault(int(pid), []).append(proxy.cid)
-            if res.properties.get(NODE_RANK) is not None:
-                self.rank_of[proxy.cid] = int(res.properties[NODE_RANK])
+            if properties.get(NODE_RANK) is not None:
+                self.rank_of[proxy.cid] = int(properties[NODE_RANK])
             try:
-                keys = decode_keys(res.properties)
+                keys = decode_keys(properties)
             except ValueError:
                 keys = None
             if keys is not None:

@@ -27,7 +27,7 @@ variant             model       shared arrays (across datasets, layers whose sha
 ``share-feature``   decoupled   the feature encoder's GIN layers only (ablation)
 ==================  ==========  ==============================================================================
 
-Wire protocol (NumPyClient messages; the client is :class:`flowergraph.clients.fedstar.FedStarClient`)
+Wire protocol (training and evaluation messages; the client is :class:`flowergraph.clients.fedstar.FedStarClient`)
 --------------------------------------------------------------------------------------------------------
 As :mod:`flowergraph.strategies.weighted` describes, with:
 

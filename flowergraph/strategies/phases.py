@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from logging import WARNING
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from flwr.common import Code, GetPropertiesIns
@@ -39,6 +39,12 @@ from .. import wire
 from ..wire import PhaseMessage
 from .common import config_bytes
 from .directory import ClientDirectory, failure_reason, refusal
+
+
+Transport = Callable[
+    [list[tuple[ClientProxy, dict[str, Any]]], "float | None", int],
+    Iterator[tuple[ClientProxy, "dict[str, Any] | BaseException"]],
+]
 
 
 class PhaseError(RuntimeError):
@@ -92,10 +98,12 @@ class Phase:
         message = message if message is not None else PhaseMessage()
         timeout = self.timeout if timeout is None else timeout
         directory = self.runner.directory
-        if clients:
-            self.sends += 1
+        replies: list[PhaseReply] = []
+        if not clients:
+            return replies
+        self.sends += 1
 
-        def call(proxy: ClientProxy):
+        def request(proxy: ClientProxy) -> dict[str, Any]:
             msg = message(proxy) if callable(message) else message
             config = wire.phase_message(kind, msg.arrays, self.server_round, model=msg.model, **msg.values)
             size = config_bytes(config)
@@ -104,46 +112,57 @@ class Phase:
                 self.record["bytes_down"] += size
                 self.record["messages"] += 1
                 self.client_bytes[label] = self.client_bytes.get(label, 0) + size
-            res = proxy.get_properties(GetPropertiesIns(config=config), timeout=timeout, group_id=self.server_round)
-            if res.status.code != Code.OK:
-                raise RuntimeError(res.status.message)
-            return res
+            return config
 
-        replies: list[PhaseReply] = []
-        if not clients:
-            return replies
-        workers = max(1, min(max_parallel or self.runner.max_parallel, len(clients)))
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
-        try:
-            futures = {pool.submit(call, proxy): proxy for proxy in clients}
-            for future in concurrent.futures.as_completed(futures):
-                proxy = futures.pop(future)  # no reference kept: a large reply is freed once handled
-                try:
-                    res = future.result()
-                except Exception as exc:  # noqa: BLE001 (named and handled by the failure policy)
-                    self._failed(proxy, kind, failure_reason(exc), require_all)
-                    continue
-                finally:
-                    del future
-                props = dict(res.properties)
-                del res
-                size = config_bytes(props)
-                with self._lock:
-                    self.record["bytes_up"] += size
-                    label = directory.label(proxy)
-                    self.client_bytes[label] = self.client_bytes.get(label, 0) + size
-                try:
-                    reply = PhaseReply(
-                        proxy, directory.label(proxy, props), wire.unpack_arrays(props), wire.scalars(props)
-                    )
-                except ValueError as exc:
-                    self._failed(proxy, kind, f"undecodable reply ({exc})", require_all)
-                    continue
-                if on_reply is not None:
-                    on_reply(reply)
-                replies.append(reply)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        def handle(proxy: ClientProxy, props: dict[str, Any]) -> None:
+            size = config_bytes(props)
+            with self._lock:
+                self.record["bytes_up"] += size
+                label = directory.label(proxy)
+                self.client_bytes[label] = self.client_bytes.get(label, 0) + size
+            try:
+                reply = PhaseReply(proxy, directory.label(proxy, props), wire.unpack_arrays(props), wire.scalars(props))
+            except ValueError as exc:
+                self._failed(proxy, kind, f"undecodable reply ({exc})", require_all)
+                return
+            if on_reply is not None:
+                on_reply(reply)
+            replies.append(reply)
+
+        transport = self.runner.transport
+        if transport is not None:  # the Message API: every client's message at once, replies as they arrive
+            for proxy, outcome in transport([(p, request(p)) for p in clients], timeout, self.server_round):
+                if isinstance(outcome, BaseException):
+                    self._failed(proxy, kind, failure_reason(outcome), require_all)
+                else:
+                    handle(proxy, outcome)
+                del outcome  # no reference kept: a large reply is freed once handled
+        else:  # the legacy face: a get_properties call per client, at most max_parallel at once
+
+            def call(proxy: ClientProxy) -> dict[str, Any]:
+                ins = GetPropertiesIns(config=wire.to_legacy(request(proxy)))
+                res = proxy.get_properties(ins, timeout=timeout, group_id=self.server_round)
+                if res.status.code != Code.OK:
+                    raise RuntimeError(res.status.message)
+                return dict(res.properties)
+
+            workers = max(1, min(max_parallel or self.runner.max_parallel, len(clients)))
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+            try:
+                futures = {pool.submit(call, proxy): proxy for proxy in clients}
+                for future in concurrent.futures.as_completed(futures):
+                    proxy = futures.pop(future)  # no reference kept: a large reply is freed once handled
+                    try:
+                        props = future.result()
+                    except Exception as exc:  # noqa: BLE001 (named and handled by the failure policy)
+                        self._failed(proxy, kind, failure_reason(exc), require_all)
+                        continue
+                    finally:
+                        del future
+                    handle(proxy, props)
+                    del props
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
         return sorted(replies, key=lambda r: (0, int(r.client)) if r.client.isdigit() else (1, r.client))
 
     def _failed(self, proxy: ClientProxy, kind: str, reason: str, require_all: bool) -> None:
@@ -195,6 +214,11 @@ class PhaseRunner:
             raise ValueError(f"max_parallel must be >= 1, got {max_parallel}")
         self.directory = directory
         self.max_parallel = max_parallel
+        # How a phase's messages travel: None, a get_properties call per client (the legacy face, at most
+        # max_parallel at once); else ``transport(requests, timeout, round)``, which sends every request at once
+        # and yields ``(proxy, reply values or the exception)`` as replies arrive (the Message-API face:
+        # flowergraph.app.message_server.GridNodes.exchange)
+        self.transport: Transport | None = None
 
     def begin(self, name: str, server_round: int = 0, *, timeout: float | None = None) -> Phase:
         return Phase(self, name, server_round, timeout)

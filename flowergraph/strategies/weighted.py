@@ -4,7 +4,7 @@
 :class:`~flowergraph.strategies.aggregation.WeightedMean` aggregator; the base class holds the algorithm and
 the parts. This docstring is the wire protocol every averaging method shares.
 
-Wire protocol (NumPyClient messages; every client runs :class:`flowergraph.clients.node.NodeClassificationClient`
+Wire protocol (training and evaluation; every client runs :class:`flowergraph.clients.node.NodeClassificationClient`
 or a subclass; message keys: :mod:`flowergraph.wire`)
 ---------------------------------------------------------------------------------------------------------------
 Phase INIT, once: ``get_properties`` to every connected client, config ``{"flowergraph": "identity"}``,

@@ -14,20 +14,21 @@ in its own order (a sub-network, a partial update), their names travel with them
 state-dict keys in the config (server -> client) or the metrics (client -> server); :func:`encode_keys` /
 :func:`decode_keys`.
 
-**Phases**: everything else a method exchanges travels as a phase message: a ``get_properties`` message (Flower's
-"query" type) whose config names the phase, so Flower's client mods for training messages (``secaggplus_mod``,
-the differential-privacy mods) leave it alone:
+**Phases**: everything else a method exchanges travels as a phase message, a query (never a training message, so
+Flower's client mods for training messages, ``secaggplus_mod`` and the differential-privacy mods, leave it
+alone). Its values:
 
-    server -> client  GetPropertiesIns.config = {PHASE: "<method>.<kind>", PHASE_ROUND: int r,
-                                                 ARRAY_COUNT: n, "fg.a0": bytes, ..., <scalars>,
-                                                 [MODEL_KEYS: JSON list, "fg.m0": bytes, ...]}
-    client -> server  GetPropertiesRes.properties = {PARTITION_ID: int, ARRAY_COUNT: n, "fg.a0": bytes, ...,
-                                                     <scalars>}
+    server -> client  {PHASE: "<method>.<kind>", PHASE_ROUND: int r, ARRAY_COUNT: n, "fg.a0": array, ...,
+                       <scalars>, [MODEL_KEYS: JSON list, "fg.m0": array, ...]}
+    client -> server  {PARTITION_ID: int, ARRAY_COUNT: n, "fg.a0": array, ..., <scalars>}
 
-Arrays travel as Flower's own ``ndarray_to_bytes`` (``numpy.save`` with ``allow_pickle=False``), one bytes value
-per array in order; scalars are bool, int, float, str or bytes. A phase message may carry a model (the client's
-current model: named arrays under ``fg.m*``), which the client's handler receives as
-:attr:`PhaseRequest.model`. A config without :data:`PHASE` is the identity request (the reply names the node's
+Each face carries them its own way: on the Message API a ``query.fg_phase`` message with the arrays in the
+ArrayRecord ``arrays`` and the rest in the ConfigRecord ``config`` (:mod:`flowergraph.app.message_records`), sent
+to every node of the phase in one push; on the legacy face a ``get_properties`` message whose config holds each
+array as Flower's ``ndarray_to_bytes`` (:func:`to_legacy`). The bytes a record counts for an array are its npy
+bytes (:func:`npy_size`) on either face. Scalars are bool, int, float, str or bytes. A phase message may carry a
+model (the client's current model: named arrays under ``fg.m*``), which the client's handler receives as
+:attr:`PhaseRequest.model`. Values without :data:`PHASE` are the identity request (the reply names the node's
 partition).
 """
 
@@ -99,23 +100,44 @@ def decode_keys(values: Mapping[str, Any], count: int | None = None) -> list[str
 
 
 def pack_arrays(arrays: list[np.ndarray], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT) -> dict[str, Any]:
-    """``{ARRAY_COUNT: n, "fg.a0": bytes, ...}`` for a list of arrays."""
+    """``{ARRAY_COUNT: n, "fg.a0": array, ...}`` for a list of arrays. The arrays stay numpy arrays: each face
+    carries them its own way (the Message API in an ArrayRecord; the legacy face as npy bytes in the config:
+    :func:`to_legacy`)."""
     out: dict[str, Any] = {count_key: len(arrays)}
     for i, array in enumerate(arrays):
-        out[f"{prefix}{i}"] = ndarray_to_bytes(np.asarray(array))
+        out[f"{prefix}{i}"] = np.asarray(array)
     return out
 
 
 def unpack_arrays(
     values: Mapping[str, Any], prefix: str = ARRAY_PREFIX, count_key: str = ARRAY_COUNT
 ) -> list[np.ndarray]:
-    """The arrays :func:`pack_arrays` put into ``values`` (an empty list when there are none)."""
+    """The arrays :func:`pack_arrays` put into ``values`` (an empty list when there are none), as arrays or as the
+    legacy face's npy bytes."""
     n = int(values.get(count_key, 0))
-    serialize_ast_parse()  # numpy.load parses array headers, here in several threads at once; see storage._astlock
     try:
-        return [bytes_to_ndarray(values[f"{prefix}{i}"]) for i in range(n)]
+        raw = [values[f"{prefix}{i}"] for i in range(n)]
     except KeyError as exc:
         raise ValueError(f"phase message announces {n} arrays but lacks {exc.args[0]!r}") from None
+    if any(not isinstance(v, np.ndarray) for v in raw):
+        serialize_ast_parse()  # numpy.load parses array headers, here in several threads at once: storage._astlock
+    return [v if isinstance(v, np.ndarray) else bytes_to_ndarray(v) for v in raw]
+
+
+def to_legacy(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` as a legacy config or properties mapping: arrays as Flower's npy bytes (``ndarray_to_bytes``)."""
+    return {k: ndarray_to_bytes(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
+
+
+def npy_size(array: np.ndarray) -> int:
+    """The bytes of ``array`` as Flower's ``ndarray_to_bytes`` writes it (npy header + data), without writing it:
+    what a phase's records count for an array, on either face."""
+    import io
+
+    array = np.asarray(array)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    return header.tell() + array.nbytes
 
 
 def to_ndarrays(parameters: Parameters) -> list[np.ndarray]:

@@ -4,6 +4,7 @@ import torch
 from flwr.app import Context
 from flwr.clientapp import ClientApp
 
+from flowergraph.app.legacy import legacy_client
 from flowergraph.clients import NodeClassificationClient, TrainConfig
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph
 
@@ -19,7 +20,8 @@ def client_fn(context: Context):
         partition_id,
     )
     train = TrainConfig(local_steps=int(context.run_config["local-epochs"]), optimizer="adam", lr=0.01)
-    return NodeClassificationClient(graph, train, {"kind": "sage", "hidden": 32}, seed=7).to_client()
+    # flowergraph's clients are plain Python; a legacy ClientApp(client_fn=...) wants Flower's NumPyClient
+    return legacy_client(NodeClassificationClient(graph, train, {"kind": "sage", "hidden": 32}, seed=7))
 
 
 app = ClientApp(client_fn=client_fn)
