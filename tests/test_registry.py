@@ -39,7 +39,7 @@ def _noop(_):
 
 
 def test_builtin_methods_tasks_and_unknown_names():
-    # the core registrations (baselines, node, graph), then every other module of flowergraph.methods, found
+    # the core registrations (baselines, node, graph, link), then every other module of flowergraph.methods, found
     # (not listed) and taken in alphabetical order
     assert list(methods()) == [
         "fedavg",
@@ -47,6 +47,7 @@ def test_builtin_methods_tasks_and_unknown_names():
         "fedper",
         "gcfl",
         "centralized",
+        "local",
         "asfgnn",
         "asfgnn-cm",
         "fedgcn",
@@ -56,8 +57,8 @@ def test_builtin_methods_tasks_and_unknown_names():
     ]
     # the benchmark-only methods (noop, fedstar-noop, flagcns-noop) are a plugin of benchmarks/: not the library's
     assert list(methods(include_benchmark=False)) == list(methods())
-    assert list(tasks()) == ["node", "graph"]
-    assert all(get_method(m).tasks == ("node", "graph") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
+    assert list(tasks()) == ["node", "graph", "link"]
+    assert all(get_method(m).tasks == ("node", "graph", "link") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
     assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node",)
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
     assert get_method("centralized").whole_graph
@@ -65,10 +66,10 @@ def test_builtin_methods_tasks_and_unknown_names():
     with pytest.raises(
         ConfigError,
         match=r"unknown method 'fedsage'; valid choices: fedavg, fedprox, fedper, gcfl, "
-        r"centralized, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, flagcns; did you mean 'fedavg'",
+        r"centralized, local, asfgnn, asfgnn-cm, fedgcn, fedgraph, fedstar, flagcns; did you mean 'fedavg'",
     ):
         get_method("fedsage")
-    with pytest.raises(ConfigError, match="unknown task 'edge'; valid choices: node, graph"):
+    with pytest.raises(ConfigError, match="unknown task 'edge'; valid choices: node, graph, link"):
         get_task("edge")
 
 
@@ -121,7 +122,10 @@ def test_registrations_cannot_collide():
 
 def test_shared_files_never_branch_on_a_method_name():
     """The Flower apps, the settings, the launchers and the deployment tools look methods up in the registry."""
-    names = "|".join(re.escape(m) for m in methods())
+    from flowergraph.settings.choices import DP_MODES
+
+    # a method named as another key's choice (`local`, dp=local) is caught by `method ==` alone, not by its literal
+    names = "|".join(re.escape(m) for m in methods() if m not in DP_MODES)
     branch = re.compile(rf"""(\bmethod\s*(==|!=)|\bmethod\s+(not\s+)?in\s*[(\[{{]|(==|!=)\s*["'](?:{names})["'])""")
     files = [REPO / "flowergraph" / "simulation.py"]
     for package in ("app", "settings", "deployment"):
@@ -281,7 +285,7 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'asfgnn', 'asfgnn-cm', 'fedgcn', "
+        "['fedavg', 'fedprox', 'fedper', 'gcfl', 'centralized', 'local', 'asfgnn', 'asfgnn-cm', 'fedgcn', "
         "'fedgraph', 'fedstar', 'flagcns', 'toy-personal']",
         "0.01",
     ]
@@ -294,7 +298,7 @@ def test_entry_point_discovery_in_a_fresh_interpreter(tmp_path):
         timeout=120,
     )
     assert (
-        "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, asfgnn, "
+        "unknown method 'mine'; valid choices: fedavg, fedprox, fedper, gcfl, centralized, local, asfgnn, "
         "asfgnn-cm, fedgcn, fedgraph, fedstar, flagcns, toy-personal; "
         "plugins that "
         "failed to load: FLOWERGRAPH_PLUGINS module no_such_plugin: ModuleNotFoundError" in proc.stderr

@@ -5,7 +5,8 @@
 * ``fedper``: FedAvg of all but the output layer, which stays on each client (Arivazhagan et al., 2019);
 * ``gcfl``: clusters of clients by the similarity of their updates, one model per cluster (Xie et al., 2021).
 
-On node classification the model is the node task's GCN/GraphSAGE/GAT (``node.*``); on graph classification it
+On node classification the model is the node task's GCN/GraphSAGE/GAT (``node.*``); on link prediction the link
+task's GCN/GraphSAGE encoder with an inner-product decoder (``link.*``); on graph classification it
 is FedStar's GIN baseline (``graph.*``), so ``method=fedprox`` on CHEM is FedStar's FedProx row. (The old spelling
 ``method=fedstar`` with ``fedstar.variant=fedavg|fedprox|fedper|gcfl`` was removed in 0.3: it is refused naming the
 method.)
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import RunSettings
 
 BASELINES = ("fedavg", "fedprox", "fedper", "gcfl")
-TASKS = ("node", "graph")
+TASKS = ("node", "graph", "link")
 
 
 def _client_for(baseline: str) -> Callable[[ClientArgs], "Client"]:

@@ -222,20 +222,20 @@ def _averaging_strategy(args: StrategyArgs) -> "Strategy":
     return WeightedAveraging(weighting=args.settings.weighting, **args.common())
 
 
-def _node_client(args: ClientArgs) -> "Client":
-    from ..clients.node import NodeClassificationClient
-
-    s = args.settings
-    return NodeClassificationClient(args.data(), train_config(s), model_kwargs(s), seed=s.seed)
+def _whole_graph_client(args: ClientArgs) -> "Client":
+    """The task's generic client (FedAvg's: the whole model) on the whole graph."""
+    task = args.task
+    assert task.baseline_client is not None  # node and link have one
+    return task.baseline_client(args, Sharing("fedavg"))
 
 
 CENTRALIZED = register(
     Method(
         name="centralized",
         summary="the same model and steps on the whole graph (one client holds everything): the reference upper bound",
-        tasks=("node",),
+        tasks=("node", "link"),
         build_strategy=_averaging_strategy,
-        build_client=_node_client,
+        build_client=_whole_graph_client,
         whole_graph=True,
     )
 )

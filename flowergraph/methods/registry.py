@@ -86,14 +86,14 @@ class Client(Protocol):
     def evaluate(self, parameters: list[Any], config: dict[str, Any]) -> tuple[float, int, dict[str, Any]]: ...
 
 
-TASKS = ("node", "graph")  # the built-in tasks (plugins may register more: tasks())
+TASKS = ("node", "graph", "link")  # the built-in tasks (plugins may register more: tasks())
 ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-# The framework's own registrations come first, in this order (the baselines every task has, then the two
+# The framework's own registrations come first, in this order (the baselines every task has, then the
 # tasks); every other module of this package registers one in-tree method and is found by _builtin_modules(), in
 # alphabetical order: adding a method in-tree is adding its module (docs/extending.md's checklist).
-_CORE_MODULES = ("baselines", "node", "graph")
+_CORE_MODULES = ("baselines", "node", "graph", "link")
 _NOT_REGISTRATIONS = ("registry",)
 
 
@@ -150,8 +150,8 @@ class StrategyArgs:
 
     def common(self) -> dict[str, Any]:
         """Keyword arguments of :class:`flowergraph.strategies.FederatedStrategy` that every method takes from
-        the run configuration: ``policy``, ``aggregator``, ``recorder``, ``evaluate_fn``, ``initial_parameters`` (a
-        method passes them on and adds its own)."""
+        the run configuration: ``policy``, ``aggregator``, ``recorder``, ``evaluate_fn``, ``initial_parameters``, and
+        ``metrics`` where the task aggregates its own (a method passes them on and adds its own)."""
         s = self.settings
         aggregator = None  # the strategy's own weighted mean
         if s.aggregator != "mean":
@@ -164,13 +164,21 @@ class StrategyArgs:
                 malicious=s.aggregator_malicious,
                 keep=s.aggregator_keep,
             )
-        return dict(
+        common = dict(
             policy=self.policy(),
             evaluate_fn=self.evaluate_fn,
             recorder=self.recorder,
             initial_parameters=self.initial_arrays,
             aggregator=aggregator,
         )
+        task = s.task_info
+        if task.metrics is not None:  # the task's own metrics (link: AUC, Hits@K), also summary.json's finals
+            metrics = task.metrics(s)
+            common["metrics"] = metrics
+            if self.recorder is not None:
+                server = [f"server_{name}" for name in metrics.server] if self.evaluate_fn is not None else []
+                self.recorder.report_final([*metrics.names, *server])
+        return common
 
 
 @dataclass
@@ -232,7 +240,10 @@ class Task:
     ``baseline_client(ClientArgs, Sharing)``: the generic client of the baseline methods; ``baseline_stateful``:
     whether those clients keep state (e.g. Adam's moments); ``natural_num_clients(dataset)``: the number of
     clients a dataset implies (None: no opinion); ``description``: what the task does, for messages (``node
-    classification``)."""
+    classification``); ``metrics(settings)``: how its clients' evaluation metrics become a round's (a
+    :class:`~flowergraph.strategies.evaluation.MetricAggregation`; None: accuracy and loss), whose aggregates
+    ``summary.json`` also reports as ``final_<name>``; ``auto``: whether ``task=auto`` (the default) picks it for its
+    datasets (False: a task a run asks for by name, ``task=link``, on another task's datasets)."""
 
     name: str
     summary: str
@@ -248,6 +259,8 @@ class Task:
     baseline_client: Callable[[ClientArgs, Sharing], "Client"] | None = None
     baseline_stateful: bool = False
     natural_num_clients: Callable[[str], Union[int, None]] | None = None
+    metrics: Callable[["RunSettings"], Any] | None = None
+    auto: bool = True
 
     def __post_init__(self) -> None:
         _check_names("task", self.name, self.options)
@@ -359,8 +372,10 @@ class RunSettings:
 
     @property
     def task_info(self) -> Task:
-        """The registered :class:`Task` of this run (the one its dataset belongs to)."""
-        return task_of_dataset(self.dataset)
+        """The registered :class:`Task` of this run: the key ``task``, or with ``task=auto`` (the default) the one
+        its dataset belongs to."""
+        name = self._values.get("task", "auto")
+        return task_of_dataset(self.dataset) if name == "auto" else get_task(name)
 
     @property
     def task(self) -> str:
@@ -561,9 +576,10 @@ def get_task(name: str) -> Task:
 
 
 def task_of_dataset(dataset: str) -> Task:
-    """The task whose datasets include ``dataset`` (normalised); ConfigError listing every task's datasets."""
+    """The task ``task=auto`` picks for ``dataset`` (normalised): the first whose datasets include it among the
+    tasks with ``auto``; ConfigError listing every task's datasets."""
     for task in tasks().values():
-        if task.accepts(dataset):
+        if task.auto and task.accepts(dataset):
             return task
     valid = "; ".join(f"{t.name}: {t.datasets()}" for t in tasks().values())
     raise ConfigError(f"unknown dataset {dataset!r}; valid choices: {valid}")

@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..methods.registry import get_task, tasks
+from ..methods.registry import get_task, methods, tasks
 from .choices import PROCESS_FAULTS
 from .faults import parse_faults
 
@@ -29,6 +29,12 @@ def check_settings(s: RunSettings) -> None:
         )
     if task.name not in method.tasks:
         does = " and ".join(get_task(t).description for t in method.tasks)
+        if s.as_dict().get("task", "auto") != "auto":
+            valid_methods = ", ".join(m.name for m in methods().values() if task.name in m.tasks)
+            raise ConfigError(
+                f"method {s.method!r} does {does}, not {task.description} (task={task.name!r}); valid "
+                f"methods for task {task.name!r}: {valid_methods}"
+            )
         valid = "; ".join(f"{get_task(t).description}: {get_task(t).datasets()}" for t in method.tasks)
         raise ConfigError(
             f"method {s.method!r} does {does} but dataset {s.dataset!r} is {task.description} data; "
@@ -91,6 +97,12 @@ def check_applicable_keys(s: RunSettings) -> None:
         key, value = changed[0]
         own = f"{task.name}.{key.partition('.')[2]}"  # node.beta on a graph run: graph.beta is the run's own
         use = f"use {own!r}, " if any(o.key == own for o in task.options) else ""
+        if s.as_dict().get("task", "auto") != "auto":  # the run named its task: say so, and list the keys it does read
+            raise ConfigError(
+                f"{key}={value!r} applies to {other.description} (task {prefix!r}), but task={task.name!r} makes "
+                f"this run {task.description}, which ignores it; {use}remove the key, or set task={prefix!r}; "
+                f"valid keys of task {task.name!r}: {', '.join(o.key for o in task.options)}"
+            )
         raise ConfigError(
             f"{key}={value!r} applies to {other.description} (task {prefix!r}), but dataset "
             f"{s.dataset!r} makes this run {task.description} (task {task.name!r}), which ignores "

@@ -202,6 +202,14 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     # -- the run
     Option("method", "fedavg", "Federated method (the keys of each method follow its name below)."),
     _FEDERATION["dataset"],
+    Option(
+        "task",
+        "auto",
+        "The task the run does on its dataset: `auto` (the dataset decides: node "
+        "classification on `Cora`, `CiteSeer`, `PubMed`, `synthetic`; graph classification on TU datasets), or a "
+        "registered task by name: `node`, `graph`, `link` (link prediction on a node dataset: docs/tasks/link.md). "
+        "A dataset the task cannot use is refused, naming the tasks it supports.",
+    ),
     _FEDERATION["data-dir"],
     _FEDERATION["seed"],
     Option(

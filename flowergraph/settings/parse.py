@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError, unknown_keys_message
-from ..methods.registry import RunSettings, get_method, methods, task_of_dataset, tasks
+from ..methods.registry import RunSettings, get_method, methods, suggest, task_of_dataset, tasks
 from .checks import check_settings
 from .datasets import normalize_dataset
 from .keys import COMMON_OPTIONS
@@ -67,6 +67,26 @@ def unknown_key(key: str, known: Iterable[str]) -> ConfigError:
     return ConfigError(unknown_keys_message([key], known))
 
 
+def check_task(name: str, dataset: str) -> None:
+    """``task``: ``auto`` or a registered task that can use ``dataset`` (normalised); ConfigError naming the valid
+    tasks, or the dataset and the tasks it supports."""
+    if name == "auto":
+        return
+    registry = tasks()
+    if name not in registry:
+        raise ConfigError(
+            f"unknown task {name!r}; valid choices: auto, {', '.join(registry)}{suggest(name, ['auto', *registry])}"
+        )
+    task = registry[name]
+    if not task.accepts(dataset):
+        supported = [t.name for t in registry.values() if t.accepts(dataset)]
+        raise ConfigError(
+            f"task={name!r} ({task.description}) cannot use dataset {dataset!r}, which supports task "
+            f"{' or '.join(repr(t) for t in supported) or 'none'}; valid datasets for task {name!r}: "
+            f"{task.datasets()}"
+        )
+
+
 def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> RunSettings:
     """Validate a run configuration (missing keys take their defaults).
 
@@ -84,6 +104,7 @@ def parse_run_config(raw: Mapping[str, Any], *, allow_unknown: bool = False) -> 
         values[key] = option.parse(value)
     method = get_method(values["method"])  # ConfigError naming the registered methods
     values["dataset"] = normalize_dataset(values["dataset"])
+    check_task(values.get("task", "auto"), values["dataset"])
     settings = RunSettings(values)
     if method.fixed_rounds is not None and values["rounds"] == by_key["rounds"].default:
         # the method's schedule fixes the rounds and the run did not ask for others (a plain `flwr run` passes

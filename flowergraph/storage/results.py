@@ -97,6 +97,7 @@ class RunRecorder:
         self.log = log or (lambda _line: None)
         self.rounds: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}  # summary entries a method adds (set_summary)
+        self.finals: list[str] = []  # round-record keys of the task's own metrics: final_<key> in the summary
         self.started = time.time()
         rounds_path = self.out_dir / "rounds.jsonl"
         if rounds_path.exists() and not resume:
@@ -134,6 +135,15 @@ class RunRecorder:
         self.extra[str(key)] = _jsonable(value)
         self._write_summary("running")
 
+    def report_final(self, names) -> None:
+        """Round-record keys whose last value ``summary.json`` reports as ``final_<key>`` (a task's own metrics,
+        e.g. the link task's ``auc`` and ``hits@50``); keys flowergraph already reports are left as they are."""
+        own = self.summary("running")
+        for name in names:
+            if f"final_{name}" not in own and name not in self.finals:
+                self.finals.append(str(name))
+        self._write_summary("running")
+
     def progress_line(self, r: dict[str, Any]) -> str:
         total = f"/{self.total_rounds}" if self.total_rounds else ""
         parts = []
@@ -142,8 +152,9 @@ class RunRecorder:
             ("val_accuracy", "val"),
             ("loss", "loss"),
             ("server_accuracy", "server acc"),
+            *((name, name) for name in self.finals[:4]),
         ):
-            if r.get(key) is not None:
+            if isinstance(r.get(key), (int, float)):
                 parts.append(f"{label} {r[key]:.4f}")
         if r.get("time_s") is not None:
             parts.append(f"{r['time_s']:.2f} s")
@@ -183,6 +194,7 @@ class RunRecorder:
             "out_dir": str(self.out_dir),
             "serverapp_started": self.started,  # wall clock; launchers add launcher_started and wall_time_s
         }
+        out.update({f"final_{name}": final.get(name) for name in self.finals})
         dp = [r["dp"] for r in training if isinstance(r.get("dp"), dict)]
         if dp:  # the privacy budget spent by the model updates (strategies/dp.py)
             out["dp"] = {
@@ -217,6 +229,10 @@ def accuracy_text(summary: dict[str, Any]) -> str:
     """``final test accuracy A`` for a run's summary, plus ``(mean over clients M)`` when the method reports the
     per-client mean (graph classification: FedStar's metric)."""
     acc, mean = summary.get("final_accuracy"), summary.get("final_mean_client_accuracy")
+    if acc is None and summary.get("final_auc") is not None:  # link prediction: AUC and Hits@K
+        hits = sorted(k for k in summary if k.startswith("final_hits@"))
+        more = "".join(f", {k[len('final_') :]} {summary[k]:.4f}" for k in hits if summary[k] is not None)
+        return f"final test AUC {summary['final_auc']:.4f}{more}"
     text = f"final test accuracy {'n/a' if acc is None else f'{acc:.4f}'}"
     return text if mean is None else f"{text} (mean over clients {mean:.4f})"
 

@@ -84,7 +84,8 @@ class MetricAggregation:
     """A round's aggregates from its clients' evaluation rows (see the module docstring).
 
     ``weighted``: (metric, the count it is weighted by) pairs; ``unweighted``: (name of the aggregate, metric)
-    pairs averaged over clients with a non-empty test set."""
+    pairs averaged over clients with a non-empty test set; ``server``: the metrics the server's own evaluation
+    (``server-eval=true``) reports besides ``accuracy``, recorded as ``server_<name>`` (:func:`server_evaluation`)."""
 
     def __init__(
         self,
@@ -95,9 +96,11 @@ class MetricAggregation:
             ("val_loss", "num_val"),
         ),
         unweighted: Iterable[tuple[str, str]] = (("mean_client_accuracy", "accuracy"),),
+        server: Iterable[str] = (),
     ) -> None:
         self.weighted = tuple(weighted)
         self.unweighted = tuple(unweighted)
+        self.server = tuple(server)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -283,13 +286,15 @@ def server_evaluation(
     evaluate_fn: Callable[[int, Any], Any], server_round: int, arrays: Any, book: RoundBook
 ) -> tuple[float, dict[str, Any]] | None:
     """``evaluate_fn(server_round, arrays)`` (the server's own evaluation: ``(loss, {"accuracy": ...})`` or None);
-    its loss and accuracy go to round ``server_round``'s record (round 0, the initial model: to the log)."""
+    its loss and accuracy go to round ``server_round``'s record as ``server_loss`` / ``server_accuracy``, any other
+    metric ``m`` as ``server_m`` (round 0, the initial model: to the log)."""
     result = evaluate_fn(server_round, arrays)
     if result is None:
         return None
     loss, metrics = result
     if server_round >= 1:
-        book.start(server_round).update(server_loss=float(loss), server_accuracy=metrics.get("accuracy"))
+        extra = {f"server_{k}": v for k, v in metrics.items() if k != "accuracy"}  # a task's own (link: cross_auc)
+        book.start(server_round).update(server_loss=float(loss), server_accuracy=metrics.get("accuracy"), **extra)
     else:
         log(INFO, "initial global model on the server: loss %.4f, accuracy %s", loss, metrics.get("accuracy"))
     return loss, metrics

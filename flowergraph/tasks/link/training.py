@@ -50,9 +50,12 @@ def link_epoch(
     seed: int,
     epoch: int,
     neg_ratio: float = 1.0,
+    prox_mu: float = 0.0,
+    prox_anchor: Mapping[str, torch.Tensor] | None = None,
 ) -> float:
     """One full-batch step on the training positives and the epoch's negatives; returns the loss (NaN and no
-    step when the client has no training edge)."""
+    step when the client has no training edge). ``prox_mu`` > 0 adds FedProx's proximal term ``mu/2 sum ||w -
+    w_0||^2`` over the named parameters of ``prox_anchor`` (detached values), as the node task's ``train_steps``."""
     if data.train_pos.size(1) == 0:
         return math.nan
     model.train()
@@ -60,6 +63,9 @@ def link_epoch(
     optimizer.zero_grad()
     z = model.encode(data.x, data.edge_index)
     loss = bce_loss(model.decode(z, data.train_pos), model.decode(z, neg))
+    if prox_mu > 0 and prox_anchor:
+        params = dict(model.named_parameters())
+        loss = loss + prox_mu / 2 * sum(((params[k] - w0) ** 2).sum() for k, w0 in prox_anchor.items())
     loss.backward()
     optimizer.step()
     return float(loss.detach())
@@ -73,14 +79,26 @@ def train_link(
     seed: int = 0,
     start_epoch: int = 0,
     neg_ratio: float = 1.0,
+    prox_mu: float = 0.0,
 ) -> float:
     """``cfg.local_steps`` epochs with a fresh optimiser (as the node task's local rounds); epoch ``e`` draws
     the negatives of ``start_epoch + e`` (a federated round passes its own, so no two rounds reuse negatives).
-    Returns the mean loss over the epochs, NaN when the client has no training edge."""
+    ``prox_mu`` > 0: FedProx's proximal term towards the weights the call started from. Returns the mean loss
+    over the epochs, NaN when the client has no training edge."""
     cfg.validate()
     optimizer = make_optimizer(model.parameters(), cfg)
+    anchor = {k: v.detach().clone() for k, v in model.named_parameters()} if prox_mu > 0 else None
     losses = [
-        link_epoch(model, optimizer, data, seed=seed, epoch=start_epoch + e, neg_ratio=neg_ratio)
+        link_epoch(
+            model,
+            optimizer,
+            data,
+            seed=seed,
+            epoch=start_epoch + e,
+            neg_ratio=neg_ratio,
+            prox_mu=prox_mu,
+            prox_anchor=anchor,
+        )
         for e in range(cfg.local_steps)
     ]
     return sum(losses) / len(losses)
