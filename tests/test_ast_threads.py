@@ -27,8 +27,8 @@ REPRO = textwrap.dedent("""
     import flowergraph, flowergraph.settings, flowergraph.storage, flowergraph.wire  # noqa: F401
     if sys.argv[1] == "decoded":
         import numpy as np
-        from flowergraph.wire import pack_arrays, unpack_arrays
-        unpack_arrays(pack_arrays([np.zeros(3, np.float32)]))
+        from flowergraph.wire import pack_arrays, to_legacy, unpack_arrays
+        unpack_arrays(to_legacy(pack_arrays([np.zeros(3, np.float32)])))  # npy bytes, as the legacy face decodes
     locked = ast.parse.__module__ != "ast"
     SRC = "\\n".join(f"x{i} = [{i}, ({i}, {{'a': {i}}})]" for i in range(300))
     A = threading.current_thread()
