@@ -369,11 +369,11 @@ def report(a, rows: dict[str, dict]) -> str:
     if a.note:
         parts.append(f"**{a.note}**")
     code = sorted({r.get("code", "?") for r in rows.values()})
-    loads = sorted({r.get("load", "?") for r in rows.values()})
+    loads = sorted(float(r["load"]) for r in rows.values() if r.get("load"))
     parts.append(
         f"Code: {', '.join(code)} (`git rev-parse HEAD`, +dirty when the working tree differed). CPU: "
-        f"{_cpu_model()}; memory {_total_memory_gb():.1f} GB. Load average (1 min) when each row started: "
-        f"{', '.join(loads)}."
+        f"{_cpu_model()}; memory {_total_memory_gb():.1f} GB. Load average (1 min) when the rows started: "
+        + (f"{loads[0]:.1f} to {loads[-1]:.1f}." if loads else "not recorded.")
     )
     parts.append(
         "Workloads: `fedavg` on the arxiv-size synthetic graph (`node.synthetic-nodes=100000 "
@@ -495,8 +495,8 @@ def report(a, rows: dict[str, dict]) -> str:
         cmd = launcher_command(workload, "N", "E", "F", "R", Path("DIR"), a.timeout)
         templates.append(" ".join(["python", *cmd[1:]]).replace(str(REPO.parent), ".."))
     parts.append(
-        "### Rows' commands\n\nflowergraph rows run, with N clients, R rounds, engine E, face F (the working "
-        "directory is the row's folder):\n\n```bash\n"
+        "### Rows' commands\n\nflowergraph rows run, with N clients, R rounds, engine E, face F (paths from the "
+        "repository root):\n\n```bash\n"
         + "\n".join(templates)
         + "\n```\n\nFlower's floor rows run `python benchmarks/flower_floor.py run --engine E --face F --clients N "
         "--rounds R --arrays A.npz --out floor.json`, after `flower_floor.py arrays` wrote the workload's "
