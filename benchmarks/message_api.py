@@ -10,7 +10,7 @@ between the rows is the face, not process starts. Rows:
   strategy, the records and the transport without training), per face;
 * ``Flower floor``: Flower's own strategy and a client that does nothing, per stack: legacy ``FedAvg`` (from
   ``flwr.server.strategy``) with a no-op ``NumPyClient``, and the Message API's ``FedAvg`` with a no-op
-  ``@app.train()`` handler, on the same arrays (the GCN's) and 10 nodes.
+  ``@app.train()`` handler, on the same arrays (the GCN's) and 10 nodes (``benchmarks/flower_floor.py``).
 
 Per run: the median round time of rounds 2..R (flowergraph: ``time_s`` of ``rounds.jsonl``; Flower's floors: the
 interval between the centralised-evaluation callbacks Flower makes after every round), and the final accuracy
@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, table, write_result  # noqa: E402
 import noop_methods  # noqa: E402
+from flower_floor import floor_stamps, model_arrays, round_times  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -67,76 +68,13 @@ def flowergraph_run(app_dir: Path, work: Path, method: str, face: str, rounds: i
 
 
 def _gcn_arrays(app_dir: Path) -> list[np.ndarray]:
-    from flowergraph.app import message_client
-
-    record = message_client.initial_arrays(
-        {"method": "fedavg", "dataset": "Cora", "data-dir": data_dir(), "num-clients": CLIENTS}
-    )
-    return [record[k].numpy() for k in record.keys()]
+    return model_arrays({"method": "fedavg", "dataset": "Cora", "data-dir": data_dir(), "num-clients": CLIENTS})
 
 
 def flower_floor(app_dir: Path, face: str, rounds: int, arrays: list[np.ndarray]) -> float:
-    """Median interval between Flower's per-round centralised evaluations, rounds 2..R."""
-    from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
-    from flwr.clientapp import ClientApp
-    from flwr.serverapp import Grid, ServerApp
-
-    stamps: list[float] = []
-    server, client = ServerApp(), None
-    if face == "message":
-        from flwr.serverapp.strategy import FedAvg
-
-        client = ClientApp()
-
-        @client.train()
-        def train(msg: Message, context: Context) -> Message:
-            return Message(
-                RecordDict({"arrays": msg.content["arrays"], "metrics": MetricRecord({"num-examples": 1})}),
-                reply_to=msg,
-            )
-
-        @server.main()
-        def main(grid: Grid, context: Context) -> None:
-            def tick(server_round, arrays):
-                stamps.append(time.perf_counter())
-                return None
-
-            FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=CLIENTS).start(
-                grid=grid,
-                initial_arrays=ArrayRecord({str(i): Array(a) for i, a in enumerate(arrays)}),
-                num_rounds=rounds,
-                evaluate_fn=tick,
-            )
-    else:
-        from flwr.client import NumPyClient
-        from flwr.common import ndarrays_to_parameters
-        from flwr.server import ServerConfig
-        from flwr.server.compat import start_grid
-        from flwr.server.strategy import FedAvg as LegacyFedAvg
-
-        class Echo(NumPyClient):
-            def fit(self, parameters, config):
-                return parameters, 1, {}
-
-        client = ClientApp(client_fn=lambda context: Echo().to_client())
-
-        @server.main()
-        def main(grid: Grid, context: Context) -> None:
-            def tick(server_round, parameters, config):
-                stamps.append(time.perf_counter())
-                return None
-
-            strategy = LegacyFedAvg(
-                fraction_fit=1.0,
-                fraction_evaluate=0.0,
-                min_available_clients=CLIENTS,
-                initial_parameters=ndarrays_to_parameters(arrays),
-                evaluate_fn=tick,
-            )
-            start_grid(grid=grid, strategy=strategy, config=ServerConfig(num_rounds=rounds))
-
-    run_inline(server, client, num_supernodes=CLIENTS, app_dir=app_dir)
-    return statistics.median(b - a for a, b in zip(stamps[1:], stamps[2:]))
+    """Median of Flower's floor's rounds 2..R (``flower_floor.py``: its per-round evaluation callbacks)."""
+    times = round_times(floor_stamps(face, rounds, arrays, CLIENTS, "inline", app_dir))
+    return statistics.median(times[1:])
 
 
 def main(argv: list[str] | None = None) -> int:
