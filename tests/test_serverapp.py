@@ -255,3 +255,16 @@ def test_the_class_checkpoints_and_resumes_to_the_uninterrupted_runs_records(use
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     with pytest.raises(ConfigError, match="checkpoints live in the run's folder: pass out_dir too"):
         make().start(grid=_Nodes(3), checkpoint_every=1)
+
+
+@pytest.mark.simulation
+def test_a_link_prediction_run_from_a_class(user_app):
+    """``task=LinkTask(...)`` makes a node dataset's run link prediction; the clients learn it from the strategy's
+    messages alone and report AUC and Hits@K, which reach Flower's Result for every round."""
+    from flowergraph.serverapp import LinkTask, Local
+
+    seen = _run(lambda: FedAvg(task=LinkTask(hits_k=10, hidden=32, out=16)), user_app, 3, num_rounds=2)
+    evaluated = seen["result"].evaluate_metrics_clientapp
+    assert sorted(evaluated) == [1, 2]
+    assert 0.5 < evaluated[2]["auc"] <= 1.0 and 0.0 <= evaluated[2]["hits@10"] <= 1.0
+    assert isinstance(Local().task, LinkTask)  # the link-only baseline's task

@@ -3,9 +3,11 @@ built-in registrations, and what a method author needs to write one.
 
     from flowergraph.methods import Method, Task, register, get_method, methods, Option
 
-* registering: :class:`Method`, :class:`Task`, :func:`register`, :func:`register_task`, :class:`Option`,
-  :func:`namespace` (``opt = namespace("mymethod")``: keys ``mymethod.<key>``) and the checks (:func:`at_least`,
-  :func:`within`, :func:`left_open`, :func:`right_open`);
+* registering: :class:`Method`, :class:`Task`, :func:`register`, :func:`register_task`; a method's keys declared
+  once as :func:`option` fields of an :class:`Options` dataclass, whose run-config keys :func:`options_of` derives
+  (and which the method's Strategy class inherits: :class:`flowergraph.serverapp.GraphStrategy`), or one by one
+  as :class:`Option` (:func:`namespace`: ``opt = namespace("mymethod")``, keys ``mymethod.<key>``); the checks
+  (:func:`at_least`, :func:`within`, :func:`left_open`, :func:`right_open`);
 * what builders receive: :class:`StrategyArgs` (``.common()``: the strategy's policy, aggregator, recorder, ...),
   :class:`ClientArgs` (``.data()``: the node's data for the run's task), :class:`Sharing`;
 * looking up: :func:`get_method`, :func:`methods`, :func:`get_task`, :func:`tasks`, :func:`task_of_dataset`;
@@ -16,7 +18,7 @@ built-in registrations, and what a method author needs to write one.
 See :mod:`flowergraph.methods.registry` for what a registration holds and how packages add tasks and methods.
 """
 
-from ..settings.options import Option, at_least, left_open, namespace, right_open, within
+from ..settings.options import Option, Options, at_least, left_open, namespace, option, options_of, right_open, within
 from .registry import (
     ENTRY_POINT_GROUP,
     PLUGINS_ENV,
@@ -43,6 +45,7 @@ __all__ = [
     "ClientArgs",
     "Method",
     "Option",
+    "Options",
     "Sharing",
     "StrategyArgs",
     "Task",
@@ -52,6 +55,8 @@ __all__ = [
     "left_open",
     "methods",
     "namespace",
+    "option",
+    "options_of",
     "register",
     "register_task",
     "right_open",

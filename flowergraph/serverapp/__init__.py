@@ -6,9 +6,9 @@
     result = strategy.start(grid=grid, num_rounds=3)
 
 Every class is a ``flwr.serverapp.strategy.Strategy`` (:class:`GraphStrategy`) whose keyword arguments are typed and
-documented; ``task=`` takes the task's settings (:class:`NodeTask`, :class:`GraphTask`). Its clients are
-flowergraph's handlers (:func:`flowergraph.app.message_client.client_app`), configured by what the strategy sends.
-Names are imported on first use, so ``import flowergraph.serverapp`` stays cheap.
+documented; ``task=`` takes the task's settings (:class:`NodeTask`, :class:`GraphTask`, :class:`LinkTask`). Its
+clients are flowergraph's handlers (:func:`flowergraph.app.message_client.client_app`), configured by what the
+strategy sends. Names are imported on first use, so ``import flowergraph.serverapp`` stays cheap.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .._exports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
     from ..methods.graph import GraphTask as GraphTask
+    from ..methods.link import LinkTask as LinkTask
     from ..methods.node import NodeTask as NodeTask
     from .methods import (
         ASFGNN as ASFGNN,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
         FedProx as FedProx,
         FedStar as FedStar,
         GCFL as GCFL,
+        Local as Local,
     )
     from .strategy import GraphStrategy as GraphStrategy
 
@@ -43,6 +45,7 @@ _EXPORTS = {
     "FedPer": "methods",
     "GCFL": "methods",
     "Centralized": "methods",
+    "Local": "methods",
     "FedGCN": "methods",
     "FedStar": "methods",
     "ASFGNN": "methods",
@@ -52,6 +55,7 @@ _EXPORTS = {
     "STRATEGIES": "methods",
     "NodeTask": "flowergraph.methods.node",
     "GraphTask": "flowergraph.methods.graph",
+    "LinkTask": "flowergraph.methods.link",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

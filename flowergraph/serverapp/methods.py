@@ -15,6 +15,7 @@ from ..methods.fedgcn import FedGCNOptions
 from ..methods.fedgraph import FedGraphOptions
 from ..methods.fedstar import FedStarOptions
 from ..methods.flagcns import FLAGCNSOptions
+from ..methods.link import LinkTask
 from ..settings.keys import FederationOptions
 from .strategy import GraphStrategy
 
@@ -90,6 +91,16 @@ class Centralized(GraphStrategy):
     method = "centralized"
 
 
+class Local(GraphStrategy):
+    """Each silo alone (link prediction): every client trains and keeps its own model; the server's average is
+    not used by anyone. The baseline a federation has to beat. Use it with ``task=LinkTask(...)``."""
+
+    method = "local"
+    task: LinkTask | None = dataclasses.field(
+        default_factory=LinkTask, metadata={"doc": "The link task's settings (the only task this method has)."}
+    )
+
+
 class FedGCN(GraphStrategy, FedGCNOptions):
     """FedGCN (Yao et al., NeurIPS 2023): before training, one exchange of neighbour-feature aggregations through
     the server (0, 1 or 2 hops; summed under CKKS with ``he=True``, the server holding no key), then federated
@@ -162,6 +173,7 @@ STRATEGIES: tuple[type[GraphStrategy], ...] = (
     FedPer,
     GCFL,
     Centralized,
+    Local,
     FedGCN,
     FedStar,
     ASFGNN,

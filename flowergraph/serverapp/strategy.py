@@ -29,6 +29,7 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from ..errors import ConfigError
 from ..methods.graph import GraphTask
+from ..methods.link import LinkTask
 from ..methods.node import NodeTask
 from ..settings.keys import FederationOptions
 from ..settings.options import SPEC, check_fields, field_key, option
@@ -36,8 +37,8 @@ from ..settings.options import SPEC, check_fields, field_key, option
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import RunSettings
 
-TaskOptions = Union[NodeTask, GraphTask]
-_TASK_PREFIX = {NodeTask: "node", GraphTask: "graph"}
+TaskOptions = Union[NodeTask, GraphTask, LinkTask]
+_TASK_PREFIX = {NodeTask: "node", GraphTask: "graph", LinkTask: "link"}
 
 
 def _doc_of(cls: type) -> str:
@@ -47,7 +48,8 @@ def _doc_of(cls: type) -> str:
         spec = f.metadata.get(SPEC)
         help_text = spec.help if spec is not None else f.metadata.get("doc", "")
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        lines.append(f"{f.name} : {kind} (default: {f.default!r})")
+        default = f"{f.default_factory.__name__}()" if f.default is dataclasses.MISSING else repr(f.default)  # type: ignore[union-attr]
+        lines.append(f"{f.name} : {kind} (default: {default})")
         lines.append(f"    {help_text}")
     return "\n".join(lines)
 
@@ -83,8 +85,8 @@ class GraphStrategy(FederationOptions, Strategy):
     task: TaskOptions | None = dataclasses.field(
         default=None,
         metadata={
-            "doc": "The task's settings (model, local training, split, partition): a NodeTask or a GraphTask; "
-            "None: the defaults of the task the dataset decides."
+            "doc": "The task's settings (model, local training, split, partition): a NodeTask, a GraphTask or a "
+            "LinkTask (link prediction on a node dataset); None: the defaults of the task the dataset decides."
         },
     )
     num_clients: int | None = dataclasses.field(
@@ -106,9 +108,9 @@ class GraphStrategy(FederationOptions, Strategy):
                 f"classes"
             )
         check_fields(self, owner=type(self).__name__)
-        if self.task is not None and not isinstance(self.task, (NodeTask, GraphTask)):
+        if self.task is not None and not isinstance(self.task, tuple(_TASK_PREFIX)):
             raise ConfigError(
-                f"{type(self).__name__}(task={self.task!r}): expected a NodeTask or a GraphTask "
+                f"{type(self).__name__}(task={self.task!r}): expected a NodeTask, a GraphTask or a LinkTask "
                 f"(flowergraph.serverapp), or None"
             )
         if self.task is not None:
@@ -143,6 +145,8 @@ class GraphStrategy(FederationOptions, Strategy):
             config[key] = getattr(self, f.name)
         if self.task is not None:
             task_prefix = _TASK_PREFIX[type(self.task)]
+            if isinstance(self.task, LinkTask):  # a node dataset's task is node classification unless told
+                config["task"] = "link"
             for f in dataclasses.fields(self.task):
                 config[field_key(f.name, task_prefix)] = getattr(self.task, f.name)
         if num_clients is not None:

@@ -141,9 +141,9 @@ def check_fields(obj: Any, prefix: str | None = None, owner: str | None = None) 
         try:
             parsed = opt.parse(value)
         except ConfigError as exc:  # "unknown hops 5; valid choices: ..." / "hops=5: must be ..." -> the reason
-            reason = str(exc)
-            for head in (f"unknown {f.name} {value!r}; ", f"{f.name}={value!r}: "):
-                reason = reason.removeprefix(head)
+            import re
+
+            reason = re.sub(rf"^(unknown {re.escape(f.name)} .*?; |{re.escape(f.name)}=.*?: )", "", str(exc), count=1)
             raise ConfigError(f"{owner}({f.name}={value!r}): {reason}") from None
         object.__setattr__(obj, f.name, parsed)
 
