@@ -33,6 +33,8 @@ CASES = (
     "fedgraph",
     "asfgnn",
     "flagcns",
+    "link-fedavg",
+    "link-fedavg-dp",
 )
 
 
@@ -86,6 +88,19 @@ def case_config(name: str, data: str | Path, tmp: Path) -> dict[str, Any]:
             "asfgnn.trial-rounds": 2,
             "rounds": 6,
             "data-dir": d,
+        },
+        # link prediction (0.4: stored at the commit that added the task, not by the 0.3 core), plain and with
+        # central DP
+        "link-fedavg": {"method": "fedavg", "task": "link", "num-clients": 3, "rounds": 2},
+        "link-fedavg-dp": {
+            "method": "fedavg",
+            "task": "link",
+            "num-clients": 3,
+            "rounds": 2,
+            "dp": "central-server",
+            "weighting": "uniform",
+            "dp-noise-multiplier": 0.3,
+            "dp-clipping-norm": 5.0,
         },
         # one FL-AGCNS generation (a SuperNet step, then the FEO phases) and two retraining rounds
         "flagcns": {
