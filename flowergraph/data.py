@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from .settings import RunSettings
 from .tasks.federated_graph import (
@@ -63,27 +64,28 @@ __all__ = [
     "partition_file_name",
     "partition_spec",
     "read_manifest",
+    "synthetic_params",
 ]
+
+
+def synthetic_params(k: Any) -> CSBMParams:
+    """The built-in graph's parameters from a task's ``synthetic-*`` keys (``k``: the task's keys without their
+    prefix, ``s.of("node")`` or ``s.of("link")``)."""
+    return CSBMParams(
+        num_nodes=k.synthetic_nodes,
+        num_classes=k.synthetic_classes,
+        p_in=k.synthetic_p_in,
+        p_out=k.synthetic_p_out,
+        num_features=k.synthetic_features,
+        signal=k.synthetic_signal,
+    )
 
 
 def graph_spec(s: RunSettings) -> GraphSpec:
     """The global graph and split a node-classification run's settings name (``dataset``, ``data-dir``, ``seed``,
     ``node.split``, ``node.synthetic-*``)."""
     k = s.of("node")
-    return GraphSpec(
-        dataset=s.dataset,
-        data_dir=s.data_dir,
-        split=k.split,
-        seed=s.seed,
-        synthetic=CSBMParams(
-            num_nodes=k.synthetic_nodes,
-            num_classes=k.synthetic_classes,
-            p_in=k.synthetic_p_in,
-            p_out=k.synthetic_p_out,
-            num_features=k.synthetic_features,
-            signal=k.synthetic_signal,
-        ),
-    )
+    return GraphSpec(dataset=s.dataset, data_dir=s.data_dir, split=k.split, seed=s.seed, synthetic=synthetic_params(k))
 
 
 def partition_spec(s: RunSettings) -> PartitionSpec:

@@ -91,23 +91,10 @@ def o(s: "RunSettings") -> Any:
 
 def graph_spec(s: "RunSettings") -> "GraphSpec":
     """The global graph of a link run (``dataset``, ``data-dir``, ``seed``, ``link.synthetic-*``)."""
+    from ..data import synthetic_params
     from ..tasks.federated_graph import GraphSpec
-    from ..tasks.synthetic import CSBMParams
 
-    k = o(s)
-    return GraphSpec(
-        dataset=s.dataset,
-        data_dir=s.data_dir,
-        seed=s.seed,
-        synthetic=CSBMParams(
-            num_nodes=k.synthetic_nodes,
-            num_classes=k.synthetic_classes,
-            p_in=k.synthetic_p_in,
-            p_out=k.synthetic_p_out,
-            num_features=k.synthetic_features,
-            signal=k.synthetic_signal,
-        ),
-    )
+    return GraphSpec(dataset=s.dataset, data_dir=s.data_dir, seed=s.seed, synthetic=synthetic_params(o(s)))
 
 
 def partition_spec(s: "RunSettings") -> "PartitionSpec":

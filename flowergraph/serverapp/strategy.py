@@ -158,10 +158,14 @@ class GraphStrategy(FederationOptions, Strategy):
     def settings(self, *, num_clients: int | None, num_rounds: int | None) -> "RunSettings":
         """The validated settings of a run with ``num_clients`` clients and ``num_rounds`` rounds (None: the keys'
         defaults; the method's own number where its schedule fixes the rounds)."""
+        return self._parse(self.run_config(num_clients=num_clients, num_rounds=num_rounds))
+
+    def _parse(self, config: dict[str, Any]) -> "RunSettings":
+        """``config`` validated (the launchers' checks and messages, headed by this class's name)."""
         from ..settings import parse_run_config
 
         try:
-            return parse_run_config(self.run_config(num_clients=num_clients, num_rounds=num_rounds))
+            return parse_run_config(config)
         except ConfigError as exc:
             raise ConfigError(f"{type(self).__name__}: {exc}") from None
 
@@ -230,12 +234,7 @@ class GraphStrategy(FederationOptions, Strategy):
         config.update({"flower-api": "message", "out-dir": str(out_dir or ""), "checkpoint-every": checkpoint_every})
         if resume_from:
             config["resume-from"] = str(resume_from)
-        from ..settings import parse_run_config
-
-        try:
-            s = parse_run_config(config)
-        except ConfigError as exc:
-            raise ConfigError(f"{type(self).__name__}: {exc}") from None
+        s = self._parse(config)
         told = self.client_settings(s)
         start = dict(
             num_rounds=rounds,
