@@ -229,3 +229,22 @@ def test_checkpoint_resume_equals_the_uninterrupted_run(shared_data, tmp_path):
     for a, b in zip(load_checkpoint(tmp_path / "full").arrays, load_checkpoint(tmp_path / "cut").arrays, strict=True):
         np.testing.assert_array_equal(a, b)
     assert json.loads((tmp_path / "full" / "summary.json").read_text())["final_auc"] > 0.5
+
+
+def test_a_data_owner_with_its_partition_file_splits_its_edges_as_the_cut_does(shared_data, tmp_path):
+    """A deployed data owner reads only its own partition file: its link data (every own split, both directions of
+    its message-passing graph, its features) equals what a client cut out of the global graph gets, so a deployment
+    trains and scores exactly as a simulation; it has no view of the cross-client set (that needs the global
+    graph)."""
+    from flowergraph.data import GraphSpec, PartitionSpec, export_partitions
+    from flowergraph.tasks.link import LinkSpec, client_link_data, graph_link_data
+    from flowergraph.tasks.partition_files import load_partition_file
+
+    gspec, pspec, lspec = GraphSpec(dataset="Cora", data_dir=str(shared_data)), PartitionSpec(num_clients=3), LinkSpec()
+    export_partitions(gspec, pspec, tmp_path, log=None)
+    for k in range(3):
+        owner = graph_link_data(load_partition_file(tmp_path / f"client-{k}.npz", client_id=k), lspec)
+        cut = client_link_data(gspec, pspec, lspec, k)
+        for name in ("global_ids", "x", "edge_index", "train_pos", "val_pos", "val_neg", "test_pos", "test_neg"):
+            assert torch.equal(getattr(owner, name), getattr(cut, name)), (k, name)
+        assert owner.cross_pos.shape == (2, 0) and cut.cross_pos.size(1) > 0

@@ -149,20 +149,27 @@ def link_metrics(s: "RunSettings") -> Any:
 
 def _check(s: "RunSettings") -> None:
     link_spec(s)  # val-fraction + test-fraction < 1
-    if s.partition_dir:
-        raise ConfigError(
-            f"partition-dir={s.partition_dir!r}: the link task cuts the global graph itself (its cross-client test "
-            f"set needs every owner's nodes); leave partition-dir empty"
-        )
     if s.dataset == "synthetic":
         graph_spec(s).synthetic.validate()
 
 
 def link_data(args: ClientArgs) -> "ClientLinkData":
-    """This node's link data (its own edges split, its view of the cross-client test set; memoised per process)."""
-    from ..tasks.link import client_link_data
+    """This node's link data: its own edges split and its view of the cross-client test set (memoised per
+    process); a data owner with its own partition file (node config ``partition-file``, or the run's
+    ``partition-dir``) splits the edges of that file's graph the same way, and has no view of the cross-client set
+    (it needs the global graph)."""
+    from pathlib import Path
+
+    from ..tasks.link import client_link_data, graph_link_data
+    from ..tasks.partition_files import load_partition_file, partition_file_name
 
     s = args.settings
+    file = args.partition_file or (
+        str(Path(s.partition_dir).expanduser() / partition_file_name(args.partition_id)) if s.partition_dir else ""
+    )
+    if file and not s.method_info.whole_graph:
+        graph = load_partition_file(file, dataset=s.dataset, num_clients=s.num_clients, client_id=args.partition_id)
+        return graph_link_data(graph, link_spec(s))
     return client_link_data(graph_spec(s), partition_spec(s), link_spec(s), args.partition_id)
 
 

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError
-from ..federated_graph import GraphSpec, PartitionSpec, client_graph, load_global_graph, node_assignment
+from ..federated_graph import ClientGraph, GraphSpec, PartitionSpec, client_graph, load_global_graph, node_assignment
 from ..memo import BytesLRU
 from .model import dot
 
@@ -286,6 +286,27 @@ def build_client_link_data(gspec: GraphSpec, pspec: PartitionSpec, lspec: LinkSp
         cross_pos_owner=cross_pos_owner,
         cross_neg=cross_neg,
         cross_neg_owner=cross_neg_owner,
+        **parts,
+    )
+
+
+def graph_link_data(graph: ClientGraph, lspec: LinkSpec) -> ClientLinkData:
+    """A data owner's link data from its own graph alone (its partition file, :mod:`~flowergraph.tasks.
+    partition_files`): its own edges split exactly as :func:`build_client_link_data` splits them (seeded by the
+    spec's seed and the client's id), and no view of the cross-client test set, whose negatives are drawn over every
+    client's nodes: that set is scored only where the global graph is (the server of a simulation)."""
+    parts = split_own_edges(graph.edge_index, graph.num_nodes, lspec, graph.client_id)
+    nobody = torch.empty(0, dtype=torch.long)
+    return ClientLinkData(
+        client_id=graph.client_id,
+        num_clients=graph.num_clients,
+        num_global_nodes=graph.num_global_nodes,
+        global_ids=graph.global_ids,
+        x=graph.x,
+        cross_pos=_empty_pairs(),
+        cross_pos_owner=nobody,
+        cross_neg=_empty_pairs(),
+        cross_neg_owner=nobody.clone(),
         **parts,
     )
 
