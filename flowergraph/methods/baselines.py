@@ -30,7 +30,10 @@ BASELINES = ("fedavg", "fedprox", "fedper", "gcfl")
 TASKS = ("node", "graph", "link")
 
 
-def _client_for(baseline: str) -> Callable[[ClientArgs], "Client"]:
+def baseline_client_for(baseline: str) -> Callable[[ClientArgs], "Client"]:
+    """The client builder of a baseline on any task with a generic client (``Task.baseline_client``): the task's
+    client with the baseline's sharing (also centralized's and local's builder)."""
+
     def build(args: ClientArgs) -> "Client":
         task = args.task
         if task.baseline_client is None:
@@ -49,7 +52,9 @@ def _stateful(s: "RunSettings") -> bool:
     return bool(s.task_info.baseline_stateful)
 
 
-def _averaging(args: StrategyArgs) -> "Strategy":
+def averaging_strategy(args: StrategyArgs) -> "Strategy":
+    """Weighted averaging with the run's weighting (every averaging method's server side)."""
+
     from ..strategies.weighted import WeightedAveraging
 
     return WeightedAveraging(weighting=args.settings.weighting, **args.common())
@@ -106,8 +111,8 @@ FEDAVG = register(
         summary="sample-weighted federated averaging of the whole model (node classification: the "
         "node task's GCN/GraphSAGE/GAT, FedGCN's 0-hop, cross-client edges dropped; graph classification: a GIN)",
         tasks=TASKS,
-        build_strategy=_averaging,
-        build_client=_client_for("fedavg"),
+        build_strategy=averaging_strategy,
+        build_client=baseline_client_for("fedavg"),
         stateful_clients=_stateful,
         paper="McMahan et al., FedAvg, AISTATS 2017, arXiv:1602.05629",
     )
@@ -117,8 +122,8 @@ FEDPROX = register(
         name="fedprox",
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in local training",
         tasks=TASKS,
-        build_strategy=_averaging,
-        build_client=_client_for("fedprox"),
+        build_strategy=averaging_strategy,
+        build_client=baseline_client_for("fedprox"),
         stateful_clients=_stateful,
         options=options_of(FedProxOptions, "fedprox"),
         paper="Li et al., FedProx, MLSys 2020, arXiv:1812.06127",
@@ -129,8 +134,8 @@ FEDPER = register(
         name="fedper",
         summary="FedAvg of all but the output layer, which stays on each client",
         tasks=TASKS,
-        build_strategy=_averaging,
-        build_client=_client_for("fedper"),
+        build_strategy=averaging_strategy,
+        build_client=baseline_client_for("fedper"),
         stateful_clients=True,
         server_evaluate=_no_server_model,
         paper="Arivazhagan et al., FedPer, arXiv:1912.00818",
@@ -143,7 +148,7 @@ GCFL = register(
         "one model per cluster",
         tasks=TASKS,
         build_strategy=_gcfl,
-        build_client=_client_for("gcfl"),
+        build_client=baseline_client_for("gcfl"),
         stateful_clients=_stateful,
         paper="Xie et al., GCFL, NeurIPS 2021, arXiv:2106.13423",
         summable_updates=False,

@@ -21,11 +21,10 @@ from ..tasks.link.metrics import DEFAULT_K
 from ..tasks.link.model import ENCODERS
 from ..tasks.training import TrainConfig
 from .node import NODE_DATASETS, NodeTask, _accepts as _node_accepts, _normalize as _node_normalize
-from .registry import Client, ClientArgs, Method, register, register_task, Sharing, StrategyArgs, Task
+from .baselines import averaging_strategy, baseline_client_for
+from .registry import Client, ClientArgs, Method, register, register_task, Sharing, Task
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
-
     from ..settings import RunSettings
     from ..tasks.federated_graph import GraphSpec, PartitionSpec
     from ..tasks.link import ClientLinkData
@@ -266,18 +265,6 @@ LINK = register_task(
 )
 
 
-def _averaging(args: StrategyArgs) -> "Strategy":
-    from ..strategies.weighted import WeightedAveraging
-
-    return WeightedAveraging(weighting=args.settings.weighting, **args.common())
-
-
-def _local_client(args: ClientArgs) -> "Client":
-    task = args.task
-    assert task.baseline_client is not None  # the method's tasks all have one
-    return task.baseline_client(args, Sharing("local"))
-
-
 def _no_server_model(s: "RunSettings") -> Callable[..., Any]:
     raise ConfigError(
         "server-eval=true: method 'local' trains one model per client and never uses the server's average, so "
@@ -291,8 +278,8 @@ LOCAL = register(
         summary="every client trains its own model on its own data and never takes the server's (the "
         "no-federation baseline; the server's average is computed but unused)",
         tasks=("link",),
-        build_strategy=_averaging,
-        build_client=_local_client,
+        build_strategy=averaging_strategy,
+        build_client=baseline_client_for("local"),
         stateful_clients=True,
         model_scope="per-client",
         summable_updates=False,

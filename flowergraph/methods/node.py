@@ -17,11 +17,10 @@ from ..tasks.models import MODELS
 from ..tasks.partition import PARTITIONERS
 from ..tasks.synthetic import CSBMParams
 from ..tasks.training import OPTIMIZERS, TrainConfig
-from .registry import Client, ClientArgs, Method, register, register_task, Sharing, StrategyArgs, Task
+from .baselines import averaging_strategy, baseline_client_for
+from .registry import Client, ClientArgs, Method, register, register_task, Sharing, Task
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
-
     from ..settings import RunSettings
     from types import SimpleNamespace
 
@@ -216,26 +215,13 @@ NODE = register_task(
 )
 
 
-def _averaging_strategy(args: StrategyArgs) -> "Strategy":
-    from ..strategies.weighted import WeightedAveraging
-
-    return WeightedAveraging(weighting=args.settings.weighting, **args.common())
-
-
-def _whole_graph_client(args: ClientArgs) -> "Client":
-    """The task's generic client (FedAvg's: the whole model) on the whole graph."""
-    task = args.task
-    assert task.baseline_client is not None  # node and link have one
-    return task.baseline_client(args, Sharing("fedavg"))
-
-
 CENTRALIZED = register(
     Method(
         name="centralized",
         summary="the same model and steps on the whole graph (one client holds everything): the reference upper bound",
         tasks=("node", "link"),
-        build_strategy=_averaging_strategy,
-        build_client=_whole_graph_client,
+        build_strategy=averaging_strategy,
+        build_client=baseline_client_for("fedavg"),  # the task's generic client, whole model, on the whole graph
         whole_graph=True,
     )
 )

@@ -20,7 +20,7 @@ import dataclasses
 import io
 import time
 from logging import INFO
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Union, dataclass_transform
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union, dataclass_transform
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.common.logger import log
@@ -321,8 +321,3 @@ class GraphStrategy(FederationOptions, Strategy):
         text = io.StringIO(repr(self))
         for line in text:
             log(INFO, "\t├── %s", line.rstrip())
-
-
-def settings_record(values: Mapping[str, Any]) -> ConfigRecord:
-    """The server's settings as the ConfigRecord ``fg.settings`` (values are bool, int, float or str)."""
-    return ConfigRecord({str(k): v for k, v in values.items()})

@@ -132,33 +132,9 @@ def node_assignment(gspec: GraphSpec, pspec: PartitionSpec) -> np.ndarray:
 
 
 def build_client_graph(data, assignment: np.ndarray, client_id: int, num_clients: int | None = None) -> ClientGraph:
-    """Cut client ``client_id``'s part out of the global graph ``data``."""
-    num_clients = int(num_clients or int(assignment.max()) + 1)
-    if not 0 <= client_id < num_clients:
-        raise ConfigError(f"partition-id {client_id} out of range [0, {num_clients - 1}]")
-    owner = torch.as_tensor(np.array(assignment, dtype=np.int64))
-    own = torch.nonzero(owner == client_id, as_tuple=True)[0]
-    local = torch.full((int(data.num_nodes),), -1, dtype=torch.long)
-    local[own] = torch.arange(own.numel())
-    src, dst = data.edge_index
-    mine = owner[src] == client_id
-    internal = mine & (owner[dst] == client_id)
-    cross = mine & (owner[dst] != client_id)
-    return ClientGraph(
-        client_id=client_id,
-        num_clients=num_clients,
-        global_ids=own,
-        x=data.x[own],
-        y=data.y[own],
-        train_mask=data.train_mask[own],
-        val_mask=data.val_mask[own],
-        test_mask=data.test_mask[own],
-        edge_index=torch.stack([local[src[internal]], local[dst[internal]]]),
-        cross_edges=torch.stack([local[src[cross]], dst[cross]]),
-        cross_owner=owner[dst[cross]],
-        num_global_nodes=int(data.num_nodes),
-        num_classes=int(data.num_classes),
-    )
+    """Cut client ``client_id``'s part out of the global graph ``data`` (one client, not kept: :class:`GraphCut`
+    does the cutting; for every client of a partition, cut once with :func:`graph_cut`)."""
+    return GraphCut(data, assignment, num_clients).client(client_id, keep=False)
 
 
 class GraphCut:
