@@ -195,6 +195,7 @@ def main() -> None:
         f"ASFGNN on Flower: Tables 3, 5, 6, a control and Table 7's tuning cost (budget {b})",
         tables(rows, b) + parked_note(b),
         cell_commands=store.commands(lambda row: row.get("budget") == b),
+        sources=SOURCES,
     )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")

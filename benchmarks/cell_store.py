@@ -1,6 +1,6 @@
-"""The benchmarks' cell store: the code state that computed a cell (:func:`code_state`, a hash of the sources on its
-path), the run folders cells are computed in (:func:`prepare_run_dir`, :func:`remove_run_folder`), the environment
-a cell records (:func:`environment`) and :class:`CellStore`, the finished cells kept in the repository
+"""The benchmarks' cell store: the code state that computed a cell (:func:`common.code_state`, a hash of the sources
+on its path), the run folders cells are computed in (:func:`prepare_run_dir`, :func:`remove_run_folder`), the
+environment a cell records (:func:`environment`) and :class:`CellStore`, the finished cells kept in the repository
 (``python benchmarks/cell_store.py pack`` packs them)."""
 
 from __future__ import annotations
@@ -13,60 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, command_line  # noqa: E402
-
-
-def _source_digest(path: Path) -> bytes:
-    """A file's code without its docstrings, comments and layout (``ast.dump`` of the module with docstrings
-    removed): editing documentation does not change it, editing code does."""
-    import ast
-
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(getattr(body[0], "value", None), ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False).encode()
-
-
-def code_state(sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> dict:
-    """The code that produces a benchmark cell: the git commit, whether the working tree differed from it, and a
-    hash of the code (docstrings and comments excluded) of the files matching ``sources`` (globs under the
-    repository: the modules on the cell's computation path). Two cells with the same ``sources`` hash were
-    computed by the same code, whatever their commits."""
-    import subprocess
-
-    sources_hash, files = _hash_tree(REPO, sources)
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--", *sources], cwd=REPO, capture_output=True, text=True
-            ).stdout.strip()
-        )
-    except (OSError, subprocess.CalledProcessError):
-        commit, dirty = "unknown", True
-    return {"commit": commit, "dirty": dirty, "sources": sources_hash, "files": files}
-
-
-def _hash_tree(root: Path, sources: tuple[str, ...]) -> tuple[str, int]:
-    """The sources hash of the files under ``root`` matching ``sources``, and how many files it covers."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    files = sorted({p for pattern in sources for p in root.glob(pattern) if p.is_file()})
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(_source_digest(path))
-    return digest.hexdigest()[:16], len(files)
+from common import REPO, code_state, command_line, hash_tree as _hash_tree  # noqa: E402,F401 (code_state: for callers)
 
 
 RUN_CODE = "bench-code.json"  # in a cell's run folder: the code state that wrote the run
@@ -74,7 +21,7 @@ RUN_CODE = "bench-code.json"  # in a cell's run folder: the code state that wrot
 
 @functools.lru_cache(maxsize=None)
 def _sources_hash(sources: tuple[str, ...]) -> str:
-    return code_state(sources)["sources"]
+    return code_state(sources, REPO)["sources"]
 
 
 def remove_run_folder(out: Path) -> None:
@@ -207,7 +154,7 @@ class CellStore:
         self.name = name
         self.dir = REPO / "benchmarks" / "cells" / name
         self.archive = REPO / "benchmarks" / "cells" / f"{name}.jsonl.xz"
-        self.code = code_state(sources)
+        self.code = code_state(sources, REPO)
         self._packed: dict[str, dict] | None = None
 
     def path(self, cell: str) -> Path:

@@ -17,6 +17,98 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "datasets"
 
 
+# --- The code a result depends on ---------------------------------------------------------------------------------
+# One notion for stored cells (cell_store.CellStore) and results pages (write_result, stale.py): a hash of the code
+# (docstrings, comments and layout excluded) of the files matching some globs under the repository.
+
+PACKAGE_SOURCES = ("flowergraph/**/*.py",)  # what a page or cell depends on when it names nothing narrower
+
+
+def source_digest(path: Path) -> bytes:
+    """A file's code without its docstrings, comments and layout (``ast.dump`` of the module with docstrings
+    removed): editing documentation does not change it, editing code does."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False).encode()
+
+
+def hash_tree(root: Path, sources: tuple[str, ...]) -> tuple[str, int]:
+    """The sources hash of the files under ``root`` matching ``sources`` (globs, or plain paths), and how many files
+    it covers. A file that is gone no longer counts: the hash changes."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    files = sorted({p for pattern in sources for p in root.glob(pattern) if p.is_file()})
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(source_digest(path))
+    return digest.hexdigest()[:16], len(files)
+
+
+def code_state(sources: tuple[str, ...] = PACKAGE_SOURCES, root: Path | None = None) -> dict:
+    """The code that produces a result: the git commit, whether the working tree differed from it, and a hash of
+    the code (docstrings and comments excluded) of the files matching ``sources`` (globs under the repository
+    ``root``: the modules on the result's computation path). Two results with the same ``sources`` hash were
+    computed by the same code, whatever their commits."""
+    import subprocess
+
+    root = REPO if root is None else root
+    sources_hash, files = hash_tree(root, sources)
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", *sources], cwd=root, capture_output=True, text=True
+            ).stdout.strip()
+        )
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", True
+    return {"commit": commit, "dirty": dirty, "sources": sources_hash, "files": files}
+
+
+def loaded_scripts() -> list[str]:
+    """The repository's own modules outside the package that this process has imported (the benchmark script,
+    common.py, its grid and report modules), as paths from the repository root."""
+    found = set()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        try:
+            rel = Path(file).resolve().relative_to(REPO)
+        except ValueError:
+            continue
+        if rel.parts[0] in ("benchmarks", "reproductions"):
+            found.add(rel.as_posix())
+    return sorted(found)
+
+
+CODE_LINE = "Code: commit "  # how a results page's code line starts (stale.py finds it by this)
+
+
+def code_line(globs: tuple[str, ...], root: Path | None = None) -> str:
+    """A results page's code line: the commit and the code hash (:func:`code_state`) it was produced on, over
+    ``globs`` (files or globs under the repository ``root``), each named so that ``python -m benchmarks.stale`` can
+    hash them again."""
+    state = code_state(globs, root)
+    dirty = " with uncommitted changes" if state["dirty"] else ""
+    named = ", ".join(f"`{g}`" for g in globs)
+    return f"{CODE_LINE}{state['commit']}{dirty}, code hash {state['sources']} of: {named}."
+
+
 def data_dir() -> str:
     path = Path(os.environ.get("FLOWERGRAPH_DATA", DEFAULT_DATA))
     if not (path / "Planetoid").is_dir():
@@ -179,11 +271,19 @@ def command_line(argv: list[str] | None = None, drop: tuple[str, ...] = ()) -> s
 
 
 def write_result(
-    name: str, title: str, body: str, argv: list[str] | None = None, cell_commands: Iterable[str] = ()
+    name: str,
+    title: str,
+    body: str,
+    argv: list[str] | None = None,
+    cell_commands: Iterable[str] = (),
+    sources: tuple[str, ...] = PACKAGE_SOURCES,
 ) -> Path:
-    """Write docs/results/<name>.md with the command that produced it, and print it. ``cell_commands``: the commands
-    that computed the stored cells the tables show (:meth:`CellStore.commands`); listed under the file's own
-    command where they differ from it (a table rewritten with ``--tables-only`` still says how its numbers came)."""
+    """Write docs/results/<name>.md with the command that produced it and its code line (:func:`code_line`: the
+    commit and the code hash of ``sources``, the package sources its numbers depend on, plus the scripts that
+    wrote it), and print it. ``cell_commands``: the commands that computed the stored cells the tables show
+    (:meth:`CellStore.commands`); listed under the file's own command where they differ from it (a table rewritten
+    with ``--tables-only`` still says how its numbers came). ``sources``: a benchmark whose cells are hashed over
+    narrower globs (its ``SOURCES``) passes them; the default is the whole package."""
     command = command_line(argv)
     others = [c for c in dict.fromkeys(cell_commands) if c and c != command]
     cells = (
@@ -193,9 +293,10 @@ def write_result(
         "cells stored before that, the commands named by the results files they wrote where the benchmark "
         "keeps them, else none):\n\n```bash\n" + "\n".join(others) + "\n```\n\n"
     )
+    code = code_line(tuple(dict.fromkeys([*sources, *loaded_scripts()])))
     text = (
         f"# {title}\n\nProduced by (from the repository root):\n\n```bash\n{command}\n```\n\n{cells}"
-        f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{body}\n"
+        f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.\n\n{code}\n\n{body}\n"
     )
     out = REPO / "docs" / "results" / f"{name}.md"
     out.parent.mkdir(parents=True, exist_ok=True)

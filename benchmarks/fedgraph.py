@@ -194,6 +194,7 @@ def main() -> None:
         f"FedGraph: sampling baselines, sharing ablations, DDPG, heterogeneity (budget {b})",
         "\n\n".join(body),
         cell_commands=recorded + (EARLIER_COMMANDS.get(b, []) if unrecorded else []),
+        sources=SOURCES,
     )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")

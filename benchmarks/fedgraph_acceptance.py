@@ -239,6 +239,7 @@ def main() -> None:
         "FedGraph: issue 72's acceptance (sharing, cadence, parallel clock)",
         report(rows),
         cell_commands=store.commands(),
+        sources=SOURCES,
     )
     if failed:
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")

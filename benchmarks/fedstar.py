@@ -172,7 +172,13 @@ def main() -> None:
         )
     missing = [c for c in asked if c not in rows]
     body = results(list(rows.values()), args.rounds, args.eval_every, store.code, missing)
-    write_result("fedstar", "FedStar and baselines vs the paper (Tables 1-3)", body, cell_commands=store.commands())
+    write_result(
+        "fedstar",
+        "FedStar and baselines vs the paper (Tables 1-3)",
+        body,
+        cell_commands=store.commands(),
+        sources=SOURCES,
+    )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
 

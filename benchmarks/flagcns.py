@@ -397,6 +397,7 @@ def main() -> None:
         f"FL-AGCNS: searched architectures, baselines, ablations and speed (budget {b})",
         results(rows, b),
         cell_commands=store.commands(lambda row: row.get("budget") == b or row.get("kind") == "speed"),
+        sources=SOURCES,
     )
 
 
