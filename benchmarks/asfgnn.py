@@ -59,6 +59,7 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asfgnn_grid import (
     ALPHAS,
@@ -75,8 +76,8 @@ from asfgnn_grid import (
 )
 from asfgnn_grid import store as cell_store  # noqa: E402
 from asfgnn_report import parked_note, tables  # noqa: E402
-from cell_store import run_dir_current  # noqa: E402
-from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
+from reproductions._runner.cells import run_dir_current  # noqa: E402
+from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 
 
 def main() -> None:

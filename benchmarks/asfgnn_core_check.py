@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, mean_std, table, write_result  # noqa: E402
 
 PAPER = {
     ("Cora", "label"): {"cm": 0.8150, "fl": 0.8833, "sp": 0.9101, "sfgnn": 0.9264, "sfgnn-nojs": 0.9081},

@@ -7,9 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asfgnn_grid import LABELS, LANES, PAPER3, PAPER6  # noqa: E402
-from common import pyplot, save_figure  # noqa: E402
+from reproductions._runner.common import pyplot, save_figure  # noqa: E402
 
 
 # one colour per method in every figure; the legend order of plot_traces

@@ -13,9 +13,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import RUN_CODE, _sources_hash, prepare_run_dir, remove_run_folder, run_dir_current  # noqa: E402
-from common import REPO, data_dir  # noqa: E402
+from reproductions._runner.cells import RUN_CODE, _sources_hash, prepare_run_dir, remove_run_folder, run_dir_current  # noqa: E402
+from reproductions._runner.common import REPO, data_dir  # noqa: E402
 
 BUDGETS = {
     "paper": {"asfgnn.trials": 100, "asfgnn.trial-rounds": 200},
@@ -114,7 +115,7 @@ def same_computation(sources: str) -> set[str]:
 
 def store():
     """The cell store, a cell of code in :func:`same_computation` counted as current."""
-    from cell_store import CellStore
+    from reproductions._runner.cells import CellStore
 
     class Store(CellStore):
         def current(self, record: dict | None) -> bool:

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asfgnn_figures import plot_search, plot_traces  # noqa: E402
 from asfgnn_grid import (  # noqa: E402
@@ -38,9 +39,9 @@ from asfgnn_rows import (  # noqa: E402
     wall_min,
 )
 from asfgnn_table6 import controls, table6  # noqa: E402
-from cell_store import _sources_hash  # noqa: E402
-from common import paired_figure, table  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.cells import _sources_hash  # noqa: E402
+from reproductions._runner.common import paired_figure, table  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 TARGET = 0.005  # Table 7: within 0.5 points of the best validation accuracy
 

@@ -8,8 +8,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ahead_level_behind, interval_text, outside, t_interval  # noqa: E402
+from reproductions._runner.common import ahead_level_behind, interval_text, outside, t_interval  # noqa: E402
 
 
 def fmt(values: list[float], digits: int = 4, n: int | None = None) -> str:

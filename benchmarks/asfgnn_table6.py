@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asfgnn_figures import plot_alpha  # noqa: E402
 from asfgnn_grid import ALPHAS, LABELS, PAPER6, paper_fig3  # noqa: E402
 from asfgnn_rows import accuracy, alpha_curves, fmt, paired  # noqa: E402
-from common import table  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.common import table  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 
 def table6(of: Callable[..., list[dict]], n: int | None, budget: str) -> list[str]:

@@ -21,9 +21,10 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import remove_run_folder  # noqa: E402
-from common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.cells import remove_run_folder  # noqa: E402
+from reproductions._runner.common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, table, write_result  # noqa: E402
+from reproductions._runner.common import REPO, table, write_result  # noqa: E402
 from fedgcn_he import MB, bench_run, breakdown, cpu_split, fmt_mb  # noqa: E402
 
 from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402

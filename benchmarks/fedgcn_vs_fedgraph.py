@@ -30,9 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import remove_run_folder  # noqa: E402
-from common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.cells import remove_run_folder  # noqa: E402
+from reproductions._runner.common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import kill_tree, stop_processes  # noqa: E402
 

@@ -8,8 +8,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import interval_text, paired_figure, t_interval, table  # noqa: E402
+from reproductions._runner.common import interval_text, paired_figure, t_interval, table  # noqa: E402
 from fedgraph_curves import (  # noqa: E402
     TARGET,
     TARGET_HIGH,
@@ -21,7 +22,7 @@ from fedgraph_curves import (  # noqa: E402
     time_summary,
 )
 from fedgraph_grid import DATASETS, GRID_VARIANTS, SHARING_VARIANTS, VARS  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 
 def heterogeneity_table(runs: list[dict]) -> str:

@@ -30,9 +30,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import CellStore, cell_cpu, prepare_run_dir  # noqa: E402
-from common import REPO, add_jobs, data_dir, run_cells, write_result  # noqa: E402
+from reproductions._runner.cells import CellStore, cell_cpu, prepare_run_dir  # noqa: E402
+from reproductions._runner.common import REPO, add_jobs, data_dir, run_cells, write_result  # noqa: E402
 from fedgraph_grid import SETTINGS, SOURCES, SPLITS, cross_fraction  # noqa: E402
 
 STORE = "fedgraph-acceptance"

@@ -8,8 +8,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import interval_text, mean_std, t_interval, table  # noqa: E402
+from reproductions._runner.common import interval_text, mean_std, t_interval, table  # noqa: E402
 
 TARGET = {"Cora": 0.85, "CiteSeer": 0.72}  # the time-to-target accuracies
 LAST = 5  # a fixed run's accuracy: the mean over its last LAST rounds (one round's value moves by ~0.5 points)

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
 SCHEMES = (
     ("fedgraph", 32, 0.1),

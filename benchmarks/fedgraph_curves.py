@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fedgraph_grid import AGENT_VARIANTS  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 TARGET = 0.75  # the paper's Fig. 7 statement for Cora
 TARGET_HIGH = {"Cora": 0.85, "CiteSeer": 0.70}  # a second target: Cora near its curves' end, CiteSeer below

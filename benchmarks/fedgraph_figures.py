@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import pyplot, save_figure  # noqa: E402
+from reproductions._runner.common import pyplot, save_figure  # noqa: E402
 from fedgraph_curves import TARGET, TARGET_HIGH, along, data_of, episodes, split_of, time_to  # noqa: E402
 from fedgraph_grid import DATASETS, DDPG_VARIANTS, RELAPSE_TESTS, RELAPSE_VARIANTS, VARIANTS  # noqa: E402
 from fedgraph_learning import DELTA, FIG7_TARGET, LEARNING_BLOCK, TRAINED_CURVES, trained_curves  # noqa: E402

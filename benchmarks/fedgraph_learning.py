@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import table  # noqa: E402
+from reproductions._runner.common import table  # noqa: E402
 from fedgraph_curves import (
     OTHER_CPU,
     OTHER_CPU_NOTE,
@@ -40,7 +41,7 @@ from fedgraph_grid import (
     RELAPSE_VARIANTS,  # noqa: E402
     WORK_VARIANTS,
 )
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 LEARNING_BLOCK = 10  # episodes per row of the learning table
 LEARNING_WARMUP = 4  # blocks of LEARNING_BLOCK episodes in which every agent so far was still learning

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
+from reproductions._runner.common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
 from fedgraph_ablations import heterogeneity_table, policy_grid_table, sharing_figure, sharing_table  # noqa: E402
 from fedgraph_curves import (
     TARGET,
@@ -39,7 +40,7 @@ from fedgraph_grid import (
     VARIANTS,
 )
 from fedgraph_learning import learning_section  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 WORK_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)  # of the work-rewarded agent's last episode, per seed
 

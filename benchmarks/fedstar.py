@@ -40,9 +40,10 @@ import os
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import CellStore, run_dir_current  # noqa: E402
-from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
+from reproductions._runner.cells import CellStore, run_dir_current  # noqa: E402
+from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 from fedstar_figures import plot_settings, plot_summary  # noqa: E402
 from fedstar_grid import (  # noqa: E402
     LABELS,
@@ -63,7 +64,7 @@ from fedstar_grid import (  # noqa: E402
     run_cell,
 )
 from fedstar_report import tables  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 
 def results(rows: list[dict], rounds: int, eval_every: int, code: dict, missing: list[Cell]) -> str:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
 from flowergraph.tasks.compute import configure_torch  # noqa: E402
 from flowergraph.tasks.datasets import GRAPH_DATASETS, load_pyg_dataset  # noqa: E402

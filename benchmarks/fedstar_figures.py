@@ -8,8 +8,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import pyplot, save_figure  # noqa: E402
+from reproductions._runner.common import pyplot, save_figure  # noqa: E402
 from fedstar_grid import LABELS, SETTINGS, SPLIT_SEED, TABLE1  # noqa: E402
 from fedstar_report import PAPER, values  # noqa: E402
 

@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import CellStore, prepare_run_dir  # noqa: E402
-from common import data_dir  # noqa: E402
+from reproductions._runner.cells import CellStore, prepare_run_dir  # noqa: E402
+from reproductions._runner.common import data_dir  # noqa: E402
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
 TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")

@@ -10,8 +10,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, table  # noqa: E402
+from reproductions._runner.common import data_dir, table  # noqa: E402
 from fedstar_grid import (  # noqa: E402
     ABLATION_SHARING,
     CONTROLS,
@@ -25,7 +26,7 @@ from fedstar_grid import (  # noqa: E402
     datasets_of,
     legacy_rows,
 )
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 # The authors' code (github.com/yuetan031/FedStar da01eace, seeds 1-5, this machine class; issue 21): CHEM only.
 AUTHORS = {("CHEM", "fedstar"): 79.10, ("CHEM", "local"): 74.99}

@@ -85,9 +85,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import CellStore, cell_cpu  # noqa: E402
-from common import REPO, add_jobs, run_cells, write_result  # noqa: E402
+from reproductions._runner.cells import CellStore, cell_cpu  # noqa: E402
+from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 from flagcns_cells import (  # noqa: E402
     compute_cell,
     fixed_cell,

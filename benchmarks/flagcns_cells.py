@@ -13,9 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import prepare_run_dir  # noqa: E402
-from common import data_dir  # noqa: E402
+from reproductions._runner.cells import prepare_run_dir  # noqa: E402
+from reproductions._runner.common import data_dir  # noqa: E402
 from flagcns_grid import BUDGETS, DATA, PUBLISHED, SOURCES, cell_name, run_config  # noqa: E402
 import noop_methods  # noqa: E402
 

@@ -11,8 +11,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
+from reproductions._runner.common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
 from flagcns_grid import (  # noqa: E402
     ADAM_VARIANTS,
     COLLAPSE,
@@ -24,7 +25,7 @@ from flagcns_grid import (  # noqa: E402
     PUBLISHED,
     STRUCTURE_VARIANTS,
 )
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 
 def fmt(values: list[float], digits: int = 1) -> str:

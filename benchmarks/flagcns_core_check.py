@@ -14,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

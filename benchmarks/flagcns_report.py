@@ -10,8 +10,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from reproductions._runner.common import (  # noqa: E402
     ahead_level_behind,
     interval_text,
     paired_figure,
@@ -41,7 +42,7 @@ from flagcns_grid import (  # noqa: E402
     TABLE3_ROWS,
     VARIANTS,
 )
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 
 def best_of_retrainings(of, present: list[str]) -> str | None:

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, mean_std, table, write_result  # noqa: E402
 
 METHODS = ("centralized", "local", "fedavg", "fedprox", "fedper", "fedgcn-0", "fedgcn-1", "fedgcn-2")
 DATASETS = ("Cora", "CiteSeer", "synthetic")

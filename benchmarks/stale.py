@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import CODE_LINE, REPO, hash_tree  # noqa: E402
+from reproductions._runner.common import CODE_LINE, REPO, hash_tree  # noqa: E402
 
 _LINE = re.compile(
     rf"^{re.escape(CODE_LINE)}(?P<commit>\S+?)(?P<dirty> with uncommitted changes)?, code hash (?P<hash>[0-9a-f]+) of: "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import asfgnn_figures as figures  # noqa: E402
 import asfgnn_grid as grid  # noqa: E402
@@ -159,7 +159,7 @@ def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
 
 
 def test_t_interval_against_the_t_distribution_by_hand():
-    from common import t_interval
+    from reproductions._runner.common import t_interval
 
     # differences 1, 2, 3, 4: mean 2.5, sample std sqrt(5/3); t(0.975, 3) = 3.182446 (printed tables)
     low, high = t_interval([1.0, 2.0, 3.0, 4.0])
@@ -260,7 +260,7 @@ def test_table3_heading_names_the_seeds_of_its_own_cells(tmp_path, monkeypatch):
     """Table 3's heading names the seeds of its four columns' cells, not those of Table 6's cells (another alpha, or
     SFGNN without JS at alpha 1.0, which Table 3 does not show)."""
     import asfgnn_report as report
-    import common
+    from reproductions._runner import common
 
     monkeypatch.setattr(common, "REPO", tmp_path)  # the report's figures go here, not to docs/results
     (tmp_path / "docs" / "results").mkdir(parents=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import fedgraph_ablations as ablations  # noqa: E402
 import fedgraph_curves as curves  # noqa: E402

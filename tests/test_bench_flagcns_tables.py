@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import flagcns_grid as grid  # noqa: E402
 import flagcns_report as report  # noqa: E402
@@ -271,7 +271,7 @@ def test_every_stored_search_chose_its_own_pick_rules_member_of_its_final_popula
     search's own rule (``code2021``: the highest SuperNet val acc; the paper's presets: the lowest FLL). So the
     population table's 2021-pick column reads the rule the searches ran, not a copy of it."""
     import flagcns_controls as controls
-    from cell_store import CellStore
+    from reproductions._runner.cells import CellStore
 
     rows = [rec["row"] for rec in CellStore(grid.STORE, grid.SOURCES).records()]
     pairs = [

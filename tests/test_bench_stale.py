@@ -12,7 +12,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import common, stale  # noqa: E402
+from benchmarks import stale  # noqa: E402
+from reproductions._runner import common  # noqa: E402
 
 
 def _git(root: Path, *args: str) -> str:

@@ -21,8 +21,8 @@ STORE = "fedstar-paper-split"
 
 
 def _cheapest_cell() -> dict:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from cell_store import CellStore
+    sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+    from reproductions._runner.cells import CellStore
 
     records = list(CellStore(STORE).records())
     records = [
@@ -37,8 +37,8 @@ def _cheapest_cell() -> dict:
 
 
 def test_cell_store_records_code_state_and_flags_other_code(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import cell_store
+    sys.path.insert(0, str(REPO))
+    from reproductions._runner import cells as cell_store
 
     monkeypatch.setattr(cell_store, "REPO", tmp_path)
     (tmp_path / "pkg").mkdir()
@@ -68,8 +68,8 @@ def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
         rounds=10,
         **{"data-dir": str(shared_data), "out-dir": str(tmp_path / "run"), "state-dir": str(tmp_path / "state")},
     )
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import cell_store
+    sys.path.insert(0, str(REPO))
+    from reproductions._runner import cells as cell_store
 
     run_inprocess(settings)
     rounds = {r["round"]: r for r in read_run(tmp_path / "run")["rounds"] if r.get("round", 0) >= 1}

@@ -1,6 +1,8 @@
-"""Shared helpers for the benchmark scripts: where the data is, tables and figures, the seed-paired statistics,
-writing docs/results/<name>.md with its command, computing cells (:func:`run_cells`, ``--jobs``) and sampling a
-process tree's memory. The cell store is ``cell_store.py``."""
+"""The shared runner's helpers, for the reproductions (``reproductions/<paper>/``) and the library's benchmarks
+(``benchmarks/``) alike: where the data is, the code a result depends on (:func:`code_state`), tables and figures,
+the seed-paired statistics, writing docs/results/<name>.md with its command and code line (:func:`write_result`),
+computing cells (:func:`run_cells`, ``--jobs``) and sampling a process tree's memory. The cell store is
+``cells.py``, the templated prose ``prose.py``."""
 
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "datasets"
 
 
 # --- The code a result depends on ---------------------------------------------------------------------------------
-# One notion for stored cells (cell_store.CellStore) and results pages (write_result, stale.py): a hash of the code
+# One notion for stored cells (cells.CellStore) and results pages (write_result, stale.py): a hash of the code
 # (docstrings, comments and layout excluded) of the files matching some globs under the repository.
 
 PACKAGE_SOURCES = ("flowergraph/**/*.py",)  # what a page or cell depends on when it names nothing narrower

@@ -1,7 +1,8 @@
-"""The benchmarks' cell store: the code state that computed a cell (:func:`common.code_state`, a hash of the sources
-on its path), the run folders cells are computed in (:func:`prepare_run_dir`, :func:`remove_run_folder`), the
+"""The runner's cell store: the code state that computed a cell (:func:`common.code_state`, a hash of the sources on
+its path), the run folders cells are computed in (:func:`prepare_run_dir`, :func:`remove_run_folder`), the
 environment a cell records (:func:`environment`) and :class:`CellStore`, the finished cells kept in the repository
-(``python benchmarks/cell_store.py pack`` packs them)."""
+(each store in its folder, :data:`STORES`: a reproduction's ``reproductions/<paper>/cells/``, a benchmark's
+``benchmarks/cells/``). ``python -m reproductions._runner.cells pack`` packs them, ``... status`` counts them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, code_state, command_line, hash_tree as _hash_tree  # noqa: E402,F401 (code_state: for callers)
+from reproductions._runner.common import REPO, code_state, command_line, hash_tree as _hash_tree
 
 
 RUN_CODE = "bench-code.json"  # in a cell's run folder: the code state that wrote the run
@@ -144,16 +144,16 @@ class CellStore:
     different code silently: :meth:`current` tells whether a cell was computed by the code as it is now, and
     tables flag the others.
 
-    Where they are: ``benchmarks/cells/<name>.jsonl.xz`` (the packed cells: one JSON record per line, xz-
-    compressed, so the checkout stays small) and ``benchmarks/cells/<name>/<cell>.json`` (cells finished since
-    the last pack: a run writes one file per cell, cheap and safe to interrupt). A loose cell wins over a packed
-    one of the same name. ``python benchmarks/cell_store.py pack`` moves the loose cells into the archives (the one
-    command that removes cell files, the ones it packed)."""
+    Where they are (``<folder>``: the store's, :data:`STORES`): ``<folder>/<name>.jsonl.xz`` (the packed cells: one
+    JSON record per line, xz-compressed, so the checkout stays small) and ``<folder>/<name>/<cell>.json`` (cells
+    finished since the last pack: a run writes one file per cell, cheap and safe to interrupt). A loose cell wins
+    over a packed one of the same name. ``python -m reproductions._runner.cells pack`` moves the loose cells into
+    the archives (the one command that removes cell files, the ones it packed)."""
 
     def __init__(self, name: str, sources: tuple[str, ...] = ("flowergraph/**/*.py",)) -> None:
         self.name = name
-        self.dir = REPO / "benchmarks" / "cells" / name
-        self.archive = REPO / "benchmarks" / "cells" / f"{name}.jsonl.xz"
+        self.dir = store_folder(name) / name
+        self.archive = store_folder(name) / f"{name}.jsonl.xz"
         self.code = code_state(sources, REPO)
         self._packed: dict[str, dict] | None = None
 
@@ -251,7 +251,8 @@ class CellStore:
 
 
 def pack_main(argv: list[str] | None = None) -> int:
-    """``python benchmarks/cell_store.py pack [NAME ...]``: pack the loose cells of each store (default: every one)."""
+    """``python -m reproductions._runner.cells pack [NAME ...]``: pack the loose cells of each store (default: every
+    one)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=pack_main.__doc__)
@@ -265,34 +266,42 @@ def pack_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# The benchmark module whose SOURCES (and, where it has one, same_computation) each store's cells were hashed with;
-# a store not named here was hashed over the whole package (CellStore's default). tests/test_cell_store.py checks
-# that every store in benchmarks/cells is named.
-STORE_SOURCES: dict[str, str | None] = {
-    "asfgnn": "asfgnn_grid",
-    "deployment_overhead": None,
-    "fedgraph": "fedgraph_grid",
-    "fedgraph-acceptance": "fedgraph_grid",
-    "fedstar": "fedstar_grid",
-    "fedstar-paper-split": "fedstar_grid",
-    "flagcns": "flagcns_grid",
-    "round_drift": None,
+# Every store: the folder its cells are kept in (from the repository root) and the module whose SOURCES (and, where
+# it has one, same_computation) its cells were hashed with; None: the whole package (CellStore's default).
+# tests/test_cell_store.py checks that every store in these folders is named.
+STORES: dict[str, tuple[str, str | None]] = {
+    "asfgnn": ("benchmarks/cells", "benchmarks.asfgnn_grid"),
+    "deployment_overhead": ("benchmarks/cells", None),
+    "fedgraph": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
+    "fedgraph-acceptance": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
+    "fedstar": ("benchmarks/cells", "benchmarks.fedstar_grid"),
+    "fedstar-paper-split": ("benchmarks/cells", "benchmarks.fedstar_grid"),
+    "flagcns": ("benchmarks/cells", "benchmarks.flagcns_grid"),
+    "round_drift": ("benchmarks/cells", None),
 }
+DEFAULT_FOLDER = "benchmarks/cells"  # a store not named in STORES (a test's)
+
+
+def store_folder(name: str) -> Path:
+    """The folder store ``name``'s archive and loose cells are in."""
+    return REPO / STORES.get(name, (DEFAULT_FOLDER, None))[0]
 
 
 def store_names() -> list[str]:
-    """Every store in ``benchmarks/cells`` (an archive or a folder of loose cells)."""
-    root = REPO / "benchmarks" / "cells"
-    return sorted(
-        {p.name for p in root.iterdir() if p.is_dir()} | {p.name[: -len(".jsonl.xz")] for p in root.glob("*.jsonl.xz")}
-    )
+    """Every store in the stores' folders (an archive or a folder of loose cells)."""
+    names = set()
+    for folder in {REPO / f for f, _ in STORES.values()} | {REPO / DEFAULT_FOLDER}:
+        if folder.is_dir():
+            names |= {p.name for p in folder.iterdir() if p.is_dir()}
+            names |= {p.name[: -len(".jsonl.xz")] for p in folder.glob("*.jsonl.xz")}
+    return sorted(names)
 
 
 def _sources_of(name: str) -> tuple[tuple[str, ...], Callable[[str], set[str]]]:
     """Store ``name``'s SOURCES and the hashes whose cells the code of a given hash repeats."""
     import importlib
 
-    module = STORE_SOURCES.get(name)
+    module = STORES.get(name, (DEFAULT_FOLDER, None))[1]
     grid = importlib.import_module(module) if module else None
     sources = tuple(grid.SOURCES) if grid else ("flowergraph/**/*.py",)
     return sources, getattr(grid, "same_computation", lambda h: {h})
@@ -327,7 +336,7 @@ def currency(name: str, against: Path | None = None) -> dict:
 
 
 def status_main(argv: list[str] | None = None) -> int:
-    """``python benchmarks/cell_store.py status [NAME ...] [--against REV]``: for each store, its cells and how
+    """``python -m reproductions._runner.cells status [NAME ...] [--against REV]``: for each store, its cells and how
     many are of the current code (the working tree); with ``--against REV`` (e.g. HEAD), also how many are of
     REV's code, and a warning for each store where the working tree has fewer (exit status 1). Run it before
     committing a change to a benchmark's SOURCES: a refactor that changes no number still turns that store's
@@ -345,7 +354,7 @@ def status_main(argv: list[str] | None = None) -> int:
     names = a.names or stores
     unknown = [n for n in names if n not in stores]
     if unknown:
-        parser.error(f"no store {', '.join(map(repr, unknown))} in benchmarks/cells; the stores: {stores}")
+        parser.error(f"no store {', '.join(map(repr, unknown))}; the stores: {stores}")
     with tempfile.TemporaryDirectory() as tmp:
         against = None
         if a.against:  # the revision's package and benchmark sources, extracted into a folder of this run's own

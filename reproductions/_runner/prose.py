@@ -1,5 +1,6 @@
-"""The benchmarks' verdict prose: markdown templates under ``benchmarks/templates/<benchmark>/<name>.md``, filled
-by the report scripts (``fedgraph_report.py``, ``asfgnn_report.py``, ``fedstar_report.py``).
+"""The verdict prose of the results pages: Markdown templates, named ``<paper>/<name>``: a reproduction's in
+``reproductions/<paper>/templates/<name>.md``, a benchmark's in ``benchmarks/templates/<benchmark>/<name>.md``,
+filled by the report modules.
 
 A template is Markdown with ``$name`` / ``${name}`` placeholders (:class:`string.Template`: every placeholder must
 be given, ``$$`` is a dollar sign). It may open with an HTML comment (``<!-- ... -->``, up to its first ``-->`` and
@@ -14,13 +15,30 @@ import functools
 import string
 from pathlib import Path
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def template_path(name: str) -> Path:
+    """Where the template ``name`` (like ``"fedgraph/work"``) is: ``reproductions/fedgraph/templates/work.md``,
+    else ``benchmarks/templates/fedgraph/work.md``."""
+    paper, _, rest = name.partition("/")
+    own = REPO / "reproductions" / paper / "templates" / f"{rest}.md"
+    return own if own.is_file() else REPO / "benchmarks" / "templates" / f"{name}.md"
+
+
+def template_names() -> list[str]:
+    """Every template's name."""
+    names = {f"{p.parent.parent.name}/{p.stem}" for p in (REPO / "reproductions").glob("*/templates/*.md")}
+    names |= {
+        str(p.relative_to(REPO / "benchmarks" / "templates"))[:-3] for p in REPO.glob("benchmarks/templates/*/*.md")
+    }
+    return sorted(names)
 
 
 @functools.cache
 def template(name: str) -> string.Template:
-    """The template ``benchmarks/templates/<name>.md`` (``name`` like ``"fedgraph/work"``), read once."""
-    text = (TEMPLATES / f"{name}.md").read_text()
+    """The template ``name`` (:func:`template_path`), read once."""
+    text = template_path(name).read_text()
     if text.startswith("<!--"):
         text = text[text.index("-->") + 3 :].removeprefix("\n")
     paragraphs = [" ".join(line.strip() for line in p.strip().splitlines()) for p in text.strip().split("\n\n")]
