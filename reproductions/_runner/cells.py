@@ -274,8 +274,8 @@ STORES: dict[str, tuple[str, str | None]] = {
     "deployment_overhead": ("benchmarks/cells", None),
     "fedgraph": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
     "fedgraph-acceptance": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
-    "fedstar": ("benchmarks/cells", "benchmarks.fedstar_grid"),
-    "fedstar-paper-split": ("benchmarks/cells", "benchmarks.fedstar_grid"),
+    "fedstar": ("reproductions/fedstar/cells", "reproductions.fedstar.grid"),
+    "fedstar-paper-split": ("reproductions/fedstar/cells", "reproductions.fedstar.grid"),
     "flagcns": ("benchmarks/cells", "benchmarks.flagcns_grid"),
     "round_drift": ("benchmarks/cells", None),
 }

@@ -11,7 +11,7 @@ For every graph dataset whose raw files are on disk (COLLAB is not in the offlin
 
 cold and warm are the median of ``--repeats`` runs; one thread (``flowergraph.tasks.compute.configure_torch``).
 
-    .venv/bin/python benchmarks/fedstar_embeddings.py [--repeats 3] [--no-reference] [--datasets MUTAG,DD]
+    .venv/bin/python reproductions/fedstar/embeddings.py [--repeats 3] [--no-reference] [--datasets MUTAG,DD]
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
 from flowergraph.tasks.compute import configure_torch  # noqa: E402
 from flowergraph.tasks.datasets import GRAPH_DATASETS, load_pyg_dataset  # noqa: E402
-from flowergraph.tasks.graphcls.data import NODE_ATTRIBUTES, available_offline, parse_graph_datasets  # noqa: E402
+from flowergraph.data import parse_graph_datasets  # noqa: E402
+from flowergraph.tasks.graphcls.data import NODE_ATTRIBUTES, available_offline  # noqa: E402
 from flowergraph.tasks.graphcls.structure import rwse_cache_path, structure_embeddings  # noqa: E402
 
 K = 16

@@ -1,20 +1,18 @@
-"""FedStar's benchmark grid and cell runner (``benchmarks/fedstar.py`` is the command; its docstring says what a
+"""FedStar's grid and cell runner (``run.py`` is the command; its docstring says what a
 cell is): which cells exist (:func:`cells`), their names and run configurations, how one is computed
 (:func:`run_cell`: one federated run in process) and read back (:func:`row_of`), and how cells are kept in the
-store. The tables and figures are ``fedstar_report.py``."""
+store. The tables and figures are ``report.py``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import CellStore, prepare_run_dir  # noqa: E402
-from reproductions._runner.common import data_dir  # noqa: E402
+from reproductions._runner.common import REPO, data_dir  # noqa: E402
 
 SETTINGS = ("CHEM", "BIO-CHEM", "BIO-CHEM-SN", "BIO-SN-CV")
 TABLE1 = ("local", "local-decoupled", "fedavg", "fedprox", "fedper", "gcfl", "fedstar")
@@ -70,9 +68,29 @@ CONTROLS = ("fedavg-all",)
 
 
 def datasets_of(setting: str) -> list[str]:
-    from flowergraph.tasks.graphcls.data import parse_graph_datasets
+    from flowergraph.data import parse_graph_datasets
 
     return list(parse_graph_datasets(setting, offline_only=True, data_dir=data_dir()))
+
+
+# The FedStar preset of each setting (conf/): they carry the GCFL authors' thresholds for its datasets.
+PRESETS = {
+    "CHEM": "fedstar-chem",
+    "BIO-CHEM": "fedstar-bio-chem",
+    "BIO-CHEM-SN": "fedstar-bio-chem-sn-offline",
+    "BIO-SN-CV": "fedstar-bio-sn-cv-offline",
+}
+
+
+@functools.cache
+def gcfl_eps(setting: str) -> tuple[float, float]:
+    """GCFL's thresholds (eps1, eps2) for the setting's datasets, the GCFL authors' (their runnerfile's groups: CHEM
+    "molecules", BIO-CHEM "biochem", the others "mix"), as the setting's preset carries them
+    (tests/test_presets.py checks the presets against the package's table)."""
+    from flowergraph.settings import load_preset, parse_run_config
+
+    s = parse_run_config(load_preset(REPO / "conf" / f"{PRESETS[setting]}.toml"))
+    return s["gcfl.eps1"], s["gcfl.eps2"]
 
 
 Cell = tuple  # (setting, variant, seed, structure, split_seed)
@@ -105,10 +123,8 @@ def cell_settings(
         config.update({"method": "fedavg", "graph.baseline-share": "all"})
     else:
         config.update({"method": "fedstar", "fedstar.variant": variant})
-    if variant == "gcfl":  # the GCFL authors' thresholds for the same datasets (strategies/gcfl.py: GCFL_EPS)
-        from flowergraph.strategies.gcfl import GCFL_EPS
-
-        config["gcfl.eps1"], config["gcfl.eps2"] = GCFL_EPS[setting]
+    if variant == "gcfl":  # the GCFL authors' thresholds for the same datasets
+        config["gcfl.eps1"], config["gcfl.eps2"] = gcfl_eps(setting)
     return config
 
 
@@ -116,7 +132,7 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     """One federated run (or its continuation from the last checkpoint); returns its row."""
     # run_inprocess sets torch up as the Flower apps do (one thread, no denormals)
     from flowergraph.app.inprocess import run_inprocess
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     out = Path(work) / cell_name(*cell)
     state = prepare_run_dir(out, SOURCES)  # a run folder of other code is removed, never read back
@@ -159,7 +175,7 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
 
 
 def row_of(out: Path, cell: Cell) -> dict:
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     setting, variant, seed, structure, split_seed = cell
     run = read_run(out)
@@ -229,8 +245,8 @@ def keep_cell(store: CellStore, cell: Cell, row: dict, rounds: int, eval_every: 
 
 
 def legacy_rows() -> list[dict]:
-    """The cells of flowergraph's earlier per-class split (``benchmarks/cells/fedstar/``: older code, recorded
-    without its code state): for the comparison section only."""
+    """The cells of flowergraph's earlier per-class split (``cells/fedstar.jsonl.xz``: older code, recorded without
+    its code state): for the comparison section only."""
     rows = []
     for row in CellStore(LEGACY).records():
         if row.get("rounds") == 200:

@@ -1,18 +1,13 @@
-"""FedStar's benchmark figures (``benchmarks/fedstar.py``), drawn from the stored cells' rows: Table 1 as a picture
-(:func:`plot_summary`) and each setting's accuracy against the round (:func:`plot_settings`); written to
-``docs/results/``."""
+"""FedStar's figures (``run.py``), drawn from the stored cells' rows: Table 1 as a picture (:func:`plot_summary`) and
+each setting's accuracy against the round (:func:`plot_settings`); written to ``docs/results/``."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import pyplot, save_figure  # noqa: E402
-from fedstar_grid import LABELS, SETTINGS, SPLIT_SEED, TABLE1  # noqa: E402
-from fedstar_report import PAPER, values  # noqa: E402
+from reproductions.fedstar.grid import LABELS, SETTINGS, SPLIT_SEED, TABLE1  # noqa: E402
+from reproductions.fedstar.report import PAPER, values  # noqa: E402
 
 
 def plot_summary(rows: list[dict]) -> str | None:

@@ -20,7 +20,7 @@ median over rounds 2..R-1. The authors' code runs as its README says (``exps/mai
 ``TUDataset/<name>/raw`` (PyG writes its processed files there; a first run processes them, so run it once
 before timing: ``--authors-warmup``).
 
-    .venv/bin/python benchmarks/fedstar_speed.py [--rounds 200] [--setting CHEM]
+    .venv/bin/python reproductions/fedstar/speed.py [--rounds 200] [--setting CHEM]
         [--authors-code DIR --authors-python PY --authors-data DIR]
 """
 
@@ -32,12 +32,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
-import noop_methods  # noqa: E402
+from benchmarks import noop_methods  # noqa: E402
 
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 
@@ -125,6 +124,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.authors_code and not args.authors_data:
         parser.error("--authors-code needs --authors-data (a writable folder with TUDataset/<name>/raw)")
+    write_result(
+        "fedstar_speed",
+        "FedStar speed: 200 rounds in simulation vs the no-op floor and the authors' code",
+        body(args, measure(args)),
+    )
+
+
+def measure(args) -> list[dict]:
+    """The runs, one after the other: the no-op floor, FedStar in both client orders, the authors' code."""
     noop_methods.enable()  # fedstar-noop, in this process and the simulation's
     with tempfile.TemporaryDirectory() as tmp:
         runs = [
@@ -166,6 +174,11 @@ def main() -> None:
                     Path(tmp) / "authors",
                 )
             )
+    return runs
+
+
+def body(args, runs: list[dict]) -> str:
+    """The page's table and its verdicts."""
     noop, fed, big = runs[:3]
 
     def num(v, spec):
@@ -183,7 +196,7 @@ def main() -> None:
         for r in runs
     ]
     same = fed["acc"] == big["acc"]
-    body = (
+    text = (
         f"{args.setting} (one client per dataset), {args.rounds} rounds, Flower's Ray simulation with 1 CPU "
         "per client on 2 cores, client evaluation every round (fused into the next fit), the paper's training "
         "settings (1 local epoch, batch 128, Adam lr 1e-3), training seed 0 (the authors' code: its seed 1)."
@@ -218,15 +231,13 @@ def main() -> None:
     )
     if len(runs) > 3:
         ref = runs[3]
-        body += (
+        text += (
             f"\n\n**Against the authors' code**, same machine, same sitting: {big['wall']:.0f} s (Flower, "
             f"largest-first) vs {ref['wall']:.0f} s (the authors' single process, PyG processing its cached "
             f"files, structure encodings computed at start): {ref['wall'] / big['wall']:.2f}x; with "
             f"`partition` {fed['wall']:.0f} s ({ref['wall'] / fed['wall']:.2f}x)."
         )
-    write_result(
-        "fedstar_speed", "FedStar speed: 200 rounds in simulation vs the no-op floor and the authors' code", body
-    )
+    return text
 
 
 if __name__ == "__main__":

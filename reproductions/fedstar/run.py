@@ -10,26 +10,27 @@ the two agree to 1e-6). The reported accuracy is the paper's: each client's test
 averaged over clients; mean +- std over training seeds (the authors' seeds 1-5).
 
 Resumable across sessions and fresh clones: a finished cell is kept in the repository
-(``benchmarks/cells/fedstar-paper-split.jsonl.xz``, a few KB: its settings, its row, its accuracy curve and the code
-state that produced it, see ``benchmarks/cell_store.py: CellStore``) and skipped; its full run directory stays
-under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint there (every 50
-rounds). A cell computed by other code than the current one (another hash of the sources on FedStar's path) is
-flagged in the tables; ``--rerun-stale`` runs it again. ``--jobs 2`` runs two cells at once (one thread each).
+(``reproductions/fedstar/cells/fedstar-paper-split.jsonl.xz``, a few KB: its settings, its row, its accuracy curve and
+the code state that produced it, see ``reproductions/_runner/cells.py: CellStore``) and skipped; its full run directory
+stays under ``--work`` (ignored by git); a cell that was stopped resumes from its last checkpoint there (every 50
+rounds). A cell computed by other code than the current one (another hash of the sources on FedStar's path) is flagged
+in the tables; ``--rerun-stale`` runs it again. ``--jobs 2`` runs two cells at once (one thread each).
 ``tests/test_fedstar_cells.py`` re-runs a stored cell for 10 rounds and compares it with its stored curve.
 
-    .venv/bin/python benchmarks/fedstar.py                   # Table 1: CHEM seeds 1-5, BIO-CHEM 1-3, others seed 1
-    .venv/bin/python benchmarks/fedstar.py --settings CHEM --seeds 1 2 --jobs 2
-    .venv/bin/python benchmarks/fedstar.py --ablation        # Tables 2 and 3 on BIO-CHEM (seed 1)
-    .venv/bin/python benchmarks/fedstar.py --split-spread    # CHEM over 5 split seeds, training seed 1
-    .venv/bin/python benchmarks/fedstar.py --tables-only     # rewrite the tables from finished cells
+    .venv/bin/python reproductions/fedstar/run.py                # Table 1: CHEM seeds 1-5, BIO-CHEM 1-3, others 1
+    .venv/bin/python reproductions/fedstar/run.py --settings CHEM --seeds 1 2 --jobs 2
+    .venv/bin/python reproductions/fedstar/run.py --ablation     # Tables 2 and 3 on BIO-CHEM (seed 1)
+    .venv/bin/python reproductions/fedstar/run.py --split-spread # CHEM over 5 split seeds, training seed 1
+    .venv/bin/python reproductions/fedstar/run.py --tables-only  # rewrite the tables from finished cells
 
 COLLAB is not in the offline dataset collection: BIO-CHEM-SN and BIO-SN-CV run without it (12 and 8 datasets
 instead of 13 and 9), which the tables say. The cells of flowergraph's earlier per-class split (an unrecorded older
-code state, ``benchmarks/cells/fedstar/``) are summarised at the end for comparison, never mixed in.
+code state, ``cells/fedstar.jsonl.xz``) are summarised at the end for comparison, never mixed in.
 
-The parts: this file is the command and assembles the results file; ``fedstar_grid.py`` the cells (which exist,
-their names and run configurations, how one is computed and stored); ``fedstar_report.py`` the tables, their prose
-filled into the templates of ``benchmarks/templates/fedstar/``; ``fedstar_figures.py`` the figures.
+The parts: this file is the command and assembles the results file; ``grid.py`` the cells (which exist,
+their names and run configurations, how one is computed and stored); ``report.py`` the tables, their prose
+filled into the templates of ``templates/``; ``figures.py`` the figures. ``embeddings.py`` times the structure
+embeddings, ``speed.py`` FedStar's speed in Flower's simulation against the authors' code.
 """
 
 from __future__ import annotations
@@ -40,12 +41,11 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import CellStore, run_dir_current  # noqa: E402
 from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
-from fedstar_figures import plot_settings, plot_summary  # noqa: E402
-from fedstar_grid import (  # noqa: E402
+from reproductions.fedstar.figures import plot_settings, plot_summary  # noqa: E402
+from reproductions.fedstar.grid import (  # noqa: E402
     LABELS,
     SETTINGS,
     SOURCES,
@@ -63,7 +63,7 @@ from fedstar_grid import (  # noqa: E402
     row_of,
     run_cell,
 )
-from fedstar_report import tables  # noqa: E402
+from reproductions.fedstar.report import tables  # noqa: E402
 from reproductions._runner.prose import render  # noqa: E402
 
 

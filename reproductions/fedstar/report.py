@@ -1,19 +1,14 @@
-"""FedStar's benchmark report (``benchmarks/fedstar.py``): Table 1 with the paper's and the authors' code's numbers,
-the baselines against FedAvg, FedStar's lead, the spread over splits, the ablations (Tables 2 and 3) and every
-cell, from the stored cells' rows (:func:`tables`), their prose from ``benchmarks/templates/fedstar/``; the
-figures are ``fedstar_figures.py``'s."""
+"""FedStar's report (``run.py``): Table 1 with the paper's and the authors' code's numbers, the baselines against
+FedAvg, FedStar's lead, the spread over splits, the ablations (Tables 2 and 3) and every cell, from the stored cells'
+rows (:func:`tables`), their prose from ``templates/``; the figures are ``figures.py``'s."""
 
 from __future__ import annotations
 
 import functools
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import data_dir, table  # noqa: E402
-from fedstar_grid import (  # noqa: E402
+from reproductions.fedstar.grid import (  # noqa: E402
     ABLATION_SHARING,
     CONTROLS,
     LABELS,
@@ -24,6 +19,7 @@ from fedstar_grid import (  # noqa: E402
     TABLE1,
     cell_name,
     datasets_of,
+    gcfl_eps,
     legacy_rows,
 )
 from reproductions._runner.prose import render  # noqa: E402
@@ -168,7 +164,7 @@ def pooled_pairs(rows: list[dict]) -> list[str]:
 
 
 def _chem_test_sizes() -> list:
-    from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
+    from flowergraph.data import GraphTaskSpec, client_graph_data
 
     spec = GraphTaskSpec(datasets=tuple(datasets_of("CHEM")), data_dir=data_dir())
     return [client_graph_data(spec, k).test for k in range(len(spec.datasets))]
@@ -281,13 +277,11 @@ def authors(variant: str, setting: str) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
+def table1(rows: list[dict], present: list[str], shown: tuple, rounds: int, eval_every: int) -> list[str]:
+    """Table 1 (ours | paper | the authors' code), the gain over Local, and the late-rounds table."""
     acc = functools.partial(values, rows)
-
-    present = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
     sizes = {s: len(datasets_of(s)) for s in present}
     header = ["method"] + [f"{s} ({sizes[s]} datasets): ours \\| paper \\| authors' code" for s in present]
-    shown = TABLE1 + tuple(v for v in CONTROLS if any(r["variant"] == v for r in rows))
     body = []
     for variant in shown:
         body.append(
@@ -308,7 +302,7 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
             cells.append(f"{mine} \\| {p - pl:+.2f}" if p is not None else f"{mine} \\| -")
         gains.append([LABELS[variant]] + cells)
     late = [[LABELS[v]] + [fmt(acc(s, v, key="late")) for s in present] for v in shown]
-    out = [
+    return [
         render("fedstar/table1", rounds=rounds) + "\n",
         table(header, body),
         "\n**Gain over Local (GIN), percentage points** (ours | paper):\n",
@@ -323,11 +317,15 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
         )
         + "\n",
         table(["method"] + present, late),
-    ] + against_fedavg(rows)
+    ]
+
+
+def per_client(rows: list[dict], present: list[str]) -> list[str]:
+    """Each client's test accuracy (mean over seeds) of Local, Local decoupled and FedStar, with the authors'."""
     lines = []
     for s in present:
         for variant in ("local", "local-decoupled", "fedstar"):
-            clients = acc(s, variant, key="clients")
+            clients = values(rows, s, variant, key="clients")
             if clients:
                 per = [statistics.mean(100 * c[k] for c in clients) for k in range(len(datasets_of(s)))]
                 lines.append([s, LABELS[variant]] + [f"{v:.1f}" for v in per])
@@ -335,61 +333,75 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
                 lines.append(
                     [s, LABELS[variant] + ", authors' code"] + [f"{v:.1f}" for v in AUTHORS_CLIENTS[s, variant]]
                 )
-    if lines:
-        width = max(len(line) for line in lines)
-        lines = [line + [""] * (width - len(line)) for line in lines]
-        out += [
-            "\n**Per client** (test accuracy %, mean over seeds; clients in the setting's dataset order: "
-            + "; ".join(f"{s}: {', '.join(datasets_of(s))}" for s in present)
-            + "):\n",
-            table(["setting", "method"] + [f"client {k}" for k in range(width - 2)], lines),
-        ]
+    if not lines:
+        return []
+    width = max(len(line) for line in lines)
+    lines = [line + [""] * (width - len(line)) for line in lines]
+    return [
+        "\n**Per client** (test accuracy %, mean over seeds; clients in the setting's dataset order: "
+        + "; ".join(f"{s}: {', '.join(datasets_of(s))}" for s in present)
+        + "):\n",
+        table(["setting", "method"] + [f"client {k}" for k in range(width - 2)], lines),
+    ]
+
+
+def ablations(rows: list[dict]) -> list[str]:
+    """Tables 2 and 3 on BIO-CHEM: what is shared, and FedStar's structure embedding."""
+    acc = functools.partial(values, rows)
     abl = [
         r
         for r in rows
         if r["setting"] == "BIO-CHEM" and (r["variant"] in ABLATION_SHARING[1:3] or r["structure"] != "dse+rwse")
     ]
-    if abl:
-        seed = min(r["seed"] for r in abl)  # the ablations run on one seed: every row also on that seed alone
+    if not abl:
+        return []
+    seed = min(r["seed"] for r in abl)  # the ablations run on one seed: every row also on that seed alone
 
-        def same_seed(variant, structure="dse+rwse"):
-            return [
-                f"{v[0]:.2f}" if v else "-"
-                for v in (acc("BIO-CHEM", variant, structure, key, seed) for key in ("accuracy", "late"))
-            ]
+    def same_seed(variant, structure="dse+rwse"):
+        return [
+            f"{v[0]:.2f}" if v else "-"
+            for v in (acc("BIO-CHEM", variant, structure, key, seed) for key in ("accuracy", "late"))
+        ]
 
-        share = [[LABELS[v], fmt(acc("BIO-CHEM", v)), *same_seed(v), paper(v, "BIO-CHEM")] for v in ABLATION_SHARING]
-        struct = [
-            [k, fmt(acc("BIO-CHEM", "fedstar", k)), *same_seed("fedstar", k), f"{v:.2f}"]
-            for k, v in PAPER_STRUCTURE.items()
-        ]
-        cols = ["ours, all seeds", f"ours, seed {seed}", f"seed {seed}, last {LATE_ROUNDS} rounds", "paper"]
-        out += [
-            "\n" + render("fedstar/ablations", seed=seed, late=LATE_ROUNDS) + "\n",
-            table(["shared"] + cols, share),
-            "\nStructure embedding of FedStar (`fedstar.structure`; `ones` = an all-ones vector):\n",
-            table(["structure embedding"] + cols, struct),
-        ]
+    share = [[LABELS[v], fmt(acc("BIO-CHEM", v)), *same_seed(v), paper(v, "BIO-CHEM")] for v in ABLATION_SHARING]
+    struct = [
+        [k, fmt(acc("BIO-CHEM", "fedstar", k)), *same_seed("fedstar", k), f"{v:.2f}"]
+        for k, v in PAPER_STRUCTURE.items()
+    ]
+    cols = ["ours, all seeds", f"ours, seed {seed}", f"seed {seed}, last {LATE_ROUNDS} rounds", "paper"]
+    return [
+        "\n" + render("fedstar/ablations", seed=seed, late=LATE_ROUNDS) + "\n",
+        table(["shared"] + cols, share),
+        "\nStructure embedding of FedStar (`fedstar.structure`; `ones` = an all-ones vector):\n",
+        table(["structure embedding"] + cols, struct),
+    ]
+
+
+def gcfl_clusters(rows: list[dict]) -> list[str]:
+    """GCFL's thresholds, splits and final clusters per run."""
     gcfl = [r for r in rows if r["variant"] == "gcfl" and "clusters" in r]
-    if gcfl:
-        from flowergraph.strategies.gcfl import GCFL_EPS
+    if not gcfl:
+        return []
+    lines = [
+        [
+            r["setting"],
+            r["seed"],
+            "{} / {}".format(*gcfl_eps(r["setting"])),
+            ", ".join(f"r{rnd}: {a} / {b}" for rnd, (a, b) in r["splits"]) or "none",
+            " ".join(str(c) for c in r["clusters"]),
+        ]
+        for r in gcfl
+    ]
+    return [
+        "\n**GCFL's clusters** (the authors' thresholds eps1 / eps2 for these datasets; clients by partition "
+        "id in the setting's dataset order):\n",
+        table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"], lines),
+    ]
 
-        lines = [
-            [
-                r["setting"],
-                r["seed"],
-                "{} / {}".format(*GCFL_EPS[r["setting"]]),
-                ", ".join(f"r{rnd}: {a} / {b}" for rnd, (a, b) in r["splits"]) or "none",
-                " ".join(str(c) for c in r["clusters"]),
-            ]
-            for r in gcfl
-        ]
-        out += [
-            "\n**GCFL's clusters** (the authors' thresholds eps1 / eps2 for these datasets; clients by partition "
-            "id in the setting's dataset order):\n",
-            table(["setting", "seed", "eps1 / eps2", "splits (round: one side / other)", "final clusters"], lines),
-        ]
-    out += claims(rows) + split_spread(rows) + legacy_section()
+
+def every_cell(rows: list[dict]) -> list[str]:
+    """The cells of older code, then every cell with its times."""
+    out = []
     stale = [r for r in rows if r.get("stale")]
     if stale:
         out += [
@@ -416,8 +428,17 @@ def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
         ]
         for r in rows
     ]
-    out += [
+    return out + [
         "\n" + render("fedstar/every_cell") + "\n",
         table(["setting", "method", "seed", "split seed", "CPU s", "wall s", "round s", "accuracy %"], timing),
     ]
+
+
+def tables(rows: list[dict], rounds: int, eval_every: int = 10) -> str:
+    """docs/results/fedstar.md's tables, from the stored cells' ``rows``."""
+    present = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
+    shown = TABLE1 + tuple(v for v in CONTROLS if any(r["variant"] == v for r in rows))
+    out = table1(rows, present, shown, rounds, eval_every) + against_fedavg(rows)
+    out += per_client(rows, present) + ablations(rows) + gcfl_clusters(rows)
+    out += claims(rows) + split_spread(rows) + legacy_section() + every_cell(rows)
     return "\n".join(out)
