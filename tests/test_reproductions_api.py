@@ -39,6 +39,23 @@ _NOOP = "the no-op floor (fedstar-noop) is the benchmarks' method plugin, benchm
 INTERNAL: dict[tuple[str, str], str] = {
     ("reproductions/_runner/common.py", "flowergraph.tasks.compute"): _TORCH,
     ("reproductions/fedstar/grid.py", "flowergraph.app.inprocess"): _INPROCESS,
+    ("reproductions/asfgnn/compute.py", "flowergraph.app.inprocess"): _INPROCESS,
+    ("reproductions/asfgnn/run.py", "flowergraph.tasks.compute"): _TORCH,
+    **{
+        ("reproductions/asfgnn/parking.py", module): "parking keeps a checkpoint's strategy state as JSON, with the "
+        "checkpoint format's own tree packing (npzio.pack_tree / unpack_tree) and the newest checkpoint of a folder "
+        "(checkpoint.find_checkpoint, round_of_file, errors.CheckpointError): flowergraph.storage exports neither"
+        for module in ("flowergraph.storage.npzio", "flowergraph.storage.checkpoint", "flowergraph.errors")
+    },
+    **{
+        ("reproductions/asfgnn/core_check.py", module): "checks the Flower-free ASFGNN core itself at Table 4's "
+        "hyper-parameters, through the reference loops the library's tests hold the Flower run to"
+        for module in (
+            "flowergraph.tasks.asfgnn.data",
+            "flowergraph.tasks.asfgnn.reference",
+            "flowergraph.tasks.asfgnn.training",
+        )
+    },
     ("reproductions/fedstar/speed.py", "benchmarks"): _NOOP,
     ("reproductions/fedstar/embeddings.py", "flowergraph.tasks.compute"): _TORCH,
     **{

@@ -270,7 +270,7 @@ def pack_main(argv: list[str] | None = None) -> int:
 # it has one, same_computation) its cells were hashed with; None: the whole package (CellStore's default).
 # tests/test_cell_store.py checks that every store in these folders is named.
 STORES: dict[str, tuple[str, str | None]] = {
-    "asfgnn": ("benchmarks/cells", "benchmarks.asfgnn_grid"),
+    "asfgnn": ("reproductions/asfgnn/cells", "reproductions.asfgnn.grid"),
     "deployment_overhead": ("benchmarks/cells", None),
     "fedgraph": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
     "fedgraph-acceptance": ("benchmarks/cells", "benchmarks.fedgraph_grid"),

@@ -19,11 +19,11 @@ The reported accuracy is the mean client test accuracy at the evaluation with th
 (M(theta) of Algorithm 4); CM reports its accuracy over all the union's test nodes
 (Cora's label split: the 1000 public ones) and the mean of the two clients'.
 
-    .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 200 --seeds 0 1 2
-    .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 100 --dataset CiteSeer --setting graph \
+    .venv/bin/python reproductions/asfgnn/core_check.py --rounds 200 --seeds 0 1 2
+    .venv/bin/python reproductions/asfgnn/core_check.py --rounds 100 --dataset CiteSeer --setting graph \
         --split random:0.6/0.2/0.2 --methods sp sfgnn fl --name table5
-    .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 200 --methods sfgnn sp --name other_classes
-    .venv/bin/python benchmarks/asfgnn_core_check.py --rounds 100 --alpha 0.9 --methods sp sfgnn \
+    .venv/bin/python reproductions/asfgnn/core_check.py --rounds 200 --methods sfgnn sp --name other_classes
+    .venv/bin/python reproductions/asfgnn/core_check.py --rounds 100 --alpha 0.9 --methods sp sfgnn \
         --sizes disjoint paper paper-independent --split-seeds 0 1 2 --name alpha0.9_sizes
 
 ``--sizes`` and ``--split-seeds`` (label split): the clients' sizes (``asfgnn.sizes``: ours ``disjoint``, or the
@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 
 from reproductions._runner.common import data_dir, mean_std, table, write_result  # noqa: E402
 
@@ -66,7 +66,9 @@ LABELS = {
 }
 
 
-def main() -> None:
+def parse_args():
+    """The command's arguments, checked; with the (sizes, split seed) combinations and whether this is the default
+    run (Cora, label, public, alpha 1)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -109,90 +111,102 @@ def main() -> None:
         )
     if args.setting == "graph" and args.alpha != 1.0:
         parser.error(f"--alpha {args.alpha} applies to the label setting only (Table 5's graph split has none)")
+    return args, combos, default_run
 
-    import torch
 
-    torch.set_num_threads(1)
-    torch.set_flush_denormal(True)
-    from flowergraph.tasks.asfgnn.data import all_clients, centralized_data
-    from flowergraph.tasks.asfgnn.reference import run_centralized, run_clients
-    from flowergraph.tasks.asfgnn.training import HyperParams
+class Check:
+    """The core's reference loops on the command's data and Table 4's hyper-parameters."""
 
-    root = data_dir()
+    def __init__(self, args, combos: list[tuple[str, int]]) -> None:
+        import torch
 
-    def split_of(sizes: str, split_seed: int) -> list:
-        return all_clients(
-            args.dataset, args.setting, args.alpha, split_seed, data_dir=root, split=args.split, sizes=sizes
-        )
+        torch.set_num_threads(1)
+        torch.set_flush_denormal(True)
+        import flowergraph.tasks.asfgnn.reference as reference
+        from flowergraph.tasks.asfgnn.data import centralized_data
+        from flowergraph.tasks.asfgnn.training import HyperParams
 
-    clients = split_of(*combos[0])
-    union = centralized_data(args.dataset, args.setting, args.alpha, 0, data_dir=root, split=args.split)
-    shared, *per_client = [
-        HyperParams(hidden=args.hidden, depth=k, dropout=d, l2=l2, lr=lr) for k, lr, l2, d in TABLE4[args.dataset]
-    ]
-    paper = (
-        PAPER[(args.dataset, args.setting)]
-        if args.alpha == 1.0
-        else ({"sfgnn-nojs": PAPER6[args.alpha][0], "sfgnn": PAPER6[args.alpha][1]} if args.alpha in PAPER6 else {})
-    )
+        self.args, self.root, self.reference = args, data_dir(), reference
+        self.clients = self.split_of(*combos[0])
+        self.union = centralized_data(args.dataset, args.setting, args.alpha, 0, data_dir=self.root, split=args.split)
+        self.shared, *self.per_client = [
+            HyperParams(hidden=args.hidden, depth=k, dropout=d, l2=l2, lr=lr) for k, lr, l2, d in TABLE4[args.dataset]
+        ]
+        # run_clients returns histories only; the final models are caught as it builds them rather than by changing
+        # it: reference.py is on the code path of every stored ASFGNN cell, whose code state a change would flag
+        self.made: list = []
+        build = reference.make_model
+        reference.make_model = lambda *a, **k: self.made.append(build(*a, **k)) or self.made[-1]
 
-    import flowergraph.tasks.asfgnn.reference as reference
+    def split_of(self, sizes: str, split_seed: int) -> list:
+        from flowergraph.tasks.asfgnn.data import all_clients
 
-    # run_clients returns histories only; the final models are caught as it builds them rather than by changing
-    # it: reference.py is on the code path of every stored ASFGNN cell, whose code state a change would flag
-    made: list = []
-    build = reference.make_model
-    reference.make_model = lambda *a, **k: made.append(build(*a, **k)) or made[-1]
+        a = self.args
+        return all_clients(a.dataset, a.setting, a.alpha, split_seed, data_dir=self.root, split=a.split, sizes=sizes)
 
-    def other_classes() -> list[float]:
+    def other_classes(self) -> list[float]:
         """Per client: the share of its test nodes its final model assigns to a class the client has no training
         label of (at alpha = 1, the other client's classes)."""
+        import torch
+
         shares = []
-        for model, c in zip(made[-len(clients) :], clients):
+        for model, c in zip(self.made[-len(self.clients) :], self.clients):
             own = torch.as_tensor(c.train_label_counts()) > 0
-            shares.append(float((~own[reference.predict(model, c)[c.test_mask]]).float().mean()))
+            shares.append(float((~own[self.reference.predict(model, c)[c.test_mask]]).float().mean()))
         return shares
 
-    results: dict[tuple, list[dict]] = {}
-    for method, (sizes_, split_seed) in ((m, c) for m in args.methods for c in combos):
-        clients = split_of(sizes_, split_seed)
-        key = (method, sizes_, split_seed)
-        results[key] = []
-        for seed in args.seeds:
-            start = time.perf_counter()
-            if method == "cm":
-                run = run_centralized(union, shared, rounds=args.rounds, seed=seed)
-                best = run.history[run.best_round - 1]
-                row = {
-                    "test": run.test_at_best,
-                    "val": run.best_val,
-                    "client_mean": best["client_mean_test"],
-                    "clients": best["client_test"],
-                    "round": run.best_round,
-                }
-            else:
-                hps = shared if method == "fl" else per_client
-                run = run_clients(clients, hps, method=method, rounds=args.rounds, seed=seed, fgnn_init=args.fgnn_init)
-                best = run.history[run.best_round - 1]
-                row = {
-                    "test": run.test_at_best,
-                    "val": run.best_val,
-                    "client_mean": run.test_at_best,
-                    "clients": [c["test_acc"] for c in best["clients"]],
-                    "round": run.best_round,
-                    "js": run.js,
-                    "other": other_classes(),
-                }
-            row["final"] = run.final_test
-            row["seconds"] = time.perf_counter() - start
-            results[key].append(row)
-            print(
-                f"{method} ({sizes_}, split seed {split_seed}) seed {seed}: test@best-val {row['test']:.4f} "
-                f"(round {row['round']}), "
-                f"final {row['final']:.4f}, {row['seconds']:.0f} s",
-                flush=True,
+    def run(self, method: str, seed: int) -> dict:
+        """One run of ``method`` on the current clients: its row."""
+        start = time.perf_counter()
+        if method == "cm":
+            run = self.reference.run_centralized(self.union, self.shared, rounds=self.args.rounds, seed=seed)
+            best = run.history[run.best_round - 1]
+            row = {
+                "test": run.test_at_best,
+                "val": run.best_val,
+                "client_mean": best["client_mean_test"],
+                "clients": best["client_test"],
+                "round": run.best_round,
+            }
+        else:
+            hps = self.shared if method == "fl" else self.per_client
+            run = self.reference.run_clients(
+                self.clients, hps, method=method, rounds=self.args.rounds, seed=seed, fgnn_init=self.args.fgnn_init
             )
+            best = run.history[run.best_round - 1]
+            row = {
+                "test": run.test_at_best,
+                "val": run.best_val,
+                "client_mean": run.test_at_best,
+                "clients": [c["test_acc"] for c in best["clients"]],
+                "round": run.best_round,
+                "js": run.js,
+                "other": self.other_classes(),
+            }
+        row["final"] = run.final_test
+        row["seconds"] = time.perf_counter() - start
+        return row
 
+    def results(self, combos: list[tuple[str, int]]) -> dict[tuple, list[dict]]:
+        """Every (method, sizes, split seed)'s runs over the seeds."""
+        results: dict[tuple, list[dict]] = {}
+        for method, (sizes_, split_seed) in ((m, c) for m in self.args.methods for c in combos):
+            self.clients = self.split_of(sizes_, split_seed)
+            key = (method, sizes_, split_seed)
+            results[key] = []
+            for seed in self.args.seeds:
+                row = self.run(method, seed)
+                results[key].append(row)
+                print(
+                    f"{method} ({sizes_}, split seed {split_seed}) seed {seed}: test@best-val {row['test']:.4f} "
+                    f"(round {row['round']}), "
+                    f"final {row['final']:.4f}, {row['seconds']:.0f} s",
+                    flush=True,
+                )
+        return results
+
+
+def table_rows(results: dict[tuple, list[dict]], combos: list[tuple[str, int]], paper: dict) -> list[list]:
     rows = []
     for (method, sizes_, split_seed), runs in results.items():
         rows.append(
@@ -208,47 +222,68 @@ def main() -> None:
                 paper.get(method, "-"),
             ]
         )
-    js_note = ""
+    return rows
+
+
+def js_note(results: dict[tuple, list[dict]], combos: list[tuple[str, int]], clients: list) -> str:
+    """The two clients' JS divergences, from the first SFGNN run."""
     for method in ("sfgnn", "sfgnn-nojs"):
         if results.get((method, *combos[0])):
             js = results[(method, *combos[0])][0]["js"]
             classes = [len(set(c.y[c.train_mask].tolist())) for c in clients]
-            js_note = (
+            return (
                 f"JS(Q_i || Q_s) of the two clients: {js[0]:.4f} (A, {classes[0]} classes) and {js[1]:.4f} "
                 f"(B, {classes[1]} classes): client A keeps {js[0]:.0%} of its own discriminator at every "
                 f"mixing.\n\n"
             )
-            break
+    return ""
+
+
+def setting_text(args, check: Check, combos: list[tuple[str, int]], default_run: bool) -> str:
+    """What was run: the dataset, setting and split, with each client's sizes."""
+    if default_run:
+        return (
+            "Cora, two clients, alpha = 1.0 (A: Theory, Reinforcement Learning, Genetic Algorithms, "
+            "Probabilistic Methods, 1,412 nodes; B: Neural Networks, Case Based, Rule Learning, 1,296 nodes), "
+            "public split restricted to each client."
+        )
     sizes = " | ".join(
         (f"{z}, split seed {k}: " if len(combos) > 1 else "")
         + "; ".join(
             f"{'AB'[i]}: {c.x.shape[0]} nodes, {int(c.train_mask.sum())} / {int(c.val_mask.sum())} / "
             f"{int(c.test_mask.sum())} train / val / test"
             + (
-                f", {len(set(c.global_ids.tolist()) & set(split_of(z, k)[1 - i].global_ids.tolist()))} shared"
+                f", {len(set(c.global_ids.tolist()) & set(check.split_of(z, k)[1 - i].global_ids.tolist()))} shared"
                 if i
                 else ""
             )
-            for i, c in enumerate(split_of(z, k))
+            for i, c in enumerate(check.split_of(z, k))
         )
         for z, k in combos
     )
-    if default_run:
-        what = (
-            "Cora, two clients, alpha = 1.0 (A: Theory, Reinforcement Learning, Genetic Algorithms, "
-            "Probabilistic Methods, 1,412 nodes; B: Neural Networks, Case Based, Rule Learning, 1,296 nodes), "
-            "public split restricted to each client."
+    return (
+        f"{args.dataset}, two clients, setting `{args.setting}` "
+        + (
+            "(Table 5: A the degree <= 3 nodes of the first label part, B the degree > 3 nodes of the second)"
+            if args.setting == "graph"
+            else f"(alpha = {args.alpha})"
         )
-    else:
-        what = (
-            f"{args.dataset}, two clients, setting `{args.setting}` "
-            + (
-                "(Table 5: A the degree <= 3 nodes of the first label part, B the degree > 3 nodes of the second)"
-                if args.setting == "graph"
-                else f"(alpha = {args.alpha})"
-            )
-            + f", node split `{args.split}` restricted to each client ({sizes})."
-        )
+        + f", node split `{args.split}` restricted to each client ({sizes})."
+    )
+
+
+def main() -> None:
+    args, combos, default_run = parse_args()
+    check = Check(args, combos)
+    paper = (
+        PAPER[(args.dataset, args.setting)]
+        if args.alpha == 1.0
+        else ({"sfgnn-nojs": PAPER6[args.alpha][0], "sfgnn": PAPER6[args.alpha][1]} if args.alpha in PAPER6 else {})
+    )
+    results = check.results(combos)
+    rows = table_rows(results, combos, paper)
+    note = js_note(results, combos, check.clients)
+    what = setting_text(args, check, combos, default_run)
     body = (
         f"{what} {args.rounds} rounds of one full-batch Adam step, seeds "
         f"{', '.join(map(str, args.seeds))} (mean ± std), hidden {args.hidden}, FGNN init '{args.fgnn_init}'. "
@@ -277,7 +312,7 @@ def main() -> None:
             rows,
         )
         + "\n\n"
-        + js_note
+        + note
         + "This is a check of the core (no hyper-parameter search, no Flower); the issue's Table 3 reproduction "
         "with tuning belongs to the Flower method's benchmark.\n"
     )

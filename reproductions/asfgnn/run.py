@@ -4,7 +4,7 @@ search.
 
 Every cell is one ASFGNN run (``method=asfgnn`` / ``asfgnn-cm``) through flowergraph's real ServerApp and ClientApp
 code in one process (:mod:`flowergraph.app.inprocess`; equal to the core's reference loops and to a Flower
-simulation, which tests/test_asfgnn.py checks). Each cell is kept in ``benchmarks/cells/asfgnn.jsonl.xz`` with
+simulation, which tests/test_asfgnn.py checks). Each cell is kept in ``reproductions/asfgnn/cells/asfgnn.jsonl.xz`` with
 its settings and code state (``cell_store.CellStore``); a finished cell is skipped, a stopped run resumes from its last
 checkpoint under ``--work``.
 
@@ -32,25 +32,32 @@ trials (SMAC's default), ``long`` 10 x 100 (1.5-9 min per Cora cell here: is the
 leave its initial design), ``quick`` 3 x 10 (a smoke check). ``--methods`` and ``--alphas`` pick
 a part's rows (in that order), e.g. Table 3's SP and SFGNN first.
 
-    .venv/bin/python benchmarks/asfgnn.py --quick --parts table3       # smoke check (minutes)
-    .venv/bin/python benchmarks/asfgnn.py --budget default             # every table at the 2-core budget
-    .venv/bin/python benchmarks/asfgnn.py --parts control              # the control (fixed hyper-parameters)
-    .venv/bin/python benchmarks/asfgnn.py --budget long --datasets Cora --parts table3 table6 --alphas 1.0 \
-        --methods sp sfgnn sfgnn-nojs                                  # alpha = 1 on Cora with 10 x 100 trials
-    .venv/bin/python benchmarks/asfgnn.py --budget tuning --datasets Cora --parts search  # Table 7, 40 trials
-    .venv/bin/python benchmarks/asfgnn.py --budget paper --facade blackbox --parts table3 --jobs 16  # Table 3 at
-                                                                       # the paper's budget, 16 cells at once
-    .venv/bin/python benchmarks/asfgnn.py --budget long --datasets Cora --parts sizes --alphas 0.9 \
-        --methods sfgnn-nojs sfgnn --seeds 0 1 2 3 4                   # Table 6's control: the paper's sizes
-    .venv/bin/python benchmarks/asfgnn.py --budget long --datasets Cora --parts steps --alphas 1.0 0.9 \
-        --methods sfgnn --seeds 0 1 2 3 4                              # 5 local steps per round, not 1
-    .venv/bin/python benchmarks/asfgnn.py --tables-only                # rewrite docs/results/asfgnn*.md from cells
-    .venv/bin/python benchmarks/asfgnn.py --quick --parts table3 control --check-repeats --work /tmp/w
-                                                                       # do stored cells repeat on this code?
+    .venv/bin/python reproductions/asfgnn/run.py --quick --parts table3   # smoke check (minutes)
+    .venv/bin/python reproductions/asfgnn/run.py --budget default         # every table at the 2-core budget
+    .venv/bin/python reproductions/asfgnn/run.py --parts control          # the control (fixed hyper-parameters)
+    # alpha = 1 on Cora with 10 x 100 trials:
+    .venv/bin/python reproductions/asfgnn/run.py --budget long --datasets Cora --parts table3 table6 --alphas 1.0 \
+        --methods sp sfgnn sfgnn-nojs
+    # Table 7, 40 trials:
+    .venv/bin/python reproductions/asfgnn/run.py --budget tuning --datasets Cora --parts search
+    # Table 3 at the paper's budget, 16 cells at once:
+    .venv/bin/python reproductions/asfgnn/run.py --budget paper --facade blackbox --parts table3 --jobs 16
+    # Table 6's control: the paper's sizes:
+    .venv/bin/python reproductions/asfgnn/run.py --budget long --datasets Cora --parts sizes --alphas 0.9 \
+        --methods sfgnn-nojs sfgnn --seeds 0 1 2 3 4
+    # 5 local steps per round, not 1:
+    .venv/bin/python reproductions/asfgnn/run.py --budget long --datasets Cora --parts steps --alphas 1.0 0.9 \
+        --methods sfgnn --seeds 0 1 2 3 4
+    # rewrite docs/results/asfgnn*.md from the stored cells:
+    .venv/bin/python reproductions/asfgnn/run.py --tables-only
+    # do stored cells repeat on this code?
+    .venv/bin/python reproductions/asfgnn/run.py --quick --parts table3 control --check-repeats --work /tmp/w
 
-The parts: this file is the command; ``asfgnn_grid.py`` the cells (which exist, their run configurations, how one
-is computed, parking) and the paper's numbers; ``asfgnn_report.py`` the tables, their prose filled into the
-templates of ``benchmarks/templates/asfgnn/``; ``asfgnn_figures.py`` the figures.
+The parts: this file is the command; ``grid.py`` the cells (which exist, their run configurations) and the paper's
+numbers; ``compute.py`` how one is computed; ``parking.py`` a stopped cell's progress kept in the repository;
+``report.py`` the tables (Table 6 ``table6.py``, the rows' helpers ``rows.py``), their prose filled into the templates
+of ``templates/``; ``figures.py`` the figures. ``core_check.py`` checks the Flower-free core at fixed
+hyper-parameters.
 """
 
 from __future__ import annotations
@@ -59,28 +66,17 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asfgnn_grid import (
-    ALPHAS,
-    BUDGETS,
-    METHODS,
-    SOURCES,
-    completed,
-    compute_cell,
-    grid,  # noqa: E402
-    park_run,
-    parked_path,
-    run_cell,
-    write_parked,
-)
-from asfgnn_grid import store as cell_store  # noqa: E402
-from asfgnn_report import parked_note, tables  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+from reproductions.asfgnn.compute import compute_cell, run_cell  # noqa: E402
+from reproductions.asfgnn.grid import ALPHAS, BUDGETS, METHODS, SOURCES, completed, grid  # noqa: E402
+from reproductions.asfgnn.grid import store as cell_store  # noqa: E402
+from reproductions.asfgnn.parking import park_run, parked_path, write_parked  # noqa: E402
+from reproductions.asfgnn.report import parked_note, tables  # noqa: E402
 from reproductions._runner.cells import run_dir_current  # noqa: E402
 from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
 
 
-def main() -> None:
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke check: quick budget, 1 seed")
     parser.add_argument("--budget", choices=tuple(BUDGETS), default="paper")
@@ -116,8 +112,8 @@ def main() -> None:
         "--park",
         action="store_true",
         help="no computing: keep the progress of the selected cells' stopped runs under --work in "
-        "benchmarks/cells/asfgnn/parked/ (commit it), so a later run on another machine resumes "
-        "them; see the parking comment in asfgnn_grid.py",
+        "reproductions/asfgnn/cells/asfgnn/parked/ (commit it), so a later run on another machine resumes "
+        "them; see the parking comment in parking.py",
     )
     parser.add_argument(
         "--rederive",
@@ -129,7 +125,7 @@ def main() -> None:
         "--check-repeats",
         action="store_true",
         help="no storing: recompute the selected stored cells under --work and compare each with its stored row "
-        "(what SAME_AS in asfgnn_grid.py rests on); use a --work folder of its own",
+        "(what SAME_AS in grid.py rests on); use a --work folder of its own",
     )
     add_jobs(parser, "their wall times are then measured side by side")
     args = parser.parse_args()
@@ -137,6 +133,11 @@ def main() -> None:
         parser.error(f"--alphas {bad}: Table 6's alphas are {list(ALPHAS)}")
     if args.quick:
         args.budget, args.seeds = "quick", args.seeds[:1]
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     from flowergraph.tasks.compute import configure_torch
 
     configure_torch(1)
@@ -144,48 +145,12 @@ def main() -> None:
     work = Path(args.work)
     if args.check_repeats:
         sys.exit(check_repeats(store, grid(args), work))
-    rows: list[dict] = []
-    pending: list[tuple[Path, str, dict, dict]] = []  # cells to compute, in the order asked for
-    b = args.budget
-    for name, config, meta in grid(args):
-        record = store.load(name)
-        if record is not None and args.rederive and store.current(record) and completed(work / name):
-            # the row again from the cell's finished run folder (no training): picks up columns added since
-            row = {**meta, **run_cell(work, name, config), "cell_s": record["row"].get("cell_s")}
-            rows.append({**store.save(name, config, row)["row"], "cell": name, "stale": ""})
-        elif record is not None and not (args.rerun_stale and not store.current(record)):
-            rows.append({**record["row"], "cell": name, "stale": store.flag(record)})
-        elif not args.tables_only:
-            pending.append((work, name, config, meta))
+    rows, pending = stored_and_pending(store, args, work)
     if args.park:
-        for _, name, _, _ in pending:
-            out = work / name
-            if not (out / "checkpoints").is_dir() or completed(out) or not run_dir_current(out, SOURCES):
-                print(f"{name}: no stopped run of this code under {work}: nothing to park", flush=True)
-                continue
-            try:
-                parked = park_run(out)
-            except ValueError as exc:  # a checkpoint inside a trial: say so, park the others
-                print(f"{name}: not parked: {exc}", file=sys.stderr, flush=True)
-                continue
-            size = write_parked(parked, path := parked_path(name))
-            print(
-                f"parked {name}: {parked['trials_finished']} trials finished (round {parked['round']}), "
-                f"{parked['wall_s'] / 3600:.2f} h so far -> {path.relative_to(REPO)} ({size / 1e6:.1f} MB)",
-                flush=True,
-            )
+        park(pending, work)
         return
-    if pending:
-        print(f"{len(pending)} cells to compute, {min(args.jobs, len(pending))} at a time", flush=True)
-    failed = []
-    for (_, name, config, _), row, error in run_cells(compute_cell, pending, args.jobs):
-        if error is not None:
-            print(f"cell {name} failed:\n{error}", file=sys.stderr, flush=True)
-            failed.append(name)
-            continue
-        print(f"cell {name}: best val {row['best_val']:.4f}, test {row['test']:.4f}, {row['cell_s']:.0f} s", flush=True)
-        rows.append({**store.save(name, config, row)["row"], "cell": name, "stale": ""})
-        parked_path(name).unlink(missing_ok=True)  # its progress is the stored cell now
+    failed = compute(store, pending, args.jobs, rows)
+    b = args.budget
     seen = {r["cell"] for r in rows}  # every stored cell of this budget goes into the tables
     for record in store.records():
         if record["cell"] not in seen and record["row"].get("budget") == b:
@@ -200,6 +165,61 @@ def main() -> None:
     )
     if failed:  # the tables above hold every cell that finished; the failed ones resume from their checkpoints
         sys.exit(f"{len(failed)} cells failed (tracebacks above): {', '.join(failed)}")
+
+
+def stored_and_pending(store, args, work: Path) -> tuple[list[dict], list[tuple[Path, str, dict, dict]]]:
+    """The rows of the selected cells that are stored (re-derived from their run folders with ``--rederive``), and
+    the cells to compute, in the order asked for."""
+    rows: list[dict] = []
+    pending: list[tuple[Path, str, dict, dict]] = []  # cells to compute, in the order asked for
+    for name, config, meta in grid(args):
+        record = store.load(name)
+        if record is not None and args.rederive and store.current(record) and completed(work / name):
+            # the row again from the cell's finished run folder (no training): picks up columns added since
+            row = {**meta, **run_cell(work, name, config), "cell_s": record["row"].get("cell_s")}
+            rows.append({**store.save(name, config, row)["row"], "cell": name, "stale": ""})
+        elif record is not None and not (args.rerun_stale and not store.current(record)):
+            rows.append({**record["row"], "cell": name, "stale": store.flag(record)})
+        elif not args.tables_only:
+            pending.append((work, name, config, meta))
+    return rows, pending
+
+
+def park(pending: list[tuple[Path, str, dict, dict]], work: Path) -> None:
+    """Park the stopped runs of the ``pending`` cells under ``work`` (parking.py)."""
+    for _, name, _, _ in pending:
+        out = work / name
+        if not (out / "checkpoints").is_dir() or completed(out) or not run_dir_current(out, SOURCES):
+            print(f"{name}: no stopped run of this code under {work}: nothing to park", flush=True)
+            continue
+        try:
+            parked = park_run(out)
+        except ValueError as exc:  # a checkpoint inside a trial: say so, park the others
+            print(f"{name}: not parked: {exc}", file=sys.stderr, flush=True)
+            continue
+        size = write_parked(parked, path := parked_path(name))
+        print(
+            f"parked {name}: {parked['trials_finished']} trials finished (round {parked['round']}), "
+            f"{parked['wall_s'] / 3600:.2f} h so far -> {path.relative_to(REPO)} ({size / 1e6:.1f} MB)",
+            flush=True,
+        )
+
+
+def compute(store, pending: list[tuple[Path, str, dict, dict]], jobs: int, rows: list[dict]) -> list[str]:
+    """Compute the ``pending`` cells, ``jobs`` at a time, storing each and adding its row to ``rows`` as it
+    finishes; the names of the cells that failed."""
+    if pending:
+        print(f"{len(pending)} cells to compute, {min(jobs, len(pending))} at a time", flush=True)
+    failed = []
+    for (_, name, config, _), row, error in run_cells(compute_cell, pending, jobs):
+        if error is not None:
+            print(f"cell {name} failed:\n{error}", file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
+        print(f"cell {name}: best val {row['best_val']:.4f}, test {row['test']:.4f}, {row['cell_s']:.0f} s", flush=True)
+        rows.append({**store.save(name, config, row)["row"], "cell": name, "stale": ""})
+        parked_path(name).unlink(missing_ok=True)  # its progress is the stored cell now
+    return failed
 
 
 def check_repeats(store, cells: list[tuple[str, dict, dict]], work: Path) -> int:

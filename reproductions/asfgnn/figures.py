@@ -1,15 +1,10 @@
-"""ASFGNN's benchmark figures (``benchmarks/asfgnn.py``): Fig. 3's shape over alpha (:func:`plot_alpha`), Table 3's
-tuning over trials (:func:`plot_traces`) and Table 7's race of the tuners (:func:`plot_search`); written to
-``docs/results/``."""
+"""ASFGNN's figures (``run.py``): Fig. 3's shape over alpha (:func:`plot_alpha`), Table 3's tuning over trials
+(:func:`plot_traces`) and Table 7's race of the tuners (:func:`plot_search`); written to ``docs/results/``."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asfgnn_grid import LABELS, LANES, PAPER3, PAPER6  # noqa: E402
+from reproductions.asfgnn.grid import LABELS, LANES, PAPER3, PAPER6  # noqa: E402
 from reproductions._runner.common import pyplot, save_figure  # noqa: E402
 
 

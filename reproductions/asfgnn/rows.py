@@ -1,15 +1,11 @@
-"""ASFGNN's benchmark rows (``benchmarks/asfgnn.py``): what the report reads from a stored cell's row (its
+"""ASFGNN's benchmark rows (``reproductions/asfgnn/run.py``): what the report reads from a stored cell's row (its
 accuracy, its tuning trace, its wall time), mean ± std over seeds, and seed-paired differences. The tables are
-``asfgnn_report.py`` and ``asfgnn_table6.py``."""
+``report.py`` and ``table6.py``."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import ahead_level_behind, interval_text, outside, t_interval  # noqa: E402
 
 
