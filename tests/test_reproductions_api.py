@@ -41,6 +41,25 @@ INTERNAL: dict[tuple[str, str], str] = {
     ("reproductions/fedstar/grid.py", "flowergraph.app.inprocess"): _INPROCESS,
     ("reproductions/asfgnn/compute.py", "flowergraph.app.inprocess"): _INPROCESS,
     ("reproductions/asfgnn/run.py", "flowergraph.tasks.compute"): _TORCH,
+    ("reproductions/flagcns/compute.py", "flowergraph.app.inprocess"): _INPROCESS,
+    ("reproductions/flagcns/compute.py", "benchmarks"): _NOOP,
+    ("reproductions/flagcns/run.py", "flowergraph.tasks.compute"): _TORCH,
+    ("reproductions/flagcns/core_check.py", "flowergraph.tasks.compute"): _TORCH,
+    ("reproductions/flagcns/compute.py", "flowergraph.methods.flagcns"): "a run's search space from its settings "
+    "(space_of, the method registration's helper): flowergraph.methods does not export it",
+    **{
+        ("reproductions/flagcns/compute.py", module): "the controls retrain architectures with the Flower-free "
+        "core's federated training (FL-Random, the fixed and the authors' networks, the published architectures, "
+        "each activation, the final population) and time their inference: the core's own functions"
+        for module in ("flowergraph.tasks.flagcns", "flowergraph.tasks.torch_state")
+    },
+    **{
+        ("reproductions/flagcns/controls.py", module): "the control tables name genes by the core's activations "
+        "and search space, and pick the finalists as the search does (evolution.final_candidates)"
+        for module in ("flowergraph.tasks.flagcns", "flowergraph.tasks.flagcns.evolution")
+    },
+    ("reproductions/flagcns/core_check.py", "flowergraph.tasks.flagcns"): "times the Flower-free core's pieces "
+    "(a SuperNet step, a population's evaluation, Algorithm 2 in one process) to choose the search's defaults",
     **{
         ("reproductions/asfgnn/parking.py", module): "parking keeps a checkpoint's strategy state as JSON, with the "
         "checkpoint format's own tree packing (npzio.pack_tree / unpack_tree) and the newest checkpoint of a folder "

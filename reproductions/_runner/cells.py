@@ -276,7 +276,7 @@ STORES: dict[str, tuple[str, str | None]] = {
     "fedgraph-acceptance": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
     "fedstar": ("reproductions/fedstar/cells", "reproductions.fedstar.grid"),
     "fedstar-paper-split": ("reproductions/fedstar/cells", "reproductions.fedstar.grid"),
-    "flagcns": ("benchmarks/cells", "benchmarks.flagcns_grid"),
+    "flagcns": ("reproductions/flagcns/cells", "reproductions.flagcns.grid"),
     "round_drift": ("benchmarks/cells", None),
 }
 DEFAULT_FOLDER = "benchmarks/cells"  # a store not named in STORES (a test's)

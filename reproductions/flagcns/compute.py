@@ -1,8 +1,8 @@
-"""FL-AGCNS's benchmark cells (``benchmarks/flagcns.py``): how a cell of each kind is computed (the ``*_cell``
-functions, :func:`compute_cell`) from its settings in ``flagcns_grid.py``: a search through flowergraph's real
-ServerApp and ClientApp code in one process, FL-Random at the same wall time, the fixed and the authors' networks,
-the published architectures, the activation and final-population controls, each retrained from scratch
-(:func:`retrain`), and the speed in Flower's simulation against the no-op clients."""
+"""FL-AGCNS's cells (``run.py``): how a cell of each kind is computed (the ``*_cell`` functions, :func:`compute_cell`)
+from its settings in ``grid.py``: a search through flowergraph's real ServerApp and ClientApp code in one process,
+FL-Random at the same wall time, the fixed and the authors' networks, the published architectures, the activation and
+final-population controls, each retrained from scratch (:func:`retrain`), and the speed in Flower's simulation against
+the no-op clients."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import prepare_run_dir  # noqa: E402
 from reproductions._runner.common import data_dir  # noqa: E402
-from flagcns_grid import BUDGETS, DATA, PUBLISHED, SOURCES, cell_name, run_config  # noqa: E402
-import noop_methods  # noqa: E402
+from reproductions.flagcns.grid import BUDGETS, DATA, PUBLISHED, SOURCES, cell_name, run_config  # noqa: E402
+from benchmarks import noop_methods  # noqa: E402
 
 
 def clients_of(config: dict) -> list:
@@ -88,7 +86,7 @@ def search_cell(
     work: Path, dataset: str, variant: str, budget: str, seed: int, retrains: int, split: str = "per-class"
 ) -> dict:
     from flowergraph.app.inprocess import run_inprocess
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     config = run_config(dataset, variant, budget, seed, split)
     out = work / cell_name(f"{dataset}-{variant}-{budget}-s{seed}", split)
@@ -363,7 +361,7 @@ def population_cell(dataset: str, budget: str, seed: int, retrains: int, split: 
 def speed_cell(budget: str, method: str, epochs: int) -> dict:
     """``epochs`` epochs (1 warm-up) of ``method`` in Flower's simulation; times per round and per generation."""
     from flowergraph.simulation import run_simulation
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     noop_methods.enable()  # flagcns-noop, in this process and the simulation's
     b = {**BUDGETS[budget], "flagcns.epochs": epochs, "flagcns.warmup": 1, "flagcns.retrain-epochs": 1}

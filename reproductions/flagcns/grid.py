@@ -1,8 +1,8 @@
-"""FL-AGCNS's benchmark grid (``benchmarks/flagcns.py`` is the command; its docstring says what each part and budget
-is): the datasets, variants, budgets and splits of the cells, the architectures the authors published, the sources
-a cell's code state covers, a cell's name (:func:`cell_name`) and run configuration (:func:`run_config`); with the
-paper's numbers and the rows' labels. How a cell is computed is ``flagcns_cells.py``; which cells a command asks
-for, ``flagcns.py``'s ``plan``; the tables ``flagcns_report.py`` and ``flagcns_controls.py``."""
+"""FL-AGCNS's grid (``run.py`` is the command; its docstring says what each part and budget is): the datasets, variants,
+budgets and splits of the cells, the architectures the authors published, the sources a cell's code state covers, a
+cell's name (:func:`cell_name`) and run configuration (:func:`run_config`); with the paper's numbers and the rows'
+labels. How a cell is computed is ``compute.py``; which cells a command asks for, ``run.py``'s ``plan``; the tables
+``report.py`` and ``controls.py``."""
 
 from __future__ import annotations
 

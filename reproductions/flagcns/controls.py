@@ -1,20 +1,15 @@
-"""FL-AGCNS's control tables (``benchmarks/flagcns.py``), from the stored cells' rows of one split
-(:func:`controls`: each searched architecture with every output and input activation, the authors' published
-architectures, what the EAs rank by, the structures' FC layers, the server's Adam, the final population retrained,
-choosing by retraining the finalists), their prose from ``benchmarks/templates/flagcns/``; and the formats every
-FL-AGCNS table shares (:func:`fmt`, :func:`paper_cell`, :func:`output`, :func:`genes`). Table 3 and 5 around them
-are ``flagcns_report.py``'s."""
+"""FL-AGCNS's control tables (``run.py``), from the stored cells' rows of one split (:func:`controls`: each searched
+architecture with every output and input activation, the authors' published architectures, what the EAs rank by, the
+structures' FC layers, the server's Adam, the final population retrained, choosing by retraining the finalists), their
+prose from ``templates/``; and the formats every FL-AGCNS table shares (:func:`fmt`, :func:`paper_cell`, :func:`output`,
+:func:`genes`). Table 3 and 5 around them are ``report.py``'s."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
-from flagcns_grid import (  # noqa: E402
+from reproductions.flagcns.grid import (  # noqa: E402
     ADAM_VARIANTS,
     COLLAPSE,
     collapse_label,

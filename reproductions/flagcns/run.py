@@ -12,8 +12,8 @@ their meaning: the first 20 of each class in node order train, 500 validation an
 ``per-class`` (20 at random, flowergraph's first choice). Cells of the ``per-class`` split keep their old names,
 the others end in ``-<split>``; each split gets its own tables.
 
-Cells (each kept in ``benchmarks/cells/flagcns/<cell>.json`` with its settings and code state, ``cell_store.CellStore``;
-a finished cell is skipped, a stopped search resumes from its last checkpoint under ``--work``):
+Cells (each kept in ``reproductions/flagcns/cells/flagcns/<cell>.json`` with its settings and code state, the runner's
+``CellStore``; a finished cell is skipped, a stopped search resumes from its last checkpoint under ``--work``):
 
 * ``search`` (dataset, variant, budget, seed): an FL-AGCNS run (``method=flagcns``) through flowergraph's real
   ServerApp and ClientApp code in one process (:mod:`flowergraph.app.inprocess`; equal to a Flower simulation, which
@@ -61,21 +61,23 @@ FLACC = test accuracy weighted by client test-set sizes at the epoch with the be
 parameters of the whole network; inference time = one evaluation forward over every client's subgraph (summed),
 median of 10, one thread.
 
-    .venv/bin/python benchmarks/flagcns.py --quick                  # smoke check: tiny budget, 1 seed, minutes
-    .venv/bin/python benchmarks/flagcns.py --budget paper-exact --split public --seeds 0 1 2 3 4 \
-        --parts search random population                            # issue 72's acceptance, the paper's preset
-    .venv/bin/python benchmarks/flagcns.py                          # Table 3 (Cora, CiteSeer) + Table 5 + speed
-    .venv/bin/python benchmarks/flagcns.py --datasets Cora --seeds 0 --parts search fixed reference
-    .venv/bin/python benchmarks/flagcns.py --budget default --split per-class --parts fixed   # the earlier split
-    .venv/bin/python benchmarks/flagcns.py --datasets Cora --parts published   # the authors' published codes
-    .venv/bin/python benchmarks/flagcns.py --tables-only            # rewrite docs/results/flagcns.md from cells
-    .venv/bin/python benchmarks/flagcns.py --jobs 8                 # 8 cells at once (a bigger machine): FL-Random
-                                                                    # gets the time of a search run beside others
+    .venv/bin/python reproductions/flagcns/run.py --quick    # smoke check: tiny budget, 1 seed, minutes
+    # issue 72's acceptance, the paper's preset:
+    .venv/bin/python reproductions/flagcns/run.py --budget paper-exact --split public --seeds 0 1 2 3 4 \
+        --parts search random population
+    .venv/bin/python reproductions/flagcns/run.py            # Table 3 (Cora, CiteSeer) + Table 5 + speed
+    .venv/bin/python reproductions/flagcns/run.py --datasets Cora --seeds 0 --parts search fixed reference
+    .venv/bin/python reproductions/flagcns/run.py --budget default --split per-class --parts fixed  # the earlier split
+    .venv/bin/python reproductions/flagcns/run.py --datasets Cora --parts published  # the authors' published codes
+    .venv/bin/python reproductions/flagcns/run.py --tables-only  # rewrite docs/results/flagcns*.md from the cells
+    # 8 cells at once (a bigger machine): FL-Random gets the time of a search run beside others:
+    .venv/bin/python reproductions/flagcns/run.py --jobs 8
 
-The parts: this file is the command (which cells the arguments ask for: :func:`plan`); ``flagcns_grid.py`` the
+The parts: this file is the command (which cells the arguments ask for: :func:`plan`); ``grid.py`` the
 grid (datasets, variants, budgets, splits, cell names and run configurations, the paper's numbers);
-``flagcns_cells.py`` how a cell is computed; ``flagcns_report.py`` and ``flagcns_controls.py`` the tables, their
-prose filled into the templates of ``benchmarks/templates/flagcns/``.
+``compute.py`` how a cell is computed; ``report.py`` and ``controls.py`` the tables, their
+prose filled into the templates of ``templates/``, ``figures.py`` the figures. ``core_check.py`` times the
+Flower-free core's pieces on Cora.
 """
 
 from __future__ import annotations
@@ -85,11 +87,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import CellStore, cell_cpu  # noqa: E402
 from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
-from flagcns_cells import (  # noqa: E402
+from reproductions.flagcns.compute import (  # noqa: E402
     compute_cell,
     fixed_cell,
     gene_cell,
@@ -100,7 +101,7 @@ from flagcns_cells import (  # noqa: E402
     search_cell,
     speed_cell,
 )
-from flagcns_grid import (  # noqa: E402
+from reproductions.flagcns.grid import (  # noqa: E402
     ADAM_VARIANTS,
     BUDGETS,
     DATASETS,
@@ -115,7 +116,115 @@ from flagcns_grid import (  # noqa: E402
     cell_name,
     run_config,
 )
-from flagcns_report import results  # noqa: E402
+from reproductions.flagcns.report import results  # noqa: E402
+
+
+def feo_row(rows: list[dict], dataset: str, seed: int, b: str, split: str) -> dict | None:
+    """The stored row of a seed's feo search among ``rows``, or None."""
+    return next(
+        (
+            r
+            for r in rows
+            if r.get("kind") == "search"
+            and r["dataset"] == dataset
+            and r["variant"] == "feo"
+            and r["seed"] == seed
+            and r["budget"] == b
+            and r.get("split", "per-class") == split
+        ),
+        None,
+    )
+
+
+def search_variants(args, dataset: str) -> list[str]:
+    """The search variants the parts ask for on ``dataset``."""
+    return (
+        (["feo"] if "search" in args.parts or "random" in args.parts else [])
+        + ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else [])
+        + (["feo-accuracy"] if "fitness" in args.parts else [])
+        + (list(FINALIST_VARIANTS) if "finalists" in args.parts else [])
+        + (list(STRUCTURE_VARIANTS) if "structure-fc" in args.parts else [])
+        + (list(ADAM_VARIANTS) if "adam" in args.parts else [])
+        + ([f"{v}-accuracy" for v in VARIANTS[1:]] if "ablation-accuracy" in args.parts and dataset == "Cora" else [])
+    )
+
+
+def plan_after_feo(args, b: str, split: str, store: CellStore, cell, add, pending: dict, dataset: str, seed: int):
+    """A seed's cells that take its stored feo search: its outputs / inputs and its final population."""
+    searched = cell_name(f"{dataset}-feo-{b}-s{seed}", split)
+    feo = store.load(searched)
+    if feo is None or searched in pending:
+        return
+    config = run_config(dataset, "feo", b, seed, split)
+    for gene in ("output", "input"):
+        if f"{gene}s" in args.parts:
+            code = feo["row"]["architecture"]
+            add(
+                cell(
+                    cell_name(f"{dataset}-{gene}s-{b}-s{seed}", split),
+                    {**config, "architecture": code, **({"gene": gene} if gene == "input" else {})},
+                    gene_cell,  # outputs cells predate the "gene" key
+                    (dataset, b, seed, args.retrains, split, code, gene),
+                )
+            )
+    if "population" not in args.parts:
+        return
+    members = feo["row"].get("final_population")
+    if not members:
+        print(
+            f"{searched}: its stored row lists no final population (a cell of the code before "
+            f"2026-12-02); --parts population needs a search cell computed since",
+            file=sys.stderr,
+        )
+        return
+    add(
+        cell(
+            cell_name(f"{dataset}-population-{b}-s{seed}", split),
+            {**config, "architecture": feo["row"]["architecture"], "population-retrains": args.population_retrains},
+            population_cell,
+            (dataset, b, seed, args.population_retrains, split, members),
+        )
+    )
+
+
+def plan_fixed(args, b: str, split: str, cell, add, dataset: str, seed: int) -> None:
+    """A seed's fixed architectures, retrained as FL-AGCNS codes."""
+    if "fixed" in args.parts:
+        for name in FIXED:
+            add(
+                cell(
+                    cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
+                    {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
+                    fixed_cell,
+                    (dataset, name, b, seed, args.retrains, split),
+                )
+            )
+
+
+def plan_references(args, b: str, split: str, cell, add, dataset: str, seed: int) -> None:
+    """A seed's reference implementations of the fixed architectures, and the published architectures."""
+    config = run_config(dataset, "feo", b, seed, split)
+    if "reference" in args.parts:
+        for name in FIXED:
+            add(
+                cell(
+                    cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
+                    {**config, "reference-architecture": name},
+                    reference_cell,
+                    (dataset, name, b, seed, args.retrains, split),
+                )
+            )
+    if "published" in args.parts:
+        for key in [k for d, k in PUBLISHED if d == dataset]:
+            for fusion in ("all", "leaves"):
+                add(
+                    cell(
+                        cell_name(f"{dataset}-published-{key}-{fusion}-{b}-s{seed}", split),
+                        {**config, "flagcns.fusion": fusion, "published": key},
+                        published_cell,
+                        (dataset, key, fusion, b, seed, args.retrains, split),
+                    )
+                )
 
 
 def plan(args, b: str, split: str, store: CellStore, cell, add, rows: list[dict], pending: dict) -> None:
@@ -125,20 +234,7 @@ def plan(args, b: str, split: str, store: CellStore, cell, add, rows: list[dict]
     work = Path(args.work)
     for dataset in args.datasets:
         for seed in args.seeds:
-            variants = (
-                (["feo"] if "search" in args.parts or "random" in args.parts else [])
-                + ([v for v in VARIANTS[1:]] if "ablation" in args.parts and dataset == "Cora" else [])
-                + (["feo-accuracy"] if "fitness" in args.parts else [])
-                + (list(FINALIST_VARIANTS) if "finalists" in args.parts else [])
-                + (list(STRUCTURE_VARIANTS) if "structure-fc" in args.parts else [])
-                + (list(ADAM_VARIANTS) if "adam" in args.parts else [])
-                + (
-                    [f"{v}-accuracy" for v in VARIANTS[1:]]
-                    if "ablation-accuracy" in args.parts and dataset == "Cora"
-                    else []
-                )
-            )
-            for v in variants:
+            for v in search_variants(args, dataset):
                 add(
                     cell(
                         cell_name(f"{dataset}-{v}-{b}-s{seed}", split),
@@ -147,109 +243,20 @@ def plan(args, b: str, split: str, store: CellStore, cell, add, rows: list[dict]
                         (work, dataset, v, b, seed, args.retrains, split),
                     )
                 )
-            if "random" in args.parts:
-                feo = next(
-                    (
-                        r
-                        for r in rows
-                        if r.get("kind") == "search"
-                        and r["dataset"] == dataset
-                        and r["variant"] == "feo"
-                        and r["seed"] == seed
-                        and r["budget"] == b
-                        and r.get("split", "per-class") == split
-                    ),
-                    None,
+            if "random" in args.parts and (feo := feo_row(rows, dataset, seed, b, split)) is not None:
+                add(
+                    cell(
+                        cell_name(f"{dataset}-random-{b}-s{seed}", split),
+                        {**run_config(dataset, "feo", b, seed, split), "random-search-seconds": feo["search_s"]},
+                        random_cell,
+                        (dataset, b, seed, feo["search_s"], args.retrains, split),
+                    )
                 )
-                if feo is not None:
-                    add(
-                        cell(
-                            cell_name(f"{dataset}-random-{b}-s{seed}", split),
-                            {**run_config(dataset, "feo", b, seed, split), "random-search-seconds": feo["search_s"]},
-                            random_cell,
-                            (dataset, b, seed, feo["search_s"], args.retrains, split),
-                        )
-                    )
-            if "fixed" in args.parts:
-                for name in FIXED:
-                    add(
-                        cell(
-                            cell_name(f"{dataset}-{name}-{b}-s{seed}", split),
-                            {**run_config(dataset, "feo", b, seed, split), "flagcns.architecture": name},
-                            fixed_cell,
-                            (dataset, name, b, seed, args.retrains, split),
-                        )
-                    )
-            for gene in ("output", "input"):
-                searched = cell_name(f"{dataset}-feo-{b}-s{seed}", split)
-                feo = store.load(searched)
-                if f"{gene}s" in args.parts and feo is not None and searched not in pending:
-                    code = feo["row"]["architecture"]
-                    add(
-                        cell(
-                            cell_name(f"{dataset}-{gene}s-{b}-s{seed}", split),
-                            {
-                                **run_config(dataset, "feo", b, seed, split),
-                                "architecture": code,
-                                **({"gene": gene} if gene == "input" else {}),
-                            },  # outputs cells predate the key
-                            gene_cell,
-                            (dataset, b, seed, args.retrains, split, code, gene),
-                        )
-                    )
-            searched = cell_name(f"{dataset}-feo-{b}-s{seed}", split)
-            feo = store.load(searched)
-            if "population" in args.parts and feo is not None and searched not in pending:
-                members = feo["row"].get("final_population")
-                if members:
-                    add(
-                        cell(
-                            cell_name(f"{dataset}-population-{b}-s{seed}", split),
-                            {
-                                **run_config(dataset, "feo", b, seed, split),
-                                "architecture": feo["row"]["architecture"],
-                                "population-retrains": args.population_retrains,
-                            },
-                            population_cell,
-                            (dataset, b, seed, args.population_retrains, split, members),
-                        )
-                    )
-                else:
-                    print(
-                        f"{searched}: its stored row lists no final population (a cell of the code before "
-                        f"2026-12-02); --parts population needs a search cell computed since",
-                        file=sys.stderr,
-                    )
-            if "reference" in args.parts:
-                for name in FIXED:
-                    add(
-                        cell(
-                            cell_name(f"{dataset}-ref-{name}-{b}-s{seed}", split),
-                            {**run_config(dataset, "feo", b, seed, split), "reference-architecture": name},
-                            reference_cell,
-                            (dataset, name, b, seed, args.retrains, split),
-                        )
-                    )
-            if "published" in args.parts:
-                for d, key in PUBLISHED:
-                    if d != dataset:
-                        continue
-                    for fusion in ("all", "leaves"):
-                        add(
-                            cell(
-                                cell_name(f"{dataset}-published-{key}-{fusion}-{b}-s{seed}", split),
-                                {
-                                    **run_config(dataset, "feo", b, seed, split),
-                                    "flagcns.fusion": fusion,
-                                    "published": key,
-                                },
-                                published_cell,
-                                (dataset, key, fusion, b, seed, args.retrains, split),
-                            )
-                        )
+            plan_fixed(args, b, split, cell, add, dataset, seed)
+            plan_after_feo(args, b, split, store, cell, add, pending, dataset, seed)
+            plan_references(args, b, split, cell, add, dataset, seed)
     if "speed" in args.parts:
-        budgets = ["quick"] if args.quick else ["default", "paper"]
-        for sb in budgets:
+        for sb in ["quick"] if args.quick else ["default", "paper"]:
             for method in ("flagcns-noop", "flagcns"):
                 add(
                     cell(
@@ -262,7 +269,11 @@ def plan(args, b: str, split: str, store: CellStore, cell, add, rows: list[dict]
 
 
 # --------------------------------------------------------------------------------------------------------- main
-def main() -> None:
+PARTS = ["search", "ablation", "random", "fixed", "reference", "outputs", "speed", "fitness", "ablation-accuracy"]
+PARTS += ["published", "inputs", "finalists", "structure-fc", "population", "adam"]
+
+
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke check: tiny budget, 1 seed, 2 retrainings")
     parser.add_argument(
@@ -276,28 +287,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--retrains", type=int, default=10, help="retrainings of every architecture (the paper: 10)")
-    parser.add_argument(
-        "--parts",
-        nargs="+",
-        default=["search", "ablation", "random", "fixed", "reference", "outputs", "speed"],
-        choices=[
-            "search",
-            "ablation",
-            "random",
-            "fixed",
-            "reference",
-            "outputs",
-            "speed",
-            "fitness",
-            "ablation-accuracy",
-            "published",
-            "inputs",
-            "finalists",
-            "structure-fc",
-            "population",
-            "adam",
-        ],
-    )
+    parser.add_argument("--parts", nargs="+", default=PARTS[:7], choices=PARTS)
     parser.add_argument(
         "--population-retrains",
         type=int,
@@ -322,76 +312,88 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.budget, args.seeds, args.retrains, args.speed_epochs = "quick", args.seeds[:1], 2, 3
-    from flowergraph.tasks.compute import configure_torch
+    return args
 
-    configure_torch(1)
-    store = CellStore(STORE, SOURCES)
-    rows: list[dict] = []
-    # cells to compute: name -> (settings, function, its arguments); a cell that depends on a seed's feo search
-    # (random, outputs, inputs) is asked for only once that search is stored, so the plan runs twice
-    pending: dict[str, tuple[dict, object, tuple]] = {}
-    computed: dict[str, dict] = {}  # rows computed by this invocation
-    failed: list[str] = []
 
-    def cell(name: str, settings: dict, fn, fn_args: tuple) -> dict | None:
-        if name in computed:
-            return computed[name]
-        record = store.load(name)
-        if record is not None and not (args.rerun_stale and not store.current(record)):
-            return {
-                **record["row"],
-                "cell": name,
-                "stale": store.flag(record),
-                "sources": record.get("code", {}).get("sources"),
-                "cpu": cell_cpu(record),
-            }
-        if not args.tables_only and name not in failed:
-            pending[name] = (settings, fn, fn_args)
+def stored_row(store: CellStore, record: dict) -> dict:
+    """A stored cell's row as the tables read it."""
+    return {
+        **record["row"],
+        "cell": record["cell"],
+        "stale": store.flag(record),
+        "sources": record.get("code", {}).get("sources"),
+        "cpu": cell_cpu(record),
+    }
+
+
+class Invocation:
+    """The cells of one invocation: the rows the plan found stored, the cells pending, the rows computed here and
+    the cells that failed."""
+
+    def __init__(self, args, store: CellStore) -> None:
+        self.args, self.store = args, store
+        self.rows: list[dict] = []
+        # cells to compute: name -> (settings, function, its arguments); a cell that depends on a seed's feo search
+        # (random, outputs, inputs) is asked for only once that search is stored, so the plan runs twice
+        self.pending: dict[str, tuple[dict, object, tuple]] = {}
+        self.computed: dict[str, dict] = {}  # rows computed by this invocation
+        self.failed: list[str] = []
+
+    def cell(self, name: str, settings: dict, fn, fn_args: tuple) -> dict | None:
+        if name in self.computed:
+            return self.computed[name]
+        record = self.store.load(name)
+        if record is not None and not (self.args.rerun_stale and not self.store.current(record)):
+            return stored_row(self.store, {**record, "cell": name})
+        if not self.args.tables_only and name not in self.failed:
+            self.pending[name] = (settings, fn, fn_args)
         return None
 
-    def compute(names: list[str], jobs: int) -> None:
-        for (name, _, _), row, error in run_cells(compute_cell, [(n, *pending[n][1:]) for n in names], jobs):
+    def add(self, row) -> None:
+        if row is not None:
+            self.rows.append(row)
+
+    def plan(self) -> None:
+        self.rows.clear()
+        self.pending.clear()
+        a = self.args
+        plan(a, a.budget, a.split, self.store, self.cell, self.add, self.rows, self.pending)
+
+    def compute(self, names: list[str], jobs: int) -> None:
+        for (name, _, _), row, error in run_cells(compute_cell, [(n, *self.pending[n][1:]) for n in names], jobs):
             if error is not None:
                 print(f"cell {name} failed:\n{error}", file=sys.stderr, flush=True)
-                failed.append(name)
+                self.failed.append(name)
                 continue
             print(
                 f"cell {name}: {json.dumps({k: v for k, v in row.items() if k not in ('curve', 'retrains')})[:300]}",
                 flush=True,
             )
-            saved = store.save(name, {**pending[name][0], "retrains": args.retrains}, row)
-            computed[name] = {**saved["row"], "cell": name, "stale": "", "cpu": cell_cpu(saved)}
+            saved = self.store.save(name, {**self.pending[name][0], "retrains": self.args.retrains}, row)
+            self.computed[name] = {**saved["row"], "cell": name, "stale": "", "cpu": cell_cpu(saved)}
 
-    def add(row):
-        if row is not None:
-            rows.append(row)
 
-    b, split = args.budget, args.split
+def main() -> None:
+    args = parse_args()
+    from flowergraph.tasks.compute import configure_torch
+
+    configure_torch(1)
+    store = CellStore(STORE, SOURCES)
+    cells = Invocation(args, store)
     for _ in range(2):  # the second pass finds the cells that waited for a feo search of the first
-        rows.clear()
-        pending.clear()
-        plan(args, b, split, store, cell, add, rows, pending)
-        names = [n for n in pending if not n.startswith("speed-")]
+        cells.plan()
+        names = [n for n in cells.pending if not n.startswith("speed-")]
         if names:
             print(f"{len(names)} cells to compute, {min(args.jobs, len(names))} at a time", flush=True)
-        compute(names, args.jobs)
-        compute([n for n in pending if n.startswith("speed-")], 1)  # timed alone, after the others
-    rows.clear()
-    pending.clear()
-    plan(args, b, split, store, cell, add, rows, pending)  # every cell asked for, as stored now
+        cells.compute(names, args.jobs)
+        cells.compute([n for n in cells.pending if n.startswith("speed-")], 1)  # timed alone, after the others
+    cells.plan()  # every cell asked for, as stored now
+    b, rows = args.budget, cells.rows
     # every stored cell of this budget (and the speed cells) goes into the tables, not only this invocation's
     seen = {r["cell"] for r in rows}
     for record in store.records():
         if record["cell"] not in seen and (record["row"].get("budget") == b or record["row"].get("kind") == "speed"):
-            rows.append(
-                {
-                    **record["row"],
-                    "cell": record["cell"],
-                    "stale": store.flag(record),
-                    "sources": record.get("code", {}).get("sources"),
-                    "cpu": cell_cpu(record),
-                }
-            )
+            rows.append(stored_row(store, record))
     name = "flagcns" if b == "paper" else f"flagcns_{b}"
     write_result(
         name,
