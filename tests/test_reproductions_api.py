@@ -60,6 +60,40 @@ INTERNAL: dict[tuple[str, str], str] = {
     },
     ("reproductions/flagcns/core_check.py", "flowergraph.tasks.flagcns"): "times the Flower-free core's pieces "
     "(a SuperNet step, a population's evaluation, Algorithm 2 in one process) to choose the search's defaults",
+    ("reproductions/fedgraph/grid.py", "flowergraph.app.inprocess"): _INPROCESS,
+    ("reproductions/fedgraph/acceptance.py", "flowergraph.app.inprocess"): _INPROCESS,
+    ("reproductions/fedgraph/run.py", "flowergraph.tasks.compute"): _TORCH,
+    ("reproductions/fedgraph/acceptance.py", "flowergraph.tasks.compute"): _TORCH,
+    ("reproductions/fedgraph/clock.py", "flowergraph.tasks.compute"): _TORCH,
+    ("reproductions/fedgraph/core_check.py", "flowergraph.tasks.compute"): _TORCH,
+    **{
+        (f"reproductions/fedgraph/{file}.py", "flowergraph.methods.fedgraph"): "a client's graph under FedGraph's "
+        "data schemes (client_graph_of: synthesis, METIS or random parts per client), the method registration's "
+        "helper: flowergraph.methods and flowergraph.data do not export it"
+        for file in ("grid", "acceptance", "clock")
+    },
+    ("reproductions/fedgraph/acceptance.py", "flowergraph.tasks.fedgraph"): "the parallel clock's network "
+    "profiles (NETWORKS) the acceptance tables name: the core's constants",
+    **{
+        ("reproductions/fedgraph/grid.py", module): "the FastGCN layer-size control trains client 0 alone with the "
+        "Flower-free core (no sharing, no Flower): the core's own functions"
+        for module in ("flowergraph.tasks.fedgraph", "flowergraph.tasks.fedgraph.local")
+    },
+    **{
+        ("reproductions/fedgraph/clock.py", module): "calibrates the parallel clock's constants (seconds per MAC, "
+        "per row, per step) by timing the core's training steps and exchange: the core's own functions"
+        for module in ("flowergraph.tasks.fedgraph", "flowergraph.tasks.fedgraph.local", "flowergraph.tasks.training")
+    },
+    **{
+        ("reproductions/fedgraph/core_check.py", module): "checks the Flower-free FedGraph core itself (round "
+        "times, the DDPG update, centralised and in-process federated sanity): the core's own functions"
+        for module in (
+            "flowergraph.tasks.fedgraph",
+            "flowergraph.tasks.fedgraph.model",
+            "flowergraph.tasks.torch_state",
+            "flowergraph.tasks.training",
+        )
+    },
     **{
         ("reproductions/asfgnn/parking.py", module): "parking keeps a checkpoint's strategy state as JSON, with the "
         "checkpoint format's own tree packing (npzio.pack_tree / unpack_tree) and the newest checkpoint of a folder "

@@ -272,8 +272,8 @@ def pack_main(argv: list[str] | None = None) -> int:
 STORES: dict[str, tuple[str, str | None]] = {
     "asfgnn": ("reproductions/asfgnn/cells", "reproductions.asfgnn.grid"),
     "deployment_overhead": ("benchmarks/cells", None),
-    "fedgraph": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
-    "fedgraph-acceptance": ("benchmarks/cells", "benchmarks.fedgraph_grid"),
+    "fedgraph": ("reproductions/fedgraph/cells", "reproductions.fedgraph.grid"),
+    "fedgraph-acceptance": ("reproductions/fedgraph/cells", "reproductions.fedgraph.grid"),
     "fedstar": ("reproductions/fedstar/cells", "reproductions.fedstar.grid"),
     "fedstar-paper-split": ("reproductions/fedstar/cells", "reproductions.fedstar.grid"),
     "flagcns": ("reproductions/flagcns/cells", "reproductions.flagcns.grid"),

@@ -1,20 +1,16 @@
-"""FedGraph's benchmark report for the learning budget (``benchmarks/fedgraph.py --budget learning``): the DDPG
+"""FedGraph's benchmark report for the learning budget (``reproductions/fedgraph/run.py --budget learning``): the DDPG
 agent over many episodes, per block of LEARNING_BLOCK episodes (:func:`learning_table`), trained against the fixed
 schemes on Fig. 7's axes (:func:`trained_agent_table`, :func:`trained_curves`) and whether it keeps what it learned
-(:func:`stability_table`); their prose from ``benchmarks/templates/fedgraph/``."""
+(:func:`stability_table`); their prose from ``reproductions/fedgraph/templates/``."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import table  # noqa: E402
-from fedgraph_curves import (
+from reproductions.fedgraph.curves import (
     OTHER_CPU,
     OTHER_CPU_NOTE,
     TARGET,
@@ -33,7 +29,7 @@ from fedgraph_curves import (
     spearman,
     split_of,
 )
-from fedgraph_grid import (
+from reproductions.fedgraph.grid import (
     BUDGETS,
     DDPG_VARIANTS,
     GRID_VARIANTS,
@@ -55,6 +51,32 @@ DELTA = {
 }  # eq. 9's delta (and more), per variant
 
 
+def block_row(block: list[dict], fixed: dict | None, grid: list[dict], by_work: bool, mark: str) -> list:
+    """One block of episodes: its return, accuracy, time, work, the fixed and the best grid policy at the same
+    work (or time), and the mean policy."""
+    at = (
+        [accuracy_at_work(fixed, e["gmacs"]) if by_work else accuracy_at(fixed, e["seconds"]) for e in block]
+        if fixed
+        else []
+    )
+    best = best_grid_at_work(grid, block)
+    kappas = [float(np.mean([p[0] for p in e["policies"]])) for e in block if e["policies"]]
+    probs = [float(np.mean([q for p in e["policies"] for q in p[1:]])) for e in block if e["policies"]]
+    return [
+        f"{block[0]['episode']}-{block[-1]['episode']}",
+        f"{statistics.mean(e['return'] for e in block):.2f}",
+        mean_std_pct([e["accuracy"] for e in block]),
+        f"{statistics.mean(e['seconds'] for e in block):.2f}",
+        f"{statistics.mean(e['gmacs'] for e in block):.3f}" if all(e["gmacs"] is not None for e in block) else "-",
+        mean_std_pct([a for a in at if a is not None]) + mark if any(a is not None for a in at) else "-",
+        (mean_std_pct([a for a in best if a is not None]) if any(a is not None for a in best) else "-")
+        if by_work
+        else "",
+        f"{statistics.mean(kappas):.0f}" if kappas else "-",
+        f"{statistics.mean(probs):.2f}" if probs else "-",
+    ]
+
+
 def learning_table(rows: list[dict], runs: list[dict]) -> str:
     """The agent over many episodes: blocks of LEARNING_BLOCK episodes, against the untrained agent (first block)
     and the fixed policy at the same wall time."""
@@ -70,34 +92,10 @@ def learning_table(rows: list[dict], runs: list[dict]) -> str:
         grid = [g for g in references(rows, r, GRID_VARIANTS) if cumulative_work(g["curve"])] if by_work else []
         # accuracy at the same seconds compares only within one CPU model (work does not depend on it)
         mark = OTHER_CPU if fixed is not None and not by_work and not same_cpu(r, fixed) else ""
-        body = []
-        for b0 in range(0, len(eps), LEARNING_BLOCK):
-            block = eps[b0 : b0 + LEARNING_BLOCK]
-            at = (
-                [accuracy_at_work(fixed, e["gmacs"]) if by_work else accuracy_at(fixed, e["seconds"]) for e in block]
-                if fixed
-                else []
-            )
-            best = best_grid_at_work(grid, block)
-            kappas = [float(np.mean([p[0] for p in e["policies"]])) for e in block if e["policies"]]
-            probs = [float(np.mean([q for p in e["policies"] for q in p[1:]])) for e in block if e["policies"]]
-            body.append(
-                [
-                    f"{block[0]['episode']}-{block[-1]['episode']}",
-                    f"{statistics.mean(e['return'] for e in block):.2f}",
-                    mean_std_pct([e["accuracy"] for e in block]),
-                    f"{statistics.mean(e['seconds'] for e in block):.2f}",
-                    f"{statistics.mean(e['gmacs'] for e in block):.3f}"
-                    if all(e["gmacs"] is not None for e in block)
-                    else "-",
-                    mean_std_pct([a for a in at if a is not None]) + mark if any(a is not None for a in at) else "-",
-                    (mean_std_pct([a for a in best if a is not None]) if any(a is not None for a in best) else "-")
-                    if by_work
-                    else "",
-                    f"{statistics.mean(kappas):.0f}" if kappas else "-",
-                    f"{statistics.mean(probs):.2f}" if probs else "-",
-                ]
-            )
+        body = [
+            block_row(eps[b0 : b0 + LEARNING_BLOCK], fixed, grid, by_work, mark)
+            for b0 in range(0, len(eps), LEARNING_BLOCK)
+        ]
         last = [e for e in eps[-LEARNING_BLOCK:] if e["policies"]]
         per_client = np.mean([e["policies"] for e in last], axis=0) if last else None
         learned = (
@@ -151,6 +149,47 @@ FIG7_TARGET = {"Cora": TARGET, "CiteSeer": TARGET_HIGH["CiteSeer"]}  # CiteSeer'
 FIG7_AXES = (("work", "GMAC", 3), ("client", "slowest-client s", 3), ("time", "run's clock s", 2))
 
 
+def trained_agent_line(rows: list[dict], r: dict, wins: dict) -> tuple[list, bool] | None:
+    """Fig. 7's line of one DDPG run (None under LEARNING_BLOCK episodes), and whether a baseline of another CPU
+    is in it; on how many seeds the agent is ahead of each baseline is added to ``wins``."""
+    eps = [e["curve"] for e in episodes(r)[-LEARNING_BLOCK:]]
+    if len(eps) < LEARNING_BLOCK:
+        return None
+    target, horizon = FIG7_TARGET[r["dataset"]], len(eps[-1])  # the baselines within an episode's rounds
+
+    def first(v: str) -> list[list] | None:
+        ref = next(iter(references(rows, r, (v,))), None)
+        return ref["curve"][:horizon] if ref else None
+
+    refs = {v: next(iter(references(rows, r, (v,))), None) for v in ("full", "graphsage", "fixed")}
+    bases = {v: ref["curve"][:horizon] if ref else None for v, ref in refs.items()}
+    grid = [(v, curve_time_to(c, target, "work")) for v, c in ((v, first(v)) for v in GRID_VARIANTS) if c]
+    best = min(((v, w) for v, w in grid if w is not None), key=lambda g: g[1], default=None)
+    line = [r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}"]
+    marked = False
+    for by, _, digits in FIG7_AXES:
+        mine = [curve_time_to(c, target, by) for c in eps]
+        theirs = {v: curve_time_to(b, target, by) if b else None for v, b in bases.items()}
+        # seconds compare only within one CPU model; work (GMAC) does not depend on the machine
+        other = {v for v, ref in refs.items() if by != "work" and ref is not None and not same_cpu(r, ref)}
+        marked |= bool(other & {v for v, t in theirs.items() if t is not None})
+        line.append(
+            reached_text(mine, digits)
+            + " / "
+            + " / ".join(
+                "-" if t is None else f"{t:.{digits}f}" + (OTHER_CPU if v in other else "") for v, t in theirs.items()
+            )
+        )
+        reached = [x for x in mine if x is not None]
+        for v, t in theirs.items():
+            if reached and t is not None and v != "fixed" and v not in other:
+                wins.setdefault((r["dataset"], r["variant"]), {}).setdefault((by, v), []).append(
+                    statistics.mean(reached) < t
+                )
+    line.append("-" if best is None else f"{best[1]:.3f} ({best[0]})")
+    return line, marked
+
+
 def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
     """Fig. 7's comparison with a trained agent: per DDPG run of many episodes, the mean over its last block of
     LEARNING_BLOCK episodes (each restarts training) of the work, the slowest client's seconds and the run's clock
@@ -160,42 +199,9 @@ def trained_agent_table(rows: list[dict], runs: list[dict]) -> str:
     agent's mean is below each baseline."""
     body, wins, marked = [], {}, False
     for r in runs:
-        eps = [e["curve"] for e in episodes(r)[-LEARNING_BLOCK:]]
-        if len(eps) < LEARNING_BLOCK:
-            continue
-        target, horizon = FIG7_TARGET[r["dataset"]], len(eps[-1])  # the baselines within an episode's rounds
-
-        def first(v: str) -> list[list] | None:
-            ref = next(iter(references(rows, r, (v,))), None)
-            return ref["curve"][:horizon] if ref else None
-
-        refs = {v: next(iter(references(rows, r, (v,))), None) for v in ("full", "graphsage", "fixed")}
-        bases = {v: ref["curve"][:horizon] if ref else None for v, ref in refs.items()}
-        grid = [(v, curve_time_to(c, target, "work")) for v, c in ((v, first(v)) for v in GRID_VARIANTS) if c]
-        best = min(((v, w) for v, w in grid if w is not None), key=lambda g: g[1], default=None)
-        line = [r["dataset"], DELTA[r["variant"]], f"{r['seed']}{' (older code)' if r['stale'] else ''}"]
-        for by, _, digits in FIG7_AXES:
-            mine = [curve_time_to(c, target, by) for c in eps]
-            theirs = {v: curve_time_to(b, target, by) if b else None for v, b in bases.items()}
-            # seconds compare only within one CPU model; work (GMAC) does not depend on the machine
-            other = {v for v, ref in refs.items() if by != "work" and ref is not None and not same_cpu(r, ref)}
-            marked |= bool(other & {v for v, t in theirs.items() if t is not None})
-            line.append(
-                reached_text(mine, digits)
-                + " / "
-                + " / ".join(
-                    "-" if t is None else f"{t:.{digits}f}" + (OTHER_CPU if v in other else "")
-                    for v, t in theirs.items()
-                )
-            )
-            reached = [x for x in mine if x is not None]
-            for v, t in theirs.items():
-                if reached and t is not None and v != "fixed" and v not in other:
-                    wins.setdefault((r["dataset"], r["variant"]), {}).setdefault((by, v), []).append(
-                        statistics.mean(reached) < t
-                    )
-        line.append("-" if best is None else f"{best[1]:.3f} ({best[0]})")
-        body.append(line)
+        if (done := trained_agent_line(rows, r, wins)) is not None:
+            body.append(done[0])
+            marked |= done[1]
     if not body:
         return ""
     counts = [

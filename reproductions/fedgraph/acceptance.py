@@ -2,9 +2,9 @@
 parallel clock, with 5 clients holding dealt METIS blocks (conf/fedgraph-*-metis5.toml), plain METIS-5 and the
 paper's synthesis, Cora and CiteSeer, seeds 0-4.
 
-Cells (``benchmarks/cells/fedgraph-acceptance.jsonl.xz``, ``cell_store.CellStore``; a finished cell is skipped, a
-stopped one resumes from its last checkpoint under ``--work``): ``dataset-data-variant-exchange-sSEED``, one FedGraph
-run (``method=fedgraph``) through flowergraph's real ServerApp and ClientApp code in one process. Variants:
+Cells (``reproductions/fedgraph/cells/fedgraph-acceptance.jsonl.xz``, ``cell_store.CellStore``; a finished cell is
+skipped, a stopped one resumes from its last checkpoint under ``--work``): ``dataset-data-variant-exchange-sSEED``, one
+FedGraph run (``method=fedgraph``) through flowergraph's real ServerApp and ClientApp code in one process. Variants:
 
 * ``fixed`` (kappa 256, p 1), ``k32`` (kappa 32, p 0.1), ``full`` (full batch), ``graphsage`` (25, 10), ``nonshare``
   and ``allshare`` (the fixed policy without / with shared first-layer rows): 40 rounds;
@@ -18,8 +18,8 @@ agent's reward uses one of them, the LAN's). A cell keeps per round [round, accu
 training bytes], the run's totals (training and evaluation bytes, rows relayed) and the mean of the clock's parts;
 no per-client or per-policy traces (the agent's last policies are averaged over its last 10 episodes).
 
-    .venv/bin/python benchmarks/fedgraph_acceptance.py --parts sharing cadence speed   # every part, in this order
-    .venv/bin/python benchmarks/fedgraph_acceptance.py --tables-only   # docs/results/fedgraph_acceptance.md
+    .venv/bin/python reproductions/fedgraph/acceptance.py --parts sharing cadence speed   # every part, in this order
+    .venv/bin/python reproductions/fedgraph/acceptance.py --tables-only   # docs/results/fedgraph_acceptance.md
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import CellStore, cell_cpu, prepare_run_dir  # noqa: E402
 from reproductions._runner.common import REPO, add_jobs, data_dir, run_cells, write_result  # noqa: E402
-from fedgraph_grid import SETTINGS, SOURCES, SPLITS, cross_fraction  # noqa: E402
+from reproductions.fedgraph.grid import SETTINGS, SOURCES, SPLITS, cross_fraction  # noqa: E402
 
 STORE = "fedgraph-acceptance"
 DATASETS = ("Cora", "CiteSeer")
@@ -152,7 +151,7 @@ def compute_cell(work: Path, dataset: str, data: str, variant: str, exchange: st
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     started = time.perf_counter()
     config = run_config(dataset, data, variant, exchange, seed)
@@ -213,7 +212,7 @@ def main() -> None:
     parser.add_argument("--rerun-stale", action="store_true")
     add_jobs(parser, "the clock of these cells is a model, so running side by side changes none of their numbers")
     args = parser.parse_args()
-    from fedgraph_acceptance_report import report
+    from reproductions.fedgraph.acceptance_report import report
     from flowergraph.tasks.compute import configure_torch
 
     configure_torch(1)

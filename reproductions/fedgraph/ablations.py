@@ -1,17 +1,13 @@
-"""FedGraph's ablation tables (``benchmarks/fedgraph.py``, through ``fedgraph_report.tables``): heterogeneity (Fig.
-9's shape), sharing (FedGraph against nonShare and allShare, with its seed-paired figure) and the grid of fixed
-policies; their prose from ``benchmarks/templates/fedgraph/``."""
+"""FedGraph's ablation tables (``reproductions/fedgraph/run.py``, through ``fedgraph_report.tables``): heterogeneity
+(Fig. 9's shape), sharing (FedGraph against nonShare and allShare, with its seed-paired figure) and the grid of fixed
+policies; their prose from ``reproductions/fedgraph/templates/``."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import interval_text, paired_figure, t_interval, table  # noqa: E402
-from fedgraph_curves import (  # noqa: E402
+from reproductions.fedgraph.curves import (  # noqa: E402
     TARGET,
     TARGET_HIGH,
     data_of,
@@ -21,7 +17,7 @@ from fedgraph_curves import (  # noqa: E402
     split_of,
     time_summary,
 )
-from fedgraph_grid import DATASETS, GRID_VARIANTS, SHARING_VARIANTS, VARS  # noqa: E402
+from reproductions.fedgraph.grid import DATASETS, GRID_VARIANTS, SHARING_VARIANTS, VARS  # noqa: E402
 from reproductions._runner.prose import render  # noqa: E402
 
 

@@ -1,7 +1,7 @@
-"""FedGraph's benchmark curves (``benchmarks/fedgraph.py``): a cell's accuracy curve cut into episodes, on three
+"""FedGraph's benchmark curves (``reproductions/fedgraph/run.py``): a cell's accuracy curve cut into episodes, on three
 axes (the run's clock, cumulative work, the slowest clients' summed training time), the time to a target and the
 accuracy at a budget, the episodes of a DDPG run, and which cells compare with which. The tables are
-``fedgraph_report.py`` and ``fedgraph_learning.py``.
+``report.py`` and ``learning.py``.
 
 A curve row is [round, run clock s, accuracy, episode, largest client GMAC, slowest client s]
 (``fedgraph_grid.run_cell``); an agent's run restarts training every episode, so its times count from the start of
@@ -10,14 +10,10 @@ its last episode."""
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fedgraph_grid import AGENT_VARIANTS  # noqa: E402
+from reproductions.fedgraph.grid import AGENT_VARIANTS  # noqa: E402
 from reproductions._runner.prose import render  # noqa: E402
 
 TARGET = 0.75  # the paper's Fig. 7 statement for Cora

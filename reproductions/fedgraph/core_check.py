@@ -13,7 +13,7 @@ D. In-process federated sanity (not the acceptance benchmark): Cora, 10 clients 
    synthesis), full-batch local rounds, eq. 8 averaging, same-round exchange, fedgraph vs allshare vs nonshare.
 E. FastGCN's accuracy against its layer size (the estimator is unbiased; its variance at 256 is the cost).
 
-    .venv/bin/python benchmarks/fedgraph_core_check.py [--quick]
+    .venv/bin/python reproductions/fedgraph/core_check.py [--quick]
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from flowergraph.tasks.compute import configure_torch  # noqa: E402
-from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, build_client_graph, load_global_graph  # noqa: E402
+from flowergraph.data import ClientGraph, GraphSpec, build_client_graph, load_global_graph  # noqa: E402
 from flowergraph.tasks.fedgraph import (
     ActionSpace,
     DDPGAgent,
@@ -239,21 +238,8 @@ def federated(gspec: GraphSpec, data_scheme: str, k: int, sharing: str, rounds: 
     return [curve[-1], max(curve), time.perf_counter() - t0, cross_fraction]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
-    args = parser.parse_args()
-    configure_torch(1)
-    rounds = 3 if args.quick else 15
-    seeds = [0] if args.quick else [0, 1, 2]
-    iterations = 50 if args.quick else 200
-    fed_rounds = 20 if args.quick else 100
-    ddir = data_dir()
-    started = time.perf_counter()
-    load = os.getloadavg()
-    random_split = GraphSpec(dataset="Cora", data_dir=ddir, split="random:0.6/0.2/0.2")
-    public = GraphSpec(dataset="Cora", data_dir=ddir)
-
+def section_rounds(random_split, rounds: int) -> str:
+    """A. One local round on a Cora client, per data scheme and number of clients."""
     parts = []
     head = [
         "scheme",
@@ -275,25 +261,11 @@ def main() -> None:
                 f"rows {info['owner_ms']:.1f} ms, {info['sent_kb']:.1f} kB sent; one-time view build "
                 f"{info['view_ms']:.1f} ms per client.\n\n" + table(head, rows)
             )
-    section_a = "\n\n".join(parts)
+    return "\n\n".join(parts)
 
-    data = load_global_graph(public)
-    weights = module_arrays(build_model(data.num_features, data.num_classes, seed=0))
-    ddpg_rows = [ddpg_times(weights, k, 5 if args.quick else 20) for k in (10, 20)]
-    section_b = table(
-        [
-            "clients",
-            "state dim",
-            "action dim",
-            "update ms (median)",
-            "first observe (PCA fit) ms",
-            "observe ms",
-            "export ms",
-            "exported MB",
-        ],
-        ddpg_rows,
-    )
 
+def section_centralised(public, random_split, seeds: list[int], iterations: int) -> str:
+    """C. The 2-convolution GCN on all of Cora with each sampling scheme."""
     cen_rows = []
     for split_name, gspec in (("public (140 train)", public), ("random 60/20/20", random_split)):
         for name, scheme in [SCHEMES[0], SCHEMES[2], SCHEMES[3], SCHEMES[5], SCHEMES[6]]:
@@ -308,8 +280,11 @@ def main() -> None:
                     f"{statistics.mean(final):.1f}",
                 ]
             )
-    section_c = table(["split", "scheme", "test acc % at best val (per seed)", "final test acc %"], cen_rows)
+    return table(["split", "scheme", "test acc % at best val (per seed)", "final test acc %"], cen_rows)
 
+
+def section_federated(public, random_split, fed_rounds: int) -> str:
+    """D. In-process federated runs of 10 clients per data scheme, split and sharing."""
     fed_rows = []
     for data_scheme, split_name, gspec in (
         ("metis", "public", public),
@@ -330,25 +305,37 @@ def main() -> None:
                     f"{secs:.0f}",
                 ]
             )
-    section_d = table(
-        [
-            "data",
-            "cross-client edges %",
-            "split",
-            "sharing",
-            f"test acc % after {fed_rounds} rounds",
-            "best (every 10 rounds)",
-            "wall s",
-        ],
-        fed_rows,
-    )
+    columns = ["data", "cross-client edges %", "split", "sharing", f"test acc % after {fed_rounds} rounds"]
+    return table(columns + ["best (every 10 rounds)", "wall s"], fed_rows)
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    args = parser.parse_args()
+    configure_torch(1)
+    rounds = 3 if args.quick else 15
+    seeds = [0] if args.quick else [0, 1, 2]
+    iterations = 50 if args.quick else 200
+    fed_rounds = 20 if args.quick else 100
+    ddir = data_dir()
+    started = time.perf_counter()
+    load = os.getloadavg()
+    random_split = GraphSpec(dataset="Cora", data_dir=ddir, split="random:0.6/0.2/0.2")
+    public = GraphSpec(dataset="Cora", data_dir=ddir)
+    section_a = section_rounds(random_split, rounds)
+    data = load_global_graph(public)
+    weights = module_arrays(build_model(data.num_features, data.num_classes, seed=0))
+    ddpg_rows = [ddpg_times(weights, k, 5 if args.quick else 20) for k in (10, 20)]
+    columns = ["clients", "state dim", "action dim", "update ms (median)", "first observe (PCA fit) ms"]
+    section_b = table(columns + ["observe ms", "export ms", "exported MB"], ddpg_rows)
+    section_c = section_centralised(public, random_split, seeds, iterations)
+    section_d = section_federated(public, random_split, fed_rounds)
     sizes = [256, 1024, 8192]
     fast = [centralised(random_split, LayerWise(256, t), 0, iterations)[0] for t in sizes]
     section_e = table(
         ["FastGCN layer size", "test acc % at best val (seed 0)"], [[t, f"{100 * a:.1f}"] for t, a in zip(sizes, fast)]
     )
-
     body = (
         f"1 torch thread; load average at start {load[0]:.1f} on {os.cpu_count()} cores (the machine is shared: "
         f"timings are indicative). Total run {time.perf_counter() - started:.0f} s.\n\n"

@@ -1,20 +1,16 @@
-"""FedGraph's benchmark figures (``benchmarks/fedgraph.py``): accuracy against wall time and the clients' critical
-path with the DDPG learning curve (:func:`plot`), and for the learning budget the returns, the work per episode and
-the trained agent on Fig. 7's axes (:func:`plot_learning`); written to ``docs/results/``."""
+"""FedGraph's benchmark figures (``reproductions/fedgraph/run.py``): accuracy against wall time and the clients'
+critical path with the DDPG learning curve (:func:`plot`), and for the learning budget the returns, the work per episode
+and the trained agent on Fig. 7's axes (:func:`plot_learning`); written to ``docs/results/``."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import pyplot, save_figure  # noqa: E402
-from fedgraph_curves import TARGET, TARGET_HIGH, along, data_of, episodes, split_of, time_to  # noqa: E402
-from fedgraph_grid import DATASETS, DDPG_VARIANTS, RELAPSE_TESTS, RELAPSE_VARIANTS, VARIANTS  # noqa: E402
-from fedgraph_learning import DELTA, FIG7_TARGET, LEARNING_BLOCK, TRAINED_CURVES, trained_curves  # noqa: E402
+from reproductions.fedgraph.curves import TARGET, TARGET_HIGH, along, data_of, episodes, split_of, time_to  # noqa: E402
+from reproductions.fedgraph.grid import DATASETS, DDPG_VARIANTS, RELAPSE_TESTS, RELAPSE_VARIANTS, VARIANTS  # noqa: E402
+from reproductions.fedgraph.learning import DELTA, FIG7_TARGET, LEARNING_BLOCK, TRAINED_CURVES, trained_curves  # noqa: E402
 
 
 def plot(rows: list[dict], budget: str, split: str) -> str | None:
@@ -82,6 +78,74 @@ def plot(rows: list[dict], budget: str, split: str) -> str | None:
     return save_figure(fig, name)
 
 
+LEARNING_STYLES = {
+    "fedgraph": "-",
+    "fedgraph-work": "--",
+    "fedgraph-client": ":",
+    "fedgraph-work-lambda": "-.",
+    "fedgraph-work-td3": "-",
+    "fedgraph-work-floor": ":",
+}
+
+
+def run_color(plt, r: dict):
+    """A colour per (dataset, seed): Cora's seeds 0-2 first, CiteSeer's after them."""
+    return plt.cm.tab10((DATASETS.index(r["dataset"]) * 3 + r["seed"]) % 10)
+
+
+def smooth(values: list[float]) -> tuple[int, np.ndarray]:
+    """The running mean over LEARNING_BLOCK values (the values themselves under that many), and its window."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < LEARNING_BLOCK:
+        return 1, v
+    return LEARNING_BLOCK, np.convolve(v, np.ones(LEARNING_BLOCK) / LEARNING_BLOCK, mode="valid")
+
+
+def work_panel(plt, ax, which: list[dict], title: str) -> None:
+    """The slowest client's work per episode (running mean) of each run in ``which``."""
+    for r in which:
+        eps = [e for e in episodes(r) if e["gmacs"] is not None]
+        if not eps:
+            continue
+        k, mean = smooth([e["gmacs"] for e in eps])
+        ax.plot(
+            [e["episode"] for e in eps][k - 1 :],
+            mean,
+            color=run_color(plt, r),
+            ls=LEARNING_STYLES[r["variant"]],
+            label=f"{r['dataset']} {r['variant']} seed {r['seed']}",
+        )
+    ax.set_title(title, fontsize=8)
+    ax.set_ylabel("GMAC per episode")
+
+
+def return_panels(plt, axes, variants: list[str], runs: list[dict]) -> None:
+    """One panel per variant: each seed's return per episode and its running mean."""
+    for ax, variant in zip(axes, variants):
+        for r in (r for r in runs if r["variant"] == variant):
+            eps = episodes(r)
+            x = [e["episode"] for e in eps]
+            color = run_color(plt, r)
+            ax.plot(x, [e["return"] for e in eps], color=color, alpha=0.25, lw=0.8)
+            k, mean = smooth([e["return"] for e in eps])
+            ax.plot(x[k - 1 :], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
+        ax.set_title(f"return per episode, delta = {DELTA[variant]}", fontsize=8)
+        ax.set_ylabel("return (eq. 9 summed over the episode)")
+
+
+def trained_panels(plt, axes, trained: dict) -> None:
+    """Per dataset, Fig. 7's shape for the trained agents: accuracy against the slowest client's work."""
+    for ax, (d, curves) in zip(axes, trained.items()):
+        for i, (v, (work, acc)) in enumerate(curves.items()):
+            ax.plot(work, [100 * a for a in acc], marker="o", ms=3, color=plt.cm.tab10(i), label=TRAINED_CURVES[v])
+        ax.axhline(100 * FIG7_TARGET[d], color="grey", ls=":", lw=1)
+        ax.set_title(
+            f"{d}: trained agents (last {LEARNING_BLOCK} episodes) against fixed schemes, mean over seeds", fontsize=8
+        )
+        ax.set_xlabel("slowest client's work, cumulative (GMAC)")
+        ax.set_ylabel("test accuracy %")
+
+
 def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None) -> str | None:
     """One panel per measure of eq. 9's round time: the return per episode (running mean over LEARNING_BLOCK
     episodes) of every seed; a panel with the slowest client's work per episode (the same unit for every agent);
@@ -103,58 +167,16 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
     for ax in axes[panels:]:
         ax.set_visible(False)
     axes = axes[:panels]
-
-    def run_color(r: dict):  # a colour per (dataset, seed): Cora's seeds 0-2 first, CiteSeer's after them
-        return plt.cm.tab10((DATASETS.index(r["dataset"]) * 3 + r["seed"]) % 10)
-
-    def smooth(values: list[float]) -> tuple[int, np.ndarray]:
-        v = np.asarray(values, dtype=float)
-        if len(v) < LEARNING_BLOCK:
-            return 1, v
-        return LEARNING_BLOCK, np.convolve(v, np.ones(LEARNING_BLOCK) / LEARNING_BLOCK, mode="valid")
-
-    for ax, variant in zip(axes, variants):
-        for r in (r for r in runs if r["variant"] == variant):
-            eps = episodes(r)
-            x = [e["episode"] for e in eps]
-            color = run_color(r)
-            ax.plot(x, [e["return"] for e in eps], color=color, alpha=0.25, lw=0.8)
-            k, mean = smooth([e["return"] for e in eps])
-            ax.plot(x[k - 1 :], mean, color=color, label=f"{r['dataset']} seed {r['seed']}")
-        ax.set_title(f"return per episode, delta = {DELTA[variant]}", fontsize=8)
-        ax.set_ylabel("return (eq. 9 summed over the episode)")
-    styles = {
-        "fedgraph": "-",
-        "fedgraph-work": "--",
-        "fedgraph-client": ":",
-        "fedgraph-work-lambda": "-.",
-        "fedgraph-work-td3": "-",
-        "fedgraph-work-floor": ":",
-    }
-
-    def work_panel(ax, which: list[dict], title: str) -> None:
-        for r in which:
-            eps = [e for e in episodes(r) if e["gmacs"] is not None]
-            if not eps:
-                continue
-            k, mean = smooth([e["gmacs"] for e in eps])
-            ax.plot(
-                [e["episode"] for e in eps][k - 1 :],
-                mean,
-                color=run_color(r),
-                ls=styles[r["variant"]],
-                label=f"{r['dataset']} {r['variant']} seed {r['seed']}",
-            )
-        ax.set_title(title, fontsize=8)
-        ax.set_ylabel("GMAC per episode")
-
+    return_panels(plt, axes, variants, runs)
     work_panel(
+        plt,
         axes[len(variants)],
         [r for r in runs if r["variant"] not in RELAPSE_TESTS],
         f"slowest client's work per episode (running mean over {LEARNING_BLOCK})",
     )
     if relapse:
         work_panel(
+            plt,
             axes[len(variants) + 1],
             [
                 r
@@ -166,15 +188,7 @@ def plot_learning(rows: list[dict], split: str, every: list[dict] | None = None)
         )
     for ax in axes[: panels - len(trained)]:
         ax.set_xlabel("episode")
-    for ax, (d, curves) in zip(axes[panels - len(trained) :], trained.items()):
-        for i, (v, (work, acc)) in enumerate(curves.items()):
-            ax.plot(work, [100 * a for a in acc], marker="o", ms=3, color=plt.cm.tab10(i), label=TRAINED_CURVES[v])
-        ax.axhline(100 * FIG7_TARGET[d], color="grey", ls=":", lw=1)
-        ax.set_title(
-            f"{d}: trained agents (last {LEARNING_BLOCK} episodes) against fixed schemes, mean over seeds", fontsize=8
-        )
-        ax.set_xlabel("slowest client's work, cumulative (GMAC)")
-        ax.set_ylabel("test accuracy %")
+    trained_panels(plt, axes[panels - len(trained) :], trained)
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)

@@ -1,16 +1,13 @@
-"""FedGraph's benchmark grid and cell runner (``benchmarks/fedgraph.py`` is the command; its docstring says what
+"""FedGraph's benchmark grid and cell runner (``reproductions/fedgraph/run.py`` is the command; its docstring says what
 each variant and part is): which cells exist (:func:`cells`), their names and run configurations, and how one is
 computed (:func:`run_cell`: one FedGraph run in process; :func:`layers_cell`: the FastGCN layer-size control). The
-tables and figures are ``fedgraph_report.py``, ``fedgraph_learning.py`` and ``fedgraph_figures.py``."""
+tables and figures are ``report.py``, ``learning.py`` and ``figures.py``."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import prepare_run_dir  # noqa: E402
 from reproductions._runner.common import data_dir  # noqa: E402
 
@@ -47,7 +44,8 @@ RELAPSE_TESTS = ("fedgraph-work-td3", "fedgraph-work-floor")
 RELAPSE_VARIANTS = ("fedgraph-work",) + RELAPSE_TESTS  # the stability table's rows
 PAPER_TARGET = {"Cora": 0.9016, "CiteSeer": 0.879}  # the paper's Lambda (Fig. 6's runs), fedgraph-work-lambda
 # The commands that computed the cells stored before a cell recorded its command (from the results files they
-# wrote and docs/methods/fedgraph.md), so that a table rewritten with --tables-only still says how its numbers came.
+# wrote and docs/methods/fedgraph.md), so that a table rewritten with --tables-only still says how its numbers came;
+# as they were typed then, when this reproduction was benchmarks/fedgraph.py.
 EARLIER_COMMANDS = {
     "default": [
         ".venv/bin/python benchmarks/fedgraph.py --budget default --split full-supervised --variants fedgraph "
@@ -188,7 +186,7 @@ def run_cell(
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     config = run_config(dataset, variant, var, budget, seed, split, data)
     out = work / cell_name(dataset, variant, var, budget, seed, split, data)

@@ -1,22 +1,18 @@
-"""FedGraph's benchmark report (``benchmarks/fedgraph.py``): the tables of a budget and split, built from the stored
-cells' rows (:func:`tables`), their prose from ``benchmarks/templates/fedgraph/``. The ablations (heterogeneity,
-sharing, the fixed-policy grid) are ``fedgraph_ablations.py``, the learning budget's tables ``fedgraph_learning.py``;
-the figures beside them ``fedgraph_figures.py``."""
+"""FedGraph's benchmark report (``reproductions/fedgraph/run.py``): the tables of a budget and split, built from the
+stored cells' rows (:func:`tables`), their prose from ``reproductions/fedgraph/templates/``. The ablations
+(heterogeneity, sharing, the fixed-policy grid) are ``ablations.py``, the learning budget's tables ``learning.py``; the
+figures beside them ``figures.py``."""
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import ahead_level_behind, interval_text, t_interval, table  # noqa: E402
-from fedgraph_ablations import heterogeneity_table, policy_grid_table, sharing_figure, sharing_table  # noqa: E402
-from fedgraph_curves import (
+from reproductions.fedgraph.ablations import heterogeneity_table, policy_grid_table, sharing_figure, sharing_table  # noqa: E402
+from reproductions.fedgraph.curves import (
     TARGET,
     TARGET_HIGH,
     accuracy_at_work,
@@ -31,7 +27,7 @@ from fedgraph_curves import (
     time_to,
     versus,
 )
-from fedgraph_grid import (
+from reproductions.fedgraph.grid import (
     AGENT_VARIANTS,
     DATASETS,
     DDPG_VARIANTS,
@@ -39,7 +35,7 @@ from fedgraph_grid import (
     LAYER_SIZES,  # noqa: E402
     VARIANTS,
 )
-from fedgraph_learning import learning_section  # noqa: E402
+from reproductions.fedgraph.learning import learning_section  # noqa: E402
 from reproductions._runner.prose import render  # noqa: E402
 
 WORK_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)  # of the work-rewarded agent's last episode, per seed
@@ -279,54 +275,64 @@ def cpu_note(runs: list[dict]) -> str:
     )
 
 
-def tables(rows: list[dict], budget: str, split: str) -> str:
-    def fmt(v, digits=1):
-        return "-" if v is None else f"{v:.{digits}f}"
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
 
-    if budget == "learning":
-        return learning_section(rows, split)
 
-    layers = [r for r in rows if r.get("kind") == "layers" and split_of(r) == split and budget == "default"]
-    grid = [
-        r
-        for r in rows
-        if r.get("budget") == budget
-        and split_of(r) == split
-        and r.get("kind") == "run"
-        and r["variant"] in GRID_VARIANTS
+def every_cell(runs: list[dict]) -> list[str]:
+    """Every run cell of the split with its final accuracy, time to the target and bytes."""
+    body = [
+        [
+            r["dataset"],
+            data_of(r),
+            f"{r['var']:g}",
+            r["variant"],
+            r["seed"],
+            fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None),
+            fmt(time_to(r), 2),
+            fmt(last_episode(r)[-1][1]),
+            f"{r['bytes'] / 1e6:.1f}",
+            fmt(r.get("cross_fraction"), 2),
+            r["stale"] or "",
+        ]
+        for r in runs
     ]
-    runs = sorted(
-        (
-            r
-            for r in rows
-            if r.get("budget") == budget
-            and split_of(r) == split
-            and r.get("kind") == "run"
-            and r["variant"] in VARIANTS
-        ),
-        key=lambda r: (r["dataset"], data_of(r), r["var"], VARIANTS.index(r["variant"]), r["seed"]),
-    )
-    if not runs:
-        return ""
-    labelled = {
-        d: sorted(
-            n
-            for r in runs
-            if r["dataset"] == d and r["var"] == 0.1 and data_of(r) == "synthesis"
-            for n in r.get("labelled") or []
-        )
-        for d in DATASETS
-    }
-    labelled = ", ".join(f"{d} {ns[0]}-{ns[-1]}" for d, ns in labelled.items() if ns)
-    out = [
-        f"## Split `{split}`\n",
-        (f"Labelled nodes per client (synthesis, variance 0.1): {labelled}.\n" if labelled else ""),
-        render("fedgraph/split", target=f"{TARGET:.0%}") + "\n",
-        *filter(None, [cpu_note(runs)]),
-        "### Summary (variance 0.1)\n",
-        summary(runs),
-        "",
+    columns = ["dataset", "data", "var", "variant", "seed", "final acc %", f"time to {TARGET:.0%} (s)"]
+    columns += ["time of the curve (s)", "MB moved", "cross-client edge ends", "note"]
+    return ["### Every cell\n", table(columns, body)]
+
+
+def ddpg_returns(runs: list[dict]) -> list[str]:
+    """The DDPG runs' return per episode and the last policies against the clients' sizes."""
+    ddpg = [r for r in runs if r["variant"] in DDPG_VARIANTS and r["returns"]]
+    if not ddpg:
+        return []
+    columns = ["dataset", "var", "variant", "seed", "returns (episode 1, 2, ...)", "client nodes"]
+    columns += ["last policies (kappa, p)", "Spearman(size, kappa)"]
+    body = [
+        [
+            r["dataset"],
+            f"{r['var']:g}",
+            r["variant"],
+            r["seed"],
+            ", ".join(f"{x:.2f}" for x in r["returns"]),
+            r["client_nodes"],
+            json.dumps([[k, [round(p, 2) for p in ps]] for k, ps in (r["last_policies"] or [])]),
+            spearman(r["client_nodes"], [k for k, _ in r["last_policies"] or []]),
+        ]
+        for r in ddpg
     ]
+    return [
+        "\n### DDPG: return per episode\n",
+        "Spearman: rank correlation between the clients' sizes and the kappa the agent gave them in the "
+        "last round (ties broken by order).\n",
+        table(columns, body),
+    ]
+
+
+def ablation_sections(rows: list[dict], runs: list[dict], grid: list[dict], layers: list[dict], budget, split):
+    """Work, equal work, heterogeneity, sharing, the policy grid and FastGCN's layer size, where they have cells."""
+    out = []
     work = work_table(runs + grid)
     if work:
         out += ["### Work instead of wall time (deterministic)\n", work, ""]
@@ -356,73 +362,50 @@ def tables(rows: list[dict], budget: str, split: str) -> str:
             layers_table(layers),
             "",
         ]
-    body = [
-        [
-            r["dataset"],
-            data_of(r),
-            f"{r['var']:g}",
-            r["variant"],
-            r["seed"],
-            fmt(100 * r["final_accuracy"] if r["final_accuracy"] is not None else None),
-            fmt(time_to(r), 2),
-            fmt(last_episode(r)[-1][1]),
-            f"{r['bytes'] / 1e6:.1f}",
-            fmt(r.get("cross_fraction"), 2),
-            r["stale"] or "",
+    return out
+
+
+def tables(rows: list[dict], budget: str, split: str) -> str:
+    """The tables of one split from the stored cells' ``rows`` (the learning budget's: :func:`learning_section`)."""
+    if budget == "learning":
+        return learning_section(rows, split)
+
+    def runs_of(variants) -> list[dict]:
+        return [
+            r
+            for r in rows
+            if r.get("budget") == budget
+            and split_of(r) == split
+            and r.get("kind") == "run"
+            and r["variant"] in variants
         ]
-        for r in runs
-    ]
-    out += [
-        "### Every cell\n",
-        table(
-            [
-                "dataset",
-                "data",
-                "var",
-                "variant",
-                "seed",
-                "final acc %",
-                f"time to {TARGET:.0%} (s)",
-                "time of the curve (s)",
-                "MB moved",
-                "cross-client edge ends",
-                "note",
-            ],
-            body,
-        ),
-    ]
-    ddpg = [r for r in runs if r["variant"] in DDPG_VARIANTS and r["returns"]]
-    if ddpg:
-        out.append("\n### DDPG: return per episode\n")
-        out.append(
-            "Spearman: rank correlation between the clients' sizes and the kappa the agent gave them in the "
-            "last round (ties broken by order).\n"
+
+    layers = [r for r in rows if r.get("kind") == "layers" and split_of(r) == split and budget == "default"]
+    grid = runs_of(GRID_VARIANTS)
+    runs = sorted(
+        runs_of(VARIANTS), key=lambda r: (r["dataset"], data_of(r), r["var"], VARIANTS.index(r["variant"]), r["seed"])
+    )
+    if not runs:
+        return ""
+    labelled = {
+        d: sorted(
+            n
+            for r in runs
+            if r["dataset"] == d and r["var"] == 0.1 and data_of(r) == "synthesis"
+            for n in r.get("labelled") or []
         )
-        out.append(
-            table(
-                [
-                    "dataset",
-                    "var",
-                    "variant",
-                    "seed",
-                    "returns (episode 1, 2, ...)",
-                    "client nodes",
-                    "last policies (kappa, p)",
-                    "Spearman(size, kappa)",
-                ],
-                [
-                    [
-                        r["dataset"],
-                        f"{r['var']:g}",
-                        r["variant"],
-                        r["seed"],
-                        ", ".join(f"{x:.2f}" for x in r["returns"]),
-                        r["client_nodes"],
-                        json.dumps([[k, [round(p, 2) for p in ps]] for k, ps in (r["last_policies"] or [])]),
-                        spearman(r["client_nodes"], [k for k, _ in r["last_policies"] or []]),
-                    ]
-                    for r in ddpg
-                ],
-            )
-        )
+        for d in DATASETS
+    }
+    labelled = ", ".join(f"{d} {ns[0]}-{ns[-1]}" for d, ns in labelled.items() if ns)
+    out = [
+        f"## Split `{split}`\n",
+        (f"Labelled nodes per client (synthesis, variance 0.1): {labelled}.\n" if labelled else ""),
+        render("fedgraph/split", target=f"{TARGET:.0%}") + "\n",
+        *filter(None, [cpu_note(runs)]),
+        "### Summary (variance 0.1)\n",
+        summary(runs),
+        "",
+    ]
+    out += ablation_sections(rows, runs, grid, layers, budget, split)
+    out += every_cell(runs) + ddpg_returns(runs)
     return "\n".join(out)

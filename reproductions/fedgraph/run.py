@@ -4,10 +4,10 @@ the same cross-client exchange), cross-client sharing (Fig. 10: FedGraph, nonSha
 curve (return per episode), heterogeneity (Fig. 9: time to a target accuracy at variance 0.1, 0.5, 1), the agent
 against a fixed policy, and the effect of one-round-stale rows against the same-round exchange.
 
-Cells (each kept in ``benchmarks/cells/fedgraph.jsonl.xz`` (``cell_store.CellStore``) with its settings and code
-state; a finished cell is skipped, a stopped run resumes from its last checkpoint under ``--work``):
-``run`` (dataset, variant, var, budget, seed) is one FedGraph run (``method=fedgraph``) through flowergraph's real
-ServerApp and ClientApp code in one process (:mod:`flowergraph.app.inprocess`, equal to a Flower simulation, which
+Cells (each kept in ``reproductions/fedgraph/cells/fedgraph.jsonl.xz`` (``cell_store.CellStore``) with its settings and
+code state; a finished cell is skipped, a stopped run resumes from its last checkpoint under ``--work``): ``run``
+(dataset, variant, var, budget, seed) is one FedGraph run (``method=fedgraph``) through flowergraph's real ServerApp and
+ClientApp code in one process (:mod:`flowergraph.app.inprocess`, equal to a Flower simulation, which
 ``tests/test_fedgraph.py`` checks). Variants:
 
 * ``fedgraph``: the DDPG agent's policies (episodes restart training: Algorithm 4), eq. 9's delta the server's
@@ -33,14 +33,15 @@ agent, evaluation; data loading and start-up excluded). Accuracy is the federate
 over clients, each with one exact forward on its rows). For ``fedgraph`` the curve and the time to the target are
 taken in the last episode (from its first round), since every episode restarts training.
 
-    .venv/bin/python benchmarks/fedgraph.py --quick              # smoke check: 3 clients, 6 rounds, minutes
-    .venv/bin/python benchmarks/fedgraph.py --budget default     # conf/fedgraph-cora.toml's budget (5 clients)
-    .venv/bin/python benchmarks/fedgraph.py                      # the paper's (20 clients, 300 rounds): hours
-    .venv/bin/python benchmarks/fedgraph.py --tables-only        # rewrite docs/results/fedgraph*.md from cells
-    .venv/bin/python benchmarks/fedgraph.py --jobs 8             # 8 cells at once (a bigger machine; the wall-time
-                                                              # columns are then measured side by side)
-    .venv/bin/python benchmarks/fedgraph.py --budget paper --datasets Cora --seeds 0 --variants fedgraph fixed full \
-        --vars 0.1 --parts main                                   # the paper's budget, one seed (~25 min)
+    .venv/bin/python reproductions/fedgraph/run.py --quick            # smoke check: 3 clients, 6 rounds, minutes
+    .venv/bin/python reproductions/fedgraph/run.py --budget default   # conf/fedgraph-cora.toml's budget (5 clients)
+    .venv/bin/python reproductions/fedgraph/run.py                    # the paper's (20 clients, 300 rounds): hours
+    .venv/bin/python reproductions/fedgraph/run.py --tables-only      # rewrite docs/results/fedgraph*.md from cells
+    # 8 cells at once (a bigger machine; the wall-time columns are then measured side by side):
+    .venv/bin/python reproductions/fedgraph/run.py --jobs 8
+    # the paper's budget, one seed (~25 min):
+    .venv/bin/python reproductions/fedgraph/run.py --budget paper --datasets Cora --seeds 0 --variants fedgraph \
+        fixed full --vars 0.1 --parts main
 
 Split (``--split``): the paper draws "a training set, a validation set and a test set" at random without sizes and
 takes batch 256 from FastGCN (its ref. [20]); the default ``full-supervised`` is FastGCN's split: 500 validation
@@ -59,10 +60,10 @@ partition (``fedgraph.data=random``), where 80% of the clients' edge ends cross 
 each client holds ~80% of the nodes and a third of its edge ends cross; the tables give each setting's fraction of
 cross-client edge ends, which is what sharing can recover.
 
-The parts: this file is the command; ``fedgraph_grid.py`` the cells (which exist, their names and run
-configurations, how one is computed); ``fedgraph_curves.py`` what a cell's curve says (episodes, times to a target,
-accuracy at a budget); ``fedgraph_report.py`` and ``fedgraph_learning.py`` the tables, their prose filled into the
-templates of ``benchmarks/templates/fedgraph/``; ``fedgraph_figures.py`` the figures.
+The parts: this file is the command; ``grid.py`` the cells (which exist, their names and run
+configurations, how one is computed); ``curves.py`` what a cell's curve says (episodes, times to a target,
+accuracy at a budget); ``report.py`` and ``learning.py`` the tables, their prose filled into the
+templates of ``reproductions/fedgraph/templates/``; ``figures.py`` the figures.
 """
 
 from __future__ import annotations
@@ -73,13 +74,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import CellStore, cell_cpu  # noqa: E402
 from reproductions._runner.common import REPO, add_jobs, run_cells, write_result  # noqa: E402
-from fedgraph_curves import TARGET, time_to  # noqa: E402
-from fedgraph_figures import plot  # noqa: E402
-from fedgraph_grid import (
+from reproductions.fedgraph.curves import TARGET, time_to  # noqa: E402
+from reproductions.fedgraph.figures import plot  # noqa: E402
+from reproductions.fedgraph.grid import (
     BUDGETS,
     DATASETS,
     EARLIER_COMMANDS,
@@ -97,10 +97,10 @@ from fedgraph_grid import (
     layers_name,
     run_config,
 )
-from fedgraph_report import tables  # noqa: E402
+from reproductions.fedgraph.report import tables  # noqa: E402
 
 
-def main() -> None:
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 clients, 6 rounds, 1 seed")
     parser.add_argument("--budget", choices=tuple(BUDGETS), default="paper")
@@ -128,26 +128,30 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.budget, args.seeds, args.datasets, args.vars = "quick", args.seeds[:1], ["Cora"], [0.1]
-    from flowergraph.tasks.compute import configure_torch
+    return args
 
-    configure_torch(1)
-    store = CellStore(STORE, SOURCES)
-    work = Path(args.work)
-    b = args.budget
-    if not args.tables_only and "layers" in args.parts:
-        for dataset in args.datasets:
-            for seed in args.seeds:
-                name = layers_name(dataset, seed, args.split)
-                record = store.load(name)
-                if record is not None and not (args.rerun_stale and not store.current(record)):
-                    continue
-                started = time.perf_counter()
-                row = layers_cell(dataset, seed, args.split)
-                row["cell_s"] = time.perf_counter() - started
-                print(f"cell {name}: {json.dumps(row['results'])}, {row['cell_s']:.1f} s", flush=True)
-                store.save(
-                    name, {"dataset": dataset, "seed": seed, "split": args.split, "layer_sizes": list(LAYER_SIZES)}, row
-                )
+
+def compute_layers(args, store: CellStore) -> None:
+    """FastGCN against its layer size: the cells asked for that are not stored (or are stale with --rerun-stale)."""
+    for dataset in args.datasets:
+        for seed in args.seeds:
+            name = layers_name(dataset, seed, args.split)
+            record = store.load(name)
+            if record is not None and not (args.rerun_stale and not store.current(record)):
+                continue
+            started = time.perf_counter()
+            row = layers_cell(dataset, seed, args.split)
+            row["cell_s"] = time.perf_counter() - started
+            print(f"cell {name}: {json.dumps(row['results'])}, {row['cell_s']:.1f} s", flush=True)
+            store.save(
+                name, {"dataset": dataset, "seed": seed, "split": args.split, "layer_sizes": list(LAYER_SIZES)}, row
+            )
+
+
+def compute_runs(args, store: CellStore) -> list[str]:
+    """The run cells asked for that are not stored, ``--jobs`` at a time, each stored as it finishes; the names
+    of those that failed."""
+    work, b = Path(args.work), args.budget
     pending = []
     if not args.tables_only:
         for dataset, variant, var, seed, data in cells(args):
@@ -169,6 +173,19 @@ def main() -> None:
             flush=True,
         )
         store.save(name, run_config(*key), row)
+    return failed
+
+
+def main() -> None:
+    args = parse_args()
+    from flowergraph.tasks.compute import configure_torch
+
+    configure_torch(1)
+    store = CellStore(STORE, SOURCES)
+    b = args.budget
+    if not args.tables_only and "layers" in args.parts:
+        compute_layers(args, store)
+    failed = compute_runs(args, store)
     rows = []
     for record in store.records():
         rows.append(

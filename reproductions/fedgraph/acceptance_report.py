@@ -1,15 +1,11 @@
-"""The tables of ``benchmarks/fedgraph_acceptance.py`` (issue 72's acceptance), from the stored cells' lean rows:
+"""The tables of ``reproductions/fedgraph/acceptance.py`` (issue 72's acceptance), from the stored cells' lean rows:
 the setting, the sharing question, the exchange cadence (traffic and accuracy), the speed question on the parallel
 clock (LAN, WAN beside), and where a round's modelled time goes."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import interval_text, mean_std, t_interval, table  # noqa: E402
 
 TARGET = {"Cora": 0.85, "CiteSeer": 0.72}  # the issue's time-to-target accuracies

@@ -17,7 +17,7 @@ small sample's 1 ms counts as much as a full batch's 30 ms); the medians over ``
 into ``flowergraph/tasks/fedgraph/clock.py``. Beside it: the issue's proportional model (c alone, the slope
 through the origin over the training iterations) and, per group, how far each model is from the measured time.
 
-    .venv/bin/python benchmarks/fedgraph_clock.py            # ~5 min on one core; writes docs/results/fedgraph_clock.md
+    .venv/bin/python reproductions/fedgraph/clock.py   # ~5 min on one core; writes docs/results/fedgraph_clock.md
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
 SCHEMES = (
