@@ -95,6 +95,14 @@ INTERNAL: dict[tuple[str, str], str] = {
         )
     },
     **{
+        (f"reproductions/fedgcn/{file}.py", "flowergraph.privacy.ckks"): "the CKKS ring dimension "
+        "(POLY_MODULUS_DEGREE) the pages state and count ciphertext slots by: no public constant"
+        for file in ("he", "scale")
+    },
+    ("reproductions/fedgcn/vs_fedgraph.py", "flowergraph.app.runtime"): "stops the fedgraph library's Ray "
+    "processes by PID (kill_tree, stop_processes): app.runtime is listed public in docs/architecture.md, but is "
+    "not one of the modules a reproduction may use",
+    **{
         ("reproductions/asfgnn/parking.py", module): "parking keeps a checkpoint's strategy state as JSON, with the "
         "checkpoint format's own tree packing (npzio.pack_tree / unpack_tree) and the newest checkpoint of a folder "
         "(checkpoint.find_checkpoint, round_of_file, errors.CheckpointError): flowergraph.storage exports neither"

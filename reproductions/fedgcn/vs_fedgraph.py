@@ -14,7 +14,7 @@ Its byte counts are its own theoretical accounting (MiB, converted to MB here); 
 went to and from clients.
 
     bash ../shared/anchors/fedgraph/setup.sh        # once: /tmp/fg_venv
-    .venv/bin/python benchmarks/fedgcn_vs_fedgraph.py [--seeds 0 1 2] [--rounds 100] [--dataset Cora]
+    .venv/bin/python reproductions/fedgcn/vs_fedgraph.py [--seeds 0 1 2] [--rounds 100] [--dataset Cora]
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import remove_run_folder  # noqa: E402
 from reproductions._runner.common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
 
@@ -143,7 +142,7 @@ def run_ours(dataset: str, hops: int, seed: int, rounds: int, work: Path) -> dic
     rc, wall, peak = _measured(cmd, work / f"ours-{dataset}-h{hops}-s{seed}.log")
     if rc != 0:
         sys.exit(f"our run failed (exit {rc}); see {work / f'ours-{dataset}-h{hops}-s{seed}.log'}")
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
 
     run = read_run(out)
     phase = (
@@ -191,6 +190,29 @@ def main() -> None:
                 runs.append(r)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    body = (
+        f"{args.dataset}, 10 clients, Dirichlet beta=10000, {args.rounds} rounds, 3 local steps, SGD lr 0.5, GCN "
+        f"hidden 16, public split; seeds {args.seeds}, runs interleaved per seed (fedgraph, ours 1-hop, ours "
+        f"2-hop), each a whole process from interpreter start to exit. Ours: conf/fedgcn-{args.dataset.lower()}.toml "
+        f"through Flower's Ray simulation (`python -m flowergraph.simulation`), 2 actors (1 CPU each); fedgraph: "
+        f"its own Ray runtime with 10 trainer actors on 2 CPUs (0.2 CPU each), as in its RESULTS.md.\n\n"
+        + comparison(runs)
+        + "\n\nBytes: ours are payload bytes to and from clients (arrays and metrics as they travel); fedgraph's are "
+        "its own theoretical figures (dense N x d uploads; MiB converted to MB). Memory: peak of the summed PSS "
+        "(shared pages split between processes) over the launched process and all descendants, sampled every "
+        "second. fedgraph's 2-hop runs the 1-hop code path in 0.2.5 (../shared/anchors/fedgraph/RESULTS.md), "
+        "so it is not repeated here; its reference numbers there: Cora 1-hop 0.787 ± 0.009, 86 s, 378.7 MiB, "
+        "~4.8 GB.\n"
+    )
+    write_result(
+        f"fedgcn_vs_fedgraph{'' if args.dataset == 'Cora' else '_' + args.dataset.lower()}",
+        f"FedGCN vs the fedgraph library, {args.dataset}",
+        body,
+    )
+
+
+def comparison(runs: list[dict]) -> str:
+    """Each run kind's accuracy, wall time, bytes and memory, against fedgraph's of the same seed."""
     whos = list(dict.fromkeys(r["who"] for r in runs))
     base = {r["seed"]: r for r in runs if r["who"].startswith("fedgraph")}
     rows = []
@@ -213,39 +235,9 @@ def main() -> None:
                 f"{statistics.median(mem_ratio):.2f}",
             ]
         )
-    body = (
-        f"{args.dataset}, 10 clients, Dirichlet beta=10000, {args.rounds} rounds, 3 local steps, SGD lr 0.5, GCN "
-        f"hidden 16, public split; seeds {args.seeds}, runs interleaved per seed (fedgraph, ours 1-hop, ours "
-        f"2-hop), each a whole process from interpreter start to exit. Ours: conf/fedgcn-{args.dataset.lower()}.toml "
-        f"through Flower's Ray simulation (`python -m flowergraph.simulation`), 2 actors (1 CPU each); fedgraph: "
-        f"its own Ray runtime with 10 trainer actors on 2 CPUs (0.2 CPU each), as in its RESULTS.md.\n\n"
-        + table(
-            [
-                "run",
-                "final test acc",
-                "per seed",
-                "wall s",
-                "wall / fedgraph (median)",
-                "pre-training MB",
-                "fedgraph pre-training / ours",
-                "total MB",
-                "peak memory MB (all processes)",
-                "memory / fedgraph (median)",
-            ],
-            rows,
-        )
-        + "\n\nBytes: ours are payload bytes to and from clients (arrays and metrics as they travel); fedgraph's are "
-        "its own theoretical figures (dense N x d uploads; MiB converted to MB). Memory: peak of the summed PSS "
-        "(shared pages split between processes) over the launched process and all descendants, sampled every "
-        "second. fedgraph's 2-hop runs the 1-hop code path in 0.2.5 (../shared/anchors/fedgraph/RESULTS.md), "
-        "so it is not repeated here; its reference numbers there: Cora 1-hop 0.787 ± 0.009, 86 s, 378.7 MiB, "
-        "~4.8 GB.\n"
-    )
-    write_result(
-        f"fedgcn_vs_fedgraph{'' if args.dataset == 'Cora' else '_' + args.dataset.lower()}",
-        f"FedGCN vs the fedgraph library, {args.dataset}",
-        body,
-    )
+    columns = ["run", "final test acc", "per seed", "wall s", "wall / fedgraph (median)", "pre-training MB"]
+    columns += ["fedgraph pre-training / ours", "total MB", "peak memory MB (all processes)"]
+    return table(columns + ["memory / fedgraph (median)"], rows)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ steps, SGD lr 0.5, public split, uniform averaging as in the FedGCN reference co
 varied. Every run goes through Flower's Ray simulation (flowergraph.simulation). Then, for the communication
 table, the pre-training phase once more under CKKS (he=true, 1 round, seed 0) for every 1/2-hop setting.
 
-    .venv/bin/python benchmarks/fedgcn_accuracy.py [--seeds 0 1 2] [--rounds 100] [--datasets Cora CiteSeer]
+    .venv/bin/python reproductions/fedgcn/accuracy.py [--seeds 0 1 2] [--rounds 100] [--datasets Cora CiteSeer]
 
 Finished runs are kept under --work (default results/bench-fedgcn) and reused when the script is re-run.
 Writes docs/results/fedgcn_accuracy.md and docs/results/fedgcn_accuracy_<dataset>.png.
@@ -19,12 +19,11 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import REPO, data_dir, mean_std, table, write_result  # noqa: E402
 
 from flowergraph.plot import plot_runs  # noqa: E402
-from flowergraph.storage.results import human_bytes, read_run  # noqa: E402
+from flowergraph.storage import human_bytes, read_run  # noqa: E402
 from flowergraph.simulation import load_preset, run_simulation  # noqa: E402
 
 BETAS = (10000.0, 100.0, 1.0)
@@ -92,7 +91,7 @@ def run_one(dataset: str, beta: float, hops: int, seed: int, rounds: int, work: 
     return row
 
 
-def main() -> None:
+def parse_args():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rounds", type=int, default=100)
@@ -100,7 +99,119 @@ def main() -> None:
     parser.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
     parser.add_argument("--no-he", action="store_true", help="skip the CKKS pre-training runs")
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgcn"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def group(rows: list[dict], ds: str, beta: float, hops: int) -> list[dict]:
+    return [r for r in rows if (r["dataset"], r["beta"], r["hops"]) == (ds, beta, hops)]
+
+
+def accuracy_rows(args, rows: list[dict]) -> tuple[list[list], list[str]]:
+    """The accuracy table's rows, and the hop gaps per dataset and beta."""
+    acc_rows, notes = [], []
+    for ds in args.datasets:
+        for beta in args.betas:
+            for hops in HOPS:
+                g = group(rows, ds, beta, hops)
+                acc_rows.append(
+                    [
+                        ds,
+                        f"{beta:g}",
+                        hops,
+                        mean_std([r["final"] for r in g]),
+                        mean_std([r["best"] for r in g]),
+                        " / ".join(f"{r['final']:.3f}" for r in g),
+                        mean_std([r["wall"] for r in g if r["wall"]]),
+                        mean_std([r["round_s"] for r in g if r["round_s"]]),
+                    ]
+                )
+            means = {h: statistics.mean(r["final"] for r in group(rows, ds, beta, h)) for h in HOPS}
+            notes.append(
+                f"{ds} beta={beta:g}: 1-hop - 0-hop = {means[1] - means[0]:+.3f}, "
+                f"2-hop - 0-hop = {means[2] - means[0]:+.3f}"
+            )
+    return acc_rows, notes
+
+
+def communication_rows(args, rows: list[dict], he_rows: list[dict]) -> list[list]:
+    """The communication table's rows: the pre-training phase plain and under CKKS, training bytes, fedgraph's."""
+    comm_rows = []
+    for ds in args.datasets:
+        n, d = SIZES[ds]
+        dense_up = 10 * n * d * 4
+        for beta in args.betas:
+            for hops in HOPS:
+                g = group(rows, ds, beta, hops)
+                r0 = g[0]
+                he = group(he_rows, ds, beta, hops)
+                he_bytes = he[0]["pre_up"] + he[0]["pre_down"] if he else None
+                plain = r0["pre_up"] + r0["pre_down"]
+                comm_rows.append(
+                    [
+                        ds,
+                        f"{beta:g}",
+                        hops,
+                        r0["rows"],
+                        human_bytes(plain),
+                        f"{dense_up / plain:.0f}x" if plain else "-",
+                        human_bytes(he_bytes) if he_bytes else "-",
+                        he[0]["ciphertexts"] if he else "-",
+                        f"{he[0]['pre_s']:.1f}" if he else "-",
+                        f"{r0['pre_s']:.2f}" if hops else "-",
+                        human_bytes(statistics.mean(r["train_bytes"] for r in g)),
+                        human_bytes(dense_up),
+                    ]
+                )
+    return comm_rows
+
+
+def curves(args, rows: list[dict]) -> list[str]:
+    """Accuracy against round and time of seed 0's runs at the first and last beta: docs/results/ figures."""
+    plots = []
+    for ds in args.datasets:
+        picks = [(beta, hops) for beta in sorted({args.betas[0], args.betas[-1]}, reverse=True) for hops in HOPS]
+        dirs = [group(rows, ds, beta, hops)[0]["out"] for beta, hops in picks]
+        for p in plot_runs(
+            dirs, str(REPO / "docs" / "results"), labels=[f"{h}-hop beta={b:g}" for b, h in picks], metric="accuracy"
+        ):
+            target = p.with_name(f"fedgcn_accuracy_{ds.lower()}_{p.name}")
+            p.rename(target)
+            plots.append(target.name)
+    return plots
+
+
+ACCURACY_NOTE = (
+    "\n\nTargets (issue 4): Cora 2-hop at beta=10000 >= 0.80 (centralized GCN here: 0.808 ± 0.009, "
+    "docs/results/fedavg_cora.md); CiteSeer 2-hop >= 0.69; 1-hop and 2-hop well above 0-hop at every beta. "
+    "Measured gaps (mean final accuracy):\n\n"
+)
+REFERENCE_NOTE = (
+    "\n\nReference, fedgraph 0.2.5 on this machine (../shared/anchors/fedgraph/RESULTS.md, beta=10000): Cora "
+    "1-hop 0.787 ± 0.009 (its 2-hop runs the 1-hop code path), FedAvg 0.621 ± 0.019; CiteSeer 1-hop "
+    "0.682 ± 0.015. Side by side in one run: docs/results/fedgcn_vs_fedgraph.md.\n\n"
+)
+COMMUNICATION_NOTE = (
+    "## Communication\n\n"
+    "Pre-training = the one communication phase before round 1 (FedGCN's neighbour aggregations), bytes of "
+    "payload to and from all clients; plaintext rows go dense or CSR, whichever is smaller; only rows with a "
+    "cross-client edge go through the server ('rows'). CKKS: the same phase with he=true (N=4096, ~65.7 KB "
+    "per ciphertext; seed 0). Phase times include each client actor's one-time data load at its first message "
+    "and were measured in whichever run produced the row (the plaintext runs shared the machine with other "
+    "jobs); for a side-by-side timing of plaintext vs CKKS see fedgcn_he.md. Training = rounds 1..R, model "
+    "arrays and metrics both ways (mean over seeds). "
+    "'dense N x d up' = what the fedgraph library uploads in its pre-training phase (every client a dense "
+    "N x d float32 matrix; it also downloads rows: 202.7 MiB pre-training in total on Cora, 610.7 MiB on "
+    "CiteSeer, per its own accounting).\n\n"
+)
+ACCURACY_COLUMNS = ["dataset", "beta", "hops", "final test acc", "best-round test acc", "per seed", "run wall s"]
+ACCURACY_COLUMNS += ["median round s"]
+COMMUNICATION_COLUMNS = ["dataset", "beta", "hops", "rows via server", "pre-training plaintext", "dense up / ours"]
+COMMUNICATION_COLUMNS += ["pre-training CKKS", "ciphertexts up", "CKKS phase s", "plaintext phase s"]
+COMMUNICATION_COLUMNS += ["training bytes", "dense N x d up (fedgraph)"]
+
+
+def main() -> None:
+    args = parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = [
@@ -120,74 +231,9 @@ def main() -> None:
             for hops in (1, 2)
         ]
     )
-
-    def group(ds, beta, hops, source=None):
-        return [
-            r for r in (rows if source is None else source) if (r["dataset"], r["beta"], r["hops"]) == (ds, beta, hops)
-        ]
-
-    acc_rows, notes = [], []
-    for ds in args.datasets:
-        for beta in args.betas:
-            for hops in HOPS:
-                g = group(ds, beta, hops)
-                acc_rows.append(
-                    [
-                        ds,
-                        f"{beta:g}",
-                        hops,
-                        mean_std([r["final"] for r in g]),
-                        mean_std([r["best"] for r in g]),
-                        " / ".join(f"{r['final']:.3f}" for r in g),
-                        mean_std([r["wall"] for r in g if r["wall"]]),
-                        mean_std([r["round_s"] for r in g if r["round_s"]]),
-                    ]
-                )
-            means = {h: statistics.mean(r["final"] for r in group(ds, beta, h)) for h in HOPS}
-            notes.append(
-                f"{ds} beta={beta:g}: 1-hop - 0-hop = {means[1] - means[0]:+.3f}, "
-                f"2-hop - 0-hop = {means[2] - means[0]:+.3f}"
-            )
-
-    comm_rows = []
-    for ds in args.datasets:
-        n, d = SIZES[ds]
-        dense_up = 10 * n * d * 4
-        for beta in args.betas:
-            for hops in HOPS:
-                g = group(ds, beta, hops)
-                r0 = g[0]
-                he = group(ds, beta, hops, source=he_rows)
-                he_bytes = he[0]["pre_up"] + he[0]["pre_down"] if he else None
-                plain = r0["pre_up"] + r0["pre_down"]
-                comm_rows.append(
-                    [
-                        ds,
-                        f"{beta:g}",
-                        hops,
-                        r0["rows"],
-                        human_bytes(plain),
-                        f"{dense_up / plain:.0f}x" if plain else "-",
-                        human_bytes(he_bytes) if he_bytes else "-",
-                        he[0]["ciphertexts"] if he else "-",
-                        f"{he[0]['pre_s']:.1f}" if he else "-",
-                        f"{r0['pre_s']:.2f}" if hops else "-",
-                        human_bytes(statistics.mean(r["train_bytes"] for r in g)),
-                        human_bytes(dense_up),
-                    ]
-                )
-
-    plots = []
-    for ds in args.datasets:
-        picks = [(beta, hops) for beta in sorted({args.betas[0], args.betas[-1]}, reverse=True) for hops in HOPS]
-        dirs = [group(ds, beta, hops)[0]["out"] for beta, hops in picks]
-        for p in plot_runs(
-            dirs, str(REPO / "docs" / "results"), labels=[f"{h}-hop beta={b:g}" for b, h in picks], metric="accuracy"
-        ):
-            target = p.with_name(f"fedgcn_accuracy_{ds.lower()}_{p.name}")
-            p.rename(target)
-            plots.append(target.name)
-
+    acc_rows, notes = accuracy_rows(args, rows)
+    comm_rows = communication_rows(args, rows, he_rows)
+    plots = curves(args, rows)
     body = (
         f"FedGCN, 10 clients (Dirichlet label partition, min 10 nodes per client), 2-layer GCN hidden 16, "
         f"{args.rounds} rounds x 3 local full-batch steps, SGD lr 0.5, weight decay 5e-4, dropout 0.5, public "
@@ -195,54 +241,12 @@ def main() -> None:
         f"after the last round (client-side, weighted by test nodes = accuracy on the 1000 public test nodes), "
         f"mean ± std over seeds {args.seeds} (the seed sets the partition, the initial model and dropout).\n\n"
         "## Accuracy\n\n"
-        + table(
-            [
-                "dataset",
-                "beta",
-                "hops",
-                "final test acc",
-                "best-round test acc",
-                "per seed",
-                "run wall s",
-                "median round s",
-            ],
-            acc_rows,
-        )
-        + "\n\nTargets (issue 4): Cora 2-hop at beta=10000 >= 0.80 (centralized GCN here: 0.808 ± 0.009, "
-        "docs/results/fedavg_cora.md); CiteSeer 2-hop >= 0.69; 1-hop and 2-hop well above 0-hop at every beta. "
-        "Measured gaps (mean final accuracy):\n\n"
+        + table(ACCURACY_COLUMNS, acc_rows)
+        + ACCURACY_NOTE
         + "\n".join(f"- {n}" for n in notes)
-        + "\n\nReference, fedgraph 0.2.5 on this machine (../shared/anchors/fedgraph/RESULTS.md, beta=10000): Cora "
-        "1-hop 0.787 ± 0.009 (its 2-hop runs the 1-hop code path), FedAvg 0.621 ± 0.019; CiteSeer 1-hop "
-        "0.682 ± 0.015. Side by side in one run: docs/results/fedgcn_vs_fedgraph.md.\n\n"
-        "## Communication\n\n"
-        "Pre-training = the one communication phase before round 1 (FedGCN's neighbour aggregations), bytes of "
-        "payload to and from all clients; plaintext rows go dense or CSR, whichever is smaller; only rows with a "
-        "cross-client edge go through the server ('rows'). CKKS: the same phase with he=true (N=4096, ~65.7 KB "
-        "per ciphertext; seed 0). Phase times include each client actor's one-time data load at its first message "
-        "and were measured in whichever run produced the row (the plaintext runs shared the machine with other "
-        "jobs); for a side-by-side timing of plaintext vs CKKS see fedgcn_he.md. Training = rounds 1..R, model "
-        "arrays and metrics both ways (mean over seeds). "
-        "'dense N x d up' = what the fedgraph library uploads in its pre-training phase (every client a dense "
-        "N x d float32 matrix; it also downloads rows: 202.7 MiB pre-training in total on Cora, 610.7 MiB on "
-        "CiteSeer, per its own accounting).\n\n"
-        + table(
-            [
-                "dataset",
-                "beta",
-                "hops",
-                "rows via server",
-                "pre-training plaintext",
-                "dense up / ours",
-                "pre-training CKKS",
-                "ciphertexts up",
-                "CKKS phase s",
-                "plaintext phase s",
-                "training bytes",
-                "dense N x d up (fedgraph)",
-            ],
-            comm_rows,
-        )
+        + REFERENCE_NOTE
+        + COMMUNICATION_NOTE
+        + table(COMMUNICATION_COLUMNS, comm_rows)
         + "\n\nCurves (seed "
         + str(args.seeds[0])
         + "): "

@@ -10,7 +10,7 @@ which node (see docs/results/fedgcn_scale.md). Plaintext and CKKS runs alternate
 Every run goes through Flower's Ray
 simulation inside a memory sampler (summed PSS of this process and all its descendants).
 
-    .venv/bin/python benchmarks/fedgcn_scale.py [--sizes 10000 30000 100000] [--partitioners random dirichlet:0.1]
+    .venv/bin/python reproductions/fedgcn/scale.py [--sizes 10000 30000 100000] [--partitioners random dirichlet:0.1]
                                                 [--modes plain ckks] [--data-source cut files] [--fresh]
 
 ``--data-source``: ``cut`` (every client actor builds the global graph and cuts its part, the default) or
@@ -29,10 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import REPO, table, write_result  # noqa: E402
-from fedgcn_he import MB, bench_run, breakdown, cpu_split, fmt_mb  # noqa: E402
+from reproductions.fedgcn.he import MB, bench_run, breakdown, cpu_split, fmt_mb  # noqa: E402
 
 from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
 
@@ -118,8 +117,7 @@ def graph_stats(nodes: int, features: int, partitioner: str, clients: int, seed:
     """Edges and cross-client edges of the partition, computed exactly as every client computes its part
     (plus the time one process takes to build the graph and the partition: each Ray actor pays it once, at its
     first phase message)."""
-    from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, load_global_graph, node_assignment
-    from flowergraph.tasks.synthetic import CSBMParams
+    from flowergraph.data import CSBMParams, GraphSpec, PartitionSpec, load_global_graph, node_assignment
 
     o = synthetic_overrides(nodes, features)
     gspec = GraphSpec(
@@ -195,7 +193,7 @@ def loglog_slope(x: list[float], y: list[float]) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
-def main() -> None:
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 30000, 100000])
     parser.add_argument(
@@ -219,24 +217,29 @@ def main() -> None:
         help="clients cut the global graph, or read their own exported partition file",
     )
     parser.add_argument("--name", default="fedgcn_scale", help="docs/results/<name>.md")
-    args = parser.parse_args()
-    work = Path(args.work)
-    import torch_geometric.utils  # noqa: F401  (imported before graph_stats times a graph build)
+    return parser.parse_args()
 
-    settings = [(n, part) for n in args.sizes for part in args.partitioners]
+
+def setting_overrides(args, n: int, part: str) -> dict:
+    pname, beta = parse_partitioner(part)
+    return {
+        **synthetic_overrides(n, args.features),
+        "node.partitioner": pname,
+        "fedgcn.hops": 2,
+        **({"node.beta": beta} if beta else {}),
+        "seed": args.seed,
+        "node.local-steps": 1,
+    }
+
+
+def measure(args, settings: list[tuple[int, str]]) -> tuple[list[dict], list[dict]]:
+    """Every (size, partitioner, mode, data source) run: the completed ones and the failed ones."""
+    work = Path(args.work)
     total = len(settings) * len(args.modes) * len(args.data_source)
     runs, failed = [], []
     for i, (n, part) in enumerate(settings):
         stats = graph_stats(n, args.features, part, args.clients, args.seed)
-        pname, beta = parse_partitioner(part)
-        base = {
-            **synthetic_overrides(n, args.features),
-            "node.partitioner": pname,
-            "fedgcn.hops": 2,
-            **({"node.beta": beta} if beta else {}),
-            "seed": args.seed,
-            "node.local-steps": 1,
-        }
+        base = setting_overrides(args, n, part)
         parts_dir = None
         if "files" in args.data_source:
             parts_dir = export_partitions(work / f"parts-n{n}-{part.replace(':', '')}", base, args.clients)
@@ -281,9 +284,12 @@ def main() -> None:
                     flush=True,
                 )
                 runs.append(r)
+    return runs, failed
 
+
+def runs_table(runs: list[dict]) -> str:
     rows = []
-    for r in runs + failed:
+    for r in runs:
         p = r["phase"] or {}
         ok = r["ok"] and r["phase"] is not None
         rows.append(
@@ -309,83 +315,67 @@ def main() -> None:
                 f"{r['load_s']:.1f}",
             ]
         )
-    main_table = table(
-        [
-            "nodes",
-            "partitioner",
-            "client sizes",
-            "mode",
-            "client data",
-            "edges",
-            "cross-client edges",
-            "cross share",
-            "rows crossing",
-            "row contributions",
-            "phase s",
-            "bytes up MB",
-            "bytes down MB",
-            "ciphertexts up / down",
-            "peak PSS MB (all processes)",
-            "wall s",
-            "graph + partition s (per process)",
-        ],
-        rows,
-    )
-    mem_rows = [
-        [r["name"], f"{r['peak_mb']:.0f}", breakdown(r.get("peak_roles_mb") or {}), cpu_split(r)] for r in runs + failed
-    ]
-    mem_table = table(
-        ["run", "peak PSS MB", "at the peak, by role (MB)", "CPU s (whole run): client actors / ServerApp"], mem_rows
-    )
+    columns = ["nodes", "partitioner", "client sizes", "mode", "client data", "edges", "cross-client edges"]
+    columns += ["cross share", "rows crossing", "row contributions", "phase s", "bytes up MB", "bytes down MB"]
+    columns += ["ciphertexts up / down", "peak PSS MB (all processes)", "wall s", "graph + partition s (per process)"]
+    return table(columns, rows)
 
-    # Growth laws, fitted on the runs above.
+
+def mode_law(args, mode: str, rs: list[dict]) -> str:
+    """The growth law of one mode's runs: bytes and phase time against row contributions (and ciphertexts), and
+    their growth with N per partitioner."""
+    label = "CKKS" if mode == "ckks" else "Plaintext"
+    cross = [r["cross_edges"] for r in rs]
+    contrib = [r["phase"]["row_contributions"] for r in rs]
+    up = [r["phase"]["bytes_up"] for r in rs]
+    down = [r["phase"]["bytes_down"] for r in rs]
+    secs = [r["phase"]["time_s"] for r in rs]
+    a_up, b_up = fit(contrib, up)
+    per_edge = [u / c for u, c in zip(up, cross)]
+    line = (
+        f"* **{label}**: bytes up = {a_up / MB:.2f} MB + {b_up:.0f} B x row contributions "
+        f"(i.e. {min(per_edge):.0f}-{max(per_edge):.0f} B up per cross-client edge across the runs; "
+        f"row contributions / cross-client edges = "
+        f"{min(c / e for c, e in zip(contrib, cross)):.2f}-{max(c / e for c, e in zip(contrib, cross)):.2f}); "
+        f"bytes down / bytes up = {min(d / u for d, u in zip(down, up)):.2f}-"
+        f"{max(d / u for d, u in zip(down, up)):.2f}."
+    )
+    if mode == "ckks":
+        cts = [(r["phase"]["ciphertexts_up"] + r["phase"]["ciphertexts_down"]) / 1000 for r in rs]
+        a_t, b_t = fit(cts, secs)
+        a_c, b_c = fit(contrib, [r["phase"]["ciphertexts_up"] for r in rs])
+        per_k = [t / c for t, c in zip(secs, cts)]
+        line += (
+            f" Phase time = {a_t:.1f} s + {b_t:.2f} s per 1000 ciphertexts (up + down) (least squares; "
+            f"per run {min(per_k):.2f}-{max(per_k):.2f} s per 1000 ciphertexts). Ciphertexts up = "
+            f"{a_c:.0f} + {b_c * 1000:.1f} per 1000 row contributions (a row is {args.features + 1} of "
+            f"{POLY_MODULUS_DEGREE // 2} slots; the constant is the per-group padding: each group of rows "
+            f"with the same client set starts a fresh ciphertext)."
+        )
+    else:
+        a_t, b_t = fit([c / 1000 for c in contrib], secs)
+        line += f" Phase time = {a_t:.1f} s + {b_t:.3f} s per 1000 row contributions."
+    for part in args.partitioners:
+        rp = sorted((r for r in rs if r["partitioner"] == part), key=lambda r: r["nodes"])
+        if len(rp) >= 2:
+            ns = [r["nodes"] for r in rp]
+            line += (
+                f" With `{part}`, bytes up grow as "
+                f"N^{loglog_slope(ns, [r['phase']['bytes_up'] for r in rp]):.2f}"
+                f" and phase time as N^{loglog_slope(ns, [r['phase']['time_s'] for r in rp]):.2f}"
+                f" ({rp[0]['nodes']}-{rp[-1]['nodes']} nodes)."
+            )
+    return line
+
+
+def growth_laws(args, runs: list[dict], settings: list[tuple[int, str]]) -> list[str]:
+    """The growth laws fitted on the runs, the same size with fewer cross-client edges, and own partition files
+    against every client cutting the global graph."""
     laws = []
     for mode in args.modes:
         rs = [r for r in runs if r["mode"] == mode]
-        if len({r["nodes"] for r in rs}) < 2:  # a growth law needs several sizes
-            continue
-        label = "CKKS" if mode == "ckks" else "Plaintext"
-        cross = [r["cross_edges"] for r in rs]
-        contrib = [r["phase"]["row_contributions"] for r in rs]
-        up = [r["phase"]["bytes_up"] for r in rs]
-        down = [r["phase"]["bytes_down"] for r in rs]
-        secs = [r["phase"]["time_s"] for r in rs]
-        a_up, b_up = fit(contrib, up)
-        per_edge = [u / c for u, c in zip(up, cross)]
-        line = (
-            f"* **{label}**: bytes up = {a_up / MB:.2f} MB + {b_up:.0f} B x row contributions "
-            f"(i.e. {min(per_edge):.0f}-{max(per_edge):.0f} B up per cross-client edge across the runs; "
-            f"row contributions / cross-client edges = "
-            f"{min(c / e for c, e in zip(contrib, cross)):.2f}-{max(c / e for c, e in zip(contrib, cross)):.2f}); "
-            f"bytes down / bytes up = {min(d / u for d, u in zip(down, up)):.2f}-"
-            f"{max(d / u for d, u in zip(down, up)):.2f}."
-        )
-        if mode == "ckks":
-            cts = [(r["phase"]["ciphertexts_up"] + r["phase"]["ciphertexts_down"]) / 1000 for r in rs]
-            a_t, b_t = fit(cts, secs)
-            a_c, b_c = fit(contrib, [r["phase"]["ciphertexts_up"] for r in rs])
-            per_k = [t / c for t, c in zip(secs, cts)]
-            line += (
-                f" Phase time = {a_t:.1f} s + {b_t:.2f} s per 1000 ciphertexts (up + down) (least squares; "
-                f"per run {min(per_k):.2f}-{max(per_k):.2f} s per 1000 ciphertexts). Ciphertexts up = "
-                f"{a_c:.0f} + {b_c * 1000:.1f} per 1000 row contributions (a row is {args.features + 1} of "
-                f"{POLY_MODULUS_DEGREE // 2} slots; the constant is the per-group padding: each group of rows "
-                f"with the same client set starts a fresh ciphertext)."
-            )
-        else:
-            a_t, b_t = fit([c / 1000 for c in contrib], secs)
-            line += f" Phase time = {a_t:.1f} s + {b_t:.3f} s per 1000 row contributions."
-        for part in args.partitioners:
-            rp = sorted((r for r in rs if r["partitioner"] == part), key=lambda r: r["nodes"])
-            if len(rp) >= 2:
-                ns = [r["nodes"] for r in rp]
-                line += (
-                    f" With `{part}`, bytes up grow as "
-                    f"N^{loglog_slope(ns, [r['phase']['bytes_up'] for r in rp]):.2f}"
-                    f" and phase time as N^{loglog_slope(ns, [r['phase']['time_s'] for r in rp]):.2f}"
-                    f" ({rp[0]['nodes']}-{rp[-1]['nodes']} nodes)."
-                )
-        laws.append(line)
+        if len({r["nodes"] for r in rs}) >= 2:  # a growth law needs several sizes
+            laws.append(mode_law(args, mode, rs))
     # Fixed size: the same graph with fewer cross-client edges.
     if len(args.partitioners) >= 2:
         a_part, b_part = args.partitioners[0], args.partitioners[1]
@@ -421,22 +411,42 @@ def main() -> None:
                     f"{f['phase']['time_s']:.1f} vs {c['phase']['time_s']:.1f} s, same bytes "
                     f"({f['phase']['bytes_up'] == c['phase']['bytes_up']})."
                 )
+    return laws
+
+
+INTRO = (
+    "Each run is a full Flower Ray simulation (2 client actors on 2 cores).\n\n"
+    "* **cross-client edges**: undirected edges whose endpoints have different owners (from the partition, "
+    "as each client computes it); **rows crossing**: distinct rows the server sums; **row contributions**: "
+    "rows uploaded, summed over clients (= rows downloaded, 2-hop).\n"
+    "* **phase s**: round 0's `time_s`, from the server's first phase message to the last reply. It includes "
+    "each client actor's one-time graph generation + partition at its first message (last column, measured "
+    "in the benchmark process; 2 actors pay it in parallel) and the CKKS layout/encryption/sums.\n"
+    "* **peak PSS MB**: peak of the summed PSS of the benchmark process and all its descendants (SuperLink, "
+    "ServerApp, Ray services, client actors), sampled every 1 s over the whole run.\n\n"
+)
+
+
+def main() -> None:
+    args = parse_args()
+    import torch_geometric.utils  # noqa: F401  (imported before graph_stats times a graph build)
+
+    settings = [(n, part) for n in args.sizes for part in args.partitioners]
+    runs, failed = measure(args, settings)
+    mem_rows = [
+        [r["name"], f"{r['peak_mb']:.0f}", breakdown(r.get("peak_roles_mb") or {}), cpu_split(r)] for r in runs + failed
+    ]
+    mem_table = table(
+        ["run", "peak PSS MB", "at the peak, by role (MB)", "CPU s (whole run): client actors / ServerApp"], mem_rows
+    )
     body = (
         f"Synthetic CSBM graph (5 classes, {args.features} features, p_in = {DEGREE_IN:g}/N, p_out = "
         f"{DEGREE_OUT:g}/N: expected degree ~11 at every size), {args.clients} clients, FedGCN 2-hop, 1 round of "
         f"1 local step, seed {args.seed}. One run per setting; plaintext and CKKS alternate within each setting. "
-        "Each run is a full Flower Ray simulation (2 client actors on 2 cores).\n\n"
-        "* **cross-client edges**: undirected edges whose endpoints have different owners (from the partition, "
-        "as each client computes it); **rows crossing**: distinct rows the server sums; **row contributions**: "
-        "rows uploaded, summed over clients (= rows downloaded, 2-hop).\n"
-        "* **phase s**: round 0's `time_s`, from the server's first phase message to the last reply. It includes "
-        "each client actor's one-time graph generation + partition at its first message (last column, measured "
-        "in the benchmark process; 2 actors pay it in parallel) and the CKKS layout/encryption/sums.\n"
-        "* **peak PSS MB**: peak of the summed PSS of the benchmark process and all its descendants (SuperLink, "
-        "ServerApp, Ray services, client actors), sampled every 1 s over the whole run.\n\n"
-        + main_table
+        + INTRO
+        + runs_table(runs + failed)
         + "\n\n## Growth\n\n"
-        + "\n".join(laws)
+        + "\n".join(growth_laws(args, runs, settings))
         + "\n\n"
         + reading(runs, args.features)
         + "\n\n## Memory at the peak, by role\n\n"

@@ -7,7 +7,7 @@ noise hits both alike. Every run goes through Flower's Ray simulation (flowergra
 TreeMemorySampler: peak memory is the summed PSS of this process and ALL its descendants (SuperLink, ServerApp,
 Ray's GCS/raylet/workers and the client actors).
 
-    .venv/bin/python benchmarks/fedgcn_he.py [--repeats 2] [--rounds 10] [--fresh]
+    .venv/bin/python reproductions/fedgcn/he.py [--repeats 2] [--rounds 10] [--fresh]
 
 Runs are kept under ``--work`` (results/bench-fedgcn-he by default); a completed run is reused when the script
 is re-run (``--fresh`` ignores them), so an interrupted benchmark resumes where it stopped.
@@ -21,13 +21,12 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import remove_run_folder  # noqa: E402
 from reproductions._runner.common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 MB = 1e6
@@ -177,7 +176,7 @@ def spread(values: list[float], digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def main() -> None:
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=2, help="plaintext/CKKS pairs (pair r uses seed r)")
     parser.add_argument("--rounds", type=int, default=10)
@@ -185,7 +184,11 @@ def main() -> None:
     parser.add_argument("--work", default=str(REPO / "results" / "bench-fedgcn-he"))
     parser.add_argument("--fresh", action="store_true", help="rerun even runs that completed before")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is stopped")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure(args) -> list[dict]:
+    """The plaintext and CKKS runs, interleaved in pairs (pair r: seed r for both)."""
     work = Path(args.work)
     base = {
         "data-dir": data_dir(),
@@ -199,7 +202,6 @@ def main() -> None:
         "node.lr": 0.5,
         "node.local-steps": 3,
     }
-
     runs = []
     for rep in range(args.repeats):
         order = (True, False) if rep % 2 == 0 else (False, True)
@@ -226,13 +228,10 @@ def main() -> None:
                 flush=True,
             )
             runs.append(r)
+    return runs
 
-    from flowergraph.tasks.federated_graph import GraphSpec, load_global_graph
 
-    cora = load_global_graph(GraphSpec(dataset="Cora", data_dir=data_dir(), split="public"))
-    n, d = int(cora.num_nodes), int(cora.num_features)
-    dense_client = n * d * 4  # fedgraph: every client uploads its dense N x d float32 neighbour-feature sum
-
+def per_run_table(runs: list[dict]) -> str:
     rows = []
     for r in runs:
         p = r["phase"]
@@ -254,48 +253,35 @@ def main() -> None:
                 f"{r['summary']['final_accuracy']:.4f}",
             ]
         )
-    per_run = table(
-        [
-            "run",
-            "mode",
-            "seed",
-            "phase s",
-            "bytes up MB",
-            "bytes down MB",
-            "rows crossing",
-            "row contributions",
-            "ciphertexts up / down",
-            "peak PSS MB (all processes)",
-            "at the peak, by role (MB)",
-            "CPU s: client actors / ServerApp",
-            "wall s",
-            "final test acc",
-        ],
-        rows,
-    )
+    columns = ["run", "mode", "seed", "phase s", "bytes up MB", "bytes down MB", "rows crossing", "row contributions"]
+    columns += ["ciphertexts up / down", "peak PSS MB (all processes)", "at the peak, by role (MB)"]
+    return table(columns + ["CPU s: client actors / ServerApp", "wall s", "final test acc"], rows)
 
-    def pick(he: bool, fn) -> list[float]:
-        return [fn(r) for r in runs if r["he"] == he]
 
+def pick(runs: list[dict], he: bool, fn) -> list[float]:
+    return [fn(r) for r in runs if r["he"] == he]
+
+
+def summary_table(runs: list[dict], clients: int, dense_client: int) -> str:
     summary_rows = []
     for he in (False, True):
         summary_rows.append(
             [
                 "flowergraph, " + ("CKKS" if he else "plaintext"),
-                spread(pick(he, lambda r: r["phase"]["time_s"]), 2),
-                fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_up"]))),
-                fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_up"])) / args.clients),
-                fmt_mb(mean(pick(he, lambda r: r["phase"]["bytes_down"]))),
-                spread(pick(he, lambda r: r["peak_mb"]), 0),
-                spread(pick(he, lambda r: r["wall_s"]), 1),
-                spread(pick(he, lambda r: r["summary"]["final_accuracy"]), 4),
+                spread(pick(runs, he, lambda r: r["phase"]["time_s"]), 2),
+                fmt_mb(mean(pick(runs, he, lambda r: r["phase"]["bytes_up"]))),
+                fmt_mb(mean(pick(runs, he, lambda r: r["phase"]["bytes_up"])) / clients),
+                fmt_mb(mean(pick(runs, he, lambda r: r["phase"]["bytes_down"]))),
+                spread(pick(runs, he, lambda r: r["peak_mb"]), 0),
+                spread(pick(runs, he, lambda r: r["wall_s"]), 1),
+                spread(pick(runs, he, lambda r: r["summary"]["final_accuracy"]), 4),
             ]
         )
     summary_rows.append(
         [
             "fedgraph 0.2.5, plaintext (dense N x d per client, computed)",
             "-",
-            fmt_mb(dense_client * args.clients),
+            fmt_mb(dense_client * clients),
             fmt_mb(dense_client),
             "-",
             "-",
@@ -307,7 +293,7 @@ def main() -> None:
         [
             "fedgraph 0.2.5, encrypted (tenseal 0.3.16, measured)",
             "did not finish",
-            f"~{FEDGRAPH_HE_CLIENT_BYTES * args.clients / MB:.0f}",
+            f"~{FEDGRAPH_HE_CLIENT_BYTES * clients / MB:.0f}",
             f"~{FEDGRAPH_HE_CLIENT_BYTES / MB:.0f}",
             "-",
             f"OOM at {FEDGRAPH_HE_OOM_GB * 1000:.0f}",
@@ -315,32 +301,54 @@ def main() -> None:
             "-",
         ]
     )
-    summary = table(
-        [
-            "setting",
-            "phase s",
-            "bytes up MB (all clients)",
-            "bytes up MB per client",
-            "bytes down MB",
-            "peak PSS MB (all processes)",
-            "wall s",
-            "final test acc",
-        ],
-        summary_rows,
-    )
+    columns = ["setting", "phase s", "bytes up MB (all clients)", "bytes up MB per client", "bytes down MB"]
+    return table(columns + ["peak PSS MB (all processes)", "wall s", "final test acc"], summary_rows)
 
+
+def findings(runs: list[dict], clients: int, d: int, dense_client: int) -> str:
+    """The memory target, CKKS against plaintext, and the accuracy difference per seed."""
     pairs = {}
     for r in runs:
         pairs.setdefault(r["seed"], {})[r["he"]] = r["summary"]["final_accuracy"]
     diffs = [abs(v[True] - v[False]) * 100 for v in pairs.values() if len(v) == 2]
-    he_peak = max(pick(True, lambda r: r["peak_mb"]))
-    plain_up = mean(pick(False, lambda r: r["phase"]["bytes_up"]))
-    he_up = mean(pick(True, lambda r: r["phase"]["bytes_up"]))
-    he_ct = mean(pick(True, lambda r: r["phase"]["ciphertexts_up"] + r["phase"]["ciphertexts_down"]))
-    he_time = mean(pick(True, lambda r: r["phase"]["time_s"]))
-    plain_time = mean(pick(False, lambda r: r["phase"]["time_s"]))
+    he_peak = max(pick(runs, True, lambda r: r["peak_mb"]))
+    plain_up = mean(pick(runs, False, lambda r: r["phase"]["bytes_up"]))
+    he_up = mean(pick(runs, True, lambda r: r["phase"]["bytes_up"]))
+    he_ct = mean(pick(runs, True, lambda r: r["phase"]["ciphertexts_up"] + r["phase"]["ciphertexts_down"]))
+    he_time = mean(pick(runs, True, lambda r: r["phase"]["time_s"]))
+    plain_time = mean(pick(runs, False, lambda r: r["phase"]["time_s"]))
     ex = next(r["phase"] for r in runs if r["he"])
     min_ct = ex["row_contributions"] * (d + 1) / (POLY_MODULUS_DEGREE // 2)  # ciphertexts without any padding
+    return (
+        "## Findings\n\n"
+        f"* **Memory target (<= 4 GB summed over all processes, CKKS): {'met' if he_peak <= 4096 else 'NOT met'}**"
+        f" - the highest CKKS peak was {he_peak:.0f} MB.\n"
+        f"* CKKS phase: {he_time:.1f} s vs {plain_time:.2f} s in plaintext; "
+        f"{he_up / MB:.0f} MB up vs {plain_up / MB:.2f} MB ({he_up / plain_up:.0f}x). Both send only the rows that "
+        f"cross the server ({ex['rows']} distinct, {ex['row_contributions']} row contributions); plaintext sends "
+        f"them as CSR (Cora's bag-of-words rows are ~98% zeros), CKKS must encrypt them densely at 32 B per slot: "
+        f"{ex['row_contributions']} rows x {d + 1} slots fill at least {min_ct:.0f} ciphertexts, and starting "
+        f"each of the {ex.get('groups')} row groups on a fresh ciphertext makes it {ex['ciphertexts_up']} "
+        f"(+{ex['ciphertexts_up'] / min_ct * 100 - 100:.0f}%); "
+        f"{he_ct / max(he_time, 1e-9):.0f} "
+        f"ciphertexts (up + down) per second of phase. That is {he_up / (dense_client * clients):.1f}x the "
+        f"bytes of fedgraph's *plaintext* dense upload ({dense_client * clients / MB:.0f} MB) and "
+        f"{FEDGRAPH_HE_CLIENT_BYTES * clients / he_up:.1f}x less than its encrypted one.\n"
+        f"* Accuracy, CKKS vs plaintext with the same seed: |difference| "
+        f"{', '.join(f'{x:.2f}' for x in diffs)} points (target <= 0.5: "
+        f"{'met' if diffs and max(diffs) <= 0.5 else 'NOT met'}).\n\n"
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    runs = measure(args)
+    from flowergraph.data import GraphSpec, load_global_graph
+
+    cora = load_global_graph(GraphSpec(dataset="Cora", data_dir=data_dir(), split="public"))
+    n, d = int(cora.num_nodes), int(cora.num_features)
+    dense_client = n * d * 4  # fedgraph: every client uploads its dense N x d float32 neighbour-feature sum
+    ex = next(r["phase"] for r in runs if r["he"])
     body = (
         f"Cora ({n} nodes, {d} features), public split, {args.clients} clients, Dirichlet beta = 10000, FedGCN "
         f"2-hop, GCN hidden 16, SGD lr 0.5, {args.rounds} rounds x 3 local steps. Plaintext and CKKS runs "
@@ -361,31 +369,16 @@ def main() -> None:
         "* **CPU s**: CPU time (user + system) over the whole run of the 2 Ray client actors and of the "
         "ServerApp process (flwr-simulation: strategy, Flower's message routing, Ray driver).\n"
         "* **wall s**: the whole run_simulation call (Ray start-up ~15-25 s included).\n\n"
-        "## Summary (mean [min-max] over the repeats)\n\n" + summary + "\n\n"
+        "## Summary (mean [min-max] over the repeats)\n\n" + summary_table(runs, args.clients, dense_client) + "\n\n"
         f"fedgraph's plaintext figure is what its pre-training uploads per client: a dense N x d float32 matrix, "
         f"{n} x {d} x 4 B = {dense_client / MB:.1f} MB ({dense_client / 2**20:.1f} MiB) per client. Its encrypted "
         f"mode could not run on Cora here: with tenseal 0.3.18 it cannot load its packaged context; with tenseal "
         f"0.3.16 each client encrypts the dense {n} x {d} matrix (~{FEDGRAPH_HE_CLIENT_BYTES / MB:.0f} MB "
         f"serialised) and the process tree reached {FEDGRAPH_HE_OOM_GB} GB and was OOM-killed "
         "(../shared/anchors/fedgraph/RESULTS.md).\n\n"
-        "## Findings\n\n"
-        f"* **Memory target (<= 4 GB summed over all processes, CKKS): {'met' if he_peak <= 4096 else 'NOT met'}**"
-        f" - the highest CKKS peak was {he_peak:.0f} MB.\n"
-        f"* CKKS phase: {he_time:.1f} s vs {plain_time:.2f} s in plaintext; "
-        f"{he_up / MB:.0f} MB up vs {plain_up / MB:.2f} MB ({he_up / plain_up:.0f}x). Both send only the rows that "
-        f"cross the server ({ex['rows']} distinct, {ex['row_contributions']} row contributions); plaintext sends "
-        f"them as CSR (Cora's bag-of-words rows are ~98% zeros), CKKS must encrypt them densely at 32 B per slot: "
-        f"{ex['row_contributions']} rows x {d + 1} slots fill at least {min_ct:.0f} ciphertexts, and starting "
-        f"each of the {ex.get('groups')} row groups on a fresh ciphertext makes it {ex['ciphertexts_up']} "
-        f"(+{ex['ciphertexts_up'] / min_ct * 100 - 100:.0f}%); "
-        f"{he_ct / max(he_time, 1e-9):.0f} "
-        f"ciphertexts (up + down) per second of phase. That is {he_up / (dense_client * args.clients):.1f}x the "
-        f"bytes of fedgraph's *plaintext* dense upload ({dense_client * args.clients / MB:.0f} MB) and "
-        f"{FEDGRAPH_HE_CLIENT_BYTES * args.clients / he_up:.1f}x less than its encrypted one.\n"
-        f"* Accuracy, CKKS vs plaintext with the same seed: |difference| "
-        f"{', '.join(f'{x:.2f}' for x in diffs)} points (target <= 0.5: "
-        f"{'met' if diffs and max(diffs) <= 0.5 else 'NOT met'}).\n\n"
-        "## Every run\n\n" + per_run
+        + findings(runs, args.clients, d, dense_client)
+        + "## Every run\n\n"
+        + per_run_table(runs)
     )
     write_result("fedgcn_he", "FedGCN pre-training on Cora: plaintext vs CKKS", body)
 
