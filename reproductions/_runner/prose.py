@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def template_path(name: str) -> Path:
-    """Where the template ``name`` (like ``"fedgraph/work"``) is: ``reproductions/fedgraph/templates/work.md``,
-    else ``benchmarks/templates/fedgraph/work.md``."""
+    """Where the template ``name`` (like ``"fedgraph/work"``) is: ``reproductions/fedgraph/templates/work.md`` for a
+    reproduction's, else ``benchmarks/templates/<name>.md`` (``"privacy_cost/notes"``: a benchmark's)."""
     paper, _, rest = name.partition("/")
     own = REPO / "reproductions" / paper / "templates" / f"{rest}.md"
     return own if own.is_file() else REPO / "benchmarks" / "templates" / f"{name}.md"
