@@ -181,6 +181,16 @@ def test_every_listed_internal_import_is_still_used():
     assert not gone, f"listed in INTERNAL but no longer imported (remove them from the list): {gone}"
 
 
+def test_the_reproductions_are_not_installed_with_the_package():
+    """pyproject's package discovery installs flowergraph's packages only: reproductions/ stays beside them."""
+    import fnmatch
+    import tomllib
+
+    find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert find["include"] == ["flowergraph*"]
+    assert not any(fnmatch.fnmatch(name, p) for p in find["include"] for name in ("reproductions", "benchmarks"))
+
+
 def test_the_scan_sees_imports_at_any_depth(tmp_path):
     """The scanner itself: a function-level import, ``from flowergraph import <submodule>`` and a plain import."""
     sample = tmp_path / "sample.py"
