@@ -122,9 +122,25 @@ def test_a_graph_dataset_with_task_link_exits_2_naming_the_dataset_and_its_tasks
         ({"dataset": "Cora", "task": "edge"}, "unknown task 'edge'; valid choices: auto, node, graph, link"),
         ({"dataset": "Cora", "task": "graph"}, "task='graph' (graph classification) cannot use dataset 'Cora', "),
         (
+            {"dataset": "Cora", "task": "link", "method": "flagcns"},
+            "method 'flagcns' does node classification, not link prediction (task='link'); valid methods for task "
+            "'link': fedavg, fedprox, fedper, gcfl, centralized, local, fedgcn",
+        ),
+        (
             {"dataset": "Cora", "task": "link", "method": "fedgcn"},
-            "method 'fedgcn' does node classification, not link prediction (task='link'); valid methods for task "
-            "'link': fedavg, fedprox, fedper, gcfl, centralized, local",
+            "fedgcn.hops=2 on task=link aggregates over the cross-client edges the silos know, and "
+            "link.cross-known-fraction=0 leaves none (every cross-client edge is a test edge): it would be fedavg. "
+            "Set link.cross-known-fraction in (0, 1), or fedgcn.hops=0",
+        ),
+        (
+            {"dataset": "Cora", "task": "link", "method": "fedgcn", "link.cross-known-fraction": 0.5,
+             "link.encoder": "sage"},
+            "method 'fedgcn' on task=link trains a 2-layer GCN encoder; got link.encoder='sage' link.layers=2 "
+            "(valid: link.encoder='gcn', link.layers=2)",
+        ),
+        (
+            {"dataset": "Cora", "task": "link", "link.cross-known-fraction": 1.0},
+            "link.cross-known-fraction=1.0: must be in [0.0, 1.0)",
         ),
         ({"dataset": "Cora", "task": "link", "method": "fedper", "server-eval": True}, "fedper's server holds no"),
         ({"dataset": "Cora", "task": "link", "method": "local", "secure-agg": "ckks"}, "secure-agg='ckks' gives"),
