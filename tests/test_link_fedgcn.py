@@ -118,7 +118,11 @@ def test_launched_fedgcn_link_run_scores_what_the_core_scores_from_its_final_mod
     proc = subprocess.run(
         [sys.executable, "-m", "flowergraph.simulation", "--data-dir", str(shared_data), "--method", "fedgcn"]
         + ["--dataset", "Cora", "--num-clients", "3", "--rounds", "3", "--out", str(out)]
-        + [a for k, v in {**keys, "simulation-engine": "inline", "server-eval": "true"}.items() for a in ("--set", f"{k}={v}")]
+        + [
+            a
+            for k, v in {**keys, "simulation-engine": "inline", "server-eval": "true"}.items()
+            for a in ("--set", f"{k}={v}")
+        ]
         + ["--set", "checkpoint-every=3"],
         capture_output=True,
         text=True,

@@ -133,8 +133,13 @@ def test_a_graph_dataset_with_task_link_exits_2_naming_the_dataset_and_its_tasks
             "Set link.cross-known-fraction in (0, 1), or fedgcn.hops=0",
         ),
         (
-            {"dataset": "Cora", "task": "link", "method": "fedgcn", "link.cross-known-fraction": 0.5,
-             "link.encoder": "sage"},
+            {
+                "dataset": "Cora",
+                "task": "link",
+                "method": "fedgcn",
+                "link.cross-known-fraction": 0.5,
+                "link.encoder": "sage",
+            },
             "method 'fedgcn' on task=link trains a 2-layer GCN encoder; got link.encoder='sage' link.layers=2 "
             "(valid: link.encoder='gcn', link.layers=2)",
         ),

@@ -210,9 +210,7 @@ def link_preflight(s: "RunSettings") -> dict[str, Any]:
     }
 
 
-def link_server_evaluate(
-    s: "RunSettings", hops: int = 0
-) -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
+def link_server_evaluate(s: "RunSettings", hops: int = 0) -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
     """The cross-client test set scored with the global model: every owner's embeddings of its nodes on its own
     message-passing graph (what each client would compute and send), gathered by owner (the server loads the
     dataset and every client's split, as simulation and benchmarks can). ``hops`` 1 or 2: FedGCN's clients, each

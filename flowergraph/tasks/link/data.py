@@ -168,9 +168,10 @@ class ClientLinkData:
 @dataclass(eq=False)
 class CrossTestSet:
     """The federation's cross-client test set: every undirected cross-client edge that is not known
-    (:func:`known_cross`) once (``pos``, global ids, ``pos[0] < pos[1]``; ``known`` holds the others) and as many negatives per positive as ``neg_ratio`` (``neg``, pairs of nodes of
-    different owners, not edges of the graph, ``neg[0] < neg[1]``). ``owner[v]``: the client owning node v;
-    ``local_index[v]``: v's local index at its owner."""
+    (:func:`known_cross`) once (``pos``, global ids, ``pos[0] < pos[1]``; ``known`` holds the others) and as many
+    negatives per positive as ``neg_ratio`` (``neg``, pairs of nodes of different owners, not edges of the graph,
+    ``neg[0] < neg[1]``). ``owner[v]``: the client owning node v; ``local_index[v]``: v's local index at its
+    owner."""
 
     pos: torch.Tensor
     neg: torch.Tensor

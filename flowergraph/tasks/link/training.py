@@ -131,8 +131,8 @@ def evaluate_link(
     encode: Encode | None = None,
 ) -> dict[str, float | int]:
     """Metrics of the client's own ``splits`` (``val``, ``test``) from one eval-mode encoding on its
-    message-passing graph (or by ``encode``, or the given ``z``): ``<split>_auc``, ``<split>_hits@<k>``, ``<split>_loss``,
-    ``num_<split>_pos``, ``num_<split>_neg``."""
+    message-passing graph (or by ``encode``, or the given ``z``): ``<split>_auc``, ``<split>_hits@<k>``,
+    ``<split>_loss``, ``num_<split>_pos``, ``num_<split>_neg``."""
     k = check_k(k)
     z = embed(model, data, encode) if z is None else z
     out: dict[str, float | int] = {}
