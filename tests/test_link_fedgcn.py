@@ -150,3 +150,13 @@ def test_launched_fedgcn_link_run_scores_what_the_core_scores_from_its_final_mod
         cross_test_set(g, p, lspec), {c.client_id: embed(model, c, encoders[c.client_id]) for c in clients}
     )
     assert run["summary"]["final_server_cross_auc"] == pytest.approx(cross["cross_auc"], abs=1e-6)
+
+
+def test_the_fedgcn_class_takes_a_link_task_and_refuses_one_with_no_known_cross_edge():
+    from flowergraph.errors import ConfigError
+    from flowergraph.serverapp import FedGCN, LinkTask
+
+    with pytest.raises(ConfigError, match=r"FedGCN: fedgcn.hops=2 on task=link .* link.cross-known-fraction=0"):
+        FedGCN(hops=2, task=LinkTask())
+    assert FedGCN(hops=1, task=LinkTask(cross_known_fraction=0.5)).task.cross_known_fraction == 0.5
+    assert FedGCN(hops=0, task=LinkTask()).hops == 0  # no exchange: FedAvg on links, allowed
