@@ -500,6 +500,9 @@ def _run_simulation(
             flush=True,
         )
         return SimulationResult(status="checked", out_dir=out_dir)
+    from .tasks.memo import release_process_caches
+
+    release_process_caches()  # the launcher is done with the data: its clients and server load their own
     out_dir.mkdir(parents=True, exist_ok=True)
     supernodes = settings.effective_num_clients
     sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
