@@ -107,6 +107,7 @@ def run_flower_app(
     stream: TextIO | None = None,
     timeout: float | None = None,
     extra_env: dict[str, str] | None = None,
+    clock_start: float | None = None,
 ) -> AppRun:
     """Run any Flower app directory in simulation with a private SuperLink; stop every process afterwards.
 
@@ -115,6 +116,9 @@ def run_flower_app(
     a private temp folder (:func:`~flowergraph.app.runtime.private_tmp`), removed at the end.
     ``ray_cpus``: the CPUs Ray may use (Flower's ``init-args-num-cpus``; None: all of the machine's). Flower
     starts ``ray_cpus // cpus_per_client`` client actors, each importing torch and PyG and loading the data.
+    ``timeout``: seconds before every process is stopped, counted from ``clock_start`` (``time.monotonic()``;
+    default: when the app starts): a caller that spent part of its budget before (the launcher's data check) passes
+    its own start, and the message names the whole timeout.
     """
     _check_cpus(cpus_per_client, ray_cpus)
     with private_tmp():
@@ -129,6 +133,7 @@ def run_flower_app(
             stream=stream,
             timeout=timeout,
             extra_env=extra_env,
+            clock_start=clock_start,
         )
 
 
@@ -167,7 +172,18 @@ def _check_cpus(cpus_per_client: int, ray_cpus: int | None) -> None:
 
 
 def _run_flower_app(
-    app_dir, *, num_supernodes, run_config, log_dir, cpus_per_client, ray_cpus, verbose, stream, timeout, extra_env
+    app_dir,
+    *,
+    num_supernodes,
+    run_config,
+    log_dir,
+    cpus_per_client,
+    ray_cpus,
+    verbose,
+    stream,
+    timeout,
+    extra_env,
+    clock_start,
 ) -> AppRun:
     stream = stream or sys.stdout
     log_dir = Path(log_dir)
@@ -239,7 +255,7 @@ def _run_flower_app(
             *cmd_tail,
         ]
         timed_out = threading.Event()
-        started = time.monotonic()
+        started = time.monotonic() if clock_start is None else clock_start
         with open(log_file, "a") as log_out:
             proc = subprocess.Popen(
                 cmd,
@@ -309,6 +325,7 @@ def run_inline_app(
     stream: TextIO | None = None,
     timeout: float | None = None,
     extra_env: dict[str, str] | None = None,
+    clock_start: float | None = None,
 ) -> AppRun:
     """:func:`run_flower_app` on the inline engine: the Flower app in ``app_dir`` (its pyproject names the
     ServerApp and ClientApp and gives the run config's defaults) runs in one child process
@@ -326,10 +343,14 @@ def run_inline_app(
             stream=stream,
             timeout=timeout,
             extra_env=extra_env,
+            clock_start=clock_start,
         )
 
 
-def _run_inline_app(app_dir, *, num_supernodes, run_config, log_dir, verbose, stream, timeout, extra_env) -> AppRun:
+def _run_inline_app(
+    app_dir, *, num_supernodes, run_config, log_dir, verbose, stream, timeout, extra_env, clock_start
+) -> AppRun:
+    started = time.monotonic() if clock_start is None else clock_start
     stream = stream or sys.stdout
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -377,7 +398,8 @@ def _run_inline_app(app_dir, *, num_supernodes, run_config, log_dir, verbose, st
                 timed_out.set()
                 kill_tree(proc.pid)
 
-            code = _tee_until(proc, log_out, stream, verbose=verbose, stop=stop_on_timeout, seconds=timeout)
+            left = None if timeout is None else timeout - (time.monotonic() - started)
+            code = _tee_until(proc, log_out, stream, verbose=verbose, stop=stop_on_timeout, seconds=left)
         if timed_out.is_set():
             flwr_status = "timed out"
             print(f"flowergraph: stopped after the {timeout:.0f} s timeout", file=stream, flush=True)
@@ -500,6 +522,9 @@ def _run_simulation(
             flush=True,
         )
         return SimulationResult(status="checked", out_dir=out_dir)
+    from .tasks.memo import release_process_caches
+
+    release_process_caches()  # the launcher is done with the data: its clients and server load their own
     out_dir.mkdir(parents=True, exist_ok=True)
     supernodes = settings.effective_num_clients
     sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
@@ -549,7 +574,6 @@ def _run_simulation(
                     file=stream,
                     flush=True,
                 )
-        left = None if timeout is None else max(1.0, timeout - (time.monotonic() - started))
         if settings.simulation_engine == "inline":
             print(
                 "flowergraph: simulation-engine=inline: every client and the server in one process, no Ray",
@@ -568,7 +592,8 @@ def _run_simulation(
                 log_dir=out_dir,
                 verbose=verbose,
                 stream=stream,
-                timeout=left,
+                timeout=timeout,
+                clock_start=started,
             )
         else:
             app_dir = work / "app"
@@ -583,7 +608,8 @@ def _run_simulation(
                 ray_cpus=ray_cpus,
                 verbose=verbose,
                 stream=stream,
-                timeout=left,
+                timeout=timeout,
+                clock_start=started,
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -55,9 +55,9 @@ def test_types_are_coerced_and_dataset_is_canonical():
         ({"dataset": "ogbn-arxiv"}, "unknown dataset 'ogbn-arxiv'; valid choices: node classification"),
         (
             {"dataset": "MUTAG", "method": "fedgcn"},
-            "method 'fedgcn' does node classification but dataset 'MUTAG' is graph "
+            "method 'fedgcn' does node classification and link prediction but dataset 'MUTAG' is graph "
             "classification data; valid datasets for it: node classification: "
-            "Cora, CiteSeer, PubMed, synthetic",
+            "Cora, CiteSeer, PubMed, synthetic; link prediction: Cora, CiteSeer, PubMed, synthetic",
         ),
         ({"data-dir": "/no/such/dir"}, "data-dir '/no/such/dir' does not exist"),
         ({"node.lr": -0.1}, r"node.lr=-0.1: must be > 0.0"),

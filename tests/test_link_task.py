@@ -122,9 +122,30 @@ def test_a_graph_dataset_with_task_link_exits_2_naming_the_dataset_and_its_tasks
         ({"dataset": "Cora", "task": "edge"}, "unknown task 'edge'; valid choices: auto, node, graph, link"),
         ({"dataset": "Cora", "task": "graph"}, "task='graph' (graph classification) cannot use dataset 'Cora', "),
         (
+            {"dataset": "Cora", "task": "link", "method": "flagcns"},
+            "method 'flagcns' does node classification, not link prediction (task='link'); valid methods for task "
+            "'link': fedavg, fedprox, fedper, gcfl, centralized, local, fedgcn",
+        ),
+        (
             {"dataset": "Cora", "task": "link", "method": "fedgcn"},
-            "method 'fedgcn' does node classification, not link prediction (task='link'); valid methods for task "
-            "'link': fedavg, fedprox, fedper, gcfl, centralized, local",
+            "fedgcn.hops=2 on task=link aggregates over the cross-client edges the silos know, and "
+            "link.cross-known-fraction=0 leaves none (every cross-client edge is a test edge): it would be fedavg. "
+            "Set link.cross-known-fraction in (0, 1), or fedgcn.hops=0",
+        ),
+        (
+            {
+                "dataset": "Cora",
+                "task": "link",
+                "method": "fedgcn",
+                "link.cross-known-fraction": 0.5,
+                "link.encoder": "sage",
+            },
+            "method 'fedgcn' on task=link trains a 2-layer GCN encoder; got link.encoder='sage' link.layers=2 "
+            "(valid: link.encoder='gcn', link.layers=2)",
+        ),
+        (
+            {"dataset": "Cora", "task": "link", "link.cross-known-fraction": 1.0},
+            "link.cross-known-fraction=1.0: must be in [0.0, 1.0)",
         ),
         ({"dataset": "Cora", "task": "link", "method": "fedper", "server-eval": True}, "fedper's server holds no"),
         ({"dataset": "Cora", "task": "link", "method": "local", "secure-agg": "ckks"}, "secure-agg='ckks' gives"),
@@ -248,3 +269,43 @@ def test_a_data_owner_with_its_partition_file_splits_its_edges_as_the_cut_does(s
         for name in ("global_ids", "x", "edge_index", "train_pos", "val_pos", "val_neg", "test_pos", "test_neg"):
             assert torch.equal(getattr(owner, name), getattr(cut, name)), (k, name)
         assert owner.cross_pos.shape == (2, 0) and cut.cross_pos.size(1) > 0
+
+
+@pytest.mark.simulation
+def test_secaggplus_averages_the_link_predictor_as_plain_fedavg_does(shared_data, tmp_path):
+    """task=link under secure-agg=secagg+ through Flower's transport (inline engine): the strategy is handed one
+    secure aggregate a round, and round 1's model (both runs start from the same initial model) equals plain
+    averaging within SecAgg+'s quantisation (2^22 levels over [-8, 8]: 4e-6 per value)."""
+    import io
+
+    from flowergraph.simulation import run_simulation
+
+    run = {
+        "dataset": "Cora",
+        "data-dir": str(shared_data),
+        "task": "link",
+        "seed": 3,
+        "fused-eval": False,
+        "checkpoint-every": 1,
+        **SMALL,
+    }
+    result = run_simulation(
+        "fedavg",
+        3,
+        2,
+        None,
+        tmp_path / "secagg",
+        {**run, "secure-agg": "secagg+", "simulation-engine": "inline"},
+        stream=io.StringIO(),
+        timeout=600,
+    )
+    assert result.status == "completed", result.log_file.read_text()[-3000:]
+    rounds = [r for r in read_run(tmp_path / "secagg")["rounds"] if r.get("round", 0) >= 1 and not r.get("phase")]
+    assert [r["secure_agg"] for r in rounds] == [{"mode": "secagg+", "distinct_payloads": 1}] * 2
+    run_inprocess({"method": "fedavg", "num-clients": 3, "rounds": 2, **run, "out-dir": str(tmp_path / "plain")})
+    first = [load_checkpoint(tmp_path / p / "checkpoints" / "round-000001.npz").arrays for p in ("secagg", "plain")]
+    for a, b in zip(*first, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=3e-5)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(*first)) > 0  # quantised: not the plain bytes
+    plain = read_run(tmp_path / "plain")["summary"]["final_auc"]
+    assert read_run(tmp_path / "secagg")["summary"]["final_auc"] == pytest.approx(plain, abs=0.01)

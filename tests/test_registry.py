@@ -59,7 +59,7 @@ def test_builtin_methods_tasks_and_unknown_names():
     assert list(methods(include_benchmark=False)) == list(methods())
     assert list(tasks()) == ["node", "graph", "link"]
     assert all(get_method(m).tasks == ("node", "graph", "link") for m in ("fedavg", "fedprox", "fedper", "gcfl"))
-    assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node",)
+    assert get_method("fedstar").tasks == ("graph",) and get_method("fedgcn").tasks == ("node", "link")
     assert get_method("fedgcn").options[0].key == "fedgcn.hops" and get_method("fedgcn").stateful_clients
     assert get_method("centralized").whole_graph
     assert get_method("gcfl").model_scope == "per-group" and not get_method("gcfl").summable_updates

@@ -3,6 +3,7 @@ where only Ray shows it (the launcher's command line and processes, the timeout,
 engine elsewhere; the guard test runs one federation through both and compares their round records."""
 
 import json
+import time
 import os
 import shutil
 import subprocess
@@ -189,13 +190,26 @@ def test_bad_input_fails_before_training(tmp_path, args, message, capsys, launch
 
 @pytest.mark.simulation
 @pytest.mark.ray
-def test_run_past_timeout_exits_nonzero_and_leaves_nothing_running(tmp_path):
+def test_run_past_timeout_exits_nonzero_and_leaves_nothing_running(tmp_path, monkeypatch):
+    """The timeout counts from the launch: a slow data check (3 s here) spends part of it, and the message names
+    the timeout the user gave (it once named what was left after the check)."""
     import io
 
+    import flowergraph.simulation as launcher
+
+    real = launcher.preflight
+
+    def slow_preflight(settings):
+        time.sleep(3)
+        return real(settings)
+
+    monkeypatch.setattr(launcher, "preflight", slow_preflight)
     said = io.StringIO()
+    started = time.monotonic()
     result = run_simulation("fedavg", num_clients=2, rounds=50, out=tmp_path / "t", timeout=8, stream=said)
     assert result.status == "failed"
     assert "flowergraph: stopped after the 8 s timeout" in said.getvalue(), said.getvalue()[-2000:]
+    assert time.monotonic() - started < 8 + 60  # the watchdog stopped it (50 rounds would take minutes)
     # the watchdog may stop the ServerApp before it wrote anything; what it wrote never says "completed"
     summary = tmp_path / "t" / "summary.json"
     assert not summary.exists() or json.loads(summary.read_text())["status"] == "failed"

@@ -1,5 +1,7 @@
-"""FedGCN client: answers the communication phase (phase messages ``fedgcn.index`` / ``fedgcn.upload`` /
-``fedgcn.download``), then trains the 2-layer GCN on the received aggregations.
+"""FedGCN clients: answer the communication phase (phase messages ``fedgcn.index`` / ``fedgcn.upload`` /
+``fedgcn.download``: :class:`FedGCNExchange`), then train the 2-layer GCN on the received aggregations: the node
+classifier (:class:`FedGCNClient`) or the link predictor's encoder (:class:`FedGCNLinkClient`, over the graph of
+:mod:`flowergraph.tasks.link.fedgcn`).
 
 The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept in the node's
 persistent state (:class:`flowergraph.clients.ClientState` over ``context.state``) because Flower re-creates
@@ -20,6 +22,7 @@ import hashlib
 import numpy as np
 from flwr.app import RecordDict
 
+from ..errors import ConfigError
 from ..privacy import ckks
 from ..wire import PhaseRequest
 from ..wire import fedgcn as msg
@@ -28,6 +31,7 @@ from ..tasks.fedgcn import check_fedgcn_model, check_hops, check_reply, contribu
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.memo import BytesLRU
 from ..tasks.training import TrainConfig
+from .link import LinkClient
 from .node import NodeClassificationClient
 from .state import ClientState
 
@@ -59,32 +63,23 @@ def received_rows(state: ClientState | RecordDict) -> tuple[np.ndarray, np.ndarr
     return rows, decode_rows(parts, str(meta["encoding"]), len(rows), int(meta["width"]))
 
 
-class FedGCNClient(NodeClassificationClient):
-    """``hops`` 0: plain local GCN (FedAvg); 1 or 2: GCN on the exchanged aggregations.
+class FedGCNExchange:
+    """FedGCN's client side of the communication phase, for any task whose client holds a node-task
+    :class:`ClientGraph` view of its graph (``self.graph``): the phase handlers, the received rows kept in the node's
+    state, and the extended graph built from them. A client class inherits it beside its task's client and calls
+    :meth:`init_exchange` in its constructor."""
 
-    ``state`` is the node's persistent state (a :class:`ClientState`, or ``context.state`` itself; it persists
-    across messages of a run); ``key_file`` the CKKS key file, read only in the encrypted communication phase.
-    """
+    graph: ClientGraph
 
-    def __init__(
-        self,
-        graph: ClientGraph,
-        train_config: TrainConfig,
-        model_kwargs: dict | None = None,
-        seed: int = 0,
-        *,
-        hops: int = 2,
-        state: ClientState | RecordDict | None = None,
-        key_file: str | None = None,
+    def init_exchange(
+        self, graph: ClientGraph, hops: int, state: ClientState | RecordDict | None, key_file: str | None
     ) -> None:
-        super().__init__(graph, train_config, model_kwargs, seed)
+        self.graph = graph
         self.hops = check_hops(hops)
-        if hops > 0:
-            check_fedgcn_model(self.model)
         self.state = _state(state)
         self.key_file = key_file
+        self._ext = None
 
-    # ------------------------------------------------------------------------------------ training
     def _extended(self):
         """The extended graph, built once per process from ``context.state`` (memoised on the digest)."""
         if getattr(self, "_ext", None) is not None:
@@ -100,11 +95,6 @@ class FedGCNClient(NodeClassificationClient):
             key, lambda: extended_graph(self.graph, self.hops, *received_rows(self.state))
         )
         return self._ext
-
-    def forward(self):
-        if self.hops == 0:
-            return super().forward()
-        return fedgcn_forward(self.model, self._extended())
 
     def phase_handlers(self):
         return {INDEX: self._index, UPLOAD: self._upload, DOWNLOAD: self._download}
@@ -167,3 +157,75 @@ class FedGCNClient(NodeClassificationClient):
         plain = msg.PlainDownload.decode(request.arrays, request.values)
         sums = decode_rows(plain.sums, plain.encoding, len(plain.rows), plain.width)
         return msg.Stored(self._store(plain.rows, sums)).encode()
+
+
+class FedGCNClient(FedGCNExchange, NodeClassificationClient):
+    """``hops`` 0: plain local GCN (FedAvg); 1 or 2: GCN on the exchanged aggregations.
+
+    ``state`` is the node's persistent state (a :class:`ClientState`, or ``context.state`` itself; it persists
+    across messages of a run); ``key_file`` the CKKS key file, read only in the encrypted communication phase.
+    """
+
+    def __init__(
+        self,
+        graph: ClientGraph,
+        train_config: TrainConfig,
+        model_kwargs: dict | None = None,
+        seed: int = 0,
+        *,
+        hops: int = 2,
+        state: ClientState | RecordDict | None = None,
+        key_file: str | None = None,
+    ) -> None:
+        NodeClassificationClient.__init__(self, graph, train_config, model_kwargs, seed)
+        self.init_exchange(graph, hops, state, key_file)
+        if hops > 0:
+            check_fedgcn_model(self.model)
+
+    def forward(self):
+        if self.hops == 0:
+            return super().forward()
+        return fedgcn_forward(self.model, self._extended())
+
+
+class FedGCNLinkClient(FedGCNExchange, LinkClient):
+    """The link predictor whose 2-layer GCN encoder runs on the exchanged aggregations of G, the clients' training
+    edges plus the known cross-client edges (:mod:`flowergraph.tasks.link.fedgcn`); ``hops`` 0: the plain link
+    client (FedAvg). The other arguments are :class:`~flowergraph.clients.link.LinkClient`'s."""
+
+    def __init__(
+        self,
+        data,
+        train_config: TrainConfig,
+        model_kwargs: dict | None = None,
+        *,
+        seed: int = 0,
+        k: int = 50,
+        neg_ratio: float = 1.0,
+        hops: int = 2,
+        state: ClientState | RecordDict | None = None,
+        key_file: str | None = None,
+    ) -> None:
+        from ..tasks.link.fedgcn import fedgcn_graph
+
+        LinkClient.__init__(self, data, train_config, model_kwargs, seed=seed, k=k, neg_ratio=neg_ratio, state=None)
+        self.init_exchange(fedgcn_graph(data), hops, state, key_file)
+        if hops > 0:
+            check_link_encoder(self.model)
+
+    def encoding(self):
+        if self.hops == 0:
+            return None
+        from ..tasks.link.fedgcn import fedgcn_encode
+
+        return fedgcn_encode(self._extended())
+
+
+def check_link_encoder(model) -> None:
+    """FedGCN's exchange carries exactly the first layer's aggregation of a 2-layer GCN encoder."""
+    convs = getattr(model.encoder, "convs", None)
+    if model.kind != "gcn" or convs is None or len(convs) != 2:
+        raise ConfigError(
+            "FedGCN on task=link trains a 2-layer GCN encoder (link.encoder='gcn', link.layers=2): its communication "
+            "phase carries exactly the first layer's aggregation"
+        )

@@ -97,6 +97,11 @@ class LinkClient(FederatedClient):
     def partition_id(self) -> int:
         return self.data.client_id
 
+    def encoding(self):
+        """How the model embeds this client's nodes (:data:`flowergraph.tasks.link.training.Encode`); None: on its
+        message-passing graph. FedGCN's client encodes its exchanged aggregations."""
+        return None
+
     def model_keys(self) -> list[str]:
         return list(self.keys if self.keep_all else self.shared)
 
@@ -123,6 +128,7 @@ class LinkClient(FederatedClient):
             start_epoch=max(0, server_round - 1) * steps,
             neg_ratio=self.neg_ratio,
             prox_mu=self.prox_mu,
+            encode=self.encoding(),
         )
         if self.personal:
             state = self.model.state_dict()
@@ -136,7 +142,7 @@ class LinkClient(FederatedClient):
 
     def evaluation(self) -> dict:
         """Own validation and test metrics of the model as loaded (the EVALUATE reply's metrics)."""
-        r = evaluate_link(self.model, self.data, k=self.k)
+        r = evaluate_link(self.model, self.data, k=self.k, encode=self.encoding())
         k = self.k
         return {
             "auc": r["test_auc"],

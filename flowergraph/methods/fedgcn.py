@@ -1,11 +1,12 @@
-"""FedGCN (Yao et al., NeurIPS 2023): registration. Strategy: :mod:`flowergraph.strategies.fedgcn`; client:
-:mod:`flowergraph.clients.fedgcn`; the maths: :mod:`flowergraph.tasks.fedgcn`."""
+"""FedGCN (Yao et al., NeurIPS 2023): registration, for node classification and link prediction. Strategy:
+:mod:`flowergraph.strategies.fedgcn`; clients: :mod:`flowergraph.clients.fedgcn`; the maths:
+:mod:`flowergraph.tasks.fedgcn` (on links: :mod:`flowergraph.tasks.link.fedgcn`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
 from ..settings.options import Options, option, options_of
@@ -39,8 +40,28 @@ class FedGCNOptions(Options):
 OPTIONS = options_of(FedGCNOptions, "fedgcn")
 
 
+def _check_link(s: "RunSettings") -> None:
+    o, k = s.of("fedgcn"), s.of("link")
+    if o.hops > 0 and (k.encoder != "gcn" or k.layers != 2):
+        raise ConfigError(
+            f"method 'fedgcn' on task=link trains a 2-layer GCN encoder; got link.encoder={k.encoder!r} "
+            f"link.layers={k.layers} (valid: link.encoder='gcn', link.layers=2)"
+        )
+    if o.hops > 0 and k.cross_known_fraction == 0:
+        raise ConfigError(
+            f"fedgcn.hops={o.hops} on task=link aggregates over the cross-client edges the silos know, and "
+            f"link.cross-known-fraction=0 leaves none (every cross-client edge is a test edge): it would be fedavg. "
+            f"Set link.cross-known-fraction in (0, 1), or fedgcn.hops=0"
+        )
+
+
 def _check(s: "RunSettings") -> None:
-    o, n = s.of("fedgcn"), s.of("node")
+    o = s.of("fedgcn")
+    if o.he and o.hops == 0:
+        raise ConfigError("fedgcn.he=true needs fedgcn.hops=1 or 2 (hops=0 has no communication phase)")
+    if s.task_info.name == "link":
+        return _check_link(s)
+    n = s.of("node")
     if o.hops > 0 and (n.model != "gcn" or n.layers != 2):
         raise ConfigError(
             f"method 'fedgcn' trains a 2-layer GCN; got node.model={n.model!r} node.layers={n.layers} "
@@ -51,8 +72,6 @@ def _check(s: "RunSettings") -> None:
             f"node.input-dropout={n.input_dropout} with fedgcn: features arrive pre-aggregated, so "
             f"node.input-dropout must be 0"
         )
-    if o.he and o.hops == 0:
-        raise ConfigError("fedgcn.he=true needs fedgcn.hops=1 or 2 (hops=0 has no communication phase)")
 
 
 def _strategy(args: StrategyArgs) -> "Strategy":
@@ -63,10 +82,31 @@ def _strategy(args: StrategyArgs) -> "Strategy":
     return FedGCNStrategy(hops=o.hops, he=o.he, weighting=s.weighting, **args.common())
 
 
+def _link_client(args: ClientArgs) -> "Client":
+    from ..clients.fedgcn import FedGCNLinkClient
+    from . import link
+
+    s = args.settings
+    o = s.of("fedgcn")
+    return FedGCNLinkClient(
+        args.data(),
+        link.train_config(s),
+        link.model_kwargs(s),
+        seed=s.seed,
+        k=link.o(s).hits_k,
+        neg_ratio=link.o(s).neg_ratio,
+        hops=o.hops,
+        state=args.state,
+        key_file=s.key_file if o.he else None,
+    )
+
+
 def _client(args: ClientArgs) -> "Client":
     from ..clients.fedgcn import FedGCNClient
 
     s = args.settings
+    if s.task_info.name == "link":
+        return _link_client(args)
     o = s.of("fedgcn")
     return FedGCNClient(
         args.data(),
@@ -79,16 +119,28 @@ def _client(args: ClientArgs) -> "Client":
     )
 
 
+def _server_evaluate(s: "RunSettings") -> Callable[..., Any]:
+    """The task's server-side evaluation; on links, every client embedded on its exchanged aggregations (the
+    exchange computed in the server's process: :func:`flowergraph.tasks.link.fedgcn.exchange`)."""
+    from .link import link_server_evaluate
+    from .node import node_server_evaluate
+
+    if s.task_info.name != "link":
+        return node_server_evaluate(s)
+    return link_server_evaluate(s, hops=s.of("fedgcn").hops)
+
+
 FEDGCN = register(
     Method(
         name="fedgcn",
         summary="FedGCN (Yao et al., NeurIPS 2023): one-shot exchange of neighbour aggregations "
         "(0/1/2-hop), optionally summed under CKKS, then federated GCN training",
-        tasks=("node",),
+        tasks=("node", "link"),
         build_strategy=_strategy,
         build_client=_client,
         options=OPTIONS,
         check=_check,
+        server_evaluate=_server_evaluate,
         needs_key_file=lambda s: bool(s["fedgcn.he"]),
         stateful_clients=True,
         paper="Yao et al., FedGCN, NeurIPS 2023, arXiv:2201.12433",

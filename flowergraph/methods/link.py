@@ -58,6 +58,13 @@ class LinkTask(Options):
         "Negatives per positive: validation, test, cross-client test and each epoch's training negatives.",
         check=lambda v: None if 0.0 < v <= 100.0 else "must be in (0, 100]",
     )
+    cross_known_fraction: float = option(
+        _SPLIT.cross_known_fraction,
+        "Fraction of the cross-client edges both owners know exist (picked by a seeded hash of the edge, so owners "
+        "agree): never in a client's message-passing graph and not test edges; FedGCN's exchange aggregates over "
+        "them. The rest form the cross-client test set.",
+        check=right_open(0.0, 1.0),
+    )
     hits_k: int = option(
         DEFAULT_K, "K of Hits@K (OGB's: positives scored above the K-th best negative).", check=at_least(1)
     )
@@ -111,7 +118,13 @@ def partition_spec(s: "RunSettings") -> "PartitionSpec":
 def link_spec(s: "RunSettings") -> LinkSpec:
     """The edge split of a link run (ConfigError names a bad value and its valid range)."""
     k = o(s)
-    return LinkSpec(val_fraction=k.val_fraction, test_fraction=k.test_fraction, neg_ratio=k.neg_ratio, seed=s.seed)
+    return LinkSpec(
+        val_fraction=k.val_fraction,
+        test_fraction=k.test_fraction,
+        neg_ratio=k.neg_ratio,
+        seed=s.seed,
+        cross_known_fraction=k.cross_known_fraction,
+    )
 
 
 def model_kwargs(s: "RunSettings") -> dict[str, Any]:
@@ -197,22 +210,25 @@ def link_preflight(s: "RunSettings") -> dict[str, Any]:
     }
 
 
-def link_server_evaluate(s: "RunSettings") -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
+def link_server_evaluate(s: "RunSettings", hops: int = 0) -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
     """The cross-client test set scored with the global model: every owner's embeddings of its nodes on its own
     message-passing graph (what each client would compute and send), gathered by owner (the server loads the
-    dataset and every client's split, as simulation and benchmarks can)."""
+    dataset and every client's split, as simulation and benchmarks can). ``hops`` 1 or 2: FedGCN's clients, each
+    embedded on its exchanged aggregations (:func:`flowergraph.tasks.link.fedgcn.exchange`)."""
     from ..tasks.link import LinkPredictor, client_link_data, cross_test_set, embed, evaluate_cross
+    from ..tasks.link.fedgcn import exchange, fedgcn_encode
     from ..tasks.models import set_weights
 
     gspec, pspec, lspec = graph_spec(s), partition_spec(s), link_spec(s)
     cross = cross_test_set(gspec, pspec, lspec)
     clients = [client_link_data(gspec, pspec, lspec, k) for k in range(pspec.num_clients)]
+    encoders = {c: fedgcn_encode(ext) for c, ext in exchange(clients, hops).items()} if hops else {}
     model = LinkPredictor(clients[0].num_features, **model_kwargs(s), seed=s.seed)
     k = o(s).hits_k
 
     def evaluate(server_round: int, arrays: list[Any]) -> tuple[float, dict[str, Any]]:
         set_weights(model, arrays)
-        r = evaluate_cross(cross, {c.client_id: embed(model, c) for c in clients}, k=k)
+        r = evaluate_cross(cross, {c.client_id: embed(model, c, encoders.get(c.client_id)) for c in clients}, k=k)
         loss = r["cross_loss"]
         return (0.0 if loss != loss else float(loss)), {
             "cross_auc": r["cross_auc"],

@@ -232,24 +232,28 @@ def check_fedgcn_model(model: nn.Module) -> None:
         )
 
 
-def fedgcn_forward(model: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
-    """The 2-layer GCN on pre-aggregated features: same parameters as ``build_node_model("gcn", layers=2)``.
-
-    Layer 1 is ``(Â X)_u W1 + b1`` (the aggregation is already done), layer 2 propagates with Â_iu.
-    Returns log-probabilities for the client's own nodes.
-    """
-    conv1, conv2 = model.convs
+def fedgcn_propagate(gcn: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
+    """A 2-layer PyG ``GCN`` (``gcn.convs``, ``gcn.dropout``) on pre-aggregated features: layer 1 is
+    ``(Â X)_u W1 + b1`` (the aggregation is already done), ReLU and dropout, layer 2 propagates with Â_iu. Returns
+    the second layer's output ([own nodes, out]) for the client's own nodes."""
+    conv1, conv2 = gcn.convs
     h = conv1.lin(ext.features)
     if conv1.bias is not None:
         h = h + conv1.bias
-    p = model.dropout.p if isinstance(model.dropout, nn.Module) else float(model.dropout)
-    h = F.dropout(F.relu(h), p, model.training)
+    p = gcn.dropout.p if isinstance(gcn.dropout, nn.Module) else float(gcn.dropout)
+    h = F.dropout(F.relu(h), p, gcn.training)
     hw = conv2.lin(h)
     out = torch.zeros((ext.num_own, hw.size(1)), dtype=hw.dtype)
     out = out.index_add(0, ext.prop_index[0], hw[ext.prop_index[1]] * ext.prop_weight[:, None])
     if conv2.bias is not None:
         out = out + conv2.bias
-    return F.log_softmax(out, dim=-1)
+    return out
+
+
+def fedgcn_forward(model: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
+    """The 2-layer GCN on pre-aggregated features (:func:`fedgcn_propagate`): same parameters as
+    ``build_node_model("gcn", layers=2)``. Returns log-probabilities for the client's own nodes."""
+    return F.log_softmax(fedgcn_propagate(model, ext), dim=-1)
 
 
 class _RowLookup:

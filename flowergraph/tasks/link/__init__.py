@@ -20,6 +20,7 @@ from .data import (
     client_link_data,
     graph_link_data,
     cross_test_set,
+    known_cross,
     score_cross,
     seeded_rngs,
     split_own_edges,
@@ -28,6 +29,7 @@ from .metrics import DEFAULT_K, auc, bce_loss, check_k, hits_at_k, link_metrics
 from .model import ENCODERS, LinkPredictor, dot
 from .training import (
     LINK_TRAIN,
+    Encode,
     embed,
     evaluate_cross,
     evaluate_link,
@@ -53,6 +55,8 @@ __all__ = [
     "client_link_data",
     "graph_link_data",
     "cross_test_set",
+    "known_cross",
+    "Encode",
     "dot",
     "embed",
     "evaluate_cross",

@@ -13,7 +13,12 @@ Client k's own edges (both endpoints owned by k)
     negatives are drawn afresh every epoch (:mod:`.training`). Split seed: (``LinkSpec.seed``, k).
 
 Cross-client edges (u owned by a, v owned by b != a)
-    Held out of every client's training graph, all of them, and reported as one **cross-client test set**
+    Held out of every client's training graph, all of them. A fraction ``cross_known_fraction`` of them (0 by
+    default) are **known cross edges**: both owners know the link exists (a bank knows the transfers to accounts
+    at other banks), so a method that exchanges information across silos (FedGCN's neighbour aggregation) may
+    use them; no client can pass messages over them alone, since the other endpoint's features are elsewhere.
+    Which edges are known is a pure function of (``LinkSpec.seed``, u, v) (:func:`known_cross`), so both owners
+    agree without the global graph. The rest are reported as one **cross-client test set**
     (:class:`CrossTestSet`): each undirected cross edge exactly once, as global ids ``u < v``, with
     ``neg_ratio`` negatives per positive drawn uniformly among pairs of nodes of *different* owners that are not
     edges of the global graph (seed: ``LinkSpec.seed``). It is nobody's own test set: it belongs to the
@@ -57,6 +62,8 @@ from .model import dot
 
 _SPLIT_SALT = 0x11A7  # the own-edge split of a client: (seed, client, salt)
 _CROSS_SALT = 0xC205  # the cross-client negatives: (seed, salt)
+_KNOWN_SALT = 0x6B0E  # which cross-client edges are known: (seed, u, v, salt)
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -68,12 +75,17 @@ class LinkSpec:
     test_fraction: float = 0.1
     neg_ratio: float = 1.0  # negatives per positive, for val, test, cross test and each training epoch
     seed: int = 0
+    cross_known_fraction: float = 0.0  # of the cross-client edges: known to both owners, not test edges
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        for key, value in (("val-fraction", self.val_fraction), ("test-fraction", self.test_fraction)):
+        for key, value in (
+            ("val-fraction", self.val_fraction),
+            ("test-fraction", self.test_fraction),
+            ("cross-known-fraction", self.cross_known_fraction),
+        ):
             if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
                 raise ConfigError(f"link {key} must be in [0, 1), got {value!r}")
         if not self.val_fraction + self.test_fraction < 1.0:
@@ -125,6 +137,10 @@ class ClientLinkData:
     cross_pos_owner: torch.Tensor
     cross_neg: torch.Tensor
     cross_neg_owner: torch.Tensor
+    # The known cross-client edges with an endpoint owned here (:func:`known_cross`), in the same layout: never
+    # in the message-passing graph; what FedGCN's exchange aggregates over besides the own training edges.
+    cross_known: torch.Tensor = field(default_factory=lambda: _empty_pairs())
+    cross_known_owner: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -151,16 +167,18 @@ class ClientLinkData:
 
 @dataclass(eq=False)
 class CrossTestSet:
-    """The federation's cross-client test set: every undirected cross-client edge once (``pos``, global ids,
-    ``pos[0] < pos[1]``) and as many negatives per positive as ``neg_ratio`` (``neg``, pairs of nodes of
-    different owners, not edges of the graph, ``neg[0] < neg[1]``). ``owner[v]``: the client owning node v;
-    ``local_index[v]``: v's local index at its owner."""
+    """The federation's cross-client test set: every undirected cross-client edge that is not known
+    (:func:`known_cross`) once (``pos``, global ids, ``pos[0] < pos[1]``; ``known`` holds the others) and as many
+    negatives per positive as ``neg_ratio`` (``neg``, pairs of nodes of different owners, not edges of the graph,
+    ``neg[0] < neg[1]``). ``owner[v]``: the client owning node v; ``local_index[v]``: v's local index at its
+    owner."""
 
     pos: torch.Tensor
     neg: torch.Tensor
     owner: torch.Tensor
     local_index: torch.Tensor
     num_clients: int
+    known: torch.Tensor = field(default_factory=lambda: _empty_pairs())  # the known cross edges, u < v
 
     @property
     def num_global_nodes(self) -> int:
@@ -207,6 +225,27 @@ def split_own_edges(edge_index: torch.Tensor, num_nodes: int, spec: LinkSpec, sa
     }
 
 
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 values (a bijection with good avalanche: a seeded hash of edge keys)."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def known_cross(u: torch.Tensor | np.ndarray, v: torch.Tensor | np.ndarray, spec: LinkSpec) -> np.ndarray:
+    """Which cross-client edges {u, v} (global ids, either order) are known to both owners: a seeded hash of
+    (``spec.seed``, min, max) below ``spec.cross_known_fraction``. Each owner computes it alone, and both agree."""
+    lo = np.minimum(np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64)).astype(np.uint64)
+    hi = np.maximum(np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64)).astype(np.uint64)
+    if spec.cross_known_fraction <= 0.0:
+        return np.zeros(lo.shape, dtype=bool)
+    seed = _mix64(np.asarray([(spec.seed * 0x9E3779B97F4A7C15 + _KNOWN_SALT) & _MASK64], dtype=np.uint64))[0]
+    with np.errstate(over="ignore"):
+        h = _mix64(_mix64(lo ^ seed) + hi)
+    return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53) < spec.cross_known_fraction
+
+
 def _sample_cross_negatives(
     owner: np.ndarray, edge_keys: np.ndarray, count: int, rng: np.random.Generator
 ) -> torch.Tensor:
@@ -249,7 +288,9 @@ def cross_test_set(gspec: GraphSpec, pspec: PartitionSpec, lspec: LinkSpec) -> C
     upper = src < dst
     src, dst = src[upper], dst[upper]
     crossing = owner[src] != owner[dst]
-    pos = torch.stack([src[crossing], dst[crossing]])
+    pairs = torch.stack([src[crossing], dst[crossing]])
+    known = torch.from_numpy(known_cross(pairs[0], pairs[1], lspec))
+    pos = pairs[:, ~known]
     count = int(lspec.neg_ratio * pos.size(1))
     if count == 0:
         neg = _empty_pairs()
@@ -257,7 +298,9 @@ def cross_test_set(gspec: GraphSpec, pspec: PartitionSpec, lspec: LinkSpec) -> C
         edge_keys = np.sort((src * n + dst).numpy())
         rng = np.random.default_rng(np.random.SeedSequence([lspec.seed, _CROSS_SALT]))
         neg = _sample_cross_negatives(assignment, edge_keys, count, rng)
-    return CrossTestSet(pos=pos, neg=neg, owner=owner, local_index=local_index, num_clients=pspec.num_clients)
+    return CrossTestSet(
+        pos=pos, neg=neg, owner=owner, local_index=local_index, num_clients=pspec.num_clients, known=pairs[:, known]
+    )
 
 
 def _client_view(cross: CrossTestSet, pairs: torch.Tensor, client_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -276,6 +319,7 @@ def build_client_link_data(gspec: GraphSpec, pspec: PartitionSpec, lspec: LinkSp
     cross = cross_test_set(gspec, pspec, lspec)
     cross_pos, cross_pos_owner = _client_view(cross, cross.pos, client_id)
     cross_neg, cross_neg_owner = _client_view(cross, cross.neg, client_id)
+    cross_known, cross_known_owner = _client_view(cross, cross.known, client_id)
     return ClientLinkData(
         client_id=client_id,
         num_clients=pspec.num_clients,
@@ -286,6 +330,8 @@ def build_client_link_data(gspec: GraphSpec, pspec: PartitionSpec, lspec: LinkSp
         cross_pos_owner=cross_pos_owner,
         cross_neg=cross_neg,
         cross_neg_owner=cross_neg_owner,
+        cross_known=cross_known,
+        cross_known_owner=cross_known_owner,
         **parts,
     )
 
@@ -293,10 +339,13 @@ def build_client_link_data(gspec: GraphSpec, pspec: PartitionSpec, lspec: LinkSp
 def graph_link_data(graph: ClientGraph, lspec: LinkSpec) -> ClientLinkData:
     """A data owner's link data from its own graph alone (its partition file, :mod:`~flowergraph.tasks.
     partition_files`): its own edges split exactly as :func:`build_client_link_data` splits them (seeded by the
-    spec's seed and the client's id), and no view of the cross-client test set, whose negatives are drawn over every
+    spec's seed and the client's id), its known cross edges (those of the file's cross edges :func:`known_cross`
+    picks, as the global split does), and no view of the cross-client test set, whose negatives are drawn over every
     client's nodes: that set is scored only where the global graph is (the server of a simulation)."""
     parts = split_own_edges(graph.edge_index, graph.num_nodes, lspec, graph.client_id)
     nobody = torch.empty(0, dtype=torch.long)
+    local, remote = graph.cross_edges
+    known = torch.from_numpy(known_cross(graph.global_ids[local], remote, lspec))
     return ClientLinkData(
         client_id=graph.client_id,
         num_clients=graph.num_clients,
@@ -307,6 +356,8 @@ def graph_link_data(graph: ClientGraph, lspec: LinkSpec) -> ClientLinkData:
         cross_pos_owner=nobody,
         cross_neg=_empty_pairs(),
         cross_neg_owner=nobody.clone(),
+        cross_known=graph.cross_edges[:, known].clone(),
+        cross_known_owner=graph.cross_owner[known].clone(),
         **parts,
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
@@ -24,6 +24,11 @@ from .metrics import DEFAULT_K, bce_loss, check_k, link_metrics
 from .model import LinkPredictor
 
 _NEG_SALT = 0x7E6A  # the training negatives of an epoch: (seed, epoch, salt)
+
+Encode = Callable[[LinkPredictor], torch.Tensor]
+"""How a client's node embeddings are computed from the model (default: ``model.encode(data.x,
+data.edge_index)``, its message-passing graph); FedGCN's encodes the exchanged aggregations
+(:func:`.fedgcn.fedgcn_encode`)."""
 
 # PyG's examples/link_pred.py: Adam, lr 0.01, no weight decay; one local step = one epoch.
 LINK_TRAIN = TrainConfig(local_steps=1, optimizer="adam", lr=0.01, weight_decay=0.0)
@@ -52,6 +57,7 @@ def link_epoch(
     neg_ratio: float = 1.0,
     prox_mu: float = 0.0,
     prox_anchor: Mapping[str, torch.Tensor] | None = None,
+    encode: Encode | None = None,
 ) -> float:
     """One full-batch step on the training positives and the epoch's negatives; returns the loss (NaN and no
     step when the client has no training edge). ``prox_mu`` > 0 adds FedProx's proximal term ``mu/2 sum ||w -
@@ -61,7 +67,7 @@ def link_epoch(
     model.train()
     neg = sample_train_negatives(data, seed, epoch, neg_ratio)
     optimizer.zero_grad()
-    z = model.encode(data.x, data.edge_index)
+    z = model.encode(data.x, data.edge_index) if encode is None else encode(model)
     loss = bce_loss(model.decode(z, data.train_pos), model.decode(z, neg))
     if prox_mu > 0 and prox_anchor:
         params = dict(model.named_parameters())
@@ -80,6 +86,7 @@ def train_link(
     start_epoch: int = 0,
     neg_ratio: float = 1.0,
     prox_mu: float = 0.0,
+    encode: Encode | None = None,
 ) -> float:
     """``cfg.local_steps`` epochs with a fresh optimiser (as the node task's local rounds); epoch ``e`` draws
     the negatives of ``start_epoch + e`` (a federated round passes its own, so no two rounds reuse negatives).
@@ -98,6 +105,7 @@ def train_link(
             neg_ratio=neg_ratio,
             prox_mu=prox_mu,
             prox_anchor=anchor,
+            encode=encode,
         )
         for e in range(cfg.local_steps)
     ]
@@ -105,10 +113,11 @@ def train_link(
 
 
 @torch.no_grad()
-def embed(model: LinkPredictor, data: ClientLinkData) -> torch.Tensor:
-    """The client's node embeddings ([n_k, out], local order) on its message-passing graph, in eval mode."""
+def embed(model: LinkPredictor, data: ClientLinkData, encode: Encode | None = None) -> torch.Tensor:
+    """The client's node embeddings ([n_k, out], local order) on its message-passing graph (or by ``encode``), in
+    eval mode."""
     model.eval()
-    return model.encode(data.x, data.edge_index)
+    return model.encode(data.x, data.edge_index) if encode is None else encode(model)
 
 
 @torch.no_grad()
@@ -119,12 +128,13 @@ def evaluate_link(
     k: int = DEFAULT_K,
     splits: tuple[str, ...] = ("val", "test"),
     z: torch.Tensor | None = None,
+    encode: Encode | None = None,
 ) -> dict[str, float | int]:
     """Metrics of the client's own ``splits`` (``val``, ``test``) from one eval-mode encoding on its
-    message-passing graph (or the given ``z``): ``<split>_auc``, ``<split>_hits@<k>``, ``<split>_loss``,
-    ``num_<split>_pos``, ``num_<split>_neg``."""
+    message-passing graph (or by ``encode``, or the given ``z``): ``<split>_auc``, ``<split>_hits@<k>``,
+    ``<split>_loss``, ``num_<split>_pos``, ``num_<split>_neg``."""
     k = check_k(k)
-    z = embed(model, data) if z is None else z
+    z = embed(model, data, encode) if z is None else z
     out: dict[str, float | int] = {}
     for split in splits:
         if split not in ("val", "test"):
