@@ -49,9 +49,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import CellStore  # noqa: E402
-from common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.cells import CellStore  # noqa: E402
+from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 import noop_methods  # noqa: E402
 
 from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402

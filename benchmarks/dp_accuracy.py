@@ -20,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import remove_run_folder  # noqa: E402
-from common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.cells import remove_run_folder  # noqa: E402
+from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.app.inprocess import run_inprocess  # noqa: E402
 from flowergraph.simulation import load_preset  # noqa: E402

@@ -13,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.common import REPO, data_dir, mean_std, table, write_result  # noqa: E402
 
 from flowergraph.plot import plot_runs  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402

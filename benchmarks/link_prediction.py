@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, mean_std, table, write_result  # noqa: E402
 
 METHODS = ("centralized", "local", "fedavg", "fedprox", "fedper", "fedgcn-0", "fedgcn-1", "fedgcn-2")
 DATASETS = ("Cora", "CiteSeer", "synthetic")
@@ -131,18 +132,6 @@ SYNTHETIC_NOTE = (
 )
 
 
-def git_commit() -> str:
-    """The commit the run's code is (``+dirty`` when the tree has uncommitted changes to the package or here)."""
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[1]
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(
-        ["git", "-C", str(repo), "status", "--porcelain", "flowergraph", "benchmarks"], capture_output=True, text=True
-    )
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -209,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "other method can. FedGCN 0-hop is FedAvg (no exchange: the same computation, equal numbers; `--methods "
         "fedgcn-0` runs it). Own Hits@50: a client with fewer than 50 test negatives "
         "scores 1.0 (OGB's rule, docs/tasks/link.md); with 10 clients most have fewer, so the own Hits@50 "
-        "column says little; the cross-client set is large enough for it to mean what it says.\n\n"
-        + SYNTHETIC_NOTE
-        + f"\n\nCode: commit {git_commit()}."
+        "column says little; the cross-client set is large enough for it to mean what it says.\n\n" + SYNTHETIC_NOTE
     )
     write_result("link_prediction", "Link prediction with links split across silos (issue 92)", body)
     return 0

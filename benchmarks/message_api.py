@@ -30,8 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 import noop_methods  # noqa: E402
 from flower_floor import floor_stamps, model_arrays, round_times  # noqa: E402
 

@@ -38,8 +38,9 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from reproductions._runner.common import write_result  # noqa: E402
 import noop_methods  # noqa: E402
 from privacy_cost_grid import (  # noqa: E402
     CELLS,

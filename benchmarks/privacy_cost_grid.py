@@ -14,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, TreeMemorySampler, data_dir  # noqa: E402
+from reproductions._runner.common import REPO, TreeMemorySampler, data_dir  # noqa: E402
 
 from flowergraph.storage.results import read_run  # noqa: E402
 from flowergraph.app.runtime import kill_tree  # noqa: E402

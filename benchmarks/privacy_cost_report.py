@@ -10,10 +10,11 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import table  # noqa: E402
+from reproductions._runner.common import table  # noqa: E402
 from privacy_cost_grid import MODES, PRESETS, TARGET  # noqa: E402
-from prose import render  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 STAGE_NAMES = ["setup (key advertisement)", "share keys", "collect masked vectors (local training)", "unmask"]
 

@@ -21,8 +21,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import table, write_result  # noqa: E402
+from reproductions._runner.common import table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import ProcessGroup, free_port, stop_processes  # noqa: E402
 from flowergraph.storage.results import read_run  # noqa: E402

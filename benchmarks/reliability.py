@@ -14,8 +14,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.storage.checkpoint import load_checkpoint  # noqa: E402
 from flowergraph.settings import OPTION_BY_KEY, parse_run_config  # noqa: E402

@@ -25,8 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
 
 from flowergraph.app.inprocess import run_inprocess  # noqa: E402
 from flowergraph.simulation import load_preset  # noqa: E402

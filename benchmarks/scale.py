@@ -58,9 +58,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cell_store import _cpu_model, code_state  # noqa: E402
-from common import REPO, command_line, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.cells import _cpu_model, code_state  # noqa: E402
+from reproductions._runner.common import REPO, command_line, data_dir, table, write_result  # noqa: E402
 
 ENGINES = ("inline", "ray")
 FACES = ("legacy", "message")

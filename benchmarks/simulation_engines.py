@@ -24,8 +24,9 @@ import tempfile
 import threading
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import table, write_result  # noqa: E402
+from reproductions._runner.common import table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import GROUP_ENV  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402

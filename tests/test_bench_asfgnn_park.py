@@ -1,4 +1,4 @@
-"""Parking an ASFGNN benchmark cell (benchmarks/asfgnn.py ``--park``): a run stopped between trials, kept as its
+"""Parking an ASFGNN benchmark cell (reproductions/asfgnn/run.py ``--park``): a run stopped between trials, kept as its
 parked file only (run folder, client state and checkpoint arrays deleted), resumes to the row the uninterrupted
 run gives, trial by trial; a checkpoint inside a trial and a parked file of other code are refused."""
 
@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import asfgnn_grid as grid  # noqa: E402
-import asfgnn_report as report  # noqa: E402
+from reproductions._runner.cells import _sources_hash  # noqa: E402
+from reproductions.asfgnn import compute, grid, parking  # noqa: E402
+from reproductions.asfgnn import report  # noqa: E402
 
 NAME = "tuned-Cora-label-a1.0-fl-quick-hpo-s3"
 
@@ -58,23 +59,23 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     config = grid.run_config("Cora", "fl", seed=3, budget="quick", facade="hpo")
     per_trial, stop = config["asfgnn.trial-rounds"] + 1, 1
     nowhere = tmp_path / "no-parked-files"
-    whole = grid.run_cell(tmp_path / "whole", NAME, config, parked_root=nowhere)
+    whole = compute.run_cell(tmp_path / "whole", NAME, config, parked_root=nowhere)
     assert len(whole["trials"]) == 3
 
     # the same run stopped after its first trial (a checkpoint between trials), parked, its folder deleted
-    grid.run_cell(tmp_path / "stopped", NAME, {**config, "rounds": stop * per_trial}, parked_root=nowhere)
-    parked = grid.park_run(tmp_path / "stopped" / NAME)
+    compute.run_cell(tmp_path / "stopped", NAME, {**config, "rounds": stop * per_trial}, parked_root=nowhere)
+    parked = parking.park_run(tmp_path / "stopped" / NAME)
     assert parked["round"] == stop * per_trial and parked["trials_finished"] == stop
     assert parked["strategy_state"]["client_checkpoint"] is None  # the clients' files are not kept
     assert len(parked["records"]) == stop * per_trial
     assert not any("clients" in r for r in parked["records"])  # slim records: no per-client numbers
-    path = grid.parked_path(NAME, tmp_path / "parked")
-    assert grid.write_parked(parked, path) > 0
+    path = parking.parked_path(NAME, tmp_path / "parked")
+    assert parking.write_parked(parked, path) > 0
     assert f"- {NAME}: 1 of 3 trials (round {per_trial})" in report.parked_note("quick", tmp_path / "parked")
     assert report.parked_note("paper", tmp_path / "parked") == ""  # another budget's results file lists none
     shutil.rmtree(tmp_path / "stopped")
 
-    resumed = grid.run_cell(tmp_path / "stopped", NAME, config, parked_root=tmp_path / "parked")
+    resumed = compute.run_cell(tmp_path / "stopped", NAME, config, parked_root=tmp_path / "parked")
     assert comparable(resumed) == comparable(whole)
     assert resumed["wall_s"] >= parked["wall_s"] > 0  # the parked segment's time is counted
     meta = json.loads((tmp_path / "stopped" / NAME / "config.json").read_text())
@@ -94,7 +95,7 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     assert all(tmp_path / "stopped" / NAME / "tmp" in f.parents for f in smac_folders[1:])
     assert list(system_temp.iterdir()) == [] and not (tmp_path / "whole" / NAME / "tmp").exists()
     # a run folder holding a finished (hence newer) run is not overwritten by the parked file
-    assert grid.unpark(tmp_path / "stopped" / NAME, path, grid._sources_hash(grid.SOURCES)) is False
+    assert parking.unpark(tmp_path / "stopped" / NAME, path, _sources_hash(grid.SOURCES)) is False
 
 
 def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_code(
@@ -105,24 +106,24 @@ def test_parking_refuses_a_checkpoint_inside_a_trial_and_a_parked_run_of_other_c
     config = grid.run_config("Cora", "sp", seed=3, budget="quick", facade="hpo")
     per_trial = config["asfgnn.trial-rounds"] + 1
     out = tmp_path / "w" / NAME
-    grid.run_cell(tmp_path / "w", NAME, {**config, "rounds": per_trial}, parked_root=tmp_path / "none")
+    compute.run_cell(tmp_path / "w", NAME, {**config, "rounds": per_trial}, parked_root=tmp_path / "none")
     ckpt = load_checkpoint(out)
     ckpt.strategy_state["asfgnn"]["trial"]["finished"] = False
     save_checkpoint(ckpt, checkpoint_file(out, per_trial + 1))  # the latest checkpoint now looks mid-trial
     with pytest.raises(
         ValueError, match=f"round {per_trial} is inside trial 0; only a checkpoint between trials can be parked"
     ):
-        grid.park_run(out)
+        parking.park_run(out)
 
     (out / "checkpoints" / f"round-{per_trial + 1:06d}.npz").unlink()
-    path = grid.parked_path(NAME, tmp_path / "parked")
-    grid.write_parked({**grid.park_run(out), "sources": "0123456789abcdef"}, path)
+    path = parking.parked_path(NAME, tmp_path / "parked")
+    parking.write_parked({**parking.park_run(out), "sources": "0123456789abcdef"}, path)
     target = tmp_path / "elsewhere" / NAME
-    assert grid.unpark(target, path, grid._sources_hash(grid.SOURCES)) is False
+    assert parking.unpark(target, path, _sources_hash(grid.SOURCES)) is False
     assert not target.exists()
     assert "was parked by other code (sources 0123456789abcdef" in capsys.readouterr().err
-    # unless this code was checked to repeat that code's cells (asfgnn_grid.SAME_AS)
-    now = grid._sources_hash(grid.SOURCES)
+    # unless this code was checked to repeat that code's cells (grid.SAME_AS)
+    now = _sources_hash(grid.SOURCES)
     monkeypatch.setitem(grid.SAME_AS, now, {"0123456789abcdef": "checked"})
-    assert grid.unpark(target, path, now) is True and (target / "checkpoints").is_dir()
+    assert parking.unpark(target, path, now) is True and (target / "checkpoints").is_dir()
     assert "older code" not in report.parked_note("quick", tmp_path / "parked")

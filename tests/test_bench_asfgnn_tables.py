@@ -1,4 +1,4 @@
-"""ASFGNN's Fig. 3 points (benchmarks/asfgnn_rows.py ``alpha_curves``): means and stds over seeds per method and
+"""ASFGNN's Fig. 3 points (reproductions/asfgnn/rows.py ``alpha_curves``): means and stds over seeds per method and
 alpha, and the JS minus no-JS difference paired by seed (only seeds with both cells), checked against hand
 numbers."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import asfgnn_figures as figures  # noqa: E402
-import asfgnn_grid as grid  # noqa: E402
-import asfgnn_rows as rows  # noqa: E402
+from reproductions.asfgnn import figures  # noqa: E402
+from reproductions.asfgnn import grid  # noqa: E402
+from reproductions.asfgnn import rows  # noqa: E402
 
 
 def cell(method: str, seed: int, test: float) -> dict:
@@ -159,7 +159,7 @@ def test_paired_uses_only_seeds_with_both_cells_and_counts_ahead_level_behind():
 
 
 def test_t_interval_against_the_t_distribution_by_hand():
-    from common import t_interval
+    from reproductions._runner.common import t_interval
 
     # differences 1, 2, 3, 4: mean 2.5, sample std sqrt(5/3); t(0.975, 3) = 3.182446 (printed tables)
     low, high = t_interval([1.0, 2.0, 3.0, 4.0])
@@ -223,7 +223,7 @@ def test_cells_of_code_that_computes_the_same_count_as_current(monkeypatch):
 
 
 def test_table6_controls_are_paired_with_table6s_cells_of_the_same_seed():
-    import asfgnn_table6 as t6
+    from reproductions.asfgnn import table6 as t6
 
     def row(kind, method, seed, test, alpha=0.9, **extra):
         meta = {"kind": kind, "dataset": "Cora", "setting": "label", "alpha": alpha, "method": method}
@@ -259,8 +259,8 @@ def test_table6_controls_are_paired_with_table6s_cells_of_the_same_seed():
 def test_table3_heading_names_the_seeds_of_its_own_cells(tmp_path, monkeypatch):
     """Table 3's heading names the seeds of its four columns' cells, not those of Table 6's cells (another alpha, or
     SFGNN without JS at alpha 1.0, which Table 3 does not show)."""
-    import asfgnn_report as report
-    import common
+    from reproductions.asfgnn import report
+    from reproductions._runner import common
 
     monkeypatch.setattr(common, "REPO", tmp_path)  # the report's figures go here, not to docs/results
     (tmp_path / "docs" / "results").mkdir(parents=True)

@@ -1,5 +1,5 @@
 """A results file names the commands that computed its cells, not only the one that wrote it
-(``benchmarks/cell_store.py``: ``CellStore.save`` records the command; ``benchmarks/common.py``:
+(``reproductions/_runner/cells.py``: ``CellStore.save`` records the command; ``reproductions/_runner/common.py``:
 ``write_result(cell_commands=...)`` lists them).
 
 The defect this guards against: a table rewritten with ``--tables-only`` said it was "produced by" that command,
@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import cell_store  # noqa: E402
-import common  # noqa: E402
+from reproductions._runner import cells as cell_store, common  # noqa: E402
 
 
 def test_command_line_leaves_out_the_scratch_folder():

@@ -1,5 +1,6 @@
-"""The seed-paired forest plot every method's results page draws (benchmarks/common.py ``paired_figure``): what is
-drawn is checked on the figure itself, against intervals computed here by hand from printed t-table values."""
+"""The seed-paired forest plot every method's results page draws (reproductions/_runner/common.py
+``paired_figure``): what is drawn is checked on the figure itself, against intervals computed here by hand from
+printed t-table values."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import common  # noqa: E402
+from reproductions._runner import common  # noqa: E402
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""benchmarks/fedgraph_acceptance_report.py: the acceptance quantities of issue 72 computed from lean cell rows
+"""reproductions/fedgraph/acceptance_report.py: the acceptance quantities of issue 72 computed from lean cell rows
 made up here (times to a target on the modelled clock, a trained agent's episodes, the seed-paired sharing
 verdict)."""
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fedgraph_acceptance_report as rep  # noqa: E402
+from reproductions.fedgraph import acceptance_report as rep  # noqa: E402
 
 
 def _row(variant, seed, accs, lan=0.02, episode_rounds=None, server=0.005, exchange="round", dataset="Cora"):

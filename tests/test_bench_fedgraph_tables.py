@@ -12,12 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import fedgraph_ablations as ablations  # noqa: E402
-import fedgraph_curves as curves  # noqa: E402
-import fedgraph_learning as learning  # noqa: E402
-import fedgraph_report as report  # noqa: E402
+from reproductions.fedgraph import ablations, curves, learning, report  # noqa: E402
 
 FIXED = {
     "variant": "full",

@@ -1,4 +1,4 @@
-"""FedStar's baselines against FedAvg (benchmarks/fedstar_report.py ``against_fedavg``): differences paired by
+"""FedStar's baselines against FedAvg (reproductions/fedstar/report.py ``against_fedavg``): differences paired by
 training seed over the seeds both methods have, with the paper's difference of means, checked against hand
 numbers."""
 
@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import fedstar_grid as grid  # noqa: E402
-import fedstar_report as report  # noqa: E402
+from reproductions.fedstar import grid, report  # noqa: E402
 
 
 def row(variant: str, seed: int, accuracy: float, setting: str = "CHEM") -> dict:

@@ -1,4 +1,4 @@
-"""FL-AGCNS's control on how the retrainings are summarised (benchmarks/flagcns_report.py ``best_of_retrainings``):
+"""FL-AGCNS's control on how the retrainings are summarised (reproductions/flagcns/report.py ``best_of_retrainings``):
 per row and dataset the mean over seeds of each cell's mean and of each cell's best retraining, stale cells marked,
 checked against hand numbers."""
 
@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import flagcns_grid as grid  # noqa: E402
-import flagcns_report as report  # noqa: E402
+from reproductions.flagcns import figures, grid, report  # noqa: E402
 
 
 def row_of(table: str, label: str) -> list[str]:
@@ -138,16 +137,16 @@ def test_the_fitness_figure_is_drawn_only_for_budgets_ranked_by_fll(monkeypatch)
     none for code2021's accuracy ranking, whose figure would show the FLL of the most accurate member as "best
     fitness"."""
     drawn = []
-    monkeypatch.setattr(report, "save_figure", lambda fig, name: drawn.append(name) or name)
+    monkeypatch.setattr(figures, "save_figure", lambda fig, name: drawn.append(name) or name)
 
     def search(budget: str) -> dict:
         return {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": 0, "split": "public", "budget": budget,
                 "curve": [[1, 1.4], [2, 1.2]]}  # fmt: skip
 
     assert grid.BUDGETS["code2021"]["flagcns.fitness"] == "accuracy"
-    assert report.plot([search("code2021")], "code2021") is None
+    assert figures.plot([search("code2021")], "code2021") is None
     assert "flagcns.fitness" not in grid.BUDGETS["paper-exact"]  # the default: FLL
-    assert report.plot([search("paper-exact")], "paper-exact") == "flagcns_fitness_paper-exact.png"
+    assert figures.plot([search("paper-exact")], "paper-exact") == "flagcns_fitness_paper-exact.png"
     assert drawn == ["flagcns_fitness_paper-exact.png"]
 
 
@@ -176,8 +175,8 @@ def test_the_population_figure_plots_each_member_and_stars_the_seeds_chosen_code
     """Each member of a seed's final population is a point (FLL or SuperNet validation accuracy, retrained FLACC),
     and the seed's feo search's architecture is starred at its own member's point; no figure without population
     cells."""
-    figures = []
-    monkeypatch.setattr(report, "save_figure", lambda fig, name: figures.append(fig) or name)
+    drawn = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, name: drawn.append(fig) or name)
     members = [
         {"architecture": [0] * 13 + [1], "fll": 0.9, "val_accuracy": 0.77, "flacc": 81.0},
         {"architecture": [0] * 13 + [2], "fll": 1.1, "val_accuracy": 0.78, "flacc": 79.0},
@@ -187,10 +186,10 @@ def test_the_population_figure_plots_each_member_and_stars_the_seeds_chosen_code
            "members": members, "spearman_fll": -1.0, "spearman_val_accuracy": 0.5}  # fmt: skip
     search = {"kind": "search", "dataset": "Cora", "variant": "feo", "seed": 2, "split": "public",
               "budget": "paper-exact", "architecture": [0] * 13 + [2]}  # fmt: skip
-    assert report.population_plot([search], "paper-exact") is None
-    assert report.population_plot([search, pop], "code2021") is None  # another budget's cells only
-    assert report.population_plot([search, pop], "paper-exact") == "flagcns_population_paper-exact.png"
-    (fig,) = figures
+    assert figures.population_plot([search], "paper-exact") is None
+    assert figures.population_plot([search, pop], "code2021") is None  # another budget's cells only
+    assert figures.population_plot([search, pop], "paper-exact") == "flagcns_population_paper-exact.png"
+    (fig,) = drawn
     top, bottom = fig.axes[0], fig.axes[1]
     for ax, key in ((top, "fll"), (bottom, "val_accuracy")):
         points, star = (c.get_offsets().tolist() for c in ax.collections)
@@ -203,7 +202,7 @@ def test_the_population_figure_plots_each_member_and_stars_the_seeds_chosen_code
 def test_population_table_sets_each_chosen_code_against_its_populations_mean():
     """The chosen code's FLACC (its search cell's retrainings) minus the mean over its final population, per seed,
     and over the seeds the mean difference with its Student-t interval (computed here by hand)."""
-    import flagcns_controls as controls
+    from reproductions.flagcns import controls
 
     def pop(seed: int, accs: list[float], best_val: int | None = 1) -> dict:
         members = [
@@ -246,7 +245,7 @@ def test_population_table_sets_each_chosen_code_against_its_populations_mean():
 def test_the_adam_control_pairs_once_touched_with_this_step_on_the_seeds_that_have_both():
     """The Adam table's bold line: once-touched minus this-step per seed where both searches exist (seed 2 has only
     this-step: left out), their mean and Student-t interval (computed here by hand) and ahead / level / behind."""
-    import flagcns_controls as controls
+    from reproductions.flagcns import controls
 
     def search(variant: str, seed: int, flacc: float) -> dict:
         return {"kind": "search", "dataset": "Cora", "variant": variant, "seed": seed, "flacc": flacc,
@@ -270,8 +269,8 @@ def test_every_stored_search_chose_its_own_pick_rules_member_of_its_final_popula
     population cell's members, scored as the search scored them) that ``flowergraph``'s final pick takes under the
     search's own rule (``code2021``: the highest SuperNet val acc; the paper's presets: the lowest FLL). So the
     population table's 2021-pick column reads the rule the searches ran, not a copy of it."""
-    import flagcns_controls as controls
-    from cell_store import CellStore
+    from reproductions.flagcns import controls
+    from reproductions._runner.cells import CellStore
 
     rows = [rec["row"] for rec in CellStore(grid.STORE, grid.SOURCES).records()]
     pairs = [

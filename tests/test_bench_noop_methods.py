@@ -12,7 +12,7 @@ import pytest
 from flowergraph.methods import PLUGINS_ENV, get_method, unregister
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import noop_methods  # noqa: E402
 

@@ -1,6 +1,6 @@
-"""``benchmarks/common.run_cells``: a benchmark's cells computed here one after another or in worker processes at
-once (``--jobs``), each finished cell handed back as it finishes and a failing cell reported without losing the
-others."""
+"""``reproductions/_runner/common.run_cells``: a benchmark's cells computed here one after another or in worker
+processes at once (``--jobs``), each finished cell handed back as it finishes and a failing cell reported without
+losing the others."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import add_jobs, run_cells  # noqa: E402
+from reproductions._runner.common import add_jobs, run_cells  # noqa: E402
 
 
 def square(x: int) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """A benchmark cell's run folder is read back or resumed only when today's code wrote it
-(``benchmarks/cell_store.prepare_run_dir``).
+(``reproductions/_runner/cells.prepare_run_dir``).
 
 The bug this guards against: ``--rerun-stale`` in a ``--work`` folder that still held the finished run of an
 older code state read that run's output back (in 0.1 s) and stored it as a cell of today's code."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-from cell_store import RUN_CODE, code_state, prepare_run_dir, remove_run_folder, run_dir_current  # noqa: E402
+from reproductions._runner.cells import RUN_CODE, code_state, prepare_run_dir, remove_run_folder, run_dir_current  # noqa: E402
 
 SOURCES = ("flowergraph/errors.py",)
 

@@ -1,4 +1,6 @@
-"""benchmarks/cell_store.py's CellStore: cells packed into one xz archive per benchmark, loose cells beside it."""
+"""The runner's CellStore (reproductions/_runner/cells.py): cells packed into one xz archive per store, loose cells
+beside it, each store in its folder (a reproduction's reproductions/<paper>/cells/, a benchmark's
+benchmarks/cells/)."""
 
 import json
 import lzma
@@ -8,8 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import cell_store  # noqa: E402
+sys.path.insert(0, str(REPO))
+from reproductions._runner import cells as cell_store  # noqa: E402
 
 
 def test_pack_keeps_every_record_and_removes_only_what_it_packed(tmp_path, monkeypatch):
@@ -35,19 +37,25 @@ def test_pack_keeps_every_record_and_removes_only_what_it_packed(tmp_path, monke
 
 
 def test_the_repository_cells_stay_small():
-    """Issue 70: benchmarks/cells at most 5 MB (the archives and the parked checkpoints)."""
-    total = sum(p.stat().st_size for p in (REPO / "benchmarks" / "cells").rglob("*") if p.is_file())
-    assert total <= 5_000_000, (
-        f"benchmarks/cells holds {total:,} bytes (at most 5,000,000): pack it (python benchmarks/cell_store.py pack)"
+    """Issue 70: the stored cells at most 5 MB in all (the archives and the parked checkpoints)."""
+    folders = {REPO / folder for folder, _ in cell_store.STORES.values()}
+    total = sum(p.stat().st_size for folder in folders for p in folder.rglob("*") if p.is_file())
+    assert 1_000_000 < total <= 5_000_000, (
+        f"the cell folders {sorted(map(str, folders))} hold {total:,} bytes (at most 5,000,000): pack them "
+        "(python -m reproductions._runner.cells pack)"
     )
 
 
-def test_every_store_names_the_sources_its_cells_were_hashed_with():
-    """A store missing from STORE_SOURCES would be read with the whole package's hash: every cell "older"."""
-    assert set(cell_store.store_names()) <= set(cell_store.STORE_SOURCES), (
-        f"stores in benchmarks/cells not in cell_store.STORE_SOURCES: "
-        f"{sorted(set(cell_store.store_names()) - set(cell_store.STORE_SOURCES))}"
+def test_every_store_names_its_folder_and_the_sources_its_cells_were_hashed_with():
+    """A store missing from STORES would be read with the whole package's hash (every cell "older"), and a store
+    named in STORES is found in its folder."""
+    assert set(cell_store.store_names()) == set(cell_store.STORES), (
+        f"stores not in cells.STORES: {sorted(set(cell_store.store_names()) - set(cell_store.STORES))}; "
+        f"named but not found in their folders: {sorted(set(cell_store.STORES) - set(cell_store.store_names()))}"
     )
+    for name, (folder, _) in cell_store.STORES.items():
+        assert cell_store.CellStore(name).archive == REPO / folder / f"{name}.jsonl.xz"
+        assert cell_store.CellStore(name).archive.is_file(), name
 
 
 def test_currency_counts_the_cells_a_code_change_turns_into_older_code(tmp_path, monkeypatch, capsys):
@@ -65,7 +73,7 @@ def test_currency_counts_the_cells_a_code_change_turns_into_older_code(tmp_path,
     grid = types.ModuleType("fake_grid")
     grid.SOURCES = ("flowergraph/*.py",)
     monkeypatch.setitem(sys.modules, "fake_grid", grid)
-    monkeypatch.setitem(cell_store.STORE_SOURCES, "b", "fake_grid")
+    monkeypatch.setitem(cell_store.STORES, "b", ("benchmarks/cells", "fake_grid"))
     old = cell_store.CellStore("b", grid.SOURCES)
     old.save("a", {"seed": 0}, {"acc": 0.5})
     old.save("b", {"seed": 1}, {"acc": 0.5})
@@ -81,4 +89,4 @@ def test_currency_counts_the_cells_a_code_change_turns_into_older_code(tmp_path,
     assert again["current"] == 3 and again["older"] == {} and again["against"] == 2
     with pytest.raises(SystemExit):
         cell_store.status_main(["status", "nope"])
-    assert "no store 'nope' in benchmarks/cells; the stores: ['b']" in capsys.readouterr().err
+    assert "no store 'nope'; the stores: ['b']" in capsys.readouterr().err

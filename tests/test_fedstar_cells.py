@@ -1,11 +1,12 @@
-"""The stored FedStar benchmark cells are reproducible: the cheapest stored cell of ``benchmarks/fedstar.py``
-(``benchmarks/cells/fedstar-paper-split/``) is re-run for 10 rounds from its recorded settings with today's code,
-and its mean client accuracy after round 10 must equal the stored curve's: to the last digit where the cell was
-computed in this environment (``cell_store.environment``: CPU, instruction set, package versions), to 0.005 elsewhere
-(another CPU or package build moves the last digits: 0.001 on the cheapest cell on 2026-11-26), with a warning.
+"""The stored FedStar cells are reproducible: the cheapest stored cell of ``reproductions/fedstar/run.py``
+(``reproductions/fedstar/cells/fedstar-paper-split.jsonl.xz``) is re-run for 10 rounds from its recorded settings with
+today's code, and its mean client accuracy after round 10 must equal the stored curve's: to the last digit where the
+cell was computed in this environment (``cell_store.environment``: CPU, instruction set, package versions), to 0.005
+elsewhere (another CPU or package build moves the last digits: 0.001 on the cheapest cell on 2026-11-26), with a
+warning.
 
 A failure means the code on FedStar's path now computes other numbers than the stored table's: re-run the cells
-(``benchmarks/fedstar.py --rerun-stale``) or find the change."""
+(``reproductions/fedstar/run.py --rerun-stale``) or find the change."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ STORE = "fedstar-paper-split"
 
 
 def _cheapest_cell() -> dict:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from cell_store import CellStore
+    sys.path.insert(0, str(REPO))
+    from reproductions._runner.cells import CellStore
 
     records = list(CellStore(STORE).records())
     records = [
@@ -32,13 +33,13 @@ def _cheapest_cell() -> dict:
     ]
     if not records:
         warnings.warn(f"NO STORED FEDSTAR CELL in {STORE}: the reproduction test has nothing to re-run", stacklevel=1)
-        pytest.skip(f"no stored FedStar cell with a round-10 point in {STORE} (run benchmarks/fedstar.py)")
+        pytest.skip(f"no stored FedStar cell with a round-10 point in {STORE} (run reproductions/fedstar/run.py)")
     return min(records, key=lambda r: r["row"].get("cpu_s") or math.inf)
 
 
 def test_cell_store_records_code_state_and_flags_other_code(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import cell_store
+    sys.path.insert(0, str(REPO))
+    from reproductions._runner import cells as cell_store
 
     monkeypatch.setattr(cell_store, "REPO", tmp_path)
     (tmp_path / "pkg").mkdir()
@@ -68,8 +69,8 @@ def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
         rounds=10,
         **{"data-dir": str(shared_data), "out-dir": str(tmp_path / "run"), "state-dir": str(tmp_path / "state")},
     )
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import cell_store
+    sys.path.insert(0, str(REPO))
+    from reproductions._runner import cells as cell_store
 
     run_inprocess(settings)
     rounds = {r["round"]: r for r in read_run(tmp_path / "run")["rounds"] if r.get("round", 0) >= 1}
@@ -90,13 +91,12 @@ def test_a_stored_cell_reproduces_its_first_ten_rounds(shared_data, tmp_path):
 
 
 def test_the_table_generator_runs_on_cells_of_every_kind(shared_data, monkeypatch):
-    """``benchmarks/fedstar.py --tables-only`` builds every section (Table 1 with the paper's and the authors'
+    """``reproductions/fedstar/run.py --tables-only`` builds every section (Table 1 with the paper's and the authors'
     columns, gains over Local, claims, the split spread, the ablations) from rows of each kind; a name lost from
     the module (as the paper's numbers once were) fails here, not after hours of cells."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO))
     monkeypatch.setenv("FLOWERGRAPH_DATA", str(shared_data))
-    import fedstar_grid as grid
-    import fedstar_report as report
+    from reproductions.fedstar import grid, report
 
     def row(variant, seed, accuracy, structure="dse+rwse", split_seed=grid.SPLIT_SEED):
         return {

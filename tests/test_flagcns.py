@@ -613,7 +613,8 @@ def test_by_default_every_architecture_has_a_graph_layer():
 def test_presets_hold_the_paper_setting_and_budget():
     """`-paper` is the paper's (all of P per step, no warm-up, FLL fitness and pick), `-code2021` the authors' 2021
     code's (20 of 60 per step, no warm-up, accuracy fitness and pick, crossover 0.5, gamma 0.5 at the first
-    generation), `-warmup50` what `-paper` was until 2026-12-02; benchmarks/flagcns.py's budgets are the presets'."""
+    generation), `-warmup50` what `-paper` was until 2026-12-02; reproductions/flagcns/run.py's budgets are the
+    presets'."""
     import sys
     from pathlib import Path
 
@@ -621,8 +622,8 @@ def test_presets_hold_the_paper_setting_and_budget():
     from flowergraph.tasks.flagcns import CODE2021_SCHEDULE, PAPER_SCHEDULE, WARMUP50_SCHEDULE, SearchSpace
 
     repo = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(repo / "benchmarks"))
-    import flagcns_grid as bench
+    sys.path.insert(0, str(repo))
+    from reproductions.flagcns import grid as bench
 
     conf = repo / "conf"
     for name, dataset in (("flagcns-cora", "Cora"), ("flagcns-citeseer", "CiteSeer")):

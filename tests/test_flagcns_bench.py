@@ -1,6 +1,6 @@
-"""benchmarks/flagcns.py's pieces for issue 72's acceptance runs (no run here): the budgets of the two faithful
-presets and the Adam control's variant (``flagcns_grid``), the Spearman correlation over a final population
-(``flagcns_cells``) and the acceptance summary (``flagcns_report``), each checked against hand numbers."""
+"""reproductions/flagcns/run.py's pieces for issue 72's acceptance runs (no run here): the budgets of the two
+faithful presets and the Adam control's variant (``grid``), the Spearman correlation over a final population
+(``compute``) and the acceptance summary (``report``), each checked against hand numbers."""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ import pytest
 from flowergraph.settings import parse_run_config
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import flagcns_cells as cells  # noqa: E402
-import flagcns_grid as grid  # noqa: E402
-import flagcns_report as report  # noqa: E402
+from reproductions.flagcns import compute as cells, grid, report  # noqa: E402
 
 
 def row_of(table: str, label: str) -> list[str]:
