@@ -56,9 +56,9 @@ from reproductions._runner.common import data_dir, table, write_result  # noqa: 
 import noop_methods  # noqa: E402
 
 from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402
-from flowergraph.deployment.control import submit_run  # noqa: E402
-from flowergraph.deployment.loopback import LoopbackDeployment  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.deployment import submit_run  # noqa: E402
+from flowergraph.deployment import LoopbackDeployment  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 FLOOR_CLIENT = '''"""Flower's floor: a ClientApp that answers flowergraph's strategy (identity, initial model, fit,
 evaluate)

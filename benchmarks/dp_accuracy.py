@@ -5,7 +5,7 @@ without DP. Reports final and best test accuracy and the ``(epsilon, delta=1e-5)
 RDP accountant (client-level, no amplification by sampling; see docs/privacy.md).
 
 All runs use ``weighting=uniform`` (central DP's noise is calibrated to an unweighted mean). In one process
-(flowergraph.app.inprocess); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
+(flowergraph.simulation.run_in_process); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
 
     .venv/bin/python benchmarks/dp_accuracy.py [--rounds 100] [--seeds 0,1] [--noise 0,0.01,0.03,0.1,0.3,1,3]
 """
@@ -25,8 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import remove_run_folder  # noqa: E402
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.app.inprocess import run_inprocess  # noqa: E402
-from flowergraph.simulation import load_preset  # noqa: E402
+from flowergraph.simulation import load_preset, run_in_process  # noqa: E402
 
 CELLS = REPO / "results" / "bench-dp"
 
@@ -49,7 +48,7 @@ def run_cell(noise: float | None, clip: float, seed: int, rounds: int) -> dict:
     if noise is not None:
         config.update({"dp": "central-client", "dp-noise-multiplier": noise, "dp-clipping-norm": clip})
     t0 = time.monotonic()
-    summary, _ = run_inprocess(config)
+    summary = run_in_process(config)
     dp = summary.get("dp") or {}
     eps = dp.get("epsilon")
     result = {

@@ -54,7 +54,7 @@ def federated(
     :data:`~flowergraph.tasks.link.training.Encode` by client id (FedGCN's), else its message-passing graph."""
     from flowergraph.clients.node import round_seed
     from flowergraph.tasks.link import LinkPredictor, embed, evaluate_cross, evaluate_link, train_link
-    from flowergraph.tasks.training import TrainConfig
+    from flowergraph.tasks import TrainConfig
 
     cfg = TrainConfig(local_steps=local_steps, optimizer="adam", lr=0.01, weight_decay=0.0)
     models = [LinkPredictor(c.num_features, "gcn", seed=seed) for c in clients]
@@ -92,7 +92,7 @@ def federated(
 
 
 def cell(dataset: str, method: str, seed: int, a) -> dict:
-    from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec
+    from flowergraph.data import GraphSpec, PartitionSpec
     from flowergraph.tasks.link import LinkSpec, client_link_data, cross_test_set, train_centralized
 
     g = GraphSpec(dataset=dataset, data_dir=a.data_dir, seed=seed)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cross-known-fraction", type=float, default=0.5)
     a = parser.parse_args(argv)
     a.data_dir = data_dir()
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch()
     started = time.perf_counter()

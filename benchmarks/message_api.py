@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 from flowergraph.app import client_app, server_app  # noqa: E402
 from flowergraph.app.generator import write_app  # noqa: E402
 from flowergraph.app.inline import run_inline  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 CLIENTS = 10
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     a = parser.parse_args(argv)
     noop_methods.enable()  # method=noop (the runs are in this process)
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch()
     work = Path(tempfile.mkdtemp(prefix="fg-message-api-"))

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import REPO, TreeMemorySampler, data_dir  # noqa: E402
 
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.app.runtime import kill_tree  # noqa: E402
 
 MODES = ("none", "secagg+", "ckks")
@@ -126,7 +126,7 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
 
 def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes: int = 3) -> dict:
     """fedavg on Cora over a loopback deployment (TLS, SuperNode authentication) with ``secure-agg=mode``."""
-    from flowergraph.deployment.loopback import run_deployment
+    from flowergraph.deployment import run_deployment
 
     name = f"deploy-fedavg-{mode.replace('+', 'plus')}-n{nodes}-r{rounds}" + (f"-poll{poll:g}" if poll else "")
     cell = CELLS / name

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import ProcessGroup, free_port, stop_processes  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.storage.checkpoint import load_checkpoint  # noqa: E402
+from flowergraph.storage import load_checkpoint  # noqa: E402
 from flowergraph.settings import OPTION_BY_KEY, parse_run_config  # noqa: E402
 from flowergraph.methods.node import node_server_evaluate  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 

@@ -9,8 +9,8 @@ The defender does not know how many clients attack; it assumes at most ``f`` (``
 with f = 1 and f = 3 (``--assumed``) against 0, 1 and 3 actual attackers: an f that is too small lets attackers
 through, one that is too large throws honest updates away.
 
-In one process (flowergraph.app.inprocess: the real ServerApp/ClientApp code without Flower's transport, numbers equal
-to the simulation's); resumable: each finished run is kept in ``results/bench-robustness/<cell>.json``.
+In one process (flowergraph.simulation.run_in_process: the real ServerApp/ClientApp code without Flower's transport,
+numbers equal to the simulation's); resumable: each finished run is kept in ``results/bench-robustness/<cell>.json``.
 
     .venv/bin/python benchmarks/robustness.py [--rounds 100] [--seeds 0]
 """
@@ -29,8 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
 
-from flowergraph.app.inprocess import run_inprocess  # noqa: E402
-from flowergraph.simulation import load_preset  # noqa: E402
+from flowergraph.simulation import load_preset, run_in_process  # noqa: E402
 
 AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
 ATTACKS = ("scale", "flip")
@@ -62,7 +61,7 @@ def run_cell(aggregator: str, attack: str, attackers: int, seed: int, rounds: in
         **defence(f),
     }
     t0 = time.monotonic()
-    summary, _ = run_inprocess(config)
+    summary = run_in_process(config)
     result = {
         "aggregator": aggregator,
         "assumed": f,

@@ -39,9 +39,9 @@ ROUNDS = 200
 
 
 def run_one(name: str, flush: str) -> dict:
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
     from flowergraph.simulation import load_preset, run_simulation
-    from flowergraph.tasks.compute import FLUSH_ENV
+    from flowergraph.tasks import FLUSH_ENV
 
     preset, extra = RUNS[name]
     config = {**load_preset(REPO / preset), **extra, "data-dir": data_dir(), "rounds": ROUNDS}

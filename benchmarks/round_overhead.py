@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 import noop_methods  # noqa: E402
 
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 SETTINGS = {"stock": {"poll-interval": 0.0, "fused-eval": False}, "default": {}}

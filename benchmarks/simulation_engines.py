@@ -30,7 +30,7 @@ from reproductions._runner.common import table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import GROUP_ENV  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 
 class Sampler(threading.Thread):

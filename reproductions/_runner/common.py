@@ -310,11 +310,11 @@ def write_result(
 
 def _configure_worker() -> None:
     """A spawned cell worker's torch, set as every benchmark sets its own process (one thread, denormals flushed:
-    ``flowergraph.tasks.compute.configure_torch``). A spawned process starts with torch's defaults (a thread per
+    ``flowergraph.tasks.configure_torch``). A spawned process starts with torch's defaults (a thread per
     core, no flush), so a cell that trains without Flower's in-process runner (which configures torch itself) ran
     there with two threads per worker on two cores and denormals unflushed: FL-AGCNS's FL-Random tried 114 codes in
     a 1,725 s budget against 484 in 1,981 s in the benchmark's own process (2026-12-03)."""
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch(1)
 
