@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproductions._runner.common import REPO, TreeMemorySampler, data_dir  # noqa: E402
+from reproductions._runner.common import REPO, data_dir  # noqa: E402
+from reproductions._runner.processes import run_measured  # noqa: E402
 
 from flowergraph.storage import read_run  # noqa: E402
-from flowergraph.app.runtime import kill_tree  # noqa: E402
 
 MODES = ("none", "secagg+", "ckks")
 # method -> (preset, extra --set values, label)
@@ -78,16 +78,8 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
         cmd += ["--set", value]
     log = cell / "launcher.log"
     print(f"[{time.strftime('%H:%M:%S')}] {method} secure-agg={mode} seed {seed}: running ...", flush=True)
-    t0 = time.monotonic()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), start_new_session=True)
-        with TreeMemorySampler(proc.pid) as mem:
-            try:
-                rc = proc.wait(timeout=7500)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc.pid)
-                rc = proc.wait()
-    wall = time.monotonic() - t0
+    measured = run_measured(cmd, log, timeout=7500, cwd=REPO)
+    rc, wall = measured["rc"], measured["wall_s"]
     if rc != 0:
         sys.exit(f"{method} secure-agg={mode} seed {seed} failed (exit {rc}); see {log}")
     run = read_run(cell / "run")
@@ -104,7 +96,7 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
         "round_s": statistics.median(later),
         "bytes_up": sum(r.get("bytes_up", 0) for r in training),
         "bytes_down": sum(r.get("bytes_down", 0) for r in training),
-        "peak_mb": mem.peak_mb,
+        "peak_mb": measured["peak"] / 2**20,
         "wall_s": wall,
         "distinct": sorted({(r.get("secure_agg") or {}).get("distinct_payloads", -1) for r in training}),
         # SecAgg+: each stage's time (s), median over rounds 2..R (recorded by the server's grid)

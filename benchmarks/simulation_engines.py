@@ -21,61 +21,20 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import table, write_result  # noqa: E402
+from reproductions._runner.processes import TreeMemorySampler  # noqa: E402
 
-from flowergraph.app.runtime import GROUP_ENV  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 from flowergraph.storage import read_run  # noqa: E402
 
 
-class Sampler(threading.Thread):
-    """Peak summed RSS and the CPU time of the run's processes (this one excluded)."""
-
-    def __init__(self, interval: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.interval, self.peak_rss, self.cpu = interval, 0, {}
-        self.done = threading.Event()
-
-    def _procs(self):
-        import psutil
-
-        me = psutil.Process()
-        found = {p.pid: p for p in me.children(recursive=True)}
-        for p in psutil.process_iter():
-            if p.pid in found or p.pid == me.pid:
-                continue
-            try:
-                if p.environ().get(GROUP_ENV, "").startswith(f"fg-{os.getpid()}-"):  # this process's runs only
-                    found[p.pid] = p
-            except (psutil.Error, OSError):
-                continue
-        return found.values()
-
-    def run(self) -> None:
-        import psutil
-
-        while not self.done.is_set():
-            rss = 0
-            for p in self._procs():
-                try:
-                    with p.oneshot():
-                        rss += p.memory_info().rss
-                        t = p.cpu_times()
-                        self.cpu[(p.pid, p.create_time())] = t.user + t.system
-                except (psutil.Error, OSError):
-                    continue
-            self.peak_rss = max(self.peak_rss, rss)
-            self.done.wait(self.interval)
-
-
 def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
-    sampler = Sampler()
-    sampler.start()
+    # the processes the run starts: this one's descendants and every process of its process groups (Ray's daemons)
+    sampler = TreeMemorySampler(interval=0.2, rss=True, root=False, groups=True).start()
     try:
         result = run_simulation(
             "fedavg",
@@ -88,8 +47,7 @@ def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
             timeout=900,
         )
     finally:
-        sampler.done.set()
-        sampler.join()
+        sampler.stop()
     if not result.ok:
         sys.exit(f"{engine} run failed; see {result.log_file}")
     run = read_run(out)
@@ -101,8 +59,8 @@ def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
         "first_round_s": run["rounds"][0]["ended_at"] - started,
         "round_s": statistics.median(later) if later else float("nan"),
         "accuracy": run["summary"]["final_accuracy"],
-        "peak_rss_mb": sampler.peak_rss / 2**20,
-        "cpu_s": sum(sampler.cpu.values()),
+        "peak_rss_mb": sampler.peak_mb,
+        "cpu_s": sampler.cpu_s,
     }
 
 
