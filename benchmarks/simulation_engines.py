@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 from reproductions._runner.processes import TreeMemorySampler  # noqa: E402
 
 from flowergraph.simulation import run_simulation  # noqa: E402
@@ -78,38 +79,20 @@ def main() -> None:
                 print(row, flush=True)
                 rows.append(row)
     accuracies = {round(r["accuracy"], 12) for r in rows}
+    header = ["engine", "run", "wall (s)", "launch to end of round 1 (s)", "median round 2..R (s)", "final accuracy"]
+    header += ["peak RSS of its processes (MB)", "CPU of its processes (s)"]
+    keys = ("wall_s", "first_round_s", "round_s", "accuracy")
+    lines = [
+        [r["engine"], i // 2 + 1, *(r[k] for k in keys), round(r["peak_rss_mb"]), r["cpu_s"]]
+        for i, r in enumerate(rows)
+    ]
     body = (
-        f"fedavg on the built-in synthetic graph (2,000 nodes), {args.clients} clients, {args.rounds} rounds, "
-        f"the launcher's defaults (Ray: one CPU per client actor, every CPU of the machine), "
-        f"{args.repeats} run(s) per engine, interleaved.\n\n"
-        + table(
-            [
-                "engine",
-                "run",
-                "wall (s)",
-                "launch to end of round 1 (s)",
-                "median round 2..R (s)",
-                "final accuracy",
-                "peak RSS of its processes (MB)",
-                "CPU of its processes (s)",
-            ],
-            [
-                [
-                    r["engine"],
-                    i // 2 + 1,
-                    r["wall_s"],
-                    r["first_round_s"],
-                    r["round_s"],
-                    r["accuracy"],
-                    round(r["peak_rss_mb"]),
-                    r["cpu_s"],
-                ]
-                for i, r in enumerate(rows)
-            ],
-        )
-        + f"\n\nThe final accuracies are {'equal' if len(accuracies) == 1 else 'NOT equal'} across engines and "
-        "runs. The wall time includes the launcher's own validation and data check in the calling process "
-        "(the same for both). CPU and memory count the processes the run started, not the calling one.\n"
+        render("simulation_engines/setting", clients=args.clients, rounds=args.rounds, repeats=args.repeats)
+        + "\n\n"
+        + table(header, lines)
+        + "\n\n"
+        + render("simulation_engines/notes", equal="equal" if len(accuracies) == 1 else "NOT equal")
+        + "\n"
     )
     write_result("simulation_engines", "Simulation engines: Ray and inline, side by side", body)
 
