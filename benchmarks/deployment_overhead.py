@@ -190,14 +190,9 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
             out = tmp / f"{mode}-{i}-{name}"
             config = {"num-clients": args.nodes, "rounds": args.rounds, "out-dir": str(out), **METHODS[name]}
             if name == "floor":
+                app, log = floor_app(tmp / f"floor-{i}"), dep.log_dir / "flower.log"
                 outcome = submit_run(
-                    floor_app(tmp / f"floor-{i}"),
-                    dep.connection,
-                    config,
-                    env=dep.env,
-                    log_file=dep.log_dir / "flower.log",
-                    stream=sys.stdout,
-                    timeout=args.timeout,
+                    app, dep.connection, config, env=dep.env, log_file=log, stream=sys.stdout, timeout=args.timeout
                 )
             else:
                 outcome = dep.run(config, timeout=args.timeout)
@@ -221,10 +216,8 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
                 }
             )
             entry, forked = EXPECTED[MODES[mode][1]]
-            got = results[-1]
-            if (entry is not None and got["entries"] != [entry]) or got["forked"] != [
-                forked
-            ]:  # the mode is what it says
+            got = results[-1]  # the mode is what it says
+            if (entry is not None and got["entries"] != [entry]) or got["forked"] != [forked]:
                 sys.exit(
                     f"{mode} {name}: flwr-clientapp entries {got['entries']}, forked {got['forked']}; "
                     f"expected entry {entry!r}, forked {forked}"

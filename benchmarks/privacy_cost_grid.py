@@ -47,6 +47,14 @@ def late_accuracy(method: str, mode: str, seed: int, rounds: int, last: int = 20
     return statistics.mean(values) if values else None
 
 
+def stage_medians(rounds: list[dict]) -> list[float]:
+    """SecAgg+: each stage's time (s), its median over ``rounds`` (the server's grid records them)."""
+    return [
+        statistics.median(stage)
+        for stage in zip(*[[st["time_s"] for st in r["fit_stages"]] for r in rounds if r.get("fit_stages")])
+    ]
+
+
 def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
     cell = cell_dir(method, mode, seed, rounds)
     done = cell.with_suffix(".json")
@@ -55,25 +63,9 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
     shutil.rmtree(cell, ignore_errors=True)
     cell.mkdir(parents=True)
     preset, extra, _ = PRESETS[method]
-    cmd = [
-        sys.executable,
-        "-m",
-        "flowergraph.simulation",
-        "--config",
-        str(REPO / "conf" / preset),
-        "--rounds",
-        str(rounds),
-        "--data-dir",
-        data_dir(),
-        "--out",
-        str(cell / "run"),
-        "--set",
-        f"seed={seed}",
-        "--set",
-        f'secure-agg="{mode}"',
-        "--timeout",
-        "7200",
-    ]
+    cmd = [sys.executable, "-m", "flowergraph.simulation", "--config", str(REPO / "conf" / preset)]
+    cmd += ["--rounds", str(rounds), "--data-dir", data_dir(), "--out", str(cell / "run"), "--set", f"seed={seed}"]
+    cmd += ["--set", f'secure-agg="{mode}"', "--timeout", "7200"]
     for value in extra:
         cmd += ["--set", value]
     log = cell / "launcher.log"
@@ -99,13 +91,7 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
         "peak_mb": measured["peak"] / 2**20,
         "wall_s": wall,
         "distinct": sorted({(r.get("secure_agg") or {}).get("distinct_payloads", -1) for r in training}),
-        # SecAgg+: each stage's time (s), median over rounds 2..R (recorded by the server's grid)
-        "stages_s": [
-            statistics.median(stage)
-            for stage in zip(
-                *[[st["time_s"] for st in r["fit_stages"]] for r in training if r["round"] >= 2 and r.get("fit_stages")]
-            )
-        ],
+        "stages_s": stage_medians([r for r in training if r["round"] >= 2]),
     }
     done.write_text(json.dumps(result, indent=2))
     print(
@@ -169,10 +155,7 @@ def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes
         "accuracy": run["summary"].get("final_accuracy"),
         "bytes_up": sum(r.get("bytes_up", 0) for r in training),
         "bytes_down": sum(r.get("bytes_down", 0) for r in training),
-        "stages_s": [
-            statistics.median(stage)
-            for stage in zip(*[[st["time_s"] for st in r["fit_stages"]] for r in later if r.get("fit_stages")])
-        ],
+        "stages_s": stage_medians(later),
     }
     done.write_text(json.dumps(out, indent=2))
     print(f"    round {out['round_s']:.1f} s, wall {out['wall_s']:.0f} s", flush=True)
