@@ -37,10 +37,6 @@ DATASETS = ("Cora", "CiteSeer", "synthetic")
 K = 50
 
 
-def _seed(*key: int) -> int:
-    return int(np.random.SeedSequence(list(key)).generate_state(1)[0])
-
-
 def _pooled(rows: list[dict], key: str, count: str) -> float:
     pairs = [(r[key], r[count]) for r in rows if r[count] > 0 and not math.isnan(r[key])]
     return sum(v * w for v, w in pairs) / sum(w for _, w in pairs) if pairs else math.nan

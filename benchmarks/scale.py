@@ -2,39 +2,22 @@
 invocation, on both simulation engines (``inline``, ``ray``) and both of Flower's stacks (``flower-api=legacy``,
 ``message``).
 
-Workloads:
-
-* ``fedavg``: flowergraph's fedavg (its GCN) on the arxiv-size synthetic graph: the built-in CSBM with 100,000
-  nodes, ``node.synthetic-p-in=0.0005``, ``node.synthetic-p-out=0.00005`` (expected degree 14: ~1.4M directed
-  edges, ogbn-arxiv has 169k nodes and 1.2M edges), cut across ``--clients`` clients;
-* ``fedstar``: FedStar on one TU dataset (``--fedstar-dataset``, NCI1: 4,110 graphs) split across
-  ``--fedstar-clients`` clients (the graph task's Dirichlet split by label, ``graph.beta`` ~IID, at least
-  ``graph.min-graphs`` graphs each). FedStar's settings (CHEM, BIO-CHEM, ...) give one dataset to each client; no
-  setting is dealt across more clients than it has datasets.
-
-Each row is its own child process:
+The workloads (``fedavg`` on the arxiv-size synthetic graph across ``--clients`` clients, ``fedstar`` on one TU
+dataset, ``--fedstar-dataset``, across ``--fedstar-clients``), the rows and the acceptance are described in the page's
+own words, benchmarks/templates/scale/. Each row is its own child process, run by the shared runner
+(``reproductions/_runner/processes.py``: its tree's and its tagged processes' summed RSS sampled every ``--sample`` s;
+stopped by PID past ``--timeout`` or ``--max-memory-gb`` and reported as such, the other rows going on):
 
 * flowergraph: the launcher, ``python -m flowergraph.simulation --method M --num-clients N --rounds R --out DIR
-  --set simulation-engine=E --set flower-api=F ...`` (its own preflight, data check and start-up included);
-  round times are ``time_s`` of ``rounds.jsonl``; start-up is from the child's launch to the start of round 1
-  (round 1's ``ended_at`` minus its ``time_s``);
-* Flower's floor: ``benchmarks/flower_floor.py run`` (Flower's own ``FedAvg`` with clients that do nothing,
-  exchanging the initial model's arrays of that workload, on the same engine, per stack); round k is the
-  interval between Flower's centralised-evaluation callbacks k-1 and k; start-up is from the launch to the first.
+  --set simulation-engine=E --set flower-api=F ...`` (its own preflight, data check and start-up included); round
+  times are ``time_s`` of ``rounds.jsonl``; start-up is from the child's launch to the start of round 1 (round 1's
+  ``ended_at`` minus its ``time_s``);
+* Flower's floor: ``benchmarks/flower_floor.py run`` on the workload's initial model arrays; round k is the interval
+  between Flower's centralised-evaluation callbacks k-1 and k; start-up is from the launch to the first.
 
-Peak memory: the summed RSS (resident set size; shared pages counted once per process that maps them) of the
-child's whole process tree, plus every process that carries its process-group tag (Ray's GCS server and raylet
-leave the tree), sampled every ``--sample`` s with psutil. A row that runs past ``--timeout`` or whose tree
-passes ``--max-memory-gb`` is stopped (by PID) and reported as such; the other rows go on.
-
-Acceptance (issue 91), per engine and face:
-
-* fedavg, 1,000 clients: finishes; median of rounds 2..R <= 1.5 x (Flower's Message-API floor for 1,000 clients
-  + flowergraph's own median round with 10 clients, same workload, engine and face); last / first of rounds
-  2..R <= 1.2; start-up <= 30 s; peak memory <= 2 GB inline, 4 GB on Ray (GB = 10^9 bytes);
-* from 10 to 1,000 clients flowergraph's median round grows no faster than Flower's floor (``--growth``);
-* fedavg, 10,000 clients, inline: completes (``--rounds-for 10000=3``): time and memory reported;
-* fedstar, 100 clients: median <= 1.5 x (Message-API floor for 100 clients + its own round with 10 clients).
+Acceptance (issue 91), per engine and face: fedavg at 1,000 clients (ratio, last/first, start-up, peak memory) and
+FedStar at 100 (ratio), see beside_floor.md; from 10 to 1,000 clients flowergraph's median round grows no faster
+than Flower's floor (``--growth``); fedavg at 10,000 clients, inline, completes (``--rounds-for 10000=3``).
 
     .venv/bin/python benchmarks/scale.py [--clients 10 100 1000 10000] [--engines inline ray]
         [--faces legacy message] [--rounds 5] [--rounds-for 10000=3] [--fedstar-clients 10 100]

@@ -85,4 +85,3 @@ def test_the_growth_table_compares_flowergraph_with_the_floor_on_the_same_engine
     text = scale.growth_section(a, by_key, median)
     line = next(x for x in text.splitlines() if x.startswith("| fedavg | 10 -> 1,000 | inline | message |"))
     assert "| 5.00x |" in line and "| 30.00x |" in line and line.endswith("| met |")
-
