@@ -53,12 +53,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import CellStore  # noqa: E402
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 import noop_methods  # noqa: E402
 
 from flowergraph.app.runtime import stop_on_signals, write_app  # noqa: E402
-from flowergraph.deployment.control import submit_run  # noqa: E402
-from flowergraph.deployment.loopback import LoopbackDeployment  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.deployment import submit_run  # noqa: E402
+from flowergraph.deployment import LoopbackDeployment  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 FLOOR_CLIENT = '''"""Flower's floor: a ClientApp that answers flowergraph's strategy (identity, initial model, fit,
 evaluate)
@@ -189,14 +190,9 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
             out = tmp / f"{mode}-{i}-{name}"
             config = {"num-clients": args.nodes, "rounds": args.rounds, "out-dir": str(out), **METHODS[name]}
             if name == "floor":
+                app, log = floor_app(tmp / f"floor-{i}"), dep.log_dir / "flower.log"
                 outcome = submit_run(
-                    floor_app(tmp / f"floor-{i}"),
-                    dep.connection,
-                    config,
-                    env=dep.env,
-                    log_file=dep.log_dir / "flower.log",
-                    stream=sys.stdout,
-                    timeout=args.timeout,
+                    app, dep.connection, config, env=dep.env, log_file=log, stream=sys.stdout, timeout=args.timeout
                 )
             else:
                 outcome = dep.run(config, timeout=args.timeout)
@@ -220,10 +216,8 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
                 }
             )
             entry, forked = EXPECTED[MODES[mode][1]]
-            got = results[-1]
-            if (entry is not None and got["entries"] != [entry]) or got["forked"] != [
-                forked
-            ]:  # the mode is what it says
+            got = results[-1]  # the mode is what it says
+            if (entry is not None and got["entries"] != [entry]) or got["forked"] != [forked]:
                 sys.exit(
                     f"{mode} {name}: flwr-clientapp entries {got['entries']}, forked {got['forked']}; "
                     f"expected entry {entry!r}, forked {forked}"
@@ -270,50 +264,50 @@ def main() -> None:
         for key in ("FLOWERGRAPH_MESSAGE_TIMES", *ENV_KEYS):
             os.environ.pop(key, None)
 
+    write_result(
+        "deployment_overhead", "What a deployment round costs, against Flower's own floor", report(cells, args, store)
+    )
+
+
+def report(cells: dict[str, dict], args, store: CellStore) -> str:
+    """The page: every run of every mode against the mean of that mode's floor runs, where its messages' time went,
+    the verdicts, each mode against the default (``warm``) and every round's time."""
     rows, ratios = [], []
+    keys = ("flower_start", "app_import", "imports", "data", "work", "span")
     for mode, record in cells.items():
-        res = record["row"]
-        floors = [r["round_s"] for r in res if r["run"] == "floor"]
+        floors = [r["round_s"] for r in record["row"] if r["run"] == "floor"]
         floor = statistics.mean(floors) if floors else None
-        for r in res:
+        for r in record["row"]:
             s = r["split"]
-            ratio = f"{r['round_s'] / floor:.2f}" if floor else ""
             if r["run"] != "floor" and floor:
                 ratios.append((mode, r["run"], r["round_s"] / floor))
+            per_round = s.get("messages", 0) // max(1, args.rounds - 2)
             rows.append(
                 [
                     mode + store.flag(record),
                     r["run"],
                     f"{r['round_s']:.2f}",
-                    ratio,
-                    f"{r['first_s']:.2f}",
-                    s.get("messages", 0) // max(1, args.rounds - 2),
-                    *(
-                        f"{s[k]:.2f}" if k in s else ""
-                        for k in ("flower_start", "app_import", "imports", "data", "work", "span")
-                    ),
+                    f"{r['round_s'] / floor:.2f}" if floor else "",
                 ]
+                + [f"{r['first_s']:.2f}", per_round, *(f"{s[k]:.2f}" if k in s else "" for k in keys)]
             )
     verdict = ""
     for mode in cells:
         mine = [(n, r) for m, n, r in ratios if m == mode]
         if mine:
             met = "met" if max(r for _, r in mine) <= 1.5 else "not met"
-            verdict += (
-                f"**{mode}**: "
-                + ", ".join(f"{n} {r:.2f}x" for n, r in mine)
-                + f" the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n"
-            )
+            listed = ", ".join(f"{n} {r:.2f}x" for n, r in mine)
+            verdict += f"**{mode}**: {listed} the floor (the mean of its two floor runs); target <= 1.5x: {met}.\n\n"
     for mode in (m for m in cells if m != "warm" and "warm" in cells):  # each mode against the default
         pairs = []
         for name in dict.fromkeys(r["run"] for r in cells["warm"]["row"]):
-            fast = [r for r in cells["warm"]["row"] if r["run"] == name]
-            other = [r for r in cells[mode]["row"] if r["run"] == name]
+            fast, other = ([r for r in cells[m]["row"] if r["run"] == name] for m in ("warm", mode))
             if fast and other:
-                a = statistics.mean(r["round_s"] for r in fast)
-                b = statistics.mean(r["round_s"] for r in other)
-                fa = statistics.mean(r["split"].get("flower_start", float("nan")) for r in fast)
-                fb = statistics.mean(r["split"].get("flower_start", float("nan")) for r in other)
+                a, b = (statistics.mean(r["round_s"] for r in runs) for runs in (fast, other))
+                fa, fb = (
+                    statistics.mean(r["split"].get("flower_start", float("nan")) for r in runs)
+                    for runs in (fast, other)
+                )
                 pairs.append(
                     f"{name} {a:.2f} s against {b:.2f} s ({a / b:.2f}x; Flower start {fa:.2f} against {fb:.2f} s)"
                 )
@@ -322,38 +316,15 @@ def main() -> None:
             + "; ".join(pairs)
             + ".\n\n"
         )
-    body = (
-        f"{args.nodes} SuperNodes on 127.0.0.1 (TLS, SuperNode authentication), {args.rounds} rounds per run, "
-        f"fused client evaluation (flowergraph's default); fedavg and fedgcn on the built-in synthetic graph "
-        f"(2,000 nodes, GCN), fedstar on MUTAG, BZR, COX2 (one per client).\n\n"
-        + table(
-            [
-                "mode",
-                "run",
-                "round s (median 2..R-1)",
-                "x floor",
-                "round 1 s",
-                "train msgs / round",
-                "Flower start s",
-                "app import s",
-                "imports s",
-                "data s",
-                "work s",
-                "message s",
-            ],
-            rows,
-        )
-        + "\n\nPer training message (means over rounds 2..R-1): **Flower start** = `flwr-clientapp` process "
-        "creation to the ClientApp module's import (interpreter, Flower's imports, pulling the message, "
-        "context and app from the SuperNode); **app import** = importing the ClientApp module and Flower's "
-        "message handling before flowergraph's code; **imports** = modules imported while handling the "
-        "message (torch, PyG, flowergraph; in the worker after its first message: none); **data** = "
-        "building the client minus its imports (the node's data, the model); **work** = the rest "
-        "(training, evaluation, serialisation); **message s** = process creation to the end of the "
-        "ClientApp's handling. The round time also holds what no process measures: the SuperNode's and "
-        "SuperExec's polling (flowergraph's pacing asks 50 ms after a message, backing off to Flower's 3 s; "
-        "`warm-flower-polling`: Flower's 3 s throughout), pushing the "
-        "reply, and the server's aggregation.\n\n"
+    header = ["mode", "run", "round s (median 2..R-1)", "x floor", "round 1 s", "train msgs / round", "Flower start s"]
+    header += ["app import s", "imports s", "data s", "work s", "message s"]
+    return (
+        render("deployment_overhead/setting", nodes=args.nodes, rounds=args.rounds)
+        + "\n\n"
+        + table(header, rows)
+        + "\n\n"
+        + render("deployment_overhead/columns")
+        + "\n\n"
         + verdict
         + "Round times of every run (s):\n\n"
         + "\n".join(
@@ -362,7 +333,6 @@ def main() -> None:
             for r in record["row"]
         )
     )
-    write_result("deployment_overhead", "What a deployment round costs, against Flower's own floor", body)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ without DP. Reports final and best test accuracy and the ``(epsilon, delta=1e-5)
 RDP accountant (client-level, no amplification by sampling; see docs/privacy.md).
 
 All runs use ``weighting=uniform`` (central DP's noise is calibrated to an unweighted mean). In one process
-(flowergraph.app.inprocess); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
+(flowergraph.simulation.run_in_process); resumable: each finished run is kept in ``results/bench-dp/<cell>.json``.
 
     .venv/bin/python benchmarks/dp_accuracy.py [--rounds 100] [--seeds 0,1] [--noise 0,0.01,0.03,0.1,0.3,1,3]
 """
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import remove_run_folder  # noqa: E402
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
-from flowergraph.app.inprocess import run_inprocess  # noqa: E402
-from flowergraph.simulation import load_preset  # noqa: E402
+from flowergraph.simulation import load_preset, run_in_process  # noqa: E402
 
 CELLS = REPO / "results" / "bench-dp"
 
@@ -49,7 +49,7 @@ def run_cell(noise: float | None, clip: float, seed: int, rounds: int) -> dict:
     if noise is not None:
         config.update({"dp": "central-client", "dp-noise-multiplier": noise, "dp-clipping-norm": clip})
     t0 = time.monotonic()
-    summary, _ = run_inprocess(config)
+    summary = run_in_process(config)
     dp = summary.get("dp") or {}
     eps = dp.get("epsilon")
     result = {
@@ -95,27 +95,14 @@ def main() -> None:
                 "-" if noise is None else ("inf (no noise)" if eps is None or math.isinf(eps) else f"{eps:.3g}"),
             ]
         )
+    header = ["setting", "noise std per parameter (z C / 10)", "final test acc %", "best test acc %"]
+    header.append(f"epsilon after {args.rounds} rounds")
     body = (
-        f"Cora (public split), fedavg, 10 clients (Dirichlet beta 10000), {args.rounds} rounds, uniform "
-        f"weighting, dp-clipping-norm C = {args.clip:g}, seeds {', '.join(map(str, seeds))}; epsilon at "
-        "delta = 1e-5 after all rounds (Flower's RDP accountant, client-level, add-or-remove-one, no sampling "
-        "amplification: every client trains every round).\n\n"
-        + table(
-            [
-                "setting",
-                "noise std per parameter (z C / 10)",
-                "final test acc %",
-                "best test acc %",
-                f"epsilon after {args.rounds} rounds",
-            ],
-            rows,
-        )
-        + "\n\nWith 10 clients the noise is large against the signal: the model has 23,063 parameters, so the "
-        "noise added to the mean has norm about z C / 10 x sqrt(23063) = 15 z C, while the mean of 10 "
-        "clipped updates has norm at most C. Client-level DP pays off with many clients per round (the noise "
-        "on the mean falls as 1/n); with 10, only a large epsilon keeps the accuracy. Local DP "
-        "(`dp=local`) at any epsilon below 10 adds per-client noise of standard deviation >= 0.48 C per "
-        "parameter and does not train here; it is tested, not benchmarked."
+        render("dp_accuracy/setting", rounds=args.rounds, clip=f"{args.clip:g}", seeds=", ".join(map(str, seeds)))
+        + "\n\n"
+        + table(header, rows)
+        + "\n\n"
+        + render("dp_accuracy/notes")
     )
     write_result("dp_accuracy", "Central differential privacy on Cora: accuracy and budget", body)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import REPO, data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 from flowergraph.plot import plot_runs  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
@@ -77,20 +78,13 @@ def main() -> None:
     )
     for p in plots:
         p.rename(p.with_name(f"fedavg_cora_{p.name}"))
+    header = ["method", "beta", "clients", "final test acc", "best-round test acc", "per seed", "mean round s"]
     body = (
-        f"Cora, GCN hidden 16, public split (140/500/1000), SGD lr 0.5, weight decay 5e-4, dropout 0.5, "
-        f"{args.rounds} rounds x 3 local full-batch steps; weighted averaging by training-node count with 10 "
-        f"clients (Dirichlet partition, min 10 nodes per client; cross-client edges dropped); centralized = "
-        f"the same model and {args.rounds * 3} steps on the whole graph. Test accuracy after the last round "
-        f"(client-side, weighted by test nodes = accuracy on the 1000 public test nodes), mean ± std over "
-        f"seeds {args.seeds}.\n\n"
-        + table(
-            ["method", "beta", "clients", "final test acc", "best-round test acc", "per seed", "mean round s"], rows
-        )
-        + "\n\nReference (fedgraph 0.2.5, same setting, measured here: ../shared/anchors/fedgraph/RESULTS.md): "
-        "FedAvg 0-hop at beta=10000: 0.621 ± 0.019 (0.58-0.62 across its logs).\n\n"
-        "Curves (seed " + str(args.seeds[0]) + "): `fedavg_cora_accuracy_vs_round.png`, "
-        "`fedavg_cora_accuracy_vs_time.png`."
+        render("fedavg_cora/setting", rounds=args.rounds, steps=args.rounds * 3, seeds=args.seeds)
+        + "\n\n"
+        + table(header, rows)
+        + "\n\n"
+        + render("fedavg_cora/notes", seed=args.seeds[0])
     )
     write_result("fedavg_cora", "Weighted averaging (0-hop) and centralized GCN on Cora", body)
 

@@ -30,14 +30,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 METHODS = ("centralized", "local", "fedavg", "fedprox", "fedper", "fedgcn-0", "fedgcn-1", "fedgcn-2")
 DATASETS = ("Cora", "CiteSeer", "synthetic")
 K = 50
-
-
-def _seed(*key: int) -> int:
-    return int(np.random.SeedSequence(list(key)).generate_state(1)[0])
 
 
 def _pooled(rows: list[dict], key: str, count: str) -> float:
@@ -54,7 +51,7 @@ def federated(
     :data:`~flowergraph.tasks.link.training.Encode` by client id (FedGCN's), else its message-passing graph."""
     from flowergraph.clients.node import round_seed
     from flowergraph.tasks.link import LinkPredictor, embed, evaluate_cross, evaluate_link, train_link
-    from flowergraph.tasks.training import TrainConfig
+    from flowergraph.tasks import TrainConfig
 
     cfg = TrainConfig(local_steps=local_steps, optimizer="adam", lr=0.01, weight_decay=0.0)
     models = [LinkPredictor(c.num_features, "gcn", seed=seed) for c in clients]
@@ -92,7 +89,7 @@ def federated(
 
 
 def cell(dataset: str, method: str, seed: int, a) -> dict:
-    from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec
+    from flowergraph.data import GraphSpec, PartitionSpec
     from flowergraph.tasks.link import LinkSpec, client_link_data, cross_test_set, train_centralized
 
     g = GraphSpec(dataset=dataset, data_dir=a.data_dir, seed=seed)
@@ -120,18 +117,6 @@ def cell(dataset: str, method: str, seed: int, a) -> dict:
     return out
 
 
-SYNTHETIC_NOTE = (
-    "**The synthetic graph has no link signal within a client.** It is a stochastic block model: inside a "
-    "community every pair is an edge with the same probability p_in, across communities with p_out, and "
-    "nothing else shapes the edges. The louvain cut gives each client about one community, so its own "
-    "positives and negatives are both within-community pairs, drawn alike: no model can tell them apart "
-    "(own AUC ~0.5 for every federated method), and the cross-client pairs are all across communities, "
-    "alike again (cross AUC ~0.5). The centralized row scores 0.735 because its negatives are mostly "
-    "across communities. The rows check that no method invents a signal; Cora and CiteSeer are where the "
-    "methods differ."
-)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -147,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cross-known-fraction", type=float, default=0.5)
     a = parser.parse_args(argv)
     a.data_dir = data_dir()
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch()
     started = time.perf_counter()
@@ -165,40 +150,16 @@ def main(argv: list[str] | None = None) -> int:
         def col(key: str, runs=runs) -> str:
             return mean_std([r.get(key) for r in runs if r.get(key) is not None and not math.isnan(r[key])], 3)
 
-        cross_auc, cross_hits = col("cross_auc"), col("cross_hits")
-        rows.append(
-            [
-                dataset,
-                method,
-                col("auc"),
-                col("hits"),
-                cross_auc,
-                cross_hits,
-                f"{np.mean([r['seconds'] for r in runs]):.1f}",
-            ]
-        )
+        seconds = f"{np.mean([r['seconds'] for r in runs]):.1f}"
+        rows.append([dataset, method, *(col(k) for k in ("auc", "hits", "cross_auc", "cross_hits")), seconds])
+    setting = {"partitioner": a.partitioner, "local_steps": a.local_steps, "known": f"{a.cross_known_fraction:g}"}
+    setting.update(clients=a.clients, rounds=a.rounds, seeds=a.seeds, epochs=a.rounds * a.local_steps)
     body = (
-        f"{a.clients} clients ({a.partitioner} partition), {a.rounds} rounds x {a.local_steps} local epochs (Adam "
-        f"0.01, re-created each round), GCN encoder 128/64 (PyG's link_pred defaults), inner-product decoder; "
-        f"edges split val 5 % / test 10 % per client, 1 negative per positive; seeds {a.seeds} (mean ± sample "
-        f"std over seeds). Own: each client's model on its own test pairs, pooled as the launcher's round record "
-        f"does (weighted by test pairs). Known cross edges: {a.cross_known_fraction:g} of the cross-client edges "
-        f"(link.cross-known-fraction; a seeded hash of each edge), never a test edge and never in a client's "
-        f"message-passing graph; only FedGCN's exchange uses them. Cross: the federation's cross-client test set, "
-        f"the other cross-client edges and as many negatives, each endpoint embedded by its owner; only defined "
-        f"with one global model "
-        f"(n/a for local and FedPer: per-client layers put the endpoints' embeddings in different spaces). "
-        f"Centralized: the whole graph with one split of its own (its test edges are not the federated runs'), "
-        f"{a.rounds * a.local_steps} epochs, the test metrics of the best validation epoch. Computed in one "
-        f"process on the Flower-free core (see the script's docstring); total wall time {wall / 60:.1f} min.\n\n"
+        render("link_prediction/setting", **setting, minutes=f"{wall / 60:.1f}")
+        + "\n\n"
         + table(["dataset", "method", "own AUC", "own Hits@50", "cross AUC", "cross Hits@50", "s per run"], rows)
-        + "\n\n**FedGCN.** FedGCN 1/2-hop runs a 2-layer GCN on the exchanged aggregations over G (the clients' "
-        "training edges plus the known cross edges; 2-hop exact, 1-hop with the second layer over the client's own "
-        "graph): a client's nodes with a known link to another silo aggregate the far nodes' features, which no "
-        "other method can. FedGCN 0-hop is FedAvg (no exchange: the same computation, equal numbers; `--methods "
-        "fedgcn-0` runs it). Own Hits@50: a client with fewer than 50 test negatives "
-        "scores 1.0 (OGB's rule, docs/tasks/link.md); with 10 clients most have fewer, so the own Hits@50 "
-        "column says little; the cross-client set is large enough for it to mean what it says.\n\n" + SYNTHETIC_NOTE
+        + "\n\n"
+        + render("link_prediction/notes")
     )
     write_result("link_prediction", "Link prediction with links split across silos (issue 92)", body)
     return 0

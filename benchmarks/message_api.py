@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 import noop_methods  # noqa: E402
 from flower_floor import floor_stamps, model_arrays, round_times  # noqa: E402
 
@@ -41,7 +42,7 @@ import numpy as np  # noqa: E402
 from flowergraph.app import client_app, server_app  # noqa: E402
 from flowergraph.app.generator import write_app  # noqa: E402
 from flowergraph.app.inline import run_inline  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 CLIENTS = 10
 
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     a = parser.parse_args(argv)
     noop_methods.enable()  # method=noop (the runs are in this process)
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch()
     work = Path(tempfile.mkdtemp(prefix="fg-message-api-"))
@@ -119,27 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     ]
     ratio = med[("fedavg", "message")] / med[("fedavg", "legacy")]
     verdict = "met" if ratio <= 1.1 else "not met"
+    header = ["row", "legacy face (s/round)", "Message-API face (s/round)", "Message / legacy", "legacy, each repeat"]
+    header.append("Message API, each repeat")
     body = (
-        f"Cora, {CLIENTS} clients, GCN (flowergraph's node defaults), {a.rounds} rounds per run, median round "
-        f"time of rounds 2..{a.rounds}; {a.repeats} interleaved repeats per row (the order of the faces "
-        f"alternates). All in one process on Flower's Simulation Engine with the inline backend.\n\n"
-        + table(
-            [
-                "row",
-                "legacy face (s/round)",
-                "Message-API face (s/round)",
-                "Message / legacy",
-                "legacy, each repeat",
-                "Message API, each repeat",
-            ],
-            rows,
+        render("message_api/setting", clients=CLIENTS, rounds=a.rounds, repeats=a.repeats)
+        + "\n\n"
+        + table(header, rows)
+        + "\n\n"
+        + render(
+            "message_api/verdict",
+            legacy=accuracy.get("legacy"),
+            message=accuracy.get("message"),
+            ratio=f"{ratio:.2f}",
+            verdict=verdict,
         )
-        + f"\n\nfedavg's final accuracy: legacy {accuracy.get('legacy')}, Message API {accuracy.get('message')}"
-        f" (the faces run the same code: equal).\n\n"
-        f"Target (issue 71): the Message-API face costs at most 1.1x the legacy face on the fedavg round: "
-        f"{ratio:.2f}x, {verdict}. The noop rows are flowergraph's own per-round cost without training on "
-        f"each face; the Flower-floor rows are Flower's own strategies with clients that do nothing, on "
-        f"the same arrays: what any app of that stack pays per round here."
     )
     write_result("message_api", "The Message-API face and the legacy face, side by side", body)
     return 0

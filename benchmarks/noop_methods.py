@@ -37,7 +37,7 @@ PLUGIN = "benchmarks.noop_methods"  # this module as FLOWERGRAPH_PLUGINS names i
 
 def _noop_client(args: ClientArgs) -> "NumPyClient":
     """The node model's initial arrays, returned as received."""
-    from flowergraph.clients.node import NoOpClient
+    from flowergraph.clients import NoOpClient
     from flowergraph.tasks.models import build_node_model, get_weights
 
     s = args.settings
@@ -50,9 +50,9 @@ def _fedstar_noop_client(args: ClientArgs) -> "NumPyClient":
     """Clients that return what they receive, with the arrays FedStar's clients would send: the federation's own
     cost for FedStar's messages."""
     from flowergraph.clients.fedstar import VARIANTS, shared_keys
-    from flowergraph.clients.node import NoOpClient
-    from flowergraph.tasks.graphcls.models import build_graph_model
-    from flowergraph.tasks.torch_state import module_arrays
+    from flowergraph.clients import NoOpClient
+    from flowergraph.tasks.graphcls import build_graph_model
+    from flowergraph.tasks import module_arrays
 
     s = args.settings
     kind, part, _ = VARIANTS[s["fedstar.variant"]]

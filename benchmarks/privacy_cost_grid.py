@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproductions._runner.common import REPO, TreeMemorySampler, data_dir  # noqa: E402
+from reproductions._runner.common import REPO, data_dir  # noqa: E402
+from reproductions._runner.processes import run_measured  # noqa: E402
 
-from flowergraph.storage.results import read_run  # noqa: E402
-from flowergraph.app.runtime import kill_tree  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 MODES = ("none", "secagg+", "ckks")
 # method -> (preset, extra --set values, label)
@@ -47,6 +47,14 @@ def late_accuracy(method: str, mode: str, seed: int, rounds: int, last: int = 20
     return statistics.mean(values) if values else None
 
 
+def stage_medians(rounds: list[dict]) -> list[float]:
+    """SecAgg+: each stage's time (s), its median over ``rounds`` (the server's grid records them)."""
+    return [
+        statistics.median(stage)
+        for stage in zip(*[[st["time_s"] for st in r["fit_stages"]] for r in rounds if r.get("fit_stages")])
+    ]
+
+
 def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
     cell = cell_dir(method, mode, seed, rounds)
     done = cell.with_suffix(".json")
@@ -55,39 +63,15 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
     shutil.rmtree(cell, ignore_errors=True)
     cell.mkdir(parents=True)
     preset, extra, _ = PRESETS[method]
-    cmd = [
-        sys.executable,
-        "-m",
-        "flowergraph.simulation",
-        "--config",
-        str(REPO / "conf" / preset),
-        "--rounds",
-        str(rounds),
-        "--data-dir",
-        data_dir(),
-        "--out",
-        str(cell / "run"),
-        "--set",
-        f"seed={seed}",
-        "--set",
-        f'secure-agg="{mode}"',
-        "--timeout",
-        "7200",
-    ]
+    cmd = [sys.executable, "-m", "flowergraph.simulation", "--config", str(REPO / "conf" / preset)]
+    cmd += ["--rounds", str(rounds), "--data-dir", data_dir(), "--out", str(cell / "run"), "--set", f"seed={seed}"]
+    cmd += ["--set", f'secure-agg="{mode}"', "--timeout", "7200"]
     for value in extra:
         cmd += ["--set", value]
     log = cell / "launcher.log"
     print(f"[{time.strftime('%H:%M:%S')}] {method} secure-agg={mode} seed {seed}: running ...", flush=True)
-    t0 = time.monotonic()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), start_new_session=True)
-        with TreeMemorySampler(proc.pid) as mem:
-            try:
-                rc = proc.wait(timeout=7500)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc.pid)
-                rc = proc.wait()
-    wall = time.monotonic() - t0
+    measured = run_measured(cmd, log, timeout=7500, cwd=REPO)
+    rc, wall = measured["rc"], measured["wall_s"]
     if rc != 0:
         sys.exit(f"{method} secure-agg={mode} seed {seed} failed (exit {rc}); see {log}")
     run = read_run(cell / "run")
@@ -104,16 +88,10 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
         "round_s": statistics.median(later),
         "bytes_up": sum(r.get("bytes_up", 0) for r in training),
         "bytes_down": sum(r.get("bytes_down", 0) for r in training),
-        "peak_mb": mem.peak_mb,
+        "peak_mb": measured["peak"] / 2**20,
         "wall_s": wall,
         "distinct": sorted({(r.get("secure_agg") or {}).get("distinct_payloads", -1) for r in training}),
-        # SecAgg+: each stage's time (s), median over rounds 2..R (recorded by the server's grid)
-        "stages_s": [
-            statistics.median(stage)
-            for stage in zip(
-                *[[st["time_s"] for st in r["fit_stages"]] for r in training if r["round"] >= 2 and r.get("fit_stages")]
-            )
-        ],
+        "stages_s": stage_medians([r for r in training if r["round"] >= 2]),
     }
     done.write_text(json.dumps(result, indent=2))
     print(
@@ -126,7 +104,7 @@ def run_cell(method: str, mode: str, seed: int, rounds: int) -> dict:
 
 def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes: int = 3) -> dict:
     """fedavg on Cora over a loopback deployment (TLS, SuperNode authentication) with ``secure-agg=mode``."""
-    from flowergraph.deployment.loopback import run_deployment
+    from flowergraph.deployment import run_deployment
 
     name = f"deploy-fedavg-{mode.replace('+', 'plus')}-n{nodes}-r{rounds}" + (f"-poll{poll:g}" if poll else "")
     cell = CELLS / name
@@ -177,10 +155,7 @@ def run_deployment_cell(mode: str, rounds: int, poll: float | None = None, nodes
         "accuracy": run["summary"].get("final_accuracy"),
         "bytes_up": sum(r.get("bytes_up", 0) for r in training),
         "bytes_down": sum(r.get("bytes_down", 0) for r in training),
-        "stages_s": [
-            statistics.median(stage)
-            for stage in zip(*[[st["time_s"] for st in r["fit_stages"]] for r in later if r.get("fit_stages")])
-        ],
+        "stages_s": stage_medians(later),
     }
     done.write_text(json.dumps(out, indent=2))
     print(f"    round {out['round_s']:.1f} s, wall {out['wall_s']:.0f} s", flush=True)

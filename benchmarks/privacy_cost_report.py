@@ -17,6 +17,11 @@ from privacy_cost_grid import MODES, PRESETS, TARGET  # noqa: E402
 from reproductions._runner.prose import render  # noqa: E402
 
 STAGE_NAMES = ["setup (key advertisement)", "share keys", "collect masked vectors (local training)", "unmask"]
+SIMULATION_COLUMNS = ["method", "secure-agg", "final test acc %", "vs none (points)"]
+SIMULATION_COLUMNS += ["acc % over the last 20 rounds (vs none)", "round s", "round time / none", "extra s per round"]
+SIMULATION_COLUMNS += ["MB up", "MB down", "peak MB (all processes)"]
+DEPLOYMENT_COLUMNS = ["secure-agg", "final test acc %", "round s", "round time / none", "MB up", "MB down"]
+DEPLOYMENT_COLUMNS += ["wall s (start-up included)"]
 
 
 def simulation_section(results: dict, late_acc: dict, methods: list[str], seeds: list[int], rounds: int) -> str:
@@ -42,18 +47,15 @@ def simulation_section(results: dict, late_acc: dict, methods: list[str], seeds:
                 else f"{100 * statistics.mean(late):.2f}"
                 + ("" if mode == "none" else f" ({100 * statistics.mean(a - b for a, b in zip(late, late_base)):+.2f})")
             )
+            mean = {k: statistics.mean(c[k] for c in cells) for k in ("round_s", "bytes_up", "bytes_down")}
+            acc = f"{100 * statistics.mean(c['accuracy'] for c in cells):.2f}" if has_acc else "-"
             rows.append(
-                [
-                    label,
-                    mode,
-                    f"{100 * statistics.mean(c['accuracy'] for c in cells):.2f}" if has_acc else "-",
-                    "-" if mode == "none" or not has_acc else f"{dacc:+.2f}",
-                    late_text,
-                    f"{statistics.mean(c['round_s'] for c in cells):.3f}",
-                    "1.00" if mode == "none" else f"{ratio:.2f}",
-                    "-" if mode == "none" else f"{extra_s:+.3f}",
-                    f"{statistics.mean(c['bytes_up'] for c in cells) / 1e6:.1f}",
-                    f"{statistics.mean(c['bytes_down'] for c in cells) / 1e6:.1f}",
+                [label, mode, acc]
+                + ["-" if mode == "none" or not has_acc else f"{dacc:+.2f}", late_text, f"{mean['round_s']:.3f}"]
+                + ["1.00" if mode == "none" else f"{ratio:.2f}", "-" if mode == "none" else f"{extra_s:+.3f}"]
+                + [
+                    f"{mean['bytes_up'] / 1e6:.1f}",
+                    f"{mean['bytes_down'] / 1e6:.1f}",
                     f"{max(c['peak_mb'] for c in cells):.0f}",
                 ]
             )
@@ -88,22 +90,7 @@ def simulation_section(results: dict, late_acc: dict, methods: list[str], seeds:
     return (
         render("privacy_cost/simulation", rounds=rounds, seeds=", ".join(map(str, seeds)))
         + "\n\n"
-        + table(
-            [
-                "method",
-                "secure-agg",
-                "final test acc %",
-                "vs none (points)",
-                "acc % over the last 20 rounds (vs none)",
-                "round s",
-                "round time / none",
-                "extra s per round",
-                "MB up",
-                "MB down",
-                "peak MB (all processes)",
-            ],
-            rows,
-        )
+        + table(SIMULATION_COLUMNS, rows)
         + "\n\n"
         + "\n".join(f"- {v}" for v in verdicts)
         + stage_table
@@ -121,15 +108,9 @@ def deployment_section(deployment: dict, rounds: int) -> str:
     cells = deployment["cells"]
     base = cells[0]["round_s"]
     rows = [
-        [
-            _run_label(c),
-            f"{100 * c['accuracy']:.2f}" if c.get("accuracy") is not None else "-",
-            f"{c['round_s']:.1f}",
-            f"{c['round_s'] / base:.2f}",
-            f"{c['bytes_up'] / 1e6:.2f}",
-            f"{c['bytes_down'] / 1e6:.2f}",
-            f"{c['wall_s']:.0f}",
-        ]
+        [_run_label(c), f"{100 * c['accuracy']:.2f}" if c.get("accuracy") is not None else "-"]
+        + [f"{c['round_s']:.1f}", f"{c['round_s'] / base:.2f}", f"{c['bytes_up'] / 1e6:.2f}"]
+        + [f"{c['bytes_down'] / 1e6:.2f}", f"{c['wall_s']:.0f}"]
         for c in cells
     ]
     stage_rows = [
@@ -141,18 +122,7 @@ def deployment_section(deployment: dict, rounds: int) -> str:
         "\n\n"
         + render("privacy_cost/deployment", rounds=rounds)
         + "\n\n"
-        + table(
-            [
-                "secure-agg",
-                "final test acc %",
-                "round s",
-                "round time / none",
-                "MB up",
-                "MB down",
-                "wall s (start-up included)",
-            ],
-            rows,
-        )
+        + table(DEPLOYMENT_COLUMNS, rows)
         + "\n\n**SecAgg+ per stage in the deployment** (seconds, median over rounds 2..R):\n\n"
         + table(["run"] + STAGE_NAMES + ["sum of stages", "whole round"], stage_rows)
         + f"\n\nLoad average when this section was written: {deployment['load']}"

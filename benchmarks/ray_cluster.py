@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import table, write_result  # noqa: E402
 
 from flowergraph.app.runtime import ProcessGroup, free_port, stop_processes  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -47,33 +47,12 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="fg-ray-cluster-"))
     port = free_port()
-    head_cmd = [
-        str(BIN / "ray"),
-        "start",
-        "--head",
-        "--port",
-        str(port),
-        "--num-cpus",
-        "1",
-        "--include-dashboard=false",
-        "--disable-usage-stats",
-        "--temp-dir",
-        str(work / "ray"),
-    ]
-    node_cmd = [str(BIN / "ray"), "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--disable-usage-stats"]
-    run_cmd = [
-        sys.executable,
-        "-m",
-        "flowergraph.simulation",
-        "--method",
-        "fedavg",
-        "--num-clients",
-        str(args.clients),
-        "--rounds",
-        str(args.rounds),
-        "--out",
-        str(work / "run"),
-    ]
+    ray = str(BIN / "ray")
+    head_cmd = [ray, "start", "--head", "--port", str(port), "--num-cpus", "1", "--include-dashboard=false"]
+    head_cmd += ["--disable-usage-stats", "--temp-dir", str(work / "ray")]
+    node_cmd = [ray, "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--disable-usage-stats"]
+    run_cmd = [sys.executable, "-m", "flowergraph.simulation", "--method", "fedavg", "--num-clients", str(args.clients)]
+    run_cmd += ["--rounds", str(args.rounds), "--out", str(work / "run")]
     seen: dict[int, tuple[int, float]] = {}  # actor pid -> (its raylet pid, first seen)
     with ProcessGroup() as group:
         env = group.env(os.environ)

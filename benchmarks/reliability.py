@@ -17,11 +17,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
-from flowergraph.storage.checkpoint import load_checkpoint  # noqa: E402
+from flowergraph.storage import load_checkpoint  # noqa: E402
 from flowergraph.settings import OPTION_BY_KEY, parse_run_config  # noqa: E402
 from flowergraph.methods.node import node_server_evaluate  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 
@@ -65,6 +66,20 @@ def summarise(out: Path) -> dict:
     }
 
 
+def run(method: str, name: str, spec: str, out: Path, args) -> None:
+    """The run of ``method`` under fault plan ``name`` (``spec``) in ``out``, unless a completed one is there."""
+    done = out / "summary.json"
+    if done.exists() and json.loads(done.read_text()).get("status") == "completed":
+        return
+    overrides = {"data-dir": data_dir(), "seed": args.seed, "node.split": "public", "min-clients": 3}
+    overrides.update({"round-timeout": 20.0, "checkpoint-every": args.rounds, "inject-faults": spec})
+    result = run_simulation(
+        method, num_clients=args.clients, rounds=args.rounds, dataset="Cora", out=out, overrides=overrides, timeout=1800
+    )
+    if not result.ok:
+        sys.exit(f"{method} {name} failed; see {result.log_file}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
@@ -73,98 +88,31 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["fedavg", "fedgcn"])
     parser.add_argument("--work", default=str(REPO / "results" / "bench-reliability"))
     args = parser.parse_args()
-    work = Path(args.work)
     rows = []
     for method in args.methods:
         reference = None
         for name, spec, _ in plans(args.rounds):
-            out = work / f"{method}-{name.replace(' ', '')}-s{args.seed}"
-            done = out / "summary.json"
-            if not (done.exists() and json.loads(done.read_text()).get("status") == "completed"):
-                overrides = {
-                    "data-dir": data_dir(),
-                    "seed": args.seed,
-                    "node.split": "public",
-                    "min-clients": 3,
-                    "round-timeout": 20.0,
-                    "checkpoint-every": args.rounds,
-                    "inject-faults": spec,
-                }
-                result = run_simulation(
-                    method,
-                    num_clients=args.clients,
-                    rounds=args.rounds,
-                    dataset="Cora",
-                    out=out,
-                    overrides=overrides,
-                    timeout=1800,
-                )
-                if not result.ok:
-                    sys.exit(f"{method} {name} failed; see {result.log_file}")
+            out = Path(args.work) / f"{method}-{name.replace(' ', '')}-s{args.seed}"
+            run(method, name, spec, out, args)
             s = summarise(out)
             reference = s["global"] if name == "none" else reference
             delta = "" if name == "none" else f"{s['global'] - reference:+.4f}"
             clients = "n/a" if s["final"] is None else f"{s['final']:.4f}"
             rows.append(
-                [
-                    method,
-                    name,
-                    f"`{spec}`" if spec else "-",
-                    f"{s['rounds']}/{args.rounds}",
-                    s["aggregated"],
-                    s["rejected"],
-                    s["failures"],
-                    "yes" if s["finite"] else "NO",
-                    f"{s['global']:.4f}",
-                    delta,
-                    clients,
-                    f"{s['slowest']:.1f}",
-                    f"{s['time']:.1f}",
-                ]
+                [method, name, f"`{spec}`" if spec else "-", f"{s['rounds']}/{args.rounds}", s["aggregated"]]
+                + [s["rejected"], s["failures"], "yes" if s["finite"] else "NO", f"{s['global']:.4f}", delta, clients]
+                + [f"{s['slowest']:.1f}", f"{s['time']:.1f}"]
             )
             print(method, name, s, flush=True)
     legend = "\n".join(f"* **{name}**: {what}." for name, _, what in plans(args.rounds))
+    header = ["method", "faults", "inject-faults", "rounds completed", "aggregated", "rejected", "failures", "finite"]
+    header += ["whole-graph acc", "vs none", "clients' acc", "slowest round s", "train time s"]
     body = (
-        f"Cora (public split: 140 training / 1000 test nodes), GCN hidden 16, {args.clients} clients (Dirichlet "
-        f"beta = 10000), {args.rounds} rounds x 3 local steps, SGD lr 0.5, min-clients = 3, round-timeout = 20 s, "
-        f"seed {args.seed}; Flower 1.41 Ray simulation, 1 CPU per client on 2 cores. FedGCN is 2-hop, "
-        f"plaintext. Faults are injected with the run-config key `inject-faults` (kind:partition@round). "
-        f"*Aggregated*: rounds whose global model changed (at least min-clients valid updates); *rejected*: "
-        f"updates refused as malformed; *failures*: client messages that failed (raised, timed out, process "
-        f"died); *finite*: the final global model has no NaN/Inf; *whole-graph acc*: the final global model's "
-        f"accuracy on the 1000 test nodes with the whole graph's edges (computed from the last checkpoint; "
-        f"for 2-hop FedGCN this equals what the clients compute); *vs none*: its difference to the fault-free "
-        f"run with the same seed; *clients' acc*: the run's own last client-side evaluation (weighted by test "
-        f"nodes, over the clients that answered it; n/a: none did; for fedavg lower than the whole-graph "
-        "figure because each client evaluates on its own subgraph without cross-client edges); *slowest round*: "
-        "wall time of the slowest round (s), "
-        f"bounded by round-timeout; *train time*: sum of round times (s).\n\n{legend}\n\n"
-        + table(
-            [
-                "method",
-                "faults",
-                "inject-faults",
-                "rounds completed",
-                "aggregated",
-                "rejected",
-                "failures",
-                "finite",
-                "whole-graph acc",
-                "vs none",
-                "clients' acc",
-                "slowest round s",
-                "train time s",
-            ],
-            rows,
-        )
-        + "\n\nThe `exit` rows show a Flower 1.41 simulation behaviour, not a property of the method: the "
-        "ClientApp process that dies is a Ray actor, Ray does not restart it (actors have max_restarts = 0) "
-        "and Flower puts the dead actor back into its pool, which hands out the most recently returned actor "
-        "first. The dead actor fails each message at once and is returned at once, so it is handed nearly "
-        "every later message, whichever client it was meant for: after the death no round reached "
-        "min-clients = 3 valid updates (the model stays as it was, finite; the run never hangs and completes). "
-        "On a real deployment a killed SuperNode affects only itself (tests/test_deployment.py kills one "
-        "mid-round and the round completes with the other two)."
+        render("reliability/setting", clients=args.clients, rounds=args.rounds, seed=args.seed, legend=legend)
+        + "\n\n"
+        + table(header, rows)
+        + "\n\n"
+        + render("reliability/exit")
     )
     write_result("reliability", "Reliability: injected faults against the fault-free run", body)
 

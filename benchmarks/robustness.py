@@ -9,8 +9,8 @@ The defender does not know how many clients attack; it assumes at most ``f`` (``
 with f = 1 and f = 3 (``--assumed``) against 0, 1 and 3 actual attackers: an f that is too small lets attackers
 through, one that is too large throws honest updates away.
 
-In one process (flowergraph.app.inprocess: the real ServerApp/ClientApp code without Flower's transport, numbers equal
-to the simulation's); resumable: each finished run is kept in ``results/bench-robustness/<cell>.json``.
+In one process (flowergraph.simulation.run_in_process: the real ServerApp/ClientApp code without Flower's transport,
+numbers equal to the simulation's); resumable: each finished run is kept in ``results/bench-robustness/<cell>.json``.
 
     .venv/bin/python benchmarks/robustness.py [--rounds 100] [--seeds 0]
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
-from flowergraph.app.inprocess import run_inprocess  # noqa: E402
-from flowergraph.simulation import load_preset  # noqa: E402
+from flowergraph.simulation import load_preset, run_in_process  # noqa: E402
 
 AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
 ATTACKS = ("scale", "flip")
@@ -62,7 +62,7 @@ def run_cell(aggregator: str, attack: str, attackers: int, seed: int, rounds: in
         **defence(f),
     }
     t0 = time.monotonic()
-    summary, _ = run_inprocess(config)
+    summary = run_in_process(config)
     result = {
         "aggregator": aggregator,
         "assumed": f,
@@ -120,38 +120,17 @@ def main() -> None:
         f"({'met' if a >= clean_mean - 0.02 else 'MISSED'}: within 2 points)"
         for attack, (a, agg, f) in best_one.items()
     ]
+    header = ["aggregator", "f", "no attack", "scale x100, 1 of 10", "scale x100, 3 of 10", "flip x-10, 1 of 10"]
+    header.append("flip x-10, 3 of 10")
+    seeds_text = ", ".join(map(str, seeds))
     body = (
-        f"Cora (public split), fedavg, 10 clients (Dirichlet beta 10000), {args.rounds} rounds, seeds "
-        f"{', '.join(map(str, seeds))} (mean ± std); attackers are partitions 0 (1 attacker) and 0-2 (3 "
-        "attackers) and poison every round. f: the number of attackers the defender assumes "
-        "(aggregator-malicious=f, aggregator-trim=f/10, multi-krum keeps 10 - f; mean and median take none). Cells: "
-        "final test accuracy % "
-        f"(points vs the attack-free `mean`, {100 * clean_mean:.2f}%).\n\n"
-        + table(
-            [
-                "aggregator",
-                "f",
-                "no attack",
-                "scale x100, 1 of 10",
-                "scale x100, 3 of 10",
-                "flip x-10, 1 of 10",
-                "flip x-10, 3 of 10",
-            ],
-            rows,
-        )
+        render("robustness/setting", rounds=args.rounds, seeds=seeds_text, clean=f"{100 * clean_mean:.2f}")
+        + "\n\n"
+        + table(header, rows)
         + "\n\n"
         + "\n".join(f"- {v}" for v in verdicts)
-        + "\n\nThe robust rules are Flower's (`flwr.server.strategy.aggregate`: `aggregate_median`, "
-        "`aggregate_trimmed_avg`, `aggregate_krum`), applied to the updates that passed validation. Median, "
-        "trimmed mean and Krum's choice ignore the training-set sizes (multi-krum averages the kept updates "
-        "weighted by them). On Cora's public split each client holds about 14 of the 140 training labels, so "
-        "honest updates differ a lot from each other: a rule that drops or down-weights honest updates pays "
-        "for it even without an attack (the `no attack` column). Krum keeps one client's model per round: without "
-        "an attack it picked the same, most central client in all 100 rounds (seed 0, counted by wrapping "
-        "Flower's `aggregate_krum`), so the model learns from that client's labels only; with three x100 "
-        "attackers and f = 1, every honest client's score includes its distance to an attacker, the pick "
-        "spread over 7 honest clients (40/20/15/9/9/5/2 rounds), and the model saw more labels: the better "
-        "number in that cell is an accident of the rule, not robustness."
+        + "\n\n"
+        + render("robustness/notes")
     )
     write_result("robustness", "Robust aggregation against poisoned updates (Cora, fedavg)", body)
 

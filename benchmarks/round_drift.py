@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.cells import CellStore  # noqa: E402
 from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 
 RUNS = {
     "fedstar-chem": ("conf/fedstar-chem.toml", {"seed": 1}),
@@ -39,9 +40,9 @@ ROUNDS = 200
 
 
 def run_one(name: str, flush: str) -> dict:
-    from flowergraph.storage.results import read_run
+    from flowergraph.storage import read_run
     from flowergraph.simulation import load_preset, run_simulation
-    from flowergraph.tasks.compute import FLUSH_ENV
+    from flowergraph.tasks import FLUSH_ENV
 
     preset, extra = RUNS[name]
     config = {**load_preset(REPO / preset), **extra, "data-dir": data_dir(), "rounds": ROUNDS}
@@ -70,7 +71,7 @@ def run_one(name: str, flush: str) -> dict:
     return {"settings": {"preset": preset, **extra, "rounds": ROUNDS, "flush": flush}, "row": row}
 
 
-def render(store: CellStore) -> str:
+def report(store: CellStore) -> str:
     rows = []
     for name in RUNS:
         for flush in ("off", "on"):
@@ -81,52 +82,13 @@ def render(store: CellStore) -> str:
             r = record["row"]
             first, mid, late = r["windows"]
             acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.2f}"
-            rows.append(
-                [
-                    name + store.flag(record),
-                    flush,
-                    f"{first:.3f}",
-                    f"{mid:.3f}",
-                    f"{late:.3f}",
-                    f"{late / first:.2f}x",
-                    f"{r['rounds_s']:.0f}",
-                    f"{r['wall_s']:.0f}",
-                    acc,
-                ]
-            )
-    return (
-        "200 rounds through Flower's simulation as the presets run them (1 CPU per client on 2 cores, client "
-        "evaluation every round, fused into the next fit); `fedstar-chem` with seed 1. Round times are medians "
-        "over each window; the ratio is rounds 191-200 over rounds 1-10 (target: <= 1.2x with the flush on). "
-        "`flush=off` is the code before the fix (`FLOWERGRAPH_FLUSH_DENORMAL=0`). Accuracy: final mean client "
-        "accuracy (FedStar, the paper's metric) or test accuracy weighted by test nodes (Cora).\n\n"
-        + table(
-            [
-                "run",
-                "flush",
-                "rounds 1-10 s",
-                "rounds 91-100 s",
-                "rounds 191-200 s",
-                "191-200 / 1-10",
-                "training rounds s",
-                "run wall s",
-                "final accuracy %",
-            ],
-            rows,
-        )
-        + (
-            "\n\n`fedstar-chem` with the flush off is not in this table yet (it runs about 15 min alone: `--runs "
-            "fedstar-chem --flush off`); measured when the defect was filed (issue 25, the code before the fix, "
-            "`fedstar.pool-order=pooled` then): rounds 1-50 at 1.65-1.75 s, round 70 3.8 s, round 150 6.7 s, not "
-            "finished after 880 s (round 186)."
-            if store.load("fedstar-chem-flush-off") is None
-            else ""
-        )
-        + "\n\nWhat goes denormal (FedStar CHEM, 80 rounds, flush off, every client's state counted): 7,695 "
-        "of 1.4 M float32 values, all in Adam's first moments (`exp_avg`) and in the weights they move "
-        "(the feature encoder's GIN weights and input layer); none in Adam's second moments "
-        "(flowergraph/tasks/compute.py)."
-    )
+            times = [f"{first:.3f}", f"{mid:.3f}", f"{late:.3f}", f"{late / first:.2f}x"]
+            rows.append([name + store.flag(record), flush, *times, f"{r['rounds_s']:.0f}", f"{r['wall_s']:.0f}", acc])
+    header = ["run", "flush", "rounds 1-10 s", "rounds 91-100 s", "rounds 191-200 s", "191-200 / 1-10"]
+    header += ["training rounds s", "run wall s", "final accuracy %"]
+    missing = store.load("fedstar-chem-flush-off") is None
+    notes = [render("round_drift/fedstar_off_missing")] if missing else []
+    return "\n\n".join([render("round_drift/setting"), table(header, rows), *notes, render("round_drift/denormals")])
 
 
 def main() -> None:
@@ -147,7 +109,7 @@ def main() -> None:
                 print(f"== {cell}", flush=True)
                 out = run_one(name, flush)
                 store.save(cell, out["settings"], out["row"])
-    write_result("round_drift", "Round time over 200 rounds, with and without flushing denormals", render(store))
+    write_result("round_drift", "Round time over 200 rounds, with and without flushing denormals", report(store))
 
 
 if __name__ == "__main__":

@@ -27,9 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
 import noop_methods  # noqa: E402
 
-from flowergraph.storage.results import read_run  # noqa: E402
+from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 
 SETTINGS = {"stock": {"poll-interval": 0.0, "fused-eval": False}, "default": {}}
@@ -86,16 +87,8 @@ def main() -> None:
         return statistics.median(r["median"] for r in runs if (r["method"], r["setting"]) == (method, setting))
 
     rows = [
-        [
-            r["rep"],
-            r["setting"],
-            r["method"],
-            r["first"],
-            r["median"],
-            r["mean"],
-            r["wall"],
-            "" if r["acc"] is None else f"{r['acc']:.4f}",
-        ]
+        [r["rep"], r["setting"], r["method"], r["first"], r["median"], r["mean"], r["wall"]]
+        + ["" if r["acc"] is None else f"{r['acc']:.4f}"]
         for r in runs
     ]
     summary = []
@@ -106,44 +99,22 @@ def main() -> None:
             for b in runs
             if a["setting"] == b["setting"] == setting
             and a["rep"] == b["rep"]
-            and a["method"] == "noop"
-            and b["method"] == "fedavg"
+            and (a["method"], b["method"]) == ("noop", "fedavg")
         ]
-        summary.append(
-            [
-                setting,
-                med("noop", setting),
-                med("fedavg", setting),
-                f"{med('fedavg', setting) / med('noop', setting):.2f}",
-                ", ".join(f"{b['median'] / a['median']:.2f}" for a, b in pairs),
-            ]
-        )
+        noop, fedavg = med("noop", setting), med("fedavg", setting)
+        per_pair = ", ".join(f"{b['median'] / a['median']:.2f}" for a, b in pairs)
+        summary.append([setting, noop, fedavg, f"{fedavg / noop:.2f}", per_pair])
     speedup = med("fedavg", "stock") / med("fedavg", "default")
-    body = (
-        f"Cora, GCN (hidden 16), {args.clients} clients, Dirichlet beta=10000, {args.rounds} rounds, 3 local "
-        f"steps, client-side evaluation of every round, 1 CPU per client (2 Ray actors on 2 cores); runs "
-        f"alternate noop/fedavg and stock/default settings.\n\n"
-        + table(["setting", "noop median round s", "fedavg median round s", "fedavg / noop", "per pair"], summary)
-        + f"\n\n**Target: fedavg / noop <= 1.3.** stock = Flower's fixed 0.1 s reply polling and a separate "
-        f"evaluate message each round; default = flowergraph's adaptive polling (poll-interval 0.05) and "
-        f"fused evaluation. fedavg with the defaults is {speedup:.2f}x faster per round than with the stock "
-        f"protocol; the floor itself is lower under the defaults, so the ratio compares like with like.\n\n"
-        "Every run:\n\n"
-        + table(
-            [
-                "pair",
-                "setting",
-                "method",
-                "round 1 s",
-                "median round s (2..R-1)",
-                "mean round s (2..R-1)",
-                "run wall s",
-                "final acc",
-            ],
-            rows,
-        )
-        + "\n\nRound 1 includes each Ray actor's one-time dataset load and partition (memoised per process; "
-        "never repeated in later rounds)."
+    header = ["pair", "setting", "method", "round 1 s", "median round s (2..R-1)", "mean round s (2..R-1)"]
+    header += ["run wall s", "final acc"]
+    body = "\n\n".join(
+        [
+            render("round_overhead/setting", clients=args.clients, rounds=args.rounds),
+            table(["setting", "noop median round s", "fedavg median round s", "fedavg / noop", "per pair"], summary),
+            render("round_overhead/target", speedup=f"{speedup:.2f}"),
+            table(header, rows),
+            render("round_overhead/round1"),
+        ]
     )
     write_result("round_overhead", "Per-round overhead of weighted averaging vs Flower's floor", body)
 

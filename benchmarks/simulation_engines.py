@@ -21,61 +21,21 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the shared runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproductions._runner.common import table, write_result  # noqa: E402
+from reproductions._runner.prose import render  # noqa: E402
+from reproductions._runner.processes import TreeMemorySampler  # noqa: E402
 
-from flowergraph.app.runtime import GROUP_ENV  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
-from flowergraph.storage.results import read_run  # noqa: E402
-
-
-class Sampler(threading.Thread):
-    """Peak summed RSS and the CPU time of the run's processes (this one excluded)."""
-
-    def __init__(self, interval: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.interval, self.peak_rss, self.cpu = interval, 0, {}
-        self.done = threading.Event()
-
-    def _procs(self):
-        import psutil
-
-        me = psutil.Process()
-        found = {p.pid: p for p in me.children(recursive=True)}
-        for p in psutil.process_iter():
-            if p.pid in found or p.pid == me.pid:
-                continue
-            try:
-                if p.environ().get(GROUP_ENV, "").startswith(f"fg-{os.getpid()}-"):  # this process's runs only
-                    found[p.pid] = p
-            except (psutil.Error, OSError):
-                continue
-        return found.values()
-
-    def run(self) -> None:
-        import psutil
-
-        while not self.done.is_set():
-            rss = 0
-            for p in self._procs():
-                try:
-                    with p.oneshot():
-                        rss += p.memory_info().rss
-                        t = p.cpu_times()
-                        self.cpu[(p.pid, p.create_time())] = t.user + t.system
-                except (psutil.Error, OSError):
-                    continue
-            self.peak_rss = max(self.peak_rss, rss)
-            self.done.wait(self.interval)
+from flowergraph.storage import read_run  # noqa: E402
 
 
 def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
-    sampler = Sampler()
-    sampler.start()
+    # the processes the run starts: this one's descendants and every process of its process groups (Ray's daemons)
+    sampler = TreeMemorySampler(interval=0.2, rss=True, root=False, groups=True).start()
     try:
         result = run_simulation(
             "fedavg",
@@ -88,8 +48,7 @@ def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
             timeout=900,
         )
     finally:
-        sampler.done.set()
-        sampler.join()
+        sampler.stop()
     if not result.ok:
         sys.exit(f"{engine} run failed; see {result.log_file}")
     run = read_run(out)
@@ -101,8 +60,8 @@ def one(engine: str, clients: int, rounds: int, out: Path) -> dict:
         "first_round_s": run["rounds"][0]["ended_at"] - started,
         "round_s": statistics.median(later) if later else float("nan"),
         "accuracy": run["summary"]["final_accuracy"],
-        "peak_rss_mb": sampler.peak_rss / 2**20,
-        "cpu_s": sum(sampler.cpu.values()),
+        "peak_rss_mb": sampler.peak_mb,
+        "cpu_s": sampler.cpu_s,
     }
 
 
@@ -120,38 +79,20 @@ def main() -> None:
                 print(row, flush=True)
                 rows.append(row)
     accuracies = {round(r["accuracy"], 12) for r in rows}
+    header = ["engine", "run", "wall (s)", "launch to end of round 1 (s)", "median round 2..R (s)", "final accuracy"]
+    header += ["peak RSS of its processes (MB)", "CPU of its processes (s)"]
+    keys = ("wall_s", "first_round_s", "round_s", "accuracy")
+    lines = [
+        [r["engine"], i // 2 + 1, *(r[k] for k in keys), round(r["peak_rss_mb"]), r["cpu_s"]]
+        for i, r in enumerate(rows)
+    ]
     body = (
-        f"fedavg on the built-in synthetic graph (2,000 nodes), {args.clients} clients, {args.rounds} rounds, "
-        f"the launcher's defaults (Ray: one CPU per client actor, every CPU of the machine), "
-        f"{args.repeats} run(s) per engine, interleaved.\n\n"
-        + table(
-            [
-                "engine",
-                "run",
-                "wall (s)",
-                "launch to end of round 1 (s)",
-                "median round 2..R (s)",
-                "final accuracy",
-                "peak RSS of its processes (MB)",
-                "CPU of its processes (s)",
-            ],
-            [
-                [
-                    r["engine"],
-                    i // 2 + 1,
-                    r["wall_s"],
-                    r["first_round_s"],
-                    r["round_s"],
-                    r["accuracy"],
-                    round(r["peak_rss_mb"]),
-                    r["cpu_s"],
-                ]
-                for i, r in enumerate(rows)
-            ],
-        )
-        + f"\n\nThe final accuracies are {'equal' if len(accuracies) == 1 else 'NOT equal'} across engines and "
-        "runs. The wall time includes the launcher's own validation and data check in the calling process "
-        "(the same for both). CPU and memory count the processes the run started, not the calling one.\n"
+        render("simulation_engines/setting", clients=args.clients, rounds=args.rounds, repeats=args.repeats)
+        + "\n\n"
+        + table(header, lines)
+        + "\n\n"
+        + render("simulation_engines/notes", equal="equal" if len(accuracies) == 1 else "NOT equal")
+        + "\n"
     )
     write_result("simulation_engines", "Simulation engines: Ray and inline, side by side", body)
 

@@ -1,9 +1,22 @@
 """Errors raised by flowergraph. Every message names the bad value and, where there is a list, the valid choices
-(with :func:`did_you_mean` for a close one)."""
+(with :func:`did_you_mean` for a close one). Public (``__all__``): the exceptions and :func:`did_you_mean`; the
+other helpers build flowergraph's own messages."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable
+
+__all__ = [
+    "CheckpointError",
+    "ClientProcessDied",
+    "ClientsMissingError",
+    "ConfigError",
+    "DatasetUnavailableError",
+    "FlowergraphError",
+    "KeyFileError",
+    "PartitionError",
+    "did_you_mean",
+]
 
 
 def close_match(name: Any, choices: Iterable[Any]) -> str | None:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from .storage.results import read_run
 
+__all__ = ["METRICS", "METRIC_LABELS", "main", "plot_runs"]
+
 METRICS = ("accuracy", "val_accuracy", "server_accuracy", "mean_client_accuracy", "loss", "train_loss")
 METRIC_LABELS = {
     "accuracy": "test accuracy (clients' test sets, weighted by size)",

@@ -56,6 +56,20 @@ from .app.runtime import (
 )
 
 
+__all__ = [
+    "SimulationResult",
+    "build_run_config",
+    "load_preset",
+    "main",
+    "preflight",
+    "resume_config",
+    "run_flower_app",
+    "run_in_process",
+    "run_inline_app",
+    "run_simulation",
+]
+
+
 @dataclass
 class SimulationResult:
     status: str  # "completed", "failed", or "checked" (check_only: validated, nothing started)
@@ -480,6 +494,26 @@ def run_simulation(
             timeout=timeout,
             check_only=check_only,
         )
+
+
+def run_in_process(run_config: dict[str, Any]) -> dict[str, Any]:
+    """Run ``run_config`` (a run configuration, as :func:`~flowergraph.settings.parse_run_config` takes it) in this
+    process and return its summary (``summary.json``'s values; with ``out-dir`` the run's files are written there).
+
+    The real ServerApp and ClientApp code (strategy, clients, checkpoints, resume, results) with one in-process node
+    per client, joined directly instead of through Flower's transport: no Ray, no child process, no serialisation,
+    so a run repeats to the last digit on one machine, and its accuracies equal a Flower simulation's of the same
+    settings to 1e-6. Sets this process's torch as the Flower apps do (one thread, denormals flushed:
+    :func:`flowergraph.tasks.configure_torch`). ``secure-agg=secagg+`` needs Flower's transport: use
+    :func:`run_simulation`.
+
+        from flowergraph.simulation import run_in_process
+        summary = run_in_process({"method": "fedgcn", "num-clients": 3, "rounds": 5, "out-dir": "results/x"})
+    """
+    from .app.inprocess import run_inprocess
+
+    summary, _ = run_inprocess(run_config)
+    return summary
 
 
 def _run_simulation(

@@ -9,7 +9,11 @@ The model is the node task's GCN (``node.hidden``, ``node.layers`` = K convoluti
 for the node task); ``node.partitioner`` is not used. A node whose node config names its own ``partition-file``
 reads it instead (``fedgraph.data`` must then be a partitioner). The DDPG agent's reward needs the server's test set:
 the dataset's test nodes, loaded by the ServerApp (``data-dir`` on the server); ``fedgraph.agent=fixed`` needs no
-data on the server."""
+data on the server.
+
+Public (``__all__``): the registration :data:`FEDGRAPH`, its keys :class:`FedGraphOptions`, and
+:func:`client_graph_of`: a client's graph for a run's settings under ``fedgraph.data``, as its client builds it (for
+code that drives the core, :mod:`flowergraph.tasks.fedgraph`, with a run's data)."""
 
 from __future__ import annotations
 
@@ -394,3 +398,5 @@ FEDGRAPH = register(
         paper="Chen et al., FedGraph, IEEE TPDS 2022, doi:10.1109/TPDS.2021.3125565, arXiv:2111.01370",
     )
 )
+
+__all__ = ["FEDGRAPH", "FedGraphOptions", "client_graph_of"]

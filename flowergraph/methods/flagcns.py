@@ -2,7 +2,12 @@
 :mod:`flowergraph.clients.flagcns`; the maths (search space, SuperNet, FEO, the in-process reference):
 :mod:`flowergraph.tasks.flagcns`. Data: the node task's (``node.split``, ``node.partitioner``; the paper's setting,
 METIS into 3 clients with 20 training nodes per class, 500 validation and 1000 test, is in the presets
-``conf/flagcns-*.toml``)."""
+``conf/flagcns-*.toml``).
+
+Public (``__all__``): the registration :data:`FLAGCNS`, its keys :class:`FLAGCNSOptions`, and how a run's settings
+read into the core (:mod:`flowergraph.tasks.flagcns`): :func:`space_of` (the search space), :func:`schedule_of` (the
+search's schedule), :func:`client_kwargs` (a client's arguments, for a client of one's own on FL-AGCNS's
+messages)."""
 
 from __future__ import annotations
 
@@ -382,3 +387,5 @@ FLAGCNS = register(
         paper="Wang et al., FL-AGCNS, arXiv:2104.04141",
     )
 )
+
+__all__ = ["FLAGCNS", "FLAGCNSOptions", "client_kwargs", "schedule_of", "space_of"]

@@ -5,8 +5,12 @@
 
 * :mod:`~flowergraph.storage.results`: :class:`RunRecorder` (writes a run's records), :func:`read_run`;
 * :mod:`~flowergraph.storage.checkpoint`: :class:`Checkpoint`, :func:`save_checkpoint`, :func:`load_checkpoint`,
-  :func:`check_resumable`;
-* :mod:`~flowergraph.storage.npzio`: :func:`write_npz` / :func:`read_npz` (atomic, no pickle).
+  :func:`check_resumable`, :func:`checkpoint_file` (round K's file of a run folder), :func:`find_checkpoint` (a run
+  folder's newest checkpoint; :class:`~flowergraph.errors.CheckpointError` where it has none),
+  :func:`round_of_file` (K of a ``round-K.npz``);
+* :mod:`~flowergraph.storage.npzio`: :func:`write_npz` / :func:`read_npz` (atomic, no pickle); :func:`pack_tree` /
+  :func:`unpack_tree` (a JSON-able tree with its numpy arrays moved into an ``.npz``'s arrays, and back: how a
+  checkpoint keeps a strategy's state).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
         Checkpoint as Checkpoint,
         check_resumable as check_resumable,
         checkpoint_file as checkpoint_file,
+        find_checkpoint as find_checkpoint,
         load_checkpoint as load_checkpoint,
+        round_of_file as round_of_file,
         save_checkpoint as save_checkpoint,
     )
-    from .npzio import read_npz as read_npz, write_npz as write_npz
+    from .npzio import pack_tree as pack_tree, read_npz as read_npz, unpack_tree as unpack_tree, write_npz as write_npz
     from .results import (
         RunRecorder as RunRecorder,
         accuracy_text as accuracy_text,
@@ -35,9 +41,13 @@ _EXPORTS = {
     "Checkpoint": "checkpoint",
     "check_resumable": "checkpoint",
     "checkpoint_file": "checkpoint",
+    "find_checkpoint": "checkpoint",
     "load_checkpoint": "checkpoint",
+    "round_of_file": "checkpoint",
     "save_checkpoint": "checkpoint",
+    "pack_tree": "npzio",
     "read_npz": "npzio",
+    "unpack_tree": "npzio",
     "write_npz": "npzio",
     "RunRecorder": "results",
     "accuracy_text": "results",

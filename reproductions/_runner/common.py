@@ -133,6 +133,12 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def column_table(columns: list[tuple[str, Callable[[Any], Any]]], items: Iterable[Any]) -> str:
+    """A Markdown :func:`table` of ``items``, a row each, with a column per ``(header, the item's value)``: each
+    column's header and value are written once, side by side."""
+    return table([header for header, _ in columns], [[value(item) for _, value in columns] for item in items])
+
+
 def pyplot():
     """matplotlib's ``pyplot`` on the file-only Agg backend: benchmarks draw to files, never to a screen."""
     import matplotlib
@@ -279,14 +285,16 @@ def write_result(
     argv: list[str] | None = None,
     cell_commands: Iterable[str] = (),
     sources: tuple[str, ...] = PACKAGE_SOURCES,
+    drop: tuple[str, ...] = (),
 ) -> Path:
     """Write docs/results/<name>.md with the command that produced it and its code line (:func:`code_line`: the
     commit and the code hash of ``sources``, the package sources its numbers depend on, plus the scripts that
     wrote it), and print it. ``cell_commands``: the commands that computed the stored cells the tables show
     (:meth:`CellStore.commands`); listed under the file's own command where they differ from it (a table rewritten
     with ``--tables-only`` still says how its numbers came). ``sources``: a benchmark whose cells are hashed over
-    narrower globs (its ``SOURCES``) passes them; the default is the whole package."""
-    command = command_line(argv)
+    narrower globs (its ``SOURCES``) passes them; the default is the whole package. ``drop``: options left out of the
+    command with their values (:func:`command_line`)."""
+    command = command_line(argv, drop)
     others = [c for c in dict.fromkeys(cell_commands) if c and c != command]
     cells = (
         ""
@@ -310,11 +318,11 @@ def write_result(
 
 def _configure_worker() -> None:
     """A spawned cell worker's torch, set as every benchmark sets its own process (one thread, denormals flushed:
-    ``flowergraph.tasks.compute.configure_torch``). A spawned process starts with torch's defaults (a thread per
+    ``flowergraph.tasks.configure_torch``). A spawned process starts with torch's defaults (a thread per
     core, no flush), so a cell that trains without Flower's in-process runner (which configures torch itself) ran
     there with two threads per worker on two cores and denormals unflushed: FL-AGCNS's FL-Random tried 114 codes in
     a 1,725 s budget against 484 in 1,981 s in the benchmark's own process (2026-12-03)."""
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch(1)
 
@@ -373,62 +381,3 @@ def add_jobs(parser, note: str = "") -> None:
         help="cells computed at once, each in its own process with one torch thread (default 1: "
         "here, one after another)" + (f"; {note}" if note else ""),
     )
-
-
-class TreeMemorySampler:
-    """Samples the summed PSS (proportional set size: shared pages split between their users, so summing
-    over processes does not double-count) of this process and all its descendants every ``interval`` s
-    (1 s by default: reading smaps of ~20 processes is not free on 2 cores).
-
-        with TreeMemorySampler() as mem: ...
-        mem.peak_mb
-    """
-
-    def __init__(self, pid: int | None = None, interval: float = 1.0):
-        import threading
-
-        self.pid = pid or os.getpid()
-        self.interval = interval
-        self.peak = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _processes(self) -> list:
-        """The sampled process and all its descendants now (empty once it has ended)."""
-        import psutil
-
-        try:
-            root = psutil.Process(self.pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-
-    def _total(self) -> int:
-        import psutil
-
-        total = 0
-        for p in self._processes():
-            try:
-                total += p.memory_full_info().pss
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                pass
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._total())
-            self.samples += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def peak_mb(self) -> float:
-        return self.peak / 2**20

@@ -19,7 +19,7 @@ from reproductions.asfgnn.parking import parked_path, unpark
 def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = None) -> dict:
     """Run ``config`` in process (resuming a stopped run from its last checkpoint, or from the cell's parked
     progress, :func:`unpark`); the search summary, the trials and the wall time."""
-    from flowergraph.app.inprocess import run_inprocess
+    from flowergraph.simulation import run_in_process
     from flowergraph.storage import read_run
 
     out = work / name
@@ -43,7 +43,7 @@ def run_cell(work: Path, name: str, config: dict, parked_root: Path | None = Non
         meta.write_text(json.dumps({"wall_s": wall, "open_since": time.time()}) + "\n")
         started = time.perf_counter()
         with _temp_inside(out):
-            run_inprocess(full)
+            run_in_process(full)
         meta.write_text(json.dumps({"wall_s": wall + time.perf_counter() - started}) + "\n")
     run = read_run(out)
     search = run["summary"]["search"]

@@ -122,9 +122,7 @@ class Check:
 
         torch.set_num_threads(1)
         torch.set_flush_denormal(True)
-        import flowergraph.tasks.asfgnn.reference as reference
-        from flowergraph.tasks.asfgnn.data import centralized_data
-        from flowergraph.tasks.asfgnn.training import HyperParams
+        from flowergraph.tasks.asfgnn import HyperParams, centralized_data, reference
 
         self.args, self.root, self.reference = args, data_dir(), reference
         self.clients = self.split_of(*combos[0])
@@ -139,7 +137,7 @@ class Check:
         reference.make_model = lambda *a, **k: self.made.append(build(*a, **k)) or self.made[-1]
 
     def split_of(self, sizes: str, split_seed: int) -> list:
-        from flowergraph.tasks.asfgnn.data import all_clients
+        from flowergraph.tasks.asfgnn import all_clients
 
         a = self.args
         return all_clients(a.dataset, a.setting, a.alpha, split_seed, data_dir=self.root, split=a.split, sizes=sizes)

@@ -64,8 +64,7 @@ def parked_path(name: str, root: Path | None = None) -> Path:
 
 def park_run(out: Path) -> dict:
     """The parked form of run folder ``out``'s latest checkpoint (see the comment above): a JSON-able dict."""
-    from flowergraph.storage import load_checkpoint
-    from flowergraph.storage.npzio import pack_tree
+    from flowergraph.storage import load_checkpoint, pack_tree
 
     ckpt = load_checkpoint(out)
     trial = (ckpt.strategy_state.get("asfgnn") or {}).get("trial")
@@ -117,10 +116,15 @@ def unpark(out: Path, path: Path, sources: str) -> bool:
     run is of other code (``sources`` is the code state now). Whether it restored."""
 
     import numpy as np
-    from flowergraph.storage import Checkpoint, checkpoint_file, save_checkpoint
-    from flowergraph.storage.checkpoint import find_checkpoint, round_of_file
     from flowergraph.errors import CheckpointError
-    from flowergraph.storage.npzio import unpack_tree
+    from flowergraph.storage import (
+        Checkpoint,
+        checkpoint_file,
+        find_checkpoint,
+        round_of_file,
+        save_checkpoint,
+        unpack_tree,
+    )
 
     parked = read_parked(path)
     if parked.get("sources") not in same_computation(sources):

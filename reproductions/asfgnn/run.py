@@ -138,7 +138,7 @@ def parse_args():
 
 def main() -> None:
     args = parse_args()
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch(1)
     store = cell_store()

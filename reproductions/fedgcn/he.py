@@ -23,9 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import remove_run_folder  # noqa: E402
-from reproductions._runner.common import REPO, TreeMemorySampler, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.common import REPO, data_dir, table, write_result  # noqa: E402
+from reproductions._runner.processes import TreeMemorySampler  # noqa: E402
 
-from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
+from flowergraph.privacy import POLY_MODULUS_DEGREE  # noqa: E402
 from flowergraph.storage import read_run  # noqa: E402
 from flowergraph.simulation import run_simulation  # noqa: E402
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import REPO, table, write_result  # noqa: E402
 from reproductions.fedgcn.he import MB, bench_run, breakdown, cpu_split, fmt_mb  # noqa: E402
 
-from flowergraph.privacy.ckks import POLY_MODULUS_DEGREE  # noqa: E402
+from flowergraph.privacy import POLY_MODULUS_DEGREE  # noqa: E402
 
 METIS_NOTE = (
     "**Why not METIS.** A first version of this benchmark used `partitioner=metis` as the few-cross-edges arm. Its "

@@ -24,17 +24,16 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.cells import remove_run_folder  # noqa: E402
-from reproductions._runner.common import REPO, TreeMemorySampler, data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.common import REPO, data_dir, mean_std, table, write_result  # noqa: E402
+from reproductions._runner.processes import run_measured  # noqa: E402
 
-from flowergraph.app.runtime import kill_tree, stop_processes  # noqa: E402
+from flowergraph.app.runtime import stop_processes  # noqa: E402
 
 ANCHOR = REPO.parent / "shared" / "anchors" / "fedgraph"
 MIB = 2**20
@@ -58,18 +57,8 @@ def _kill_marked(marker: str) -> list[int]:
 
 def _measured(cmd: list[str], log: Path, env: dict | None = None, timeout: float = 1800) -> tuple[int, float, float]:
     """Run ``cmd`` as its own process group; (exit code, wall s, peak summed PSS MB over its tree)."""
-    t0 = time.monotonic()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO), start_new_session=True
-        )
-        with TreeMemorySampler(proc.pid) as mem:
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc.pid)  # the whole tree: the launcher's Flower and Ray children too
-                rc = proc.wait()
-    return rc, time.monotonic() - t0, mem.peak_mb
+    r = run_measured(cmd, log, timeout=timeout, cwd=REPO, env=env)  # past the timeout: the whole tree is stopped
+    return r["rc"], r["wall_s"], r["peak"] / MIB
 
 
 def run_fedgraph(venv_python: str, dataset: str, seed: int, rounds: int, work: Path) -> dict:

@@ -148,7 +148,7 @@ def summarise(rounds: list[dict], variant: str, episode_rounds: int) -> dict:
 
 
 def compute_cell(work: Path, dataset: str, data: str, variant: str, exchange: str, seed: int) -> dict:
-    from flowergraph.app.inprocess import run_inprocess
+    from flowergraph.simulation import run_in_process
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
     from flowergraph.storage import read_run
@@ -168,7 +168,7 @@ def compute_cell(work: Path, dataset: str, data: str, variant: str, exchange: st
     if state != "completed":
         if state == "resume":
             full["resume-from"] = str(out)
-        run_inprocess(full)
+        run_in_process(full)
     rounds = [r for r in read_run(out)["rounds"] if r["round"] >= 1]
     s = parse_run_config({**config, "data-dir": data_dir()})
     graphs = [client_graph_of(s, k) for k in range(s.num_clients)]
@@ -213,7 +213,7 @@ def main() -> None:
     add_jobs(parser, "the clock of these cells is a model, so running side by side changes none of their numbers")
     args = parser.parse_args()
     from reproductions.fedgraph.acceptance_report import report
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch(1)
     store = CellStore(STORE, SOURCES)

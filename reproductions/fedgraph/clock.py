@@ -89,8 +89,8 @@ def measure(views, dataset: str, data: str, seed: int, repeats: int, rng: np.ran
     import torch
 
     from flowergraph.tasks.fedgraph import build_model, owner_rows_and_macs, shared_convs, train_macs, train_step
-    from flowergraph.tasks.fedgraph.local import PAPER_TRAIN
-    from flowergraph.tasks.training import make_optimizer
+    from flowergraph.tasks.fedgraph import PAPER_TRAIN
+    from flowergraph.tasks import make_optimizer
 
     out = []
     g0 = views[0].graph
@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timings per measurement (the minimum is kept)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
     from flowergraph.tasks.fedgraph import SECONDS_PER_MAC, SECONDS_PER_ROWS, SECONDS_PER_STEP
 
     configure_torch(1)

@@ -31,7 +31,7 @@ from reproductions._runner.common import data_dir, table, write_result  # noqa: 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from flowergraph.tasks.compute import configure_torch  # noqa: E402
+from flowergraph.tasks import TrainConfig, configure_torch, load_module_arrays, module_arrays  # noqa: E402
 from flowergraph.data import ClientGraph, GraphSpec, build_client_graph, load_global_graph  # noqa: E402
 from flowergraph.tasks.fedgraph import (
     ActionSpace,
@@ -45,6 +45,7 @@ from flowergraph.tasks.fedgraph import (
     build_model,
     build_view,
     client_graphs,
+    evaluate,
     exchange_degrees,
     exchange_in_process,
     export_plan,
@@ -52,9 +53,6 @@ from flowergraph.tasks.fedgraph import (
     split_rows,
     train_round,
 )
-from flowergraph.tasks.fedgraph.model import evaluate  # noqa: E402
-from flowergraph.tasks.torch_state import load_module_arrays, module_arrays  # noqa: E402
-from flowergraph.tasks.training import TrainConfig  # noqa: E402
 
 TRAIN = TrainConfig(local_steps=3, optimizer="adam", lr=0.01, weight_decay=5e-4)
 SCHEMES = [

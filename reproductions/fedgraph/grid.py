@@ -183,7 +183,7 @@ def run_cell(
     split: str = "public",
     data: str = "synthesis",
 ) -> dict:
-    from flowergraph.app.inprocess import run_inprocess
+    from flowergraph.simulation import run_in_process
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
     from flowergraph.storage import read_run
@@ -202,7 +202,7 @@ def run_cell(
     if state != "completed":
         if state == "resume":
             full["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
-        run_inprocess(full)
+        run_in_process(full)
     rounds = [r for r in read_run(out)["rounds"] if r["round"] >= 1]
     # per round: round, the run's clock (s), accuracy, episode, the largest client work (GMAC) and the slowest
     # client's local training time (s) of the round; the two measured times are kept to the microsecond (their
@@ -270,7 +270,7 @@ def layers_cell(dataset: str, seed: int, split: str, rounds: int = 40) -> dict:
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
     from flowergraph.tasks.fedgraph import FullBatch, LayerWise, build_model, build_view, evaluate, train_round
-    from flowergraph.tasks.fedgraph.local import PAPER_TRAIN
+    from flowergraph.tasks.fedgraph import PAPER_TRAIN
 
     s = parse_run_config({**run_config(dataset, "full", 0.1, "default", seed, split), "data-dir": data_dir()})
     graph = client_graph_of(s, 0)

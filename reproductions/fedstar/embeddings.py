@@ -9,7 +9,7 @@ For every graph dataset whose raw files are on disk (COLLAB is not in the offlin
   ``T, T^2, ..., T^16`` (``T = A D^-1``, float64) and their diagonals -- and the largest absolute difference
   between its RWSE and ours.
 
-cold and warm are the median of ``--repeats`` runs; one thread (``flowergraph.tasks.compute.configure_torch``).
+cold and warm are the median of ``--repeats`` runs; one thread (``flowergraph.tasks.configure_torch``).
 
     .venv/bin/python reproductions/fedstar/embeddings.py [--repeats 3] [--no-reference] [--datasets MUTAG,DD]
 """
@@ -27,11 +27,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 from reproductions._runner.common import data_dir, table, write_result  # noqa: E402
 
-from flowergraph.tasks.compute import configure_torch  # noqa: E402
-from flowergraph.tasks.datasets import GRAPH_DATASETS, load_pyg_dataset  # noqa: E402
+from flowergraph.tasks import configure_torch  # noqa: E402
 from flowergraph.data import parse_graph_datasets  # noqa: E402
-from flowergraph.tasks.graphcls.data import NODE_ATTRIBUTES, available_offline  # noqa: E402
-from flowergraph.tasks.graphcls.structure import rwse_cache_path, structure_embeddings  # noqa: E402
+from flowergraph.tasks.graphcls import (  # noqa: E402
+    GRAPH_DATASETS,
+    NODE_ATTRIBUTES,
+    available_offline,
+    load_pyg_dataset,
+    rwse_cache_path,
+    structure_embeddings,
+)
 
 K = 16
 

@@ -130,8 +130,8 @@ def cell_settings(
 
 def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     """One federated run (or its continuation from the last checkpoint); returns its row."""
-    # run_inprocess sets torch up as the Flower apps do (one thread, no denormals)
-    from flowergraph.app.inprocess import run_inprocess
+    # run_in_process sets torch up as the Flower apps do (one thread, no denormals)
+    from flowergraph.simulation import run_in_process
     from flowergraph.storage import read_run
 
     out = Path(work) / cell_name(*cell)
@@ -157,7 +157,7 @@ def run_cell(work: str, cell: Cell, rounds: int, eval_every: int = 10) -> dict:
     if state == "resume":
         config["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
     started, cpu_started = time.perf_counter(), time.process_time()
-    run_inprocess(config)
+    run_in_process(config)
     meta = out / "bench.json"
     previous = json.loads(meta.read_text()) if meta.exists() else {}
     # CPU seconds of this process (one torch thread): what the run cost, unaffected by other jobs or pauses

@@ -41,7 +41,7 @@ def inference_seconds(space, code, graphs, state: dict | None = None, repeats: i
     import torch
 
     from flowergraph.tasks.flagcns import ArchitectureNet
-    from flowergraph.tasks.torch_state import load_module_arrays
+    from flowergraph.tasks import load_module_arrays
 
     if net is None:
         net = ArchitectureNet(space, code, graphs[0].num_features, graphs[0].num_classes, seed=0)
@@ -85,7 +85,7 @@ def retrain(space, code, graphs, epochs: int, retrains: int, network=None) -> di
 def search_cell(
     work: Path, dataset: str, variant: str, budget: str, seed: int, retrains: int, split: str = "per-class"
 ) -> dict:
-    from flowergraph.app.inprocess import run_inprocess
+    from flowergraph.simulation import run_in_process
     from flowergraph.storage import read_run
 
     config = run_config(dataset, variant, budget, seed, split)
@@ -103,7 +103,7 @@ def search_cell(
         if state == "resume":
             full["resume-from"] = str(out)  # a stopped cell continues from its last checkpoint
         started = time.perf_counter()
-        run_inprocess(full)
+        run_in_process(full)
         meta = out / "bench.json"
         previous = json.loads(meta.read_text()) if meta.exists() else {}
         meta.write_text(json.dumps({"wall_s": previous.get("wall_s", 0.0) + time.perf_counter() - started}) + "\n")

@@ -47,7 +47,7 @@ def pick(members: list[dict], rule: str) -> dict:
     paper's; ``accuracy``: the 2021 code's): :func:`flowergraph.tasks.flagcns.evolution.final_candidates` itself,
     its ties and non-finite values included (the members are already one per network, in P's order)."""
     from flowergraph.tasks.flagcns import SearchSpace
-    from flowergraph.tasks.flagcns.evolution import final_candidates
+    from flowergraph.tasks.flagcns import final_candidates
 
     codes = [tuple(m["architecture"]) for m in members]
     space = SearchSpace(num_layers=(len(codes[0]) - 2) // 2)  # only its canonical form is used: k = 1 keeps the best

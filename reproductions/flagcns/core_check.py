@@ -20,7 +20,7 @@ from reproductions._runner.common import data_dir, table, write_result  # noqa: 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from flowergraph.tasks.compute import configure_torch  # noqa: E402
+from flowergraph.tasks import configure_torch  # noqa: E402
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph  # noqa: E402
 from flowergraph.tasks.flagcns import (
     ACTIVATIONS,

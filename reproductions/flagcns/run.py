@@ -375,7 +375,7 @@ class Invocation:
 
 def main() -> None:
     args = parse_args()
-    from flowergraph.tasks.compute import configure_torch
+    from flowergraph.tasks import configure_torch
 
     configure_torch(1)
     store = CellStore(STORE, SOURCES)

@@ -66,3 +66,17 @@ Deviations and choices (where the paper is silent or cannot be followed literall
     seed (exactly the uninterrupted proposals, checked config by config), with SMAC's warm start (tell without
     ask) as a flagged fallback.
 """
+
+from typing import TYPE_CHECKING
+
+from ..._exports import lazy_exports
+
+if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
+    from .data import all_clients as all_clients, centralized_data as centralized_data
+    from .training import HyperParams as HyperParams
+
+# The public names: the paper's client splits, the hyper-parameters, and the reference loops (the submodule
+# ``reference``: run_clients, run_centralized, run_config), which the Flower run is held to number for number.
+_EXPORTS = {"HyperParams": "training", "all_clients": "data", "centralized_data": "data"}
+__all__ = [*sorted(_EXPORTS), "reference"]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -6,10 +6,15 @@
 * :mod:`.models` -- FedStar's decoupled GNN and the GIN baseline, and their parts as arrays.
 * :mod:`.training` -- mini-batch training (FedProx optional), evaluation, persistable optimiser, Local baseline.
 
+The package exports the TU datasets' loading too (:data:`GRAPH_DATASETS`, :func:`load_pyg_dataset`: one dataset
+whole, as the clients' splits start from).
+
 Nothing here imports ``flwr``.
 """
 
+from ..datasets import GRAPH_DATASETS, load_pyg_dataset
 from .data import (
+    NODE_ATTRIBUTES,
     SETTINGS,
     ClientGraphData,
     GraphTaskSpec,
@@ -19,10 +24,13 @@ from .data import (
     stratified_split,
 )
 from .models import DecoupledGIN, GIN, build_graph_model, get_arrays, part_keys, set_arrays
-from .structure import degree_se, parse_structure, random_walk_se, structure_dim, structure_embeddings
+from .structure import degree_se, parse_structure, random_walk_se, rwse_cache_path, structure_dim, structure_embeddings
 from .training import FEDPROX_MU, GraphTrainConfig, evaluate, make_optimizer, train_epochs, train_local
 
 __all__ = [
+    "GRAPH_DATASETS",
+    "load_pyg_dataset",
+    "NODE_ATTRIBUTES",
     "SETTINGS",
     "ClientGraphData",
     "GraphTaskSpec",
@@ -39,6 +47,7 @@ __all__ = [
     "degree_se",
     "parse_structure",
     "random_walk_se",
+    "rwse_cache_path",
     "structure_dim",
     "structure_embeddings",
     "FEDPROX_MU",
