@@ -26,12 +26,27 @@ DEFAULT_DATA = REPO.parent / "shared" / "datasets"
 PACKAGE_SOURCES = ("flowergraph/**/*.py",)  # what a page or cell depends on when it names nothing narrower
 
 
+_DIGESTS: dict[bytes, bytes] = {}  # a file's bytes' sha256 -> its code digest: one parse per file content
+
+
 def source_digest(path: Path) -> bytes:
     """A file's code without its docstrings, comments and layout (``ast.dump`` of the module with docstrings
-    removed): editing documentation does not change it, editing code does."""
+    removed): editing documentation does not change it, editing code does. Memoised per process by the file's
+    content (a store or a page hashes the whole package, a test process builds many: one ``ast.parse`` of each
+    file's content, not one per call)."""
+    import hashlib
+
+    text = path.read_bytes()
+    key = hashlib.sha256(text).digest()
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _code_digest(text.decode())
+    return _DIGESTS[key]
+
+
+def _code_digest(source: str) -> bytes:
     import ast
 
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
