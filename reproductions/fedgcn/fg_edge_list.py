@@ -4,7 +4,8 @@ a dense N x N adjacency (229 GB at ogbn-arxiv's size); this loader hands ``run_N
 ``data_loader_NC`` returns, from the file instead: the edges (both directions, no self loops, as its ogbn-arxiv path
 has them), features, labels, train and test nodes, and each trainer's nodes (``owner``: the partition flowergraph
 uses, so both libraries train on the same clients), with the communication indexes from the library's own
-``get_in_comm_indexes``.
+``get_in_comm_indexes``. :func:`graph_keys` and :func:`export` (the file from flowergraph's graph) run with
+flowergraph's interpreter; nothing at module level imports either library.
 
     /tmp/fg_venv/bin/python reproductions/fedgcn/fg_edge_list.py --graph G.npz [--rounds 30] [--lr 0.5] [--check]
 
