@@ -51,7 +51,7 @@ def test_a_run_is_read_into_round_time_and_time_to_target(tmp_path, monkeypatch)
     fg = {"round_acc": [0.8, 0.85], "round_at": [130.0, 136.0], "lib_theor_pretrain_comm_mb": 1.0}
     (tmp_path / "fedgraph.log").write_text("noise\nFG_RESULT " + json.dumps(fg) + "\n")
     theirs = bench.run(a, "fedgraph", [], tmp_path)
-    assert (theirs["hit"], theirs["to_target"], theirs["round_s"]) == ("-", 0, 6.0)
+    assert (theirs["hit"], theirs["to_target"], theirs["round_s"]) == ("-", None, 6.0)
     assert theirs["mb"] == pytest.approx(2**20 / 1e6)
 
 
@@ -85,3 +85,26 @@ def test_the_edge_list_loader_gives_each_trainer_our_clients_nodes_edges_and_spl
         assert part["test_labels"] == c.y[order][c.test_mask[order]].tolist()
         neighbours = set(g["edge_index"][0][np.isin(g["edge_index"][1], own.numpy())].tolist())
         assert set(part["comm"]) == mine | neighbours
+
+
+def test_the_page_puts_each_run_beside_the_librarys(tmp_path, monkeypatch):
+    """main() with the runs stubbed: every run of every size a row, its ratios to the library's row of its size."""
+    base = {"launched_at": 0.0, "ended": "exited", "rc": 0, "mb": 1.0, "acc": 0.95, "hit": 3}
+    runs = {"fedgraph": (4.0, 100.0, 8.0), "fedgcn": (1.0, 30.0, 4.0), "fedavg": (0.5, None, 2.0)}
+    stub = lambda a, name, cmd, folder: {**base, "run": name, **dict(zip(bench.RATIOS, runs[name]))}  # noqa: E731
+    monkeypatch.setattr(bench, "run", stub)
+    monkeypatch.setattr(bench, "export", lambda preset, keys, path: {"nodes": keys["node.synthetic-nodes"]})
+    pages = []
+    monkeypatch.setattr(bench, "write_result", lambda name, title, body, **k: pages.append((name, body)))
+    monkeypatch.setattr(sys, "argv", ["x", "--nodes", "500", "--work", str(tmp_path), "--name", "demo"])
+    bench.main()
+    ((name, body),) = pages
+    rows = [
+        line.split(" | ") for line in body.splitlines() if line.startswith("| arxiv") or line.startswith("| pubmed")
+    ]
+    assert name == "demo" and len(rows) == 6
+    fedgcn = next(r for r in rows if r[0] == "| arxiv" and r[1] == "fedgcn")
+    assert fedgcn[2:8] == ["1.00", "0.25", "30.0", "3", "0.30", "4.00"] and fedgcn[8] == "0.50"
+    fedavg = next(r for r in rows if r[0] == "| pubmed" and r[1] == "fedavg")
+    assert fedavg[4] == "-" and fedavg[6] == "-"
+    assert "{'arxiv': {'nodes': 500}, 'pubmed': {'nodes': 500}}" in body
