@@ -313,6 +313,39 @@ def test_server_sum_and_contributions_add_up_to_the_global_aggregation():
     assert fedgcn_forward(model, ext).shape == (graphs[0].num_nodes, data.num_classes)
 
 
+@pytest.mark.parametrize("hops", [1, 2])
+def test_second_layer_as_a_csr_product_equals_the_edge_gather(hops):
+    """Issue 91: the second layer is one sparse CSR product (backward: its transpose's); outputs and every
+    parameter's gradient equal the previous computation, a gather and index_add over the weighted edges."""
+    pspec = PartitionSpec(partitioner="dirichlet", num_clients=4, beta=1.0, seed=0)
+    data = load_global_graph(SYN)
+    graphs = [client_graph(SYN, pspec, k) for k in range(4)]
+    rows, sums = server_sum([(c.ids, c.values) for c in (contributions(g, hops) for g in graphs)])
+    ext = extended_graph(graphs[1], hops, rows, sums)
+    model = build_node_model("gcn", data.num_features, data.num_classes, seed=0).train()
+    conv1, conv2 = model.convs
+
+    def edge_gather():
+        h = torch.relu(conv1.lin(ext.features) + conv1.bias)
+        hw = conv2.lin(h)
+        out = torch.zeros((ext.num_own, hw.size(1))).index_add(
+            0, ext.prop_index[0], hw[ext.prop_index[1]] * ext.prop_weight[:, None]
+        )
+        return torch.log_softmax(out + conv2.bias, dim=-1)
+
+    model.dropout.p = 0.0  # train mode (autograd as in training), no random mask
+    outs, grads = [], []
+    for forward in (edge_gather, lambda: fedgcn_forward(model, ext)):
+        model.zero_grad()
+        out = forward()
+        out[graphs[1].train_mask].sum().backward()
+        outs.append(out.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
+    for new, old in zip(grads[1], grads[0]):
+        torch.testing.assert_close(new, old, atol=1e-5, rtol=1e-5)
+
+
 def test_he_layout_places_every_row_once_and_clients_find_exactly_their_rows():
     """The CKKS packing against a direct computation: every row gets `width` slots of its own, inside its group's
     ciphertexts; rows_for returns exactly the rows a client contributed to / requested, and ciphertexts_for exactly

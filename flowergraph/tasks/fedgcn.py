@@ -34,7 +34,8 @@ layer as a GCN over a client-side subgraph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -127,10 +128,36 @@ class ExtendedGraph:
     prop_index: torch.Tensor
     prop_weight: torch.Tensor
     remote_ids: torch.Tensor
+    _csr: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def num_own(self) -> int:
         return int(self.features.size(0) - self.remote_ids.numel())
+
+    def propagation(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The second layer's weights as sparse CSR matrices, Â [own, own + remote] and its transpose (the
+        backward's), built once per graph: a CSR product is ~20x faster than a gather and index_add over the edges
+        at ogbn-arxiv's size (issue 91), whose backward scatters per edge."""
+        if self._csr is None:
+            shape = (self.num_own, self.features.size(0))
+            with warnings.catch_warnings():  # torch's notes on its sparse tensors ("in beta state", "invariant checks")
+                warnings.filterwarnings("ignore", "Sparse (CSR tensor support|invariant checks)", UserWarning)
+                coo = torch.sparse_coo_tensor(self.prop_index, self.prop_weight, shape).coalesce()  # sums duplicates
+                self._csr = (coo.to_sparse_csr(), coo.t().coalesce().to_sparse_csr())
+        return self._csr
+
+
+class _Propagate(torch.autograd.Function):
+    """``a @ x`` for a fixed sparse CSR ``a``; the backward multiplies by ``a_t`` (a's transpose, built once)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, a: torch.Tensor, a_t: torch.Tensor) -> torch.Tensor:
+        ctx.a_t = a_t
+        return a @ x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.a_t @ grad, None, None
 
 
 def extended_graph(
@@ -234,17 +261,15 @@ def check_fedgcn_model(model: nn.Module) -> None:
 
 def fedgcn_propagate(gcn: nn.Module, ext: ExtendedGraph) -> torch.Tensor:
     """A 2-layer PyG ``GCN`` (``gcn.convs``, ``gcn.dropout``) on pre-aggregated features: layer 1 is
-    ``(Â X)_u W1 + b1`` (the aggregation is already done), ReLU and dropout, layer 2 propagates with Â_iu. Returns
-    the second layer's output ([own nodes, out]) for the client's own nodes."""
+    ``(Â X)_u W1 + b1`` (the aggregation is already done), ReLU and dropout, layer 2 propagates with Â_iu (one
+    sparse CSR product). Returns the second layer's output ([own nodes, out]) for the client's own nodes."""
     conv1, conv2 = gcn.convs
     h = conv1.lin(ext.features)
     if conv1.bias is not None:
         h = h + conv1.bias
     p = gcn.dropout.p if isinstance(gcn.dropout, nn.Module) else float(gcn.dropout)
     h = F.dropout(F.relu(h), p, gcn.training)
-    hw = conv2.lin(h)
-    out = torch.zeros((ext.num_own, hw.size(1)), dtype=hw.dtype)
-    out = out.index_add(0, ext.prop_index[0], hw[ext.prop_index[1]] * ext.prop_weight[:, None])
+    out = _Propagate.apply(conv2.lin(h), *ext.propagation())
     if conv2.bias is not None:
         out = out + conv2.bias
     return out
