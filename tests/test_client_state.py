@@ -171,3 +171,43 @@ def test_the_client_checkpoints_part_saves_and_restores_clients_without_a_strate
     assert resumed.restored
     for k, state in enumerate(states):
         np.testing.assert_array_equal(state.get_arrays("private")["w"], np.full(2, float(k)))
+
+
+def test_node_local_arrays_keep_context_state_small_and_checkpoints_whole(tmp_path):
+    """Large arrays written once (FedGCN's received rows) live in a node-local file named by their digest; the
+    node state, which simulation and deployment serialise with every message, holds only the digest and path. A
+    checkpoint embeds them: restored on a node whose local file is gone, the arrays come back exactly."""
+    from flwr.app import Context
+    from flwr.common.serde import context_to_proto
+
+    rng = np.random.default_rng(0)
+    big = {"rows": np.arange(50_000, dtype=np.int64), "sums": rng.random((50_000, 8), dtype=np.float32)}
+    state = ClientState(RecordDict(), local_dir=tmp_path / "local")
+    path = state.set_local_arrays("fedgcn", big)
+    assert path.parent == tmp_path / "local" and path.is_file()
+    assert state.set_local_arrays("fedgcn", dict(big)) == path  # same content, same file: written once
+    assert "fedgcn" in state and state.names() == ["fedgcn"] and state.get_arrays("fedgcn") is None
+    got = state.get_local_arrays("fedgcn")
+    assert set(got) == {"rows", "sums"} and all(np.array_equal(got[k], big[k]) for k in big)
+    context = Context(run_id=1, node_id=1, node_config={}, state=state.records, run_config={})
+    assert context_to_proto(context).ByteSize() < 2_000  # the arrays are 2 MB; the state carries a reference
+
+    checkpoint = state.write(tmp_path / "ckpt.npz", partition_id=0)
+    path.unlink()  # another node (or a cleaned state-dir) resumes from the checkpoint alone
+    fresh = ClientState(RecordDict(), local_dir=tmp_path / "elsewhere")
+    with pytest.raises(CheckpointError, match="does not exist on this machine"):
+        ClientState(state.records, local_dir=tmp_path / "local").get_local_arrays("fedgcn")
+    fresh.read(checkpoint, partition_id=0)
+    again = fresh.get_local_arrays("fedgcn")
+    assert all(np.array_equal(again[k], big[k]) for k in big)
+    assert (tmp_path / "elsewhere" / path.name).is_file()
+
+    other = ClientState(RecordDict(), local_dir=tmp_path / "local")
+    other.set_local_arrays("fedgcn", {"rows": np.arange(3)})
+    (tmp_path / "elsewhere" / path.name).write_bytes(
+        (tmp_path / "local").joinpath(next(p.name for p in (tmp_path / "local").iterdir())).read_bytes()
+    )  # another array set under this name
+    with pytest.raises(CheckpointError, match="does not hold the arrays 'fedgcn' stored"):
+        fresh.get_local_arrays("fedgcn")
+    fresh.delete("fedgcn")
+    assert fresh.names() == [] and fresh.get_local_arrays("fedgcn") is None

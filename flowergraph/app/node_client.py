@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flwr.app import Context
@@ -170,7 +171,7 @@ def build_client(context: Context, server_settings: dict[str, Any] | None = None
         raise ConfigError(f"node config partition-file {partition_file!r} does not exist")
     from ..clients.cache import ProcessCache
 
-    state = ClientState(context.state)
+    state = ClientState(context.state, local_dir=(Path(s.state_dir).expanduser() / "local") if s.state_dir else None)
     args = ClientArgs(
         settings=s,
         partition_id=pid,

@@ -3,13 +3,14 @@
 classifier (:class:`FedGCNClient`) or the link predictor's encoder (:class:`FedGCNLinkClient`, over the graph of
 :mod:`flowergraph.tasks.link.fedgcn`).
 
-The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept in the node's
-persistent state (:class:`flowergraph.clients.ClientState` over ``context.state``) because Flower re-creates
-the client for every message (and, in deployment, every message is a fresh process): arrays named ``fedgcn``
-hold ``rows`` (int64 [r]) and the sums [r, d + 1] encoded as on the wire (``sums_0``, ``sums_1``, ... dense
-float32 or CSR, whichever is smaller: Cora's rows are ~95% zeros, and in simulation the node state travels with
-every message), and values named ``fedgcn-meta`` hold ``encoding``, ``parts``, ``width`` and ``digest`` (SHA-1
-of rows and sums, computed once when stored). Client checkpoints save them with the rest of the state.
+The wire protocol is in :mod:`flowergraph.strategies.fedgcn`. The received per-row sums are kept with the node's
+persistent state (:class:`flowergraph.clients.ClientState`) because Flower re-creates the client for every
+message (and, in deployment, every message is a fresh process): node-local arrays named ``fedgcn``
+(:meth:`~flowergraph.clients.ClientState.set_local_arrays`: a file under the node's ``state-dir``, only its digest
+and path in ``context.state``, which simulation and deployment serialise with every message) hold ``rows`` (int64
+[r]) and the sums [r, d + 1] encoded as on the wire (``sums_0``, ``sums_1``, ... dense float32 or CSR, whichever
+is smaller: Cora's rows are ~95% zeros), and values named ``fedgcn-meta`` hold ``encoding``, ``parts``,
+``width`` and ``digest`` (SHA-1 of rows and sums, computed once when stored). Client checkpoints embed them.
 The extended graph built from them is memoised per process under that digest, so a training message neither
 decodes nor hashes the rows again (:func:`received_rows` reads them back).
 """
@@ -55,7 +56,7 @@ def _state(state: ClientState | RecordDict | None) -> ClientState:
 def received_rows(state: ClientState | RecordDict) -> tuple[np.ndarray, np.ndarray] | None:
     """The (rows, sums) a FedGCN client stored in its persistent state, or None before the phase."""
     state = _state(state)
-    arrays, meta = state.get_arrays(STATE_KEY), state.get_values(META_KEY)
+    arrays, meta = state.get_local_arrays(STATE_KEY), state.get_values(META_KEY)
     if arrays is None or meta is None:
         return None
     rows = arrays["rows"]
@@ -105,7 +106,7 @@ class FedGCNExchange:
         rows = np.ascontiguousarray(np.asarray(rows)[order], dtype=np.int64)
         sums = np.ascontiguousarray(np.asarray(sums)[order], dtype=np.float32)
         parts, encoding = encode_rows(sums)
-        self.state.set_arrays(STATE_KEY, {"rows": rows, **{f"sums_{i}": a for i, a in enumerate(parts)}})
+        self.state.set_local_arrays(STATE_KEY, {"rows": rows, **{f"sums_{i}": a for i, a in enumerate(parts)}})
         digest = hashlib.sha1(memoryview(rows))
         digest.update(memoryview(sums))
         self.state.set_values(
