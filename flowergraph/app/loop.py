@@ -66,6 +66,22 @@ from ..strategies.directory import PROCESS_DIED, distinct_failures, failure_reas
 from ..strategies.nodes import Failure, Instruction, Node, Reply
 
 
+__all__ = [
+    "ClientFailure",
+    "FlowergraphServer",
+    "LegacyNodes",
+    "LegacyStrategy",
+    "ManagedStrategy",
+    "legacy_server",
+    "node_of",
+    "parameters_bytes",
+    "run_clients",
+    "run_legacy",
+    "secagg_workflow",
+    "to_ndarrays",
+]
+
+
 def to_ndarrays(parameters: Parameters) -> list[np.ndarray]:
     """Flower's ``parameters_to_ndarrays`` after the ``ast.parse`` lock (:mod:`flowergraph.storage._astlock`):
     how the legacy face decodes the arrays of a ``fit`` / ``evaluate`` message or of a model."""

@@ -243,11 +243,13 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "flower-api",
-        "legacy",
-        "Which of Flower's two stacks the run speaks. `legacy`: Flower's legacy "
-        "records (`NumPyClient`, `flwr.server.strategy`); the only one with SecAgg+. `message`: Flower's "
-        "Message API (`flwr.serverapp.strategy.Strategy.start`, `train`/`evaluate`/`query` messages with "
-        "`arrays`, `config` and `metrics` records: docs/api.md). Same method code, same numbers.",
+        "auto",
+        "Which of Flower's two stacks the run speaks. `auto`: the Message API, except with "
+        "`secure-agg=secagg+`, which Flower 1.42 offers only on its legacy stack: then the legacy adapter. "
+        "`message`: Flower's Message API (`flwr.serverapp.strategy.Strategy.start`, `train`/`evaluate`/`query` "
+        "messages with `arrays`, `config` and `metrics` records: docs/api.md). `legacy`: flowergraph's adapter "
+        "to Flower's legacy stack (its legacy strategy and client records); the only one with "
+        "SecAgg+. Same method code, same numbers.",
         FLOWER_APIS,
     ),
     # -- federation
