@@ -244,12 +244,9 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option(
         "flower-api",
         "auto",
-        "Which of Flower's two stacks the run speaks. `auto`: the Message API, except with "
-        "`secure-agg=secagg+`, which Flower 1.42 offers only on its legacy stack: then the legacy adapter. "
-        "`message`: Flower's Message API (`flwr.serverapp.strategy.Strategy.start`, `train`/`evaluate`/`query` "
-        "messages with `arrays`, `config` and `metrics` records: docs/api.md). `legacy`: flowergraph's adapter "
-        "to Flower's legacy stack (its legacy strategy and client records); the only one with "
-        "SecAgg+. Same method code, same numbers.",
+        "Which of Flower's two stacks the run speaks. `auto`: the Message API (`train`/`evaluate`/`query` "
+        "messages: docs/api.md), but the legacy adapter for `secure-agg=secagg+`, which Flower offers only there. "
+        "`message`, `legacy`: that one. Same method code, same numbers.",
         FLOWER_APIS,
     ),
     # -- federation
