@@ -29,7 +29,7 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     text = str(exc)
     if "Node Unavailable" in text:
         return "the node went offline (no heartbeat: its SuperNode stopped or lost its connection)"
-    if "Message Unavailable" in text:
+    if "Message Unavailable" in text or re.search(r"sent no reply (with|to)", text):  # Flower's, the Message API's
         return "no reply in time (the message expired after round-timeout, or its node left the federation)"
     if "ActorDiedError" in text or "actor died" in text.lower():
         return PROCESS_DIED
