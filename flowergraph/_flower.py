@@ -184,7 +184,7 @@ def aggregate_rule(name: str) -> Callable[..., Any]:
     }[name]
 
 
-def simulation_backend() -> tuple[type, type]:
+def simulation_backend() -> tuple[type, Any]:
     """``(Backend, BackendConfig)`` of Flower's Simulation Engine (``flwr.server.superlink.fleet.vce.backend``):
     the base class of flowergraph's inline backend."""
     from flwr.server.superlink.fleet.vce.backend import Backend, BackendConfig
