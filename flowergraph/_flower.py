@@ -166,6 +166,50 @@ def _probe_cli() -> str | None:
     return f"{folder} lacks {', '.join(missing)}" if missing else None
 
 
+# ------------------------------------------------------------------- Flower's legacy-stack and engine modules
+# Not private names, but modules of Flower's server package (``flwr.server.*``, its legacy stack and simulation
+# engine) that flowergraph's core reaches only through here: the core names no legacy Flower module
+# (tests/test_legacy_confined.py), and a Flower release that moves these breaks this module first.
+def aggregate_rule(name: str) -> Callable[..., Any]:
+    """Flower's robust aggregation function called ``name`` (``median``, ``trimmed-mean``, ``krum``), from its
+    legacy ``flwr.server.strategy.aggregate`` module: the Message API offers the rules only inside its strategy
+    classes (``FedMedian``, ``FedTrimmedAvg``, ``Krum``), not as functions. Each takes ``[(arrays,
+    num_examples), ...]`` (and the rule's own arguments) and returns the aggregated arrays."""
+    from flwr.server.strategy import aggregate
+
+    return {
+        "median": aggregate.aggregate_median,
+        "trimmed-mean": aggregate.aggregate_trimmed_avg,
+        "krum": aggregate.aggregate_krum,
+    }[name]
+
+
+def simulation_backend() -> tuple[type, Any]:
+    """``(Backend, BackendConfig)`` of Flower's Simulation Engine (``flwr.server.superlink.fleet.vce.backend``):
+    the base class of flowergraph's inline backend."""
+    from flwr.server.superlink.fleet.vce.backend import Backend, BackendConfig
+
+    return Backend, BackendConfig
+
+
+def simulation_engine() -> dict[str, Any]:
+    """The Simulation Engine's pieces the inline engine runs (``run_api``, ``VceMetrics``, ``LinkStateFactory``,
+    ``RunRecord``, ``generate_rand_int_from_bytes``), by name."""
+    from flwr.server.superlink.fleet.vce.metrics import VceMetrics
+    from flwr.server.superlink.fleet.vce.vce_api import run_api
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
+    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+
+    return {
+        "VceMetrics": VceMetrics,
+        "run_api": run_api,
+        "LinkStateFactory": LinkStateFactory,
+        "RunRecord": RunRecord,
+        "generate_rand_int_from_bytes": generate_rand_int_from_bytes,
+    }
+
+
 # --------------------------------------------------------------------------------------------- the table
 RELIANCES: tuple[Reliance, ...] = (
     Reliance(

@@ -131,6 +131,9 @@ def test_the_client_checkpoints_part_saves_and_restores_clients_without_a_strate
     from flwr.common import Code, GetPropertiesRes, Status
     from flwr.server.client_proxy import ClientProxy
 
+    from flwr.server.client_manager import SimpleClientManager
+
+    from flowergraph.app.loop import LegacyNodes, node_of
     from flowergraph.strategies import ClientCheckpoints, ClientDirectory, PhaseRunner
 
     class Proxy(ClientProxy):
@@ -154,7 +157,14 @@ def test_the_client_checkpoints_part_saves_and_restores_clients_without_a_strate
     ] + [Proxy("n2", None)]
     directory = ClientDirectory(3)
     directory.partition_of.update({"n0": 0, "n1": 1, "n2": 2})
-    part = ClientCheckpoints(PhaseRunner(directory), run_tag="tag")
+    manager = SimpleClientManager()
+    for proxy in proxies:
+        manager.register(proxy)
+    nodes = LegacyNodes(manager)  # the legacy face: a get_properties call per client
+    runner = PhaseRunner(directory)
+    runner.federation = nodes
+    part = ClientCheckpoints(runner, run_tag="tag")
+    proxies = [node_of(p) for p in proxies]
     saved = part.save(4, proxies, timeout=None)
     assert saved == {
         "round": 4,
@@ -162,7 +172,7 @@ def test_the_client_checkpoints_part_saves_and_restores_clients_without_a_strate
         "missing": ["2"],
         "files": {"0": str(state_file(tmp_path, "tag", 0, 4)), "1": str(state_file(tmp_path, "tag", 1, 4))},
     }
-    resumed = ClientCheckpoints(PhaseRunner(directory))
+    resumed = ClientCheckpoints(runner)
     resumed.load_state_dict(part.state_dict())
     assert resumed.run_tag == "tag" and resumed.last == saved and not resumed.restored
     for state in states:

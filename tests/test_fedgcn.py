@@ -21,6 +21,7 @@ from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_g
 from flowergraph.tasks.models import build_node_model
 from flowergraph.tasks.training import TrainConfig
 from flowergraph.strategies import FederationPolicy
+from flowergraph.app.loop import LegacyNodes
 
 SYN = GraphSpec(dataset="synthetic", seed=2)
 
@@ -72,7 +73,7 @@ def _federation(gspec, pspec, hops, he=False, key_files=None):
     strategy = FedGCNStrategy(
         FederationPolicy(num_clients=len(clients)), hops=hops, he=he, initial_parameters=clients[0].get_parameters({})
     )
-    stats = strategy.communication_phase(manager)
+    stats = strategy.communication_phase(strategy.use(LegacyNodes(manager)))  # the legacy face's client calls
     return clients, proxies, stats
 
 

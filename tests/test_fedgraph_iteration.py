@@ -16,7 +16,8 @@ from flowergraph.errors import ConfigError
 from flowergraph.methods.fedgraph import client_graph_of
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
-from flowergraph.strategies.common import config_bytes, parameters_bytes
+from flowergraph.app.loop import parameters_bytes
+from flowergraph.strategies.common import config_bytes
 from flowergraph.tasks.fedgraph import NETWORKS, SECONDS_PER_ROWS, build_model, owner_rows, reward
 from flowergraph.tasks.fedgraph.clock import delta_of
 from flowergraph.tasks.torch_state import load_module_arrays

@@ -93,3 +93,24 @@ def test_the_architecture_page_lists_every_reliance():
     section = text[text.index("## Private Flower names") :]
     for reliance in _flower.RELIANCES:
         assert f"`{reliance.users}`" in section, reliance.users
+
+
+def test_the_legacy_stack_and_engine_modules_the_core_reaches_resolve():
+    """The core reaches Flower's server package only through _flower (tests/test_legacy_confined.py): its robust
+    aggregation functions (no public Message-API equivalent) and the Simulation Engine's pieces. A Flower release
+    that moves them fails here, naming them."""
+    import numpy as np
+
+    updates = [([np.full(3, float(k), np.float32)], 1) for k in range(5)]
+    assert _flower.aggregate_rule("median")(updates)[0].tolist() == [2.0, 2.0, 2.0]
+    assert _flower.aggregate_rule("trimmed-mean")(updates, 0.2)[0].tolist() == [2.0, 2.0, 2.0]
+    assert len(_flower.aggregate_rule("krum")(updates, 1, 0)) == 1
+    backend, config = _flower.simulation_backend()
+    assert isinstance(backend, type) and config is not None  # BackendConfig: a type alias
+    assert set(_flower.simulation_engine()) == {
+        "VceMetrics",
+        "run_api",
+        "LinkStateFactory",
+        "RunRecord",
+        "generate_rand_int_from_bytes",
+    }

@@ -346,12 +346,9 @@ def test_cluster_models_are_weighted_means_of_their_members():
         p = proxy()
         p.cid = cid  # noqa: E702
         np.testing.assert_array_equal(
-            parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0],
-            strategy.bank.get(group_slot(name))["0"],
+            strategy.instruction(1, p, {}).arrays[0], strategy.bank.get(group_slot(name))["0"]
         )
     for cid in ("unknown", "c"):  # not identified / a partition outside the federation: the global model
         p = proxy()
         p.cid = cid  # noqa: E702
-        np.testing.assert_array_equal(
-            parameters_to_ndarrays(strategy.instruction(1, p, {}).parameters)[0], strategy.global_arrays[0]
-        )
+        np.testing.assert_array_equal(strategy.instruction(1, p, {}).arrays[0], strategy.global_arrays[0])

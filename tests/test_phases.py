@@ -24,6 +24,7 @@ from flowergraph.strategies import (
     check_update,
 )
 from flowergraph.strategies.common import config_bytes
+from flowergraph.app.loop import LegacyNodes, LegacyStrategy, node_of
 
 
 class EchoClient(FlowergraphClient):
@@ -75,9 +76,14 @@ class Proxy(ClientProxy):
 def _runner(clients, max_parallel=16):
     directory = ClientDirectory(len(clients))
     proxies = [Proxy(f"n{k}", c) for k, c in enumerate(clients)]
+    manager = SimpleClientManager()
     for p, c in zip(proxies, clients):
         directory.partition_of[p.cid] = c.partition_id
-    return PhaseRunner(directory, max_parallel=max_parallel), proxies
+        manager.register(p)
+    runner = PhaseRunner(directory, max_parallel=max_parallel)
+    runner.federation = LegacyNodes(manager, max_parallel)  # the legacy face: a get_properties call per client
+    runner.proxies = proxies
+    return runner, [node_of(p) for p in proxies]
 
 
 def test_wire_format_round_trip_and_reserved_keys():
@@ -109,11 +115,11 @@ def test_per_client_messages_replies_and_byte_accounting():
     for k, r in enumerate(replies):
         np.testing.assert_array_equal(r.arrays[0], np.full(3, 2 * k))
         assert r.values == {"partition_id": k, "seen": f"n{k}", "pid": k, "round": 7}
-    for p in proxies:  # the round travels as the message's group and in the config
+    for p in runner.proxies:  # the round travels as the message's group and in the config
         ((config, group),) = p.sent
         assert group == 7 and config[protocol.PHASE_ROUND] == 7
-    down = sum(config_bytes(c) for p in proxies for c, _ in p.sent)
-    up = sum(config_bytes(p.client.get_properties(c)) for p in proxies for c, _ in p.sent)
+    down = sum(config_bytes(c) for p in runner.proxies for c, _ in p.sent)
+    up = sum(config_bytes(p.client.get_properties(c)) for p in runner.proxies for c, _ in p.sent)
     assert (record["bytes_down"], record["bytes_up"], record["messages"]) == (down, up, 4)
     assert record["phase"] == "test-phase" and record["round"] == 7 and record["extra"] == 1
     assert record["time_s"] > 0 and record["failures"] == []
@@ -196,7 +202,7 @@ def test_client_side_answers_name_unknown_phases():
 def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
     from flowergraph.storage.results import RunRecorder, read_run
 
-    class WithPhase(WeightedAveraging):
+    class WithPhase(WeightedAveraging):  # the core, run on the legacy stack by the adapter below
         def before_fit(self, server_round, clients, client_manager):
             phase = self.phases.begin("echo-phase", server_round)
             phase.send("test.echo", clients, PhaseMessage([np.ones(2)], {"x": server_round}))
@@ -207,8 +213,12 @@ def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
     for p in proxies:
         manager.register(p)
     recorder = RunRecorder(tmp_path, {}, log=None)
-    s = WithPhase(
-        FederationPolicy(num_clients=2, num_rounds=1), initial_parameters=[np.zeros(2, np.float32)], recorder=recorder
+    s = LegacyStrategy(
+        WithPhase(
+            FederationPolicy(num_clients=2, num_rounds=1),
+            initial_parameters=[np.zeros(2, np.float32)],
+            recorder=recorder,
+        )
     )
     from flwr.common import ndarrays_to_parameters
 

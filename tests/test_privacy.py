@@ -499,7 +499,7 @@ def test_secaggplus_weight_above_the_bound_is_refused_and_fails_the_run():
     from flowergraph.clients.secure import SecureUpdates
     from flowergraph.app.polling import PollingGrid
     from flowergraph.wire import CONFIG_ERROR_MARKER
-    from flowergraph.app.loop import FlowergraphServer
+    from flowergraph.app.loop import FlowergraphServer, LegacyStrategy
     from flowergraph.strategies import WeightedAveraging
 
     class Inner:
@@ -538,7 +538,7 @@ def test_secaggplus_weight_above_the_bound_is_refused_and_fails_the_run():
         def pull_messages(self, ids):
             return [Reply(f"<class 'ConfigError'>:<'{err.value}'>")]
 
-    server = FlowergraphServer(strategy=WeightedAveraging(FederationPolicy(num_clients=3)))
+    server = FlowergraphServer(strategy=LegacyStrategy(WeightedAveraging(FederationPolicy(num_clients=3))))
     server.parameters = ndarrays_to_parameters([np.zeros(2, dtype=np.float32)])
     server.use_fit_workflow(lambda grid, ctx: grid.send_and_receive(["stage"]), PollingGrid(Grid()), 2, 10.0)
     with pytest.raises(RuntimeError) as failed:

@@ -404,12 +404,15 @@ def test_secaggplus_clients_refuse_non_finite_and_clipped_updates():
 
 
 def _secagg_strategy(arrays_seen):
+    from flowergraph.app.loop import LegacyStrategy
     from flowergraph.strategies import FederationPolicy
     from flowergraph.strategies.weighted import WeightedAveraging
 
-    s = WeightedAveraging(
-        FederationPolicy(num_clients=3, secure_agg="secagg+", secagg_clipping_range=8.0),
-        initial_parameters=[np.zeros(3, np.float32)],
+    s = LegacyStrategy(  # SecAgg+ runs on the legacy stack: the core through flowergraph's adapter
+        WeightedAveraging(
+            FederationPolicy(num_clients=3, secure_agg="secagg+", secagg_clipping_range=8.0),
+            initial_parameters=[np.zeros(3, np.float32)],
+        )
     )
     s.global_arrays = [np.zeros(3, np.float32)]
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters

@@ -13,6 +13,8 @@ import pytest
 from flwr.app import Context, RecordDict
 from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_manager import SimpleClientManager
+
+from flowergraph.app.loop import LegacyNodes  # the legacy face: a ClientManager as the core's nodes
 from flwr.server.client_proxy import ClientProxy
 
 from flowergraph import wire as protocol
@@ -144,6 +146,8 @@ def test_exit_fault_kills_the_process_without_a_reply():
 
 
 # ------------------------------------------------------------------------------------------------ failures named
+
+
 class Silent(ClientProxy):
     def __init__(self, cid, pid=None, error=None):
         super().__init__(cid)
@@ -164,7 +168,7 @@ def test_identity_names_partitions_and_refuses_duplicates():
     manager = SimpleClientManager()
     for proxy in (Silent("9", 0), Silent("4", 2), Silent("7")):
         manager.register(proxy)
-    assert s.identify_clients(manager) == {"9": 0, "4": 2}
+    assert s.identify_clients(LegacyNodes(manager)) == {"9": 0, "4": 2}
     assert s.client_label(Silent("9")) == "0" and s.client_label(Silent("7")) == "node 7"
     manager.register(Silent("5", 2))
     with pytest.raises(
@@ -172,7 +176,7 @@ def test_identity_names_partitions_and_refuses_duplicates():
         match=r"nodes 4, 5 all hold partition-id=2; give each SuperNode its own "
         r"partition-id in 0..2",
     ):
-        WeightedAveraging(FederationPolicy(num_clients=3)).identify_clients(manager)
+        WeightedAveraging(FederationPolicy(num_clients=3)).identify_clients(LegacyNodes(manager))
 
 
 def test_a_client_refusing_the_run_fails_it_with_its_reason():
@@ -193,7 +197,7 @@ def test_a_client_refusing_the_run_fails_it_with_its_reason():
         match=r"^client node 2 flowergraph refused the run: node config "
         r"partition-id='abc': expected an integer$",
     ):
-        s.identify_clients(manager)
+        s.identify_clients(LegacyNodes(manager))
 
 
 @pytest.mark.parametrize(

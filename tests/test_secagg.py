@@ -5,7 +5,8 @@ training rounds run through ``SecAggPlusWorkflow`` (``LegacyContext`` + ``Defaul
 FedGCN's communication phase travels as phase messages (``get_properties``), which the SecAgg+ mod leaves alone;
 before the phase mechanism it was sent as ``fit`` messages and every client failed with
 ``KeyError: 'secaggplus_configs'``. The accuracy must equal FedGCN without SecAgg+ (same seeds), and the strategy
-must never see an individual client's update. The app runs on the inline engine (its pyproject's components,
+must never see an individual client's update. The core strategy runs on the legacy stack through flowergraph's
+adapter (``flowergraph.app.loop.LegacyStrategy``). The app runs on the inline engine (its pyproject's components,
 Flower's grid, link state and mods, every message serialised)."""
 
 import textwrap
@@ -32,6 +33,7 @@ from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.serverapp import Grid, ServerApp
 
 from flowergraph.app.legacy import legacy_client
+from flowergraph.app.loop import LegacyStrategy
 from flowergraph.clients import ClientState, FedGCNClient, TrainConfig
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph
 from flowergraph.storage.results import RunRecorder
@@ -56,7 +58,7 @@ class WatchedFedGCN(FedGCNStrategy):
     """Records whether every result it is handed carries the same arrays (SecAgg+ hands it only the sum)."""
 
     def aggregate_fit(self, server_round, results, failures):
-        payloads = {b"".join(res.parameters.tensors) for _, res in results}
+        payloads = {b"".join(a.tobytes() for a in res.arrays) for _, res in results}
         self.book.start(server_round)["distinct_updates_seen"] = len(payloads)
         return super().aggregate_fit(server_round, results, failures)
 
@@ -72,7 +74,7 @@ def main(grid: Grid, context: Context) -> None:
                               init_timeout=300, round_timeout=300)
     strategy = WatchedFedGCN(policy=policy, hops=2, weighting="train-size", recorder=recorder)
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds, round_timeout=300),
-                           strategy=strategy)
+                           strategy=LegacyStrategy(strategy))
     DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(num_shares=3, reconstruction_threshold=2))(grid, legacy)
     strategy.finish()
     recorder.finish("completed")

@@ -16,12 +16,19 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from flowergraph.storage.results import RunRecorder, read_run
-from flowergraph.app.loop import ClientFailure
-from flowergraph.strategies.common import config_bytes, parameters_bytes
-from flowergraph.strategies.weighted import WeightedAveraging
+from flowergraph.app.loop import ClientFailure, LegacyNodes, LegacyStrategy, node_of, parameters_bytes
+from flowergraph.strategies.common import config_bytes
+from flowergraph.strategies.nodes import Instruction, Reply
+from flowergraph.strategies.weighted import WeightedAveraging as CoreWeightedAveraging
 from flowergraph.strategies import FederationPolicy
 
 OK = Status(code=Code.OK, message="")
+
+
+def WeightedAveraging(*args, **kwargs):
+    """The core strategy on the legacy stack, through flowergraph's adapter (these tests speak Flower's legacy
+    ClientProxy / FitRes API)."""
+    return LegacyStrategy(CoreWeightedAveraging(*args, **kwargs))
 
 
 class FakeProxy(ClientProxy):
@@ -230,7 +237,7 @@ def test_the_wait_for_clients_is_reported_while_it_lasts(monkeypatch):
     manager.register(FakeProxy("a"))
     late = threading.Timer(1.5, lambda: manager.register(FakeProxy("b")))
     late.start()
-    directory.ClientDirectory(2).wait(manager, timeout=30)
+    directory.ClientDirectory(2).wait(LegacyNodes(manager), timeout=30)
     late.join()
     assert lines[0].startswith("flowergraph: 1 of 2 clients connected; waiting up to ")
     assert lines[-1].startswith("flowergraph: 2 of 2 clients connected after ")
@@ -522,12 +529,19 @@ def test_the_fused_evaluation_part_works_without_a_strategy():
     assert fused.hold(1) and book.held["round"] == 1 and book.pending == {}
     assert fused.flag({"server_round": 2}) == {"server_round": 2, "evaluate_global": True}
     a, b = EvalProxy("a", 0, 0.0), EvalProxy("b", 1, 0.8)
+    manager = SimpleClientManager()
+    for proxy in (a, b):
+        manager.register(proxy)
     rec = fused.complete(
         2,
-        [(a, fit_res(A, 1, 0, **_eval_metrics(0.4, 100, 0, "eval_"))), (b, fit_res(B, 1, 1))],
-        {"a": ndarrays_to_parameters(B), "b": ndarrays_to_parameters(A)},
+        [
+            (node_of(a), Reply(A, 1, {"partition_id": 0, **_eval_metrics(0.4, 100, 0, "eval_")})),
+            (node_of(b), Reply(B, 1, {"partition_id": 1})),
+        ],
+        {"a": Instruction(B, {}), "b": Instruction(A, {})},
         lambda r: {"server_round": r},
         lambda r, rows: seen.append((r, [e.client for e in rows], len(written))),
+        federation=LegacyNodes(manager),
     )
     assert seen == [(1, ["0", "1"], 0)] and written == [rec] and book.held is None
     assert rec["accuracy"] == pytest.approx(0.6) and rec["fused_eval_fallback"] == ["1"] and rec["train_loss"] == 0.5

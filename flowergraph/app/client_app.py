@@ -46,7 +46,7 @@ def privacy_mod(msg, context: Context, call_next):
     """Flower's ``secaggplus_mod`` for runs with ``secure-agg=secagg+`` (it fails any training message that does
     not come through ``SecAggPlusWorkflow``, so it cannot be on for other runs); a pass-through otherwise."""
     if str(context.run_config.get("secure-agg", "none")) == "secagg+":
-        from flwr.client.mod import secaggplus_mod
+        from .legacy import secaggplus_mod  # the legacy stack's (Flower 1.42 has SecAgg+ only there)
 
         return secaggplus_mod(msg, context, call_next)
     return call_next(msg, context)

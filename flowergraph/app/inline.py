@@ -5,7 +5,7 @@ What runs is Flower's: the ServerApp runs in a thread on Flower's ``InMemoryGrid
 ``LinkState`` (what :func:`flwr.simulation.run_simulation._main_loop` builds), the nodes are registered and their
 contexts kept by the engine's own functions (private: :mod:`flowergraph._flower`), and
 messages move between the link state and the backend through ``vce_api.run_api`` (its extractor, worker and
-injector threads). Only the :class:`~flwr.server.superlink.fleet.vce.backend.Backend` is ours:
+injector threads). Only the Simulation Engine's ``Backend`` is ours:
 :class:`InlineBackend` calls the ClientApp (flowergraph's real one, every mod included) in the calling thread.
 
 Every boundary is serialised: the message and the node's ``context`` (with ``context.state``) go into the
@@ -42,12 +42,12 @@ from flwr.clientapp.client_app import ClientAppException, LoadClientAppError
 from flwr.common.serde import context_from_proto, context_to_proto, message_from_proto, message_to_proto
 from flwr.proto.message_pb2 import Context as ProtoContext  # pylint: disable=no-name-in-module
 from flwr.proto.message_pb2 import Message as ProtoMessage  # pylint: disable=no-name-in-module
-from flwr.server.superlink.fleet.vce.backend import Backend, BackendConfig
 
 from .. import _flower
 from flwr.serverapp import ServerApp
 
 ENGINES = ("ray", "inline")
+Backend, BackendConfig = _flower.simulation_backend()  # Flower's Simulation Engine's backend base class
 
 
 def wire_message(message: Message) -> Message:
@@ -200,11 +200,10 @@ def run_inline(
     crashed. ``app_dir``: a Flower app folder whose pyproject gives the run config's defaults."""
     from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
     from flwr.proto.task_pb2 import Task  # pylint: disable=no-name-in-module
-    from flwr.server.superlink.fleet.vce.metrics import VceMetrics
-    from flwr.server.superlink.fleet.vce.vce_api import run_api
-    from flwr.server.superlink.linkstate import LinkStateFactory
-    from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
-    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+
+    engine = _flower.simulation_engine()
+    VceMetrics, run_api, LinkStateFactory = engine["VceMetrics"], engine["run_api"], engine["LinkStateFactory"]
+    RunRecord, generate_rand_int_from_bytes = engine["RunRecord"], engine["generate_rand_int_from_bytes"]
     from flwr.simulation.run_simulation import run_serverapp_th
     from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
     from flwr.supercore.object_store import ObjectStoreFactory

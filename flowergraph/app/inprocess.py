@@ -1,6 +1,7 @@
-"""A federation in one process: the real ServerApp code path (``server_app.serve``: strategy, FlowergraphServer,
-checkpoints, resume, results) and the real client builder (``node_client.client_fn``) per node, joined by ClientProxies
-that call the client directly instead of going through Flower's transport.
+"""A federation in one process: the real ServerApp code path (``server_app.serve``: strategy, checkpoints, resume,
+results) run by the legacy adapter's server loop (:func:`flowergraph.app.loop.legacy_server`), and the real client
+builder (``node_client.client_fn``) per node, joined by ClientProxies that call the client directly instead of
+going through Flower's transport. Part of the legacy stack (tests/test_legacy_confined.py names it).
 
 Seconds instead of a Ray start-up and one process instead of one per client: for tests, for long accuracy
 benchmarks, and for quick experiments. What it leaves out is exactly Flower's transport and process model (message
@@ -22,7 +23,8 @@ from flwr.server.server import run_fl
 
 from flowergraph.app import node_client
 from flowergraph.settings import parse_run_config
-from flowergraph.app.server_app import serve
+from flowergraph.app.loop import legacy_server
+from flowergraph.app.server_app import ServerRun, serve
 from flowergraph.tasks.compute import configure_torch
 
 
@@ -92,9 +94,14 @@ def run_inprocess(run_config: dict, *, node_ids=None, node_configs=None, record:
     node_configs = node_configs or [{"partition-id": k, "num-partitions": n} for k in range(n)]
     proxies = [InProcessProxy(str(nid), nc, run_config, record) for nid, nc in zip(node_ids, node_configs)]
 
-    def launch(server, config):
+    def launch(run: ServerRun) -> None:
+        from flwr.server import ServerConfig
+
+        server = legacy_server(
+            run.strategy, start_round=run.start_round, on_round_end=run.on_round_end, checkpointer=run.on_round_end
+        )
         for proxy in proxies:
             server.client_manager().register(proxy)
-        run_fl(server, config)
+        run_fl(server, ServerConfig(num_rounds=run.num_rounds, round_timeout=run.round_timeout))
 
     return serve(s, launch), proxies

@@ -1,5 +1,6 @@
-"""The legacy stack's adapter, client side: a flowergraph :class:`~flowergraph.clients.base.Client` as Flower's
-``NumPyClient`` (``flwr.client``, which Flower 1.42 keeps under ``flwr.compat`` as a deprecated legacy component).
+"""The legacy stack's adapter, client side (the server side is :mod:`flowergraph.app.loop`): a flowergraph
+:class:`~flowergraph.clients.base.Client` as Flower's ``NumPyClient`` (``flwr.client``, which Flower 1.42 keeps under
+``flwr.compat`` as a deprecated legacy component).
 
 flowergraph's clients are plain Python (four methods over numpy arrays and dicts); the Message-API handlers call
 them directly. Flower's legacy stack (``ClientApp(client_fn=...)``, the legacy strategies, SecAgg+) wants a
@@ -14,6 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from flwr.client import Client as FlowerClient, NumPyClient
+from flwr.client.mod import secaggplus_mod
+
+__all__ = ["LegacyClient", "legacy_client", "secaggplus_mod"]  # secaggplus_mod: Flower's, for the ClientApp
 
 from .. import wire
 from ..clients.base import Client

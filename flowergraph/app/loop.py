@@ -1,4 +1,13 @@
-"""Flower's legacy server loop, able to start at any round and to name the client behind every failure.
+"""The legacy stack's adapter, server side: flowergraph's core as a legacy Flower ``Strategy``, and Flower's legacy
+server loop, able to start at any round and to name the client behind every failure.
+
+:class:`LegacyStrategy` wraps a core strategy (:class:`flowergraph.strategies.FederatedStrategy`, or a DP wrapper
+of one) as a ``flwr.server.strategy.Strategy``: a ``ClientProxy`` becomes a :class:`~flowergraph.strategies.nodes.
+Node`, a ``FitIns`` / ``EvaluateIns`` is built from the core's :class:`~flowergraph.strategies.nodes.Instruction`,
+a ``FitRes`` / ``EvaluateRes`` becomes a :class:`~flowergraph.strategies.nodes.Reply`, ``Parameters`` become
+arrays; the client manager is the core's :class:`~flowergraph.strategies.nodes.Federation` (:class:`LegacyNodes`:
+a phase's queries are ``get_properties`` calls, at most ``max_parallel`` at once). Flower 1.42 has SecAgg+ only on
+this stack; flowergraph's launchers take it for ``secure-agg=secagg+`` or ``flower-api=legacy``.
 
 :class:`FlowergraphServer` is a :class:`flwr.server.Server` (pass it to ``start_grid(server=...)``) that runs
 exactly Flower's ``Server.fit`` loop (initial parameters, then per round: ``fit_round``, centralised
@@ -25,20 +34,350 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import math
+import threading
 import timeit
+import zlib
 from logging import INFO
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
-from flwr.common import Code, Parameters
+import numpy as np
+from flwr.common import (
+    Code,
+    EvaluateIns,
+    FitIns,
+    GetParametersIns,
+    GetPropertiesIns,
+    Parameters,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
 from flwr.common.logger import log
-from flwr.server import Server
+from flwr.server import Server, ServerConfig
 from flwr.server.client_manager import ClientManager, SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
+from .. import wire
 from ..errors import ClientProcessDied
-from ..strategies.directory import PROCESS_DIED, failure_reason, refusal
+from ..storage._astlock import serialize_ast_parse
+from ..strategies.directory import PROCESS_DIED, distinct_failures, failure_reason, refusal
+from ..strategies.nodes import Failure, Instruction, Node, Reply
+
+
+__all__ = [
+    "ClientFailure",
+    "FlowergraphServer",
+    "LegacyNodes",
+    "LegacyStrategy",
+    "ManagedStrategy",
+    "legacy_server",
+    "node_of",
+    "parameters_bytes",
+    "run_clients",
+    "run_legacy",
+    "secagg_workflow",
+    "to_ndarrays",
+]
+
+
+def to_ndarrays(parameters: Parameters) -> list[np.ndarray]:
+    """Flower's ``parameters_to_ndarrays`` after the ``ast.parse`` lock (:mod:`flowergraph.storage._astlock`):
+    how the legacy face decodes the arrays of a ``fit`` / ``evaluate`` message or of a model."""
+    serialize_ast_parse()
+    return parameters_to_ndarrays(parameters)
+
+
+def parameters_bytes(parameters: Parameters | None) -> int:
+    """Bytes of the serialised arrays in a Parameters object (the tensors as they go on the wire)."""
+    if parameters is None:
+        return 0
+    return sum(len(t) for t in parameters.tensors)
+
+
+def node_of(proxy: ClientProxy) -> Node:
+    """The core's :class:`Node` for a client proxy (Flower's proxies are named by their node id; any other name is
+    kept as the node's name, its id then a checksum of it)."""
+    cid = str(proxy.cid)
+    try:
+        node_id = int(cid)
+    except ValueError:
+        node_id = zlib.crc32(cid.encode())
+    return Node(node_id, "" if cid == str(node_id) else cid)
+
+
+class LegacyNodes:
+    """A legacy ``ClientManager``'s clients as the core's :class:`~flowergraph.strategies.nodes.Federation`:
+    queries are ``get_properties`` calls (at most ``max_parallel`` at once), the initial model a
+    ``get_parameters`` call, an evaluation an ``evaluate`` call."""
+
+    def __init__(self, client_manager: ClientManager, max_parallel: int = 16) -> None:
+        self.client_manager = client_manager
+        self.max_parallel = max_parallel
+        self._proxies: dict[str, ClientProxy] = {}
+        self._lock = threading.Lock()
+
+    def proxy(self, node: Node) -> ClientProxy:
+        with self._lock:
+            known = self._proxies.get(node.cid)
+        if known is None:
+            self.nodes()
+            known = self._proxies[node.cid]
+        return known
+
+    def nodes(self) -> list[Node]:
+        proxies = list(self.client_manager.all().values())
+        with self._lock:
+            for proxy in proxies:
+                self._proxies[str(proxy.cid)] = proxy
+        return [node_of(p) for p in proxies]
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        return self.client_manager.wait_for(count, timeout=max(1, int(math.ceil(timeout))))
+
+    def _calls(
+        self, requests: list[tuple[Node, Any]], call: Callable[[ClientProxy, Any], Any], workers: int
+    ) -> Iterator[tuple[Node, Any]]:
+        if not requests:
+            return
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(requests))))
+        try:
+            futures = {pool.submit(call, self.proxy(node), payload): node for node, payload in requests}
+            for future in concurrent.futures.as_completed(futures):
+                node = futures.pop(future)  # no reference kept: a large reply is freed once handled
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # noqa: BLE001 (the core's failure policy handles it)
+                    outcome = exc
+                finally:
+                    del future
+                yield node, outcome
+                del outcome
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def query(
+        self, requests: list[tuple[Node, dict[str, Any]]], timeout: float | None, group_id: int, max_parallel=None
+    ) -> Iterator[tuple[Node, dict[str, Any] | BaseException]]:
+        def call(proxy: ClientProxy, values: dict[str, Any]) -> dict[str, Any]:
+            res = proxy.get_properties(
+                GetPropertiesIns(config=wire.to_legacy(values)), timeout=timeout, group_id=group_id
+            )
+            if res.status.code != Code.OK:
+                raise RuntimeError(res.status.message)
+            return dict(res.properties)
+
+        yield from self._calls(requests, call, max_parallel or self.max_parallel)
+
+    def get_model(self, node: Node, timeout: float | None) -> list[np.ndarray]:
+        res = self.proxy(node).get_parameters(GetParametersIns(config={}), timeout=timeout, group_id=0)
+        if not res.parameters.tensors:
+            raise RuntimeError(f"it returned no initial parameters: {res.status.message}")
+        return to_ndarrays(res.parameters)
+
+    def evaluate(
+        self, requests: list[tuple[Node, Instruction]], timeout: float | None, group_id: int
+    ) -> Iterator[tuple[Node, Reply | BaseException]]:
+        def call(proxy: ClientProxy, ins: Instruction) -> Reply:
+            res = proxy.evaluate(
+                EvaluateIns(ndarrays_to_parameters(ins.arrays), dict(ins.config)), timeout=timeout, group_id=group_id
+            )
+            return Reply([], int(res.num_examples), dict(res.metrics), float(res.loss))
+
+        yield from self._calls(requests, call, 16)
+
+
+def _failures(failures: list) -> list[Failure]:
+    """Flower's failures (``(proxy, res)`` with an error status, :class:`ClientFailure`, bare exceptions) as the
+    core's (SecAgg+'s repeats of one failed message dropped)."""
+    out = []
+    for failure in distinct_failures(failures):
+        if isinstance(failure, tuple):
+            proxy, res = failure
+            out.append(Failure(node_of(proxy), res.status.message))
+        else:
+            proxy = getattr(failure, "proxy", None)
+            out.append(Failure(None if proxy is None else node_of(proxy), getattr(failure, "cause", failure)))
+    return out
+
+
+class LegacyStrategy(Strategy):
+    """A core strategy as a legacy Flower ``Strategy`` (see the module docstring). Every other attribute is the
+    core's (read and set through): records, checkpoints, ``finish()``, ``global_arrays``, the parts."""
+
+    _OWN = ("core", "_nodes", "_serialised", "_lock")
+
+    def __init__(self, core: Any) -> None:
+        object.__setattr__(self, "core", core)
+        object.__setattr__(self, "_nodes", None)
+        object.__setattr__(self, "_serialised", {})  # id(arrays list) -> (that list, its Parameters)
+        object.__setattr__(self, "_lock", threading.Lock())
+        inner = _inner(core)
+        if isinstance(getattr(inner, "initial_parameters", None), Parameters):
+            inner.initial_parameters = to_ndarrays(inner.initial_parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        core = self.__dict__.get("core")
+        if core is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(core, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.core, name, value)
+
+    def __repr__(self) -> str:
+        return repr(self.core)
+
+    # ------------------------------------------------------------------------------------- conversions
+    def nodes_for(self, client_manager: ClientManager) -> LegacyNodes:
+        """The client manager as the core's Federation (one per client manager)."""
+        nodes = self._nodes
+        if nodes is None or nodes.client_manager is not client_manager:
+            parallel = getattr(getattr(_inner(self.core), "phases", None), "max_parallel", 16)
+            nodes = LegacyNodes(client_manager, parallel)
+            object.__setattr__(self, "_nodes", nodes)
+        return nodes
+
+    def parameters(self, arrays: list[np.ndarray]) -> Parameters:
+        """``arrays`` serialised once per list object (a round sends one model to many clients)."""
+        with self._lock:
+            hit = self._serialised.get(id(arrays))
+            if hit is not None and hit[0] is arrays:
+                return hit[1]
+            params = ndarrays_to_parameters(arrays)
+            if len(self._serialised) > 64:
+                self._serialised.clear()
+            self._serialised[id(arrays)] = (arrays, params)
+            return params
+
+    def arrays(self, parameters: Parameters | None) -> list[np.ndarray] | None:
+        """The arrays of ``parameters`` (the very list they were made from, when this adapter made them)."""
+        if parameters is None:
+            return None
+        with self._lock:
+            for arrays, params in self._serialised.values():
+                if params is parameters:
+                    return arrays
+        return to_ndarrays(parameters)
+
+    def _out(self, pairs, make) -> list:
+        nodes = self._nodes
+        return [(nodes.proxy(node), make(self.parameters(ins.arrays), ins.config)) for node, ins in pairs]
+
+    # ---------------------------------------------------------------------------------------- Strategy API
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        arrays = self.core.initialize_parameters(self.nodes_for(client_manager))
+        return None if arrays is None else self.parameters(arrays)
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        with self._lock:
+            keep = {k: v for k, v in self._serialised.items() if v[1] is parameters}
+            self._serialised.clear()
+            self._serialised.update(keep)
+        pairs = self.core.configure_fit(server_round, self.arrays(parameters), self.nodes_for(client_manager))
+        return self._out(pairs, FitIns)
+
+    def aggregate_fit(self, server_round: int, results: list, failures: list) -> tuple[Parameters | None, dict]:
+        replies = []
+        bad = []
+        for proxy, res in results:
+            try:
+                arrays = to_ndarrays(res.parameters)
+            except Exception as exc:  # noqa: BLE001 (an undecodable update fails its client)
+                bad.append(Failure(node_of(proxy), f"undecodable update ({type(exc).__name__}: {exc})"))
+                continue
+            replies.append((node_of(proxy), Reply(arrays, int(res.num_examples), dict(res.metrics))))
+        arrays, metrics = self.core.aggregate_fit(server_round, replies, _failures(failures) + bad)
+        return (None if arrays is None else self.parameters(arrays)), metrics
+
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        pairs = self.core.configure_evaluate(server_round, self.arrays(parameters), self.nodes_for(client_manager))
+        return self._out(pairs, EvaluateIns)
+
+    def aggregate_evaluate(self, server_round: int, results: list, failures: list) -> tuple[float | None, dict]:
+        replies = [
+            (node_of(proxy), Reply([], int(res.num_examples), dict(res.metrics), float(res.loss)))
+            for proxy, res in results
+        ]
+        return self.core.aggregate_evaluate(server_round, replies, _failures(failures))
+
+    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict] | None:
+        return self.core.evaluate(server_round, self.arrays(parameters))
+
+    def checkpoint_clients(self, server_round: int, client_manager: ClientManager) -> dict[str, Any] | None:
+        return self.core.checkpoint_clients(server_round, self.nodes_for(client_manager))
+
+
+def _inner(core: Any) -> Any:
+    """The core strategy inside DP wrappers (held as ``strategy``)."""
+    from ..strategies.base import FederatedStrategy
+
+    while not isinstance(core, FederatedStrategy) and "strategy" in vars(core):
+        core = vars(core)["strategy"]
+    return core
+
+
+def secagg_workflow(s: Any):
+    """Flower's ``SecAggPlusWorkflow`` with the run's ``secagg-*`` settings (``secure-agg=secagg+``)."""
+    from flwr.server.workflow import SecAggPlusWorkflow
+
+    shares = s.secagg_num_shares
+    threshold = s.secagg_reconstruction_threshold
+    return SecAggPlusWorkflow(
+        num_shares=int(shares) if shares > 1 else float(shares),
+        reconstruction_threshold=int(threshold) if threshold > 1 else float(threshold),
+        clipping_range=float(s.secagg_clipping_range),
+        quantization_range=int(s.secagg_quantization_range),
+        max_weight=s.secagg_weight_bound,
+        timeout=s.round_timeout,
+    )
+
+
+def legacy_server(
+    core: Any,
+    *,
+    start_round: int = 1,
+    on_round_end: Callable[[int, list[np.ndarray] | None], None] | None = None,
+    checkpointer: Any = None,
+) -> "FlowergraphServer":
+    """Flower's legacy server loop (:class:`FlowergraphServer`) running ``core`` through :class:`LegacyStrategy`;
+    ``on_round_end(round, arrays)`` gets arrays; ``checkpointer`` (when given) is told the server's clients as
+    its ``federation`` (the client-checkpoint phase)."""
+    strategy = LegacyStrategy(core)
+    hook = None if on_round_end is None else (lambda r, parameters: on_round_end(r, strategy.arrays(parameters)))
+    server = FlowergraphServer(strategy=strategy, start_round=start_round, on_round_end=hook)
+    if checkpointer is not None:
+        checkpointer.federation = strategy.nodes_for(server.client_manager())
+    return server
+
+
+def run_legacy(
+    grid: Any,
+    core: Any,
+    *,
+    num_rounds: int,
+    round_timeout: float | None,
+    start_round: int = 1,
+    on_round_end: Callable[[int, list[np.ndarray] | None], None] | None = None,
+    checkpointer: Any = None,
+    settings: Any = None,
+) -> None:
+    """Run ``core`` on ``grid`` with Flower's legacy stack (``start_grid``), each training round through
+    Flower's ``SecAggPlusWorkflow`` when ``settings`` say ``secure-agg=secagg+``."""
+    from flwr.server.compat import start_grid
+
+    server = legacy_server(core, start_round=start_round, on_round_end=on_round_end, checkpointer=checkpointer)
+    if settings is not None and settings.secure_agg == "secagg+":
+        server.use_fit_workflow(secagg_workflow(settings), grid, num_rounds, round_timeout)
+    start_grid(grid=grid, server=server, config=ServerConfig(num_rounds=num_rounds, round_timeout=round_timeout))
 
 
 @runtime_checkable

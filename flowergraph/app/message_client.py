@@ -86,7 +86,10 @@ def _train(msg: Message, context: Context) -> Message:
     arrays, names = rec.request_arrays(msg.content)
     config = rec.request_config(msg.content)
     out, num_examples, metrics = _client(context, msg).fit(arrays, config)
-    keys = wire.decode_keys(metrics, len(out)) if wire.KEYS in metrics else None
+    try:
+        keys = wire.decode_keys(metrics, len(out)) if wire.KEYS in metrics else None
+    except ValueError:  # the names of what the arrays encode (CKKS ciphertexts of a named model): they stay in
+        keys = None  # the metrics for the server, and the arrays travel by position
     if keys is None and not rec.positional(names) and len(names) == len(out):
         keys = names  # the same arrays back, under the names they came with
     return Message(rec.reply_content(out, keys, num_examples, metrics), reply_to=msg)

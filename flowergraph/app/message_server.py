@@ -2,11 +2,15 @@
 ``flwr.serverapp.strategy.Strategy``.
 
 One core, two faces. A method's server side (the :class:`~flowergraph.strategies.FederatedStrategy` parts: client
-directory, model bank, aggregation, evaluation schedule, phases, stages, CKKS, DP wrappers, checkpoint state) talks
-to its clients through Flower's ``ClientProxy`` interface (``get_properties``, ``get_parameters``, ``fit``,
-``evaluate``). The legacy face gives it Flower's proxies (``start_grid``'s, the legacy records); this face gives it
-:class:`NodeProxy` s, which send the Message-API records of :mod:`flowergraph.app.message_records` through the
-grid. Nothing a method does is written twice.
+directory, model bank, aggregation, evaluation schedule, phases, stages, CKKS, DP wrappers, checkpoint state)
+speaks flowergraph's own plain values (:mod:`flowergraph.strategies.nodes`). This face drives it directly: a
+:class:`~flowergraph.strategies.nodes.Node` is a grid node id, an
+:class:`~flowergraph.strategies.nodes.Instruction` becomes a ``train`` / ``evaluate`` Message (the records of
+:mod:`flowergraph.app.message_records`), a reply's ArrayRecord and MetricRecord become a
+:class:`~flowergraph.strategies.nodes.Reply`, and :class:`GridNodes` is the core's
+:class:`~flowergraph.strategies.nodes.Federation`: a phase's ``query`` messages go to many nodes in one push.
+The legacy stack's adapter (:mod:`flowergraph.app.loop`) drives the same core. Nothing a method does is written
+twice.
 
 :class:`FlowergraphStrategy` has Flower's method names:
 
@@ -37,28 +41,14 @@ import time
 from logging import INFO
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.common import (
-    Code,
-    EvaluateIns,
-    EvaluateRes,
-    FitIns,
-    FitRes,
-    GetParametersIns,
-    GetParametersRes,
-    GetPropertiesIns,
-    GetPropertiesRes,
-    Parameters,
-    Status,
-    ndarrays_to_parameters,
-)
 from flwr.common.logger import log
-from flwr.server.client_manager import SimpleClientManager
-from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from .. import wire
+from ..strategies.nodes import Failure, Instruction, Node, Reply
 from . import message_records as rec
 
 
@@ -73,163 +63,125 @@ def _reason(reply: Message) -> str:
     )
 
 
-class NodeProxy(ClientProxy):
-    """One node of the grid, spoken to in the Message-API layout (one message, one reply)."""
+def train_content(ins: Instruction) -> RecordDict:
+    """A train or evaluate message's content from the core's instruction (arrays named by the config's
+    :data:`~flowergraph.wire.KEYS`, else by the instruction's names)."""
+    keys = wire.decode_keys(ins.config, len(ins.arrays)) if wire.KEYS in ins.config else ins.names
+    return RecordDict({rec.ARRAYS: rec.array_record(ins.arrays, keys), rec.CONFIG: rec.config_record(ins.config)})
 
-    def __init__(self, node_id: int, grid: Grid, settings: ConfigRecord | None = None) -> None:
-        super().__init__(str(node_id))
-        self.node_id = int(node_id)
+
+def fit_reply(content: RecordDict) -> Reply:
+    arrays, _keys = rec.request_arrays(content)
+    num, metrics = rec.reply_metrics(content)
+    return Reply(arrays, num, metrics)
+
+
+def evaluate_reply(content: RecordDict) -> Reply:
+    num, metrics = rec.reply_metrics(content)
+    return Reply([], num, metrics, float(metrics.get(wire.LOSS, 0.0) or 0.0))
+
+
+class GridNodes:
+    """The grid's nodes as the core's :class:`~flowergraph.strategies.nodes.Federation`: every exchange is one
+    push of Messages to all the nodes it addresses, the replies handed on as they arrive."""
+
+    def __init__(self, grid: Grid, poll_s: float = 0.5, settings: ConfigRecord | None = None) -> None:
         self.grid = grid
+        self.poll_s = poll_s
         self.settings = settings  # what the server decided, sent with every message (rec.SETTINGS)
+        self._lock = threading.Lock()
 
-    def message(self, content: RecordDict, message_type: str, group_id: int | None, timeout: float | None) -> Message:
+    def message(self, node: Node, content: RecordDict, message_type: str, group_id: int | None, timeout) -> Message:
         if self.settings is not None:
             content[rec.SETTINGS] = ConfigRecord(dict(self.settings))
         return Message(
             content=content,
             message_type=message_type,
-            dst_node_id=self.node_id,
+            dst_node_id=node.node_id,
             group_id=str(group_id) if group_id else "",
             ttl=timeout,
         )
 
-    def exchange(
-        self, content: RecordDict, message_type: str, timeout: float | None, group_id: int | None
-    ) -> RecordDict:
-        replies = list(
-            self.grid.send_and_receive([self.message(content, message_type, group_id, timeout)], timeout=timeout)
-        )
-        if len(replies) != 1:
-            raise NoReply(f"node {self.node_id} sent no reply to a {message_type} message within {timeout} s")
-        if replies[0].has_error():
-            raise NoReply(_reason(replies[0]))
-        return replies[0].content
+    # ------------------------------------------------------------------------------------ Federation
+    def nodes(self) -> list[Node]:
+        return [Node(int(node_id)) for node_id in self.grid.get_node_ids()]
 
-    # ---------------------------------------------------------------------------------- ClientProxy API
-    def get_properties(self, ins: GetPropertiesIns, timeout: float | None, group_id: int | None) -> GetPropertiesRes:
-        kind = rec.PHASE if wire.PHASE in ins.config else rec.IDENTITY
-        props = rec.content_values(self.exchange(rec.values_content(ins.config), kind, timeout, group_id))
-        return GetPropertiesRes(status=Status(Code.OK, ""), properties=props)
-
-    def get_parameters(self, ins: GetParametersIns, timeout: float | None, group_id: int | None) -> GetParametersRes:
-        content = self.exchange(RecordDict({rec.CONFIG: rec.config_record(ins.config)}), rec.MODEL, timeout, group_id)
-        arrays, _ = rec.request_arrays(content)
-        return GetParametersRes(status=Status(Code.OK, ""), parameters=ndarrays_to_parameters(arrays))
-
-    def fit(self, ins: FitIns, timeout: float | None, group_id: int | None) -> FitRes:
-        return fit_result(self.exchange(train_content(ins, None), rec.TRAIN, timeout, group_id))
-
-    def evaluate(self, ins: EvaluateIns, timeout: float | None, group_id: int | None) -> EvaluateRes:
-        return evaluate_result(self.exchange(train_content(ins, None), rec.EVALUATE, timeout, group_id))
-
-    def reconnect(self, ins, timeout, group_id):  # pragma: no cover (Flower's API; nothing to do)
-        from flwr.common import DisconnectRes
-
-        return DisconnectRes(reason="")
-
-
-def train_content(ins: FitIns | EvaluateIns, names: list[str] | None) -> RecordDict:
-    """A train or evaluate message's content from the core's instruction (arrays named by the config's
-    :data:`~flowergraph.wire.KEYS`, else by ``names``)."""
-    arrays = wire.to_ndarrays(ins.parameters)
-    keys = wire.decode_keys(ins.config, len(arrays)) if wire.KEYS in ins.config else names
-    return RecordDict({rec.ARRAYS: rec.array_record(arrays, keys), rec.CONFIG: rec.config_record(ins.config)})
-
-
-def fit_result(content: RecordDict) -> FitRes:
-    arrays, keys = rec.request_arrays(content)
-    num, metrics = rec.reply_metrics(content)
-    return FitRes(
-        status=Status(Code.OK, ""), parameters=ndarrays_to_parameters(arrays), num_examples=num, metrics=metrics
-    )
-
-
-def evaluate_result(content: RecordDict) -> EvaluateRes:
-    num, metrics = rec.reply_metrics(content)
-    loss = float(metrics.get(wire.LOSS, 0.0) or 0.0)
-    return EvaluateRes(status=Status(Code.OK, ""), loss=loss, num_examples=num, metrics=metrics)
-
-
-class GridNodes(SimpleClientManager):
-    """The grid's nodes as a ClientManager of :class:`NodeProxy` s (registered as the grid reports them)."""
-
-    def __init__(self, grid: Grid, poll_s: float = 0.5, settings: ConfigRecord | None = None) -> None:
-        super().__init__()
-        self.grid = grid
-        self.poll_s = poll_s
-        self.settings = settings
-        self._lock = threading.Lock()
-
-    def refresh(self) -> None:
-        with self._lock:
-            known = set(self.clients)
-            for node_id in self.grid.get_node_ids():
-                if str(node_id) not in known:
-                    self.register(NodeProxy(int(node_id), self.grid, self.settings))
-
-    def num_available(self) -> int:
-        self.refresh()
-        return super().num_available()
-
-    def all(self) -> dict[str, ClientProxy]:
-        self.refresh()
-        return super().all()
-
-    def wait_for(self, num_clients: int, timeout: int = 86400) -> bool:
+    def wait_for(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            if self.num_available() >= num_clients:
+            if len(self.nodes()) >= count:
                 return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
 
-    def exchange(
-        self, requests: list[tuple[ClientProxy, dict[str, Any]]], timeout: float | None, group_id: int
-    ) -> Iterator[tuple[ClientProxy, dict[str, Any] | BaseException]]:
-        """Send one query per request (a phase message, or the identity request: its values as records,
-        :func:`~flowergraph.app.message_records.values_content`) to all the nodes at once, and yield each node's
-        reply values as it arrives (a node whose reply is an error, or that sent none within ``timeout``:
-        :class:`NoReply`). What the core's phases and identity handshake send through (the legacy face sends
-        one ``get_properties`` per client instead)."""
-        messages: dict[str, tuple[ClientProxy, Message]] = {}
-        for proxy, values in requests:
-            kind = rec.PHASE if wire.PHASE in values else rec.IDENTITY
-            message = proxy.message(rec.values_content(values), kind, group_id, timeout)  # type: ignore[attr-defined]
-            messages[str(len(messages))] = (proxy, message)
-        if not messages:
+    def get_model(self, node: Node, timeout: float | None) -> list[np.ndarray]:
+        content = RecordDict({rec.CONFIG: rec.config_record({})})
+        outcome = next(iter(self._exchange([(node, content, rec.MODEL)], timeout, 0, lambda c: c)))[1]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return rec.request_arrays(outcome)[0]
+
+    def query(
+        self, requests: list[tuple[Node, dict[str, Any]]], timeout: float | None, group_id: int, max_parallel=None
+    ) -> Iterator[tuple[Node, dict[str, Any] | BaseException]]:
+        """One query per request (a phase message, or the identity request: its values as records,
+        :func:`~flowergraph.app.message_records.values_content`) to all the nodes at once; each node's reply
+        values as they arrive (an error reply, or none within ``timeout``: :class:`NoReply`)."""
+        items = [
+            (node, rec.values_content(values), rec.PHASE if wire.PHASE in values else rec.IDENTITY)
+            for node, values in requests
+        ]
+        return self._exchange(items, timeout, group_id, rec.content_values)
+
+    def evaluate(
+        self, requests: list[tuple[Node, Instruction]], timeout: float | None, group_id: int
+    ) -> Iterator[tuple[Node, Reply | BaseException]]:
+        items = [(node, train_content(ins), rec.EVALUATE) for node, ins in requests]
+        return self._exchange(items, timeout, group_id, evaluate_reply)
+
+    def _exchange(
+        self, items: list[tuple[Node, RecordDict, str]], timeout: float | None, group_id: int, decode: Callable
+    ) -> Iterator[tuple[Node, Any]]:
+        order = [(node, self.message(node, content, kind, group_id, timeout)) for node, content, kind in items]
+        if not order:
             return
-        order = list(messages.values())
         ids = list(self.grid.push_messages([m for _, m in order]))
         if len(ids) != len(order):  # Flower's in-memory grid leaves out what it did not store
             stored = set(ids)
             ids = [m.metadata.message_id if m.metadata.message_id in stored else None for _, m in order]
         pending = {}
-        for mid, (proxy, _) in zip(ids, order):
+        for mid, (node, _) in zip(ids, order):
             if mid is None:
-                yield proxy, NoReply(f"the message to node {proxy.cid} could not be pushed to the SuperLink")
+                yield node, NoReply(f"the message to node {node.cid} could not be pushed to the SuperLink")
             else:
-                pending[str(mid)] = proxy
+                pending[str(mid)] = node
+        del order
         deadline = None if timeout is None else time.monotonic() + timeout
         wait = 0.002
         while pending:
             got = list(self.grid.pull_messages(list(pending)))
             for reply in got:
-                proxy = pending.pop(reply.metadata.reply_to_message_id, None)
-                if proxy is None:
+                node = pending.pop(reply.metadata.reply_to_message_id, None)
+                if node is None:
                     continue
                 if reply.has_error():
-                    yield proxy, NoReply(_reason(reply))
+                    yield node, NoReply(_reason(reply))
                 else:
-                    yield proxy, rec.content_values(reply.content)
+                    try:
+                        yield node, decode(reply.content)
+                    except GeneratorExit:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 (a malformed reply fails that node)
+                        yield node, exc
             if not pending:
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 break
             wait = 0.002 if got else min(wait * 1.5, 0.05)
             time.sleep(wait if deadline is None else max(0.0, min(wait, deadline - time.monotonic())))
-        for proxy in pending.values():
-            yield proxy, NoReply(f"node {proxy.cid} sent no reply within {timeout} s")
+        for node in pending.values():
+            yield node, NoReply(f"node {node.cid} sent no reply within {timeout} s")
 
 
 class FlowergraphStrategy(Strategy):
@@ -249,9 +201,9 @@ class FlowergraphStrategy(Strategy):
         self.core = core
         self.client_settings = None if client_settings is None else rec.config_record(client_settings)
         self.nodes: GridNodes | None = None
-        self._instructions: dict[str, tuple[ClientProxy, Any]] = {}
-        self._parameters: Parameters | None = None
-        self._record: ArrayRecord | None = None
+        self._sent: dict[int, Node] = {}  # node id -> the node sent this phase's train/evaluate message
+        self._arrays: list[np.ndarray] | None = None  # the core's global model, as it returned it last
+        self._record: ArrayRecord | None = None  # ... and as this strategy handed it to Flower's loop
         self._timeout: float | None = None
 
     @classmethod
@@ -265,31 +217,25 @@ class FlowergraphStrategy(Strategy):
 
     # ------------------------------------------------------------------------------------------ helpers
     def nodes_for(self, grid: Grid) -> GridNodes:
-        """The grid's nodes as the core's ClientManager (one per grid; what checkpoints ask for client state)."""
-        return self._grid_nodes(grid)
-
-    def _grid_nodes(self, grid: Grid) -> GridNodes:
+        """The grid's nodes as the core's Federation (one per grid; what checkpoints ask for client state)."""
         if self.nodes is None or self.nodes.grid is not grid:
             self.nodes = GridNodes(grid, settings=self.client_settings)
-            inner = _inner(self.core)
-            inner.phases.transport = inner.directory.transport = self.nodes.exchange  # all nodes at once
         return self.nodes
 
     def _names(self, count: int) -> list[str] | None:
-        model = getattr(getattr(self.core, "bank", None), "global_model", None)
+        model = getattr(_inner(self.core).bank, "global_model", None)
         return list(model) if model is not None and len(model) == count else None
 
-    def _adopt(self, arrays: ArrayRecord) -> Parameters:
-        """The Parameters of ``arrays`` (the core's own serialisation when they are the record this strategy
-        returned last: its global model)."""
-        if self._parameters is not None and arrays is self._record:
-            return self._parameters
-        return ndarrays_to_parameters(rec.record_arrays(arrays)[0])
+    def _adopt(self, arrays: ArrayRecord) -> list[np.ndarray]:
+        """The arrays of ``arrays`` (the core's own list when they are the record this strategy returned last:
+        its global model)."""
+        if self._arrays is not None and arrays is self._record:
+            return self._arrays
+        return rec.record_arrays(arrays)[0]
 
-    def _returned(self, parameters: Parameters) -> ArrayRecord:
-        """``parameters`` (the core's global model) as the ArrayRecord this strategy hands to Flower's loop."""
-        self._parameters = parameters
-        arrays = wire.to_ndarrays(parameters)
+    def _returned(self, arrays: list[np.ndarray]) -> ArrayRecord:
+        """``arrays`` (the core's global model) as the ArrayRecord this strategy hands to Flower's loop."""
+        self._arrays = arrays
         self._record = rec.array_record(arrays, self._names(len(arrays)))
         return self._record
 
@@ -299,70 +245,67 @@ class FlowergraphStrategy(Strategy):
         return getattr(self.core, "round_timeout", None) or self._timeout
 
     def _messages(
-        self, instructions, message_type: str, config: ConfigRecord, group_id: int, timeout: float | None
+        self, instructions: list[tuple[Node, Instruction]], message_type: str, config: ConfigRecord, group_id: int
     ) -> list[Message]:
-        self._instructions = {}
-        rank = getattr(getattr(self.core, "directory", None), "dispatch_rank", None)
-        ordered = sorted(instructions, key=lambda pi: rank(pi[0])) if rank is not None else list(instructions)
+        self._sent = {}
+        nodes = self.nodes
+        assert nodes is not None
+        rank = _inner(self.core).directory.dispatch_rank
         messages = []
-        for proxy, ins in ordered:
+        for node, ins in sorted(instructions, key=lambda pair: rank(pair[0])):
             ins.config = {**dict(config), **ins.config}  # the caller's config under the method's own keys
-            content = train_content(ins, self._names(len(ins.parameters.tensors)))
-            messages.append(proxy.message(content, message_type, group_id, timeout))
-            self._instructions[proxy.cid] = (proxy, ins)
+            messages.append(nodes.message(node, train_content(ins), message_type, group_id, self.timeout))
+            self._sent[node.node_id] = node
         return messages
 
-    def _sort(self, replies: Iterable[Message], to_result: Callable[[RecordDict], Any]):
-        """(results, failures) for the core, each failure naming its node (a missing reply is a failure too)."""
-        from .loop import ClientFailure
-
+    def _sort(
+        self, replies: Iterable[Message], to_reply: Callable[[RecordDict], Reply]
+    ) -> tuple[list[tuple[Node, Reply]], list[Failure]]:
+        """(replies, failures) for the core, each failure naming its node (a missing reply is a failure too)."""
         results, failures, answered = [], [], set()
         for reply in replies:
-            cid = str(reply.metadata.src_node_id)
-            proxy = self._instructions.get(cid, (None, None))[0]
-            if proxy is None:
+            node = self._sent.get(int(reply.metadata.src_node_id))
+            if node is None:
                 continue
-            answered.add(cid)
+            answered.add(node.node_id)
             if reply.has_error():
-                failures.append(ClientFailure(proxy, NoReply(_reason(reply))))
+                failures.append(Failure(node, NoReply(_reason(reply))))
                 continue
             try:
-                results.append((proxy, to_result(reply.content)))
+                results.append((node, to_reply(reply.content)))
             except Exception as exc:  # noqa: BLE001 (a malformed reply fails that client, as on the legacy face)
-                failures.append(ClientFailure(proxy, exc))
-        for cid, (proxy, _) in self._instructions.items():
-            if cid not in answered:
-                failures.append(ClientFailure(proxy, NoReply(f"node {cid} sent no reply within the round's timeout")))
+                failures.append(Failure(node, exc))
+        for node_id, node in self._sent.items():
+            if node_id not in answered:
+                failures.append(Failure(node, NoReply(f"node {node_id} sent no reply within the round's timeout")))
         return results, failures
 
     # ---------------------------------------------------------------------------------- Strategy API
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        parameters = self._adopt(arrays)
-        instructions = self.core.configure_fit(server_round, parameters, self._grid_nodes(grid))
-        return self._messages(instructions, rec.TRAIN, config, server_round, self.timeout)
+        instructions = self.core.configure_fit(server_round, self._adopt(arrays), self.nodes_for(grid))
+        return self._messages(instructions, rec.TRAIN, config, server_round)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        results, failures = self._sort(replies, fit_result)
+        results, failures = self._sort(replies, fit_reply)
         log(INFO, "aggregate_train: received %s results and %s failures", len(results), len(failures))
-        parameters, metrics = self.core.aggregate_fit(server_round, results, failures)
-        if parameters is None:
+        arrays, metrics = self.core.aggregate_fit(server_round, results, failures)
+        if arrays is None:
             numbers = rec.split_metrics(metrics or {})[0]
             return None, MetricRecord(numbers) if numbers else None
-        return self._returned(parameters), MetricRecord(rec.split_metrics(metrics)[0])
+        return self._returned(arrays), MetricRecord(rec.split_metrics(metrics)[0])
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        parameters = self._adopt(arrays)
-        instructions = self.core.configure_evaluate(server_round, parameters, self._grid_nodes(grid))
-        return self._messages(instructions, rec.EVALUATE, config, server_round, self.timeout)
+        instructions = self.core.configure_evaluate(server_round, self._adopt(arrays), self.nodes_for(grid))
+        return self._messages(instructions, rec.EVALUATE, config, server_round)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        results, failures = self._sort(replies, evaluate_result)
+        results, failures = self._sort(replies, evaluate_reply)
         if not results and not failures:
             return None
         log(INFO, "aggregate_evaluate: received %s results and %s failures", len(results), len(failures))
@@ -385,29 +328,29 @@ class FlowergraphStrategy(Strategy):
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
         *,
         start_round: int = 1,
-        on_round_end: Callable[[int, Parameters], None] | None = None,
+        on_round_end: Callable[[int, list[np.ndarray] | None], None] | None = None,
     ) -> Result:
         """Run the method: Flower's ``Strategy.start`` contract, with the core's setup first.
 
         ``initial_arrays``: the initial global model (None or empty: the core's own, else one client's, as on the
         legacy face). ``timeout`` bounds each round's replies where the core sets no ``round-timeout``.
-        ``start_round`` > 1 resumes (the core holds the checkpoint's state); ``on_round_end(round, parameters)``
+        ``start_round`` > 1 resumes (the core holds the checkpoint's state); ``on_round_end(round, arrays)``
         is called after each round (checkpoints)."""
         log(INFO, "Starting %s strategy:", type(self).__name__)
         self.summary()
         train_config = ConfigRecord() if train_config is None else train_config
         evaluate_config = ConfigRecord() if evaluate_config is None else evaluate_config
-        nodes = self._grid_nodes(grid)
+        nodes = self.nodes_for(grid)
         core = self.core
         self._timeout = timeout
         inner = _inner(core)
         if initial_arrays is not None and len(initial_arrays) > 0 and inner.initial_parameters is None:
             arrays, keys = rec.record_arrays(initial_arrays)
             inner.initial_parameters = dict(zip(keys, arrays)) if not rec.positional(keys) else arrays
-        parameters = core.initialize_parameters(nodes)
-        if parameters is None:
+        initial = core.initialize_parameters(nodes)
+        if initial is None:
             raise RuntimeError("the strategy has no initial model: pass initial_arrays")
-        arrays = self._returned(parameters)
+        arrays = self._returned(initial)
         result = Result(arrays=arrays)
         names = tuple(getattr(getattr(inner, "metrics", None), "names", ()) or ())
 
@@ -423,7 +366,7 @@ class FlowergraphStrategy(Strategy):
         inner.book.listeners.append(evaluated)
         t0 = time.time()
         if start_round == 1:
-            core.evaluate(0, parameters)
+            core.evaluate(0, initial)
             if evaluate_fn is not None and (res := evaluate_fn(0, arrays)) is not None:
                 result.evaluate_metrics_serverapp[0] = res
         else:
@@ -439,14 +382,14 @@ class FlowergraphStrategy(Strategy):
                 arrays = result.arrays = new
             if train_metrics is not None:
                 result.train_metrics_clientapp[current_round] = train_metrics
-            core.evaluate(current_round, self._parameters)
+            core.evaluate(current_round, self._arrays)
             messages = list(self.configure_evaluate(current_round, arrays, evaluate_config, grid))
             if messages:  # the core's record of it reaches the result through ``evaluated``
                 self.aggregate_evaluate(current_round, grid.send_and_receive(messages, timeout=self.timeout))
             if evaluate_fn is not None and (res := evaluate_fn(current_round, arrays)) is not None:
                 result.evaluate_metrics_serverapp[current_round] = res
             if on_round_end is not None:
-                on_round_end(current_round, self._parameters)
+                on_round_end(current_round, self._arrays)
         core.finish()  # a round held back for fused evaluation is written (and reaches the result)
         inner.book.listeners.remove(evaluated)
         log(INFO, "Strategy execution finished in %.2fs", time.time() - t0)

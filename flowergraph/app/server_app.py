@@ -1,32 +1,32 @@
-"""The ServerApp: run config -> the method's Strategy (looked up in the method registry), run through Flower's
-legacy server loop, with results written to the output directory (config.json, rounds.jsonl, summary.json; see
-:mod:`flowergraph.storage.results`).
+"""The ServerApp: run config -> the method's core strategy (looked up in the method registry), run by Flower's
+Message API (:class:`flowergraph.app.message_server.FlowergraphStrategy`; the legacy adapter,
+:mod:`flowergraph.app.loop`, for ``secure-agg=secagg+`` or ``flower-api=legacy``), with results written to the
+output directory (config.json, rounds.jsonl, summary.json; see :mod:`flowergraph.storage.results`).
 
-Checkpoints (``checkpoint-every``) and resuming (``resume-from``): see :mod:`flowergraph.storage.checkpoint`. The
-server loop is :class:`flowergraph.app.loop.FlowergraphServer` (Flower's, able to start at round k + 1). At a
+Checkpoints (``checkpoint-every``) and resuming (``resume-from``): see :mod:`flowergraph.storage.checkpoint`. Both
+faces' loops start at round k + 1 of a resumed run. At a
 checkpoint, a method whose clients keep state first asks every client to save its ``context.state`` to its
 node-local ``state-dir``; a resumed strategy starts from the checkpoint's arrays and state
 (``load_state_dict``) and asks every client to load its saved state back before anything else, so one-off
 phases (FedGCN's exchange) are not run again.
 
-Privacy of the training rounds: with ``dp`` the strategy is wrapped in Flower's DP wrapper
+Privacy of the training rounds: with ``dp`` the strategy is wrapped in a DP wrapper
 (:mod:`flowergraph.strategies.dp`); with ``secure-agg=secagg+`` each training round runs through Flower's
-``SecAggPlusWorkflow`` (:func:`secagg_workflow`) inside the same server loop; ``secure-agg=ckks`` is the
-strategy's own (:mod:`flowergraph.strategies.secure`).
+``SecAggPlusWorkflow`` (:func:`flowergraph.app.loop.secagg_workflow`) inside the legacy server loop;
+``secure-agg=ckks`` is the strategy's own (:mod:`flowergraph.strategies.secure`).
 """
 
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 from logging import ERROR, INFO
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn
 
+import numpy as np
 from flwr.app import Context
-from flwr.common import Parameters
 from flwr.common.logger import log
-from flwr.server import ServerConfig
-from flwr.server.compat import start_grid
 from flwr.serverapp import Grid, ServerApp
 
 from ..settings.plan import RunPlan
@@ -35,26 +35,8 @@ from ..settings import RunSettings, parse_run_config
 from ..errors import ClientProcessDied, FlowergraphError
 from .polling import PollingGrid
 from ..storage.results import RunRecorder
-from .loop import FlowergraphServer
 from .run_strategy import build_strategy
 from ..tasks.compute import configure_torch
-from ..wire import to_ndarrays
-
-
-def secagg_workflow(s: RunSettings):
-    """Flower's ``SecAggPlusWorkflow`` with the run's ``secagg-*`` settings (``secure-agg=secagg+``)."""
-    from flwr.server.workflow import SecAggPlusWorkflow
-
-    shares = s.secagg_num_shares
-    threshold = s.secagg_reconstruction_threshold
-    return SecAggPlusWorkflow(
-        num_shares=int(shares) if shares > 1 else float(shares),
-        reconstruction_threshold=int(threshold) if threshold > 1 else float(threshold),
-        clipping_range=float(s.secagg_clipping_range),
-        quantization_range=int(s.secagg_quantization_range),
-        max_weight=s.secagg_weight_bound,
-        timeout=s.round_timeout,
-    )
 
 
 def resume_state(s: RunSettings) -> Checkpoint | None:
@@ -73,18 +55,18 @@ class Checkpointer:
     ) -> None:
         self.out_dir, self.every, self.num_rounds, self.keep = out_dir, every, num_rounds, keep
         self.strategy, self.recorder, self.config = strategy, recorder, config
-        self.client_manager = None  # set by serve(): the server's, for the client checkpoint phase
+        self.federation = None  # set by the face that runs: its nodes, for the client checkpoint phase
         self.written: list[Path] = []
 
-    def __call__(self, server_round: int, parameters: Parameters) -> None:
+    def __call__(self, server_round: int, arrays: list[np.ndarray] | None) -> None:
         if self.every <= 0 or (server_round % self.every and server_round != self.num_rounds):
             return
-        if self.client_manager is not None:
-            self.strategy.checkpoint_clients(server_round, self.client_manager)
-        arrays = self.strategy.global_arrays  # the strategy's model (a new stage's, even before it aggregates)
+        if self.federation is not None:
+            self.strategy.checkpoint_clients(server_round, self.federation)
+        model = self.strategy.global_arrays  # the strategy's model (a new stage's, even before it aggregates)
         ckpt = Checkpoint(
             server_round=server_round,
-            arrays=list(arrays) if arrays is not None else to_ndarrays(parameters),
+            arrays=list(model) if model is not None else list(arrays or []),
             strategy_state=self.strategy.state_dict(),
             records=[dict(r) for r in self.recorder.rounds],
             config=self.config,
@@ -96,11 +78,24 @@ class Checkpointer:
             log(INFO, "flowergraph: checkpoint-keep=%d: deleted %s", self.keep, old)
 
 
-def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], None], run_id: int | str = "") -> dict:
+@dataclass
+class ServerRun:
+    """What a face runs (:func:`serve` hands it to ``launch``): the core ``strategy`` (DP-wrapped when the run
+    says), the round to start at (> 1: resumed), the run's rounds and round timeout, and the per-round hook
+    ``on_round_end(round, arrays)`` (the :class:`Checkpointer`, whose ``federation`` the face sets)."""
+
+    strategy: Any
+    start_round: int
+    num_rounds: int
+    round_timeout: float | None
+    on_round_end: Checkpointer
+
+
+def serve(s: RunSettings, launch: Callable[[ServerRun], None], run_id: int | str = "") -> dict:
     """Run one configured experiment: results folder, strategy, checkpoints, resume; returns the summary.
 
-    ``launch(server, config)`` runs Flower's server loop (the ServerApp: ``start_grid(grid=..., server=...)``;
-    tests: an in-process client manager)."""
+    ``launch(run)`` runs a face's loop on the :class:`ServerRun` (the ServerApp: the Message API's, or Flower's
+    legacy loop; tests: an in-process federation)."""
     plan = RunPlan.of(s, run_id)  # the results folder and the checkpoint to resume, as the launchers decide them
     ckpt, out_dir = plan.checkpoint, plan.out_dir
     recorder = RunRecorder(
@@ -131,11 +126,8 @@ def serve(s: RunSettings, launch: Callable[[FlowergraphServer, ServerConfig], No
         checkpointer = Checkpointer(
             out_dir, s.checkpoint_every, s.rounds, strategy, recorder, s.as_dict(), keep=s.checkpoint_keep
         )
-        server = FlowergraphServer(
-            strategy=strategy, start_round=ckpt.server_round + 1 if ckpt else 1, on_round_end=checkpointer
-        )
-        checkpointer.client_manager = server.client_manager()
-        launch(server, ServerConfig(num_rounds=s.rounds, round_timeout=s.round_timeout))
+        start_round = ckpt.server_round + 1 if ckpt else 1
+        launch(ServerRun(strategy, start_round, s.rounds, s.round_timeout, checkpointer))
         strategy.finish()
     except BaseException as caught:
         exc = caught
@@ -199,25 +191,33 @@ def main(grid: Grid, context: Context) -> None:
     if s.poll_interval > 0:
         grid = PollingGrid(grid, min_interval=min(0.002, s.poll_interval), max_interval=s.poll_interval)
 
-    def launch(server: FlowergraphServer, config: ServerConfig) -> None:
-        if s.flower_api == "message":  # the same strategy, run by its Message-API face
+    def launch(run: ServerRun) -> None:
+        if s.face == "message":  # the core, run by the Message API
             from .message_server import FlowergraphStrategy
 
-            face = FlowergraphStrategy(server.strategy)
-            if isinstance(server.on_round_end, Checkpointer):  # the client-checkpoint phase goes to the grid's nodes
-                server.on_round_end.client_manager = face.nodes_for(grid)
+            face = FlowergraphStrategy(run.strategy)
+            run.on_round_end.federation = face.nodes_for(grid)  # the client-checkpoint phase goes to the grid's nodes
             face.start(
                 grid,
                 None,
-                num_rounds=config.num_rounds,
-                timeout=config.round_timeout or 3600.0,
-                start_round=server.start_round,
-                on_round_end=server.on_round_end,
+                num_rounds=run.num_rounds,
+                timeout=run.round_timeout or 3600.0,
+                start_round=run.start_round,
+                on_round_end=run.on_round_end,
             )
             return
-        if s.secure_agg == "secagg+":
-            server.use_fit_workflow(secagg_workflow(s), grid, config.num_rounds, config.round_timeout)
-        start_grid(grid=grid, server=server, config=config)
+        from .loop import run_legacy  # the legacy adapter (SecAgg+ runs only there)
+
+        run_legacy(
+            grid,
+            run.strategy,
+            num_rounds=run.num_rounds,
+            round_timeout=run.round_timeout,
+            start_round=run.start_round,
+            on_round_end=run.on_round_end,
+            checkpointer=run.on_round_end,
+            settings=s,
+        )
 
     try:
         serve(s, launch, context.run_id)

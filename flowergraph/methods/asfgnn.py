@@ -19,7 +19,7 @@ from ..settings.options import Options, at_least, option, options_of, within
 from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
+    from ..strategies.base import FederatedStrategy as Strategy
 
     from ..settings import RunSettings
     from ..tasks.asfgnn.data import ClientData

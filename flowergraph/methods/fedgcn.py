@@ -14,7 +14,7 @@ from .node import model_kwargs, train_config
 from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
+    from ..strategies.base import FederatedStrategy as Strategy
 
     from ..settings import RunSettings
 

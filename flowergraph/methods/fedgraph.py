@@ -29,7 +29,7 @@ from .node import graph_spec
 from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
+    from ..strategies.base import FederatedStrategy as Strategy
 
     from ..settings import RunSettings
 

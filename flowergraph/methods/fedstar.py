@@ -16,7 +16,7 @@ from .graph import task_spec as graph_task_spec
 from .registry import Client, ClientArgs, Method, register, StrategyArgs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
+    from ..strategies.base import FederatedStrategy as Strategy
 
     from ..settings import RunSettings
     from ..tasks.graphcls.data import GraphTaskSpec

@@ -68,8 +68,7 @@ from ..settings.keys import COMMON_OPTIONS
 from ..settings.options import Option
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flwr.server.strategy import Strategy
-
+    Strategy = Any  # a core strategy (flowergraph.strategies.FederatedStrategy; not imported: the registry is a leaf)
     from ..strategies.policy import FederationPolicy
 
 
@@ -400,6 +399,16 @@ class RunSettings:
     def clients_per_round(self) -> int:
         """Clients sampled for training each round."""
         return max(1, int(round(self.fraction_fit * self.effective_num_clients)))
+
+    @property
+    def face(self) -> str:
+        """Which of Flower's stacks runs the run (``flower-api``): ``"message"`` (the Message API), or
+        ``"legacy"`` (flowergraph's legacy adapter: asked for, or ``auto`` with ``secure-agg=secagg+``, which
+        Flower 1.42 offers only there)."""
+        api = str(getattr(self, "flower_api", "auto"))
+        if api == "auto":
+            return "legacy" if self.secure_agg == "secagg+" else "message"
+        return api
 
     @property
     def effective_num_clients(self) -> int:

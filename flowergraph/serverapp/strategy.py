@@ -221,7 +221,7 @@ class GraphStrategy(FederationOptions, Strategy):
             records go on in ``out_dir``).
         """
         from ..app.message_server import FlowergraphStrategy
-        from ..app.server_app import Checkpointer, serve
+        from ..app.server_app import ServerRun, serve
 
         nodes = self._wait_for_nodes(grid)
         rounds = self._num_rounds(nodes, num_rounds)
@@ -250,13 +250,12 @@ class GraphStrategy(FederationOptions, Strategy):
             return self._face.start(grid, initial_arrays, **start)
         result: list[Result] = []
 
-        def launch(server: Any, server_config: Any) -> None:  # flowergraph's ServerApp's run: records, checkpoints
-            self._face = FlowergraphStrategy(server.strategy, client_settings=told)
-            if isinstance(server.on_round_end, Checkpointer):
-                server.on_round_end.client_manager = self._face.nodes_for(grid)
+        def launch(run: ServerRun) -> None:  # flowergraph's ServerApp's run: records, checkpoints
+            self._face = FlowergraphStrategy(run.strategy, client_settings=told)
+            run.on_round_end.federation = self._face.nodes_for(grid)
             result.append(
                 self._face.start(
-                    grid, initial_arrays, start_round=server.start_round, on_round_end=server.on_round_end, **start
+                    grid, initial_arrays, start_round=run.start_round, on_round_end=run.on_round_end, **start
                 )
             )
 

@@ -68,7 +68,7 @@ def check_settings(s: RunSettings) -> None:
                 f"isolation); use simulation-engine='ray' for faults of kind "
                 f"{' or '.join(PROCESS_FAULTS)}"
             )
-    if s.flower_api == "message" and s.secure_agg == "secagg+":
+    if s.flower_api == "message" and s.secure_agg == "secagg+":  # auto takes the legacy adapter for secagg+
         raise ConfigError(
             "secure-agg='secagg+' with flower-api='message': Flower offers SecAggPlusWorkflow only on "
             "its legacy stack; use flower-api='legacy' for SecAgg+, or secure-agg='ckks' or 'none' "

@@ -8,9 +8,10 @@ AGGREGATORS = ("mean", "median", "trimmed-mean", "krum", "multi-krum")
 SECURE_AGG = ("none", "secagg+", "ckks")
 CLIENT_ORDERS = ("partition", "largest-first")  # which client a simulated node serves (flowergraph.app.client_app)
 FLOWER_APIS = (
-    "legacy",
+    "auto",
     "message",
-)  # which face of flowergraph the repository app runs (flowergraph.app.message_server)
+    "legacy",
+)  # which of Flower's stacks the repository app runs (auto: the Message API, the legacy adapter for secagg+)
 SIMULATION_ENGINES = (
     "ray",
     "inline",

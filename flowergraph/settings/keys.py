@@ -243,11 +243,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "flower-api",
-        "legacy",
-        "Which of Flower's two stacks the run speaks. `legacy`: Flower's legacy "
-        "records (`NumPyClient`, `flwr.server.strategy`); the only one with SecAgg+. `message`: Flower's "
-        "Message API (`flwr.serverapp.strategy.Strategy.start`, `train`/`evaluate`/`query` messages with "
-        "`arrays`, `config` and `metrics` records: docs/api.md). Same method code, same numbers.",
+        "auto",
+        "Which of Flower's two stacks the run speaks. `auto`: the Message API (`train`/`evaluate`/`query` "
+        "messages: docs/api.md), but the legacy adapter for `secure-agg=secagg+`, which Flower offers only there. "
+        "`message`, `legacy`: that one. Same method code, same numbers.",
         FLOWER_APIS,
     ),
     # -- federation

@@ -1,5 +1,7 @@
-"""Server side: flowergraph's strategies (legacy Flower ``Strategy`` classes) and the parts they are built from
-(public API).
+"""Server side: flowergraph's core strategies (Flower-free: they speak flowergraph's own types, :class:`Node`,
+:class:`Instruction`, :class:`Reply`, :class:`Failure` over a :class:`Federation`) and the parts they are built
+from (public API). Flower's Message API runs them through :class:`flowergraph.app.message_server.FlowergraphStrategy`,
+its legacy stack through :class:`flowergraph.app.loop.LegacyStrategy`.
 
     from flowergraph.strategies import WeightedAveraging, FedGCNStrategy, FederatedStrategy
 
@@ -10,9 +12,9 @@
   methods;
   :class:`GCFLStrategy` (clustered FL by update similarity, FedStar's GCFL baseline; any method's clients);
 * privacy and robustness of the training rounds, for any of them: :class:`CentralDPServerSide`,
-  :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers, recorded
-  and checkpointed), :class:`PrivacyBudget`; :class:`CKKSAggregation`; robust rules :class:`CoordinateMedian`,
-  :class:`TrimmedMean`, :class:`Krum` and :func:`make_aggregator`;
+  :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers' steps on
+  the core, recorded and checkpointed), :class:`PrivacyBudget`; :class:`CKKSAggregation`; robust rules
+  :class:`CoordinateMedian`, :class:`TrimmedMean`, :class:`Krum` and :func:`make_aggregator`;
 * the parts, for your own strategies: :class:`ClientDirectory` (identity, sampling, names),
   :class:`Aggregator` / :class:`WeightedMean` (aggregation rules), :class:`EvaluationSchedule`,
   :class:`FusedEvaluation`, :class:`RoundBook` (records), :class:`ClientCheckpoints` (clients' saved state),
@@ -80,6 +82,13 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
         PhaseRunner as PhaseRunner,
         relay as relay,
     )
+    from .nodes import (
+        Failure as Failure,
+        Federation as Federation,
+        Instruction as Instruction,
+        Node as Node,
+        Reply as Reply,
+    )
     from .policy import FederationPolicy as FederationPolicy, Stage as Stage, UPDATE_KINDS as UPDATE_KINDS
     from .records import RoundBook as RoundBook
     from .secure import CKKSAggregation as CKKSAggregation
@@ -87,6 +96,11 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
 
 _EXPORTS = {
     "FederatedStrategy": "base",
+    "Node": "nodes",
+    "Instruction": "nodes",
+    "Reply": "nodes",
+    "Failure": "nodes",
+    "Federation": "nodes",
     "WeightedAveraging": "weighted",
     "ASFGNNStrategy": "asfgnn",
     "FedGCNStrategy": "fedgcn",

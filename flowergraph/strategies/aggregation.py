@@ -18,8 +18,9 @@ Before any rule, :func:`accept_updates` turns a round's fit replies into the upd
 and checked by name against the arrays its client was sent (:func:`~flowergraph.strategies.common.check_named_update`),
 weighed, and, with ``max_update_norm``, compared with the round's median update norm (:func:`refuse_outliers`).
 
-Byzantine-robust rules (run config ``aggregator``), each Flower's own function from
-``flwr.server.strategy.aggregate`` applied to the accepted updates, the result cast to the global dtypes:
+Byzantine-robust rules (run config ``aggregator``), each Flower's own function (its legacy ``aggregate``
+module's, reached through :mod:`flowergraph._flower`: the Message API has no public one) applied to the accepted
+updates, the result cast to the global dtypes:
 
 * :class:`CoordinateMedian` (``median``): the coordinate-wise median of the updates (weights ignored);
 * :class:`TrimmedMean` (``trimmed-mean``): per coordinate, drop the ``trim`` fraction of largest and of smallest
@@ -38,13 +39,12 @@ from logging import WARNING
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from flwr.common import FitRes
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
 from .. import wire
 from ..settings.choices import AGGREGATORS, WEIGHTINGS
-from .common import check_named_update, config_bytes, parameters_bytes, weighted_average, weighted_metric
+from .common import arrays_bytes, check_named_update, config_bytes, weighted_average, weighted_metric
+from .nodes import Node, Reply
 
 
 class AggregationConfigError(RuntimeError):
@@ -160,7 +160,7 @@ class WeightedMean(Aggregator):
 
 
 class _FlowerRule(Aggregator):
-    """An aggregation rule from ``flwr.server.strategy.aggregate``, on the accepted updates."""
+    """An aggregation rule of Flower's (:func:`flowergraph._flower.aggregate_rule`), on the accepted updates."""
 
     def __init__(self, weighting: str = "train-size") -> None:
         self.mean = WeightedMean(weighting)
@@ -187,9 +187,9 @@ class CoordinateMedian(_FlowerRule):
         return "CoordinateMedian()"
 
     def _combine(self, results):
-        from flwr.server.strategy.aggregate import aggregate_median
+        from .._flower import aggregate_rule
 
-        return aggregate_median(results)
+        return aggregate_rule("median")(results)
 
 
 class TrimmedMean(_FlowerRule):
@@ -205,7 +205,7 @@ class TrimmedMean(_FlowerRule):
         return f"TrimmedMean(trim={self.trim})"
 
     def _combine(self, results):
-        from flwr.server.strategy.aggregate import aggregate_trimmed_avg
+        from .._flower import aggregate_rule
 
         if int(self.trim * len(results)) == 0:  # Flower's trim_mean drops int(trim x n) at each end
             raise RoundNotAggregated(
@@ -213,7 +213,7 @@ class TrimmedMean(_FlowerRule):
                 f"nothing (int({self.trim} x {len(results)}) = 0): it would be a plain mean"
             )
 
-        return aggregate_trimmed_avg(results, self.trim)
+        return aggregate_rule("trimmed-mean")(results, self.trim)
 
 
 class Krum(_FlowerRule):
@@ -230,7 +230,7 @@ class Krum(_FlowerRule):
         return f"Krum(malicious={self.malicious}, keep={self.keep})"
 
     def _combine(self, results):
-        from flwr.server.strategy.aggregate import aggregate_krum
+        from .._flower import aggregate_rule
 
         n = len(results)
         if n < 2 * self.malicious + 3:
@@ -239,7 +239,7 @@ class Krum(_FlowerRule):
                 f"= {2 * self.malicious + 3} valid updates, got {n}"
             )
         keep = 0 if self.keep is None else (self.keep or n - self.malicious)
-        return aggregate_krum(results, self.malicious, min(keep, n))
+        return aggregate_rule("krum")(results, self.malicious, min(keep, n))
 
 
 def make_aggregator(
@@ -262,12 +262,12 @@ def make_aggregator(
 # ------------------------------------------------------------------------------------ accepting a round's updates
 def accept_updates(
     server_round: int,
-    results: list[tuple[ClientProxy, FitRes]],
+    results: list[tuple[Node, Reply]],
     rec: dict[str, Any],
     *,
     aggregator: Aggregator,
-    label: Callable[[ClientProxy, Any], str],
-    reference: Callable[[ClientProxy], Mapping[str, np.ndarray] | None],
+    label: Callable[[Node, Any], str],
+    reference: Callable[[Node], Mapping[str, np.ndarray] | None],
     add_bytes: Callable[..., None],
     update_kind: str = "weights",
     max_update_norm: float = 0.0,
@@ -282,7 +282,7 @@ def accept_updates(
     run: RuntimeError naming the round."""
     updates, weights, rejected, norms = [], [], [], []
     for proxy, res in results:
-        add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
+        add_bytes(up=arrays_bytes(res.arrays) + config_bytes(res.metrics))
         name = label(proxy, res.metrics)
         sent = reference(proxy) or {}
         update, problem = _decode(res, name, sent, update_kind == "partial")
@@ -317,14 +317,9 @@ def accept_updates(
     return updates, weights
 
 
-def _decode(res: FitRes, label: str, sent: Mapping[str, np.ndarray], partial: bool) -> tuple[Update, str | None]:
+def _decode(res: Reply, label: str, sent: Mapping[str, np.ndarray], partial: bool) -> tuple[Update, str | None]:
     """A fit reply's update and why it is malformed (None when it is not)."""
-    try:
-        arrays = wire.to_ndarrays(res.parameters)
-    except Exception as exc:  # noqa: BLE001 (undecodable payload)
-        return Update(
-            label, [], int(res.num_examples), dict(res.metrics)
-        ), f"undecodable update ({type(exc).__name__}: {exc})"
+    arrays = list(res.arrays)
     try:
         keys = wire.decode_keys(res.metrics, len(arrays))
     except ValueError as exc:

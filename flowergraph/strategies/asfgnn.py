@@ -67,11 +67,9 @@ from logging import INFO, WARNING
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.common import EvaluateIns, Parameters, Scalar
 from flwr.common.logger import log
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
 
+from .nodes import Federation, Instruction, Node, Scalar
 from ..tasks.asfgnn.divergence import average_arrays
 from ..tasks.asfgnn.search import SearchDriver, SearchSpace, load_driver, make_driver
 from ..wire import PhaseMessage
@@ -188,10 +186,10 @@ class ASFGNNStrategy(FederatedStrategy):
         k, rest = divmod(int(server_round) - 1, self.trial_rounds + 1)
         return k, rest + 1
 
-    def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
+    def before_fit(self, server_round: int, clients: list[Node], federation: Federation) -> None:
         k, p = self.position(server_round)
         if self.trial is None or self.trial["index"] != k:
-            self._start_trial(k, server_round, client_manager)
+            self._start_trial(k, server_round, federation)
         rec = self.book.start(server_round)
         rec["trial"], rec["trial_round"] = k, p
         if p == self.trial_rounds + 1:
@@ -210,12 +208,12 @@ class ASFGNNStrategy(FederatedStrategy):
             raise RuntimeError(f"the {self.search} search proposed trial {trial.index}, the run is at trial {k}")
         return trial.config
 
-    def _start_trial(self, k: int, server_round: int, client_manager: ClientManager) -> None:
+    def _start_trial(self, k: int, server_round: int, federation: Federation) -> None:
         config = self._next_config(k)
         hps = self.client_hyperparams(config)
         for partition, hp in enumerate(hps):
             self.client_entry(partition).update(trial=k, hyperparams=hp)
-        proxies = [p for p in self.all_clients(client_manager) if self.partition(p) is not None]
+        proxies = [p for p in self.all_clients(federation) if self.partition(p) is not None]
         phase = self.phases.begin("asfgnn-init", server_round, timeout=self.round_timeout)
         reply = None
         for proxy in proxies:  # the lowest partition id (the reference loops' client 0) answers
@@ -267,12 +265,10 @@ class ASFGNNStrategy(FederatedStrategy):
         ]
 
     # -------------------------------------------------------------------------------------------- messages
-    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+    def client_model(self, proxy: Node) -> tuple[str, list[str] | None]:
         return GLOBAL, list(self.bank.global_model or {})  # the names always travel (model + statistics)
 
-    def client_config(
-        self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar], kind: str
-    ) -> dict[str, Scalar]:
+    def client_config(self, server_round: int, proxy: Node, config: dict[str, Scalar], kind: str) -> dict[str, Scalar]:
         """A fit tells each client the trial, the trial's round and its own hyper-parameters."""
         if kind != "fit":
             return config
@@ -287,8 +283,8 @@ class ASFGNNStrategy(FederatedStrategy):
         return {**config, **aw.TrialInstruction(k, p, p <= self.trial_rounds, entry["hyperparams"]).encode()}
 
     def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        self, server_round: int, arrays: Any, federation: Federation
+    ) -> list[tuple[Node, Instruction]]:
         """No evaluate message: every evaluation travels, aggregated, inside the next fit (see the module
         docstring). Closes the round's record."""
         self.book.start(server_round)

@@ -19,9 +19,7 @@ import threading
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from flwr.common import Parameters, ndarrays_to_parameters
 
-from ..wire import to_ndarrays
 
 NamedArrays = dict[str, np.ndarray]
 GLOBAL = "global"
@@ -42,12 +40,10 @@ def named(arrays: Sequence[np.ndarray], keys: Sequence[str] | None = None) -> Na
 
 
 def initial_arrays(initial: Any) -> tuple[list[np.ndarray], list[str] | None]:
-    """A strategy's ``initial_parameters`` (named arrays, Flower ``Parameters`` or a sequence of arrays) as its
-    arrays and their names (None: unnamed)."""
+    """A strategy's ``initial_parameters`` (named arrays, or a sequence of arrays) as its arrays and their names
+    (None: unnamed). A face converts its own type first (the legacy adapter: Flower ``Parameters``)."""
     if isinstance(initial, Mapping):
         return list(initial.values()), list(initial)
-    if isinstance(initial, Parameters):
-        return to_ndarrays(initial), None
     return list(initial), None
 
 
@@ -65,7 +61,7 @@ class ModelBank:
     def __init__(self) -> None:
         self._models: dict[str, NamedArrays] = {}
         self._versions: dict[str, int] = {}
-        self._cache: dict[tuple[str, tuple[str, ...] | None], tuple[int, Parameters]] = {}
+        self._cache: dict[tuple[str, tuple[str, ...] | None], tuple[int, list[np.ndarray]]] = {}
         self._groups: dict[str, list[int]] = {}
         self._lock = threading.RLock()
 
@@ -79,14 +75,14 @@ class ModelBank:
     def get(self, slot: str) -> NamedArrays | None:
         return self._models.get(slot)
 
-    def set(self, slot: str, arrays: Mapping[str, np.ndarray], parameters: Parameters | None = None) -> None:
-        """Store ``arrays`` (copied into a fresh ordered mapping) under ``slot``; ``parameters``: the same arrays
-        already serialised (they are then not serialised again)."""
+    def set(self, slot: str, arrays: Mapping[str, np.ndarray], payload: list[np.ndarray] | None = None) -> None:
+        """Store ``arrays`` (copied into a fresh ordered mapping) under ``slot``; ``payload``: the list of the same
+        arrays a face handed in (kept as the slot's :meth:`payload`, so the face recognises its own list)."""
         with self._lock:
             self._models[slot] = {str(k): np.asarray(v) for k, v in arrays.items()}
             self._versions[slot] = self._versions.get(slot, 0) + 1
-            if parameters is not None:
-                self._cache[(slot, None)] = (self._versions[slot], parameters)
+            if payload is not None:
+                self._cache[(slot, None)] = (self._versions[slot], payload)
 
     def drop(self, slot: str) -> None:
         with self._lock:
@@ -114,19 +110,19 @@ class ModelBank:
             arrays = named(arrays, keys)
         self.set(GLOBAL, arrays)
 
-    def adopt(self, parameters: Parameters | None) -> None:
+    def adopt(self, arrays: Sequence[np.ndarray] | None) -> None:
         """A server loop's model becomes the global model when it is another model of the same shapes (Flower's
-        contract: a round trains the parameters the loop passes, e.g. a DP wrapper's noisy release). The bank's
-        own serialisation (:meth:`is_current`) costs nothing; a model of other shapes (the previous stage's, after
-        a stage changed the model) is ignored."""
-        if parameters is None or not parameters.tensors or self.is_current(GLOBAL, parameters):
+        contract: a round trains the arrays the loop passes, e.g. a DP wrapper's noisy release). The bank's own
+        list (:meth:`is_current`) costs nothing; a model of other shapes (the previous stage's, after a stage
+        changed the model) is ignored."""
+        if arrays is None or len(arrays) == 0 or self.is_current(GLOBAL, arrays):
             return
         current = self.global_model
-        arrays = to_ndarrays(parameters)
+        arrays = list(arrays)
         if current is None:
-            self.set(GLOBAL, named(arrays), parameters=parameters)
+            self.set(GLOBAL, named(arrays), payload=arrays)
         elif len(arrays) == len(current) and all(a.shape == b.shape for a, b in zip(arrays, current.values())):
-            self.set(GLOBAL, named(arrays, list(current)), parameters=parameters)
+            self.set(GLOBAL, named(arrays, list(current)), payload=arrays)
 
     def arrays(self, slot: str, keys: Sequence[str] | None = None) -> NamedArrays:
         """The named arrays of ``slot`` (all, or those named ``keys``; an empty mapping for an empty slot)."""
@@ -176,10 +172,11 @@ class ModelBank:
             raise RuntimeError("the model bank holds no global model yet")
         return model
 
-    # ------------------------------------------------------------------------------------- serialisation
-    def parameters(self, slot: str, keys: Sequence[str] | None = None) -> Parameters:
-        """The arrays of ``slot`` (all, or those named ``keys``, in that order) as Flower ``Parameters``, serialised
-        once per version of the slot (a round sends one model to many clients)."""
+    # ------------------------------------------------------------------------------------------- payloads
+    def payload(self, slot: str, keys: Sequence[str] | None = None) -> list[np.ndarray]:
+        """The arrays of ``slot`` (all, or those named ``keys``, in that order) as one list, the same list object
+        for every call until the slot changes (a round sends one model to many clients: a face serialises it
+        once)."""
         with self._lock:
             model = self._models[slot]
             cache_key = (slot, None if keys is None else tuple(keys))
@@ -188,14 +185,13 @@ class ModelBank:
             if hit is not None and hit[0] == version:
                 return hit[1]
             arrays = list(model.values()) if keys is None else [model[k] for k in keys]
-            params = ndarrays_to_parameters(arrays)
-            self._cache[cache_key] = (version, params)
-            return params
+            self._cache[cache_key] = (version, arrays)
+            return arrays
 
-    def is_current(self, slot: str, parameters: Parameters) -> bool:
-        """Whether ``parameters`` is this slot's current serialisation (the very object :meth:`parameters` gave)."""
+    def is_current(self, slot: str, arrays: Sequence[np.ndarray]) -> bool:
+        """Whether ``arrays`` is this slot's current payload (the very list :meth:`payload` gave)."""
         hit = self._cache.get((slot, None))
-        return hit is not None and hit[0] == self._versions.get(slot) and hit[1] is parameters
+        return hit is not None and hit[0] == self._versions.get(slot) and hit[1] is arrays
 
     def clear_cache(self) -> None:
         with self._lock:

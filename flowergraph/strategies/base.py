@@ -1,9 +1,12 @@
 """The base strategy of every flowergraph method, composed of small parts.
 
-:class:`FederatedStrategy` is a legacy Flower ``Strategy``: it runs in Flower's simulation, in deployment, in your
-own ``server_fn``, under ``LegacyContext`` + ``DefaultWorkflow`` (SecAgg+ included), and on the Message API, whose
-:class:`flowergraph.app.message_server.FlowergraphStrategy` calls this same Strategy API. Its parts, each usable on
-its own, are in docs/architecture.md ("The base strategy and its parts").
+:class:`FederatedStrategy` names no Flower type: it speaks flowergraph's own plain values
+(:mod:`flowergraph.strategies.nodes`: a :class:`~.nodes.Node` per Flower node id, an :class:`~.nodes.Instruction`
+per message, a :class:`~.nodes.Reply` per answer, :class:`~.nodes.Failure` s) and reaches the nodes through a
+:class:`~.nodes.Federation`. Flower's Message API drives it directly
+(:class:`flowergraph.app.message_server.FlowergraphStrategy`); the legacy stack (Flower's ``Strategy`` /
+``ClientProxy`` API, kept for SecAgg+) drives it through one adapter, :class:`flowergraph.app.loop.LegacyStrategy`.
+Its parts, each usable on its own, are in docs/architecture.md ("The base strategy and its parts").
 
 What a client gets is said one way: :meth:`client_model`, :meth:`fit_config` / :meth:`evaluate_config` and
 :meth:`client_config`, from which :meth:`instruction` builds every message; what a client was sent is what its
@@ -24,17 +27,13 @@ from logging import INFO, WARNING
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from flwr.common import EvaluateIns, EvaluateRes, FitIns, FitRes, NDArrays, Parameters, Scalar
 from flwr.common.logger import log
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
-from flwr.server.strategy import Strategy
 
 from .. import wire
 from .aggregation import AggregationConfigError, Aggregator, RoundNotAggregated, Update, WeightedMean
 from .bank import GLOBAL, ModelBank, NamedArrays, initial_arrays, named
 from .client_checkpoints import ClientCheckpoints
-from .directory import ClientDirectory, distinct_failures
+from .directory import ClientDirectory
 from .evaluation import (
     DEFAULT_METRICS,
     ClientEvaluation,
@@ -44,28 +43,27 @@ from .evaluation import (
     record_replies,
     server_evaluation,
 )
+from .nodes import Failure, Federation, Instruction, Node, Reply, Scalar
 from .phases import PhaseRunner
 from .policy import UPDATE_KINDS, FederationPolicy, Stage, StagePlan, resolve_policy
 from .records import RoundBook
 from .secure import CKKSAggregation
 from .updates import round_updates
 
+NDArrays = list[np.ndarray]
 EvaluateFn = Callable[[int, NDArrays], "tuple[float, dict[str, Scalar]] | None"]
-FitReplies = list[tuple[ClientProxy, FitRes]]
-FitFailures = list[tuple[ClientProxy, FitRes] | BaseException]
-EvaluateReplies = list[tuple[ClientProxy, EvaluateRes]]
-EvaluateFailures = list[tuple[ClientProxy, EvaluateRes] | BaseException]
+Replies = list[tuple[Node, Reply]]
 
 
-class FederatedStrategy(Strategy):
+class FederatedStrategy:
     """Federated training with per-round records, built from parts (see the module docstring).
 
     Parameters
     ----------
     policy: how the federation runs (:class:`~flowergraph.strategies.policy.FederationPolicy`).
     aggregator: how valid updates are combined (default ``WeightedMean("train-size")``).
-    initial_parameters: the model to start from: arrays, Flower ``Parameters``, or named arrays (state-dict
-        keys); None asks one client for its (seeded) initial model.
+    initial_parameters: the model to start from: arrays or named arrays (state-dict keys); None asks one client
+        for its (seeded) initial model.
     evaluate_fn: optional server-side evaluation ``(round, arrays) -> (loss, {"accuracy": ...})``.
     recorder: optional :class:`flowergraph.storage.results.RunRecorder` receiving one record per round.
     metrics: how the clients' evaluation metrics are aggregated (default
@@ -89,7 +87,6 @@ class FederatedStrategy(Strategy):
         stages: Sequence[Stage] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
         policy = resolve_policy(policy, kwargs, type(self).__name__)  # kwargs: only to refuse them by name
         if update_kind not in UPDATE_KINDS:
             raise ValueError(f"unknown update_kind {update_kind!r}; valid choices: {', '.join(UPDATE_KINDS)}")
@@ -119,8 +116,9 @@ class FederatedStrategy(Strategy):
         self.last_fit_round = 0  # the last round whose fit results reached aggregate_fit
         self.resumed = False  # set by load_state_dict: the run continues from a checkpoint
         self._resume_bank: dict[str, Any] | None = None
-        self._sampled: list[ClientProxy] = []  # the current fit/evaluate phase's clients (to name failures)
-        self._sent: dict[str, tuple[Parameters, str, list[str] | None]] = {}  # this round's fit, per node id
+        self._sampled: list[Node] = []  # the current fit/evaluate phase's clients (to name failures)
+        self._sent: dict[str, tuple[Instruction, str, list[str] | None]] = {}  # this round's fit, per node id
+        self.federation: Federation | None = None  # the face's nodes, as the last call handed them
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_clients={self.num_clients}, aggregator={self.aggregator!r})"
@@ -145,8 +143,7 @@ class FederatedStrategy(Strategy):
     @property
     def global_arrays(self) -> NDArrays | None:
         """The global model's arrays, in order (None before the initial model)."""
-        model = self.bank.global_model
-        return None if model is None else list(model.values())
+        return None if self.bank.global_model is None else self.bank.payload(GLOBAL)
 
     @global_arrays.setter
     def global_arrays(self, arrays: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> None:
@@ -157,20 +154,25 @@ class FederatedStrategy(Strategy):
         """The stage the run is in."""
         return self.stage_plan.stages[self.stage_index]
 
-    def client_label(self, proxy: ClientProxy | None, metrics: dict[str, Scalar] | None = None) -> str:
+    def client_label(self, proxy: Node | None, metrics: dict[str, Scalar] | None = None) -> str:
         return self.directory.label(proxy, metrics)
 
-    def partition(self, proxy: ClientProxy) -> int | None:
+    def partition(self, proxy: Node) -> int | None:
         """The partition id a node holds (None when it did not say)."""
         return self.directory.partition_of.get(proxy.cid)
 
-    def identify_clients(self, client_manager: ClientManager) -> dict[str, int]:
-        """Ask every connected client which partition it holds (see :meth:`ClientDirectory.identify`)."""
-        return self.directory.identify(client_manager, self.init_timeout)
+    def use(self, federation: Federation) -> Federation:
+        """The face's nodes: what the phases, the identity handshake and fused evaluation send through."""
+        self.federation = self.phases.federation = federation
+        return federation
 
-    def all_clients(self, client_manager: ClientManager) -> list[ClientProxy]:
+    def identify_clients(self, federation: Federation) -> dict[str, int]:
+        """Ask every connected client which partition it holds (see :meth:`ClientDirectory.identify`)."""
+        return self.directory.identify(self.use(federation), self.init_timeout)
+
+    def all_clients(self, federation: Federation) -> list[Node]:
         """Every connected client, ordered by partition id."""
-        return self.directory.ordered(client_manager.all().values())
+        return self.directory.ordered(federation.nodes())
 
     def client_entry(self, partition: int) -> dict[str, Any]:
         """The server-side table entry of a client (created empty; checkpointed with the strategy's state):
@@ -178,17 +180,17 @@ class FederatedStrategy(Strategy):
         return self.client_table.setdefault(int(partition), {})
 
     # ------------------------------------------------------------------------------------------ hooks
-    def setup(self, client_manager: ClientManager) -> None:
+    def setup(self, federation: Federation) -> None:
         """One-off method phases after the initial model, before round 1 (default: none)."""
 
     def begin_stage(
-        self, stage: Stage, server_round: int, client_manager: ClientManager
+        self, stage: Stage, server_round: int, federation: Federation
     ) -> Mapping[str, np.ndarray] | Sequence[np.ndarray] | None:
         """A later stage starts with round ``server_round``: return its model (the bank is reset to it: groups and
         per-client models of the previous stage are dropped), or None to keep the current one (default)."""
         return None
 
-    def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
+    def before_fit(self, server_round: int, clients: list[Node], federation: Federation) -> None:
         """Per-round method phases before training (default: none). Add a phase's record to the round with
         ``self.book.add_phase(phase.end())``."""
 
@@ -206,16 +208,14 @@ class FederatedStrategy(Strategy):
             config[wire.STAGE] = self.stage.name
         return config
 
-    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+    def client_model(self, proxy: Node) -> tuple[str, list[str] | None]:
         """Which model a client is sent to train and to evaluate: ``(slot, keys)``, the bank slot and the names
         of the arrays it gets (None: all; else the names travel in the config's ``wire.KEYS``). Default: its own
         model if the bank holds one, else its group's, else the global one, whole. An architecture search returns
         the sub-network's keys."""
         return self.bank.slot_for(self.partition(proxy)), None
 
-    def client_config(
-        self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar], kind: str
-    ) -> dict[str, Scalar]:
+    def client_config(self, server_round: int, proxy: Node, config: dict[str, Scalar], kind: str) -> dict[str, Scalar]:
         """What one client is told besides its model: ``config`` (the round's :meth:`fit_config` or
         :meth:`evaluate_config`, a copy) with the client's own keys (default: unchanged). ``kind``: ``"fit"`` or
         ``"evaluate"``. Override for per-client hyper-parameters, a client's inbox, ..."""
@@ -246,47 +246,52 @@ class FederatedStrategy(Strategy):
 
     # ------------------------------------------------------------------------------- what a client gets
     def instruction(
-        self, server_round: int, proxy: ClientProxy, config: Mapping[str, Scalar], kind: str = "fit"
-    ) -> FitIns | EvaluateIns:
-        """The one place a client's ``FitIns`` / ``EvaluateIns`` is built: the model :meth:`client_model` names and
+        self, server_round: int, proxy: Node, config: Mapping[str, Scalar], kind: str = "fit"
+    ) -> Instruction:
+        """The one place a client's :class:`~.nodes.Instruction` is built: the model :meth:`client_model` names and
         :meth:`client_config`'s config (plus the arrays' names when the client gets a part). A fit instruction is
         remembered as what the client was sent (:meth:`sent_to`)."""
         slot, keys = self.client_model(proxy)
-        params = self.bank.parameters(slot, keys)
+        arrays = self.bank.payload(slot, keys)
         config = dict(self.client_config(server_round, proxy, dict(config), kind))
         if keys is not None:
             config[wire.KEYS] = wire.encode_keys(keys)
-        if kind != "fit":
-            return EvaluateIns(params, config)
-        self._sent[proxy.cid] = (params, slot, keys)
-        return FitIns(params, config)
+        names = list(keys) if keys is not None else list(self.bank.arrays(slot))
+        ins = Instruction(arrays, config, names if len(names) == len(arrays) else None)
+        if kind == "fit":
+            self._sent[proxy.cid] = (ins, slot, keys)
+        return ins
 
-    def sent_to(self, proxy: ClientProxy) -> NamedArrays | None:
+    def sent_to(self, proxy: Node) -> NamedArrays | None:
         """The named arrays a client was sent in this round's fit (what its update is checked against); the global
         model for a client this round sent nothing."""
         sent = self._sent.get(proxy.cid)
         return self.bank.global_model if sent is None else self.bank.arrays(sent[1], sent[2])
 
-    def _enter_stage(self, server_round: int, client_manager: ClientManager) -> None:
+    def _enter_stage(self, server_round: int, federation: Federation) -> None:
         while self.stage_index < self.stage_plan.index(server_round):
             self.stage_index += 1
-            new = self.begin_stage(self.stage, server_round, client_manager)
+            new = self.begin_stage(self.stage, server_round, federation)
             if new is not None:
                 self.bank.reset(global_model=new if isinstance(new, Mapping) else named(new))
             self.book.start(server_round)["stage_started"] = self.stage.name
             size = "" if new is None else f" ({len(self.bank.global_model or {})} arrays)"
             log(INFO, "stage %r starts with round %d%s", self.stage.name, server_round, size)
 
-    # ---------------------------------------------------------------------------------------- Strategy API
-    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
-        self.directory.wait(client_manager, self.connect_timeout)
+    # ------------------------------------------------------------------------------------------ the round
+    def initialize_parameters(self, federation: Federation) -> NDArrays:
+        """Wait for the nodes, identify them, get the initial model (given, the checkpoint's, or one client's),
+        restore the clients' state (a resumed run), run the key check (CKKS) and :meth:`setup`; returns the
+        global model's arrays."""
+        self.use(federation)
+        self.directory.wait(federation, self.connect_timeout)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            identities = pool.submit(self.directory.identify, client_manager, self.init_timeout)
+            identities = pool.submit(self.directory.identify, federation, self.init_timeout)
             initial, self.initial_parameters = self.initial_parameters, None  # free memory
             if initial is not None:
                 arrays, keys = initial_arrays(initial)
             else:
-                arrays, keys = self.directory.initial_model(client_manager, identities, self.init_timeout)
+                arrays, keys = self.directory.initial_model(federation, identities, self.init_timeout)
             identities.result()
         if self._resume_bank is not None:  # a resumed run: the checkpoint's model with its names, groups, clients
             self.bank.load_state_dict(self._resume_bank, global_arrays=arrays)
@@ -294,39 +299,50 @@ class FederatedStrategy(Strategy):
         else:
             self.bank.set_global(named(arrays, keys))
         if self.resumed and self.stateful_clients and self.client_checkpoint is not None:
-            self.client_state.restore(self.all_clients(client_manager), self.init_timeout)
+            self.client_state.restore(self.all_clients(federation), self.init_timeout)
         if self.ckks is not None:  # the key check; its record is round 0's (a resumed run has it)
-            self.ckks.setup(self.all_clients(client_manager), self.init_timeout, None if self.resumed else self.book)
-        self.setup(client_manager)
-        return self.bank.parameters(GLOBAL)
+            self.ckks.setup(self.all_clients(federation), self.init_timeout, None if self.resumed else self.book)
+        self.setup(federation)
+        return self.bank.payload(GLOBAL)
 
     def configure_fit(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, FitIns]]:
+        self, server_round: int, arrays: Sequence[np.ndarray] | None, federation: Federation
+    ) -> list[tuple[Node, Instruction]]:
+        """Round ``server_round``'s training messages: ``arrays`` (the loop's model: the global one, or a DP
+        wrapper's release) is adopted, a later stage entered, the clients sampled, the round's phases run
+        (:meth:`before_fit`); one :class:`~.nodes.Instruction` per sampled node."""
+        self.use(federation)
         self.book.start(server_round)
-        self.bank.adopt(parameters)
-        self._enter_stage(server_round, client_manager)
+        self.bank.adopt(arrays)
+        self._enter_stage(server_round, federation)
         if len(self.stage_plan.stages) > 1:
             self.book.start(server_round)["stage"] = self.stage.name
         self._sent = {}
-        clients = self._sampled = self.directory.sample(client_manager, self.fraction_fit, server_round, "fit")
-        self.before_fit(server_round, clients, client_manager)
+        clients = self._sampled = self.directory.sample(federation, self.fraction_fit, server_round, "fit")
+        self.before_fit(server_round, clients, federation)
         config = self.fused.flag(self.fit_config(server_round))
         return self.book.count_sent([(c, self.instruction(server_round, c, config, "fit")) for c in clients])
 
     def aggregate_fit(
-        self, server_round: int, results: FitReplies, failures: FitFailures
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        self, server_round: int, results: Replies, failures: list[Failure]
+    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
+        """The round's replies (and failures, named) into the new global model's arrays (None: kept) and the
+        round's metrics (``num_fit``)."""
         rec = self.book.start(server_round)
         self.last_fit_round = server_round
-        failures = distinct_failures(failures)
         rec["num_failures"] = len(failures)
         rec["failures"] = self.directory.name_failures(server_round, results, failures, "train", self._sampled)
         results = sorted(results, key=lambda pr: (int(pr[1].metrics.get(wire.PARTITION_ID, -1)), pr[0].cid))
         if self.book.held is not None:  # fused: these fits evaluated the previous round's model first
-            sent = {cid: params for cid, (params, _slot, _keys) in self._sent.items()}
+            sent = {cid: ins for cid, (ins, _slot, _keys) in self._sent.items()}
             self.fused.complete(
-                server_round, results, sent, self.evaluate_config, self.after_evaluate, self.round_timeout
+                server_round,
+                results,
+                sent,
+                self.evaluate_config,
+                self.after_evaluate,
+                self.round_timeout,
+                federation=self.federation,
             )
         updates, weights, enough = round_updates(self, server_round, results, rec)
         if not enough:
@@ -335,7 +351,7 @@ class FederatedStrategy(Strategy):
 
     def _aggregated(
         self, server_round: int, rec: dict[str, Any], updates: list[Update], weights: list[float]
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
         """:meth:`aggregate_updates` on the round's accepted updates; the new global model (None: kept)."""
         try:
             new = self.aggregate_updates(server_round, updates, weights)
@@ -349,11 +365,11 @@ class FederatedStrategy(Strategy):
             self.bank.set_global(new)
         rec["aggregated"] = True
         self.after_fit(server_round, updates)
-        return self.bank.parameters(GLOBAL), {"num_fit": rec["num_fit"]}
+        return self.bank.payload(GLOBAL), {"num_fit": rec["num_fit"]}
 
     def _not_aggregated(
         self, server_round: int, rec: dict[str, Any], updates: list[Update]
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
         rec["aggregated"] = False
         self.after_fit(server_round, updates)
         return None, {"num_fit": rec["num_fit"]}
@@ -371,22 +387,28 @@ class FederatedStrategy(Strategy):
         self.book.start(server_round).update(aggregated=False, not_aggregated=reason, num_fit=0)
         log(WARNING, "round %s: %s; the global model is kept unchanged", server_round, reason)
 
-    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
+    def evaluate(
+        self, server_round: int, arrays: Sequence[np.ndarray] | None
+    ) -> tuple[float, dict[str, Scalar]] | None:
+        """The server's own evaluation (``evaluate_fn``) of the global model (``arrays`` when the strategy holds
+        none)."""
         if self.evaluate_fn is None:
             return None
-        arrays = self.global_arrays if self.global_arrays is not None else wire.to_ndarrays(parameters)
-        return server_evaluation(self.evaluate_fn, server_round, arrays, self.book)
+        model = self.global_arrays if self.global_arrays is not None else list(arrays or [])
+        return server_evaluation(self.evaluate_fn, server_round, model, self.book)
 
     def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        self, server_round: int, arrays: Sequence[np.ndarray] | None, federation: Federation
+    ) -> list[tuple[Node, Instruction]]:
+        """Round ``server_round``'s evaluation messages (none when it is not due, or travels fused)."""
+        self.use(federation)
         self.book.start(server_round)
-        self.bank.adopt(parameters)
+        self.bank.adopt(arrays)
         if self.fused.hold(server_round):  # evaluated inside the next round's fit
             return []
         clients = []
         if self.schedule.due(server_round):
-            clients = self.directory.sample(client_manager, self.fraction_evaluate, server_round, "evaluate")
+            clients = self.directory.sample(federation, self.fraction_evaluate, server_round, "evaluate")
         self._sampled = clients
         if not clients:
             self.book.flush()  # aggregate_evaluate will not be called this round
@@ -395,7 +417,7 @@ class FederatedStrategy(Strategy):
         return self.book.count_sent([(c, self.instruction(server_round, c, config, "evaluate")) for c in clients])
 
     def aggregate_evaluate(
-        self, server_round: int, results: EvaluateReplies, failures: EvaluateFailures
+        self, server_round: int, results: Replies, failures: list[Failure]
     ) -> tuple[float | None, dict[str, Scalar]]:
         rec = self.book.start(server_round)
         rec["num_eval_failures"] = len(failures)
@@ -413,13 +435,14 @@ class FederatedStrategy(Strategy):
         """Write any record still held back (fused evaluation whose next fit never came; a failed run)."""
         self.book.finish()
 
-    def checkpoint_clients(self, server_round: int, client_manager: ClientManager) -> dict[str, Any] | None:
+    def checkpoint_clients(self, server_round: int, federation: Federation) -> dict[str, Any] | None:
         """Every connected client saves its ``context.state`` for round ``server_round`` when the method's clients
         keep state (:class:`~flowergraph.strategies.client_checkpoints.ClientCheckpoints`); returns what was saved
         (kept in :meth:`state_dict`), or None."""
         if not self.stateful_clients:
             return None
-        return self.client_state.save(server_round, self.all_clients(client_manager), self.round_timeout)
+        self.use(federation)
+        return self.client_state.save(server_round, self.all_clients(federation), self.round_timeout)
 
     # --------------------------------------------------------------------------------- state (checkpoints)
     def state_dict(self) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from logging import INFO
 from typing import Any
 
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
 from ..wire.state import STATE_LOAD, STATE_SAVE, StateReply, StateRequest
+from .nodes import Node
 from .phases import PhaseMessage, PhaseRunner
 
 
@@ -36,7 +36,7 @@ class ClientCheckpoints:
         self.last: dict[str, Any] | None = None
         self.restored = False
 
-    def save(self, server_round: int, clients: list[ClientProxy], timeout: float | None) -> dict[str, Any]:
+    def save(self, server_round: int, clients: list[Node], timeout: float | None) -> dict[str, Any]:
         """Every client in ``clients`` saves its state for round ``server_round``; returns (and keeps) what was
         saved. A client that cannot save is logged and listed under ``missing``: resuming from this checkpoint then
         fails for it, naming its file."""
@@ -61,7 +61,7 @@ class ClientCheckpoints:
         )
         return self.last
 
-    def restore(self, clients: list[ClientProxy], timeout: float | None) -> None:
+    def restore(self, clients: list[Node], timeout: float | None) -> None:
         """Every client in ``clients`` loads the state it saved at :attr:`last` (all must succeed)."""
         ckpt = self.last
         assert ckpt is not None

@@ -6,7 +6,6 @@ import math
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-from flwr.common import Parameters
 
 from ..wire import npy_size
 
@@ -32,11 +31,9 @@ def config_bytes(values: Mapping[str, Any] | None) -> int:
     return total
 
 
-def parameters_bytes(parameters: Parameters | None) -> int:
-    """Bytes of the serialised arrays in a Parameters object (the tensors as they go on the wire)."""
-    if parameters is None:
-        return 0
-    return sum(len(t) for t in parameters.tensors)
+def arrays_bytes(arrays: Iterable[np.ndarray] | None) -> int:
+    """Bytes of ``arrays`` as they go on the wire (each as Flower serialises an array: npy header + data)."""
+    return sum(npy_size(a) for a in arrays) if arrays else 0
 
 
 def check_update(arrays: list[np.ndarray], reference: list[np.ndarray] | None) -> str | None:

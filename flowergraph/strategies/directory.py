@@ -1,24 +1,22 @@
 """Which node holds which partition: the identity handshake, the initial model, client names in logs, seeded
-sampling, and failures named by client. A part of :class:`flowergraph.strategies.FederatedStrategy`; usable on its
-own in any legacy Flower strategy."""
+sampling, and failures named by client. A part of :class:`flowergraph.strategies.FederatedStrategy`, over a
+:class:`~flowergraph.strategies.nodes.Federation` (the face's nodes)."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import math
+import dataclasses
 import re
 import time
 from logging import INFO, WARNING
 from typing import Any, Iterable
 
 import numpy as np
-from flwr.common import Code, GetParametersIns, GetPropertiesIns
 from flwr.common.logger import log
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
 
 from ..errors import ClientsMissingError
-from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, NODE_RANK, PARTITION_ID, decode_keys, to_ndarrays
+from ..wire import CONFIG_ERROR_MARKER, IDENTITY_REQUEST, NODE_RANK, PARTITION_ID, decode_keys
+from .nodes import Failure, Federation, Node
 
 _PHASE_CODES = {"fit": 1, "evaluate": 2}
 
@@ -31,7 +29,7 @@ def failure_reason(exc: BaseException | str, limit: int = 300) -> str:
     text = str(exc)
     if "Node Unavailable" in text:
         return "the node went offline (no heartbeat: its SuperNode stopped or lost its connection)"
-    if "Message Unavailable" in text:
+    if "Message Unavailable" in text or re.search(r"sent no reply (with|to)", text):  # Flower's, the Message API's
         return "no reply in time (the message expired after round-timeout, or its node left the federation)"
     if "ActorDiedError" in text or "actor died" in text.lower():
         return PROCESS_DIED
@@ -87,12 +85,9 @@ class ClientDirectory:
         self.partition_of: dict[str, int] = {}  # node id (proxy.cid) -> partition id
         self.model_keys: dict[str, list[str]] = {}  # node id -> the names of its model's arrays (if it said)
         self.rank_of: dict[str, int] = {}  # node id -> its place in the simulation's queue (if it said: NODE_RANK)
-        # How the identity request travels: None, a get_properties call per node (the legacy face); else the
-        # Message-API face's transport (flowergraph.strategies.phases.Transport), every node at once
-        self.transport: Any = None
 
     # ---------------------------------------------------------------------------------------------- nodes
-    def wait(self, client_manager: ClientManager, timeout: float, *, report_every: float = 10.0) -> None:
+    def wait(self, federation: Federation, timeout: float, *, report_every: float = 10.0) -> None:
         """Wait until ``num_clients`` nodes are connected, logging how many are while it waits ("2 of 3 clients
         connected"); RuntimeError naming how many came after ``timeout`` seconds."""
         need = self.num_clients
@@ -100,7 +95,7 @@ class ClientDirectory:
         deadline = started + timeout
         last_count, last_report = -1, started
         while True:
-            count = client_manager.num_available()
+            count = len(federation.nodes())
             if count >= need:
                 if last_count >= 0:
                     log(
@@ -128,35 +123,19 @@ class ClientDirectory:
                     timeout,
                 )
                 last_count, last_report = count, now
-            client_manager.wait_for(need, timeout=max(1, int(math.ceil(min(report_every / 2, deadline - now)))))
+            federation.wait_for(need, timeout=max(0.0, min(report_every / 2, deadline - now)))
 
-    def identify(self, client_manager: ClientManager, timeout: float | None) -> dict[str, int]:
-        """Ask every connected node which partition it holds (``get_properties``); fills ``partition_of``.
+    def identify(self, federation: Federation, timeout: float | None) -> dict[str, int]:
+        """Ask every node which partition it holds (one query to every node at once); fills ``partition_of``.
 
         Raises RuntimeError when two nodes claim the same partition (a misconfigured deployment) or a client
         refuses the run because of bad input; a client that does not answer is labelled by its node id."""
-        proxies = sorted(client_manager.all().values(), key=lambda c: c.cid)
+        proxies = sorted(federation.nodes(), key=lambda c: c.cid)
         answers: dict[str, tuple[dict[str, Any], str]] = {}  # node id -> (properties, failure reason)
-        if self.transport is not None:  # the Message API: one query to every node at once
-            requests = [(p, dict(IDENTITY_REQUEST)) for p in proxies]
-            for proxy, outcome in self.transport(requests, timeout, 0):
-                failed = isinstance(outcome, BaseException)
-                answers[proxy.cid] = ({}, str(outcome)) if failed else (dict(outcome), "")
-        else:
-
-            def ask(proxy):
-                ins = GetPropertiesIns(config=dict(IDENTITY_REQUEST))
-                return proxy.get_properties(ins, timeout=timeout, group_id=0)
-
-            with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, max(1, len(proxies)))) as pool:
-                futures = {pool.submit(ask, p): p for p in proxies}
-            for future, proxy in futures.items():
-                try:
-                    res = future.result()
-                    ok = res.status.code == Code.OK
-                    answers[proxy.cid] = (dict(res.properties) if ok else {}, res.status.message)
-                except Exception as exc:  # noqa: BLE001 (a failed client is reported, not fatal)
-                    answers[proxy.cid] = ({}, str(exc))
+        requests = [(p, dict(IDENTITY_REQUEST)) for p in proxies]
+        for proxy, outcome in federation.query(requests, timeout, 0, min(32, max(1, len(proxies)))):
+            failed = isinstance(outcome, BaseException)
+            answers[proxy.cid] = ({}, str(outcome)) if failed else (dict(outcome), "")
         claims: dict[int, list[str]] = {}
         for proxy in proxies:
             properties, reason = answers.get(proxy.cid, ({}, "no reply"))
@@ -201,30 +180,27 @@ class ClientDirectory:
         return dict(self.partition_of)
 
     def initial_model(
-        self, client_manager: ClientManager, identities: concurrent.futures.Future[Any], timeout: float | None
+        self, federation: Federation, identities: concurrent.futures.Future[Any], timeout: float | None
     ) -> tuple[list[np.ndarray], list[str] | None]:
-        """One client's initial model (the first node by node id, ``get_parameters``) and the names it gave its
-        arrays in the identity reply (None if it gave none). ``identities``: the :meth:`identify` running
-        meanwhile; when the model does not come, its error (a client's refusal of the run) is the better one."""
-        proxy = sorted(client_manager.all().values(), key=lambda c: c.cid)[0]
+        """One client's initial model (the first node by node id) and the names it gave its arrays in the identity
+        reply (None if it gave none). ``identities``: the :meth:`identify` running meanwhile; when the model does
+        not come, its error (a client's refusal of the run) is the better one."""
+        proxy = sorted(federation.nodes(), key=lambda c: c.cid)[0]
         try:
-            res = proxy.get_parameters(GetParametersIns(config={}), timeout=timeout, group_id=0)
+            arrays = federation.get_model(proxy, timeout)
         except Exception as exc:
             identities.result()
             raise RuntimeError(
                 f"client node {proxy.cid} could not send the initial model: {failure_reason(exc)}"
             ) from exc
-        if not res.parameters.tensors:
+        if not arrays:
             identities.result()
-            raise RuntimeError(
-                f"client node {proxy.cid} returned no initial parameters: {failure_reason(res.status.message)}"
-            )
-        arrays = to_ndarrays(res.parameters)
+            raise RuntimeError(f"client node {proxy.cid} returned no initial parameters")
         identities.result()
         keys = self.model_keys.get(proxy.cid)
         return arrays, keys if keys is not None and len(keys) == len(arrays) else None
 
-    def label(self, proxy: ClientProxy | None, metrics: dict[str, Any] | None = None) -> str:
+    def label(self, proxy: Node | None, metrics: dict[str, Any] | None = None) -> str:
         """A client's name in logs and records: its partition id, else its node id."""
         if metrics and PARTITION_ID in metrics:
             return str(int(metrics[PARTITION_ID]))
@@ -234,24 +210,29 @@ class ClientDirectory:
             return str(self.partition_of[proxy.cid])
         return f"node {proxy.cid}"
 
-    def dispatch_rank(self, proxy: ClientProxy) -> tuple[int, int]:
+    def dispatch_rank(self, proxy: Node) -> tuple[int, int]:
         """Where a client's message goes in the order a round's messages are sent: by the place the node said it
         has in Flower's simulation queue (``client-order``), nodes that did not say after, in the order given."""
         rank = self.rank_of.get(proxy.cid)
         return (0, rank) if rank is not None else (1, 0)
 
-    def ordered(self, clients: Iterable[ClientProxy]) -> list[ClientProxy]:
-        """Clients ordered by partition id (nodes that did not identify themselves last, by node id)."""
+    def known(self, node: Node) -> Node:
+        """``node`` carrying the partition id it said it holds (unchanged when it did not say)."""
+        pid = self.partition_of.get(node.cid)
+        return node if pid is None or node.partition == pid else dataclasses.replace(node, partition=pid)
+
+    def ordered(self, clients: Iterable[Node]) -> list[Node]:
+        """Clients ordered by partition id (nodes that did not identify themselves last, by node id), each
+        carrying its partition id."""
         return sorted(
-            clients, key=lambda c: (0, self.partition_of[c.cid], "") if c.cid in self.partition_of else (1, 0, c.cid)
+            (self.known(c) for c in clients),
+            key=lambda c: (0, self.partition_of[c.cid], "") if c.cid in self.partition_of else (1, 0, c.cid),
         )
 
-    def sample(
-        self, client_manager: ClientManager, fraction: float, server_round: int = 0, phase: str = "fit"
-    ) -> list[ClientProxy]:
+    def sample(self, federation: Federation, fraction: float, server_round: int = 0, phase: str = "fit") -> list[Node]:
         """``round(fraction x available)`` clients (at least 1), drawn with a generator seeded by (seed, round,
         phase) over the clients ordered by partition id: the same partitions in every run."""
-        available = self.ordered(client_manager.all().values())
+        available = self.ordered(federation.nodes())
         n = max(1, int(round(fraction * len(available)))) if fraction > 0 and available else 0
         if self.clients_per_round is not None:
             n = min(n, self.clients_per_round)
@@ -264,30 +245,20 @@ class ClientDirectory:
 
     # ------------------------------------------------------------------------------------------- failures
     def name_failures(
-        self, server_round: int, results, failures, what: str, sampled: list[ClientProxy]
+        self, server_round: int, results, failures: list[Failure], what: str, sampled: list[Node]
     ) -> list[dict[str, str]]:
         """Name and log every failure; returns ``[{"client", "reason"}]``. Raises RuntimeError for a client that
-        refused the run because of bad input. Exceptions carry their client when the server tags them
-        (:class:`flowergraph.app.loop.FlowergraphServer`); otherwise the clients sampled for this phase that
-        neither replied nor failed with a reply are paired with the untagged exceptions."""
-        answered = {p.cid for p, _ in results} | {f[0].cid for f in failures if isinstance(f, tuple)}
-        unknown = [
-            p for p in sampled if p.cid not in answered and not any(getattr(f, "proxy", None) is p for f in failures)
-        ]
+        refused the run because of bad input. A failure whose node is unknown is paired with the one client
+        sampled for this phase that neither replied nor failed by name, when there is exactly one of each."""
+        answered = {p.cid for p, _ in results} | {f.node.cid for f in failures if f.node is not None}
+        unknown = [p for p in sampled if p.cid not in answered]
+        anonymous = sum(f.node is None for f in failures)
         out = []
         for failure in failures:
-            if isinstance(failure, tuple):
-                proxy, res = failure
-                reason = failure_reason(res.status.message)
-            else:
-                proxy = getattr(failure, "proxy", None)
-                if (
-                    proxy is None
-                    and len(unknown) == 1
-                    and sum(not isinstance(f, tuple) and getattr(f, "proxy", None) is None for f in failures) == 1
-                ):
-                    proxy = unknown[0]
-                reason = failure_reason(getattr(failure, "cause", failure))
+            proxy = failure.node
+            if proxy is None and len(unknown) == 1 and anonymous == 1:
+                proxy = unknown[0]
+            reason = failure_reason(getattr(failure.error, "cause", failure.error))
             label = self.label(proxy)
             node = f" (node {proxy.cid})" if proxy is not None and not label.startswith("node") else ""
             if refusal(reason):

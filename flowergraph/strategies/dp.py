@@ -1,12 +1,13 @@
-"""Differential privacy of the training rounds (run config ``dp``), with Flower's own DP strategy wrappers.
+"""Differential privacy of the training rounds (run config ``dp``): wrappers of flowergraph's core strategy doing
+what Flower's DP strategy wrappers do, with Flower's own DP arithmetic (``flwr.supercore.differential_privacy``).
 
 * ``central-server``: :class:`CentralDPServerSide` is Flower's ``DifferentialPrivacyServerSideFixedClipping``
-  around the method's strategy: the server clips each update ``theta_k - theta`` to L2 norm ``C``
-  (``dp-clipping-norm``), the method aggregates (the unweighted mean: ``weighting=uniform`` is required), and
-  Gaussian noise with standard deviation ``z C / m`` (``z`` = ``dp-noise-multiplier``, ``m`` = the updates the
-  mean was actually taken over: the clients sampled, less any update the wrapped strategy rejected) is added to
-  every parameter of the new global model.
-* ``central-client``: :class:`CentralDPClientSide` is Flower's ``DifferentialPrivacyClientSideFixedClipping``: the
+  (the same steps, on the core's plain values) around the method's strategy: the server clips each update
+  ``theta_k - theta`` to L2 norm ``C`` (``dp-clipping-norm``), the method aggregates (the unweighted mean:
+  ``weighting=uniform`` is required), and Gaussian noise with standard deviation ``z C / m`` (``z`` =
+  ``dp-noise-multiplier``, ``m`` = the updates the mean was actually taken over: the clients sampled, less any update
+  the wrapped strategy rejected) is added to every parameter of the new global model.
+* ``central-client``: :class:`CentralDPClientSide` does Flower's ``DifferentialPrivacyClientSideFixedClipping``: the
   clients clip (Flower's ``compute_clip_model_update``, applied by :class:`flowergraph.clients.privacy.DPUpdates`
   before any encryption or masking, to the norm the server sends as ``clipping_norm``), the server adds the same
   noise. This one combines with secure aggregation (the server never needs an individual update).
@@ -55,18 +56,20 @@ from dataclasses import dataclass
 from logging import WARNING
 from typing import Any
 
-from flwr.common import ndarrays_to_parameters
+import numpy as np
 from flwr.common.logger import log
-from flwr.server.strategy import (
-    DifferentialPrivacyClientSideFixedClipping,
-    DifferentialPrivacyServerSideFixedClipping,
-    Strategy,
+from flwr.supercore.differential_privacy import (
+    KEY_CLIPPING_NORM,
+    add_gaussian_noise_inplace,
+    compute_clip_model_update,
+    compute_stdv,
 )
-from flwr.supercore.differential_privacy import add_gaussian_noise_to_params, compute_clip_model_update, compute_stdv
 
 from ..privacy.dp import local_noise_stddev
-from ..wire import to_ndarrays
 from ..settings.choices import DP_MODES
+from .nodes import Reply
+
+Strategy = Any  # a core strategy (flowergraph.strategies.FederatedStrategy) or another wrapper
 
 
 @dataclass(frozen=True)
@@ -206,8 +209,18 @@ class _CentralDP(_DPWrapper):
         num_sampled_clients: int,
         delta: float = 1e-5,
     ) -> None:
-        # the next class in the MRO is the Flower wrapper the subclass names (server- or client-side clipping)
-        super().__init__(strategy, noise_multiplier, clipping_norm, num_sampled_clients)  # type: ignore[call-arg]
+        # Flower's wrappers' checks, with their messages
+        if noise_multiplier < 0:
+            raise ValueError("The noise multiplier should be a non-negative value.")
+        if clipping_norm <= 0:
+            raise ValueError("The clipping norm should be a positive value.")
+        if num_sampled_clients <= 0:
+            raise ValueError("The number of sampled clients should be a positive value.")
+        self.strategy = strategy
+        self.noise_multiplier = noise_multiplier
+        self.clipping_norm = clipping_norm
+        self.num_sampled_clients = num_sampled_clients
+        self.current_round_params: list[np.ndarray] = []
         self.budget = PrivacyBudget(noise_multiplier, delta, getattr(strategy, "num_clients", num_sampled_clients))
 
     def __repr__(self) -> str:
@@ -215,6 +228,28 @@ class _CentralDP(_DPWrapper):
 
     def noise_stddev(self) -> float:
         return compute_stdv(self.noise_multiplier, self.clipping_norm, self._averaged or self.num_sampled_clients)
+
+    def initialize_parameters(self, federation):
+        return self.strategy.initialize_parameters(federation)
+
+    def configure_fit(self, server_round, arrays, federation):
+        """The wrapped strategy's; the model the round starts from is kept (server-side clipping's reference),
+        and with client-side clipping every client is told the clipping norm (Flower's ``clipping_norm`` key)."""
+        self.current_round_params = [np.array(a, copy=True) for a in arrays] if arrays is not None else []
+        out = self.strategy.configure_fit(server_round, arrays, federation)
+        if not self.clips_on_server:
+            for _, ins in out:
+                ins.config.update({KEY_CLIPPING_NORM: self.clipping_norm})
+        return out
+
+    def configure_evaluate(self, server_round, arrays, federation):
+        return self.strategy.configure_evaluate(server_round, arrays, federation)
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        return self.strategy.aggregate_evaluate(server_round, results, failures)
+
+    def evaluate(self, server_round, arrays):
+        return self.strategy.evaluate(server_round, arrays)
 
     def aggregate_fit(self, server_round, results, failures):
         inner = self.strategy
@@ -238,17 +273,22 @@ class _CentralDP(_DPWrapper):
         # wrapped strategy rejects an update (NaN, wrong shape), and the noise must then be z C / m for the
         # release to have noise multiplier z (issue 19): clip as Flower does, aggregate, then noise with m.
         if self.clips_on_server:
-            for _, res in results:
-                arrays = to_ndarrays(res.parameters)
+            clipped = []
+            for node, res in results:
+                arrays = list(res.arrays)
                 compute_clip_model_update(arrays, self.current_round_params, self.clipping_norm)
-                res.parameters = ndarrays_to_parameters(arrays)
+                clipped.append((node, Reply(arrays, res.num_examples, res.metrics, res.loss)))
+            results = clipped
         parameters, metrics = inner.aggregate_fit(server_round, results, failures)
         averaged = int(metrics.get("num_fit", len(results))) if isinstance(metrics, dict) else len(results)
         extra: dict[str, Any] = {"clients": len(results), "averaged": averaged}
         if parameters is not None and averaged > 0:
             self._averaged = averaged
-            parameters = add_gaussian_noise_to_params(parameters, self.noise_multiplier, self.clipping_norm, averaged)
-            inner.global_arrays = to_ndarrays(parameters)  # the released (noisy) model
+            parameters = [np.array(a, copy=True) for a in parameters]
+            stddev = compute_stdv(self.noise_multiplier, self.clipping_norm, averaged)
+            add_gaussian_noise_inplace(parameters, stddev)  # Flower's add_gaussian_noise_to_params, on arrays
+            inner.global_arrays = parameters  # the released (noisy) model
+            parameters = inner.global_arrays  # the bank's own list of it: the next round adopts it as is
             self.budget.release(averaged)
         if averaged != len(results):
             extra["note"] = (
@@ -259,14 +299,14 @@ class _CentralDP(_DPWrapper):
         return parameters, metrics
 
 
-class CentralDPServerSide(_CentralDP, DifferentialPrivacyServerSideFixedClipping):
+class CentralDPServerSide(_CentralDP):
     """``dp=central-server``: Flower's server-side fixed clipping around ``strategy`` (see the module docstring)."""
 
     mode = "central-server"
     clips_on_server = True
 
 
-class CentralDPClientSide(_CentralDP, DifferentialPrivacyClientSideFixedClipping):
+class CentralDPClientSide(_CentralDP):
     """``dp=central-client``: Flower's client-side fixed clipping around ``strategy``; the clients clip (their
     ClientApp wraps them in :class:`flowergraph.clients.privacy.DPUpdates`, or a user's app adds Flower's
     ``fixedclipping_mod``)."""
@@ -274,7 +314,7 @@ class CentralDPClientSide(_CentralDP, DifferentialPrivacyClientSideFixedClipping
     mode = "central-client"
 
 
-class LocalDPAccounting(_DPWrapper, Strategy):
+class LocalDPAccounting(_DPWrapper):
     """``dp=local``: the clients add the noise; the server only records it and accounts for it."""
 
     mode = "local"
@@ -282,7 +322,6 @@ class LocalDPAccounting(_DPWrapper, Strategy):
     def __init__(
         self, strategy: Strategy, *, clipping_norm: float, sensitivity: float, epsilon: float, delta: float
     ) -> None:
-        Strategy.__init__(self)
         self.strategy = strategy
         self.clipping_norm, self.sensitivity, self.epsilon_per_round = clipping_norm, sensitivity, epsilon
         self.stddev = local_noise_stddev(sensitivity, epsilon, delta)
@@ -295,11 +334,11 @@ class LocalDPAccounting(_DPWrapper, Strategy):
     def noise_stddev(self) -> float:
         return self.stddev
 
-    def initialize_parameters(self, client_manager):
-        return self.strategy.initialize_parameters(client_manager)
+    def initialize_parameters(self, federation):
+        return self.strategy.initialize_parameters(federation)
 
-    def configure_fit(self, server_round, parameters, client_manager):
-        return self.strategy.configure_fit(server_round, parameters, client_manager)
+    def configure_fit(self, server_round, arrays, federation):
+        return self.strategy.configure_fit(server_round, arrays, federation)
 
     def aggregate_fit(self, server_round, results, failures):
         out = self.strategy.aggregate_fit(server_round, results, failures)
@@ -322,14 +361,14 @@ class LocalDPAccounting(_DPWrapper, Strategy):
         self.budget_replace_one.load_state_dict(state.pop("dp_replace_one", state.get("dp", {})))
         super().load_state_dict(state)
 
-    def configure_evaluate(self, server_round, parameters, client_manager):
-        return self.strategy.configure_evaluate(server_round, parameters, client_manager)
+    def configure_evaluate(self, server_round, arrays, federation):
+        return self.strategy.configure_evaluate(server_round, arrays, federation)
 
     def aggregate_evaluate(self, server_round, results, failures):
         return self.strategy.aggregate_evaluate(server_round, results, failures)
 
-    def evaluate(self, server_round, parameters):
-        return self.strategy.evaluate(server_round, parameters)
+    def evaluate(self, server_round, arrays):
+        return self.strategy.evaluate(server_round, arrays)
 
 
 def with_dp(strategy: Strategy, config: DPConfig) -> Strategy:

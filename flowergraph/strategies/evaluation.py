@@ -23,21 +23,19 @@ through :func:`server_evaluation`.
 
 from __future__ import annotations
 
-import concurrent.futures
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 from typing import Any, Callable, Iterable, Mapping
 
-from flwr.common import EvaluateIns, EvaluateRes, FitRes, Parameters
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
 from ..wire import EVAL_PREFIX, EVALUATE_GLOBAL, LOSS, NUM_TEST, PARTITION_ID
-from .common import config_bytes, parameters_bytes, weighted_metric
+from .common import arrays_bytes, config_bytes, weighted_metric
 from .directory import failure_reason
+from .nodes import Federation, Instruction, Node, Reply
 from .records import RoundBook
 
-Labeller = Callable[[ClientProxy, Any], str]  # (proxy, its reply's metrics) -> the client's label
+Labeller = Callable[[Node, Any], str]  # (proxy, its reply's metrics) -> the client's label
 
 
 class EvaluationSchedule:
@@ -141,15 +139,16 @@ def record_evaluation(
     return added
 
 
-def eval_row(res: EvaluateRes) -> dict[str, Any]:
+def eval_row(res: Reply) -> dict[str, Any]:
     """One client's ``evaluate`` reply as its row: its metrics, ``num_test`` and ``loss`` from the reply's fields
     when the metrics lack them."""
-    return {**res.metrics, NUM_TEST: res.metrics.get(NUM_TEST, res.num_examples), LOSS: res.metrics.get(LOSS, res.loss)}
+    loss = res.metrics.get(LOSS, res.loss if res.loss is not None else 0.0)
+    return {**res.metrics, NUM_TEST: res.metrics.get(NUM_TEST, res.num_examples), LOSS: loss}
 
 
 def record_replies(
     rec: dict[str, Any],
-    results: list[tuple[ClientProxy, EvaluateRes]],
+    results: list[tuple[Node, Reply]],
     label: Labeller,
     aggregation: MetricAggregation = DEFAULT_METRICS,
     add_bytes: Callable[..., None] | None = None,
@@ -166,33 +165,32 @@ def record_replies(
 
 def evaluate_now(
     rec: dict[str, Any],
-    clients: list[ClientProxy],
-    sent: Mapping[str, Parameters],
+    clients: list[Node],
+    sent: Mapping[str, Instruction],
     config: Mapping[str, Any],
     server_round: int,
     *,
+    federation: Federation,
     label: Labeller,
     aggregation: MetricAggregation = DEFAULT_METRICS,
     timeout: float | None = None,
 ) -> list[ClientEvaluation]:
     """Evaluate ``clients`` now, each on ``sent[its node id]`` with ``config`` (in parallel): their rows go to
     ``rec`` with the bytes each way; a client that fails is listed under ``rec["eval_failures"]``."""
-
-    def call(proxy: ClientProxy) -> tuple[ClientProxy, EvaluateRes]:
-        ins = EvaluateIns(sent[proxy.cid], dict(config))
-        return proxy, proxy.evaluate(ins, timeout=timeout, group_id=server_round)
-
-    results, failures = [], []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(clients)))) as pool:
-        for future in [pool.submit(call, p) for p in clients]:
-            try:
-                results.append(future.result())
-            except Exception as exc:  # noqa: BLE001
-                failures.append(exc)
+    requests = [(p, Instruction(sent[p.cid].arrays, dict(config), sent[p.cid].names)) for p in clients]
+    results: list[tuple[Node, Reply]] = []
+    failures: list[BaseException] = []
+    replies = {p.cid: outcome for p, outcome in federation.evaluate(requests, timeout, server_round)}
+    for p in clients:  # in the order sent
+        outcome = replies.get(p.cid, RuntimeError(f"node {p.cid} sent no reply"))
+        if isinstance(outcome, BaseException):
+            failures.append(outcome)
+        else:
+            results.append((p, outcome))
     for proxy, res in results:
         rec["bytes_up"] = rec.get("bytes_up", 0) + config_bytes(res.metrics) + 8
     rec["bytes_down"] = rec.get("bytes_down", 0) + sum(
-        parameters_bytes(sent[p.cid]) + config_bytes(config) for p in clients
+        arrays_bytes(sent[p.cid].arrays) + config_bytes(config) for p in clients
     )
     if failures:
         rec.setdefault("eval_failures", []).extend({"client": "unknown", "reason": failure_reason(f)} for f in failures)
@@ -232,11 +230,12 @@ class FusedEvaluation:
     def complete(
         self,
         server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        sent: Mapping[str, Parameters],
+        results: list[tuple[Node, Reply]],
+        sent: Mapping[str, Instruction],
         config: Callable[[int], Mapping[str, Any]],
         after_evaluate: Callable[[int, list[ClientEvaluation]], None] = lambda r, rows: None,
         timeout: float | None = None,
+        federation: Federation | None = None,
     ) -> dict[str, Any]:
         """The held record of round ``server_round - 1``, completed from the ``eval_*`` metrics of round
         ``server_round``'s fit ``results``: its rows go to ``after_evaluate(held round, rows)`` (the strategy's
@@ -273,6 +272,7 @@ class FusedEvaluation:
                 {p.cid: sent[p.cid] for p in clients},
                 config(held["round"]),
                 held["round"],
+                federation=federation,  # type: ignore[arg-type]
                 label=self.label,
                 aggregation=self.aggregation,
                 timeout=timeout,

@@ -56,9 +56,8 @@ from logging import INFO
 
 import numpy as np
 from flwr.common.logger import log
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
 
+from .nodes import Federation, Node
 from ..privacy import ckks
 from ..privacy.packing import decode_rows, encode_rows, pack_blobs, unpack_blobs
 from ..tasks.fedgcn import RowSums, check_hops
@@ -109,17 +108,17 @@ class FedGCNStrategy(WeightedAveraging):
     def __repr__(self) -> str:
         return f"FedGCNStrategy(num_clients={self.num_clients}, hops={self.hops}, he={self.he})"
 
-    def setup(self, client_manager: ClientManager) -> None:
+    def setup(self, federation: Federation) -> None:
         if self.hops == 0:
             return
         if self.client_state.restored:
             log(INFO, "FedGCN: the clients restored their aggregations from the checkpoint; no new exchange")
             return
-        self.communication_phase(client_manager)
+        self.communication_phase(federation)
 
     # ----------------------------------------------------------------------------------------- phase
-    def communication_phase(self, client_manager: ClientManager) -> dict:
-        clients = self.all_clients(client_manager)
+    def communication_phase(self, federation: Federation) -> dict:
+        clients = self.all_clients(federation)
         if len(clients) != self.num_clients:
             raise RuntimeError(
                 f"FedGCN needs all {self.num_clients} clients in its communication phase, {len(clients)} are connected"
@@ -140,7 +139,7 @@ class FedGCNStrategy(WeightedAveraging):
             self.book.write(dict(stats))
         return stats
 
-    def _phase_plain(self, phase: Phase, clients: list[ClientProxy]) -> dict:
+    def _phase_plain(self, phase: Phase, clients: list[Node]) -> dict:
         """A :func:`~flowergraph.strategies.phases.relay`: each upload is added into the running per-row sums as
         it arrives and then dropped (the server holds one upload and the float64 sums, never all uploads: ~1 GB
         at 1M nodes); each client then gets the sums of exactly the rows it requested."""
@@ -157,7 +156,7 @@ class FedGCNStrategy(WeightedAveraging):
             reply.arrays.clear()
             requests[reply.proxy.cid] = up.request
 
-        def download(proxy: ClientProxy, _: PhaseReply) -> PhaseMessage:
+        def download(proxy: Node, _: PhaseReply) -> PhaseMessage:
             request = requests[proxy.cid]
             try:
                 rows = acc[0].sums(request)
@@ -184,7 +183,7 @@ class FedGCNStrategy(WeightedAveraging):
             "rows_downloaded": int(sum(len(r) for r in requests.values())),
         }
 
-    def _phase_ckks(self, phase: Phase, clients: list[ClientProxy]) -> dict:
+    def _phase_ckks(self, phase: Phase, clients: list[Node]) -> dict:
         index: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         info: dict[str, msg.Index] = {}
 
@@ -213,7 +212,7 @@ class FedGCNStrategy(WeightedAveraging):
         counts = {"ciphertexts_up": 0, "ciphertexts_down": 0}
         lock = threading.Lock()  # download messages are built in parallel threads
 
-        def upload(proxy: ClientProxy) -> PhaseMessage:
+        def upload(proxy: Node) -> PhaseMessage:
             rows, offsets = layout.rows_for(order[proxy.cid], "contributor")
             return _message(msg.CKKSUploadRequest(rows, offsets, slots, width).encode())
 
@@ -224,7 +223,7 @@ class FedGCNStrategy(WeightedAveraging):
 
         phase.send(UPLOAD, clients, upload, on_reply=got_upload)
 
-        def download(proxy: ClientProxy) -> PhaseMessage:
+        def download(proxy: Node) -> PhaseMessage:
             rows, offsets = layout.rows_for(order[proxy.cid], "requester")
             ct_index = ckks.ciphertexts_for(offsets, width, slots)
             lengths, blob = pack_blobs(accumulator.serialized(ct_index))

@@ -59,16 +59,14 @@ from logging import INFO, WARNING
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from flwr.common import Parameters, Scalar
 from flwr.common.logger import log
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
 
+from .nodes import Federation, Node, Scalar
 from ..wire import PhaseMessage
 from ..wire import fedgraph as msg
 from .aggregation import RoundNotAggregated, Update
 from .base import FederatedStrategy
-from .common import config_bytes, parameters_bytes
+from .common import arrays_bytes, config_bytes
 from .phases import Phase, PhaseReply, relay
 from .policy import FederationPolicy
 
@@ -196,7 +194,7 @@ class FedGraphStrategy(FederatedStrategy):
     def _relay(
         self,
         phase: Phase,
-        clients: list[ClientProxy],
+        clients: list[Node],
         collect: str,
         request: PhaseMessage,
         deliver: str,
@@ -222,7 +220,7 @@ class FedGraphStrategy(FederatedStrategy):
                 self._count_work(int(reply.client), up.macs, rows=1 if up.macs else 0)
             reply.arrays.clear()
 
-        def route(proxy: ClientProxy, _reply: PhaseReply) -> PhaseMessage:
+        def route(proxy: Node, _reply: PhaseReply) -> PhaseMessage:
             cpu = time.thread_time()
             try:
                 return _route(proxy)
@@ -231,7 +229,7 @@ class FedGraphStrategy(FederatedStrategy):
                     with lock:
                         self._server_cpu += time.thread_time() - cpu
 
-        def _route(proxy: ClientProxy) -> PhaseMessage:
+        def _route(proxy: Node) -> PhaseMessage:
             me = self.partition(proxy)
             width = max(widths) if widths else 1
             parts = [
@@ -249,7 +247,7 @@ class FedGraphStrategy(FederatedStrategy):
         )
         return {r.client: msg.Stored.decode(r.arrays, r.values).rows for r in replies}
 
-    def degree_phase(self, clients: list[ClientProxy]) -> dict[str, Any]:
+    def degree_phase(self, clients: list[Node]) -> dict[str, Any]:
         phase = self.phases.begin(msg.DEGREE_PHASE, 0, timeout=self.init_timeout)
         stored = self._relay(phase, clients, msg.DEGREES, PhaseMessage(), msg.STORE_DEGREES, -1)
         stats = phase.end(elapsed_s=0.0, remote_neighbours=stored)
@@ -259,12 +257,7 @@ class FedGraphStrategy(FederatedStrategy):
         return stats
 
     def exchange(
-        self,
-        name: str,
-        server_round: int,
-        clients: list[ClientProxy],
-        model: Mapping[str, np.ndarray],
-        counted: bool = False,
+        self, name: str, server_round: int, clients: list[Node], model: Mapping[str, np.ndarray], counted: bool = False
     ) -> None:
         """A same-round exchange: every sharing convolution's rows, computed with ``model`` (``counted``: part of
         the round's training, so of its parallel clock; not the exchange before a separate evaluation)."""
@@ -300,7 +293,7 @@ class FedGraphStrategy(FederatedStrategy):
         self._messages += phase.sends
 
     def iterate(
-        self, server_round: int, clients: list[ClientProxy], model: Mapping[str, np.ndarray]
+        self, server_round: int, clients: list[Node], model: Mapping[str, np.ndarray]
     ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """``exchange=iteration`` (the paper's cadence): the round's local iterations, each with its exchange
         through the server (phase ``fedgraph-iterations``). ``begin`` (the model, each client's plan) -> every
@@ -319,7 +312,7 @@ class FedGraphStrategy(FederatedStrategy):
         def asked(reply: PhaseReply) -> None:
             requests[int(reply.client)] = msg.IdsByClient.decode(reply.arrays, reply.values)
 
-        def begin(proxy: ClientProxy) -> PhaseMessage:
+        def begin(proxy: Node) -> PhaseMessage:
             arrays, values = msg.Begin(self.plan(self.partition(proxy)), steps).encode()
             return PhaseMessage(arrays=arrays, values=values, model=model)
 
@@ -343,7 +336,7 @@ class FedGraphStrategy(FederatedStrategy):
                 uploads[int(reply.client)] = up
                 self._count_work(int(reply.client), up.macs, rows=1 if up.macs else 0)
 
-            def ask(proxy: ClientProxy, _t: int = t, _wanted: dict = wanted) -> PhaseMessage:
+            def ask(proxy: Node, _t: int = t, _wanted: dict = wanted) -> PhaseMessage:
                 arrays, values = msg.IdsByClient(_wanted[int(self.partition(proxy) or 0)], conv, _t).encode()
                 return PhaseMessage(arrays=arrays, values=values)
 
@@ -364,7 +357,7 @@ class FedGraphStrategy(FederatedStrategy):
                 break
             requests = {}
 
-            def step(proxy: ClientProxy, _t: int = t, _inbox: dict = inbox) -> PhaseMessage:
+            def step(proxy: Node, _t: int = t, _inbox: dict = inbox) -> PhaseMessage:
                 ids, values = _inbox.get(
                     int(self.partition(proxy) or 0), (np.zeros(0, np.int64), np.zeros((0, width), np.float32))
                 )
@@ -391,10 +384,10 @@ class FedGraphStrategy(FederatedStrategy):
     def _set_action(self, action: np.ndarray) -> None:
         self.policies = [(p.kappa, tuple(p.probs)) for p in self.agent.policies(action)]
 
-    def setup(self, client_manager: ClientManager) -> None:
+    def setup(self, federation: Federation) -> None:
         from ..tasks.fedgraph import ActionSpace, DDPGAgent
 
-        clients = self.all_clients(client_manager)
+        clients = self.all_clients(federation)
         if len(clients) != self.num_clients:
             raise RuntimeError(
                 f"FedGraph needs all {self.num_clients} clients (every owner sends rows, the agent "
@@ -414,7 +407,7 @@ class FedGraphStrategy(FederatedStrategy):
             self.agent = DDPGAgent(space, self.ddpg, seed=self.seed)
             self._start_episode()
 
-    def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
+    def before_fit(self, server_round: int, clients: list[Node], federation: Federation) -> None:
         self._fit_start = time.perf_counter()
         self._work, self._steps, self._rows, self._bytes, self._messages = {}, {}, {}, {}, 0
         self._last_rows = {}
@@ -435,27 +428,27 @@ class FedGraphStrategy(FederatedStrategy):
             rec["fedgraph"]["restarted"] = True
         if self.exchange_mode == "iteration":
             self.exchanged = True
-            self._last_rows = self.iterate(server_round, self.all_clients(client_manager), self.bank.global_model or {})
+            self._last_rows = self.iterate(server_round, self.all_clients(federation), self.bank.global_model or {})
             return
         self.exchanged = self.staleness == "same-round" or server_round == 1 or restart or not self.pending
         if self.exchanged:
             self.exchange(
                 msg.EXCHANGE_PHASE,
                 server_round,
-                self.all_clients(client_manager),
+                self.all_clients(federation),
                 self.bank.global_model or {},
                 counted=True,
             )
 
-    def configure_fit(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+    def configure_fit(self, server_round: int, arrays: Any, federation: Federation):
         """The base's (which calls :meth:`before_fit`: the round's exchange), with the server's CPU time and each
         client's fit bytes and the fit's message round trip counted for the parallel clock."""
         cpu = time.thread_time()
-        out = super().configure_fit(server_round, parameters, client_manager)
+        out = super().configure_fit(server_round, arrays, federation)
         for proxy, ins in out:
             p = self.partition(proxy)
             if p is not None:
-                self._bytes[p] = self._bytes.get(p, 0) + parameters_bytes(ins.parameters) + config_bytes(ins.config)
+                self._bytes[p] = self._bytes.get(p, 0) + arrays_bytes(ins.arrays) + config_bytes(ins.config)
         self._messages += 1 if out else 0
         self._server_cpu += time.thread_time() - cpu
         return out
@@ -469,7 +462,7 @@ class FedGraphStrategy(FederatedStrategy):
             p = self.partition(proxy)
             p = int(res.metrics.get(PARTITION_ID, -1)) if p is None else p
             metrics = {k: v for k, v in res.metrics.items() if not str(k).startswith(EVAL_PREFIX)}
-            self._bytes[p] = self._bytes.get(p, 0) + parameters_bytes(res.parameters) + config_bytes(metrics)
+            self._bytes[p] = self._bytes.get(p, 0) + arrays_bytes(res.arrays) + config_bytes(metrics)
             rows = int(res.metrics.get(msg.EXCHANGE_MACS, 0))
             steps = self.local_steps if int(res.metrics.get(msg.TRAIN_MACS, 0)) else 0
             self._count_work(p, int(res.metrics.get(msg.TRAIN_MACS, 0)) + rows, steps, len(self.convs) * bool(rows))
@@ -497,9 +490,7 @@ class FedGraphStrategy(FederatedStrategy):
                 parts[k] = (np.asarray(merged.ids), np.asarray(merged.values))
         return {msg.INBOX: msg.pack_parts(parts)}
 
-    def client_config(
-        self, server_round: int, proxy: ClientProxy, config: dict[str, Scalar], kind: str
-    ) -> dict[str, Scalar]:
+    def client_config(self, server_round: int, proxy: Node, config: dict[str, Scalar], kind: str) -> dict[str, Scalar]:
         """A fit: the client's round plan (its sampling policy, recorded in its table entry) and, before the
         exchange has run this round, its inbox of rows; a separate evaluation with stale rows: its inbox."""
         p = self.partition(proxy)
@@ -528,14 +519,14 @@ class FedGraphStrategy(FederatedStrategy):
         )
         return config
 
-    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+    def configure_evaluate(self, server_round: int, arrays: Any, federation: Federation):
         """A separate evaluation: first the rows of the evaluated model (same-round: from every connected owner, even
         to an evaluation of some clients), or the pending ones (in each client's config: :meth:`client_config`).
         exchange=iteration evaluates every round this way (its rounds exchange only sampled rows)."""
-        out = super().configure_evaluate(server_round, parameters, client_manager)
+        out = super().configure_evaluate(server_round, arrays, federation)
         if out and self.staleness == "same-round":
             self.exchange(
-                msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients(client_manager), self.bank.global_model or {}
+                msg.EVAL_EXCHANGE_PHASE, server_round, self.all_clients(federation), self.bank.global_model or {}
             )
         return out
 

@@ -55,11 +55,9 @@ from logging import INFO, WARNING
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from flwr.common import Parameters, Scalar
 from flwr.common.logger import log
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
 
+from .nodes import Federation, Node, Scalar
 from .. import wire
 from ..wire import PhaseMessage
 from ..wire import flagcns as msg
@@ -168,7 +166,7 @@ class FLAGCNSStrategy(FederatedStrategy):
         self.optimizer: Any = None  # its Adam (SuperNetOptimizer)
         self.keys: list[str] = []  # the arrays this round's clients are sent (and send back, as gradients)
         self._optimizer_state: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
-        self._client_manager: ClientManager | None = None
+        self._federation: Federation | None = None
 
     def __repr__(self) -> str:
         return (
@@ -227,14 +225,14 @@ class FLAGCNSStrategy(FederatedStrategy):
         return -loss if self.fitness == "loss" else accuracy
 
     # --------------------------------------------------------------------------------------------- hooks
-    def setup(self, client_manager: ClientManager) -> None:
-        self._client_manager = client_manager
+    def setup(self, federation: Federation) -> None:
+        self._federation = federation
         self._build_net()
 
-    def before_fit(self, server_round: int, clients: list[ClientProxy], client_manager: ClientManager) -> None:
+    def before_fit(self, server_round: int, clients: list[Node], federation: Federation) -> None:
         from ..tasks.flagcns import sample_members
 
-        self._client_manager = client_manager
+        self._federation = federation
         if not self.searching:
             return
         t, k = self.position(server_round)
@@ -258,7 +256,7 @@ class FLAGCNSStrategy(FederatedStrategy):
             config.update(msg.Retrain(self.chosen).config())
         return config
 
-    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+    def client_model(self, proxy: Node) -> tuple[str, list[str] | None]:
         """Every client gets the same named arrays: the parameters this round trains (the sampled codes'
         sub-networks, or the retrained network's)."""
         return GLOBAL, list(self.keys)
@@ -269,14 +267,12 @@ class FLAGCNSStrategy(FederatedStrategy):
             config.update(msg.Retrain(self.chosen).config())
         return config
 
-    def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, Any]]:
+    def configure_evaluate(self, server_round: int, arrays: Any, federation: Federation) -> list[tuple[Node, Any]]:
         if self.searching:  # the search is scored by its FEO phases, not by evaluate messages
             self.book.start(server_round)
             self.book.flush()
             return []
-        return super().configure_evaluate(server_round, parameters, client_manager)
+        return super().configure_evaluate(server_round, arrays, federation)
 
     def aggregate_updates(
         self, server_round: int, updates: list[Update], weights: list[float]
@@ -344,8 +340,8 @@ class FLAGCNSStrategy(FederatedStrategy):
         from ..tasks.flagcns import assemble_population
 
         space, budget = self.space, self.budget
-        assert self._client_manager is not None
-        clients = self.all_clients(self._client_manager)
+        assert self._federation is not None
+        clients = self.all_clients(self._federation)
         start = time.perf_counter()
         gamma = budget.gamma(t)
         phase = self.phases.begin(msg.FEO_PHASE, server_round, timeout=self.round_timeout)
@@ -403,7 +399,7 @@ class FLAGCNSStrategy(FederatedStrategy):
         }
 
     def federated_scores(
-        self, phase: Phase, clients: list[ClientProxy], codes: Sequence[tuple[int, ...]], server_round: int
+        self, phase: Phase, clients: list[Node], codes: Sequence[tuple[int, ...]], server_round: int
     ) -> list[tuple[float, float]] | None:
         """``(FLL, federated validation accuracy)`` of each code (Eq. 1, validation-size weighted) from the clients
         that answer ``flagcns.evaluate`` (None if none does): their per-client values, or in secure mode only the
@@ -482,9 +478,7 @@ class FLAGCNSStrategy(FederatedStrategy):
             for j in range(count)
         ]
 
-    def begin_stage(
-        self, stage: Stage, server_round: int, client_manager: ClientManager
-    ) -> Mapping[str, np.ndarray] | None:
+    def begin_stage(self, stage: Stage, server_round: int, federation: Federation) -> Mapping[str, np.ndarray] | None:
         """``retrain`` starts: Algorithm 2 lines 19-22 (the member of P with the lowest FLL; ``final_pick=
         "accuracy"``: with the highest federated validation accuracy), then its network with fresh seeded weights
         and a fresh Adam. With finalists: ``retrain-1`` scores P and keeps the K best networks by that pick;
@@ -493,11 +487,11 @@ class FLAGCNSStrategy(FederatedStrategy):
 
         if stage.name == SEARCH:
             return None
-        self._client_manager = client_manager
+        self._federation = federation
         if self.num_finalists > 1:
-            return self._begin_finalist(int(stage.name.rsplit("-", 1)[1]) - 1, server_round, client_manager)
+            return self._begin_finalist(int(stage.name.rsplit("-", 1)[1]) - 1, server_round, federation)
         if self.chosen is None:
-            scores = self._final_scores(server_round, client_manager)
+            scores = self._final_scores(server_round, federation)
             try:
                 ((code, fll, accuracy, _),) = final_candidates(self.space, self.population, scores, 1, self.final_pick)
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)
@@ -533,10 +527,10 @@ class FLAGCNSStrategy(FederatedStrategy):
             ],
         }
 
-    def _final_scores(self, server_round: int, client_manager: ClientManager) -> list[tuple[float, float]]:
+    def _final_scores(self, server_round: int, federation: Federation) -> list[tuple[float, float]]:
         """Algorithm 2 lines 19-21: every client scores the final P (phase ``flagcns-final``)."""
         phase = self.phases.begin(msg.FINAL_PHASE, server_round, timeout=self.round_timeout)
-        scores = self.federated_scores(phase, self.all_clients(client_manager), self.population, server_round)
+        scores = self.federated_scores(phase, self.all_clients(federation), self.population, server_round)
         self.book.add_phase(phase.end(population=len(self.population)))
         if scores is None:
             raise RuntimeError(
@@ -544,14 +538,14 @@ class FLAGCNSStrategy(FederatedStrategy):
             )
         return scores
 
-    def _begin_finalist(self, j: int, server_round: int, client_manager: ClientManager) -> Mapping[str, np.ndarray]:
+    def _begin_finalist(self, j: int, server_round: int, federation: Federation) -> Mapping[str, np.ndarray]:
         """Stage ``retrain-(j+1)``: the first scores P and keeps the K best networks by the final pick (fewer when
         P has fewer with a finite value: the last one is then retrained again); each retrains its finalist from
         scratch."""
         from ..tasks.flagcns import final_candidates
 
         if not self.finalists:
-            scores = self._final_scores(server_round, client_manager)
+            scores = self._final_scores(server_round, federation)
             try:
                 top = final_candidates(self.space, self.population, scores, self.num_finalists, self.final_pick)
             except Exception as exc:  # noqa: BLE001 (every FLL NaN: the SuperNet diverged)

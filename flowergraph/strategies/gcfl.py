@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
+from .nodes import Node
 from .aggregation import RoundNotAggregated, Update
 from .bank import GLOBAL, NamedArrays, group_slot
 from .policy import FederationPolicy
@@ -138,7 +138,7 @@ class GCFLStrategy(WeightedAveraging):
         """The arrays the client holding ``partition`` trains from (its cluster's model)."""
         return self.bank.model_for(partition)
 
-    def client_model(self, proxy: ClientProxy) -> tuple[str, list[str] | None]:
+    def client_model(self, proxy: Node) -> tuple[str, list[str] | None]:
         if len(self.clusters) == 1:  # before any split every client trains the federation-wide model
             return GLOBAL, None
         return super().client_model(proxy)

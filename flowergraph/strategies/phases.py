@@ -1,50 +1,44 @@
-"""Method phases: named message exchanges besides training, sent as ``get_properties`` messages (a part of
+"""Method phases: named message exchanges besides training, sent as queries to many nodes at once (a part of
 :class:`flowergraph.strategies.FederatedStrategy`, usable on its own).
 
 A **phase** is one step of a method that is not a training round: FedGCN's one-shot exchange of neighbour
 aggregations before round 1, FedGraph's embedding exchange before every round, an architecture-search
 generation with several message kinds. :meth:`PhaseRunner.begin` opens one, timed and counted as one record;
 :meth:`Phase.send` sends one message kind to a set of clients (the same message, or one per client),
-at most ``max_parallel`` at once, handing each reply to ``on_reply`` as it arrives (so a server can add
-ciphertexts while others are still encrypting); :meth:`Phase.end` closes it and returns its record
-(``phase``, ``round``, ``time_s``, ``bytes_down``/``bytes_up``, ``messages``, ``failures`` and whatever the
-method adds). The strategy writes a one-off phase as its own record (FedGCN: round 0 of ``rounds.jsonl``) or
-adds a per-round phase to that round's record (``phases``).
+through the runner's :class:`~flowergraph.strategies.nodes.Federation` (the Message API: one push of ``query``
+messages; the legacy face: ``get_properties`` calls, at most ``max_parallel`` at once), handing each reply to
+``on_reply`` as it arrives (so a server can add ciphertexts while others are still encrypting); :meth:`Phase.end`
+closes it and returns its record (``phase``, ``round``, ``time_s``, ``bytes_down``/``bytes_up``, ``messages``,
+``failures`` and whatever the method adds). The strategy writes a one-off phase as its own record (FedGCN: round 0 of
+``rounds.jsonl``) or adds a per-round phase to that round's record (``phases``).
 
 Failure policy, per send: ``require_all=True`` (every client must answer: a failure raises :class:`PhaseError`
 naming the client and the reason) or ``False`` (failed clients are logged, recorded in ``failures`` and left
 out; the method goes on with the others). A client that refuses the run because of bad input always fails the
 run with its message.
 
-Why ``get_properties``: Flower's client mods for training messages (``secaggplus_mod``, the differential-
-privacy mods) act on ``fit`` messages only; a phase sent as ``fit`` fails in a ClientApp that carries
-``secaggplus_mod`` (``KeyError: 'secaggplus_configs'``). The wire format is in :mod:`flowergraph.wire`.
+Why queries (``get_properties`` on the legacy face): Flower's client mods for training messages
+(``secaggplus_mod``, the differential-privacy mods) act on training messages only; a phase sent as ``fit`` fails
+in a ClientApp that carries ``secaggplus_mod`` (``KeyError: 'secaggplus_configs'``). The wire format is in
+:mod:`flowergraph.wire`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass
 from logging import WARNING
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
-from flwr.common import Code, GetPropertiesIns
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
 from .. import wire
 from ..wire import PhaseMessage
 from .common import config_bytes
 from .directory import ClientDirectory, failure_reason, refusal
-
-
-Transport = Callable[
-    [list[tuple[ClientProxy, dict[str, Any]]], "float | None", int],
-    Iterator[tuple[ClientProxy, "dict[str, Any] | BaseException"]],
-]
+from .nodes import Federation, Node
 
 
 class PhaseError(RuntimeError):
@@ -55,7 +49,7 @@ class PhaseError(RuntimeError):
 class PhaseReply:
     """One client's answer."""
 
-    proxy: ClientProxy
+    proxy: Node
     client: str  # label: the partition id
     arrays: list[np.ndarray]
     values: dict[str, Any]
@@ -85,8 +79,8 @@ class Phase:
     def send(
         self,
         kind: str,
-        clients: list[ClientProxy],
-        message: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None = None,
+        clients: list[Node],
+        message: PhaseMessage | Callable[[Node], PhaseMessage] | None = None,
         *,
         require_all: bool = True,
         on_reply: Callable[[PhaseReply], None] | None = None,
@@ -103,7 +97,7 @@ class Phase:
             return replies
         self.sends += 1
 
-        def request(proxy: ClientProxy) -> dict[str, Any]:
+        def request(proxy: Node) -> dict[str, Any]:
             msg = message(proxy) if callable(message) else message
             config = wire.phase_message(kind, msg.arrays, self.server_round, model=msg.model, **msg.values)
             size = config_bytes(config)
@@ -114,7 +108,7 @@ class Phase:
                 self.client_bytes[label] = self.client_bytes.get(label, 0) + size
             return config
 
-        def handle(proxy: ClientProxy, props: dict[str, Any]) -> None:
+        def handle(proxy: Node, props: dict[str, Any]) -> None:
             size = config_bytes(props)
             with self._lock:
                 self.record["bytes_up"] += size
@@ -129,43 +123,20 @@ class Phase:
                 on_reply(reply)
             replies.append(reply)
 
-        transport = self.runner.transport
-        if transport is not None:  # the Message API: every client's message at once, replies as they arrive
-            for proxy, outcome in transport([(p, request(p)) for p in clients], timeout, self.server_round):
-                if isinstance(outcome, BaseException):
-                    self._failed(proxy, kind, failure_reason(outcome), require_all)
-                else:
-                    handle(proxy, outcome)
-                del outcome  # no reference kept: a large reply is freed once handled
-        else:  # the legacy face: a get_properties call per client, at most max_parallel at once
-
-            def call(proxy: ClientProxy) -> dict[str, Any]:
-                ins = GetPropertiesIns(config=wire.to_legacy(request(proxy)))
-                res = proxy.get_properties(ins, timeout=timeout, group_id=self.server_round)
-                if res.status.code != Code.OK:
-                    raise RuntimeError(res.status.message)
-                return dict(res.properties)
-
-            workers = max(1, min(max_parallel or self.runner.max_parallel, len(clients)))
-            pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
-            try:
-                futures = {pool.submit(call, proxy): proxy for proxy in clients}
-                for future in concurrent.futures.as_completed(futures):
-                    proxy = futures.pop(future)  # no reference kept: a large reply is freed once handled
-                    try:
-                        props = future.result()
-                    except Exception as exc:  # noqa: BLE001 (named and handled by the failure policy)
-                        self._failed(proxy, kind, failure_reason(exc), require_all)
-                        continue
-                    finally:
-                        del future
-                    handle(proxy, props)
-                    del props
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+        federation = self.runner.federation
+        if federation is None:
+            raise RuntimeError(f"{self.name}: the phase runner has no federation to send through")
+        workers = max(1, min(max_parallel or self.runner.max_parallel, len(clients)))
+        requests = [(p, request(p)) for p in clients]
+        for proxy, outcome in federation.query(requests, timeout, self.server_round, workers):
+            if isinstance(outcome, BaseException):
+                self._failed(proxy, kind, failure_reason(outcome), require_all)
+            else:
+                handle(proxy, outcome)
+            del outcome  # no reference kept: a large reply is freed once handled
         return sorted(replies, key=lambda r: (0, int(r.client)) if r.client.isdigit() else (1, r.client))
 
-    def _failed(self, proxy: ClientProxy, kind: str, reason: str, require_all: bool) -> None:
+    def _failed(self, proxy: Node, kind: str, reason: str, require_all: bool) -> None:
         label = self.runner.directory.label(proxy)
         node = f" (node {proxy.cid})" if not label.startswith("node") else ""
         if refusal(reason):
@@ -185,12 +156,12 @@ class Phase:
 
 def relay(
     phase: Phase,
-    clients: list[ClientProxy],
+    clients: list[Node],
     *,
     collect: str,
-    request: PhaseMessage | Callable[[ClientProxy], PhaseMessage] | None,
+    request: PhaseMessage | Callable[[Node], PhaseMessage] | None,
     deliver: str,
-    route: Callable[[ClientProxy, PhaseReply], PhaseMessage],
+    route: Callable[[Node, PhaseReply], PhaseMessage],
     on_collect: Callable[[PhaseReply], None] | None = None,
     require_all: bool = True,
 ) -> list[PhaseReply]:
@@ -214,11 +185,10 @@ class PhaseRunner:
             raise ValueError(f"max_parallel must be >= 1, got {max_parallel}")
         self.directory = directory
         self.max_parallel = max_parallel
-        # How a phase's messages travel: None, a get_properties call per client (the legacy face, at most
-        # max_parallel at once); else ``transport(requests, timeout, round)``, which sends every request at once
-        # and yields ``(proxy, reply values or the exception)`` as replies arrive (the Message-API face:
-        # flowergraph.app.message_server.GridNodes.exchange)
-        self.transport: Transport | None = None
+        # How a phase's messages travel: the face's nodes (set by the strategy when a round or its setup
+        # starts); ``query(requests, timeout, round, max_parallel)`` yields ``(node, reply values or the
+        # exception)`` as replies arrive
+        self.federation: Federation | None = None
 
     def begin(self, name: str, server_round: int = 0, *, timeout: float | None = None) -> Phase:
         return Phase(self, name, server_round, timeout)

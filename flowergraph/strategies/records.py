@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
-from .common import config_bytes, parameters_bytes
+from .common import config_bytes, arrays_bytes
 
 
 class RoundBook:
@@ -46,9 +46,8 @@ class RoundBook:
         self.pending["bytes_up"] = self.pending.get("bytes_up", 0) + int(up)
 
     def count_sent(self, instructions: list[Any]) -> list[Any]:
-        """``instructions`` (``(proxy, FitIns | EvaluateIns)`` pairs), their bytes added to the record's
-        ``bytes_down``."""
-        self.add_bytes(down=sum(parameters_bytes(ins.parameters) + config_bytes(ins.config) for _, ins in instructions))
+        """``instructions`` (``(node, Instruction)`` pairs), their bytes added to the record's ``bytes_down``."""
+        self.add_bytes(down=sum(arrays_bytes(ins.arrays) + config_bytes(ins.config) for _, ins in instructions))
         return instructions
 
     def add_phase(self, record: dict[str, Any]) -> None:

@@ -58,9 +58,7 @@ from logging import INFO, WARNING
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from flwr.common import FitRes
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
 from .. import wire
 from ..privacy import ckks
@@ -77,7 +75,8 @@ from ..wire.secure import (
     SetupReply,
 )
 from .aggregation import Update
-from .common import config_bytes, parameters_bytes, weighted_metric
+from .common import arrays_bytes, config_bytes, weighted_metric
+from .nodes import Node, Reply
 from .phases import PhaseError, PhaseMessage, PhaseRunner
 from .records import RoundBook
 
@@ -86,7 +85,7 @@ from .records import RoundBook
 class Upload:
     """One client's fit reply under CKKS, as the strategy received it."""
 
-    proxy: ClientProxy
+    proxy: Node
     label: str
     partition: int | None
     arrays: list[Any]
@@ -114,7 +113,7 @@ class CKKSAggregation:
         self.fingerprint: str | None = None
         self._round = 0
 
-    def setup(self, clients: list[ClientProxy], timeout: float | None, book: RoundBook | None = None) -> dict[str, Any]:
+    def setup(self, clients: list[Node], timeout: float | None, book: RoundBook | None = None) -> dict[str, Any]:
         """Step 1: every client's key fingerprint and the keyless CKKS context; returns the phase's record (also
         written to ``book`` as round 0's record, when given)."""
         phase = self.phases.begin("secure-ckks-setup", 0, timeout=timeout)
@@ -137,12 +136,12 @@ class CKKSAggregation:
     def round_update(
         self,
         server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
+        results: list[tuple[Node, Reply]],
         rec: dict[str, Any],
         *,
         sent: Mapping[str, np.ndarray],
-        label: Callable[[ClientProxy, Any], str],
-        partition: Callable[[ClientProxy], int | None],
+        label: Callable[[Node, Any], str],
+        partition: Callable[[Node], int | None],
         add_bytes: Callable[..., None],
         min_clients: int | None = None,
         timeout: float | None = None,
@@ -159,13 +158,9 @@ class CKKSAggregation:
         weights: list[float] = []
         metrics: list[dict[str, Any]] = []
         for proxy, res in results:
-            add_bytes(up=parameters_bytes(res.parameters) + config_bytes(res.metrics))
+            add_bytes(up=arrays_bytes(res.arrays) + config_bytes(res.metrics))
             name = label(proxy, res.metrics)
-            arrays: list[Any]
-            try:
-                arrays = wire.to_ndarrays(res.parameters)
-            except Exception as exc:  # noqa: BLE001
-                arrays = [f"undecodable: {exc}"]
+            arrays: list[Any] = list(res.arrays)
             uploads.append(Upload(proxy, name, partition(proxy), arrays, dict(res.metrics), int(res.num_examples)))
             fit_metrics = {k: v for k, v in res.metrics.items() if isinstance(v, (int, float))}
             rec.setdefault("clients", {}).setdefault(name, {}).update(
@@ -384,16 +379,13 @@ def _number(value: Any) -> float | None:
 
 
 def check_secagg_sum(
-    server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any], clipping_range: float | None
+    server_round: int, results: list[tuple[Node, Reply]], rec: dict[str, Any], clipping_range: float | None
 ) -> bool:
     """``secure-agg=secagg+``: what Flower's SecAgg+ workflow handed the strategy (one aggregate, copied into every
     result) is recorded under ``rec["secure_agg"]``; whether it is usable. The unmasked average must be finite and,
     as a weighted average of values clipped to ``clipping_range``, inside it (a NaN a client sent, or an overflow,
     lands anywhere after Flower's quantisation); an unusable one is logged and recorded (``not_aggregated``)."""
-    rec["secure_agg"] = {
-        "mode": "secagg+",
-        "distinct_payloads": len({hash(b"".join(res.parameters.tensors)) for _, res in results}),
-    }
+    rec["secure_agg"] = {"mode": "secagg+", "distinct_payloads": len({_digest(res.arrays) for _, res in results})}
     problem = _secagg_sum_problem(results, clipping_range)
     if problem is None:
         return True
@@ -402,13 +394,15 @@ def check_secagg_sum(
     return False
 
 
-def _secagg_sum_problem(results: list[tuple[ClientProxy, FitRes]], bound: float | None) -> str | None:
+def _digest(arrays: list[np.ndarray]) -> int:
+    """One payload's fingerprint (its arrays' dtypes, shapes and bytes)."""
+    return hash(tuple((a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes()) for a in map(np.asarray, arrays)))
+
+
+def _secagg_sum_problem(results: list[tuple[Node, Reply]], bound: float | None) -> str | None:
     if not results:
         return None
-    try:
-        arrays = wire.to_ndarrays(results[0][1].parameters)
-    except Exception as exc:  # noqa: BLE001
-        return f"undecodable ({type(exc).__name__}: {exc})"
+    arrays = results[0][1].arrays
     bad = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays)
     if bad:
         return f"{bad} NaN or infinite value(s)"

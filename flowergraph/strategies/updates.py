@@ -15,16 +15,15 @@ from __future__ import annotations
 from logging import WARNING
 from typing import Any
 
-from flwr.common import FitRes
 from flwr.common.logger import log
-from flwr.server.client_proxy import ClientProxy
 
 from .aggregation import Update, accept_updates
+from .nodes import Node, Reply
 from .secure import check_secagg_sum
 
 
 def round_updates(
-    strategy: Any, server_round: int, results: list[tuple[ClientProxy, FitRes]], rec: dict[str, Any]
+    strategy: Any, server_round: int, results: list[tuple[Node, Reply]], rec: dict[str, Any]
 ) -> tuple[list[Update], list[float], bool]:
     """``(updates, weights, enough)`` for ``strategy`` (a :class:`~.base.FederatedStrategy`; not imported here:
     the base imports this module): the round's accepted updates and their weights, and whether they are enough

@@ -9,10 +9,10 @@ states its protocol). The keys every method shares: the config's :data:`SERVER_R
 :data:`NUM_TRAIN`, :data:`BATCH_SIZE`; the evaluation metrics :data:`ACCURACY`, :data:`LOSS`, :data:`NUM_TEST`,
 :data:`VAL_ACCURACY`, :data:`VAL_LOSS`, :data:`NUM_VAL` (prefixed :data:`EVAL_PREFIX` inside a fit reply).
 
-**Named arrays.** Arrays travel in order, as Flower's ``Parameters``. When they are not the receiver's whole model
-in its own order (a sub-network, a partial update), their names travel with them as :data:`KEYS`: a JSON list of
-state-dict keys in the config (server -> client) or the metrics (client -> server); :func:`encode_keys` /
-:func:`decode_keys`.
+**Named arrays.** Arrays travel in order (an ArrayRecord's; the legacy face's list). When they are not the
+receiver's whole model in its own order (a sub-network, a partial update), their names travel with them as
+:data:`KEYS`: a JSON list of state-dict keys in the config (server -> client) or the metrics (client -> server);
+:func:`encode_keys` / :func:`decode_keys`.
 
 **Phases**: everything else a method exchanges travels as a phase message, a query (never a training message, so
 Flower's client mods for training messages, ``secaggplus_mod`` and the differential-privacy mods, leave it
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.common import Parameters, bytes_to_ndarray, ndarray_to_bytes, parameters_to_ndarrays
+from flwr.common import bytes_to_ndarray, ndarray_to_bytes
 
 from ..storage._astlock import serialize_ast_parse
 
@@ -138,13 +138,6 @@ def npy_size(array: np.ndarray) -> int:
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
     return header.tell() + array.nbytes
-
-
-def to_ndarrays(parameters: Parameters) -> list[np.ndarray]:
-    """Flower's ``parameters_to_ndarrays`` after the ``ast.parse`` lock (:mod:`flowergraph.storage._astlock`):
-    how flowergraph decodes the arrays of a ``fit`` / ``evaluate`` message or of a model."""
-    serialize_ast_parse()
-    return parameters_to_ndarrays(parameters)
 
 
 def scalars(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""ServerApp of the example: flowergraph's WeightedAveraging inside a plain server_fn."""
+"""ServerApp of the example: flowergraph's WeightedAveraging inside a plain server_fn (a legacy Flower app: the
+core strategy goes through flowergraph's legacy adapter, LegacyStrategy)."""
 
 from logging import INFO
 from pathlib import Path
@@ -8,6 +9,7 @@ from flwr.common.logger import log
 from flwr.server import ServerAppComponents, ServerConfig
 from flwr.serverapp import ServerApp
 
+from flowergraph.app.loop import LegacyStrategy
 from flowergraph.storage.results import RunRecorder
 from flowergraph.strategies import FederationPolicy, WeightedAveraging
 
@@ -18,7 +20,7 @@ def server_fn(context: Context):
     log(INFO, "plugin example: results in %s", out)
     recorder = RunRecorder(out, dict(context.run_config), total_rounds=rounds)
     policy = FederationPolicy(num_clients=int(context.run_config["num-clients"]), num_rounds=rounds)
-    strategy = WeightedAveraging(policy=policy, weighting="uniform", recorder=recorder)
+    strategy = LegacyStrategy(WeightedAveraging(policy=policy, weighting="uniform", recorder=recorder))
     return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds, round_timeout=300))
 
 
