@@ -41,7 +41,7 @@ from .settings import load_preset, natural_num_clients, option_by_key, parse_run
 from .settings.plan import RunPlan
 from .errors import ConfigError
 from .methods import methods
-from .methods.registry import preflight  # noqa: F401 (flowergraph.simulation.preflight, as before)
+from .methods.registry import preflight, sizes_text  # noqa: F401 (flowergraph.simulation.preflight, as before)
 from .storage.results import accuracy_text, add_launcher_times
 from .app.runtime import (
     ProcessGroup,
@@ -561,7 +561,7 @@ def _run_simulation(
     release_process_caches()  # the launcher is done with the data: its clients and server load their own
     out_dir.mkdir(parents=True, exist_ok=True)
     supernodes = settings.effective_num_clients
-    sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
+    sizes = sizes_text(info)
     auto_bound = (
         settings.secure_agg == "secagg+"
         and settings.weighting == "train-size"

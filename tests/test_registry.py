@@ -331,3 +331,12 @@ def test_the_method_order_does_not_depend_on_which_module_was_imported_first():
     ).stdout.strip()
     assert plain == early
     assert plain.startswith("fedavg,fedprox,fedper,gcfl,")
+
+
+def test_the_launchers_list_client_sizes_up_to_twenty_clients_and_summarise_more():
+    from flowergraph.methods.registry import sizes_text
+
+    assert sizes_text({"summary": "x"}) == ""
+    assert sizes_text({"client_sizes": [3, 1, 2]}) == "; client sizes [3, 1, 2]"
+    many = {"client_sizes": [98, 100, 104] + [100] * 997}
+    assert sizes_text(many) == "; client sizes 98-104 (mean 100.0 over 1000 clients)"

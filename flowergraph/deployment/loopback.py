@@ -474,7 +474,7 @@ def _run_deployment(
             f"receives too"
         )
     from ..settings import parse_run_config
-    from ..simulation import build_run_config, preflight
+    from ..simulation import build_run_config, preflight, sizes_text
 
     config = build_run_config(method, num_nodes, rounds, dataset, out_dir, overrides)
     settings = parse_run_config(config)
@@ -505,7 +505,7 @@ def _run_deployment(
         if partition_dir is not None:
             local["partition-dir"] = str(Path(partition_dir).expanduser().resolve())
         info = preflight(parse_run_config(local))
-        sizes = f"; client sizes {info['client_sizes']}" if info.get("client_sizes") else ""
+        sizes = sizes_text(info)
         print(
             f"flowergraph: {settings.method} on {info['summary']}, {num_nodes} SuperNode(s), {settings.rounds} "
             f"round(s){sizes}",

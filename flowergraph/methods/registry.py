@@ -60,7 +60,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Union
 
 from ..errors import ConfigError
 from ..settings.choices import MODEL_SCOPES, UPDATE_KINDS
@@ -538,6 +538,17 @@ def preflight(settings: "RunSettings") -> dict[str, Any]:
     if check is None:
         return {"summary": settings.dataset}
     return check(settings)
+
+
+def sizes_text(info: Mapping[str, Any], listed: int = 20) -> str:
+    """The launchers' "; client sizes ..." suffix from :func:`preflight`'s ``info``: every size up to ``listed``
+    clients, else their range and mean (a thousand sizes made one line of thousands of characters)."""
+    sizes = list(info.get("client_sizes") or [])
+    if not sizes:
+        return ""
+    if len(sizes) <= listed:
+        return f"; client sizes {sizes}"
+    return f"; client sizes {min(sizes)}-{max(sizes)} (mean {sum(sizes) / len(sizes):.1f} over {len(sizes)} clients)"
 
 
 def methods(*, include_benchmark: bool = True) -> dict[str, Method]:

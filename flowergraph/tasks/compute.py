@@ -51,6 +51,7 @@ _REMOVED: set[str] = set()
 # modules already looked at, per temp directory: {tmp: {name: module}}. A module object's file never changes, so
 # each is examined once (realpath over ~3,000 modules took ~55 ms, paid by every client message before this).
 _CHECKED: dict[str, dict[str, object]] = {}
+_SEEN: dict[str, tuple[int, str | None]] = {}  # temp dir -> (len(sys.modules), newest name) at the last scan
 _GENERATED = re.compile(r"[a-z0-9_]{8}\.py")  # what NamedTemporaryFile adds after the prefix
 
 
@@ -89,6 +90,12 @@ def remove_generated_sources() -> int:
     import tempfile
 
     tmp = os.path.realpath(tempfile.gettempdir())
+    # sys.modules keeps insertion order: with the same size and the same newest entry, nothing was imported since
+    # the last look (the check runs after every message: a scan of ~3,000 modules each time cost 17 % of a round
+    # at 1,000 clients on the inline engine)
+    seen = (len(sys.modules), next(reversed(sys.modules), None))
+    if _SEEN.get(tmp) == seen:
+        return 0
     checked = _CHECKED.setdefault(tmp, {})
     removed = 0
     for name, module in list(sys.modules.items()):
@@ -104,4 +111,5 @@ def remove_generated_sources() -> int:
             removed += 1
         except OSError:
             pass
+    _SEEN[tmp] = seen
     return removed
