@@ -135,7 +135,7 @@ def make_row(row: tuple, res: dict[str, Any], times: list[float], started: float
 def flowergraph_row(a, row: tuple) -> dict[str, Any]:
     _, workload, clients, engine, face, rounds = row
     folder = Path(a.work) / row_key(*row[:5])
-    out = folder / "run"
+    out = next(folder / f"run{i or ''}" for i in range(1000) if not (folder / f"run{i or ''}").exists())  # a rerun
     cmd = launcher_command(workload, clients, engine, face, rounds, out, a.timeout)
     res = run_child(cmd, folder / "launcher.log", a, a.timeout + 60)
     lines = (out / "rounds.jsonl").read_text().splitlines() if (out / "rounds.jsonl").exists() else []
