@@ -185,7 +185,7 @@ _APP: ClientApp | None = None
 
 def face_mod(msg: Message, context: Context, call_next: Callable[[Message, Context], Message]) -> Message:
     """The repository ClientApp's mod that serves both faces: a Message-API message goes to :func:`client_app`'s
-    handlers, a legacy one on to the legacy handler (``NumPyClient``)."""
+    handlers, a legacy one on to the legacy handler (:mod:`flowergraph.app.legacy`)."""
     global _APP
     if not is_message_face(msg):
         return call_next(msg, context)

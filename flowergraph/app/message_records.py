@@ -2,7 +2,7 @@
 
 flowergraph's methods are written once (the strategies' parts and the clients, :mod:`flowergraph.strategies`,
 :mod:`flowergraph.clients`); each *face* carries their exchanges over Flower. The legacy face uses Flower's legacy
-records (``fitins.parameters``, ``fitins.config``, ...: what ``NumPyClient`` and ``flwr.server.strategy`` speak).
+records (its fit and evaluate instructions' arrays and config, through the adapter in :mod:`flowergraph.app.loop`).
 The Message-API face uses the layout of Flower's own Message-API strategies and quickstarts:
 
 =====================  =============================================  ============================================

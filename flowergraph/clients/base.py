@@ -3,7 +3,7 @@ state checkpoints.
 
 * :class:`Client` is what every flowergraph client is: four methods over plain values (``get_properties``,
   ``get_parameters``, ``fit``, ``evaluate``: numpy arrays and dicts), with no Flower type. flowergraph's Message-API
-  handlers (:mod:`flowergraph.app.message_client`) call them; the legacy stack's ``NumPyClient`` is one adapter
+  handlers (:mod:`flowergraph.app.message_client`) call them; the legacy stack's client is one adapter
   (:mod:`flowergraph.app.legacy`).
 * :class:`FlowergraphClient` is a :class:`Client` that answers the identity request and the method's **phase
   messages** (``get_properties`` messages naming a phase, see :mod:`flowergraph.wire`): a subclass returns
@@ -72,7 +72,7 @@ class Client:
     * ``fit(arrays, config) -> (arrays, num_examples, metrics)``: train on the arrays the server sent;
     * ``evaluate(arrays, config) -> (loss, num_examples, metrics)``.
 
-    The same four methods (and signatures) as Flower's legacy ``NumPyClient``, so the legacy face adapts a client
+    The same four methods (and signatures) as Flower's legacy NumPy client, so the legacy face adapts a client
     without changing it (:class:`flowergraph.app.legacy.LegacyClient`)."""
 
     def get_properties(self, config: dict[str, Any]) -> dict[str, Any]:

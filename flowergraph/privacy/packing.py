@@ -57,7 +57,7 @@ def decode_rows(arrays: list[np.ndarray], encoding: str, num_rows: int, width: i
 
 
 def pack_blobs(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Many byte strings as two arrays (lengths int64, concatenated uint8) for a Parameters payload."""
+    """Many byte strings as two arrays (lengths int64, concatenated uint8) for one array payload."""
     lengths = np.array([len(b) for b in blobs], dtype=np.int64)
     blob = np.frombuffer(b"".join(blobs), dtype=np.uint8) if blobs else np.zeros(0, np.uint8)
     return lengths, blob

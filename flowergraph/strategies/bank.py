@@ -41,7 +41,7 @@ def named(arrays: Sequence[np.ndarray], keys: Sequence[str] | None = None) -> Na
 
 def initial_arrays(initial: Any) -> tuple[list[np.ndarray], list[str] | None]:
     """A strategy's ``initial_parameters`` (named arrays, or a sequence of arrays) as its arrays and their names
-    (None: unnamed). A face converts its own type first (the legacy adapter: Flower ``Parameters``)."""
+    (None: unnamed). A face converts its own type first (the legacy adapter: Flower's legacy array payload)."""
     if isinstance(initial, Mapping):
         return list(initial.values()), list(initial)
     return list(initial), None

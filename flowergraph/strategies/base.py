@@ -4,8 +4,8 @@
 (:mod:`flowergraph.strategies.nodes`: a :class:`~.nodes.Node` per Flower node id, an :class:`~.nodes.Instruction`
 per message, a :class:`~.nodes.Reply` per answer, :class:`~.nodes.Failure` s) and reaches the nodes through a
 :class:`~.nodes.Federation`. Flower's Message API drives it directly
-(:class:`flowergraph.app.message_server.FlowergraphStrategy`); the legacy stack (Flower's ``Strategy`` /
-``ClientProxy`` API, kept for SecAgg+) drives it through one adapter, :class:`flowergraph.app.loop.LegacyStrategy`.
+(:class:`flowergraph.app.message_server.FlowergraphStrategy`); the legacy stack (Flower's legacy
+``Strategy`` API, kept for SecAgg+) drives it through one adapter, :class:`flowergraph.app.loop.LegacyStrategy`.
 Its parts, each usable on its own, are in docs/architecture.md ("The base strategy and its parts").
 
 What a client gets is said one way: :meth:`client_model`, :meth:`fit_config` / :meth:`evaluate_config` and

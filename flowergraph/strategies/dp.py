@@ -167,6 +167,19 @@ class _DPWrapper:
             raise AttributeError(name)
         return getattr(inner, name)
 
+    # the phases DP leaves alone pass straight through (configure_fit / aggregate_fit are each wrapper's own)
+    def initialize_parameters(self, federation):
+        return self.strategy.initialize_parameters(federation)
+
+    def configure_evaluate(self, server_round, arrays, federation):
+        return self.strategy.configure_evaluate(server_round, arrays, federation)
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        return self.strategy.aggregate_evaluate(server_round, results, failures)
+
+    def evaluate(self, server_round, arrays):
+        return self.strategy.evaluate(server_round, arrays)
+
     def noise_stddev(self) -> float:
         raise NotImplementedError
 
@@ -229,9 +242,6 @@ class _CentralDP(_DPWrapper):
     def noise_stddev(self) -> float:
         return compute_stdv(self.noise_multiplier, self.clipping_norm, self._averaged or self.num_sampled_clients)
 
-    def initialize_parameters(self, federation):
-        return self.strategy.initialize_parameters(federation)
-
     def configure_fit(self, server_round, arrays, federation):
         """The wrapped strategy's; the model the round starts from is kept (server-side clipping's reference),
         and with client-side clipping every client is told the clipping norm (Flower's ``clipping_norm`` key)."""
@@ -241,15 +251,6 @@ class _CentralDP(_DPWrapper):
             for _, ins in out:
                 ins.config.update({KEY_CLIPPING_NORM: self.clipping_norm})
         return out
-
-    def configure_evaluate(self, server_round, arrays, federation):
-        return self.strategy.configure_evaluate(server_round, arrays, federation)
-
-    def aggregate_evaluate(self, server_round, results, failures):
-        return self.strategy.aggregate_evaluate(server_round, results, failures)
-
-    def evaluate(self, server_round, arrays):
-        return self.strategy.evaluate(server_round, arrays)
 
     def aggregate_fit(self, server_round, results, failures):
         inner = self.strategy
@@ -334,9 +335,6 @@ class LocalDPAccounting(_DPWrapper):
     def noise_stddev(self) -> float:
         return self.stddev
 
-    def initialize_parameters(self, federation):
-        return self.strategy.initialize_parameters(federation)
-
     def configure_fit(self, server_round, arrays, federation):
         return self.strategy.configure_fit(server_round, arrays, federation)
 
@@ -360,15 +358,6 @@ class LocalDPAccounting(_DPWrapper):
         state = dict(state)
         self.budget_replace_one.load_state_dict(state.pop("dp_replace_one", state.get("dp", {})))
         super().load_state_dict(state)
-
-    def configure_evaluate(self, server_round, arrays, federation):
-        return self.strategy.configure_evaluate(server_round, arrays, federation)
-
-    def aggregate_evaluate(self, server_round, results, failures):
-        return self.strategy.aggregate_evaluate(server_round, results, failures)
-
-    def evaluate(self, server_round, arrays):
-        return self.strategy.evaluate(server_round, arrays)
 
 
 def with_dp(strategy: Strategy, config: DPConfig) -> Strategy:

@@ -7,9 +7,9 @@ these values into Flower's and back:
   :class:`Instruction` a ``train`` / ``evaluate`` Message (ArrayRecord + ConfigRecord), a :class:`Reply` the
   reply's ArrayRecord and MetricRecord, and the :class:`Federation` sends a phase's ``query`` messages to many
   nodes in one push;
-* the legacy stack (:mod:`flowergraph.app.loop`: Flower's ``Strategy`` / ``ClientProxy`` API, kept for SecAgg+):
-  a :class:`Node` stands for a client proxy, an :class:`Instruction` for a ``FitIns`` / ``EvaluateIns``, a
-  :class:`Reply` for a ``FitRes`` / ``EvaluateRes``.
+* the legacy stack (:mod:`flowergraph.app.loop`: Flower's legacy ``Strategy`` API, kept for SecAgg+): a
+  :class:`Node` stands for a client proxy, an :class:`Instruction` for a fit or evaluate instruction, a
+  :class:`Reply` for its result.
 """
 
 from __future__ import annotations
