@@ -8,7 +8,7 @@ sample-weighted mean of the shared arrays), without Flower's messaging: the numb
 (tests/test_link_task.py checks the launcher's client against the core). A fraction of the cross-client edges
 (``--cross-known-fraction``, ``link.cross-known-fraction``) is known to both owners and is not a test edge; the rest
 is the cross-client test set, the same for every method. FedGCN's rows run its exchange in this process
-(:func:`flowergraph.tasks.link.fedgcn.exchange`, what the launcher's clients receive in messages:
+(:func:`flowergraph.methods.fedgcn.links.exchange`, what the launcher's clients receive in messages:
 tests/test_link_fedgcn.py) over G = every client's training edges plus the known cross edges, and its 2-layer GCN
 encoder on the result; 0-hop is FedAvg. The other methods cannot use the known cross edges (the far endpoint's
 features are at another silo).
@@ -105,7 +105,7 @@ def cell(dataset: str, method: str, seed: int, a) -> dict:
         kind, _, hops = method.partition("-")
         encoders = None
         if kind == "fedgcn" and int(hops) > 0:
-            from flowergraph.tasks.link.fedgcn import exchange, fedgcn_encode
+            from flowergraph.methods.fedgcn.links import exchange, fedgcn_encode
 
             encoders = {k: fedgcn_encode(ext) for k, ext in exchange(clients, int(hops)).items()}
         base = "fedavg" if kind == "fedgcn" else kind

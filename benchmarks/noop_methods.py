@@ -49,7 +49,7 @@ def _noop_client(args: ClientArgs) -> "NumPyClient":
 def _fedstar_noop_client(args: ClientArgs) -> "NumPyClient":
     """Clients that return what they receive, with the arrays FedStar's clients would send: the federation's own
     cost for FedStar's messages."""
-    from flowergraph.clients.fedstar import VARIANTS, shared_keys
+    from flowergraph.methods.fedstar.client import VARIANTS, shared_keys
     from flowergraph.clients import NoOpClient
     from flowergraph.tasks.graphcls import build_graph_model
     from flowergraph.tasks import module_arrays
@@ -66,7 +66,7 @@ def _fedstar_noop_client(args: ClientArgs) -> "NumPyClient":
 
 
 def _flagcns_noop_client(args: ClientArgs) -> "NumPyClient":
-    from flowergraph.clients.flagcns import FLAGCNSNoOpClient
+    from flowergraph.methods.flagcns.client import FLAGCNSNoOpClient
 
     return FLAGCNSNoOpClient(args.data(), **client_kwargs(args))
 

@@ -52,8 +52,8 @@ PUBLIC_API: dict[str, str] = {
     "flowergraph.methods.fedgraph": "FedGraph's readings of a run's settings (client_graph_of: a client's graph)",
     "flowergraph.methods.flagcns": "FL-AGCNS's readings of a run's settings (space_of, schedule_of, client_kwargs)",
     "flowergraph.errors": "the exceptions flowergraph raises",
-    "flowergraph.strategies": "the core strategies (Flower-free), their types (Node, Instruction, Reply) and parts",
-    "flowergraph.clients": "the clients, TrainConfig, ClientState and the client wrappers",
+    "flowergraph.strategies": "the core strategies' framework (Flower-free): FederatedStrategy, its types and parts",
+    "flowergraph.clients": "the client templates, TrainConfig, ClientState and the client wrappers",
     "flowergraph.wire": "what travels: message keys, phases, named arrays",
     "flowergraph.app.message_server": "the Message-API face of a core you build (FlowergraphStrategy)",
     "flowergraph.app.message_client": "the ClientApp handlers (train, evaluate, query, client_app, initial_arrays)",
@@ -64,8 +64,8 @@ PUBLIC_API: dict[str, str] = {
     "flowergraph.tasks": "the Flower-free core's shared parts: torch set-up, named arrays, training settings",
     "flowergraph.tasks.link": "the link task's core (docs/tasks/link.md)",
     "flowergraph.tasks.graphcls": "FedStar's core: graph-classification data, structure embeddings, models",
-    "flowergraph.tasks.fedgraph": "FedGraph's core (each module's docstring states its equations)",
-    "flowergraph.tasks.flagcns": "FL-AGCNS's core: the search space, SuperNet, evolution, federated training",
-    "flowergraph.tasks.asfgnn": "ASFGNN's core: its client splits, hyper-parameters and reference loops",
+    "flowergraph.methods.fedgraph.maths": "FedGraph's core (each module's docstring states its equations)",
+    "flowergraph.methods.flagcns.maths": "FL-AGCNS's core: the search space, SuperNet, evolution, federated training",
+    "flowergraph.methods.asfgnn.maths": "ASFGNN's core: its client splits, hyper-parameters and reference loops",
 }
 __all__ = ["PUBLIC_API", "__version__"]

@@ -5,14 +5,14 @@ import numpy as np
 import torch
 
 from flowergraph import wire
-from flowergraph.clients.fedgraph import sample_seed, scheme_of
+from flowergraph.methods.fedgraph.client import sample_seed, scheme_of
 from flowergraph.clients.node import round_seed
 from flowergraph.methods.fedgraph import client_graph_of, train_config_of
 from flowergraph.settings import parse_run_config
-from flowergraph.tasks.fedgraph import Rows, build_model, build_view, exchange_degrees, shared_convs, train_step
+from flowergraph.methods.fedgraph.maths import Rows, build_model, build_view, exchange_degrees, shared_convs, train_step
 from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
 from flowergraph.tasks.training import make_optimizer
-from flowergraph.wire import fedgraph as msg
+from flowergraph.methods.fedgraph import wire as msg
 
 STEPS = 3  # fedgraph.local-steps of the runs replayed
 

@@ -1,5 +1,6 @@
 """ASFGNN on Flower (issue 22): the Flower run against the core's in-process reference loops
-(:func:`~flowergraph.tasks.asfgnn.reference.run_clients`, ``run_centralized``) on the paper's two-client label split
+(:func:`~flowergraph.methods.asfgnn.maths.reference.run_clients`, ``run_centralized``) on the paper's two-client label
+split
 of Cora, what each client sends and receives (checked on the recorded messages against an independent
 computation), resume between and within SMAC trials (the search driver's state included), secure aggregation
 with CKKS (the server receives only ciphertexts), faults, and every bad ``asfgnn.*`` value. In-process federations
@@ -19,12 +20,18 @@ from flowergraph.errors import ConfigError
 from flowergraph.privacy import ckks
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
-from flowergraph.tasks.asfgnn.data import centralized_data
-from flowergraph.tasks.asfgnn.models import fgnn_arrays, load_fgnn_arrays
-from flowergraph.tasks.asfgnn.reference import run_centralized, run_clients
-from flowergraph.tasks.asfgnn.search import client_hyperparams
-from flowergraph.tasks.asfgnn.training import derive_seed, local_round, make_model, make_optimizer, round_generator
-from flowergraph.wire import asfgnn as aw
+from flowergraph.methods.asfgnn.maths.data import centralized_data
+from flowergraph.methods.asfgnn.maths.models import fgnn_arrays, load_fgnn_arrays
+from flowergraph.methods.asfgnn.maths.reference import run_centralized, run_clients
+from flowergraph.methods.asfgnn.maths.search import client_hyperparams
+from flowergraph.methods.asfgnn.maths.training import (
+    derive_seed,
+    local_round,
+    make_model,
+    make_optimizer,
+    round_generator,
+)
+from flowergraph.methods.asfgnn import wire as aw
 from flowergraph.wire.secure import EncryptedUpdate
 from records import assert_same_rounds, untimed
 

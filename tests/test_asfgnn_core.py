@@ -1,4 +1,4 @@
-"""The Flower-free core of ASFGNN (flowergraph.tasks.asfgnn): divergence and mixing maths against hand
+"""The Flower-free core of ASFGNN (flowergraph.methods.asfgnn.maths): divergence and mixing maths against hand
 computations, the two networks and what of them may leave a client, the paper's client splits of Cora and
 CiteSeer, determinism of training, and the search drivers (grid, random, SMAC ask/tell and resume)."""
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from flowergraph.errors import ConfigError, PartitionError
-from flowergraph.tasks.asfgnn import data as adata
-from flowergraph.tasks.asfgnn.divergence import (
+from flowergraph.methods.asfgnn.maths import data as adata
+from flowergraph.methods.asfgnn.maths.divergence import (
     average_arrays,
     js_divergence,
     kl_divergence,
@@ -23,7 +23,7 @@ from flowergraph.tasks.asfgnn.divergence import (
     mix_arrays,
     sum_counts,
 )
-from flowergraph.tasks.asfgnn.models import (
+from flowergraph.methods.asfgnn.maths.models import (
     build_model,
     fgnn_arrays,
     fgnn_keys,
@@ -33,8 +33,8 @@ from flowergraph.tasks.asfgnn.models import (
     sgnn_keys,
     sparse_csr,
 )
-from flowergraph.tasks.asfgnn.reference import run_centralized, run_clients, run_config
-from flowergraph.tasks.asfgnn.search import (
+from flowergraph.methods.asfgnn.maths.reference import run_centralized, run_clients, run_config
+from flowergraph.methods.asfgnn.maths.search import (
     GridSearch,
     RandomSearch,
     SearchSpace,
@@ -44,7 +44,7 @@ from flowergraph.tasks.asfgnn.search import (
     load_driver,
     make_driver,
 )
-from flowergraph.tasks.asfgnn.training import (
+from flowergraph.methods.asfgnn.maths.training import (
     HyperParams,
     evaluate,
     local_round,
@@ -200,8 +200,8 @@ def test_bad_model_and_hyperparameter_values_name_the_choices():
 
 def test_no_flower_import():
     code = (
-        "import sys, importlib.util; import flowergraph.tasks.asfgnn.reference as r, "
-        "flowergraph.tasks.asfgnn.search as s\n"
+        "import sys, importlib.util; import flowergraph.methods.asfgnn.maths.reference as r, "
+        "flowergraph.methods.asfgnn.maths.search as s\n"
         "if importlib.util.find_spec('smac'): s.SmacSearch(s.SearchSpace(), 2).ask()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'flwr'))"
     )
@@ -293,7 +293,7 @@ def test_the_papers_client_sizes_at_alpha_09_overlap_as_the_paper_forces(shared_
     a, b = adata.all_clients("Cora", "label", 0.9, 0, data_dir=d)
     assert (a.num_nodes, b.num_nodes) == (1400, 1308) and a.num_nodes + b.num_nodes == 2708
     # a data owner's own file says which sizes it was exported for, and a run of the other sizes refuses it
-    from flowergraph.tasks.asfgnn.files import SplitSpec, export_asfgnn_partitions, load_asfgnn_partition
+    from flowergraph.methods.asfgnn.maths.files import SplitSpec, export_asfgnn_partitions, load_asfgnn_partition
 
     spec = SplitSpec("Cora", "label", 0.9, 0, 2, d, sizes="paper")
     export_asfgnn_partitions(spec, tmp_path / "parts", log=lambda *a: None)
@@ -551,7 +551,7 @@ def test_smac_ask_tell_and_resume_proposes_the_same_configurations():
 
 _HASH_SEED_SCRIPT = """
 import json
-from flowergraph.tasks.asfgnn.search import SearchSpace, SmacSearch, load_driver
+from flowergraph.methods.asfgnn.maths.search import SearchSpace, SmacSearch, load_driver
 line = input()
 state = json.loads(line) if line.strip() else None
 driver = load_driver(state) if state else SmacSearch(SearchSpace(num_clients=2), n_trials=10, seed=5)

@@ -39,7 +39,7 @@ def test_a_parked_cell_resumes_to_the_uninterrupted_row(tmp_path, data, monkeypa
     # process group, which skips the driver's clean-up, and the folder then stays with the run it belongs to
     import tempfile
 
-    from flowergraph.tasks.asfgnn import search
+    from flowergraph.methods.asfgnn.maths import search
 
     system_temp = tmp_path / "system-temp"
     system_temp.mkdir()

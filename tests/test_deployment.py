@@ -316,7 +316,7 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
     from flowergraph.app.inprocess import run_inprocess
     from flowergraph.privacy import ckks
     from flowergraph.settings import parse_run_config
-    from flowergraph.tasks.asfgnn.files import export_asfgnn_partitions
+    from flowergraph.methods.asfgnn.maths.files import export_asfgnn_partitions
 
     # one training round: its state is written by round 1's fit and read by the closing round's, in another
     # ClientApp process (a second training round would add a message per node, ~2.8 s of CPU each)

@@ -9,14 +9,14 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from flowergraph.clients.fedgcn import FedGCNClient, received_rows
+from flowergraph.methods.fedgcn.client import FedGCNClient, received_rows
 from flowergraph import wire as protocol
 from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError, KeyFileError
 from flowergraph.privacy import ckks
 from flowergraph.strategies.common import config_bytes
-from flowergraph.strategies.fedgcn import FedGCNStrategy
-from flowergraph.tasks.fedgcn import contributions, extended_graph, fedgcn_forward, global_degrees, server_sum
+from flowergraph.methods.fedgcn.server import FedGCNStrategy
+from flowergraph.methods.fedgcn.maths import contributions, extended_graph, fedgcn_forward, global_degrees, server_sum
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph, load_global_graph
 from flowergraph.tasks.models import build_node_model
 from flowergraph.tasks.training import TrainConfig

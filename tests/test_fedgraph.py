@@ -13,7 +13,7 @@ from flwr.common import parameters_to_ndarrays
 
 from flowergraph import wire
 from flowergraph.app.inprocess import run_inprocess
-from flowergraph.clients.fedgraph import sample_seed
+from flowergraph.methods.fedgraph.client import sample_seed
 from flowergraph.clients.node import round_seed
 from flowergraph.errors import ConfigError
 from flowergraph.methods.fedgraph import client_graph_of, train_config_of
@@ -21,9 +21,9 @@ from flowergraph.methods.node import node_server_evaluate
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
 from flowergraph.strategies.aggregation import Update
-from flowergraph.strategies.fedgraph import FedGraphStrategy
+from flowergraph.methods.fedgraph.server import FedGraphStrategy
 from flowergraph.strategies.policy import FederationPolicy
-from flowergraph.tasks.fedgraph import (
+from flowergraph.methods.fedgraph.maths import (
     ActionSpace,
     DDPGAgent,
     DDPGConfig,
@@ -40,7 +40,7 @@ from flowergraph.tasks.fedgraph import (
     train_round,
 )
 from flowergraph.tasks.torch_state import load_module_arrays, module_arrays
-from flowergraph.wire import fedgraph as msg
+from flowergraph.methods.fedgraph import wire as msg
 from fedgraph_replay import replay
 from records import assert_same_rounds
 
@@ -65,7 +65,7 @@ def _config(shared_data, tmp, name, **extra):
 
 def compose(config, rounds):
     """The core's in-process composition of ``rounds`` rounds (same-round exchange), as the package docstring of
-    :mod:`flowergraph.tasks.fedgraph` lays it out: per-round records and the final weights."""
+    :mod:`flowergraph.methods.fedgraph.maths` lays it out: per-round records and the final weights."""
     s = parse_run_config(config)
     o, n = s.of("fedgraph"), s.of("node")
     graphs = [client_graph_of(s, k) for k in range(K)]

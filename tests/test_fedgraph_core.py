@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from flowergraph.errors import ConfigError
 from flowergraph.storage.npzio import read_npz, write_npz
 from flowergraph.tasks.federated_graph import ClientGraph, GraphSpec, load_global_graph
-from flowergraph.tasks.fedgraph import (
+from flowergraph.methods.fedgraph.maths import (
     NETWORKS,
     SHARING,
     UPDATE_RULES,
@@ -53,8 +53,8 @@ from flowergraph.tasks.fedgraph import (
     train_macs,
     train_round,
 )
-from flowergraph.tasks.fedgraph.clock import delta_of
-from flowergraph.tasks.fedgraph.model import evaluate
+from flowergraph.methods.fedgraph.maths.clock import delta_of
+from flowergraph.methods.fedgraph.maths.model import evaluate
 from flowergraph.tasks.training import TrainConfig
 
 SYN = GraphSpec(dataset="synthetic", seed=2)
@@ -440,7 +440,7 @@ def test_parallel_clock_by_hand():
 
 def test_dealt_metis_blocks(shared_data):
     """METIS into K x m parts dealt to K clients: every part lies inside one client, every client holds m parts."""
-    from flowergraph.tasks.fedgraph import dealt_metis_assignment
+    from flowergraph.methods.fedgraph.maths import dealt_metis_assignment
     from flowergraph.tasks.partition import metis_partition
 
     gspec = GraphSpec(dataset="Cora", data_dir=str(shared_data), seed=0)
@@ -790,7 +790,7 @@ def test_core_never_imports_flower():
     import sys
 
     code = (
-        "import sys, flowergraph.tasks.fedgraph\n"
+        "import sys, flowergraph.methods.fedgraph.maths\n"
         "bad = sorted(m for m in sys.modules if m == 'flwr' or m.startswith('flwr.'))\n"
         "assert not bad, bad"
     )

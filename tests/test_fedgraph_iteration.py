@@ -18,10 +18,10 @@ from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
 from flowergraph.app.loop import parameters_bytes
 from flowergraph.strategies.common import config_bytes
-from flowergraph.tasks.fedgraph import NETWORKS, SECONDS_PER_ROWS, build_model, owner_rows, reward
-from flowergraph.tasks.fedgraph.clock import delta_of
+from flowergraph.methods.fedgraph.maths import NETWORKS, SECONDS_PER_ROWS, build_model, owner_rows, reward
+from flowergraph.methods.fedgraph.maths.clock import delta_of
 from flowergraph.tasks.torch_state import load_module_arrays
-from flowergraph.wire import fedgraph as msg
+from flowergraph.methods.fedgraph import wire as msg
 from fedgraph_replay import STEPS, asked, by_partition, replay, round_of
 from records import assert_same_rounds
 

@@ -9,7 +9,7 @@ from flwr.common import parameters_to_ndarrays
 
 from flowergraph.storage.checkpoint import load_checkpoint
 from flowergraph.clients import ClientState
-from flowergraph.clients.fedstar import OPTIMIZER_KEY, VARIANTS, FedStarClient, shared_keys
+from flowergraph.methods.fedstar.client import OPTIMIZER_KEY, VARIANTS, FedStarClient, shared_keys
 from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
 from flowergraph.app.inprocess import run_inprocess

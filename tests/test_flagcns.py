@@ -1,5 +1,5 @@
 """FL-AGCNS on Flower (issue 23): the federated search and retraining against the in-process reference
-(:class:`~flowergraph.tasks.flagcns.InProcessSearch`, ``federated_train_architecture``) on Cora's 3-client METIS
+(:class:`~flowergraph.methods.flagcns.maths.InProcessSearch`, ``federated_train_architecture``) on Cora's 3-client METIS
 split, what travels (each checked against an independent computation), resuming after a generation, secure mode
 (what the server actually receives), ablations, faults, fixed architectures and bad keys. In-process federations
 run the real ServerApp and ClientApp code (:mod:`flowergraph.app.inprocess`); one test runs Flower's simulation."""
@@ -20,7 +20,7 @@ from flowergraph.privacy import ckks
 from flowergraph.wire.secure import CKKS_VALUES, EncryptedUpdate
 from flowergraph.settings import parse_run_config
 from flowergraph.storage import load_checkpoint, read_run
-from flowergraph.tasks.flagcns import (
+from flowergraph.methods.flagcns.maths import (
     InProcessSearch,
     SuperNet,
     baseline_code,
@@ -29,7 +29,7 @@ from flowergraph.tasks.flagcns import (
     federated_train_architecture,
     parameter_count,
 )
-from flowergraph.wire import flagcns as msg
+from flowergraph.methods.flagcns import wire as msg
 from records import assert_same_rounds, untimed
 
 # 3 epochs of 3 steps (1 warm-up epoch, then 2 FEO generations: rounds 4-6 and 7-9), then 4 retraining rounds
@@ -470,7 +470,7 @@ def finalists_run(tmp_path_factory, shared_data):
 def test_finalists_are_the_lowest_fll_networks_retrained_and_the_best_by_validation_is_kept(finalists_run):
     """flagcns.finalists=3 against an independent computation: the in-process search's 3 lowest-FLL distinct
     networks, each retrained by the reference retraining, the best validation accuracy kept."""
-    from flowergraph.tasks.flagcns import choose_by_retraining
+    from flowergraph.methods.flagcns.maths import choose_by_retraining
 
     config, out = finalists_run
     s, graphs = _graphs(config)
@@ -596,7 +596,7 @@ def test_search_through_flowers_simulation_resumed_after_generation_one(referenc
 def test_by_default_every_architecture_has_a_graph_layer():
     """Random codes and mutations of the run's space never end stage 2 before layer 1 (flagcns.min-layers=1); with
     min-layers=0 (every gene uniform) layer 1's predecessor is None with probability 1/2, an MLP."""
-    from flowergraph.tasks.flagcns import new_rng
+    from flowergraph.methods.flagcns.maths import new_rng
 
     def no_layer_share(extra: dict) -> float:
         space = space_of(parse_run_config({**BASE, **extra}))
@@ -619,7 +619,7 @@ def test_presets_hold_the_paper_setting_and_budget():
     from pathlib import Path
 
     from flowergraph.settings import load_preset
-    from flowergraph.tasks.flagcns import CODE2021_SCHEDULE, PAPER_SCHEDULE, WARMUP50_SCHEDULE, SearchSpace
+    from flowergraph.methods.flagcns.maths import CODE2021_SCHEDULE, PAPER_SCHEDULE, WARMUP50_SCHEDULE, SearchSpace
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo))
@@ -670,7 +670,7 @@ def test_the_keys_choice_lists_are_the_cores():
     """The registration keeps its own copies of the core's choice lists (so the settings need not import torch);
     they must not drift apart."""
     from flowergraph.methods import flagcns as registration
-    from flowergraph.tasks.flagcns import ADAM_SCOPES, FINAL_PICKS, FUSIONS, STRUCTURE_FCS
+    from flowergraph.methods.flagcns.maths import ADAM_SCOPES, FINAL_PICKS, FUSIONS, STRUCTURE_FCS
 
     assert registration.STRUCTURE_FC == STRUCTURE_FCS and registration.FUSION == FUSIONS
     assert registration.FINAL_PICK == FINAL_PICKS and registration.ADAM_SCOPE == ADAM_SCOPES

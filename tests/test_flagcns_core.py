@@ -1,4 +1,5 @@
-"""FL-AGCNS's Flower-free core (flowergraph.tasks.flagcns): the search space and its code, the SuperNet and weight
+"""FL-AGCNS's Flower-free core (flowergraph.methods.flagcns.maths): the search space and its code, the SuperNet and
+weight
 sharing, client gradients, the server's combination and Adam step, the EA and the FEO population rule, exact
 resume, and reference training. Small synthetic graphs except for the Cora checks."""
 
@@ -13,8 +14,8 @@ import torch
 
 from flowergraph.errors import ConfigError
 from flowergraph.tasks.federated_graph import GraphSpec, PartitionSpec, client_graph
-from flowergraph.tasks.flagcns.supernet import io_dims
-from flowergraph.tasks.flagcns import (
+from flowergraph.methods.flagcns.maths.supernet import io_dims
+from flowergraph.methods.flagcns.maths import (
     ABLATIONS,
     ACTIVATIONS,
     BASELINES,

@@ -1,4 +1,4 @@
-"""GCFL (method=gcfl on graph classification: FedStar's GCFL baseline; flowergraph.strategies.gcfl): the cut and the
+"""GCFL (method=gcfl on graph classification: FedStar's GCFL baseline; flowergraph.methods.gcfl.server): the cut and the
 similarity against brute force and
 per-pair formulas, the clustered federation against an independent replay (clusters, what each client is sent,
 final accuracies), a split postponed when a member sends nothing, resume with the clusters restored, and bad
@@ -11,12 +11,12 @@ import pytest
 from flwr.common import parameters_to_ndarrays
 
 from flowergraph.storage.checkpoint import load_checkpoint
-from flowergraph.clients.fedstar import VARIANTS, shared_keys
+from flowergraph.methods.fedstar.client import VARIANTS, shared_keys
 from flowergraph.settings import parse_run_config
 from flowergraph.errors import ConfigError
 from flowergraph.app.inprocess import run_inprocess
 from flowergraph.storage.results import read_run
-from flowergraph.strategies.gcfl import min_cut, update_similarity
+from flowergraph.methods.gcfl.server import min_cut, update_similarity
 from flowergraph.tasks.graphcls.data import GraphTaskSpec, client_graph_data
 from flowergraph.tasks.graphcls.models import build_graph_model
 from flowergraph.tasks.graphcls.training import GraphTrainConfig, evaluate, make_optimizer, train_epochs
@@ -302,7 +302,7 @@ def test_cluster_models_are_weighted_means_of_their_members():
     from flowergraph.strategies import FederationPolicy
     from flowergraph.strategies.aggregation import Update
     from flowergraph.strategies.bank import group_slot
-    from flowergraph.strategies.gcfl import GCFLStrategy
+    from flowergraph.methods.gcfl.server import GCFLStrategy
 
     strategy = GCFLStrategy(FederationPolicy(num_clients=4), eps1=1.0, eps2=0.5, warmup=1)
     start = [np.zeros(3, np.float32)]

@@ -77,7 +77,7 @@ def test_a_data_owner_s_partition_file_knows_the_same_cross_edges(shared_data, t
 def test_two_hop_exchange_encodes_exactly_as_a_gcn_on_the_whole_graph_g(fraction):
     """2-hop FedGCN's encoder on a client's own nodes equals PyG's GCN run on G = every client's message-passing
     edges plus the known cross edges (global ids), computed here from the global graph without FedGCN's code."""
-    from flowergraph.tasks.link.fedgcn import exchange, fedgcn_encode
+    from flowergraph.methods.fedgcn.links import exchange, fedgcn_encode
 
     lspec = LinkSpec(cross_known_fraction=fraction)
     clients = [client_link_data(SYN, CUT, lspec, k) for k in range(CUT.num_clients)]
@@ -110,7 +110,7 @@ def test_launched_fedgcn_link_run_scores_what_the_core_scores_from_its_final_mod
     from flowergraph.methods.link import graph_spec, link_spec, model_kwargs, partition_spec
     from flowergraph.settings import parse_run_config
     from flowergraph.tasks.link import embed, evaluate_cross, evaluate_link
-    from flowergraph.tasks.link.fedgcn import exchange, fedgcn_encode
+    from flowergraph.methods.fedgcn.links import exchange, fedgcn_encode
     from flowergraph.tasks.models import set_weights
 
     out = tmp_path / "run"

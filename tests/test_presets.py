@@ -105,7 +105,7 @@ def test_old_names_of_renamed_keys_are_refused_naming_the_new_ones(tmp_path, cap
 
 
 def test_fedstar_presets_carry_gcfls_thresholds_for_their_datasets():
-    from flowergraph.strategies.gcfl import GCFL_EPS
+    from flowergraph.methods.gcfl.server import GCFL_EPS
 
     for name, setting in (
         ("fedstar-chem", "CHEM"),

@@ -123,7 +123,7 @@ def test_wrapper_misbehaves_only_in_its_rounds():
 
 
 def test_method_phase_messages_are_never_faulted():
-    from flowergraph.clients.fedgcn import FedGCNClient
+    from flowergraph.methods.fedgcn.client import FedGCNClient
 
     inner = FedGCNClient(client_graph(SYN, PART, 0), TrainConfig(), seed=0, hops=2, state=RecordDict())
     wrapped = FaultInjectingClient(inner, {1: "raise"}, 0)

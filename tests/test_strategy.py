@@ -275,7 +275,8 @@ def test_bad_policies(kw, match):
 def test_policy_fields_as_keyword_arguments_are_refused_naming_the_policy():
     """0.3 removed the policy's fields as keyword arguments of a strategy: ``policy=FederationPolicy(...)`` is the
     one way, and the TypeError says so (in every strategy, the subclasses' own keyword arguments too)."""
-    from flowergraph.strategies import FedGCNStrategy, FedStarStrategy
+    from flowergraph.methods.fedgcn.server import FedGCNStrategy
+    from flowergraph.methods.fedstar.server import FedStarStrategy
 
     with pytest.raises(
         TypeError,

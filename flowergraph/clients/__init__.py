@@ -1,12 +1,12 @@
 """Client side: flowergraph's clients (plain Python, no Flower type: :class:`Client`), wrappers and per-client
 persistent state (public API).
 
-    from flowergraph.clients import NodeClassificationClient, FedGCNClient, ClientState
+    from flowergraph.clients import NodeClassificationClient, ClientState
 
 * :class:`Client`: what every flowergraph client is (``get_properties``, ``get_parameters``, ``fit``,
   ``evaluate`` over numpy arrays and dicts); :class:`FlowergraphClient`: its base with identity and named phases;
-* :class:`NodeClassificationClient` (weighted averaging), :class:`FedGCNClient`, :class:`FedStarClient`,
-  :class:`FLAGCNSClient`, :class:`FedGraphClient`, :class:`ASFGNNClient`, :class:`NoOpClient`;
+* :class:`NodeClassificationClient` (weighted averaging), :class:`NoOpClient`; each method's own client is in its
+  folder (``flowergraph.methods.<name>.client``: :class:`flowergraph.methods.fedgcn.client.FedGCNClient`, ...);
 * wrappers: :class:`ClientWrapper`, :class:`FaultInjectingClient`, :class:`StateCheckpoints`,
   :class:`DPUpdates` (client-side DP clipping / local DP), :class:`SecureUpdates` (SecAgg+ weights, CKKS
   encryption of the update);
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from .._exports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
-    from .asfgnn import ASFGNNClient as ASFGNNClient
     from .base import (
         Client as Client,
         ClientWrapper as ClientWrapper,
@@ -34,10 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
         StateCheckpoints as StateCheckpoints,
     )
     from .faults import FaultInjectingClient as FaultInjectingClient, InjectedFault as InjectedFault
-    from .fedgcn import FedGCNClient as FedGCNClient
-    from .fedstar import FedStarClient as FedStarClient
-    from .fedgraph import FedGraphClient as FedGraphClient
-    from .flagcns import FLAGCNSClient as FLAGCNSClient
     from ..tasks.training import TrainConfig as TrainConfig
     from .node import NoOpClient as NoOpClient, NodeClassificationClient as NodeClassificationClient
     from .privacy import DPUpdates as DPUpdates
@@ -53,11 +48,6 @@ _EXPORTS = {
     "PhaseHandler": "base",
     "NodeClassificationClient": "node",
     "NoOpClient": "node",
-    "FedGCNClient": "fedgcn",
-    "FedStarClient": "fedstar",
-    "FLAGCNSClient": "flagcns",
-    "FedGraphClient": "fedgraph",
-    "ASFGNNClient": "asfgnn",
     "TrainConfig": "flowergraph.tasks.training",
     "FaultInjectingClient": "faults",
     "InjectedFault": "faults",

@@ -193,7 +193,7 @@ def graph_baseline_client(args: ClientArgs, sharing: Sharing) -> "Client":
     FedAvg and FedProx share the GIN convolutions (``graph.baseline-share=convs``, the authors' server model) or
     every layer whose shape does not depend on the dataset (``all``), FedPer all but the classifier, GCFL the GIN
     convolutions; the rest, and Adam's moments, stay in the client's state."""
-    from ..clients.fedstar import FedStarClient
+    from .fedstar.client import FedStarClient
 
     s = args.settings
     spec = task_spec(s)

@@ -214,9 +214,9 @@ def link_server_evaluate(s: "RunSettings", hops: int = 0) -> Callable[[int, list
     """The cross-client test set scored with the global model: every owner's embeddings of its nodes on its own
     message-passing graph (what each client would compute and send), gathered by owner (the server loads the
     dataset and every client's split, as simulation and benchmarks can). ``hops`` 1 or 2: FedGCN's clients, each
-    embedded on its exchanged aggregations (:func:`flowergraph.tasks.link.fedgcn.exchange`)."""
+    embedded on its exchanged aggregations (:func:`flowergraph.methods.fedgcn.links.exchange`)."""
     from ..tasks.link import LinkPredictor, client_link_data, cross_test_set, embed, evaluate_cross
-    from ..tasks.link.fedgcn import exchange, fedgcn_encode
+    from .fedgcn.links import exchange, fedgcn_encode
     from ..tasks.models import set_weights
 
     gspec, pspec, lspec = graph_spec(s), partition_spec(s), link_spec(s)

@@ -90,9 +90,10 @@ ENTRY_POINT_GROUP = "flowergraph.methods"
 PLUGINS_ENV = "FLOWERGRAPH_PLUGINS"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 # The framework's own registrations come first, in this order (the baselines every task has, then the
-# tasks); every other module of this package registers one in-tree method and is found by _builtin_modules(), in
-# alphabetical order: adding a method in-tree is adding its module (docs/extending.md's checklist).
-_CORE_MODULES = ("baselines", "node", "graph", "link")
+# tasks); every other folder of this package is one in-tree method (flowergraph/methods/<name>/: its registration
+# in __init__.py) and is found by _builtin_modules(), in alphabetical order: adding a method in-tree is adding its
+# folder (docs/extending.md's checklist).
+_CORE_MODULES = ("baselines", "gcfl", "node", "graph", "link")
 _NOT_REGISTRATIONS = ("registry",)
 
 
@@ -104,7 +105,7 @@ def _builtin_modules() -> tuple[str, ...]:
     found = sorted(
         m.name
         for m in pkgutil.iter_modules(folder)
-        if not m.name.startswith("_") and m.name not in _CORE_MODULES + _NOT_REGISTRATIONS and not m.ispkg
+        if not m.name.startswith("_") and m.name not in _CORE_MODULES + _NOT_REGISTRATIONS
     )
     return tuple(f"{__package__}.{name}" for name in (*_CORE_MODULES, *found))
 

@@ -21,37 +21,36 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
     from ..methods.graph import GraphTask as GraphTask
     from ..methods.link import LinkTask as LinkTask
     from ..methods.node import NodeTask as NodeTask
-    from .methods import (
-        ASFGNN as ASFGNN,
-        ASFGNNCentralized as ASFGNNCentralized,
-        FLAGCNS as FLAGCNS,
-        STRATEGIES as STRATEGIES,
-        Centralized as Centralized,
+    from ..methods.baselines.strategy import (
         FedAvg as FedAvg,
-        FedGCN as FedGCN,
-        FedGraph as FedGraph,
-        FedPer as FedPer,
         FedProx as FedProx,
-        FedStar as FedStar,
-        GCFL as GCFL,
+        FedPer as FedPer,
+        Centralized as Centralized,
         Local as Local,
     )
+    from ..methods.gcfl.strategy import GCFL as GCFL
+    from ..methods.fedgcn.strategy import FedGCN as FedGCN
+    from ..methods.fedstar.strategy import FedStar as FedStar
+    from ..methods.asfgnn.strategy import ASFGNN as ASFGNN, ASFGNNCentralized as ASFGNNCentralized
+    from ..methods.flagcns.strategy import FLAGCNS as FLAGCNS
+    from ..methods.fedgraph.strategy import FedGraph as FedGraph
+    from .methods import STRATEGIES as STRATEGIES
     from .strategy import GraphStrategy as GraphStrategy
 
 _EXPORTS = {
     "GraphStrategy": "strategy",
-    "FedAvg": "methods",
-    "FedProx": "methods",
-    "FedPer": "methods",
-    "GCFL": "methods",
-    "Centralized": "methods",
-    "Local": "methods",
-    "FedGCN": "methods",
-    "FedStar": "methods",
-    "ASFGNN": "methods",
-    "ASFGNNCentralized": "methods",
-    "FLAGCNS": "methods",
-    "FedGraph": "methods",
+    "FedAvg": "flowergraph.methods.baselines.strategy",
+    "FedProx": "flowergraph.methods.baselines.strategy",
+    "FedPer": "flowergraph.methods.baselines.strategy",
+    "GCFL": "flowergraph.methods.gcfl.strategy",
+    "Centralized": "flowergraph.methods.baselines.strategy",
+    "Local": "flowergraph.methods.baselines.strategy",
+    "FedGCN": "flowergraph.methods.fedgcn.strategy",
+    "FedStar": "flowergraph.methods.fedstar.strategy",
+    "ASFGNN": "flowergraph.methods.asfgnn.strategy",
+    "ASFGNNCentralized": "flowergraph.methods.asfgnn.strategy",
+    "FLAGCNS": "flowergraph.methods.flagcns.strategy",
+    "FedGraph": "flowergraph.methods.fedgraph.strategy",
     "STRATEGIES": "methods",
     "NodeTask": "flowergraph.methods.node",
     "GraphTask": "flowergraph.methods.graph",

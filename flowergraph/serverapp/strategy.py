@@ -41,6 +41,13 @@ TaskOptions = Union[NodeTask, GraphTask, LinkTask]
 _TASK_PREFIX = {NodeTask: "node", GraphTask: "graph", LinkTask: "link"}
 
 
+def field_default(name: str, value: Any) -> Any:
+    """Federation field ``name`` with another default for one Strategy class (its help text and checks unchanged):
+    ``dataset: str = field_default("dataset", "Cora")``."""
+    f = FederationOptions.__dataclass_fields__[name]
+    return dataclasses.field(default=value, metadata=f.metadata)
+
+
 def _doc_of(cls: type) -> str:
     """The numpydoc Parameters section of ``cls``'s fields (each field's help text, its type and default)."""
     lines = ["", "Parameters", "----------"]

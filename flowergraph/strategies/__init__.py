@@ -3,14 +3,11 @@
 from (public API). Flower's Message API runs them through :class:`flowergraph.app.message_server.FlowergraphStrategy`,
 its legacy stack through :class:`flowergraph.app.loop.LegacyStrategy`.
 
-    from flowergraph.strategies import WeightedAveraging, FedGCNStrategy, FederatedStrategy
+    from flowergraph.strategies import WeightedAveraging, FederatedStrategy
 
 * :class:`FederatedStrategy`: the base of every method, composed of parts (:mod:`flowergraph.strategies.base`);
-* :class:`WeightedAveraging` (FedAvg), :class:`FedGCNStrategy`, :class:`FedStarStrategy`,
-  :class:`FLAGCNSStrategy` (FL-AGCNS's architecture search), :class:`FedGraphStrategy` (FedGraph's
-  embedding relay and DDPG sampling agent), :class:`ASFGNNStrategy` (ASFGNN's JS mixing and SMAC trials): the
-  methods;
-  :class:`GCFLStrategy` (clustered FL by update similarity, FedStar's GCFL baseline; any method's clients);
+* :class:`WeightedAveraging` (FedAvg, and the base of most methods); each method's own core strategy is in its
+  folder (``flowergraph.methods.<name>.server``: :class:`flowergraph.methods.fedgcn.server.FedGCNStrategy`, ...);
 * privacy and robustness of the training rounds, for any of them: :class:`CentralDPServerSide`,
   :class:`CentralDPClientSide`, :class:`LocalDPAccounting` and :func:`with_dp` (Flower's DP wrappers' steps on
   the core, recorded and checkpointed), :class:`PrivacyBudget`; :class:`CKKSAggregation`; robust rules
@@ -32,7 +29,6 @@ from typing import TYPE_CHECKING
 from .._exports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type checkers (`as`: re-exported)
-    from .asfgnn import ASFGNNStrategy as ASFGNNStrategy
     from .aggregation import (
         AggregationConfigError as AggregationConfigError,
         Aggregator as Aggregator,
@@ -69,11 +65,6 @@ if TYPE_CHECKING:  # pragma: no cover - the names _EXPORTS resolves to, for type
         FusedEvaluation as FusedEvaluation,
         MetricAggregation as MetricAggregation,
     )
-    from .fedgcn import FedGCNStrategy as FedGCNStrategy
-    from .fedstar import FedStarStrategy as FedStarStrategy
-    from .fedgraph import FedGraphStrategy as FedGraphStrategy
-    from .flagcns import FLAGCNSStrategy as FLAGCNSStrategy
-    from .gcfl import GCFLStrategy as GCFLStrategy
     from .phases import (
         Phase as Phase,
         PhaseError as PhaseError,
@@ -102,12 +93,6 @@ _EXPORTS = {
     "Failure": "nodes",
     "Federation": "nodes",
     "WeightedAveraging": "weighted",
-    "ASFGNNStrategy": "asfgnn",
-    "FedGCNStrategy": "fedgcn",
-    "FedStarStrategy": "fedstar",
-    "FLAGCNSStrategy": "flagcns",
-    "FedGraphStrategy": "fedgraph",
-    "GCFLStrategy": "gcfl",
     "CentralDPServerSide": "dp",
     "CentralDPClientSide": "dp",
     "LocalDPAccounting": "dp",

@@ -1,6 +1,6 @@
 """What travels between a strategy and its clients: every message key, in one place (strategies and clients never
 import each other; both import this package). Each method with messages of its own has a module here
-(:mod:`~flowergraph.wire.fedgcn`), as do flowergraph's own phases (:mod:`~flowergraph.wire.state`: client
+(:mod:`~flowergraph.methods.fedgcn.wire`), as do flowergraph's own phases (:mod:`~flowergraph.wire.state`: client
 checkpoints; :mod:`~flowergraph.wire.secure`: secure aggregation under CKKS).
 
 **Training and evaluation** travel as Flower's ``fit`` / ``evaluate`` messages (each strategy module's docstring

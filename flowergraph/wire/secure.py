@@ -30,7 +30,7 @@ CKKS_VALUES = "ckks_values"  # fit metric: the length of the encrypted vector
 CKKS_SUM = "ckks-sum"
 # What a sum may be, and what its last value (the total weight) must equal on the decrypting client:
 # "update": sum over participants of the weight `weighting` gives their num_examples (a training round);
-# "flagcns.scores": sum of their num_examples (FL-AGCNS's validation-size weighted scores, wire/flagcns.py).
+# "flagcns.scores": sum of their num_examples (FL-AGCNS's validation-size weighted scores, methods/flagcns/wire.py).
 PURPOSES = {"update": "weighting", "flagcns.scores": "count"}
 CKKS_TOTAL_WEIGHT = "ckks_total_weight"
 CKKS_SUMMED = "ckks_summed"

@@ -1,7 +1,7 @@
-"""Sanity check of the Flower-free ASFGNN core (flowergraph.tasks.asfgnn) at fixed hyper-parameters.
+"""Sanity check of the Flower-free ASFGNN core (flowergraph.methods.asfgnn.maths) at fixed hyper-parameters.
 
 Trains SP (each client alone) and CM (one model on the union graph), and with ``--methods`` also SFGNN (with and
-without JS) and FL, through the in-process reference loops (:mod:`flowergraph.tasks.asfgnn.reference`), with
+without JS) and FL, through the in-process reference loops (:mod:`flowergraph.methods.asfgnn.maths.reference`), with
 the paper's Table 4 hyper-parameters for Cora (client A: K=4, client B: K=2, lr 0.01, L2 0.005, dropout 0.5;
 FL: K=4, lr 0.01, L2 0.005, dropout 0; CM: the FL setting). The hidden size is not in Table 4: ``--hidden``
 (default 128). No tuning: this checks that the core trains sensibly, it does not reproduce Table 3.
@@ -122,7 +122,7 @@ class Check:
 
         torch.set_num_threads(1)
         torch.set_flush_denormal(True)
-        from flowergraph.tasks.asfgnn import HyperParams, centralized_data, reference
+        from flowergraph.methods.asfgnn.maths import HyperParams, centralized_data, reference
 
         self.args, self.root, self.reference = args, data_dir(), reference
         self.clients = self.split_of(*combos[0])
@@ -137,7 +137,7 @@ class Check:
         reference.make_model = lambda *a, **k: self.made.append(build(*a, **k)) or self.made[-1]
 
     def split_of(self, sizes: str, split_seed: int) -> list:
-        from flowergraph.tasks.asfgnn import all_clients
+        from flowergraph.methods.asfgnn.maths import all_clients
 
         a = self.args
         return all_clients(a.dataset, a.setting, a.alpha, split_seed, data_dir=self.root, split=a.split, sizes=sizes)

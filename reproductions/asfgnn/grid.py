@@ -62,16 +62,16 @@ TABLE4 = {
     "asfgnn.dropout": "0.5",
 }
 SOURCES = (
-    "flowergraph/tasks/asfgnn/*.py",
+    "flowergraph/methods/asfgnn/maths/*.py",
     "flowergraph/tasks/datasets.py",
     "flowergraph/tasks/splits.py",
     "flowergraph/tasks/federated_graph.py",
     "flowergraph/tasks/torch_state.py",
     "flowergraph/tasks/compute.py",
-    "flowergraph/wire/asfgnn.py",
-    "flowergraph/clients/asfgnn.py",
-    "flowergraph/strategies/asfgnn.py",
-    "flowergraph/methods/asfgnn.py",
+    "flowergraph/methods/asfgnn/wire.py",
+    "flowergraph/methods/asfgnn/client.py",
+    "flowergraph/methods/asfgnn/server.py",
+    "flowergraph/methods/asfgnn/__init__.py",
     "flowergraph/strategies/base.py",
     "flowergraph/strategies/updates.py",  # base.py's round replies -> updates since 01c7304
     "flowergraph/strategies/bank.py",

@@ -117,7 +117,7 @@ def summarise(rounds: list[dict], variant: str, episode_rounds: int) -> dict:
     def mean_max(key: str, scale: float = 1.0) -> float:
         return statistics.mean(max(p[key]) * scale for p in parts)
 
-    from flowergraph.tasks.fedgraph import NETWORKS
+    from flowergraph.methods.fedgraph.maths import NETWORKS
 
     lan = NETWORKS["lan"]
     clock = {

@@ -1,8 +1,9 @@
-"""Calibrates the parallel clock's c (``fedgraph.round-time=parallel``; :mod:`flowergraph.tasks.fedgraph.clock`):
+"""Calibrates the parallel clock's c (``fedgraph.round-time=parallel``;
+:mod:`flowergraph.methods.fedgraph.maths.clock`):
 seconds per multiply-add of a FedGraph client's work on one thread of this machine.
 
 Work is what the clock charges a client: a local iteration's forward and backward multiply-adds
-(``tasks.fedgraph.train_macs``) and, as an owner, the rows it computes for others (``owner_rows_and_macs``).
+(``methods.fedgraph.maths.train_macs``) and, as an owner, the rows it computes for others (``owner_rows_and_macs``).
 Measured here, Flower-free, in one process with torch on one thread: for Cora and CiteSeer, on the clients of the
 paper's synthesis and of dealt METIS blocks (5 clients each), every scheme of the benchmark (FedGraph policies
 across the agent's action range, full batch, GraphSAGE) times every client: one training iteration (sampling,
@@ -14,7 +15,7 @@ timings of the same sample (the usual defence against noise in micro-timings).
 The clock charges ``c x work + c0`` per local iteration and ``c x work + c1`` per rows computation; (c, c0, c1)
 is the fit to every measurement that minimises the relative error (least squares weighted by 1 / seconds^2, so a
 small sample's 1 ms counts as much as a full batch's 30 ms); the medians over ``--trials`` independent trials go
-into ``flowergraph/tasks/fedgraph/clock.py``. Beside it: the issue's proportional model (c alone, the slope
+into ``flowergraph/methods/fedgraph/maths/clock.py``. Beside it: the issue's proportional model (c alone, the slope
 through the origin over the training iterations) and, per group, how far each model is from the measured time.
 
     .venv/bin/python reproductions/fedgraph/clock.py   # ~5 min on one core; writes docs/results/fedgraph_clock.md
@@ -49,7 +50,7 @@ DATA = {"synthesis": {}, "metis-dealt": {"Cora": 16, "CiteSeer": 64}}
 def client_views(dataset: str, data: str, seed: int):
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
-    from flowergraph.tasks.fedgraph import build_view, exchange_degrees
+    from flowergraph.methods.fedgraph.maths import build_view, exchange_degrees
 
     config = {
         "method": "fedgraph",
@@ -68,7 +69,7 @@ def client_views(dataset: str, data: str, seed: int):
 
 
 def scheme_of(name: str, kappa, p):
-    from flowergraph.tasks.fedgraph import SamplingPolicy, make_scheme
+    from flowergraph.methods.fedgraph.maths import SamplingPolicy, make_scheme
 
     if name == "fedgraph":
         return SamplingPolicy(kappa=kappa, probs=(p, p))
@@ -88,8 +89,14 @@ def measure(views, dataset: str, data: str, seed: int, repeats: int, rng: np.ran
     """(kind, macs, seconds) of every training iteration and rows computation measured on ``views``."""
     import torch
 
-    from flowergraph.tasks.fedgraph import build_model, owner_rows_and_macs, shared_convs, train_macs, train_step
-    from flowergraph.tasks.fedgraph import PAPER_TRAIN
+    from flowergraph.methods.fedgraph.maths import (
+        build_model,
+        owner_rows_and_macs,
+        shared_convs,
+        train_macs,
+        train_step,
+    )
+    from flowergraph.methods.fedgraph.maths import PAPER_TRAIN
     from flowergraph.tasks import make_optimizer
 
     out = []
@@ -186,7 +193,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     from flowergraph.tasks import configure_torch
-    from flowergraph.tasks.fedgraph import SECONDS_PER_MAC, SECONDS_PER_ROWS, SECONDS_PER_STEP
+    from flowergraph.methods.fedgraph.maths import SECONDS_PER_MAC, SECONDS_PER_ROWS, SECONDS_PER_STEP
 
     configure_torch(1)
     views = {
@@ -208,7 +215,7 @@ def main() -> None:
     body = [
         render_fits(trials, fits, (c, c0, c1), origin),
         render_groups(trials, (c, c0, c1), origin),
-        f"The constants in `flowergraph/tasks/fedgraph/clock.py` (`SECONDS_PER_MAC`, `SECONDS_PER_STEP`, "
+        f"The constants in `flowergraph/methods/fedgraph/maths/clock.py` (`SECONDS_PER_MAC`, `SECONDS_PER_STEP`, "
         f"`SECONDS_PER_ROWS`; the first two are the defaults of `fedgraph.seconds-per-mac` and "
         f"`fedgraph.seconds-per-step`) are {SECONDS_PER_MAC:.4g} s per multiply-add, {1e3 * SECONDS_PER_STEP:.4g} "
         f"ms per local iteration and {1e3 * SECONDS_PER_ROWS:.4g} ms per rows computation; this run's medians are "

@@ -1,4 +1,4 @@
-"""FedGraph's Flower-free core (flowergraph.tasks.fedgraph): numbers for planning the Flower side.
+"""FedGraph's Flower-free core (flowergraph.methods.fedgraph.maths): numbers for planning the Flower side.
 
 Five measurements, all in this one process (1 torch thread), no Flower:
 
@@ -33,12 +33,12 @@ import torch  # noqa: E402
 
 from flowergraph.tasks import TrainConfig, configure_torch, load_module_arrays, module_arrays  # noqa: E402
 from flowergraph.data import ClientGraph, GraphSpec, build_client_graph, load_global_graph  # noqa: E402
-from flowergraph.tasks.fedgraph import (
+from flowergraph.methods.fedgraph.maths import (
     ActionSpace,
     DDPGAgent,
     DDPGConfig,
     FullBatch,
-    LayerWise,  # noqa: E402
+    LayerWise,
     NodeWise,
     SamplingPolicy,
     aggregate,

@@ -105,17 +105,17 @@ VARIANT_KEYS = {  # a value given as {dataset: value} is the dataset's (run_conf
     "one-round": {"fedgraph.staleness": "one-round"},
 }
 SOURCES = (
-    "flowergraph/tasks/fedgraph/*.py",
+    "flowergraph/methods/fedgraph/maths/*.py",
     "flowergraph/tasks/datasets.py",
     "flowergraph/tasks/splits.py",
     "flowergraph/tasks/partition.py",
     "flowergraph/tasks/federated_graph.py",
     "flowergraph/tasks/models.py",
     "flowergraph/tasks/training.py",
-    "flowergraph/wire/fedgraph.py",
-    "flowergraph/clients/fedgraph.py",
-    "flowergraph/strategies/fedgraph.py",
-    "flowergraph/methods/fedgraph.py",
+    "flowergraph/methods/fedgraph/wire.py",
+    "flowergraph/methods/fedgraph/client.py",
+    "flowergraph/methods/fedgraph/server.py",
+    "flowergraph/methods/fedgraph/__init__.py",
     "flowergraph/strategies/base.py",
     "flowergraph/strategies/updates.py",
     "flowergraph/strategies/phases.py",
@@ -269,8 +269,8 @@ def layers_cell(dataset: str, seed: int, split: str, rounds: int = 40) -> dict:
 
     from flowergraph.methods.fedgraph import client_graph_of
     from flowergraph.settings import parse_run_config
-    from flowergraph.tasks.fedgraph import FullBatch, LayerWise, build_model, build_view, evaluate, train_round
-    from flowergraph.tasks.fedgraph import PAPER_TRAIN
+    from flowergraph.methods.fedgraph.maths import FullBatch, LayerWise, build_model, build_view, evaluate, train_round
+    from flowergraph.methods.fedgraph.maths import PAPER_TRAIN
 
     s = parse_run_config({**run_config(dataset, "full", 0.1, "default", seed, split), "data-dir": data_dir()})
     graph = client_graph_of(s, 0)

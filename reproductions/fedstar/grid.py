@@ -30,16 +30,16 @@ SOURCES = (
     "flowergraph/tasks/datasets.py",
     "flowergraph/tasks/partition.py",
     "flowergraph/tasks/torch_state.py",
-    "flowergraph/clients/fedstar.py",
-    "flowergraph/methods/fedstar.py",
+    "flowergraph/methods/fedstar/client.py",
+    "flowergraph/methods/fedstar/__init__.py",
     "flowergraph/methods/graph.py",
-    "flowergraph/methods/baselines.py",
+    "flowergraph/methods/baselines/__init__.py",
     "flowergraph/strategies/base.py",
     "flowergraph/strategies/bank.py",
     "flowergraph/strategies/aggregation.py",
     "flowergraph/strategies/weighted.py",
-    "flowergraph/strategies/fedstar.py",
-    "flowergraph/strategies/gcfl.py",
+    "flowergraph/methods/fedstar/server.py",
+    "flowergraph/methods/gcfl/server.py",
 )
 STORE_NAME = "fedstar-paper-split"  # finished cells, committed (see the module docstring)
 LEGACY = "fedstar"  # the store of the per-class split's cells (older code), for comparison only

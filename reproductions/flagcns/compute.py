@@ -40,7 +40,7 @@ def inference_seconds(space, code, graphs, state: dict | None = None, repeats: i
     or of ``net`` when given."""
     import torch
 
-    from flowergraph.tasks.flagcns import ArchitectureNet
+    from flowergraph.methods.flagcns.maths import ArchitectureNet
     from flowergraph.tasks import load_module_arrays
 
     if net is None:
@@ -63,7 +63,7 @@ def inference_seconds(space, code, graphs, state: dict | None = None, repeats: i
 def retrain(space, code, graphs, epochs: int, retrains: int, network=None) -> dict:
     """``retrains`` federated retrainings from scratch (init seeds 0..R-1): FLACC of each (%), the parameters and
     the inference time of the first. Of ``code``'s network, or of ``network(seed)`` (a fresh network) when given."""
-    from flowergraph.tasks.flagcns import federated_train_architecture, federated_train_network
+    from flowergraph.methods.flagcns.maths import federated_train_architecture, federated_train_network
 
     if network is None:
         results = [federated_train_architecture(space, code, graphs, epochs=epochs, seed=k) for k in range(retrains)]
@@ -166,7 +166,7 @@ def search_cell(
 
 def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: int, split: str = "per-class") -> dict:
     """FL-Random for ``seconds`` of wall time (the seed's FL-AGCNS search time)."""
-    from flowergraph.tasks.flagcns import federated_train_architecture, new_rng
+    from flowergraph.methods.flagcns.maths import federated_train_architecture, new_rng
 
     config = run_config(dataset, "feo", budget, seed, split)
     space, graphs = space_of(config), clients_of(config)
@@ -198,7 +198,7 @@ def random_cell(dataset: str, budget: str, seed: int, seconds: float, retrains: 
 
 
 def fixed_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, split: str = "per-class") -> dict:
-    from flowergraph.tasks.flagcns import baseline_code
+    from flowergraph.methods.flagcns.maths import baseline_code
 
     config = run_config(dataset, "feo", budget, seed, split)
     space, graphs = space_of(config), clients_of(config)
@@ -217,8 +217,9 @@ def fixed_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, s
 
 
 def reference_cell(dataset: str, name: str, budget: str, seed: int, retrains: int, split: str) -> dict:
-    """The authors' network ``name`` (``tasks/flagcns/baselines.py``), retrained like the searched architecture."""
-    from flowergraph.tasks.flagcns import reference_baseline
+    """The authors' network ``name`` (``methods/flagcns/maths/baselines.py``), retrained like the searched
+    architecture."""
+    from flowergraph.methods.flagcns.maths import reference_baseline
 
     graphs = clients_of(run_config(dataset, "feo", budget, seed, split))
     features, classes = graphs[0].num_features, graphs[0].num_classes
@@ -243,7 +244,7 @@ def reference_cell(dataset: str, name: str, budget: str, seed: int, retrains: in
 def published_cell(dataset: str, key: str, fusion: str, budget: str, seed: int, retrains: int, split: str) -> dict:
     """The authors' published architecture ``(dataset, key)`` (:data:`PUBLISHED`) with stage 2 fused by ``fusion``,
     retrained like the searched architecture."""
-    from flowergraph.tasks.flagcns import code_from_layers
+    from flowergraph.methods.flagcns.maths import code_from_layers
 
     config = {**run_config(dataset, "feo", budget, seed, split), "flagcns.fusion": fusion}
     space, graphs = space_of(config), clients_of(config)
@@ -265,7 +266,7 @@ def published_cell(dataset: str, key: str, fusion: str, budget: str, seed: int, 
 def by_activation(space, code, graphs, epochs: int, retrains: int, position: int) -> dict:
     """``code`` retrained with every activation at gene ``position`` (0: the input structure, -1: the output
     structure): FLACC over the retrainings per activation."""
-    from flowergraph.tasks.flagcns import ACTIVATIONS, federated_train_architecture
+    from flowergraph.methods.flagcns.maths import ACTIVATIONS, federated_train_architecture
 
     out = {}
     for i, act in enumerate(ACTIVATIONS):
@@ -286,7 +287,7 @@ def by_activation(space, code, graphs, epochs: int, retrains: int, position: int
 def gene_cell(dataset: str, budget: str, seed: int, retrains: int, split: str, code: list[int], gene: str) -> dict:
     """The searched ``code`` retrained with every activation at its ``gene``: ``output`` (the last gene) or
     ``input`` (the first)."""
-    from flowergraph.tasks.flagcns import ACTIVATIONS
+    from flowergraph.methods.flagcns.maths import ACTIVATIONS
 
     position = {"input": 0, "output": -1}[gene]
     config = run_config(dataset, "feo", budget, seed, split)

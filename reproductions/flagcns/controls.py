@@ -44,10 +44,11 @@ def paired_summary(diffs: list[float]) -> str:
 
 def pick(members: list[dict], rule: str) -> dict:
     """The member of a population cell's final P that the search's final pick takes under ``rule`` (``fll``: the
-    paper's; ``accuracy``: the 2021 code's): :func:`flowergraph.tasks.flagcns.evolution.final_candidates` itself,
+    paper's; ``accuracy``: the 2021 code's): :func:`flowergraph.methods.flagcns.maths.evolution.final_candidates`
+    itself,
     its ties and non-finite values included (the members are already one per network, in P's order)."""
-    from flowergraph.tasks.flagcns import SearchSpace
-    from flowergraph.tasks.flagcns import final_candidates
+    from flowergraph.methods.flagcns.maths import SearchSpace
+    from flowergraph.methods.flagcns.maths import final_candidates
 
     codes = [tuple(m["architecture"]) for m in members]
     space = SearchSpace(num_layers=(len(codes[0]) - 2) // 2)  # only its canonical form is used: k = 1 keeps the best
@@ -57,14 +58,14 @@ def pick(members: list[dict], rule: str) -> dict:
 
 def output(row: dict) -> str:
     """The output activation (the last gene) of a search cell's chosen architecture."""
-    from flowergraph.tasks.flagcns import ACTIVATIONS
+    from flowergraph.methods.flagcns.maths import ACTIVATIONS
 
     return ACTIVATIONS[row["architecture"][-1]]
 
 
 def genes(row: dict) -> str:
     """The input and output activations (the first and last genes) of a search cell's chosen architecture."""
-    from flowergraph.tasks.flagcns import ACTIVATIONS
+    from flowergraph.methods.flagcns.maths import ACTIVATIONS
 
     return f"{ACTIVATIONS[row['architecture'][0]]} in, {output(row)} out"
 

@@ -22,12 +22,12 @@ import torch  # noqa: E402
 
 from flowergraph.tasks import configure_torch  # noqa: E402
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph  # noqa: E402
-from flowergraph.tasks.flagcns import (
+from flowergraph.methods.flagcns.maths import (
     ACTIVATIONS,
     BASELINES,
     InProcessSearch,
     SearchSchedule,
-    SearchSpace,  # noqa: E402
+    SearchSpace,
     SuperNet,
     SuperNetOptimizer,
     baseline_code,

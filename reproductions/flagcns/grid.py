@@ -214,17 +214,17 @@ PUBLISHED = {  # (dataset, key) -> (their supermask, its translation: input, lay
 }
 # The modules that compute a cell's numbers (data, split, partition, the search, the strategy and the clients)
 SOURCES = (
-    "flowergraph/tasks/flagcns/*.py",
+    "flowergraph/methods/flagcns/maths/*.py",
     "flowergraph/tasks/datasets.py",
     "flowergraph/tasks/splits.py",
     "flowergraph/tasks/partition.py",
     "flowergraph/tasks/federated_graph.py",
     "flowergraph/tasks/torch_state.py",
     "flowergraph/tasks/compute.py",
-    "flowergraph/wire/flagcns.py",
-    "flowergraph/clients/flagcns.py",
-    "flowergraph/strategies/flagcns.py",
-    "flowergraph/methods/flagcns.py",
+    "flowergraph/methods/flagcns/wire.py",
+    "flowergraph/methods/flagcns/client.py",
+    "flowergraph/methods/flagcns/server.py",
+    "flowergraph/methods/flagcns/__init__.py",
     "flowergraph/strategies/base.py",
     "flowergraph/strategies/bank.py",
     "flowergraph/strategies/aggregation.py",

@@ -26,9 +26,9 @@ Cells (each kept in ``reproductions/flagcns/cells/flagcns/<cell>.json`` with its
   the same space, each trained federatedly for 50 epochs (the paper: "we evaluate each GCN architecture for 50
   epochs"), the one with the best federated validation accuracy kept, then retrained like the searched one.
 * ``fixed`` (dataset, architecture, seed): GCN, GAT, SAGE, SGC, APPNP as codes of the space (two layers between
-  the input and output structures; ``tasks/flagcns/space.py: BASELINES``), retrained the same way.
+  the input and output structures; ``methods/flagcns/maths/space.py: BASELINES``), retrained the same way.
 * ``reference`` (dataset, architecture, seed): the same five as the authors' code builds them
-  (``tasks/flagcns/baselines.py``: their own small PyG networks, whose parameter counts are the paper's Table 3
+  (``methods/flagcns/maths/baselines.py``: their own small PyG networks, whose parameter counts are the paper's Table 3
   column), retrained the same way (the authors' ``server.py --mode eval``: 50 epochs, 10 retrainings).
 * ``outputs`` (dataset, budget, seed): a control for the searched architecture: the seed's ``feo`` code retrained
   (like the others) with each of the five output activations in place of the one the search chose; the graph part
