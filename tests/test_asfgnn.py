@@ -1,7 +1,6 @@
 """ASFGNN on Flower (issue 22): the Flower run against the core's in-process reference loops
 (:func:`~flowergraph.methods.asfgnn.maths.reference.run_clients`, ``run_centralized``) on the paper's two-client label
-split
-of Cora, what each client sends and receives (checked on the recorded messages against an independent
+split of Cora, what each client sends and receives (checked on the recorded messages against an independent
 computation), resume between and within SMAC trials (the search driver's state included), secure aggregation
 with CKKS (the server receives only ciphertexts), faults, and every bad ``asfgnn.*`` value. In-process federations
 run the real ServerApp and ClientApp code (:mod:`flowergraph.app.inprocess`); one test runs Flower's simulation."""

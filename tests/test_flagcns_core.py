@@ -1,6 +1,5 @@
 """FL-AGCNS's Flower-free core (flowergraph.methods.flagcns.maths): the search space and its code, the SuperNet and
-weight
-sharing, client gradients, the server's combination and Adam step, the EA and the FEO population rule, exact
+weight sharing, client gradients, the server's combination and Adam step, the EA and the FEO population rule, exact
 resume, and reference training. Small synthetic graphs except for the Cora checks."""
 
 import copy

@@ -210,19 +210,21 @@ def link_preflight(s: "RunSettings") -> dict[str, Any]:
     }
 
 
-def link_server_evaluate(s: "RunSettings", hops: int = 0) -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
+def link_server_evaluate(
+    s: "RunSettings", encoders_of: Callable[[list[Any]], dict[int, Any]] | None = None
+) -> Callable[[int, list[Any]], tuple[float, dict[str, Any]]]:
     """The cross-client test set scored with the global model: every owner's embeddings of its nodes on its own
     message-passing graph (what each client would compute and send), gathered by owner (the server loads the
-    dataset and every client's split, as simulation and benchmarks can). ``hops`` 1 or 2: FedGCN's clients, each
-    embedded on its exchanged aggregations (:func:`flowergraph.methods.fedgcn.links.exchange`)."""
+    dataset and every client's split, as simulation and benchmarks can). ``encoders_of(clients)``: a method's
+    own encoders by client id, where its clients embed on something else than their own graph (FedGCN: its
+    exchanged aggregations, :func:`flowergraph.methods.fedgcn.links.encoders`)."""
     from ..tasks.link import LinkPredictor, client_link_data, cross_test_set, embed, evaluate_cross
-    from .fedgcn.links import exchange, fedgcn_encode
     from ..tasks.models import set_weights
 
     gspec, pspec, lspec = graph_spec(s), partition_spec(s), link_spec(s)
     cross = cross_test_set(gspec, pspec, lspec)
     clients = [client_link_data(gspec, pspec, lspec, k) for k in range(pspec.num_clients)]
-    encoders = {c: fedgcn_encode(ext) for c, ext in exchange(clients, hops).items()} if hops else {}
+    encoders = encoders_of(clients) if encoders_of is not None else {}
     model = LinkPredictor(clients[0].num_features, **model_kwargs(s), seed=s.seed)
     k = o(s).hits_k
 

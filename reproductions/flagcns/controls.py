@@ -45,8 +45,7 @@ def paired_summary(diffs: list[float]) -> str:
 def pick(members: list[dict], rule: str) -> dict:
     """The member of a population cell's final P that the search's final pick takes under ``rule`` (``fll``: the
     paper's; ``accuracy``: the 2021 code's): :func:`flowergraph.methods.flagcns.maths.evolution.final_candidates`
-    itself,
-    its ties and non-finite values included (the members are already one per network, in P's order)."""
+    itself, its ties and non-finite values included (the members are already one per network, in P's order)."""
     from flowergraph.methods.flagcns.maths import SearchSpace
     from flowergraph.methods.flagcns.maths import final_candidates
 

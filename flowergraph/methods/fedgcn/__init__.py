@@ -127,7 +127,10 @@ def _server_evaluate(s: "RunSettings") -> Callable[..., Any]:
 
     if s.task_info.name != "link":
         return node_server_evaluate(s)
-    return link_server_evaluate(s, hops=s.of("fedgcn").hops)
+    from .links import encoders
+
+    hops = s.of("fedgcn").hops
+    return link_server_evaluate(s, encoders_of=(lambda clients: encoders(clients, hops)) if hops else None)
 
 
 FEDGCN = register(

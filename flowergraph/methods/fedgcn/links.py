@@ -4,11 +4,10 @@ FedGCN (Yao et al., NeurIPS 2023; :mod:`flowergraph.methods.fedgcn.maths`) share
 neighbour-feature sums ``(Â X)_u`` of the rows a client needs, summed over every owner's contributions. What it
 shares does not depend on the task, so on ``task=link`` the same exchange runs over the graph G of the link task's
 own edges that a client may pass messages over: every client's message-passing (training) edges plus the **known**
-cross-client edges (``link.cross-known-fraction``; :func:`.data.known_cross`). Validation, test and cross-client test
-edges are never in G. The encoder is the link task's 2-layer GCN, computed exactly as on G by
+cross-client edges (``link.cross-known-fraction``; :func:`flowergraph.tasks.link.data.known_cross`). Validation,
+test and cross-client test edges are never in G. The encoder is the link task's 2-layer GCN, computed exactly as on G by
 :func:`flowergraph.methods.fedgcn.maths.fedgcn_propagate` (2-hop: exact; 1-hop: first layer exact, second over the
-client's
-own subgraph, as for node classification); the decoder is unchanged.
+client's own subgraph, as for node classification); the decoder is unchanged.
 
 Without known cross edges (``cross-known-fraction=0``, the default) G has no cross-client edge and every 1/2-hop
 client computes exactly the local GCN: FedGCN is then FedAvg (the launcher refuses that combination).
@@ -84,3 +83,9 @@ def exchange(clients: Sequence[ClientLinkData], hops: int) -> dict[int, Extended
         at = np.searchsorted(rows, part.request)
         out[view.client_id] = extended_graph(view, hops, part.request, sums[at] if len(at) else None)
     return out
+
+
+def encoders(clients: Sequence[ClientLinkData], hops: int) -> dict[int, Encode]:
+    """Every client's encoder on its exchanged aggregations (``hops`` 1 or 2), by client id: what the link task's
+    server-side evaluation embeds with (:func:`flowergraph.methods.link.link_server_evaluate`)."""
+    return {c: fedgcn_encode(ext) for c, ext in exchange(clients, hops).items()}

@@ -1,8 +1,7 @@
 """FedGraph client (Chen et al.): a data owner's part of the degree exchange, of the per-round embedding exchange
 and of training with the policy the server chose for it. The protocol is in :mod:`flowergraph.methods.fedgraph.server`,
 the messages in :mod:`flowergraph.methods.fedgraph.wire`, the maths in :mod:`flowergraph.methods.fedgraph.maths` (the
-functions
-the in-process composition calls: ``degree_rows``, ``owner_rows``, ``train_round``, ``evaluate``).
+functions the in-process composition calls: ``degree_rows``, ``owner_rows``, ``train_round``, ``evaluate``).
 
 What a client answers:
 
@@ -22,8 +21,7 @@ What a client answers:
   (:data:`~flowergraph.methods.fedgraph.wire.UPLOAD`).
 * ``evaluate`` (and fused evaluation): one exact forward pass with the rows received for the evaluated model.
 * ``exchange=iteration`` (the paper's cadence): :data:`~flowergraph.methods.fedgraph.wire.BEGIN` loads the round's
-model,
-  creates the round's Adam, seeds the sampling generator and the dropout generator as a round-cadence ``fit``
+  model, creates the round's Adam, seeds the sampling generator and the dropout generator as a round-cadence ``fit``
   would, draws the first sample and answers, per owner, the global ids of exactly the remote neighbours in it;
   :data:`~flowergraph.methods.fedgraph.wire.ITERATION_ROWS` (as owner): ``h^(k) W^(k)`` of the ids asked of it, computed
   exactly with its current local weights (those of its own last step); :data:`~flowergraph.methods.fedgraph.wire.STEP`:

@@ -1,14 +1,12 @@
 """FL-AGCNS (Wang et al.): registration. Strategy: :mod:`flowergraph.methods.flagcns.server`; client:
 :mod:`flowergraph.methods.flagcns.client`; the maths (search space, SuperNet, FEO, the in-process reference):
 :mod:`flowergraph.methods.flagcns.maths`. Data: the node task's (``node.split``, ``node.partitioner``; the paper's
-setting,
-METIS into 3 clients with 20 training nodes per class, 500 validation and 1000 test, is in the presets
+setting, METIS into 3 clients with 20 training nodes per class, 500 validation and 1000 test, is in the presets
 ``conf/flagcns-*.toml``).
 
 Public (``__all__``): the registration :data:`FLAGCNS`, its keys :class:`FLAGCNSOptions`, and how a run's settings
 read into the core (:mod:`flowergraph.methods.flagcns.maths`): :func:`space_of` (the search space), :func:`schedule_of`
-(the
-search's schedule), :func:`client_kwargs` (a client's arguments, for a client of one's own on FL-AGCNS's
+(the search's schedule), :func:`client_kwargs` (a client's arguments, for a client of one's own on FL-AGCNS's
 messages)."""
 
 from __future__ import annotations

@@ -1,27 +1,23 @@
 """FL-AGCNS client (Wang et al.): a data owner's part of the federated architecture search and of the retraining
 of the chosen architecture. The protocol is in :mod:`flowergraph.methods.flagcns.server`; the messages in
 :mod:`flowergraph.methods.flagcns.wire`; the maths in :mod:`flowergraph.methods.flagcns.maths` (the same functions the
-in-process
-reference :class:`~flowergraph.methods.flagcns.maths.InProcessSearch` calls).
+in-process reference :class:`~flowergraph.methods.flagcns.maths.InProcessSearch` calls).
 
 What a client answers:
 
 * ``fit`` in a search round (config :class:`~flowergraph.methods.flagcns.wire.SearchStep`): copy the received SuperNet
   arrays (named) into its SuperNet, compute the training loss averaged over the sampled codes and its gradients
   (:func:`~flowergraph.methods.flagcns.maths.client_loss_and_gradients`), return the gradients under the names it
-  received;
-  ``num_examples`` = its number of training nodes.
+  received; ``num_examples`` = its number of training nodes.
 * ``fit`` / ``evaluate`` in a retraining round (config :class:`~flowergraph.methods.flagcns.wire.Retrain`): the same
-with the
-  standalone network of the chosen code (:func:`~flowergraph.methods.flagcns.maths.architecture_gradients`); evaluation
-  reports validation and test loss/accuracy and the seconds of one evaluation forward (``inference_s``).
+  with the standalone network of the chosen code (:func:`~flowergraph.methods.flagcns.maths.architecture_gradients`);
+  evaluation reports validation and test loss/accuracy and the seconds of one evaluation forward (``inference_s``).
 * phase :data:`~flowergraph.methods.flagcns.wire.EVALUATE`: each requested code's validation loss and accuracy with the
   SuperNet weights that came with the message; in secure mode (the run has ``secure-agg=ckks``) only their CKKS
   encryption (:func:`~flowergraph.methods.flagcns.wire.score_vector`), whatever the request says.
 * phase :data:`~flowergraph.methods.flagcns.wire.EVOLVE`: one generation of its own EA over ``P_{G_i} u P_FL``
-(Algorithm 1
-  step 3) on its local validation losses (or accuracies), with the whole SuperNet that came with the message;
-  returns its ranked population.
+  (Algorithm 1 step 3) on its local validation losses (or accuracies), with the whole SuperNet that came with the
+  message; returns its ranked population.
 
 State: the EA (population, fitness, random generator; JSON) lives in the node's persistent state
 (:class:`~flowergraph.clients.ClientState`, entry ``flagcns-ea``), so client checkpoints save it and a resumed run

@@ -84,8 +84,7 @@ class FLAGCNSStrategy(FederatedStrategy):
 
     ``space`` (:class:`~flowergraph.methods.flagcns.maths.SearchSpace`) and ``schedule``
     (:class:`~flowergraph.methods.flagcns.maths.SearchSchedule`: population, sample size, epochs, warm-up, steps per
-    epoch,
-    gamma) define the search; ``combine``: ``weighted`` or ``sum``; ``fitness``: ``loss`` (the paper) or
+    epoch, gamma) define the search; ``combine``: ``weighted`` or ``sum``; ``fitness``: ``loss`` (the paper) or
     ``accuracy`` (the reference code); ``lr`` / ``weight_decay``: the server's Adam (search and retraining);
     ``architecture``: a code to retrain without searching; ``init_seed``: the retrained network's initial weights
     (default: the run's seed); ``finalists``: how many of the lowest-FLL networks are retrained to choose by
