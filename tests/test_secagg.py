@@ -34,10 +34,12 @@ from flwr.serverapp import Grid, ServerApp
 
 from flowergraph.app.legacy import legacy_client
 from flowergraph.app.loop import LegacyStrategy
-from flowergraph.clients import ClientState, FedGCNClient, TrainConfig
+from flowergraph.clients import ClientState, TrainConfig
 from flowergraph.data import GraphSpec, PartitionSpec, client_graph
 from flowergraph.storage.results import RunRecorder
-from flowergraph.strategies import FederationPolicy, FedGCNStrategy
+from flowergraph.methods.fedgcn.client import FedGCNClient
+from flowergraph.methods.fedgcn.server import FedGCNStrategy
+from flowergraph.strategies import FederationPolicy
 
 MODEL = {"kind": "gcn", "hidden": 16, "layers": 2, "dropout": 0.5, "heads": 8, "input_dropout": 0.0}
 
