@@ -231,3 +231,94 @@ def test_a_strategy_phase_before_every_round_is_recorded_in_the_round(tmp_path):
     assert row["bytes_up"] == phase["bytes_up"]  # the phase's bytes count in the round's totals
     assert row["bytes_down"] > phase["bytes_down"]  # plus the fit instructions
     assert check_update([np.zeros(2, np.float32)], [np.zeros(2, np.float32)]) is None
+
+
+class WindowGrid:
+    """A Message-API grid whose nodes answer a query by echoing its values, one reply per pull: it records the
+    most messages ever awaiting a reply and how many a pull may still return."""
+
+    def __init__(self, stall: set[int] = frozenset()):
+        self.waiting: dict[str, object] = {}
+        self.peak = 0
+        self.pushed = 0
+        self.stall = stall  # node ids that never answer
+
+    def push_messages(self, messages):
+        ids = []
+        for m in messages:
+            mid = f"m{self.pushed}"
+            self.pushed += 1
+            self.waiting[mid] = m
+            ids.append(mid)
+        self.peak = max(self.peak, len(self.waiting))
+        return ids
+
+    def pull_messages(self, ids):
+        from flowergraph.app import message_records as rec
+
+        for mid in ids:
+            m = self.waiting.get(mid)
+            if m is not None and m.metadata.dst_node_id not in self.stall:
+                del self.waiting[mid]
+                reply = type("Reply", (), {})()
+                reply.metadata = type("M", (), {"reply_to_message_id": mid})()
+                reply.content = rec.values_content({"echo": int(m.metadata.dst_node_id)})
+                reply.has_error = lambda: False
+                return [reply]
+        return []
+
+
+def test_the_message_api_keeps_at_most_max_parallel_queries_in_flight_and_builds_each_when_a_place_frees(monkeypatch):
+    """GridNodes.query (the Message-API face of a phase): with max_parallel=3, never more than 3 messages await a
+    reply, and a lazy request is built only when one of them has been answered, so the server holds at most 3
+    large messages (FedGCN's downloads at 1M nodes); every node still gets its reply, in arrival order. With
+    None, all are pushed at once. A node that never answers fails with NoReply after ``timeout``."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from flowergraph.app.message_server import GridNodes, NoReply
+    from flowergraph.strategies import Node
+
+    for attribute, value in (("_task_id", 1), ("_run_id", 1), ("_node_id", 0)):  # what a ServerApp process has set
+        monkeypatch.setattr(TaskIdentity, attribute, value)
+    grid = WindowGrid()
+    built, answered = [], []
+
+    def requests():
+        for k in range(1, 11):
+            assert len(built) - len(answered) < 3, (built, answered)  # a place is free before the next is built
+            built.append(k)
+            yield Node(k), {"x": np.full(4, k, dtype=np.float32)}
+
+    for node, values in GridNodes(grid).query(requests(), timeout=5.0, group_id=1, max_parallel=3):
+        answered.append(node.node_id)
+        assert values["echo"] == node.node_id
+    assert sorted(answered) == list(range(1, 11)) and grid.peak == 3
+
+    grid = WindowGrid()
+    out = list(GridNodes(grid).query(((Node(k), {"x": 1}) for k in range(1, 11)), 5.0, 1, None))
+    assert len(out) == 10 and grid.peak == 10
+
+    grid = WindowGrid(stall={2})
+    started = time.monotonic()
+    out = dict((n.node_id, v) for n, v in GridNodes(grid).query([(Node(k), {"x": 1}) for k in (1, 2, 3)], 0.3, 1, 2))
+    assert isinstance(out[2], NoReply) and str(out[2]) == "node 2 sent no reply within 0.3 s"
+    assert out[1] == {"echo": 1} and out[3] == {"echo": 3} and time.monotonic() - started < 3
+
+
+def test_the_legacy_face_builds_a_lazy_request_only_when_a_worker_frees():
+    """LegacyNodes.query draws a lazy request list as its thread pool frees: at most max_parallel built and not
+    yet answered (the same bound as the Message API's)."""
+    Proxy.peak = 0
+    runner, proxies = _runner([EchoClient(k, delay=0.05) for k in range(6)], max_parallel=2)
+    built, done = [], []
+
+    def requests():
+        for p in proxies:
+            assert len(built) - len(done) < 2
+            built.append(p.cid)
+            yield p, protocol.phase_message("test.echo", x=1)
+
+    for node, props in runner.federation.query(requests(), None, 0, 2):
+        done.append(node.cid)
+        assert props["seen"] == 1
+    assert len(done) == 6 and Proxy.peak == 2

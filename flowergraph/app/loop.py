@@ -39,7 +39,7 @@ import threading
 import timeit
 import zlib
 from logging import INFO
-from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 from flwr.common import (
@@ -137,28 +137,42 @@ class LegacyNodes:
         return self.client_manager.wait_for(count, timeout=max(1, int(math.ceil(timeout))))
 
     def _calls(
-        self, requests: list[tuple[Node, Any]], call: Callable[[ClientProxy, Any], Any], workers: int
+        self, requests: Iterable[tuple[Node, Any]], call: Callable[[ClientProxy, Any], Any], workers: int
     ) -> Iterator[tuple[Node, Any]]:
-        if not requests:
-            return
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(requests))))
-        try:
-            futures = {pool.submit(call, self.proxy(node), payload): node for node, payload in requests}
-            for future in concurrent.futures.as_completed(futures):
-                node = futures.pop(future)  # no reference kept: a large reply is freed once handled
+        """``call`` each request in a pool of ``workers`` threads, each node's outcome as it completes; a lazy
+        ``requests`` is drawn as a worker frees (at most ``workers`` payloads held)."""
+        requests = iter(requests)
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
+        futures: dict[concurrent.futures.Future, Node] = {}
+
+        def refill() -> None:
+            while len(futures) < max(1, workers):
                 try:
-                    outcome = future.result()
-                except Exception as exc:  # noqa: BLE001 (the core's failure policy handles it)
-                    outcome = exc
-                finally:
-                    del future
-                yield node, outcome
-                del outcome
+                    node, payload = next(requests)
+                except StopIteration:
+                    return
+                futures[pool.submit(call, self.proxy(node), payload)] = node
+
+        try:
+            refill()
+            while futures:
+                done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    node = futures.pop(future)  # no reference kept: a large reply is freed once handled
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:  # noqa: BLE001 (the core's failure policy handles it)
+                        outcome = exc
+                    finally:
+                        del future
+                    yield node, outcome
+                    del outcome
+                refill()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def query(
-        self, requests: list[tuple[Node, dict[str, Any]]], timeout: float | None, group_id: int, max_parallel=None
+        self, requests: Iterable[tuple[Node, dict[str, Any]]], timeout: float | None, group_id: int, max_parallel=None
     ) -> Iterator[tuple[Node, dict[str, Any] | BaseException]]:
         def call(proxy: ClientProxy, values: dict[str, Any]) -> dict[str, Any]:
             res = proxy.get_properties(

@@ -123,16 +123,18 @@ class GridNodes:
         return rec.request_arrays(outcome)[0]
 
     def query(
-        self, requests: list[tuple[Node, dict[str, Any]]], timeout: float | None, group_id: int, max_parallel=None
+        self, requests: Iterable[tuple[Node, dict[str, Any]]], timeout: float | None, group_id: int, max_parallel=None
     ) -> Iterator[tuple[Node, dict[str, Any] | BaseException]]:
         """One query per request (a phase message, or the identity request: its values as records,
-        :func:`~flowergraph.app.message_records.values_content`) to all the nodes at once; each node's reply
-        values as they arrive (an error reply, or none within ``timeout``: :class:`NoReply`)."""
-        items = [
+        :func:`~flowergraph.app.message_records.values_content`), at most ``max_parallel`` in flight (None: all at
+        once); each node's reply values as they arrive (an error reply, or none within ``timeout`` of its sending:
+        :class:`NoReply`). ``requests`` may be lazy: a request is built when a place in flight frees, so the server
+        holds at most ``max_parallel`` large messages (FedGCN's downloads)."""
+        items = (
             (node, rec.values_content(values), rec.PHASE if wire.PHASE in values else rec.IDENTITY)
             for node, values in requests
-        ]
-        return self._exchange(items, timeout, group_id, rec.content_values)
+        )
+        return self._exchange(items, timeout, group_id, rec.content_values, max_parallel)
 
     def evaluate(
         self, requests: list[tuple[Node, Instruction]], timeout: float | None, group_id: int
@@ -141,30 +143,52 @@ class GridNodes:
         return self._exchange(items, timeout, group_id, evaluate_reply)
 
     def _exchange(
-        self, items: list[tuple[Node, RecordDict, str]], timeout: float | None, group_id: int, decode: Callable
+        self,
+        items: Iterable[tuple[Node, RecordDict, str]],
+        timeout: float | None,
+        group_id: int,
+        decode: Callable,
+        window: int | None = None,
     ) -> Iterator[tuple[Node, Any]]:
-        order = [(node, self.message(node, content, kind, group_id, timeout)) for node, content, kind in items]
-        if not order:
-            return
-        ids = list(self.grid.push_messages([m for _, m in order]))
-        if len(ids) != len(order):  # Flower's in-memory grid leaves out what it did not store
-            stored = set(ids)
-            ids = [m.metadata.message_id if m.metadata.message_id in stored else None for _, m in order]
-        pending = {}
-        for mid, (node, _) in zip(ids, order):
-            if mid is None:
-                yield node, NoReply(f"the message to node {node.cid} could not be pushed to the SuperLink")
-            else:
-                pending[str(mid)] = node
-        del order
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """Push ``items`` (at most ``window`` awaiting a reply; None: all at once), pull the replies and yield
+        each node's decoded reply as it arrives, or :class:`NoReply` once ``timeout`` has passed since its push."""
+        items = iter(items)
+        pending: dict[str, tuple[Node, float | None]] = {}  # message id -> (node, deadline)
+        exhausted = False
         wait = 0.002
-        while pending:
-            got = list(self.grid.pull_messages(list(pending)))
-            for reply in got:
-                node = pending.pop(reply.metadata.reply_to_message_id, None)
-                if node is None:
+        while True:
+            batch = []
+            while not exhausted and (window is None or len(pending) + len(batch) < window):
+                try:
+                    node, content, kind = next(items)
+                except StopIteration:
+                    exhausted = True
+                    break
+                batch.append((node, self.message(node, content, kind, group_id, timeout)))
+                del content
+            if batch:
+                ids = list(self.grid.push_messages([m for _, m in batch]))
+                if len(ids) != len(batch):  # Flower's in-memory grid leaves out what it did not store
+                    stored = set(ids)
+                    ids = [m.metadata.message_id if m.metadata.message_id in stored else None for _, m in batch]
+                deadline = None if timeout is None else time.monotonic() + timeout
+                for mid, (node, _) in zip(ids, batch):
+                    if mid is None:
+                        yield node, NoReply(f"the message to node {node.cid} could not be pushed to the SuperLink")
+                    else:
+                        pending[str(mid)] = (node, deadline)
+                del batch
+            if not pending:
+                if exhausted:
+                    return
+                continue
+            got = 0
+            for reply in self.grid.pull_messages(list(pending)):
+                entry = pending.pop(reply.metadata.reply_to_message_id, None)
+                if entry is None:
                     continue
+                got += 1
+                node = entry[0]
                 if reply.has_error():
                     yield node, NoReply(_reason(reply))
                 else:
@@ -174,14 +198,19 @@ class GridNodes:
                         raise
                     except Exception as exc:  # noqa: BLE001 (a malformed reply fails that node)
                         yield node, exc
-            if not pending:
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            wait = 0.002 if got else min(wait * 1.5, 0.05)
-            time.sleep(wait if deadline is None else max(0.0, min(wait, deadline - time.monotonic())))
-        for node in pending.values():
-            yield node, NoReply(f"node {node.cid} sent no reply within {timeout} s")
+                del reply
+            now = time.monotonic()
+            for mid, (node, deadline) in list(pending.items()):
+                if deadline is not None and now >= deadline:
+                    del pending[mid]
+                    yield node, NoReply(f"node {node.cid} sent no reply within {timeout} s")
+            if got:
+                wait = 0.002
+                continue
+            if pending:
+                wait = min(wait * 1.5, 0.05)
+                deadlines = [d for _, d in pending.values() if d is not None]
+                time.sleep(wait if not deadlines else max(0.0, min(wait, min(deadlines) - now)))
 
 
 class FlowergraphStrategy(Strategy):

@@ -15,7 +15,7 @@ these values into Flower's and back:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Protocol, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -74,7 +74,9 @@ class Failure:
 
 class Federation(Protocol):
     """How the core reaches the nodes (the face provides it): list them, wait for them, send many a query at
-    once, fetch one's initial model, evaluate some now (fused evaluation's fallback)."""
+    once, fetch one's initial model, evaluate some now (fused evaluation's fallback). ``query`` keeps at most
+    ``max_parallel`` queries awaiting a reply and draws a lazy ``requests`` as places free, so a phase holds at
+    most that many large messages."""
 
     def nodes(self) -> list[Node]: ...
 
@@ -82,7 +84,7 @@ class Federation(Protocol):
 
     def query(
         self,
-        requests: list[tuple[Node, dict[str, Any]]],
+        requests: Iterable[tuple[Node, dict[str, Any]]],
         timeout: float | None,
         group_id: int,
         max_parallel: int | None = None,

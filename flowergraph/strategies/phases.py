@@ -127,7 +127,7 @@ class Phase:
         if federation is None:
             raise RuntimeError(f"{self.name}: the phase runner has no federation to send through")
         workers = max(1, min(max_parallel or self.runner.max_parallel, len(clients)))
-        requests = [(p, request(p)) for p in clients]
+        requests = ((p, request(p)) for p in clients)  # built as places in flight free: at most `workers` held
         for proxy, outcome in federation.query(requests, timeout, self.server_round, workers):
             if isinstance(outcome, BaseException):
                 self._failed(proxy, kind, failure_reason(outcome), require_all)

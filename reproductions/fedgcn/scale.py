@@ -124,7 +124,7 @@ def graph_stats(nodes: int, features: int, partitioner: str, clients: int, seed:
         dataset="synthetic",
         seed=seed,
         synthetic=CSBMParams(
-            num_nodes=nodes, p_in=o["synthetic-p-in"], p_out=o["synthetic-p-out"], num_features=features
+            num_nodes=nodes, p_in=o["node.synthetic-p-in"], p_out=o["node.synthetic-p-out"], num_features=features
         ),
     )
     load_global_graph.cache_clear()  # time what a fresh client actor pays
@@ -160,11 +160,7 @@ def export_partitions(folder: Path, overrides: dict, clients: int) -> Path:
 
     if (folder / "manifest.json").exists():
         return folder
-    sets = [
-        f"--set={k}={v}"
-        for k, v in overrides.items()
-        if k.startswith("synthetic-") or k in ("partitioner", "beta", "seed", "split")
-    ]
+    sets = [f"--set={k}={v}" for k, v in overrides.items() if k.startswith("node.") or k in ("dataset", "seed")]
     subprocess.run(
         [
             sys.executable,

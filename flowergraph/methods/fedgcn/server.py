@@ -79,7 +79,7 @@ class FedGCNStrategy(WeightedAveraging):
 
     Parameters (besides :class:`WeightedAveraging`'s): ``hops`` in {0, 1, 2} (0 skips the phase: FedAvg on
     local subgraphs); ``he`` sums the aggregations under CKKS; ``max_parallel`` caps the clients served at
-    once in the phase (default 4 under CKKS, which bounds the ciphertexts in flight on the server; else 16).
+    once in the phase (default 4: the server then holds at most 4 uploads or downloads, or their ciphertexts).
     ``weighting`` defaults to ``"uniform"`` as in the FedGCN reference code. Its clients keep the received
     aggregations in ``context.state`` (``stateful_clients=True``).
     """
@@ -97,7 +97,7 @@ class FedGCNStrategy(WeightedAveraging):
         policy = resolve_policy(
             policy, {k: kwargs.pop(k) for k in list(kwargs) if k in FederationPolicy.field_names()}, type(self).__name__
         )
-        policy = policy.replace(max_parallel=max_parallel or (4 if he else 16), stateful_clients=True)
+        policy = policy.replace(max_parallel=max_parallel or 4, stateful_clients=True)
         super().__init__(policy, weighting=weighting, **kwargs)
         self.hops = check_hops(hops)
         if he and hops == 0:
