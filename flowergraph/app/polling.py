@@ -178,22 +178,10 @@ def fast_object_pulls(first: float = OBJECT_PULL_FIRST_S, cap: float = OBJECT_PU
     else changes (what is pulled, the errors, the concurrency). False (and a warning), changing nothing, where
     this Flower version's functions lack those keyword defaults; idempotent. In-memory grids (simulation) never
     pull objects: there it changes nothing."""
-    try:
-        from flwr.supercore.inflatable import inflatable_utils
-    except ImportError as exc:
-        warnings.warn(
-            f"no flwr.supercore.inflatable ({exc}): message objects are pulled at Flower's pace",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return False
-    functions = [
-        getattr(inflatable_utils, name, None) for name in ("pull_objects", "pull_and_inflate_object_from_tree")
-    ]
-    defaults = [getattr(fn, "__kwdefaults__", None) for fn in functions]
-    if not all(
-        isinstance(kw, dict) and all(isinstance(kw.get(k), (int, float)) for k in _PULL_KEYS) for kw in defaults
-    ):
+    from .._flower import object_pull_functions, set_object_pull_defaults
+
+    functions = object_pull_functions()
+    if functions is None:
         warnings.warn(
             "flwr.supercore.inflatable's pull functions are not as in Flower 1.42 (keyword defaults "
             f"{', '.join(_PULL_KEYS)}): message objects are pulled at Flower's pace",
@@ -201,10 +189,13 @@ def fast_object_pulls(first: float = OBJECT_PULL_FIRST_S, cap: float = OBJECT_PU
             stacklevel=2,
         )
         return False
-    for fn, kw in zip(functions, defaults, strict=True):
+    for fn, kw in functions:
         flower = _FLOWER_PULL_DEFAULTS.setdefault(fn.__qualname__, {k: kw[k] for k in _PULL_KEYS})
-        kw["initial_backoff"] = min(first, flower["initial_backoff"])
-        kw["backoff_cap"] = min(cap, flower["backoff_cap"])
-        scale = flower["backoff_cap"] / kw["backoff_cap"]
-        kw["max_tries_per_object"] = int(round(flower["max_tries_per_object"] * scale))
+        backoff_cap = min(cap, flower["backoff_cap"])
+        set_object_pull_defaults(
+            fn,
+            initial_backoff=min(first, flower["initial_backoff"]),
+            backoff_cap=backoff_cap,
+            max_tries_per_object=int(round(flower["max_tries_per_object"] * flower["backoff_cap"] / backoff_cap)),
+        )
     return True
