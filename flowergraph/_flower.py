@@ -130,6 +130,42 @@ def _probe_heartbeat() -> str | None:
     return f"{', '.join(lacking)} lack HEARTBEAT_DEFAULT_INTERVAL" if lacking else None
 
 
+# ------------------------------------------------------------------------------------ message-object pulls
+_PULL_KEYS = ("initial_backoff", "backoff_cap", "max_tries_per_object")
+
+
+def object_pull_functions() -> list[tuple[Callable[..., Any], dict[str, Any]]] | None:
+    """Flower's two pulls of a message's objects (``flwr.supercore.inflatable.inflatable_utils.pull_objects`` and
+    ``pull_and_inflate_object_from_tree``) with their keyword defaults, or None where they lack the retry keywords
+    ``initial_backoff``, ``backoff_cap``, ``max_tries_per_object``."""
+    try:
+        from flwr.supercore.inflatable import inflatable_utils
+    except ImportError:
+        return None
+    out = []
+    for name in ("pull_objects", "pull_and_inflate_object_from_tree"):
+        fn = getattr(inflatable_utils, name, None)
+        kw = getattr(fn, "__kwdefaults__", None)
+        if not isinstance(kw, dict) or not all(isinstance(kw.get(k), (int, float)) for k in _PULL_KEYS):
+            return None
+        out.append((fn, kw))
+    return out
+
+
+def set_object_pull_defaults(fn: Callable[..., Any], **defaults: float) -> None:
+    """Set retry keyword defaults of one of :func:`object_pull_functions` (for every later call in this process)."""
+    fn.__kwdefaults__.update(defaults)  # type: ignore[union-attr]
+
+
+def _probe_object_pulls() -> str | None:
+    return (
+        None
+        if object_pull_functions() is not None
+        else "flwr.supercore.inflatable.inflatable_utils.pull_objects / pull_and_inflate_object_from_tree lack "
+        "the keyword defaults initial_backoff, backoff_cap, max_tries_per_object"
+    )
+
+
 # ------------------------------------------------------------------------------------ the SuperLink's SQLite
 def sqlite_pragmas() -> tuple | None:
     """The pragmas Flower's SQLite connections open with (``flwr.supercore.sql_mixin.SQLITE_PRAGMAS``)."""
@@ -246,6 +282,15 @@ RELIANCES: tuple[Reliance, ...] = (
         "announces and keeps a 10 s heartbeat (Flower's 30 s): a stopped SuperNode is noticed sooner",
         "the SuperNode keeps Flower's heartbeat (a warning says so)",
         _probe_heartbeat,
+    ),
+    Reliance(
+        "keyword defaults of flwr.supercore.inflatable.inflatable_utils.pull_objects / "
+        "pull_and_inflate_object_from_tree",
+        "app/polling.py",
+        "retries a pull of a message's not yet arrived arrays after 50 ms doubling to 0.5 s (Flower: 1 s to 10 s), "
+        "with as many more tries, in the SuperNode, its ClientApp processes and the ServerApp's grid",
+        "pulls wait at Flower's pace (a warning says so)",
+        _probe_object_pulls,
     ),
     Reliance(
         "flwr.supercore.sql_mixin.SQLITE_PRAGMAS (busy_timeout)",

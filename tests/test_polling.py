@@ -121,3 +121,37 @@ def test_recording_lists_each_exchange_only_inside_the_block(sleeps):
     assert [(sent, got) for sent, got, _ in rec.exchanges] == [(2, 2), (1, 1)]
     assert all(seconds >= 0 for _, _, seconds in rec.exchanges)
     assert rec.errors == ["boom"]
+
+
+def test_object_pulls_wait_50_ms_doubling_to_half_a_second_with_flowers_give_up_time(monkeypatch):
+    """fast_object_pulls changes only the three retry defaults of Flower's two pull functions (the SuperNode's,
+    the ClientApp's and the ServerApp's grid's pulls of message contents), keeps the time an object that never
+    arrives is waited for (tries x cap), and is idempotent."""
+    from flwr.supercore.inflatable import inflatable_utils
+
+    functions = (inflatable_utils.pull_objects, inflatable_utils.pull_and_inflate_object_from_tree)
+    for fn in functions:  # as Flower made them (an earlier PollingGrid in this process may have changed them)
+        monkeypatch.setattr(fn, "__kwdefaults__", dict(fn.__kwdefaults__))
+        flower = polling._FLOWER_PULL_DEFAULTS.get(fn.__qualname__)
+        if flower:
+            fn.__kwdefaults__.update(flower)
+    before = [dict(fn.__kwdefaults__) for fn in functions]
+    assert polling.fast_object_pulls() and polling.fast_object_pulls()
+    for fn, old in zip(functions, before, strict=True):
+        new = fn.__kwdefaults__
+        assert new["initial_backoff"] == polling.OBJECT_PULL_FIRST_S < old["initial_backoff"]
+        assert new["backoff_cap"] == polling.OBJECT_PULL_CAP_S < old["backoff_cap"]
+        assert new["max_tries_per_object"] * new["backoff_cap"] == pytest.approx(
+            old["max_tries_per_object"] * old["backoff_cap"]
+        )
+        assert {k: v for k, v in new.items() if k not in polling._PULL_KEYS} == {
+            k: v for k, v in old.items() if k not in polling._PULL_KEYS
+        }
+
+
+def test_object_pulls_of_another_flower_are_left_alone_with_a_warning(monkeypatch):
+    from flwr.supercore.inflatable import inflatable_utils
+
+    monkeypatch.setattr(inflatable_utils, "pull_objects", lambda ids, fn: {})
+    with pytest.warns(RuntimeWarning, match="Flower's pace"):
+        assert polling.fast_object_pulls() is False

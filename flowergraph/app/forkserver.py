@@ -45,6 +45,7 @@ from typing import Any, Callable
 from .worker import _alive, _recv, _same_user, _send, code_root, connect_or_start, spawn_detached, workers_dir
 
 IDLE_ENV = "FLOWERGRAPH_FORK_SERVER_IDLE"
+PACING_ENV = "FLOWERGRAPH_SUPERNODE_POLLING"  # flowergraph.deployment.supernode's switch: "flower" turns it off
 DEFAULT_IDLE_S = 300.0
 START_TIMEOUT_S = 60.0
 COMMAND = "flowergraph.app.clientapp_entry:load"  # returns Flower's flwr_clientapp function
@@ -253,6 +254,10 @@ def serve(key: str, parent: int, idle: float, command_ref: str = COMMAND) -> Non
     command = loader()  # Flower's flwr_clientapp, imported before any fork
     with contextlib.suppress(ImportError):
         importlib.import_module("flowergraph.app.client_app")  # what every child loads next (imports Flower only)
+    if os.environ.get(PACING_ENV, "fast").strip().lower() != "flower":  # the SuperNode's switch, inherited
+        from .polling import fast_object_pulls
+
+        fast_object_pulls()  # each child pulls its message's contents from a SuperNode still receiving them
     try:
         born: float | None = psutil.Process(parent).create_time()
     except psutil.Error:

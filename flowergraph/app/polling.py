@@ -17,12 +17,15 @@ workflow such as SecAgg+ (whose stages the strategy never sees), or a method's p
 ``with grid.recording() as rec:`` it also lists every ``send_and_receive`` in ``rec.exchanges`` as ``(messages
 sent, replies received, seconds)`` (a fit workflow's stages, one entry each) and the reason of every error reply
 in ``rec.errors`` (a workflow such as SecAgg+ drops a failed client and goes on; the caller can still see why).
+
+:func:`fast_object_pulls` does the same for the pulls of a deployment's message contents (below).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -47,6 +50,7 @@ class PollingGrid(Grid):
         self.bytes_pushed = 0
         self.bytes_pulled = 0
         self._recording: Recording | None = None
+        fast_object_pulls()  # a deployment's grid pulls each reply's contents as objects (below)
 
     # ------------------------------------------------------------------------------ delegated API
     def set_run(self, run) -> None:
@@ -149,3 +153,49 @@ def message_bytes(message: Message) -> int:
         return int(sum(record.count_bytes() for record in message.content.values()))
     except Exception:  # noqa: BLE001 (counting must never break a run)
         return 0
+
+
+# ------------------------------------------------------------------------------ a deployment's object pulls
+# Flower (1.42) moves a message's contents as objects of their own, after the message: the ServerApp pushes the
+# message, then its arrays; a SuperNode that has pulled the message pulls its objects from the SuperLink, and
+# hands the message to its SuperExec (a ClientApp process starts) before it has them all; the ClientApp pulls
+# them from the SuperNode. Whoever pulls an object that has not arrived yet waits (pull_objects: 1 s, doubling to
+# 10 s) and asks again. A message of megabytes arrives a few seconds after its head, so each hop rounded it up to
+# 1 + 2 + 4 (+ 8) s: FL-AGCNS's 2.5 MB evaluation messages took 16-27 s from the ClientApp's start to its handler
+# (the every-method deployment test), with the handler itself taking 0.1 s.
+OBJECT_PULL_FIRST_S = 0.05  # the first wait (Flower: 1 s), doubling ...
+OBJECT_PULL_CAP_S = 0.5  # ... up to this (Flower: 10 s; its own reply-polling interval is 0.5 s)
+_PULL_KEYS = ("initial_backoff", "backoff_cap", "max_tries_per_object")
+_FLOWER_PULL_DEFAULTS: dict[str, dict] = {}  # Flower's own defaults, per function, before the first change
+
+
+def fast_object_pulls(first: float = OBJECT_PULL_FIRST_S, cap: float = OBJECT_PULL_CAP_S) -> bool:
+    """Make this process's pulls of message objects (Flower's ``pull_objects`` and
+    ``pull_and_inflate_object_from_tree``, used by the SuperNode, the ClientApp and the ServerApp's grid) wait
+    ``first`` s after an object that has not arrived yet, doubling up to ``cap`` s, instead of 1 s doubling up to
+    10 s. The number of tries per object grows by Flower's cap / ``cap``, so an object that never arrives is given
+    up on after as long as before (and ``max_time``, Flower's bound on the whole pull, is left as it is). Nothing
+    else changes (what is pulled, the errors, the concurrency). False (and a warning), changing nothing, where
+    this Flower version's functions lack those keyword defaults; idempotent. In-memory grids (simulation) never
+    pull objects: there it changes nothing."""
+    from .._flower import object_pull_functions, set_object_pull_defaults
+
+    functions = object_pull_functions()
+    if functions is None:
+        warnings.warn(
+            "flwr.supercore.inflatable's pull functions are not as in Flower 1.42 (keyword defaults "
+            f"{', '.join(_PULL_KEYS)}): message objects are pulled at Flower's pace",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    for fn, kw in functions:
+        flower = _FLOWER_PULL_DEFAULTS.setdefault(fn.__qualname__, {k: kw[k] for k in _PULL_KEYS})
+        backoff_cap = min(cap, flower["backoff_cap"])
+        set_object_pull_defaults(
+            fn,
+            initial_backoff=min(first, flower["initial_backoff"]),
+            backoff_cap=backoff_cap,
+            max_tries_per_object=int(round(flower["max_tries_per_object"] * flower["backoff_cap"] / backoff_cap)),
+        )
+    return True

@@ -18,7 +18,10 @@ What this changes, and nothing else (Flower's own entry point runs, with its arg
   ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` is set (Flower's own setting, read by Flower 1.42's SuperExec);
 * the node tells the SuperLink a heartbeat interval of :data:`HEARTBEAT_S` s (Flower's smallest allowed value)
   instead of 30 s, and beats accordingly (every ~4 s instead of ~20 s): the SuperLink takes a node for gone after
-  2 intervals without a beat, so a round whose SuperNode died goes on with the others after ~20 s instead of ~60 s.
+  2 intervals without a beat, so a round whose SuperNode died goes on with the others after ~20 s instead of ~60 s;
+* the node's pulls of a message's contents that have not reached the SuperLink yet are retried after 50 ms,
+  doubling up to 0.5 s, instead of after 1 s doubling up to 10 s (:func:`flowergraph.app.polling.fast_object_pulls`;
+  the SuperNode's fork server does the same for its ClientApp processes).
 
 If this Flower version's SuperNode loop is not where 1.41/1.42 have it, the SuperNode runs as Flower made it,
 with a warning. ``FLOWERGRAPH_SUPERNODE_POLLING=flower`` turns the change off.
@@ -133,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ENV}={os.environ[ENV]!r} is not a valid choice; valid choices: {', '.join(CHOICES)}", file=sys.stderr)
         return 2
     if mode == "fast":
+        from ..app.polling import fast_object_pulls
+
         os.environ.setdefault(SUPEREXEC_ENV, SUPEREXEC_POLL_S)  # the SuperExec inherits the environment
         patch_polling()
         patch_heartbeat()
+        fast_object_pulls()  # the message's contents, pulled from the SuperLink
     from flwr.supernode.cli import flower_supernode
 
     sys.argv = ["flower-supernode", *(sys.argv[1:] if argv is None else argv)]
