@@ -1,6 +1,5 @@
-"""Issue 91: how flowergraph's rounds scale with the number of clients, beside Flower's own floor measured in the same
-invocation, on both simulation engines (``inline``, ``ray``) and both of Flower's stacks (``flower-api=legacy``,
-``message``).
+"""Issue 91: flowergraph's rounds by client count beside Flower's own floor, measured in the same invocation, on both
+engines (``inline``, ``ray``) and both stacks (``flower-api=legacy``, ``message``).
 
 The workloads (``fedavg`` on the arxiv-size synthetic graph across ``--clients`` clients, ``fedstar`` on one TU
 dataset, ``--fedstar-dataset``, across ``--fedstar-clients``), the rows and the acceptance are described in the page's
@@ -23,9 +22,8 @@ than Flower's floor (``--growth``); fedavg at 10,000 clients, inline, completes 
         [--faces legacy message] [--rounds 5] [--rounds-for 10000=3] [--fedstar-clients 10 100]
         [--only-floor | --skip-floor] [--timeout 1800] [--work DIR] [--resume] [--report-only] [--note TEXT]
 
-writes docs/results/scale.md (``--name``). Every row is stored as JSON under ``--work`` as it finishes, so
-``--report-only`` rewrites the results file from the stored rows, and ``--resume`` reruns only the rows that
-today's code has not measured there.
+writes docs/results/scale.md (``--name``). Rows are stored as JSON under ``--work`` as they finish: ``--report-only``
+rewrites the results file from them, ``--resume`` reruns only the rows today's code has not measured there.
 """
 
 from __future__ import annotations
@@ -56,7 +54,9 @@ GB = 1e9
 ACCEPTANCE_COMMAND = ".venv/bin/python benchmarks/scale.py --timeout 1800"
 SOURCES = ("flowergraph/**/*.py", "benchmarks/scale.py", "benchmarks/flower_floor.py")
 
-ARXIV = {"node.synthetic-nodes": "100000", "node.synthetic-p-in": "0.0005", "node.synthetic-p-out": "0.00005"}
+# min-partition-size 1: 10,000 clients hold ~10 nodes each (10-1,000 clients: the same partition as the default 10)
+ARXIV = {"node.synthetic-nodes": "100000", "node.synthetic-p-in": "0.0005", "node.synthetic-p-out": "0.00005",
+         "node.min-partition-size": "1"}  # fmt: skip
 # workload -> the launcher's method, dataset and keys; the client count its acceptance row is at
 WORKLOADS: dict[str, dict[str, Any]] = {
     "fedavg": {"method": "fedavg", "dataset": None, "sets": ARXIV, "accept": 1000, "reported": 10000},
