@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import ConfigError
+from ..compute import seed_torch
 
 MODELS = ("decoupled", "gin")
 POOL_ORDERS = ("per-node", "pooled")  # where DecoupledGIN applies FC(2h, h): see the module docstring
@@ -74,7 +75,7 @@ def _seeded(seed: int | None, name: str):
         return
     with torch.random.fork_rng(devices=[]):
         state = np.random.SeedSequence([int(seed), zlib.crc32(name.encode())]).generate_state(1)[0]
-        torch.manual_seed(int(state))
+        seed_torch(int(state))
         yield
 
 
