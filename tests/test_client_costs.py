@@ -1,9 +1,15 @@
 """What a client message costs besides its training maths (issue 91: per-client fixed costs at 1,000 clients): each
 shortcut gives what the long way gives, and a changed input takes the long way again."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
+
+from flowergraph.app.inline import RunConfigMemo, wire_context
 from flowergraph.tasks.compute import seed_torch
 
 
@@ -25,3 +31,59 @@ def test_seed_torch_leaves_the_same_generator_state():
     want = torch.get_rng_state()
     seed_torch(99)
     assert torch.equal(torch.get_rng_state(), want)
+
+
+# ------------------------------------------------------------------------------------- the inline context trip
+def _context(run_config, state=None, series_id=0):
+    state = state if state is not None else RecordDict({"c": ConfigRecord({"n": 3})})
+    return Context(
+        run_id=5,
+        node_id=11,
+        node_config={"partition-id": 1, "num-partitions": 4},
+        state=state,
+        run_config=run_config,
+        series_id=series_id,
+    )
+
+
+def _same(a: Context, b: Context) -> None:
+    assert (a.run_id, a.node_id, a.series_id) == (b.run_id, b.node_id, b.series_id)
+    assert a.node_config == b.node_config
+    assert list(a.run_config.items()) == list(b.run_config.items())
+    assert [type(v) for v in a.run_config.values()] == [type(v) for v in b.run_config.values()]
+    assert list(a.state.keys()) == list(b.state.keys())
+
+
+def test_wire_context_with_memo_equals_the_full_trip():
+    memo = RunConfigMemo()
+    state = RecordDict({"c": ConfigRecord({"n": 3}), "w": ArrayRecord({"a": Array(np.arange(4.0))})})
+    ctx = _context({"rounds": 3, "lr": 0.5, "name": "x", "flag": True}, state, series_id=2)
+    full = wire_context(ctx, None)
+    first = wire_context(ctx, memo)  # stores the config
+    second = wire_context(ctx, memo)  # from the memo
+    for got in (first, second):
+        _same(full, got)
+        assert got.run_config is not ctx.run_config and got.state is not ctx.state
+        np.testing.assert_array_equal(got.state["w"]["a"].numpy(), np.arange(4.0))
+        assert int(got.state["c"]["n"]) == 3
+    second.run_config["rounds"] = 99  # a client's (forbidden) write reaches neither the memo nor the next trip
+    assert wire_context(ctx, memo).run_config["rounds"] == 3
+
+
+def test_wire_context_memo_keys_on_value_and_type():
+    memo = RunConfigMemo()
+    for value in (1, True, 1.0, "1", 2):
+        got = wire_context(_context({"k": value}), memo)
+        assert got.run_config["k"] == value and type(got.run_config["k"]) is type(value)
+    nan = wire_context(_context({"k": math.nan}), memo).run_config["k"]
+    assert math.isnan(nan)
+
+
+def test_wire_context_memo_is_bounded_and_skips_unkeyable_configs():
+    memo = RunConfigMemo(size=2)
+    for i in range(5):
+        wire_context(_context({"k": i}), memo)
+    assert len(memo._wired) == 2
+    with pytest.raises(Exception):  # protobuf refuses a list: refused every time, never memoised
+        wire_context(_context({"k": [1, 2]}), memo)
+    assert RunConfigMemo.key({"k": [1, 2]}) is None
