@@ -87,3 +87,51 @@ def test_wire_context_memo_is_bounded_and_skips_unkeyable_configs():
     with pytest.raises(Exception):  # protobuf refuses a list: refused every time, never memoised
         wire_context(_context({"k": [1, 2]}), memo)
     assert RunConfigMemo.key({"k": [1, 2]}) is None
+
+
+# ------------------------------------------------------------------------------------ .npy bytes, header memo
+ARRAYS = [
+    np.arange(12, dtype=np.float32).reshape(3, 4),
+    np.array(3.5),
+    np.array(7, dtype=np.int64),
+    np.zeros((0,), dtype=np.float64),
+    np.zeros((2, 0, 3), dtype=np.float32),
+    np.array([True, False, True]),
+    np.arange(6, dtype=np.int32).reshape(2, 3).T,  # Fortran order: Flower's own path
+    np.arange(10, dtype=np.float64)[::2],  # not contiguous: Flower's own path
+    np.arange(4, dtype=">f4"),  # big-endian
+    np.array([1 + 2j], dtype=np.complex64),
+    np.array(["ab", "c"]),  # a string dtype: Flower's own path
+    np.random.default_rng(0).normal(size=(5, 7, 2)).astype(np.float16),
+]
+
+
+@pytest.mark.parametrize("values", ARRAYS, ids=range(len(ARRAYS)))
+def test_npy_fast_paths_equal_flowers(values):
+    from flowergraph.wire.npy import from_numpy, to_numpy
+
+    want = Array(values)
+    got = from_numpy(values)
+    assert (got.dtype, tuple(got.shape), got.stype, got.data) == (want.dtype, tuple(want.shape), want.stype, want.data)
+    for _ in range(2):  # the second time from the header memo
+        back = to_numpy(want)
+        ref = want.numpy()
+        assert back.dtype == ref.dtype and back.shape == ref.shape
+        np.testing.assert_array_equal(back, ref)
+        assert back.flags.writeable
+    back[...] = 0 if back.size else back  # the copy is the caller's: the record's bytes stay as they were
+    np.testing.assert_array_equal(want.numpy(), values)
+
+
+def test_npy_fast_path_falls_back_on_odd_bytes():
+    from flowergraph.wire.npy import to_numpy
+
+    good = Array(np.arange(4, dtype=np.float32))
+    short = Array(dtype=good.dtype, shape=good.shape, stype=good.stype, data=good.data[:-4])
+    with pytest.raises(Exception):  # what numpy.load says about a truncated array, as before
+        to_numpy(short)
+    longer = Array(dtype=good.dtype, shape=good.shape, stype=good.stype, data=good.data + b"\0" * 4)
+    np.testing.assert_array_equal(to_numpy(longer), longer.numpy())
+    other = Array(dtype="float32", shape=(4,), stype="torch.raw", data=b"\0" * 16)
+    with pytest.raises(TypeError):
+        to_numpy(other)
