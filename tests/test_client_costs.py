@@ -135,3 +135,57 @@ def test_npy_fast_path_falls_back_on_odd_bytes():
     other = Array(dtype="float32", shape=(4,), stype="torch.raw", data=b"\0" * 16)
     with pytest.raises(TypeError):
         to_numpy(other)
+
+
+# ------------------------------------------------------------------------------- graph task: evaluation batches
+def _graph_data(seed: int, n: int = 9):
+    from torch_geometric.data import Data
+
+    from flowergraph.tasks.graphcls.data import ClientGraphData
+
+    g = torch.Generator().manual_seed(seed)
+    graphs = []
+    for i in range(n):
+        nodes = 3 + i % 4
+        src = torch.arange(nodes - 1)
+        edge_index = torch.stack([torch.cat([src, src + 1]), torch.cat([src + 1, src])])
+        x, s = torch.randn(nodes, 5, generator=g), torch.randn(nodes, 4, generator=g)
+        graphs.append(Data(x=x, s=s, edge_index=edge_index, y=torch.tensor([i % 2])))
+    return ClientGraphData(0, "t", "t", tuple(graphs[:3]), tuple(graphs[3:6]), tuple(graphs[6:]), 5, 2, 4)
+
+
+def test_eval_batches_equal_the_loaders_and_are_rebuilt_for_new_data():
+    from torch_geometric.loader import DataLoader
+
+    from flowergraph.tasks.graphcls.training import eval_batches
+
+    data = _graph_data(0)
+    first = eval_batches(data, "val", 2)
+    assert eval_batches(data, "val", 2) is first  # kept
+    assert eval_batches(data, "val", 3) is not first  # another batch size: its own
+    want = list(DataLoader(list(data.val), batch_size=2, shuffle=False))
+    assert len(first) == len(want)
+    for a, b in zip(first, want):
+        for key in ("x", "s", "edge_index", "y", "batch"):
+            assert torch.equal(a[key], b[key])
+    other = _graph_data(1)  # other data: never the first one's batches
+    assert not torch.equal(eval_batches(other, "val", 2)[0].x, first[0].x)
+
+
+def test_evaluate_with_kept_batches_equals_a_fresh_process():
+    from flowergraph.tasks.graphcls import training
+    from flowergraph.tasks.graphcls.models import build_graph_model
+
+    data = _graph_data(2)
+    model = build_graph_model("decoupled", 5, 2, 4, hidden=8, layers=2, seed=0)
+    training._EVAL_BATCHES.clear()
+    fresh = training.evaluate(model, data)
+    again = training.evaluate(model, data)  # from the kept batches
+    assert fresh == again
+    assert id(data) in training._EVAL_BATCHES
+    key = id(data)
+    del data
+    import gc
+
+    gc.collect()
+    assert key not in training._EVAL_BATCHES  # dropped with the data
