@@ -189,3 +189,18 @@ def test_evaluate_with_kept_batches_equals_a_fresh_process():
 
     gc.collect()
     assert key not in training._EVAL_BATCHES  # dropped with the data
+
+
+# ----------------------------------------------------------------------------------------- RunSettings.of memo
+def test_settings_of_is_found_once_and_handed_out_fresh():
+    from flowergraph.settings import parse_run_config
+
+    s = parse_run_config({"method": "fedavg", "num-clients": 4, "node.hidden": 24}, allow_unknown=True)
+    first = s.of("node")
+    assert first.hidden == 24
+    first.hidden = 99  # a caller's change stays its own
+    again = s.of("node")
+    assert again.hidden == 24 and again is not first
+    assert vars(again) == {k[5:].replace("-", "_"): v for k, v in s.as_dict().items() if k.startswith("node.")}
+    other = parse_run_config({"method": "fedavg", "num-clients": 4, "node.hidden": 8}, allow_unknown=True)
+    assert other.of("node").hidden == 8  # per settings object
