@@ -204,3 +204,46 @@ def test_settings_of_is_found_once_and_handed_out_fresh():
     assert vars(again) == {k[5:].replace("-", "_"): v for k, v in s.as_dict().items() if k.startswith("node.")}
     other = parse_run_config({"method": "fedavg", "num-clients": 4, "node.hidden": 8}, allow_unknown=True)
     assert other.of("node").hidden == 8  # per settings object
+
+
+def _decoupled_forward_as_before(model, data):
+    """DecoupledGIN.forward with every GCN layer normalising the adjacency itself (the code before the shortcut)."""
+    import torch.nn.functional as F
+    from torch_geometric.nn import global_add_pool
+
+    from flowergraph.tasks.graphcls.models import adjacency
+
+    edge_index = adjacency(data)
+    h, g = model.feat_in(data.x), model.struct_in(data.s)
+    for gin, gcn in zip(model.feat_convs, model.struct_convs):
+        h = F.dropout(F.relu(gin(torch.cat([h, g], dim=-1), edge_index)), model.dropout, model.training)
+        g = torch.tanh(gcn(g, edge_index))
+    z = global_add_pool(model.pool_fc(torch.cat([h, g], dim=-1)), data.batch)
+    z = F.dropout(F.relu(model.fc(z)), model.dropout, model.training)
+    return F.log_softmax(model.out(z), dim=-1)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_decoupled_gin_shared_normalisation_is_exact(train):
+    from torch_geometric.loader import DataLoader
+
+    from flowergraph.tasks.graphcls.models import _shared_gcn_norm, build_graph_model
+
+    data = _graph_data(3, n=12)
+    batch = next(iter(DataLoader(list(data.train + data.val + data.test), batch_size=12)))
+    model = build_graph_model("decoupled", 5, 2, 4, hidden=8, layers=3, seed=0)
+    model.train(train)
+    outs, grads = [], []
+    for forward in (model, lambda b: _decoupled_forward_as_before(model, b)):
+        model.zero_grad()
+        seed_torch(4)
+        out = forward(batch)
+        out.sum().backward()
+        outs.append(out.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert torch.equal(outs[0], outs[1])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    handle = model.struct_convs[1].register_forward_hook(lambda *a: None)  # a hook: every layer called as before
+    assert _shared_gcn_norm(model.struct_convs, batch.edge_index, torch.zeros(batch.num_nodes, 8)) is None
+    handle.remove()
+    assert _shared_gcn_norm(model.struct_convs, batch.edge_index, torch.zeros(batch.num_nodes, 8)) is not None
