@@ -247,3 +247,46 @@ def test_decoupled_gin_shared_normalisation_is_exact(train):
     assert _shared_gcn_norm(model.struct_convs, batch.edge_index, torch.zeros(batch.num_nodes, 8)) is None
     handle.remove()
     assert _shared_gcn_norm(model.struct_convs, batch.edge_index, torch.zeros(batch.num_nodes, 8)) is not None
+
+
+# ------------------------------------------------------------------------------------------- polling's share
+def test_an_expensive_poll_is_followed_by_a_proportionally_longer_pause(monkeypatch):
+    import time
+
+    from flowergraph.app import polling
+    from flowergraph.app.polling import PollingGrid, poll_pause
+
+    assert poll_pause(0.01, 0.05) == pytest.approx(0.19)
+    assert poll_pause(0.0) == 0.0
+
+    class Meta:
+        def __init__(self, i):
+            self.reply_to_message_id = i
+
+    class Reply:
+        def __init__(self, i):
+            self.metadata = Meta(i)
+
+        def has_error(self):
+            return False
+
+    class SlowGrid:  # every pull burns ~5 ms of CPU; the reply comes on the third
+        pulls = 0
+
+        def push_messages(self, messages):
+            return ["m0"]
+
+        def pull_messages(self, ids):
+            SlowGrid.pulls += 1
+            end = time.thread_time() + 0.005
+            while time.thread_time() < end:
+                pass
+            return [Reply("m0")] if SlowGrid.pulls >= 3 else []
+
+    sleeps = []
+    monkeypatch.setattr(polling.time, "sleep", sleeps.append)
+    replies = PollingGrid(SlowGrid(), min_interval=0.002, max_interval=0.01).send_and_receive(["x"])
+    assert len(replies) == 1 and len(sleeps) == 2
+    assert all(s >= 19 * 0.005 * 0.99 for s in sleeps)  # polling kept to 5 % of the wait, above max_interval
+    with pytest.raises(ValueError):
+        PollingGrid(SlowGrid(), poll_share=0)

@@ -50,6 +50,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from .. import wire
 from ..strategies.nodes import Failure, Instruction, Node, Reply
 from . import message_records as rec
+from .polling import poll_pause
 
 
 class NoReply(RuntimeError):
@@ -160,7 +161,9 @@ class GridNodes:
         deadline = None if timeout is None else time.monotonic() + timeout
         wait = 0.002
         while pending:
+            cpu = time.thread_time()
             got = list(self.grid.pull_messages(list(pending)))
+            least = poll_pause(time.thread_time() - cpu)  # polling at most 5 % of the wait (app.polling)
             for reply in got:
                 node = pending.pop(reply.metadata.reply_to_message_id, None)
                 if node is None:
@@ -179,7 +182,8 @@ class GridNodes:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             wait = 0.002 if got else min(wait * 1.5, 0.05)
-            time.sleep(wait if deadline is None else max(0.0, min(wait, deadline - time.monotonic())))
+            pause = max(wait, least)
+            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
         for node in pending.values():
             yield node, NoReply(f"node {node.cid} sent no reply within {timeout} s")
 
