@@ -44,9 +44,10 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict  # noqa: F401 (Array: as before)
 
 from .. import wire
+from ..wire.npy import from_numpy, to_numpy
 
 ARRAYS, CONFIG, METRICS, INFO = "arrays", "config", "metrics", "fg.info"
 SETTINGS = "fg.settings"  # what a flowergraph Strategy class decided: the clients' settings (see the table)
@@ -73,17 +74,14 @@ def array_record(arrays: Sequence[np.ndarray], names: Sequence[str] | None = Non
         if names is not None and len(names) == len(arrays) and len(set(names)) == len(arrays)
         else [str(i) for i in range(len(arrays))]
     )
-    return ArrayRecord({k: Array(a) for k, a in zip(keys, arrays)})
+    return ArrayRecord({k: from_numpy(a) for k, a in zip(keys, arrays)})
 
 
 def record_arrays(record: ArrayRecord) -> tuple[list[np.ndarray], list[str]]:
-    """The arrays of ``record`` in order, and their keys (decoded after the ``ast.parse`` lock:
-    :mod:`flowergraph.storage._astlock`)."""
-    from ..storage._astlock import serialize_ast_parse
-
-    serialize_ast_parse()
+    """The arrays of ``record`` in order, and their keys (decoded by :func:`flowergraph.wire.npy.to_numpy`: each
+    header parsed once, after the ``ast.parse`` lock, :mod:`flowergraph.storage._astlock`)."""
     keys = list(record.keys())
-    return [record[k].numpy() for k in keys], keys
+    return [to_numpy(record[k]) for k in keys], keys
 
 
 def config_record(values: Mapping[str, Any]) -> ConfigRecord:
@@ -94,7 +92,7 @@ def values_content(values: Mapping[str, Any]) -> RecordDict:
     """A query's values (an identity request or reply, a phase message or reply: :mod:`flowergraph.wire`) as
     records: the arrays in the ArrayRecord ``arrays`` under their keys (``fg.a0``, ``fg.m0``, ...), everything
     else in the ConfigRecord ``config``."""
-    arrays = {str(k): Array(np.asarray(v)) for k, v in values.items() if isinstance(v, np.ndarray)}
+    arrays = {str(k): from_numpy(np.asarray(v)) for k, v in values.items() if isinstance(v, np.ndarray)}
     content = RecordDict({CONFIG: config_record({k: v for k, v in values.items() if not isinstance(v, np.ndarray)})})
     if arrays:
         content[ARRAYS] = ArrayRecord(arrays)
@@ -105,10 +103,7 @@ def content_values(content: RecordDict) -> dict[str, Any]:
     """:func:`values_content`'s values back (the arrays as numpy arrays)."""
     values = dict(content.config_records[CONFIG]) if CONFIG in content.config_records else {}
     if ARRAYS in content.array_records:
-        from ..storage._astlock import serialize_ast_parse
-
-        serialize_ast_parse()
-        values.update({k: a.numpy() for k, a in content.array_records[ARRAYS].items()})
+        values.update({k: to_numpy(a) for k, a in content.array_records[ARRAYS].items()})
     return values
 
 

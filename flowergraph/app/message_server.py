@@ -50,6 +50,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from .. import wire
 from ..strategies.nodes import Failure, Instruction, Node, Reply
 from . import message_records as rec
+from .polling import poll_pause
 
 
 class NoReply(RuntimeError):
@@ -183,7 +184,10 @@ class GridNodes:
                     return
                 continue
             got = 0
-            for reply in self.grid.pull_messages(list(pending)):
+            cpu = time.thread_time()
+            pulled = list(self.grid.pull_messages(list(pending)))
+            least = poll_pause(time.thread_time() - cpu)  # polling at most 5 % of the wait (app.polling)
+            for reply in pulled:
                 entry = pending.pop(reply.metadata.reply_to_message_id, None)
                 if entry is None:
                     continue
@@ -198,19 +202,22 @@ class GridNodes:
                         raise
                     except Exception as exc:  # noqa: BLE001 (a malformed reply fails that node)
                         yield node, exc
-                del reply
             now = time.monotonic()
             for mid, (node, deadline) in list(pending.items()):
                 if deadline is not None and now >= deadline:
                     del pending[mid]
                     yield node, NoReply(f"node {node.cid} sent no reply within {timeout} s")
+            del pulled
             if got:
                 wait = 0.002
-                continue
-            if pending:
+                if not exhausted:
+                    continue  # places freed: the next requests go out at once
+            else:
                 wait = min(wait * 1.5, 0.05)
+            if pending:
                 deadlines = [d for _, d in pending.values() if d is not None]
-                time.sleep(wait if not deadlines else max(0.0, min(wait, min(deadlines) - now)))
+                pause = max(wait, least)
+                time.sleep(pause if not deadlines else max(0.0, min(pause, min(deadlines) - now)))
 
 
 class FlowergraphStrategy(Strategy):

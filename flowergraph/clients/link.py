@@ -11,6 +11,7 @@ import weakref
 import torch
 
 from .. import wire
+from ..tasks.compute import seed_torch
 from ..tasks.link import ClientLinkData, LinkPredictor, evaluate_link, train_link
 from ..tasks.training import TrainConfig
 from .base import FederatedClient
@@ -118,7 +119,7 @@ class LinkClient(FederatedClient):
 
     def train(self, config) -> tuple[int, dict]:
         server_round = int(config.get(wire.SERVER_ROUND, 0))
-        torch.manual_seed(round_seed(self.seed, server_round, self.data.client_id))
+        seed_torch(round_seed(self.seed, server_round, self.data.client_id))
         steps = self.train_config.local_steps
         loss = train_link(
             self.model,

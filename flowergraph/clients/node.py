@@ -12,6 +12,7 @@ import torch
 from .. import wire
 from ..tasks.federated_graph import ClientGraph
 from ..tasks.models import build_node_model, get_weights, set_weights
+from ..tasks.compute import seed_torch
 from ..tasks.training import TrainConfig, evaluate_masks, train_steps
 from .base import FederatedClient, FlowergraphClient
 
@@ -127,7 +128,7 @@ class NodeClassificationClient(FederatedClient):
 
     def train(self, config) -> tuple[int, dict]:
         server_round = int(config.get(wire.SERVER_ROUND, 0))
-        torch.manual_seed(round_seed(self.seed, server_round, self.graph.client_id))
+        seed_torch(round_seed(self.seed, server_round, self.graph.client_id))
         params = dict(self.model.named_parameters())
         anchor = {k: params[k] for k in self.shared if k in params} if self.prox_mu > 0 else None
         loss = train_steps(

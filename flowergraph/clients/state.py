@@ -43,6 +43,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from ..errors import CheckpointError
 from ..storage.npzio import READ_ERRORS, read_npz, write_npz
+from ..wire.npy import from_numpy, to_numpy
 
 STATE_FORMAT = "flowergraph-client-state"
 STATE_VERSION = 1
@@ -83,12 +84,12 @@ class ClientState:
         record = self.records.array_records.get(name)
         if record is None:
             return None
-        return {key: record[key].numpy() for key in record.keys()}
+        return {key: to_numpy(record[key]) for key in record.keys()}
 
     def set_arrays(self, name: str, arrays: Mapping[str, np.ndarray], *, round: int | None = None) -> None:
         """Store named arrays under ``name`` (``round``: stamp the entry with the round it belongs to)."""
         self.records.array_records[name] = ArrayRecord(
-            {str(k): Array(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()}
+            {str(k): from_numpy(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()}
         )
         self._stamp(name, round)
 

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .compute import seed_torch
+
 
 MODELS = ("gcn", "sage", "gat")
 
@@ -140,7 +142,7 @@ def build_node_model(
     if seed is None:
         return build()
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        seed_torch(seed)
         return build()
 
 

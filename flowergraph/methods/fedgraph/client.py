@@ -53,6 +53,7 @@ from . import wire as msg
 from ...clients.base import FederatedClient
 from ...clients.node import _initial_weights, bound_model, round_seed
 from ...clients.state import ClientState
+from ...tasks.compute import seed_torch
 
 DEGREES_KEY = "fedgraph-degrees"  # arrays: ids, values
 TABLES_KEY = "fedgraph-tables"  # arrays: conv<k> -> [m, w] aligned with the view's remote ids; stamped with the round
@@ -346,7 +347,7 @@ class FedGraphClient(FederatedClient):
         self.model.train()
         optimizer = make_optimizer(self.model.parameters(), self.train_config)
         generator = torch.Generator().manual_seed(sample_seed(self.seed, request.round, self.partition_id))
-        torch.manual_seed(round_seed(self.seed, request.round, self.partition_id))
+        seed_torch(round_seed(self.seed, request.round, self.partition_id))
         self.state.save_rng(ITER_DROPOUT)
         num_train = int(self.graph.train_mask.sum())
         stats: dict[str, Any] = {
@@ -516,7 +517,7 @@ class FedGraphClient(FederatedClient):
         tables = self._tables(config, server_round, plan.sharing)
         scheme = scheme_of(plan, self.num_convs)
         generator = torch.Generator().manual_seed(sample_seed(self.seed, server_round, self.partition_id))
-        torch.manual_seed(round_seed(self.seed, server_round, self.partition_id))
+        seed_torch(round_seed(self.seed, server_round, self.partition_id))
         result = train_round(
             self.model, self.view(), scheme, plan.sharing, tables, self.train_config, generator=generator
         )
