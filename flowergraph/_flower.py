@@ -131,7 +131,7 @@ def _probe_heartbeat() -> str | None:
 
 
 # ------------------------------------------------------------------------------------ message-object pulls
-_PULL_KEYS = ("initial_backoff", "backoff_cap", "max_tries_per_object")
+PULL_KEYS = ("initial_backoff", "backoff_cap", "max_tries_per_object")
 
 
 def object_pull_functions() -> list[tuple[Callable[..., Any], dict[str, Any]]] | None:
@@ -146,7 +146,7 @@ def object_pull_functions() -> list[tuple[Callable[..., Any], dict[str, Any]]] |
     for name in ("pull_objects", "pull_and_inflate_object_from_tree"):
         fn = getattr(inflatable_utils, name, None)
         kw = getattr(fn, "__kwdefaults__", None)
-        if not isinstance(kw, dict) or not all(isinstance(kw.get(k), (int, float)) for k in _PULL_KEYS):
+        if not isinstance(kw, dict) or not all(isinstance(kw.get(k), (int, float)) for k in PULL_KEYS):
             return None
         out.append((fn, kw))
     return out

@@ -2,6 +2,7 @@
 
 import pytest
 
+from flowergraph import _flower
 from flowergraph.app import polling
 from flowergraph.app.polling import PollingGrid
 
@@ -144,8 +145,8 @@ def test_object_pulls_wait_50_ms_doubling_to_half_a_second_with_flowers_give_up_
         assert new["max_tries_per_object"] * new["backoff_cap"] == pytest.approx(
             old["max_tries_per_object"] * old["backoff_cap"]
         )
-        assert {k: v for k, v in new.items() if k not in polling._PULL_KEYS} == {
-            k: v for k, v in old.items() if k not in polling._PULL_KEYS
+        assert {k: v for k, v in new.items() if k not in _flower.PULL_KEYS} == {
+            k: v for k, v in old.items() if k not in _flower.PULL_KEYS
         }
 
 

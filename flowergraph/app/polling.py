@@ -189,7 +189,6 @@ def message_bytes(message: Message) -> int:
 # (the every-method deployment test), with the handler itself taking 0.1 s.
 OBJECT_PULL_FIRST_S = 0.05  # the first wait (Flower: 1 s), doubling ...
 OBJECT_PULL_CAP_S = 0.5  # ... up to this (Flower: 10 s; its own reply-polling interval is 0.5 s)
-_PULL_KEYS = ("initial_backoff", "backoff_cap", "max_tries_per_object")
 _FLOWER_PULL_DEFAULTS: dict[str, dict] = {}  # Flower's own defaults, per function, before the first change
 
 
@@ -202,19 +201,19 @@ def fast_object_pulls(first: float = OBJECT_PULL_FIRST_S, cap: float = OBJECT_PU
     else changes (what is pulled, the errors, the concurrency). False (and a warning), changing nothing, where
     this Flower version's functions lack those keyword defaults; idempotent. In-memory grids (simulation) never
     pull objects: there it changes nothing."""
-    from .._flower import object_pull_functions, set_object_pull_defaults
+    from .._flower import PULL_KEYS, object_pull_functions, set_object_pull_defaults
 
     functions = object_pull_functions()
     if functions is None:
         warnings.warn(
             "flwr.supercore.inflatable's pull functions are not as in Flower 1.42 (keyword defaults "
-            f"{', '.join(_PULL_KEYS)}): message objects are pulled at Flower's pace",
+            f"{', '.join(PULL_KEYS)}): message objects are pulled at Flower's pace",
             RuntimeWarning,
             stacklevel=2,
         )
         return False
     for fn, kw in functions:
-        flower = _FLOWER_PULL_DEFAULTS.setdefault(fn.__qualname__, {k: kw[k] for k in _PULL_KEYS})
+        flower = _FLOWER_PULL_DEFAULTS.setdefault(fn.__qualname__, {k: kw[k] for k in PULL_KEYS})
         backoff_cap = min(cap, flower["backoff_cap"])
         set_object_pull_defaults(
             fn,
