@@ -166,6 +166,22 @@ def _probe_object_pulls() -> str | None:
     )
 
 
+# ------------------------------------------------------------------------------------- a refused object push
+def object_push_errors() -> tuple[type[BaseException], ...]:
+    """Flower's ``ObjectPushError`` (``flwr.supercore.inflatable.inflatable_utils``), which a grid's
+    ``push_messages`` raises when the SuperLink refused one of the messages' objects after it had stored the
+    messages; () where this Flower has none."""
+    try:
+        from flwr.supercore.inflatable.inflatable_utils import ObjectPushError
+    except ImportError:
+        return ()
+    return (ObjectPushError,)
+
+
+def _probe_object_push() -> str | None:
+    return _has("flwr.supercore.inflatable.inflatable_utils", "ObjectPushError")
+
+
 # ------------------------------------------------------------------------------------ the SuperLink's SQLite
 def sqlite_pragmas() -> tuple | None:
     """The pragmas Flower's SQLite connections open with (``flwr.supercore.sql_mixin.SQLITE_PRAGMAS``)."""
@@ -291,6 +307,15 @@ RELIANCES: tuple[Reliance, ...] = (
         "with as many more tries, in the SuperNode, its ClientApp processes and the ServerApp's grid",
         "pulls wait at Flower's pace (a warning says so)",
         _probe_object_pulls,
+    ),
+    Reliance(
+        "flwr.supercore.inflatable.inflatable_utils.ObjectPushError, raised by a grid's push_messages after the "
+        "SuperLink stored the messages",
+        "app/polling.py",
+        "a push whose messages were stored but one of whose shared objects the SuperLink refused ('not "
+        "pre-registered': seen when several messages carry the same arrays) waits for their replies",
+        "such a push fails the clients it was sent to (the failure policy counts them)",
+        _probe_object_push,
     ),
     Reliance(
         "flwr.supercore.sql_mixin.SQLITE_PRAGMAS (busy_timeout)",

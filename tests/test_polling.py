@@ -156,3 +156,44 @@ def test_object_pulls_of_another_flower_are_left_alone_with_a_warning(monkeypatc
     monkeypatch.setattr(inflatable_utils, "pull_objects", lambda ids, fn: {})
     with pytest.warns(RuntimeWarning, match="Flower's pace"):
         assert polling.fast_object_pulls() is False
+
+
+class _Msg:
+    """A message as Flower's grid leaves it after storing it: its id set in its metadata."""
+
+    def __init__(self):
+        self.metadata = type("M", (), {"message_id": ""})()
+
+
+class RefusingGrid(FakeGrid):
+    """Stores the messages (ids set, as Flower's push does before pushing objects), then raises Flower's
+    ObjectPushError for one object, as the SuperLink's refusal of an object 'not pre-registered' does."""
+
+    def __init__(self, ready, *, store=True):
+        super().__init__(ready)
+        self.store = store
+
+    def push_messages(self, messages):
+        from flwr.supercore.inflatable.inflatable_utils import ObjectPushError
+
+        start = len(self.pushed)
+        self.pushed.extend(messages)
+        if self.store:
+            for i, m in enumerate(messages):
+                m.metadata.message_id = f"id{start + i}"
+        raise ObjectPushError("283c", 1, "session")
+
+
+def test_a_refused_object_of_stored_messages_still_waits_for_their_replies(sleeps):
+    grid = RefusingGrid(ready=[1, 2])
+    polling_grid = PollingGrid(grid)
+    replies = polling_grid.send_and_receive([_Msg(), _Msg()])
+    assert sorted(r.metadata.reply_to_message_id for r in replies) == ["id0", "id1"]
+    assert polling_grid.refused_pushes == 1
+
+
+def test_a_refused_push_of_messages_never_stored_raises():
+    from flwr.supercore.inflatable.inflatable_utils import ObjectPushError
+
+    with pytest.raises(ObjectPushError, match="283c"):
+        PollingGrid(RefusingGrid(ready=[1], store=False)).send_and_receive([_Msg()])

@@ -30,8 +30,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from logging import WARNING
+
 from flwr.app import Message
+from flwr.common.logger import log
 from flwr.serverapp import Grid
+
+from .._flower import object_push_errors
 
 
 POLL_SHARE = 0.05
@@ -71,6 +76,7 @@ class PollingGrid(Grid):
         self.poll_share = poll_share
         self.bytes_pushed = 0
         self.bytes_pulled = 0
+        self.refused_pushes = 0  # pushes that raised ObjectPushError after storing their messages (above)
         self._recording: Recording | None = None
         fast_object_pulls()  # a deployment's grid pulls each reply's contents as objects (below)
 
@@ -92,9 +98,30 @@ class PollingGrid(Grid):
         return self.grid.get_nodes()
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        """Push ``messages``; returns their ids, as the wrapped grid does.
+
+        Where the SuperLink stored the messages but then refused one of their objects (Flower's
+        ``ObjectPushError``: "not pre-registered", seen on a loaded machine when concurrent pushes carry the same
+        arrays and a node confirms an earlier message meanwhile), the messages are already in the SuperLink and
+        the object is there by another push: their ids are returned, so their replies are waited for (a node that
+        cannot get a message's contents replies with an error or not at all: the caller's timeout and failure
+        policy handle it), instead of failing clients that did receive the message and reply."""
         messages = list(messages)
         self.bytes_pushed += sum(message_bytes(m) for m in messages)
-        return self.grid.push_messages(messages)
+        try:
+            return self.grid.push_messages(messages)
+        except object_push_errors() as exc:
+            ids = [m.metadata.message_id for m in messages]
+            if not all(ids):  # not stored: nothing to wait for
+                raise
+            self.refused_pushes += 1
+            log(
+                WARNING,
+                "the SuperLink refused an object of %d pushed message(s) (%s); waiting for replies",
+                len(ids),
+                exc,
+            )
+            return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         pulled = list(self.grid.pull_messages(message_ids))
