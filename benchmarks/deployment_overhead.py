@@ -183,8 +183,7 @@ def run_mode(mode: str, args, tmp: Path) -> list[dict]:
     results: list[dict] = []
     with LoopbackDeployment(tmp / f"logs-{mode}", stream=sys.stdout) as dep:
         dep.start_superlink()
-        for k in range(args.nodes):
-            dep.add_node(k, args.nodes, data_dir=data_dir())
+        dep.add_nodes([dict(partition_id=k, num_partitions=args.nodes, data_dir=data_dir()) for k in range(args.nodes)])
         dep.wait_for_nodes(args.nodes)
         for i, name in enumerate(args.methods):
             out = tmp / f"{mode}-{i}-{name}"

@@ -186,10 +186,18 @@ def test_every_method_on_one_deployment_with_tls_node_auth_and_own_partition_fil
     times = {}
     with LoopbackDeployment(tmp_path / "deploy") as dep:
         dep.start_superlink()
-        nodes = [
-            dep.add_node(k, 3, key_file=key_file, partition_file=parts / f"client-{k}.npz", data_dir=shared_data)
-            for k in range(3)
-        ]
+        nodes = dep.add_nodes(
+            [
+                dict(
+                    partition_id=k,
+                    num_partitions=3,
+                    key_file=key_file,
+                    partition_file=parts / f"client-{k}.npz",
+                    data_dir=shared_data,
+                )
+                for k in range(3)
+            ]
+        )
         dep.wait_for_nodes(3, timeout=180)
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in nodes]
         for label, overrides in DEPLOYMENT_METHODS:
@@ -343,7 +351,12 @@ def test_asfgnn_trial_on_a_deployment_of_its_two_data_owners(tmp_path, shared_da
     out = tmp_path / "asfgnn"
     with LoopbackDeployment(tmp_path / "deploy") as dep:
         dep.start_superlink()
-        nodes = [dep.add_node(k, 2, key_file=key_file, partition_file=parts / f"client-{k}.npz") for k in range(2)]
+        nodes = dep.add_nodes(
+            [
+                dict(partition_id=k, num_partitions=2, key_file=key_file, partition_file=parts / f"client-{k}.npz")
+                for k in range(2)
+            ]
+        )
         dep.wait_for_nodes(2, timeout=180)
         ports = [int(dep.superlink_address.rsplit(":", 1)[1])] + [n.port for n in nodes]
         started = time.monotonic()
@@ -435,7 +448,7 @@ def test_intruder_refused_cora_from_node_config_and_a_supernode_killed_mid_round
     before = _children()
     with LoopbackDeployment(out) as dep:
         dep.start_superlink()
-        nodes = [dep.add_node(k, 3, data_dir=shared_data) for k in range(3)]
+        nodes = dep.add_nodes([dict(partition_id=k, num_partitions=3, data_dir=shared_data) for k in range(3)])
         intruder = dep.add_node(0, 3, data_dir=shared_data, register=False)
         deadline = time.monotonic() + 120
         while intruder.exit_code is None and time.monotonic() < deadline:
@@ -516,8 +529,7 @@ def test_a_held_database_lock_is_waited_out_and_a_lost_superexec_stops_the_run_a
     config = {"method": "fedavg", "num-clients": 2, "rounds": 1}
     with LoopbackDeployment(out) as dep:
         dep.start_superlink()
-        for k in range(2):
-            dep.add_node(k, 2)
+        dep.add_nodes([dict(partition_id=k, num_partitions=2) for k in range(2)])
         dep.wait_for_nodes(2, timeout=180)
         superexec = dep.superexec_pids()
         assert len(superexec) == 1, superexec
@@ -1038,3 +1050,69 @@ def test_a_clientapp_folder_another_user_could_write_to_is_not_put_on_path(tmp_p
             assert clientapp_dir() is None
     else:
         print("not root: the other-owner case is not tried (only root can give a folder away)")
+
+
+def test_add_nodes_registers_the_keys_at_once_and_starts_the_nodes_in_order(tmp_path, monkeypatch):
+    """Each registration is a `flwr supernode register` process; add_nodes runs them concurrently (here: each
+    waits until all three have begun, which one-after-another registration never reaches), then starts each node
+    with its own key and id, in the order given."""
+    import threading
+
+    from flowergraph.deployment import loopback
+
+    began = threading.Barrier(3, timeout=10)
+    registered = {}
+
+    def register(public, connection, env):
+        began.wait()  # raises BrokenBarrierError unless all three registrations run at once
+        registered[Path(public).name] = node_id = 100 + int(Path(public).name[4])
+        return node_id
+
+    launched = []
+    monkeypatch.setattr(loopback, "register_node", register)
+    monkeypatch.setattr(
+        loopback.LoopbackDeployment,
+        "_launch",
+        lambda self, name, private, node_id, partition_id, num_partitions, **kw: launched.append(
+            (name, Path(private).name, node_id, partition_id, num_partitions, kw)
+        ),
+    )
+    dep = loopback.LoopbackDeployment(tmp_path)
+    dep.superlink_address = "127.0.0.1:1"
+    dep.add_nodes([dict(partition_id=k, num_partitions=3, data_dir=f"d{k}") for k in (2, 0, 1)])
+    assert registered == {"node2.pub": 102, "node0.pub": 100, "node1.pub": 101}
+    assert launched == [
+        ("node2", "node2", 102, 2, 3, {"data_dir": "d2"}),
+        ("node0", "node0", 100, 0, 3, {"data_dir": "d0"}),
+        ("node1", "node1", 101, 1, 3, {"data_dir": "d1"}),
+    ]
+    with pytest.raises(ValueError, match=r"add_nodes registers every node; start an unregistered one with add_node"):
+        dep.add_nodes([dict(partition_id=3, num_partitions=4, register=False)])
+
+
+@pytest.mark.parametrize("preset", [None, "2.5"])
+def test_the_superlinks_superexec_looks_for_runs_every_fifth_of_a_second_unless_flowers_setting_is_set(
+    preset, monkeypatch
+):
+    """flowergraph's SuperLink entry sets Flower's FLWR_SUPEREXEC_TASK_POLL_INTERVAL (which its SuperExec, a child,
+    reads) to 0.2 s, keeping a value the operator set, and hands its arguments to Flower's flower-superlink."""
+    import flwr.superlink.cli
+
+    from flowergraph.deployment import superlink
+
+    seen = {}
+
+    def flower_superlink():
+        seen.update(argv=list(sys.argv), interval=os.environ.get("FLWR_SUPEREXEC_TASK_POLL_INTERVAL"))
+        return 0
+
+    monkeypatch.setattr(flwr.superlink.cli, "flower_superlink", flower_superlink)
+    monkeypatch.setattr(superlink, "patch_busy_timeout", lambda: True)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    if preset is None:  # set, then removed: the variable main sets is removed again after the test
+        monkeypatch.setenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "unset")
+        monkeypatch.delenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL")
+    else:
+        monkeypatch.setenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", preset)
+    assert superlink.main(["--insecure"]) == 0
+    assert seen == {"argv": ["flower-superlink", "--insecure"], "interval": preset or "0.2"}

@@ -3,6 +3,7 @@ SuperNode authentication, one SuperNode per data owner, runs, and every process 
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from ..errors import ConfigError
 from ..app.runtime import ProcessGroup, descendants, flower_env, free_port, stop_trees, write_app
@@ -72,8 +73,7 @@ class LoopbackDeployment:
 
         with LoopbackDeployment(log_dir="results/x") as dep:
             dep.start_superlink()
-            for k in range(3):
-                dep.add_node(k, 3)
+            dep.add_nodes([dict(partition_id=k, num_partitions=3) for k in range(3)])
             dep.wait_for_nodes(3)
             outcome = dep.run({"method": "fedavg", "num-clients": 3, "rounds": 2, "out-dir": "results/x"})
     """
@@ -205,6 +205,55 @@ class LoopbackDeployment:
         name = f"node{partition_id}" if register else f"unregistered{partition_id}-{len(self.nodes)}"
         private, public = make_node_key(self.work / "keys" / name)
         node_id = register_node(public, self.connection, self.env) if register else None
+        return self._launch(
+            name,
+            private,
+            node_id,
+            partition_id,
+            num_partitions,
+            data_dir=data_dir,
+            dataset=dataset,
+            key_file=key_file,
+            partition_file=partition_file,
+        )
+
+    def add_nodes(self, nodes: Sequence[Mapping[str, Any]]) -> list[Node]:
+        """:meth:`add_node` for each of ``nodes`` (its keyword arguments: ``partition_id``, ``num_partitions``,
+        ...; every one registered), with the keys' registrations run at once: each is a ``flwr supernode
+        register`` process (2-7 s on a loaded machine), which :meth:`add_node` runs one after another. The nodes
+        then start in the order given."""
+        if self.superlink_address is None:
+            raise RuntimeError("start_superlink() first")
+        specs = [dict(n) for n in nodes]
+        for spec in specs:
+            if not spec.pop("register", True):
+                raise ValueError(
+                    "add_nodes registers every node; start an unregistered one with add_node(register=False)"
+                )
+        keys = [make_node_key(self.work / "keys" / f"node{spec['partition_id']}") for spec in specs]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:
+            ids = list(pool.map(lambda key: register_node(key[1], self.connection, self.env), keys))
+        return [
+            self._launch(f"node{spec['partition_id']}", key[0], node_id, **spec)
+            for spec, key, node_id in zip(specs, keys, ids)
+        ]
+
+    def _launch(
+        self,
+        name: str,
+        private: Path,
+        node_id: int | None,
+        partition_id: int,
+        num_partitions: int,
+        *,
+        data_dir: str | os.PathLike | None = None,
+        dataset: str | None = None,
+        key_file: str | os.PathLike | None = None,
+        partition_file: str | os.PathLike | None = None,
+    ) -> Node:
+        """Start the SuperNode of a data owner whose key pair is ``private`` (registered as ``node_id``; None: not
+        registered), its files copied into its own folder (:meth:`add_node`)."""
+        register = node_id is not None
         port = free_port()
         home = self.work / f"{name}-home"
         home.mkdir(parents=True, exist_ok=True)
@@ -524,14 +573,17 @@ def _run_deployment(
 
                 key_file = ckks.write_key_file(dep.work / "owners-ckks-key.bin")
                 dep.say(f"created a CKKS key file for the data owners: {key_file}")
-            for k in range(num_nodes):
-                node = dep.add_node(
-                    k,
-                    num_nodes,
+            owners = [
+                dict(
+                    partition_id=k,
+                    num_partitions=num_nodes,
                     data_dir=data_dirs[k],
                     key_file=key_file if needs_key else None,
                     partition_file=partition_files[k],
                 )
+                for k in range(num_nodes)
+            ]
+            for node in dep.add_nodes(owners):
                 result.node_ports.append(node.port)
                 result.node_ids.append(node.node_id)
             left = timeout - (time.monotonic() - started)

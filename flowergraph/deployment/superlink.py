@@ -9,12 +9,16 @@ Flower does not retry it, the SuperExec exits, and no later run starts (docs/dep
 Flower's in-memory state (``--database :memory:``) is no way out: it shares one SQLite connection between the
 server's threads, and under concurrent requests it fails commits and crashed the SuperLink (SIGSEGV) here.
 
+Its SuperExec (which starts each run's ServerApp) looks for a new run every :data:`SUPEREXEC_POLL_S` s instead of
+Flower's 1 s, unless ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` (Flower's own setting) is set, as the SuperNode's does.
+
 Everything else is Flower's own entry point, unchanged (flwr 1.41; the setting is Flower's module constant
 ``flwr.supercore.sql_mixin.SQLITE_PRAGMAS``, read when each connection opens).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -42,6 +46,9 @@ def patch_busy_timeout(ms: int = BUSY_TIMEOUT_MS) -> bool:
 def main(argv: list[str] | None = None) -> int:
     from flwr.superlink.cli import flower_superlink
 
+    from .supernode import SUPEREXEC_ENV, SUPEREXEC_POLL_S
+
+    os.environ.setdefault(SUPEREXEC_ENV, SUPEREXEC_POLL_S)  # the SuperExec inherits the environment
     patch_busy_timeout()
     sys.argv = ["flower-superlink", *(sys.argv[1:] if argv is None else argv)]
     return flower_superlink() or 0
