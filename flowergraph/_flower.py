@@ -84,6 +84,42 @@ def _probe_extractor() -> str | None:
     return None
 
 
+def take_message_ins(state: Any, node_id: int, message_ids: list[str], limit: int | None) -> tuple[list, list]:
+    """What the in-memory link state's ``get_message_ins(node_id, limit)`` returns, looked up among
+    ``message_ids`` (in order) instead of the whole message store: under the state's lock, each is checked by the
+    state's own ``_check_stored_messages`` (expired, or a node left the federation: deleted), kept if stored, for
+    ``node_id`` and not yet delivered, and those taken are marked delivered, as Flower's method does. Returns
+    (messages taken, ids not looked at because ``limit`` was reached)."""
+    from flwr.supercore.date import now
+
+    taken: list = []
+    with state.lock:
+        for i, msg_id in enumerate(message_ids):
+            if limit and len(taken) == limit:
+                return _delivered(taken, now), message_ids[i:]
+            state._check_stored_messages({msg_id})
+            msg = state.message_ins_store.get(msg_id)
+            if msg is not None and msg.metadata.dst_node_id == node_id and msg.metadata.delivered_at == "":
+                taken.append(msg)
+    return _delivered(taken, now), []
+
+
+def _delivered(messages: list, now: Callable[[], Any]) -> list:
+    delivered_at = now().isoformat()
+    for msg in messages:
+        msg.metadata.delivered_at = delivered_at
+    return messages
+
+
+def _probe_message_ins() -> str | None:
+    from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
+
+    source = inspect.getsource(InMemoryLinkState.get_message_ins)
+    needed = ("self.lock", "self.message_ins_store", "self._check_stored_messages", 'delivered_at == ""')
+    missing = [n for n in needed if n not in source]
+    return f"InMemoryLinkState.get_message_ins no longer uses {', '.join(missing)}" if missing else None
+
+
 # ---------------------------------------------------------------------------------- the SuperNode's loop
 def supernode_loop() -> Any:
     """The module of Flower's SuperNode loop (``flwr.supernode.start_client_internal``)."""
@@ -284,6 +320,14 @@ RELIANCES: tuple[Reliance, ...] = (
         "passes the nodes pushed to (PushedNodes) instead of every node, so a push costs one look-up per message",
         "with another extractor the inline engine would miss messages: the probe fails first",
         _probe_extractor,
+    ),
+    Reliance(
+        "InMemoryLinkState.get_message_ins: under self.lock, _check_stored_messages then message_ins_store, "
+        "undelivered messages for the node, marked delivered",
+        "app/inline.py",
+        "answers the extractor's look-up for a node among the messages pushed to it, not the whole store",
+        "simulation-engine=inline fails to start (the probe fails first); simulation-engine=ray is unaffected",
+        _probe_message_ins,
     ),
     Reliance(
         "flwr.supernode.start_client_internal._pull_and_store_message and its time module",

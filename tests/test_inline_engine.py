@@ -167,20 +167,31 @@ def test_a_client_that_stores_an_unserialisable_value_fails_its_message(app_dir)
 
 @pytest.mark.simulation
 def test_the_extractor_asks_the_link_state_about_the_nodes_pushed_to_only(app_dir, monkeypatch):
-    """A push wakes Flower's extractor for the nodes it pushed to: one link-state look-up per message (Flower's
-    own extractor asked about every node on every pass, each look-up scanning the whole message store: a round
-    grew with the square of the clients). Several messages to one node in one push all arrive, in push order per
-    node and in node order across nodes, as Flower's passes take them."""
+    """A push wakes Flower's extractor for the nodes it pushed to, and each look-up checks only the messages pushed
+    to that node: every message is checked once (by the state's own check) and the state's whole-store scan is
+    never run (Flower's own extractor asked about every node on every pass, each look-up scanning the whole message
+    store: a round grew with the square of the clients). Several messages to one node in one push all arrive, in
+    push order per node and in node order across nodes, as Flower's passes take them."""
     from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
 
-    asked: list[int] = []
-    real = InMemoryLinkState.get_message_ins
+    from flowergraph import _flower
 
-    def counted(self, node_id, limit, **kwargs):
-        asked.append(node_id)
-        return real(self, node_id, limit, **kwargs)
+    checked: list[str] = []
+    scans: list[int] = []
+    real_take = _flower.take_message_ins
+    real_scan = InMemoryLinkState.get_message_ins
 
-    monkeypatch.setattr(InMemoryLinkState, "get_message_ins", counted)
+    def take(state, node_id, message_ids, limit):
+        taken, rest = real_take(state, node_id, message_ids, limit)
+        checked.extend(message_ids[: len(message_ids) - len(rest)])  # the ones looked at
+        return taken, rest
+
+    def scan(self, node_id, limit, **kwargs):
+        scans.append(node_id)
+        return real_scan(self, node_id, limit, **kwargs)
+
+    monkeypatch.setattr(_flower, "take_message_ins", take)
+    monkeypatch.setattr(InMemoryLinkState, "get_message_ins", scan)
     order: list[tuple[int, int]] = []
     server, client = ServerApp(), ClientApp()
 
@@ -217,7 +228,8 @@ def test_the_extractor_asks_the_link_state_about_the_nodes_pushed_to_only(app_di
     backend = InlineBackend()
     run_inline(server, client, num_supernodes=30, app_dir=app_dir, backend=backend)
     assert backend.messages == 3 * 30 + 4
-    assert len(asked) == 3 * 30 + 4  # one look-up per message pushed
+    assert not scans  # the extractor never scanned the store
+    assert len(checked) == len(set(checked)) == 3 * 30 + 4  # each message pushed checked once
     assert order[:90] == [(k, 0) for k in range(30)] * 3
     assert order[-4:] == [(1, 1), (4, 1), (1, 2), (4, 2)]  # node order in a pass, push order within a node
 

@@ -194,43 +194,83 @@ class StopOrWake(threading.Event):
 
 
 class PushedNodes:
-    """The node ids Flower's extractor asks the link state about: those a message was pushed to since it last
-    asked, not every node.
+    """The node ids Flower's extractor asks the link state about, and the messages it looks among: those pushed to
+    each node and not yet handed out, not every node and every stored message.
 
     Flower's extractor (``vce_api.add_messages_to_queue``, as read in flwr 1.42) loops ``for node_id in
     nodes_mapping.keys(): state.get_message_ins(node_id=node_id, limit=1)``, and the in-memory link state's
     ``get_message_ins`` scans the whole message store: every pass cost (nodes x stored messages), and a round
     took a pass per push (816,500 look-ups a round at 1,000 clients). ``run_api`` hands its ``nodes_mapping``
     argument to the extractor only (the worker finds contexts by the message's ``dst_node_id``), so the engine
-    gets this object there: ``keys()`` answers each node once per message pushed to it, one message per node per
-    pass as before (``limit=1``), in the order the nodes were registered (the order Flower's own passes take
-    them). A node with more messages is answered again on the next pass, which :meth:`keys` wakes at once.
-    :meth:`pushed` is called after a push stored its messages (and before the wake), so none is missed: counting
-    a message the state refused only costs a look-up that finds nothing."""
+    gets this object there: :meth:`keys` lists each node that has messages pushed to it not yet handed out, in
+    the order the nodes were registered (the order Flower's own passes take them). The extractor's state is
+    :class:`PushedMessageIns`, whose ``get_message_ins`` looks only among the node's pushed messages (1,000
+    look-ups a round at 1,000 clients instead of ~500,000: ~1.2 s of a ~5 s round). A node with more messages
+    than the ``limit`` is listed again on the next pass, which is woken at once. :meth:`pushed` is called after a
+    push stored its messages (and before the wake), so none is missed: a message the state refused only costs a
+    look-up that finds nothing."""
 
     def __init__(self, nodes_mapping: dict[int, int], stop: StopOrWake) -> None:
         self._rank = {node_id: i for i, node_id in enumerate(nodes_mapping)}
-        self._pending: dict[int, int] = {}
+        self._pending: dict[int, list[str]] = {}
         self._lock = threading.Lock()
         self._stop = stop
 
-    def pushed(self, node_ids) -> None:
+    def pushed(self, messages: list[tuple[int, str]]) -> None:
+        """``(node id, message id)`` of each message a push stored (a message without an id was not stored)."""
         with self._lock:
-            for node_id in node_ids:
-                self._pending[node_id] = self._pending.get(node_id, 0) + 1
+            for node_id, message_id in messages:
+                if message_id:
+                    self._pending.setdefault(node_id, []).append(message_id)
         self._stop.wake()
 
     def keys(self) -> list[int]:
         with self._lock:
-            ready = sorted(self._pending, key=lambda n: self._rank.get(n, len(self._rank)))
-            for node_id in ready:
-                self._pending[node_id] -= 1
-                if not self._pending[node_id]:
-                    del self._pending[node_id]
-            more = bool(self._pending)
-        if more:
+            return sorted(self._pending, key=lambda n: self._rank.get(n, len(self._rank)))
+
+    def take(self, node_id: int) -> list[str]:
+        """The ids of the messages pushed to ``node_id`` and not yet taken, in push order (now taken)."""
+        with self._lock:
+            return self._pending.pop(node_id, [])
+
+    def put_back(self, node_id: int, message_ids: list[str]) -> None:
+        """Ids :meth:`take` gave that were not looked at (the look-up's limit was reached): first in line again,
+        and the extractor woken for its next pass."""
+        if message_ids:
+            with self._lock:
+                self._pending[node_id] = message_ids + self._pending.get(node_id, [])
             self._stop.wake()
-        return ready
+
+
+class PushedMessageIns:
+    """The engine's link state (``state``) as its extractor sees it: ``get_message_ins(node_id, limit)`` is the
+    state's own answer, looked up among the messages :class:`PushedNodes` holds for the node (Flower's checks,
+    order and delivered mark: :func:`flowergraph._flower.take_message_ins`); everything else is the state's."""
+
+    def __init__(self, state: Any, pushed: PushedNodes) -> None:
+        self._state = state
+        self._pushed = pushed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+    def get_message_ins(self, node_id: int, limit: int | None, *, run_id: int | None = None) -> list[Message]:
+        if run_id is not None:  # not what the extractor asks: the state's own scan
+            return self._state.get_message_ins(node_id=node_id, limit=limit, run_id=run_id)
+        taken, rest = _flower.take_message_ins(self._state, node_id, self._pushed.take(node_id), limit)
+        self._pushed.put_back(node_id, rest)
+        return taken
+
+
+class _PushedStateFactory:
+    """The state factory ``run_api`` gets: its ``state()`` (the extractor's and injector's) is the run's state seen
+    through :class:`PushedMessageIns`."""
+
+    def __init__(self, state: Any, pushed: PushedNodes) -> None:
+        self._state = PushedMessageIns(state, pushed)
+
+    def state(self) -> Any:
+        return self._state
 
 
 def fused_run_config(app_dir: str | Path, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +334,7 @@ def run_inline(
             try:
                 return super().push_messages(messages)
             finally:  # the messages stored before a refused one still reach their nodes
-                pushed.pushed([m.metadata.dst_node_id for m in messages])
+                pushed.pushed([(m.metadata.dst_node_id, m.metadata.message_id) for m in messages])
 
     grid = WakingGrid(state_factory=state_factory)
     grid.set_run(run)
@@ -320,7 +360,7 @@ def run_inline(
                 lambda: client_app,
                 lambda: backend,
                 pushed,  # type: ignore[arg-type]  # the extractor's node list (PushedNodes); nothing else reads it
-                state_factory,
+                _PushedStateFactory(state, pushed),  # type: ignore[arg-type]  # the extractor's look-ups (above)
                 node_info_stores,
                 f_stop,
                 VceMetrics(),
