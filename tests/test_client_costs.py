@@ -290,3 +290,23 @@ def test_an_expensive_poll_is_followed_by_a_proportionally_longer_pause(monkeypa
     assert all(s >= 19 * 0.005 * 0.99 for s in sleeps)  # polling kept to 5 % of the wait, above max_interval
     with pytest.raises(ValueError):
         PollingGrid(SlowGrid(), poll_share=0)
+
+
+def test_state_keys_are_the_state_dicts_listed_once_per_model(monkeypatch):
+    from flowergraph.clients.node import state_keys
+    from flowergraph.tasks.models import build_node_model
+
+    model = build_node_model(in_dim=5, num_classes=3, seed=0, kind="gcn")
+    other = build_node_model(in_dim=5, num_classes=3, seed=0, kind="gcn", layers=3)
+    calls = []
+    real = torch.nn.Module.state_dict
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return real(self, *args, **kwargs)
+
+    want = list(real(model))
+    monkeypatch.setattr(torch.nn.Module, "state_dict", counted)
+    assert list(state_keys(model)) == want and list(state_keys(model)) == want
+    assert list(state_keys(other)) == list(real(other)) and len(state_keys(other)) > len(want)
+    assert [c for c in calls if c is model or c is other] == [model, other]  # once per model object
