@@ -175,6 +175,23 @@ def floor_row(a, row: tuple) -> dict[str, Any]:
     return {**make_row(row, res, round_times(stamps), stamps[0] if stamps else None), "command": " ".join(cmd)}
 
 
+def inprocess_row(a, row: tuple) -> dict[str, Any]:
+    """The control: flowergraph's same run in one process, without Flower's transport (``run_inprocess``: the
+    server's and every client's own work at this client count), in a child process of ``scale.py inprocess``."""
+    _, workload, clients, engine, face, rounds = row
+    folder = Path(a.work) / row_key(*row[:5])
+    out = next(folder / f"run{i or ''}" for i in range(1000) if not (folder / f"run{i or ''}").exists())
+    w = WORKLOADS[workload]
+    config = {"method": w["method"], "num-clients": clients, "rounds": rounds, "out-dir": str(out), **w["sets"]}
+    config.update({"dataset": w["dataset"], "data-dir": data_dir()} if w["dataset"] else {}, seed=0)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "inprocess", json.dumps(config)]
+    res = run_child(cmd, folder / "launcher.log", a, a.timeout)
+    lines = (out / "rounds.jsonl").read_text().splitlines() if (out / "rounds.jsonl").exists() else []
+    recs = sorted((json.loads(line) for line in lines if line.strip()), key=lambda r: r["round"])
+    started = recs[0]["ended_at"] - recs[0]["time_s"] if recs else None
+    return {**make_row(row, res, [r["time_s"] for r in recs], started), "command": " ".join(cmd)}
+
+
 def plan(a) -> list[tuple[str, str, int, str, str, int]]:
     """The rows in the order they run: per workload, client count and engine, each face's floor beside
     flowergraph's run on that face (the Message-API floor always: the acceptance is against it)."""
@@ -183,6 +200,8 @@ def plan(a) -> list[tuple[str, str, int, str, str, int]]:
     for workload, clients in counts.items():
         for n in clients:
             rounds = a.rounds_for.get(n, a.rounds)
+            if a.inprocess and not a.only_floor and n != OWN:
+                rows.append(("inprocess", workload, n, "one-process", "-", rounds))
             for engine in a.engines:
                 floor_faces = [f for f in FACES if f in a.faces or f == "message"]
                 for face in FACES:
@@ -238,11 +257,15 @@ def report(a, rows: dict[str, dict]) -> str:
         """The median of the ``kind`` row beside ``r`` (its client count and face unless given)."""
         return median(kind, r["workload"], clients or r["clients"], r["engine"], face or r["face"])
 
-    def ratio(r):
-        floor_msg, own = beside(r, face="message"), beside(r, "flowergraph", clients=OWN)
+    def ratio(r, own=None):
+        floor_msg = beside(r, face="message")
+        own = beside(r, "flowergraph", clients=OWN) if own is None else own
         return (
             r["median_s"] / (floor_msg + own) if r["finished"] and None not in (r["median_s"], floor_msg, own) else None
         )
+
+    def alone(r):  # the control: the same run at this client count in one process (no Flower transport)
+        return median("inprocess", r["workload"], r["clients"], "one-process", "-") if r["clients"] != OWN else None
 
     code = sorted({r.get("code", "?") for r in rows.values()})
     loads = sorted(float(r["load"]) for r in rows.values() if r.get("load"))
@@ -277,11 +300,14 @@ def report(a, rows: dict[str, dict]) -> str:
             (f"own {OWN} s", lambda r: fmt(beside(r, "flowergraph", clients=OWN))),
             ("ratio", lambda r: fmt(ratio(r))),
             ("verdict", lambda r: verdict(r, ratio(r))),
+            ("control: own N, one process s", lambda r: fmt(alone(r))),
+            ("control ratio", lambda r: fmt(ratio(r, alone(r)) if alone(r) is not None else None)),
         ]
         parts.append(render("scale/beside_floor", own=OWN, **accept, **targets) + "\n\n" + column_table(columns, fg))
     floors = [r for r in rows.values() if r["kind"] == "floor"]
+    floors_columns: list = []
     if floors:
-        columns = [
+        columns = floors_columns = [
             ("workload arrays", lambda r: r["workload"]),
             *where,
             ("finished", ended_text),
@@ -292,6 +318,10 @@ def report(a, rows: dict[str, dict]) -> str:
             ("peak GB", lambda r: f"{r['peak_gb']:.2f}"),
         ]
         parts.append("### Flower's floor\n\n" + column_table(columns, floors))
+    alone_rows = [r for r in rows.values() if r["kind"] == "inprocess"]
+    if alone_rows:
+        columns = [c for c in floors_columns if c[0] not in ("engine", "face")] if floors else []
+        parts.append(render("scale/inprocess") + "\n\n" + column_table(columns, alone_rows))
     parts.append(growth_section(a, rows, median))
     failed = [r for r in rows.values() if not r["finished"]]
     if failed:
@@ -358,6 +388,12 @@ def parse_rounds_for(text: str) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["inprocess"]:  # an in-process control row's child: run_inprocess(JSON config)
+        from flowergraph.app.inprocess import run_inprocess
+
+        summary, _ = run_inprocess(json.loads(argv[1]))
+        return 0 if summary.get("status") == "completed" else 1
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000, 10000], help="fedavg's counts")
     parser.add_argument(
@@ -378,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     floor = parser.add_mutually_exclusive_group()
     floor.add_argument("--only-floor", action="store_true", help="Flower's floor rows only")
     floor.add_argument("--skip-floor", action="store_true", help="no floor rows (no ratios)")
+    parser.add_argument(
+        "--inprocess", action=argparse.BooleanOptionalAction, default=True, help="the one-process control rows"
+    )
     parser.add_argument("--growth", type=int, nargs=2, default=[10, 1000], metavar=("FROM", "TO"))
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per row before it is stopped")
     parser.add_argument(
@@ -419,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{i}/{len(todo)}] {key}: {rounds} rounds ...", flush=True)
         load = f"{os.getloadavg()[0]:.1f}"
         try:
-            row = (flowergraph_row if kind == "flowergraph" else floor_row)(a, row_id)
+            row = {"flowergraph": flowergraph_row, "floor": floor_row, "inprocess": inprocess_row}[kind](a, row_id)
         except Exception as exc:  # noqa: BLE001 (a row that could not even start is reported, the rest go on)
             failed = {"ended": f"error: {type(exc).__name__}: {exc}", "rc": None, "peak_gb": 0.0, "wall_s": None}
             row = make_row(row_id, failed, [], None)
