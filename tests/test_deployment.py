@@ -1116,3 +1116,32 @@ def test_the_superlinks_superexec_looks_for_runs_every_fifth_of_a_second_unless_
         monkeypatch.setenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", preset)
     assert superlink.main(["--insecure"]) == 0
     assert seen == {"argv": ["flower-superlink", "--insecure"], "interval": preset or "0.2"}
+
+
+def test_wait_for_nodes_asks_the_superlink_once_the_nodes_logs_say_they_connected(tmp_path, monkeypatch):
+    """Each `flwr supernode list` is a process; wait_for_nodes reads the registered nodes' logs (Flower's
+    "SuperNode ID:" line) first and asks once they all say it (here: the third says it after 0.6 s)."""
+    import threading
+
+    from flowergraph.deployment import loopback
+
+    class Alive:
+        def poll(self):
+            return None
+
+    asked = []
+    monkeypatch.setattr(
+        loopback, "list_nodes", lambda connection, env: asked.append(time.monotonic()) or [{"status": "online"}] * 3
+    )
+    dep = loopback.LoopbackDeployment(tmp_path)
+    for k in range(3):
+        log = tmp_path / f"supernode-{k}.log"
+        log.write_text("INFO : Starting Flower SuperNode\n" + ("INFO : SuperNode ID: 7\n" if k < 2 else ""))
+        dep.nodes.append(loopback.Node(k, tmp_path / "key", 0, log, Alive(), node_id=100 + k))
+    unregistered = tmp_path / "intruder.log"  # never connects; not waited for
+    unregistered.write_text("")
+    dep.nodes.append(loopback.Node(0, tmp_path / "key", 0, unregistered, Alive(), node_id=None))
+    started = time.monotonic()
+    threading.Timer(0.6, lambda: (tmp_path / "supernode-2.log").write_text("INFO : SuperNode ID: 9\n")).start()
+    dep.wait_for_nodes(3, timeout=20)
+    assert len(asked) == 1 and asked[0] - started >= 0.6

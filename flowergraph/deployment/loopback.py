@@ -65,6 +65,9 @@ def _errors(path: Path, lines: int = 6) -> str:
     return f"It logged no error; the log ({path}) ends:\n" + "\n".join(text[-lines:])
 
 
+NODE_LOG_WAIT_S = 30.0  # wait_for_nodes: how long node logs are read before asking the SuperLink
+
+
 class LoopbackDeployment:
     """A SuperLink and SuperNodes on this machine, with TLS and SuperNode authentication.
 
@@ -309,8 +312,16 @@ class LoopbackDeployment:
         return pids
 
     def wait_for_nodes(self, count: int, timeout: float = 120.0) -> None:
-        """Wait until ``count`` registered SuperNodes are online (``flwr supernode list``)."""
+        """Wait until ``count`` registered SuperNodes are online (``flwr supernode list``). Each ask is a ``flwr``
+        process (1-2 s of CPU on a loaded machine, taken from the nodes starting beside it), so the first waits
+        until each registered node's log says it connected (Flower's "SuperNode ID:" line; at most
+        :data:`NODE_LOG_WAIT_S` s, then asking as before)."""
         deadline = time.monotonic() + timeout
+        logs_by = min(deadline, time.monotonic() + NODE_LOG_WAIT_S)
+        while time.monotonic() < logs_by and not self._nodes_say_connected(count):
+            if (dead := self._dead_node()) is not None:
+                raise RuntimeError(dead)
+            time.sleep(0.2)
         online = 0
         while time.monotonic() < deadline:
             for node in self.nodes:
@@ -329,6 +340,17 @@ class LoopbackDeployment:
         raise RuntimeError(
             f"only {online} of {count} SuperNodes came online within {timeout:.0f} s; logs in {self.log_dir}"
         )
+
+    def _nodes_say_connected(self, count: int) -> bool:
+        """Whether at least ``count`` of the registered, living nodes' logs hold Flower's "SuperNode ID:" line."""
+        said = 0
+        for node in self.nodes:
+            if node.node_id is not None and not node.killed:
+                try:
+                    said += "SuperNode ID:" in node.log_file.read_text(errors="replace")
+                except OSError:
+                    pass
+        return said >= count
 
     def _dead_node(self) -> str | None:
         for node in self.nodes:
