@@ -93,22 +93,20 @@ def take_message_ins(state: Any, node_id: int, message_ids: list[str], limit: in
     from flwr.supercore.date import now
 
     taken: list = []
+    rest: list[str] = []
     with state.lock:
         for i, msg_id in enumerate(message_ids):
             if limit and len(taken) == limit:
-                return _delivered(taken, now), message_ids[i:]
+                rest = message_ids[i:]
+                break
             state._check_stored_messages({msg_id})
             msg = state.message_ins_store.get(msg_id)
             if msg is not None and msg.metadata.dst_node_id == node_id and msg.metadata.delivered_at == "":
                 taken.append(msg)
-    return _delivered(taken, now), []
-
-
-def _delivered(messages: list, now: Callable[[], Any]) -> list:
     delivered_at = now().isoformat()
-    for msg in messages:
+    for msg in taken:
         msg.metadata.delivered_at = delivered_at
-    return messages
+    return taken, rest
 
 
 def _probe_message_ins() -> str | None:

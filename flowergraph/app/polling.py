@@ -28,9 +28,8 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Iterable
-
 from logging import WARNING
+from typing import Iterable
 
 from flwr.app import Message
 from flwr.common.logger import log

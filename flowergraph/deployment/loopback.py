@@ -208,17 +208,8 @@ class LoopbackDeployment:
         name = f"node{partition_id}" if register else f"unregistered{partition_id}-{len(self.nodes)}"
         private, public = make_node_key(self.work / "keys" / name)
         node_id = register_node(public, self.connection, self.env) if register else None
-        return self._launch(
-            name,
-            private,
-            node_id,
-            partition_id,
-            num_partitions,
-            data_dir=data_dir,
-            dataset=dataset,
-            key_file=key_file,
-            partition_file=partition_file,
-        )
+        owner = dict(data_dir=data_dir, dataset=dataset, key_file=key_file, partition_file=partition_file)
+        return self._launch(name, private, node_id, partition_id, num_partitions, **owner)
 
     def add_nodes(self, nodes: Sequence[Mapping[str, Any]]) -> list[Node]:
         """:meth:`add_node` for each of ``nodes`` (its keyword arguments: ``partition_id``, ``num_partitions``,
@@ -233,30 +224,22 @@ class LoopbackDeployment:
                 raise ValueError(
                     "add_nodes registers every node; start an unregistered one with add_node(register=False)"
                 )
-        keys = [make_node_key(self.work / "keys" / f"node{spec['partition_id']}") for spec in specs]
+        names = [f"node{spec['partition_id']}" for spec in specs]
+        keys = [make_node_key(self.work / "keys" / name) for name in names]
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:
             ids = list(pool.map(lambda key: register_node(key[1], self.connection, self.env), keys))
-        return [
-            self._launch(f"node{spec['partition_id']}", key[0], node_id, **spec)
-            for spec, key, node_id in zip(specs, keys, ids)
-        ]
+        return [self._launch(n, key[0], i, **spec) for n, spec, key, i in zip(names, specs, keys, ids)]
 
     def _launch(
-        self,
-        name: str,
-        private: Path,
-        node_id: int | None,
-        partition_id: int,
-        num_partitions: int,
-        *,
-        data_dir: str | os.PathLike | None = None,
-        dataset: str | None = None,
-        key_file: str | os.PathLike | None = None,
-        partition_file: str | os.PathLike | None = None,
+        self, name: str, private: Path, node_id: int | None, partition_id: int, num_partitions: int, **owner: Any
     ) -> Node:
         """Start the SuperNode of a data owner whose key pair is ``private`` (registered as ``node_id``; None: not
-        registered), its files copied into its own folder (:meth:`add_node`)."""
+        registered); ``owner``: :meth:`add_node`'s data keywords, its files copied into its own folder."""
+        if unknown := sorted(set(owner) - {"data_dir", "dataset", "key_file", "partition_file"}):
+            raise TypeError(f"unknown node keyword {unknown[0]!r}; valid: data_dir, dataset, key_file, partition_file")
         register = node_id is not None
+        data_dir, dataset = owner.get("data_dir"), owner.get("dataset")
+        key_file, partition_file = owner.get("key_file"), owner.get("partition_file")
         port = free_port()
         home = self.work / f"{name}-home"
         home.mkdir(parents=True, exist_ok=True)
