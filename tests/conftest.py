@@ -6,6 +6,7 @@ Everything the suite writes to the temp directory (the dataset cache, pytest's o
 folders, PyG's generated modules) goes into one folder of this session, removed at the end."""
 
 import os
+import resource
 import shutil
 import tempfile
 from collections import Counter, defaultdict
@@ -138,6 +139,32 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = ordered
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it has waited for (user + system)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Record each test's CPU time (``cpu_s`` in its reports' user properties, shown by ``--all-durations``): on
+    2 cores the suite's wall time follows the CPU its tests use, not only their durations. A process the test
+    started but did not wait for is not counted."""
+    started = _cpu_s()
+    item.user_properties.append(("cpu_started", started))
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "teardown":
+        started = dict(item.user_properties).get("cpu_started")
+        if started is not None:
+            report.user_properties.append(("cpu_s", _cpu_s() - started))
+    return report
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--all-durations",
@@ -157,22 +184,31 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not config.getoption("all_durations", False):
         return result
     per_test: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)
     for reports in terminalreporter.stats.values():
         for report in reports:
             if getattr(report, "when", None) in ("setup", "call", "teardown") and hasattr(report, "duration"):
                 per_test[report.nodeid] += report.duration
+                cpu[report.nodeid] += dict(getattr(report, "user_properties", ())).get("cpu_s", 0.0)
     per_file: dict[str, float] = defaultdict(float)
     for nodeid, seconds in per_test.items():
         per_file[nodeid.split("::")[0]] += seconds
+    cpu_per_file: dict[str, float] = defaultdict(float)
+    for nodeid, seconds in cpu.items():
+        cpu_per_file[nodeid.split("::")[0]] += seconds
     total = sum(per_test.values())
-    terminalreporter.section(f"durations per file ({len(per_file)} files, {total:.1f} s of test time in all)", sep="=")
+    terminalreporter.section(
+        f"durations per file ({len(per_file)} files, {total:.1f} s of test time and {sum(cpu.values()):.1f} s "
+        "of CPU in all; CPU: the worker and the processes it waited for)",
+        sep="=",
+    )
     for name, seconds in sorted(per_file.items(), key=lambda kv: (-kv[1], kv[0])):
-        terminalreporter.write_line(f"{seconds:9.2f}s  {name}")
+        terminalreporter.write_line(f"{seconds:9.2f}s {cpu_per_file[name]:9.2f}s CPU  {name}")
     terminalreporter.section(
         f"durations of every test ({len(per_test)} tests, slowest first; setup + call + teardown)", sep="="
     )
     for nodeid, seconds in sorted(per_test.items(), key=lambda kv: (-kv[1], kv[0])):
-        terminalreporter.write_line(f"{seconds:9.2f}s  {nodeid}")
+        terminalreporter.write_line(f"{seconds:9.2f}s {cpu[nodeid]:9.2f}s CPU  {nodeid}")
     return result
 
 

@@ -39,6 +39,36 @@ def test_the_sampler_counts_the_tree_and_the_tagged_processes():
         kill_tree(tagged.pid)
 
 
+def test_a_tagged_process_first_seen_before_its_exec_is_found_later(monkeypatch):
+    """Between fork and exec a process shows its parent's environment (no tag): under load the sampler can read
+    it then. That first answer must not stick: the next sample finds the tag."""
+    import psutil
+
+    from flowergraph.app.runtime import GROUP_ENV, kill_tree
+
+    root = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    env = {GROUP_ENV: "fg-test-late", "PATH": "/usr/bin:/bin"}
+    tagged = subprocess.Popen([sys.executable, "-c", HOLD], env=env, start_new_session=True)  # outside root's tree
+    real = psutil.Process.environ
+    reads = []
+
+    def before_exec_once(self):
+        reads.append(self.pid)
+        if self.pid == tagged.pid and reads.count(tagged.pid) == 1:
+            return {"PATH": "/usr/bin:/bin"}  # what a reader sees before the exec
+        return real(self)
+
+    monkeypatch.setattr(psutil.Process, "environ", before_exec_once)
+    try:
+        sampler = TreeMemorySampler(root.pid, rss=True, groups=True, tag="fg-test-late")
+        assert tagged.pid not in [p.pid for p in sampler._processes()]
+        assert tagged.pid in [p.pid for p in sampler._processes()]
+        assert reads.count(tagged.pid) == 2
+    finally:
+        kill_tree(root.pid)
+        kill_tree(tagged.pid)
+
+
 def test_a_measured_child_past_its_timeout_is_stopped_with_its_tree(tmp_path):
     import psutil
 

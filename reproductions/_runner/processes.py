@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 
+EXEC_GRACE_S = 5.0  # seconds after its start by which a process has exec'd (see _processes)
+
+
 class TreeMemorySampler:
     """Samples, every ``interval`` s, the summed memory of a process tree: process ``pid`` (this one by default;
     ``root=False`` leaves it out) and all its descendants; with ``groups``, also every process whose
@@ -63,13 +66,18 @@ class TreeMemorySampler:
                 key = (p.pid, p.info.get("create_time") or 0.0)
                 if p.pid in found or p.pid == self.pid:
                     continue
-                if key not in self._tagged:
+                tagged = self._tagged.get(key)
+                if tagged is None:
                     try:
                         group = p.environ().get(GROUP_ENV, "")
                     except (psutil.Error, OSError):
                         continue  # not readable now (starting, ending): asked again next time
-                    self._tagged[key] = group == self.tag or group.startswith(own)
-                if self._tagged[key]:
+                    tagged = group == self.tag or group.startswith(own)
+                    # a process seen between fork and exec still shows its parent's environment: an untagged
+                    # answer is kept only once the process is old enough to have run its own program
+                    if tagged or time.time() - key[1] > EXEC_GRACE_S:
+                        self._tagged[key] = tagged
+                if tagged:
                     found[p.pid] = p
         if not self.root:
             found.pop(self.pid, None)
