@@ -343,7 +343,8 @@ def run_inline_app(
 ) -> AppRun:
     """:func:`run_flower_app` on the inline engine: the Flower app in ``app_dir`` (its pyproject names the
     ServerApp and ClientApp and gives the run config's defaults) runs in one child process
-    (``python -m flowergraph.app.inline``, :mod:`flowergraph.app.inline`) with ``run_config`` passed as
+    (``python -m flowergraph.app.inline``, :mod:`flowergraph.app.inline`; with ``FLOWERGRAPH_INLINE_FORK=on`` a child
+    forked from a warm process, :mod:`flowergraph.app.inline_entry`) with ``run_config`` passed as
     ``flwr run --run-config FILE`` passes it; the child is stopped by PID on return, on the timeout and on
     SIGTERM. Writes its log to ``log_dir/flower.log``; progress lines as :func:`run_flower_app`. The status is
     the child's exit status (0: completed)."""
@@ -374,10 +375,12 @@ def _run_inline_app(
     status, flwr_status = "failed", "not started"
     group = ProcessGroup().start()  # the child carries its tag; the watchdog stops it if this process dies
     try:
+        from .app import inline_entry
+
         cmd = [
             sys.executable,
             "-m",
-            "flowergraph.app.inline",
+            "flowergraph.app.inline_entry" if inline_entry.enabled() else "flowergraph.app.inline",
             "--app-dir",
             str(Path(app_dir).resolve()),
             "--num-supernodes",

@@ -53,6 +53,11 @@ if "FLOWERGRAPH_CACHE" not in os.environ:
     _OWN_CACHE = os.environ["FLOWERGRAPH_CACHE"] = tempfile.mkdtemp(prefix="flowergraph-test-cache-")
 os.environ.pop("FLOWERGRAPH_DATA", None)
 
+# Inline runs launched from one process fork from a warm fork server instead of importing torch, PyG and Flower
+# afresh (~3.5 s of CPU each; the suite is CPU-bound on 2 cores): flowergraph.app.inline_entry. Each test worker
+# gets its own server, ended with the worker. FLOWERGRAPH_INLINE_FORK=off runs the suite without it.
+os.environ.setdefault("FLOWERGRAPH_INLINE_FORK", "on")
+
 # Every flowergraph client trains with one torch thread (client_app.client_fn sets it, process-wide). Tests that
 # replay training by hand compare against those clients, so the whole test process uses one thread from the
 # start: a replay that ran before the first in-process client would otherwise sum in another order.

@@ -96,12 +96,15 @@ def _connect(where: str) -> socket.socket | None:
         return None
 
 
-def connect(key: str) -> socket.socket:
-    """A connection to the fork server ``key``, starting it if there is none."""
+def connect(key: str, command: str = COMMAND, env: dict[str, str] | None = None) -> socket.socket:
+    """A connection to the fork server ``key``, starting it if there is none (running ``command``, a
+    ``module:loader`` whose loader returns the function each child calls; in ``env``, default this process's)."""
 
     def start() -> None:
         args = ["serve", "--key", key, "--parent", str(os.getppid())]
-        spawn_detached("flowergraph.app.forkserver", args, workers_dir() / f"fork-{key}.log")
+        if command != COMMAND:
+            args += ["--command", command]
+        spawn_detached("flowergraph.app.forkserver", args, workers_dir() / f"fork-{key}.log", env=env)
 
     sock = connect_or_start(_address(key), workers_dir() / f"fork-{key}.lock", _connect, start, START_TIMEOUT_S)
     if sock is None:
@@ -109,18 +112,26 @@ def connect(key: str) -> socket.socket:
     return sock
 
 
-def run(argv: list[str]) -> int:
+def run(
+    argv: list[str],
+    *,
+    key: str | None = None,
+    command: str = COMMAND,
+    server_env: dict[str, str] | None = None,
+    argv0: str = "flwr-clientapp",
+) -> int:
     """Run ``flwr-clientapp argv`` in a child of this SuperNode's fork server, with this process's standard input,
     output, error, environment and folder; forward SIGTERM, SIGINT and SIGHUP to it; return its exit status (a
     child ended by a signal: 128 + the signal, as a shell reports it). Raises :class:`NoForkServer` before anything
-    ran when no server takes the request."""
+    ran when no server takes the request. ``key``, ``command``, ``server_env`` and ``argv0``: another fork server
+    (see :mod:`flowergraph.app.inline_entry`), the environment it is started in and the child's ``sys.argv[0]``."""
     if not supported():
         raise NoForkServer("fork servers need Linux")
     try:
-        sock = connect(server_key(runtime_api_address(argv)))
+        sock = connect(key or server_key(runtime_api_address(argv)), command, server_env)
     except OSError as exc:
         raise NoForkServer(f"no fork server: {exc}") from exc
-    request = {"argv": list(argv), "env": dict(os.environ), "cwd": os.getcwd(), "entry": os.getpid()}
+    request = {"argv": list(argv), "argv0": argv0, "env": dict(os.environ), "cwd": os.getcwd(), "entry": os.getpid()}
     data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
     child: list[int] = []  # the child's pid, once the server names it
     pending: list[int] = []  # signals that came before
@@ -210,7 +221,8 @@ def _child(request: dict, fds: list[int], command: Callable[[], Callable[[], Non
         timing.MODULE_T0 = time.time()  # "Flower's start" of a forked message: from the fork on
         timing.FORKED = True
         _watch_entry(int(request["entry"]))
-        sys.argv = ["flwr-clientapp", *request["argv"]]  # Flower's exit handling tells commands apart by name
+        # Flower's exit handling tells commands apart by name (and flowergraph tells a ClientApp process by it)
+        sys.argv = [request.get("argv0", "flwr-clientapp"), *request["argv"]]
         command()()
         code = 0
     except SystemExit as exc:  # Flower's flwr_exit ends the command with sys.exit(code)
@@ -254,7 +266,8 @@ def serve(key: str, parent: int, idle: float, command_ref: str = COMMAND) -> Non
     command = loader()  # Flower's flwr_clientapp, imported before any fork
     with contextlib.suppress(ImportError):
         importlib.import_module("flowergraph.app.client_app")  # what every child loads next (imports Flower only)
-    if os.environ.get(PACING_ENV, "fast").strip().lower() != "flower":  # the SuperNode's switch, inherited
+    # the SuperNode's switch, inherited (a SuperNode's fork server only)
+    if command_ref == COMMAND and os.environ.get(PACING_ENV, "fast").strip().lower() != "flower":
         from .polling import fast_object_pulls
 
         fast_object_pulls()  # each child pulls its message's contents from a SuperNode still receiving them
