@@ -33,6 +33,7 @@ import json
 import os
 import statistics
 import subprocess
+import time
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,58 @@ def inprocess_row(a, row: tuple) -> dict[str, Any]:
     return {**make_row(row, res, [r["time_s"] for r in recs], started), "command": " ".join(cmd)}
 
 
+def bare_rounds(config: dict[str, Any]) -> list[float]:
+    """The bare per-client work of the fedavg workload: for every client, one after another, load the global
+    weights, take the local steps (flowergraph's ``train_steps``: PyG's GCN, SGD) and evaluate on the test, val
+    and train masks; no Flower, no flowergraph client, server, records or serialisation. Seconds per round."""
+    import torch
+
+    from flowergraph.data import graph_spec, partition_spec
+    from flowergraph.methods.node import model_kwargs, train_config
+    from flowergraph.settings import parse_run_config
+    from flowergraph.tasks.federated_graph import graph_cut
+    from flowergraph.tasks.models import build_node_model, get_weights, set_weights
+    from flowergraph.tasks.training import evaluate_masks, train_steps
+
+    torch.set_num_threads(1)
+    s = parse_run_config(config)
+    cfg, kwargs = train_config(s), model_kwargs(s)
+    graphs = graph_cut(graph_spec(s), partition_spec(s)).clients()
+    models = [
+        build_node_model(in_dim=g.num_features, num_classes=g.num_classes, seed=s.seed, cached=True, **kwargs)
+        for g in graphs
+    ]
+    datas = [g.to_pyg() for g in graphs]
+    weights = get_weights(models[0])
+    times = []
+    for _ in range(int(config["rounds"])):
+        started = time.perf_counter()
+        for model, d in zip(models, datas):
+            set_weights(model, weights)
+            train_steps(model, lambda m=model, d=d: m(d.x, d.edge_index), d.y, d.train_mask, cfg)
+            get_weights(model)
+            set_weights(model, weights)
+            masks = {"test": d.test_mask, "val": d.val_mask, "train": d.train_mask}
+            evaluate_masks(model, lambda m=model, d=d: m(d.x, d.edge_index), d.y, masks)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def bare_row(a, row: tuple) -> dict[str, Any]:
+    """The bare work (:func:`bare_rounds`) at the row's client count, in a child process of ``scale.py bare``."""
+    _, workload, clients, engine, face, rounds = row
+    folder = Path(a.work) / row_key(*row[:5])
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "bare.json"
+    out.unlink(missing_ok=True)
+    w = WORKLOADS[workload]
+    config = {"method": w["method"], "num-clients": clients, "rounds": rounds, **w["sets"], "seed": 0}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "bare", json.dumps(config), str(out)]
+    res = run_child(cmd, folder / "launcher.log", a, a.timeout)
+    times = json.loads(out.read_text()) if out.exists() else []
+    return {**make_row(row, res, times, None), "command": " ".join(cmd)}
+
+
 def plan(a) -> list[tuple[str, str, int, str, str, int]]:
     """The rows in the order they run: per workload, client count and engine, each face's floor beside
     flowergraph's run on that face (the Message-API floor always: the acceptance is against it)."""
@@ -202,6 +255,8 @@ def plan(a) -> list[tuple[str, str, int, str, str, int]]:
             rounds = a.rounds_for.get(n, a.rounds)
             if a.inprocess and not a.only_floor and n != OWN:
                 rows.append(("inprocess", workload, n, "one-process", "-", rounds))
+            if a.bare and not a.only_floor and workload == "fedavg":
+                rows.append(("bare", workload, n, "one-process", "-", rounds))
             for engine in a.engines:
                 floor_faces = [f for f in FACES if f in a.faces or f == "message"]
                 for face in FACES:
@@ -267,6 +322,9 @@ def report(a, rows: dict[str, dict]) -> str:
     def alone(r):  # the control: the same run at this client count in one process (no Flower transport)
         return median("inprocess", r["workload"], r["clients"], "one-process", "-") if r["clients"] != OWN else None
 
+    def bare(r):  # the bare per-client work at this client count (no library)
+        return median("bare", r["workload"], r["clients"], "one-process", "-")
+
     code = sorted({r.get("code", "?") for r in rows.values()})
     loads = sorted(float(r["load"]) for r in rows.values() if r.get("load"))
     parts = [
@@ -302,6 +360,8 @@ def report(a, rows: dict[str, dict]) -> str:
             ("verdict", lambda r: verdict(r, ratio(r))),
             ("control: own N, one process s", lambda r: fmt(alone(r))),
             ("control ratio", lambda r: fmt(ratio(r, alone(r)) if alone(r) is not None else None)),
+            ("bare work s", lambda r: fmt(bare(r))),
+            ("floor + bare work s", lambda r: fmt(_sum(beside(r, face="message"), bare(r)))),
         ]
         parts.append(render("scale/beside_floor", own=OWN, **accept, **targets) + "\n\n" + column_table(columns, fg))
     floors = [r for r in rows.values() if r["kind"] == "floor"]
@@ -322,6 +382,10 @@ def report(a, rows: dict[str, dict]) -> str:
     if alone_rows:
         columns = [c for c in floors_columns if c[0] not in ("engine", "face")] if floors else []
         parts.append(render("scale/inprocess") + "\n\n" + column_table(columns, alone_rows))
+    bare_rows = [r for r in rows.values() if r["kind"] == "bare"]
+    if bare_rows:
+        columns = [c for c in floors_columns if c[0] not in ("engine", "face", "start-up s")] if floors else []
+        parts.append(render("scale/bare", ratio_max=RATIO_MAX, own=OWN) + "\n\n" + column_table(columns, bare_rows))
     parts.append(growth_section(a, rows, median))
     failed = [r for r in rows.values() if not r["finished"]]
     if failed:
@@ -338,6 +402,10 @@ def report(a, rows: dict[str, dict]) -> str:
         render("scale/commands", launcher=code_blocks[0].replace(str(REPO.parent), ".."), acceptance=code_blocks[1])
     )
     return "\n\n".join(p for p in parts if p)
+
+
+def _sum(*values: float | None) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
 def growth_section(a, rows, median) -> str:
@@ -394,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
 
         summary, _ = run_inprocess(json.loads(argv[1]))
         return 0 if summary.get("status") == "completed" else 1
+    if argv[:1] == ["bare"]:  # a bare-work row's child: bare_rounds(JSON config) -> JSON file
+        Path(argv[2]).write_text(json.dumps(bare_rounds(json.loads(argv[1]))))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000, 10000], help="fedavg's counts")
     parser.add_argument(
@@ -416,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     floor.add_argument("--skip-floor", action="store_true", help="no floor rows (no ratios)")
     parser.add_argument(
         "--inprocess", action=argparse.BooleanOptionalAction, default=True, help="the one-process control rows"
+    )
+    parser.add_argument(
+        "--bare", action=argparse.BooleanOptionalAction, default=True, help="the bare-work rows (fedavg workload)"
     )
     parser.add_argument("--growth", type=int, nargs=2, default=[10, 1000], metavar=("FROM", "TO"))
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per row before it is stopped")
@@ -458,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{i}/{len(todo)}] {key}: {rounds} rounds ...", flush=True)
         load = f"{os.getloadavg()[0]:.1f}"
         try:
-            row = {"flowergraph": flowergraph_row, "floor": floor_row, "inprocess": inprocess_row}[kind](a, row_id)
+            kinds = {"flowergraph": flowergraph_row, "floor": floor_row, "inprocess": inprocess_row, "bare": bare_row}
+            row = kinds[kind](a, row_id)
         except Exception as exc:  # noqa: BLE001 (a row that could not even start is reported, the rest go on)
             failed = {"ended": f"error: {type(exc).__name__}: {exc}", "rc": None, "peak_gb": 0.0, "wall_s": None}
             row = make_row(row_id, failed, [], None)

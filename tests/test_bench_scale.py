@@ -85,3 +85,21 @@ def test_the_growth_table_compares_flowergraph_with_the_floor_on_the_same_engine
     text = scale.growth_section(a, by_key, median)
     line = next(x for x in text.splitlines() if x.startswith("| fedavg | 10 -> 1,000 | inline | message |"))
     assert "| 5.00x |" in line and "| 30.00x |" in line and line.endswith("| met |")
+
+
+def test_the_bare_work_row_sits_beside_the_run_and_is_added_to_the_floor():
+    rows = [
+        _row("flowergraph", 10, times=(9.0, 1.0, 1.0, 1.0, 1.0)),
+        _row("floor", 1000, times=(1.0, 0.5, 0.5, 0.5, 0.5)),
+        _row("flowergraph", 1000, times=(20.0, 4.0, 4.0, 4.0, 4.0)),
+        _row("bare", 1000, engine="one-process", face="-", times=(2.0, 1.75, 1.75, 1.75, 1.75)),
+    ]
+    a = type("A", (), {"note": "", "sample": 0.2, "timeout": 60.0, "growth": [10, 1000]})()
+    text = scale.report(a, {r["key"]: r for r in rows})
+    line = next(x for x in text.splitlines() if x.startswith("| fedavg | 1,000 | inline |"))
+    assert line.rstrip(" |").endswith("| 1.75 | 2.25")  # bare work, floor + bare work (0.5 + 1.75)
+    assert "Lower bound: the bare per-client work" in text
+    plan_args = dict(clients=[10, 1000], fedstar_clients=[100], rounds=5, rounds_for={}, inprocess=False, bare=True)
+    plan_args.update(only_floor=False, skip_floor=True, engines=["inline"], faces=["message"])
+    planned = scale.plan(type("A", (), plan_args)())
+    assert [(k, w, n) for k, w, n, *_ in planned if k == "bare"] == [("bare", "fedavg", 10), ("bare", "fedavg", 1000)]
