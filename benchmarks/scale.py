@@ -176,15 +176,20 @@ def floor_row(a, row: tuple) -> dict[str, Any]:
     return {**make_row(row, res, round_times(stamps), stamps[0] if stamps else None), "command": " ".join(cmd)}
 
 
+def one_process_config(workload: str, clients: int, rounds: int) -> dict[str, Any]:
+    """The run config of ``workload`` at ``clients`` for the one-process rows (the control, the bare work)."""
+    w = WORKLOADS[workload]
+    config = {"method": w["method"], "num-clients": clients, "rounds": rounds, **w["sets"], "seed": 0}
+    return {**config, "dataset": w["dataset"], "data-dir": data_dir()} if w["dataset"] else config
+
+
 def inprocess_row(a, row: tuple) -> dict[str, Any]:
     """The control: flowergraph's same run in one process, without Flower's transport (``run_inprocess``: the
     server's and every client's own work at this client count), in a child process of ``scale.py inprocess``."""
     _, workload, clients, engine, face, rounds = row
     folder = Path(a.work) / row_key(*row[:5])
     out = next(folder / f"run{i or ''}" for i in range(1000) if not (folder / f"run{i or ''}").exists())
-    w = WORKLOADS[workload]
-    config = {"method": w["method"], "num-clients": clients, "rounds": rounds, "out-dir": str(out), **w["sets"]}
-    config.update({"dataset": w["dataset"], "data-dir": data_dir()} if w["dataset"] else {}, seed=0)
+    config = {**one_process_config(workload, clients, rounds), "out-dir": str(out)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "inprocess", json.dumps(config)]
     res = run_child(cmd, folder / "launcher.log", a, a.timeout)
     lines = (out / "rounds.jsonl").read_text().splitlines() if (out / "rounds.jsonl").exists() else []
@@ -222,8 +227,8 @@ def bare_rounds(config: dict[str, Any]) -> list[float]:
         for model, d in zip(models, datas):
             set_weights(model, weights)
             train_steps(model, lambda m=model, d=d: m(d.x, d.edge_index), d.y, d.train_mask, cfg)
-            get_weights(model)
-            set_weights(model, weights)
+            get_weights(model)  # the update a client sends
+            set_weights(model, weights)  # the evaluate message's model
             masks = {"test": d.test_mask, "val": d.val_mask, "train": d.train_mask}
             evaluate_masks(model, lambda m=model, d=d: m(d.x, d.edge_index), d.y, masks)
         times.append(time.perf_counter() - started)
@@ -237,8 +242,7 @@ def bare_row(a, row: tuple) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / "bare.json"
     out.unlink(missing_ok=True)
-    w = WORKLOADS[workload]
-    config = {"method": w["method"], "num-clients": clients, "rounds": rounds, **w["sets"], "seed": 0}
+    config = one_process_config(workload, clients, rounds)
     cmd = [sys.executable, str(Path(__file__).resolve()), "bare", json.dumps(config), str(out)]
     res = run_child(cmd, folder / "launcher.log", a, a.timeout)
     times = json.loads(out.read_text()) if out.exists() else []
@@ -404,8 +408,8 @@ def report(a, rows: dict[str, dict]) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _sum(*values: float | None) -> float | None:
-    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def growth_section(a, rows, median) -> str:

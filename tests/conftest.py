@@ -150,23 +150,24 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+_CPU_STARTED = pytest.StashKey[float]()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Record each test's CPU time (``cpu_s`` in its reports' user properties, shown by ``--all-durations``): on
-    2 cores the suite's wall time follows the CPU its tests use, not only their durations. A process the test
-    started but did not wait for is not counted."""
-    started = _cpu_s()
-    item.user_properties.append(("cpu_started", started))
+    """Record each test's CPU time (``cpu_s`` in its teardown report's user properties, shown by
+    ``--all-durations``): on 2 cores the suite's wall time follows the CPU its tests use, not only their durations.
+    Not counted: a process the test started but did not wait for, and a forked inline run (a child of the worker's
+    fork server, ``FLOWERGRAPH_INLINE_FORK``)."""
+    item.stash[_CPU_STARTED] = _cpu_s()
     return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if call.when == "teardown":
-        started = dict(item.user_properties).get("cpu_started")
-        if started is not None:
-            report.user_properties.append(("cpu_s", _cpu_s() - started))
+    if call.when == "teardown" and _CPU_STARTED in item.stash:
+        report.user_properties.append(("cpu_s", _cpu_s() - item.stash[_CPU_STARTED]))
     return report
 
 
